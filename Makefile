@@ -1,0 +1,86 @@
+# CommFuse: one non-recursive Makefile. Everything generated goes under $(B).
+#   make            build cfc, libcfrt and the tests
+#   make test       install missing Debian packages, build, run every test
+#   make demo       install missing packages, build, run the examples
+#   make SAN=address,undefined test   the same under ASan + UBSan
+.POSIX:
+.SUFFIXES:
+
+ifneq ($(SAN),)
+B ?= build/san
+SANFLAGS = -fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=all
+else
+B ?= build
+SANFLAGS =
+endif
+
+CC ?= cc
+MPICC ?= mpicc
+OPT ?= -O2 -g
+WARN = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+       -Wwrite-strings
+CFLAGS_ALL = -std=c11 -D_POSIX_C_SOURCE=200809L $(OPT) $(WARN) $(SANFLAGS) \
+             -MMD -MP $(CFLAGS)
+LDFLAGS_ALL = $(SANFLAGS) $(LDFLAGS)
+PREFIX ?= /usr/local
+DESTDIR ?=
+
+GVC_CFLAGS := $(shell pkg-config --cflags libgvc 2>/dev/null)
+GVC_LIBS := $(shell pkg-config --libs libgvc 2>/dev/null)
+CUNIT_CFLAGS := $(shell pkg-config --cflags cunit 2>/dev/null)
+CUNIT_LIBS := $(shell pkg-config --libs cunit 2>/dev/null)
+BLAS_CFLAGS := $(shell pkg-config --cflags openblas 2>/dev/null)
+BLAS_LIBS := $(shell pkg-config --libs openblas 2>/dev/null)
+
+all: $(B)/cfc
+
+# ---- the compiler ----
+GEN = $(B)/grammar/parser.c $(B)/grammar/parser.h $(B)/grammar/lexer.c $(B)/grammar/lexer.h
+CF_SRC = $(wildcard compiler/*.c codegen/*.c)
+CF_OBJ = $(CF_SRC:%.c=$(B)/%.o) $(B)/grammar/parser.o $(B)/grammar/lexer.o
+CF_LIBOBJ = $(filter-out $(B)/compiler/main.o,$(CF_OBJ))
+CF_INC = -Icompiler -I$(B)/grammar -Iruntime
+
+$(B)/grammar/parser.c $(B)/grammar/parser.h: grammar/parser.y
+	@mkdir -p $(@D)
+	bison -Wall -Werror -o $(B)/grammar/parser.c --header=$(B)/grammar/parser.h $<
+
+$(B)/grammar/lexer.c $(B)/grammar/lexer.h: grammar/lexer.l $(B)/grammar/parser.h
+	@mkdir -p $(@D)
+	flex -o $(B)/grammar/lexer.c --header-file=$(B)/grammar/lexer.h $<
+
+# flex and bison output is not ours to keep warning-clean.
+GENFLAGS = -Wno-unused-function -Wno-missing-prototypes -Wno-sign-compare \
+           -Wno-unused-parameter
+$(B)/grammar/%.o: $(B)/grammar/%.c $(GEN)
+	$(CC) $(CFLAGS_ALL) $(GENFLAGS) $(CF_INC) -c -o $@ $<
+
+$(B)/compiler/%.o: compiler/%.c $(GEN)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) $(CF_INC) -c -o $@ $<
+
+$(B)/codegen/%.o: codegen/%.c $(GEN)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) $(GVC_CFLAGS) $(CF_INC) -c -o $@ $<
+
+$(B)/cfc: $(CF_OBJ)
+	$(CC) $(LDFLAGS_ALL) -o $@ $(CF_OBJ) $(GVC_LIBS) -lm
+
+include runtime/runtime.mk
+include tests/tests.mk
+
+# ---- entry points that first make sure the Debian packages are there ----
+deps:
+	@sh scripts/install-deps.sh
+
+test: deps
+	@$(MAKE) --no-print-directory check
+
+demo: deps
+	@$(MAKE) --no-print-directory demo-run
+
+clean:
+	rm -rf build
+
+.PHONY: all deps test demo clean check demo-run install
+-include $(shell find $(B) -name '*.d' 2>/dev/null)

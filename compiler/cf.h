@@ -1,0 +1,344 @@
+/* cf.h: the types shared by every pass of the CommFuse compiler.
+ *
+ * Pipeline (see main.c): source -> parse (grammar/) -> AST -> sema -> graph
+ * -> lower -> verify -> emit. One Arena owns every node and string of a
+ * compilation; nothing here is freed on its own. */
+#ifndef CF_H
+#define CF_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define CF_VERSION "0.1.0"
+
+enum {
+	MAXDIM = 6,     /* most dimensions a tensor may have */
+	MAXIN = 4,      /* most inputs of one op */
+	MAXERR = 20,    /* diagnostics printed before giving up */
+	MAXNEST = 256,  /* deepest bracket nesting the scanner accepts */
+	MAXIDENT = 255, /* longest identifier */
+	MAXGROUP = 4096 /* largest group of ranks */
+};
+
+/* ---- arena (util.c) ---- */
+typedef struct Arena Arena;
+Arena *arena_new(void);
+void *arena_alloc(Arena *a, size_t n); /* zeroed */
+char *arena_strdup(Arena *a, const char *s);
+char *arena_strndup(Arena *a, const char *s, size_t n);
+char *arena_printf(Arena *a, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+void arena_free(Arena *a);
+
+/* A growable array of pointers living in an arena. */
+typedef struct Vec {
+	void **v;
+	int n, cap;
+} Vec;
+void vec_push(Arena *a, Vec *v, void *p);
+
+_Noreturn void die_at(const char *file, int line, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+#define die(...) die_at(__FILE__, __LINE__, __VA_ARGS__)
+
+/* ---- diagnostics (diag.c) ---- */
+typedef struct Loc {
+	int line, col;   /* 1-based start */
+	int eline, ecol; /* end (inclusive) */
+} Loc;
+
+typedef struct Src {
+	const char *name; /* "<stdin>" for standard input */
+	const char *text; /* NUL-terminated copy of the input */
+	size_t len;
+} Src;
+
+typedef struct Diag {
+	const Src *src;
+	FILE *out;  /* where messages go (stderr by default) */
+	int nerr;   /* errors reported, counted past MAXERR too */
+	int fatal;  /* set once an error stops the current phase */
+} Diag;
+
+void diag_init(Diag *d, const Src *src, FILE *out);
+void diag_error(Diag *d, Loc loc, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+void diag_note(Diag *d, Loc loc, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* An error with no position in the source (command line, I/O). */
+void diag_plain(Diag *d, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* ---- element types ---- */
+#define DTYPES(X) X(F32, "f32", 4) X(F64, "f64", 8) X(BF16, "bf16", 2) X(F16, "f16", 2)
+typedef enum DType {
+	DT_NONE,
+#define X(id, s, n) DT_##id,
+	DTYPES(X)
+#undef X
+	NDTYPE
+} DType;
+extern const char *const dtype_name[NDTYPE];
+extern const int dtype_size[NDTYPE];
+
+/* ---- AST (ast.c builds it; the grammar actions call ast_*) ---- */
+typedef enum ExprKind {
+	E_INT,   /* ival */
+	E_FLOAT, /* fval */
+	E_NAME,  /* name */
+	E_BIN,   /* bin: op is one of + - * / % ^ @ */
+	E_NEG,   /* un */
+	E_TRANS, /* un: the postfix .T of a matmul operand */
+	E_CALL,  /* call: name(args); args may hold E_KWARG */
+	E_KWARG  /* kw: name = value, only inside schedule arguments */
+} ExprKind;
+
+typedef struct Expr Expr;
+struct Expr {
+	ExprKind kind;
+	Loc loc;
+	union {
+		int64_t ival;
+		double fval;
+		const char *name;
+		struct { int op; Expr *l, *r; } bin;
+		Expr *un;
+		struct { const char *name; Loc nloc; Vec args; } call; /* of Expr* */
+		struct { const char *name; Expr *val; } kw;
+	} u;
+};
+
+typedef enum Role { R_IN, R_WEIGHT, R_ACT, R_OUT } Role;
+
+typedef enum StmtKind {
+	S_SIZE,   /* def: size NAME = val */
+	S_GROUP,  /* def: group NAME = val */
+	S_TYPE,   /* type: the default element type */
+	S_TENSOR, /* tensor: in/weight declaration */
+	S_ASSIGN, /* def: NAME = val */
+	S_OUT,    /* names: out a, b; */
+	S_RETURN, /* ret */
+	S_SCHED   /* sched: one schedule entry */
+} StmtKind;
+
+typedef struct SchedEntry {
+	const char *key;   /* NULL for `default`; "t" or "layer.t" */
+	Loc kloc;
+	Expr *choice;      /* E_NAME or E_CALL: vanilla, slice(k), fuse(...), auto */
+} SchedEntry;
+
+typedef struct Stmt {
+	StmtKind kind;
+	Loc loc;
+	union {
+		struct { const char *name; Loc nloc; Expr *val; } def;
+		struct { DType t; } type;
+		struct {
+			Role role;
+			const char *name;
+			Loc nloc;
+			DType dtype;       /* DT_NONE: the model's type */
+			Vec shape;         /* of Expr* */
+			Expr *splitdim;    /* NULL when not split; E_NAME label or E_INT */
+			const char *group; /* group the dim is split over */
+			Loc gloc;
+		} tensor;
+		Vec names;             /* S_OUT: of Expr* (E_NAME) */
+		Expr *ret;             /* S_RETURN */
+		SchedEntry sched;
+	} u;
+} Stmt;
+
+typedef enum DeclKind { D_MODEL, D_LAYER } DeclKind;
+
+typedef struct Decl {
+	DeclKind kind;
+	const char *name;
+	Loc loc, nloc;
+	Vec params; /* D_LAYER: of Expr* (E_NAME) */
+	Vec body;   /* of Stmt* */
+} Decl;
+
+typedef struct Program {
+	Vec decls; /* of Decl* */
+} Program;
+
+Expr *ast_int(Arena *a, Loc l, int64_t v);
+Expr *ast_float(Arena *a, Loc l, double v);
+Expr *ast_name(Arena *a, Loc l, const char *s);
+Expr *ast_bin(Arena *a, Loc l, int op, Expr *x, Expr *y);
+Expr *ast_un(Arena *a, Loc l, ExprKind k, Expr *x);
+Expr *ast_call(Arena *a, Loc l, Expr *name, Vec args);
+Expr *ast_kwarg(Arena *a, Loc l, Expr *name, Expr *val);
+Stmt *ast_def(Arena *a, Loc l, StmtKind k, Expr *name, Expr *val);
+Stmt *ast_type(Arena *a, Loc l, DType t);
+Stmt *ast_tensor(Arena *a, Loc l, Role r, Expr *name, DType t, Vec shape,
+                 Expr *splitdim, Expr *group);
+Stmt *ast_out(Arena *a, Loc l, Vec names);
+Stmt *ast_return(Arena *a, Loc l, Expr *e);
+Stmt *ast_sched(Arena *a, Loc l, Expr *key, Expr *choice);
+Decl *ast_decl(Arena *a, Loc l, DeclKind k, Expr *name, Vec params, Vec body);
+Vec ast_list(Arena *a, Vec v, void *p); /* push and return */
+void ast_dump(FILE *f, const Program *p);
+void ast_print_expr(FILE *f, const Expr *e);
+
+/* ---- parsing (grammar/, driven from parse.c) ---- */
+typedef struct Parse {
+	Arena *arena;
+	Diag *diag;
+	Program *prog;
+	void *scanner;  /* the reentrant flex scanner */
+	int depth;      /* open brackets, checked against MAXNEST */
+	int stop;       /* set by the scanner to end the parse quietly */
+} Parse;
+
+/* Parses src into a Program; returns NULL when it had errors. */
+Program *parse_program(Arena *a, Diag *d, const Src *src);
+
+/* ---- ops ---- */
+typedef enum OpClass { CL_LEAF, CL_EW, CL_ROW, CL_MM, CL_ATTN, CL_HEADS, CL_SCAN, CL_COLL } OpClass;
+typedef enum OpKind {
+#define OP(id, s, lo, hi, cl) OP_##id,
+#include "ops.def"
+#undef OP
+	NOP
+} OpKind;
+typedef struct OpInfo {
+	const char *name;
+	int minarg, maxarg;
+	OpClass cls;
+} OpInfo;
+extern const OpInfo op_info[NOP];
+int op_lookup(const char *name); /* OpKind, or -1 */
+
+/* ---- dependency graph (sema.c builds it, graph.c analyses it) ---- */
+typedef struct Group {
+	const char *name;
+	int size;
+	Loc loc;
+} Group;
+
+typedef struct Size {
+	const char *name;
+	int64_t val;
+	Loc loc;
+	int overridden; /* set from -D */
+} Size;
+
+/* How a value is spread over a group. */
+typedef enum DistKind {
+	DI_REPL,    /* every rank holds the whole tensor */
+	DI_SPLIT,   /* rank r holds slice r (of group->size) along dim */
+	DI_PARTIAL  /* every rank holds a whole-shaped partial sum */
+} DistKind;
+
+typedef struct Dist {
+	DistKind kind;
+	int dim;      /* DI_SPLIT: the split dimension */
+	Group *group; /* DI_SPLIT, DI_PARTIAL */
+} Dist;
+
+typedef struct Node Node;
+
+/* A graph edge: one tensor value. */
+typedef struct Value {
+	int id;             /* index in Graph.values */
+	const char *name;   /* source name, or "t<N>" for a temporary */
+	DType dtype;
+	int ndim;
+	int64_t shape[MAXDIM];       /* global shape */
+	const char *label[MAXDIM];   /* dim labels (size names) or NULL */
+	Dist dist;
+	Role role;
+	Node *def;          /* producing node */
+	Vec uses;           /* of Node* */
+	Loc loc;
+} Value;
+
+/* Attributes, by op kind. */
+typedef struct Node {
+	int id;             /* index in Graph.nodes: a topological order */
+	OpKind op;
+	Value *in[MAXIN];
+	int nin;
+	Value *out;
+	Loc loc;
+	const char *layer;  /* instance name ("block2") or NULL in the model */
+	const char *lname;  /* layer definition name, NULL in the model */
+	union {
+		struct { int ta, tb; } mm;         /* OP_MATMUL: transposes */
+		double scale;                      /* OP_SCALE */
+		int heads;                         /* OP_SPLIT_HEADS */
+		int causal;                        /* OP_ATTENTION */
+		struct { int dim; double decay; } scan; /* OP_SCAN */
+		struct { int dim, dim2; Group *group; } coll; /* collectives:
+			dim: all_gather gathers / reduce_scatter scatters along;
+			all_to_all: dim is the input's split dim, dim2 the output's */
+	} a;
+	/* Slice-locality (graph_fill_locality): bit d of local is set when
+	 * slice s of the output along dim d depends only on slice s of each
+	 * input along inmap[i][d] (or on the whole input i when inmap[i][d]
+	 * is -1, such as the weight of a row-sliced matmul). */
+	unsigned local;
+	int inmap[MAXIN][MAXDIM];
+	struct SchedChoice *sched; /* collectives: the schedule asked for */
+} Node;
+
+typedef enum SchedKind { SK_DEFAULT, SK_VANILLA, SK_SLICE, SK_FUSE, SK_AUTO } SchedKind;
+typedef enum Topo { TP_RING, TP_BIDIR, TP_PAIRWISE } Topo;
+
+typedef struct SchedChoice {
+	SchedKind kind;
+	int k;          /* SK_SLICE: chunks */
+	Topo topo;      /* SK_FUSE */
+	int m;          /* SK_FUSE: granularity, slices = m * N */
+	int query;      /* SK_FUSE: split = query */
+	Loc loc;
+} SchedChoice;
+
+typedef struct Graph {
+	Arena *arena;
+	const char *name;   /* model name */
+	const char *file;   /* source file name */
+	DType dtype;        /* the model's default type */
+	Vec sizes;          /* of Size* */
+	Vec groups;         /* of Group* */
+	Vec values;         /* of Value* */
+	Vec nodes;          /* of Node*, topological */
+	Vec inputs;         /* of Value*: in declarations */
+	Vec weights;        /* of Value* */
+	Vec outputs;        /* of Value* */
+	SchedChoice defsched;
+} Graph;
+
+/* Command-line size overrides. */
+typedef struct Define {
+	const char *name;
+	int64_t val;
+	int used;
+} Define;
+
+typedef struct Options {
+	Define *defs;
+	int ndefs;
+} Options;
+
+/* sema.c: checks the program and builds the graph of its model;
+ * NULL after errors (all reported). */
+Graph *sema_build(Arena *a, Diag *d, const Program *p, Options *o);
+
+/* graph.c */
+void graph_fill_locality(Graph *g);
+void graph_check(const Graph *g); /* internal invariants; dies on failure */
+void graph_dump(FILE *f, const Graph *g);
+int64_t value_rank_extent(const Value *v, int d); /* per-rank extent of dim d */
+int64_t value_elems(const Value *v);              /* global element count */
+int64_t value_rank_elems(const Value *v);         /* per-rank element count */
+const char *dist_str(Arena *a, const Value *v);
+
+/* dot.c */
+void dot_graph(FILE *f, const Graph *g);
+
+#endif

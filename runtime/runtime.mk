@@ -1,0 +1,1 @@
+# runtime/runtime.mk: libcfrt (owned by the runtime work; placeholder)

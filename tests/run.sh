@@ -1,0 +1,27 @@
+#!/bin/sh
+# Runs every tests/t-*.sh (or those named as arguments) and counts the
+# PASS/FAIL lines they print. Exits non-zero when anything failed.
+: "${B:=build}"
+export B CFC="$B/cfc"
+pass=0 fail=0
+log=$B/tests/log
+mkdir -p "$log"
+scripts=${*:-tests/t-*.sh}
+for t in $scripts; do
+	name=$(basename "$t" .sh)
+	echo "== $name"
+	sh "$t" >"$log/$name.out" 2>&1
+	rc=$?
+	grep -E '^(PASS|FAIL) ' "$log/$name.out" | grep '^FAIL' | sed 's/^/   /'
+	p=$(grep -c '^PASS ' "$log/$name.out")
+	f=$(grep -c '^FAIL ' "$log/$name.out")
+	if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+		echo "   FAIL $name exited $rc; the end of its log:"
+		tail -n 20 "$log/$name.out" | sed 's/^/   | /'
+		f=1
+	fi
+	echo "   $p passed, $f failed"
+	pass=$((pass + p)) fail=$((fail + f))
+done
+echo "total: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,18 @@
+# Tests: CUnit units, golden files, error diagnostics, end-to-end runs.
+# Each tests/t-*.sh prints "PASS name" or "FAIL name" lines; tests/run.sh
+# counts them. Other .mk files add binaries the tests need to CHECK_DEPS.
+
+UNIT_SRC = $(wildcard tests/unit/*.c)
+UNIT_OBJ = $(UNIT_SRC:%.c=$(B)/%.o)
+
+$(B)/tests/unit/%.o: tests/unit/%.c $(GEN)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) $(CUNIT_CFLAGS) $(CF_INC) -c -o $@ $<
+
+$(B)/tests/unit_compiler: $(UNIT_OBJ) $(CF_LIBOBJ)
+	$(CC) $(LDFLAGS_ALL) -o $@ $(UNIT_OBJ) $(CF_LIBOBJ) $(GVC_LIBS) $(CUNIT_LIBS) -lm
+
+CHECK_DEPS += $(B)/cfc $(B)/tests/unit_compiler
+
+check: $(CHECK_DEPS)
+	@B=$(B) SAN=$(SAN) sh tests/run.sh
