@@ -3,7 +3,6 @@
 #   make test       install missing Debian packages, build, run every test
 #   make demo       install missing packages, build, run the examples
 #   make SAN=address,undefined test   the same under ASan + UBSan
-.POSIX:
 .SUFFIXES:
 
 ifneq ($(SAN),)

@@ -84,6 +84,7 @@ extern const char *const dtype_name[NDTYPE];
 extern const int dtype_size[NDTYPE];
 
 /* ---- AST (ast.c builds it; the grammar actions call ast_*) ---- */
+typedef struct Parse Parse;
 typedef enum ExprKind {
 	E_INT,   /* ival */
 	E_FLOAT, /* fval */
@@ -174,28 +175,40 @@ Expr *ast_call(Arena *a, Loc l, Expr *name, Vec args);
 Expr *ast_kwarg(Arena *a, Loc l, Expr *name, Expr *val);
 Stmt *ast_def(Arena *a, Loc l, StmtKind k, Expr *name, Expr *val);
 Stmt *ast_type(Arena *a, Loc l, DType t);
+/* split is NULL or an E_BIN ':' of (dimension, group name) */
 Stmt *ast_tensor(Arena *a, Loc l, Role r, Expr *name, DType t, Vec shape,
-                 Expr *splitdim, Expr *group);
+                 Expr *split);
 Stmt *ast_out(Arena *a, Loc l, Vec names);
 Stmt *ast_return(Arena *a, Loc l, Expr *e);
 Stmt *ast_sched(Arena *a, Loc l, Expr *key, Expr *choice);
 Decl *ast_decl(Arena *a, Loc l, DeclKind k, Expr *name, Vec params, Vec body);
 Vec ast_list(Arena *a, Vec v, void *p); /* push and return */
+Vec ast_concat(Arena *a, Vec v, Vec w);  /* v with w's items appended */
+Expr *ast_member(Parse *p, Loc l, Expr *e, Expr *name); /* e.T */
 void ast_dump(FILE *f, const Program *p);
 void ast_print_expr(FILE *f, const Expr *e);
 
 /* ---- parsing (grammar/, driven from parse.c) ---- */
-typedef struct Parse {
+struct Parse {
 	Arena *arena;
 	Diag *diag;
 	Program *prog;
 	void *scanner;  /* the reentrant flex scanner */
 	int depth;      /* open brackets, checked against MAXNEST */
 	int stop;       /* set by the scanner to end the parse quietly */
-} Parse;
+	int line, col;  /* scanner position of the next character */
+	Loc last;       /* the token before the current one */
+	Loc cur;        /* the current token */
+	Loc cstart;     /* start of an open block comment */
+	int start;      /* token the scanner returns first (0: none) */
+	Expr *choice;   /* parse_choice's result */
+};
 
 /* Parses src into a Program; returns NULL when it had errors. */
 Program *parse_program(Arena *a, Diag *d, const Src *src);
+/* Parses a lone schedule choice such as "fuse(bidir, m = 2)" (the CLI's
+ * --schedule); NULL after errors. */
+Expr *parse_choice(Arena *a, Diag *d, const Src *src);
 
 /* ---- ops ---- */
 typedef enum OpClass { CL_LEAF, CL_EW, CL_ROW, CL_MM, CL_ATTN, CL_HEADS, CL_SCAN, CL_COLL } OpClass;
@@ -323,6 +336,7 @@ typedef struct Define {
 typedef struct Options {
 	Define *defs;
 	int ndefs;
+	Expr *force;   /* --schedule: replaces every schedule choice, or NULL */
 } Options;
 
 /* sema.c: checks the program and builds the graph of its model;

@@ -1,0 +1,304 @@
+/* main.c: the cfc command line, and the whole pipeline in one function.
+ * Exit codes: 0 ok, 1 errors in the input, 2 usage, 70 internal error.
+ * Outputs are written to a temporary file and renamed into place only
+ * when the whole compilation succeeded: never a partial output file. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cf.h"
+
+enum { EX_INPUT = 1, EX_USAGE = 2, EX_INTERNAL = 70 };
+
+typedef struct Comp {
+	Arena *arena;
+	Diag diag;
+	Src src;
+	Program *prog;
+	Graph *graph;
+} Comp;
+
+typedef struct Emit {
+	const char *name; /* --emit=NAME */
+	const char *ext;  /* file suffix inside -o DIR */
+	int stage;        /* 0: AST, 1: graph */
+	void (*fn)(FILE *f, Comp *c);
+	const char *help;
+} Emit;
+
+static void emit_ast(FILE *f, Comp *c) { ast_dump(f, c->prog); }
+static void emit_graph(FILE *f, Comp *c) { graph_dump(f, c->graph); }
+static void emit_dot(FILE *f, Comp *c) { dot_graph(f, c->graph); }
+
+static const Emit emits[] = {
+	{"ast", "ast", 0, emit_ast, "the syntax tree"},
+	{"graph", "graph", 1, emit_graph, "the dependency graph: shapes, splits, locality"},
+	{"dot", "dot", 1, emit_dot, "the dependency graph as graphviz DOT"},
+};
+enum { NEMIT = sizeof emits / sizeof emits[0] };
+
+typedef struct Cli {
+	const char *input;
+	const char *out;      /* -o */
+	int want[NEMIT];
+	int nwant;
+	Options opt;
+	const char *force;    /* --schedule */
+} Cli;
+
+static void
+usage(FILE *f)
+{
+	fputs("usage: cfc [options] FILE|-\n"
+	      "Compiles a CommFuse layer spec (.cf).\n\n"
+	      "options:\n"
+	      "  -o PATH          output file ('-' for stdout); a directory when\n"
+	      "                   several --emit kinds are asked for\n"
+	      "  -D NAME=VALUE    override the default of a size or a group\n"
+	      "  --emit=LIST      comma-separated outputs:\n", f);
+	for (int i = 0; i < NEMIT; i++)
+		fprintf(f, "                     %-10s %s\n", emits[i].name, emits[i].help);
+	fputs("  --schedule=CHOICE  use CHOICE for every collective, e.g.\n"
+	      "                   vanilla, slice(4), fuse(bidir, m = 2)\n"
+	      "  --version        print the version and exit\n"
+	      "  --help           print this help and exit\n\n"
+	      "Without --emit, cfc only checks the spec.\n"
+	      "exit status: 0 ok, 1 errors in the input, 2 usage error, "
+	      "70 internal error\n", f);
+}
+
+static int
+bad_usage(const char *fmt, const char *arg)
+{
+	fputs("cfc: ", stderr);
+	fprintf(stderr, fmt, arg);
+	fputs("\ntry 'cfc --help'\n", stderr);
+	return EX_USAGE;
+}
+
+static int
+parse_define(Cli *cl, const char *s)
+{
+	const char *eq = strchr(s, '=');
+	char *end;
+
+	if (!eq || eq == s)
+		return bad_usage("-D wants NAME=VALUE, not '%s'", s);
+	errno = 0;
+	long long v = strtoll(eq + 1, &end, 10);
+	if (errno || *end || end == eq + 1)
+		return bad_usage("-D %s: the value must be an integer", s);
+	Define *d = &cl->opt.defs[cl->opt.ndefs++];
+	d->name = strndup(s, (size_t)(eq - s));
+	d->val = v;
+	return 0;
+}
+
+static int
+parse_emit(Cli *cl, const char *list)
+{
+	char *s = strdup(list), *save = NULL;
+	int rc = 0;
+
+	for (char *t = strtok_r(s, ",", &save); t && !rc; t = strtok_r(NULL, ",", &save)) {
+		int i = 0;
+		while (i < NEMIT && strcmp(emits[i].name, t) != 0)
+			i++;
+		if (i == NEMIT)
+			rc = bad_usage("unknown --emit kind '%s'", t);
+		else if (!cl->want[i]++)
+			cl->nwant++;
+	}
+	free(s);
+	return rc;
+}
+
+/* Returns -1 to go on, else the exit status. */
+static int
+parse_args(Cli *cl, int argc, char **argv)
+{
+	cl->opt.defs = calloc((size_t)argc, sizeof *cl->opt.defs);
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		int rc = 0;
+
+		if (!strcmp(a, "--help")) {
+			usage(stdout);
+			return 0;
+		} else if (!strcmp(a, "--version")) {
+			printf("cfc %s\n", CF_VERSION);
+			return 0;
+		} else if (!strcmp(a, "-o") || !strcmp(a, "-D")) {
+			if (i + 1 == argc)
+				return bad_usage("%s needs an argument", a);
+			if (a[1] == 'o')
+				cl->out = argv[++i];
+			else
+				rc = parse_define(cl, argv[++i]);
+		} else if (!strncmp(a, "-D", 2)) {
+			rc = parse_define(cl, a + 2);
+		} else if (!strncmp(a, "--emit=", 7)) {
+			rc = parse_emit(cl, a + 7);
+		} else if (!strncmp(a, "--schedule=", 11)) {
+			cl->force = a + 11;
+		} else if (a[0] == '-' && a[1]) {
+			return bad_usage("unknown option '%s'", a);
+		} else if (cl->input) {
+			return bad_usage("more than one input file ('%s')", a);
+		} else {
+			cl->input = a;
+		}
+		if (rc)
+			return rc;
+	}
+	if (!cl->input)
+		return bad_usage("%s", "no input file (use '-' for standard input)");
+	if (cl->nwant > 1 && (!cl->out || !strcmp(cl->out, "-")))
+		return bad_usage("%s", "several --emit kinds need -o DIR");
+	return -1;
+}
+
+/* Reads the whole input; stdin is named <stdin>. */
+static int
+read_input(Comp *c, const char *path)
+{
+	FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
+	size_t cap = 1 << 16, n = 0;
+	char *buf;
+
+	c->src.name = strcmp(path, "-") ? path : "<stdin>";
+	if (!f) {
+		fprintf(stderr, "cfc: error: cannot open %s: %s\n", path, strerror(errno));
+		return 0;
+	}
+	buf = malloc(cap + 1);
+	for (size_t r; buf && (r = fread(buf + n, 1, cap - n, f)) > 0;) {
+		n += r;
+		if (n == cap)
+			buf = realloc(buf, (cap *= 2) + 1);
+	}
+	int bad = !buf || ferror(f);
+	if (f != stdin)
+		fclose(f);
+	if (bad) {
+		fprintf(stderr, "cfc: error: cannot read %s\n", path);
+		free(buf);
+		return 0;
+	}
+	buf[n] = 0;
+	c->src.text = arena_strndup(c->arena, buf, n);
+	c->src.len = n;
+	free(buf);
+	return 1;
+}
+
+/* mkstemp makes files private; outputs get the usual 0666 & ~umask. */
+static int
+fchmod_path(const char *path)
+{
+	mode_t m = umask(0);
+
+	umask(m);
+	return chmod(path, 0666 & ~m) == 0;
+}
+
+/* Writes one output through a temporary file renamed into place. */
+static int
+write_output(Comp *c, const Emit *e, const char *path)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *m = open_memstream(&buf, &len);
+
+	if (!m)
+		die("open_memstream failed");
+	e->fn(m, c);
+	fclose(m);
+	if (!strcmp(path, "-")) {
+		fwrite(buf, 1, len, stdout);
+		free(buf);
+		return fflush(stdout) == 0;
+	}
+	char *tmp = arena_printf(c->arena, "%s.tmpXXXXXX", path);
+	int fd = mkstemp(tmp);
+	FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+	int ok = f && fwrite(buf, 1, len, f) == len;
+	ok = f && fclose(f) == 0 && ok;
+	ok = ok && fchmod_path(tmp) && rename(tmp, path) == 0;
+	if (!ok) {
+		fprintf(stderr, "cfc: error: cannot write %s: %s\n", path, strerror(errno));
+		if (fd >= 0)
+			unlink(tmp);
+	}
+	free(buf);
+	return ok;
+}
+
+static int
+write_outputs(Comp *c, Cli *cl)
+{
+	int ok = 1;
+
+	if (cl->nwant > 1 && mkdir(cl->out, 0777) && errno != EEXIST) {
+		fprintf(stderr, "cfc: error: cannot create %s: %s\n", cl->out, strerror(errno));
+		return 0;
+	}
+	for (int i = 0; i < NEMIT && ok; i++) {
+		if (!cl->want[i])
+			continue;
+		const char *path = cl->out ? cl->out : "-";
+		if (cl->nwant > 1)
+			path = arena_printf(c->arena, "%s/%s.%s", cl->out, c->graph ?
+			                    c->graph->name : "out", emits[i].ext);
+		ok = write_output(c, &emits[i], path);
+	}
+	return ok;
+}
+
+/* The pipeline. */
+static int
+compile(Comp *c, Cli *cl)
+{
+	int need = 0;
+
+	for (int i = 0; i < NEMIT; i++)
+		if (cl->want[i] && emits[i].stage > need)
+			need = emits[i].stage;
+	if (cl->force) {
+		Src fs = {"--schedule", cl->force, strlen(cl->force)};
+		Diag fd;
+		diag_init(&fd, &fs, stderr);
+		if (!(cl->opt.force = parse_choice(c->arena, &fd, &fs)))
+			return EX_USAGE;
+	}
+	if (!(c->prog = parse_program(c->arena, &c->diag, &c->src)))
+		return EX_INPUT;
+	if (need >= 1 || cl->nwant == 0) {
+		if (!(c->graph = sema_build(c->arena, &c->diag, c->prog, &cl->opt)))
+			return EX_INPUT;
+	}
+	return write_outputs(c, cl) ? 0 : EX_INPUT;
+}
+
+int
+main(int argc, char **argv)
+{
+	Cli cl = {0};
+	Comp c = {0};
+	int rc = parse_args(&cl, argc, argv);
+
+	if (rc < 0) {
+		c.arena = arena_new();
+		diag_init(&c.diag, &c.src, stderr);
+		rc = read_input(&c, cl.input) ? compile(&c, &cl) : EX_INPUT;
+		if (rc == EX_INPUT && c.diag.nerr)
+			fprintf(stderr, "%d error%s\n", c.diag.nerr, c.diag.nerr == 1 ? "" : "s");
+		arena_free(c.arena);
+	}
+	for (int i = 0; i < cl.opt.ndefs; i++)
+		free((char *)cl.opt.defs[i].name);
+	free(cl.opt.defs);
+	return rc;
+}

@@ -1,0 +1,164 @@
+/* util.c: the arena that owns a compilation, growable vectors, fatal errors,
+ * and the tables generated from ops.def and DTYPES.
+ * ensures: arena memory is zeroed and lives until arena_free. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cf.h"
+
+enum { CHUNK = 64 * 1024 };
+
+typedef struct Block Block;
+struct Block {
+	Block *next;
+	size_t used, cap;
+	max_align_t data[];
+};
+
+struct Arena {
+	Block *head;
+};
+
+const char *const dtype_name[NDTYPE] = {
+	"none",
+#define X(id, s, n) s,
+	DTYPES(X)
+#undef X
+};
+
+const int dtype_size[NDTYPE] = {
+	0,
+#define X(id, s, n) n,
+	DTYPES(X)
+#undef X
+};
+
+const OpInfo op_info[NOP] = {
+#define OP(id, s, lo, hi, cl) {s, lo, hi, cl},
+#include "ops.def"
+#undef OP
+};
+
+int
+op_lookup(const char *name)
+{
+	for (int i = 0; i < NOP; i++)
+		if (strcmp(op_info[i].name, name) == 0 && op_info[i].cls != CL_LEAF)
+			return i;
+	return -1;
+}
+
+_Noreturn void
+die_at(const char *file, int line, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "cfc: internal error at %s:%d: ", file, line);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(70);
+}
+
+static void *
+xmalloc(size_t n)
+{
+	void *p = malloc(n);
+
+	if (!p)
+		die("out of memory (%zu bytes)", n);
+	return p;
+}
+
+Arena *
+arena_new(void)
+{
+	Arena *a = xmalloc(sizeof *a);
+
+	a->head = NULL;
+	return a;
+}
+
+void *
+arena_alloc(Arena *a, size_t n)
+{
+	size_t al = sizeof(max_align_t);
+	Block *b = a->head;
+
+	n = (n + al - 1) / al * al;
+	if (!b || b->cap - b->used < n) {
+		size_t cap = n > CHUNK ? n : CHUNK;
+
+		b = xmalloc(sizeof *b + cap);
+		b->used = 0;
+		b->cap = cap;
+		b->next = a->head;
+		a->head = b;
+	}
+	void *p = (char *)b->data + b->used;
+	b->used += n;
+	memset(p, 0, n);
+	return p;
+}
+
+char *
+arena_strndup(Arena *a, const char *s, size_t n)
+{
+	char *p = arena_alloc(a, n + 1);
+
+	memcpy(p, s, n);
+	p[n] = 0;
+	return p;
+}
+
+char *
+arena_strdup(Arena *a, const char *s)
+{
+	return arena_strndup(a, s, strlen(s));
+}
+
+char *
+arena_printf(Arena *a, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	int n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		die("bad format %s", fmt);
+	char *p = arena_alloc(a, (size_t)n + 1);
+	va_start(ap, fmt);
+	vsnprintf(p, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	return p;
+}
+
+void
+arena_free(Arena *a)
+{
+	if (!a)
+		return;
+	for (Block *b = a->head, *next; b; b = next) {
+		next = b->next;
+		free(b);
+	}
+	free(a);
+}
+
+/* Grows by doubling inside the arena; the old array is simply left behind. */
+void
+vec_push(Arena *a, Vec *v, void *p)
+{
+	if (v->n == v->cap) {
+		int cap = v->cap ? 2 * v->cap : 8;
+		void **nv = arena_alloc(a, (size_t)cap * sizeof *nv);
+
+		if (v->n)
+			memcpy(nv, v->v, (size_t)v->n * sizeof *nv);
+		v->v = nv;
+		v->cap = cap;
+	}
+	v->v[v->n++] = p;
+}
