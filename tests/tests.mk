@@ -4,10 +4,22 @@
 
 UNIT_SRC = $(wildcard tests/unit/*.c)
 UNIT_OBJ = $(UNIT_SRC:%.c=$(B)/%.o)
+UNIT_NAMES = $(patsubst tests/unit/test_%.c,%,$(wildcard tests/unit/test_*.c))
+
+# The list of suites, one test_X_register() per tests/unit/test_X.c.
+$(B)/tests/unit/registry.h: FORCE
+	@mkdir -p $(@D)
+	@{ for n in $(UNIT_NAMES); do echo "void test_$${n}_register(void);"; done; \
+	   echo "static void (*const registry[])(void) = {"; \
+	   for n in $(UNIT_NAMES); do echo "	test_$${n}_register,"; done; \
+	   echo "};"; } > $@.tmp
+	@cmp -s $@.tmp $@ && rm $@.tmp || mv $@.tmp $@
+
+$(B)/tests/unit/main.o: $(B)/tests/unit/registry.h
 
 $(B)/tests/unit/%.o: tests/unit/%.c $(GEN)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_ALL) $(CUNIT_CFLAGS) $(CF_INC) -c -o $@ $<
+	$(CC) $(CFLAGS_ALL) $(CUNIT_CFLAGS) $(CF_INC) -I$(B)/tests/unit -c -o $@ $<
 
 $(B)/tests/unit_compiler: $(UNIT_OBJ) $(CF_LIBOBJ)
 	$(CC) $(LDFLAGS_ALL) -o $@ $(UNIT_OBJ) $(CF_LIBOBJ) $(GVC_LIBS) $(CUNIT_LIBS) -lm
@@ -16,3 +28,6 @@ CHECK_DEPS += $(B)/cfc $(B)/tests/unit_compiler
 
 check: $(CHECK_DEPS)
 	@B=$(B) SAN=$(SAN) sh tests/run.sh
+
+FORCE:
+.PHONY: FORCE

@@ -1,0 +1,31 @@
+# Shared helpers of the test scripts (sourced). Each check prints one
+# "PASS name" or "FAIL name" line; details of a failure follow it.
+: "${B:=build}"
+ROOT=$(pwd)
+CFC=$ROOT/$B/cfc
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+
+pass() { echo "PASS $1"; }
+fail() { echo "FAIL $1"; }
+
+# check NAME CMD...: PASS when CMD succeeds.
+check() {
+	name=$1
+	shift
+	if "$@"; then pass "$name"; else fail "$name"; fi
+}
+
+# Compares a file with its expectation; UPDATE=1 rewrites the expectation.
+golden() {
+	name=$1 got=$2 want=$3
+	if [ "${UPDATE:-0}" = 1 ]; then
+		cp "$got" "$want"
+	fi
+	if diff -u "$want" "$got" >"$got.diff" 2>&1; then
+		pass "$name"
+	else
+		fail "$name"
+		head -n 40 "$got.diff"
+	fi
+}

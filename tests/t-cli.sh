@@ -1,0 +1,52 @@
+#!/bin/sh
+# The command line: version, help, exit codes, stdin, -D, -o, determinism,
+# and that a failed run leaves no partial output file.
+. tests/lib.sh
+t=$B/tests/cli
+rm -rf "$t"
+mkdir -p "$t"
+
+check "cli: --version" sh -c "'$CFC' --version | grep -Eq '^cfc [0-9]+\.[0-9]+\.[0-9]+$'"
+check "cli: --help exits 0 on stdout" sh -c "'$CFC' --help | grep -q '^usage: cfc'"
+"$CFC" --bogus >/dev/null 2>"$t/usage.err"; rc=$?
+check "cli: unknown option exits 2" [ $rc -eq 2 ]
+check "cli: unknown option says so" grep -q "unknown option '--bogus'" "$t/usage.err"
+"$CFC" >/dev/null 2>&1; rc=$?
+check "cli: no input exits 2" [ $rc -eq 2 ]
+"$CFC" examples/mlp.cf --emit=nonsense >/dev/null 2>&1; rc=$?
+check "cli: unknown emit kind exits 2" [ $rc -eq 2 ]
+"$CFC" examples/mlp.cf --emit=graph,dot >/dev/null 2>&1; rc=$?
+check "cli: several kinds need -o DIR" [ $rc -eq 2 ]
+"$CFC" no/such/file.cf 2>"$t/nofile.err"; rc=$?
+check "cli: missing file exits 1" [ $rc -eq 1 ]
+check "cli: missing file says why" grep -q "cannot open no/such/file.cf" "$t/nofile.err"
+
+check "cli: checks every example" sh -c "for f in examples/*.cf; do '$CFC' \$f || exit 1; done"
+printf 'model m {\n  size S = 8\n}\n' | "$CFC" - 2>"$t/stdin.err"; rc=$?
+check "cli: stdin errors exit 1" [ $rc -eq 1 ]
+check "cli: stdin is named <stdin>" grep -q '^<stdin>:2:' "$t/stdin.err"
+check "cli: stdin compiles" sh -c "'$CFC' - --emit=graph <examples/mlp.cf | grep -q 'mlp'"
+
+"$CFC" examples/mlp.cf --emit=graph -o "$t/a.graph"
+"$CFC" examples/mlp.cf --emit=graph -o "$t/b.graph"
+check "cli: output is deterministic" cmp -s "$t/a.graph" "$t/b.graph"
+"$CFC" examples/mlp.cf --emit=graph -D S=256 -D tp=8 -o "$t/c.graph"
+check "cli: -D overrides sizes and groups" sh -c "grep -q 'S=256' '$t/c.graph' && grep -q 'tp=8' '$t/c.graph'"
+"$CFC" examples/mlp.cf -D NOPE=3 2>"$t/def.err"; rc=$?
+check "cli: -D of an unknown name exits 1" [ $rc -eq 1 ]
+check "cli: -D of an unknown name says so" grep -q "NOPE" "$t/def.err"
+"$CFC" examples/mlp.cf -D S=abc 2>/dev/null; rc=$?
+check "cli: -D with a bad value exits 2" [ $rc -eq 2 ]
+
+"$CFC" examples/mlp.cf --emit=ast,graph,dot -o "$t/dir"
+check "cli: -o DIR holds one file per kind" sh -c "test -s '$t/dir/mlp.ast' && test -s '$t/dir/mlp.graph' && test -s '$t/dir/mlp.dot'"
+
+# A failed compile leaves an existing output untouched and no temporaries.
+echo keep >"$t/keep.graph"
+printf 'model m { size S = 0; }\n' >"$t/bad.cf"
+"$CFC" "$t/bad.cf" --emit=graph -o "$t/keep.graph" 2>/dev/null; rc=$?
+check "cli: failed compile exits 1" [ $rc -eq 1 ]
+check "cli: failed compile keeps the old output" sh -c "[ \"\$(cat '$t/keep.graph')\" = keep ]"
+check "cli: no temporary files left" sh -c "! ls '$t' | grep -q tmp"
+"$CFC" examples/mlp.cf --emit=graph -o "$t/no/such/dir/x.graph" 2>/dev/null; rc=$?
+check "cli: unwritable output exits 1" [ $rc -eq 1 ]
