@@ -1,0 +1,468 @@
+/* cfrt.h: the CommFuse runtime, the only header that generated code includes.
+ *
+ * One header, several backends: runtime/mpi (MPI + CBLAS on CPUs) and
+ * runtime/cuda (CUDA + NCCL + cuBLAS). Code written against this header is
+ * right on every backend as long as it follows the queue rules below.
+ *
+ * EXECUTION MODEL
+ *  - Compute calls (copy, gemm, elementwise, norms, attention, scan, fill,
+ *    memset) are ordered on one compute queue, in program order.
+ *  - Transfers (isend, irecv, collectives) are ordered on a communication
+ *    queue and run concurrently with compute. A transfer reads or writes its
+ *    buffer at any time between its start and its wait.
+ *  - cfrt_wait(req) orders the transfer before every later compute call:
+ *    compute that reads a received buffer, or writes a buffer being sent,
+ *    must come after the wait on that transfer. A buffer being sent must not
+ *    be written, and a buffer being received into must not be read or
+ *    written, until its wait.
+ *  - Every transfer must be waited on exactly once (cfrt_wait, cfrt_waitall,
+ *    cfrt_sync or cfrt_finalize).
+ *  - Transfers a rank starts in one step (a send to next and a receive from
+ *    prev) go between cfrt_group_begin and cfrt_group_end, so that backends
+ *    without tags or eager buffering (NCCL) issue them together.
+ *  - Messages between one pair of ranks match in the order they were
+ *    started; tags are checked by the MPI backend and ignored by NCCL.
+ *  - CPU backend: a compute call returns when its result is in memory;
+ *    transfers are MPI nonblocking calls; wait is MPI_Wait.
+ *    GPU backend: compute is enqueued on a stream, transfers on a second
+ *    stream, wait makes the compute stream wait on an event.
+ *
+ * CPU PROGRESS (MPI backend). Open MPI moves large nonblocking messages only
+ * inside MPI calls, so the backend drives progress while it computes. The
+ * environment variable CFRT_PROGRESS, read by cfrt_init, chooses how:
+ *    panel   long compute is cut into pieces (GEMM into row panels) and
+ *            outstanding transfers are tested between pieces (default);
+ *    thread  a progress thread tests outstanding transfers; needs
+ *            MPI_THREAD_MULTIPLE, falls back to panel with a warning;
+ *    none    transfers move only inside cfrt_wait and other cfrt calls.
+ * Panels are cut only while a transfer that was started has not been waited
+ * on, so for a given program the cut (and so every rounding) is the same on
+ * every run.
+ *
+ * TRACING. With CFRT_TRACE=<prefix> in the environment at cfrt_init, every
+ * process writes <prefix>.rank<W>.json at cfrt_finalize (W = rank in
+ * MPI_COMM_WORLD; the k-th further context of a process writes
+ * <prefix>.rank<W>.ctx<k>.json): Chrome trace events (chrome://tracing,
+ * Perfetto), "X" events with ts/dur in microseconds from a time origin
+ * shared by the ranks of the context, pid = W, tid 0 = compute calls,
+ * tid 1 = transfers (from start to the completion of their wait). Event
+ * names carry the op and step last given to cfrt_where.
+ *
+ * ERRORS. Every function returns CFRT_OK (0) or a negative cfrt_status,
+ * except the getters and cfrt_fail. A failed call leaves a message in the
+ * context (cfrt_last_error). Generated code wraps calls in CFRT_TRY, which
+ * on failure prints "cfrt: rank R: op OP step S: message" to stderr and
+ * aborts the whole job with MPI_Abort: a failure never hangs the job.
+ */
+#ifndef CFRT_H
+#define CFRT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <mpi.h>
+
+#ifdef __cplusplus
+extern "C" {
+#define CFRT_NORETURN [[noreturn]]
+#else
+#define CFRT_NORETURN _Noreturn
+#endif
+
+/* Generated code checks: #if CFRT_API_VERSION != 1 / #error ... / #endif.
+ * The number changes whenever a declaration here changes incompatibly. */
+#define CFRT_API_VERSION 1
+#define CFRT_VERSION_STRING "0.1.0"
+
+/* Most dimensions of a view. */
+#define CFRT_MAX_DIMS 6
+
+/* Element types. The MPI backend implements F32 and F64; every call given
+ * another type returns CFRT_ENOTSUP there. */
+typedef enum cfrt_dtype {
+	CFRT_F32,
+	CFRT_F64,
+	CFRT_BF16,
+	CFRT_F16
+} cfrt_dtype;
+
+typedef enum cfrt_status {
+	CFRT_OK = 0,
+	CFRT_EINVAL = -1,  /* bad argument: shape, stride, rank, count, ... */
+	CFRT_ENOTSUP = -2, /* type or feature this backend does not have */
+	CFRT_ENOMEM = -3,  /* out of host or device memory */
+	CFRT_ESIZE = -4,   /* communicator size differs from the compiled group */
+	CFRT_ECOMM = -5,   /* the communication library (MPI, NCCL) failed */
+	CFRT_EDEVICE = -6, /* the compute library (BLAS, CUDA) failed */
+	CFRT_EIO = -7      /* the trace file could not be written */
+} cfrt_status;
+
+/* GEMM operand transposition. */
+typedef enum cfrt_trans {
+	CFRT_NOTRANS,
+	CFRT_TRANS
+} cfrt_trans;
+
+/* The runtime state of one model instance on one rank: the communicator,
+ * outstanding transfers, workspaces, trace. Opaque. */
+typedef struct cfrt_ctx cfrt_ctx;
+
+/* A transfer handle, small enough to live in locals and arrays of generated
+ * code. The fields are private. A zero-initialised cfrt_req is the null
+ * request: waiting on it does nothing. */
+typedef struct cfrt_req {
+	int32_t slot;
+	uint32_t gen;
+} cfrt_req;
+
+/* ------------------------------------------------------------------------
+ * Views: a strided window on a buffer. Row-major tensors, strides and dims in
+ * elements. A slice of a row-major tensor along any dimension is a view:
+ * rows s0..s1 of S in [B,S,D] are B blocks of (s1-s0)*D elements, S*D apart.
+ * Invariant of a valid view: 1 <= nd <= CFRT_MAX_DIMS, every dim >= 0, every
+ * stride >= 0, p points into memory from cfrt_alloc (or is any pointer when
+ * the view has no element).
+ * ------------------------------------------------------------------------ */
+typedef struct cfrt_view {
+	void *p;        /* element [0,...,0] */
+	cfrt_dtype t;
+	int nd;
+	int64_t dim[CFRT_MAX_DIMS];
+	int64_t stride[CFRT_MAX_DIMS];
+} cfrt_view;
+
+/* Bytes of one element of type t. */
+static inline size_t cfrt_dtype_size(cfrt_dtype t)
+{
+	return t == CFRT_F64 ? 8 : t == CFRT_F32 ? 4 : 2;
+}
+
+/* A contiguous row-major view of nd dims (nd <= CFRT_MAX_DIMS) at p. */
+static inline cfrt_view cfrt_view_contig(void *p, cfrt_dtype t, int nd,
+                                         const int64_t *dims)
+{
+	cfrt_view v = {p, t, nd, {0}, {0}};
+	int64_t s = 1;
+	for (int d = nd - 1; d >= 0; d--) {
+		v.dim[d] = dims[d];
+		v.stride[d] = s;
+		s *= dims[d];
+	}
+	return v;
+}
+
+/* Elements [start, start+len) of dimension d of v; the other dims keep their
+ * extent. Requires 0 <= start, start + len <= v.dim[d]. */
+static inline cfrt_view cfrt_view_slice(cfrt_view v, int d, int64_t start,
+                                        int64_t len)
+{
+	v.p = (char *)v.p + start * v.stride[d] * (int64_t)cfrt_dtype_size(v.t);
+	v.dim[d] = len;
+	return v;
+}
+
+/* Dimension d of extent outer*inner split into two dims (outer, inner):
+ * [B,S,H*Dh] -> [B,S,H,Dh] with d = 2, outer = H. Requires nd < MAX. */
+static inline cfrt_view cfrt_view_split(cfrt_view v, int d, int64_t outer,
+                                        int64_t inner)
+{
+	for (int i = v.nd; i > d + 1; i--) {
+		v.dim[i] = v.dim[i - 1];
+		v.stride[i] = v.stride[i - 1];
+	}
+	v.dim[d] = outer;
+	v.dim[d + 1] = inner;
+	v.stride[d + 1] = v.stride[d];
+	v.stride[d] = v.stride[d] * inner;
+	v.nd++;
+	return v;
+}
+
+/* Dims reordered: dim i of the result is dim perm[i] of v (perm holds each
+ * of 0..nd-1 once). Head split is split + permute {0,2,1,3} + cfrt_copy. */
+static inline cfrt_view cfrt_view_permute(cfrt_view v, const int *perm)
+{
+	cfrt_view r = v;
+	for (int i = 0; i < v.nd; i++) {
+		r.dim[i] = v.dim[perm[i]];
+		r.stride[i] = v.stride[perm[i]];
+	}
+	return r;
+}
+
+/* Number of elements of v. */
+static inline int64_t cfrt_view_numel(const cfrt_view *v)
+{
+	int64_t n = 1;
+	for (int d = 0; d < v->nd; d++)
+		n *= v->dim[d];
+	return n;
+}
+
+/* ------------------------------------------------------------------------
+ * Deterministic test data: a counter-based hash (splitmix64) of the seed and
+ * the element's row-major index in the global tensor. Every backend and the
+ * serial reference produce the same bits, whatever the sharding.
+ * ------------------------------------------------------------------------ */
+static inline uint64_t cfrt_hash64(uint64_t seed, uint64_t index)
+{
+	uint64_t z = seed * 0xD1B54A32D192ED03u + (index + 1) * 0x9E3779B97F4A7C15u;
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9u;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBu;
+	return z ^ (z >> 31);
+}
+
+/* The value in [-1, 1) of global element `index` for seed: a multiple of
+ * 2^-23 (exact in every float type with a 24-bit significand) for F32, of
+ * 2^-52 for F64. */
+static inline double cfrt_uniform(uint64_t seed, uint64_t index, cfrt_dtype t)
+{
+	uint64_t h = cfrt_hash64(seed, index);
+	if (t == CFRT_F64)
+		return (double)(h >> 11) / 4503599627370496.0 - 1.0; /* 2^52 */
+	return (double)(h >> 40) / 8388608.0 - 1.0;              /* 2^23 */
+}
+
+/* ------------------------------------------------------------------------
+ * Context
+ * ------------------------------------------------------------------------ */
+
+/* Creates the context of model `model_name` on communicator comm, which may
+ * be any communicator (often a sub-communicator from MPI_Comm_split). MPI
+ * must be initialised. Collective over comm. The context works on its own
+ * duplicate of comm, with MPI_ERRORS_RETURN. Fails with CFRT_ESIZE when comm
+ * does not have expected_size ranks (the group size the model was compiled
+ * for); then *ctx is NULL and cfrt_last_error(NULL) says which sizes. */
+int cfrt_init(cfrt_ctx **ctx, MPI_Comm comm, int expected_size,
+              const char *model_name);
+
+/* Waits for every outstanding transfer, writes the trace (CFRT_TRACE), frees
+ * the context and everything it holds. Collective. ctx may be NULL. The
+ * context is gone even on failure: cfrt_last_error(NULL) has the message. */
+int cfrt_finalize(cfrt_ctx *ctx);
+
+/* Rank of this process in the context's communicator, and its size. */
+int cfrt_rank(const cfrt_ctx *ctx);
+int cfrt_size(const cfrt_ctx *ctx);
+
+/* Name of the backend ("mpi+openblas") and of the progress mode in use
+ * ("panel", "thread", "none"; the GPU backend says "device"). */
+const char *cfrt_backend_name(void);
+const char *cfrt_progress_name(const cfrt_ctx *ctx);
+
+/* Seconds since an arbitrary origin, after every compute call issued so far
+ * has finished (GPU: synchronises the compute queue). For benchmarks. */
+double cfrt_wtime(cfrt_ctx *ctx);
+
+/* Blocks until every rank of the context has called it. For benchmarks. */
+int cfrt_barrier(cfrt_ctx *ctx);
+
+/* ------------------------------------------------------------------------
+ * Errors
+ * ------------------------------------------------------------------------ */
+
+/* Records where generated code is: the op (a collective or fused region
+ * name, copied) and the step index. Shown by cfrt_fail and in trace names. */
+void cfrt_where(cfrt_ctx *ctx, const char *op, int step);
+
+/* A short static description of a status ("invalid argument"). */
+const char *cfrt_strerror(int status);
+
+/* The message of the last failed call on ctx (names the call and what was
+ * wrong), or "" when none failed. ctx = NULL: the last failed cfrt_init. */
+const char *cfrt_last_error(const cfrt_ctx *ctx);
+
+/* Prints "cfrt: rank R: op OP step S: MESSAGE" to stderr (MESSAGE from
+ * cfrt_last_error, or cfrt_strerror(status)) and ends the whole job with
+ * MPI_Abort(MPI_COMM_WORLD, -status) (1 when status is not negative).
+ * ctx may be NULL (a failed cfrt_init). Does not return. */
+CFRT_NORETURN void cfrt_fail(cfrt_ctx *ctx, int status);
+
+/* Runs call (an int-returning cfrt function); aborts the job on failure. */
+#define CFRT_TRY(ctx, call)                                          \
+	do {                                                         \
+		int cfrt_try_status_ = (call);                       \
+		if (cfrt_try_status_ != CFRT_OK)                     \
+			cfrt_fail((ctx), cfrt_try_status_);          \
+	} while (0)
+
+/* ------------------------------------------------------------------------
+ * Memory: buffers live where compute runs (device memory on GPUs, 64-byte
+ * aligned host memory here). Host pointers are only for upload/download.
+ * ------------------------------------------------------------------------ */
+
+/* *ptr = a new buffer of bytes bytes, contents zero (NULL when bytes = 0). */
+int cfrt_alloc(cfrt_ctx *ctx, void **ptr, size_t bytes);
+
+/* Frees a buffer from cfrt_alloc; NULL is allowed. */
+int cfrt_free(cfrt_ctx *ctx, void *ptr);
+
+/* Copies bytes from host memory into a buffer, after earlier compute. */
+int cfrt_upload(cfrt_ctx *ctx, void *dst, const void *host_src, size_t bytes);
+
+/* Copies bytes from a buffer into host memory; returns when host_dst holds
+ * them (after every earlier compute call). */
+int cfrt_download(cfrt_ctx *ctx, void *host_dst, const void *src,
+                  size_t bytes);
+
+/* Sets bytes bytes of a buffer to zero (compute queue). */
+int cfrt_memset_zero(cfrt_ctx *ctx, void *dst, size_t bytes);
+
+/* ------------------------------------------------------------------------
+ * Compute (all on the compute queue). Views of one call have one dtype.
+ * dst may be the same view as a source (in place); other overlaps of dst
+ * with a source are undefined. Elementwise ops, norms, softmax and scan
+ * compute in double on the MPI backend and round once to the view's type.
+ * ------------------------------------------------------------------------ */
+
+/* dst = src elementwise; same dims. This is pack/unpack for transfers and
+ * head split/merge (permuted views). */
+int cfrt_copy(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src);
+
+/* Batched strided GEMM, row-major, the semantics of
+ * cublasGemmStridedBatchedEx: for b in [0, batch)
+ *   C[b] = alpha * op(A[b]) * op(B[b]) + beta * C[b],
+ * op(A[b]) is m x k, op(B[b]) k x n, C[b] m x n; X[b] starts stride_x
+ * elements after X[b-1] (stride 0 for A or B: one matrix for every batch;
+ * stride_c must not be 0 when batch > 1). A is stored m x k with lda >= k
+ * (NOTRANS) or k x m with lda >= m (TRANS); likewise B; ldc >= n.
+ * beta = 0 ignores the old C (even NaN); beta = 1 accumulates, as FuseRS
+ * does into a received partial sum. C must not overlap A or B. */
+int cfrt_gemm(cfrt_ctx *ctx, cfrt_dtype t, cfrt_trans transa,
+              cfrt_trans transb, int64_t m, int64_t n, int64_t k,
+              double alpha, const void *a, int64_t lda, int64_t stride_a,
+              const void *b, int64_t ldb, int64_t stride_b, double beta,
+              void *c, int64_t ldc, int64_t stride_c, int64_t batch);
+
+/* c = alpha * a @ b + beta * c on views: the last two dims are the matrices
+ * ([..., M, K] @ [..., K, N] -> [..., M, N]); the leading dims are batch
+ * dims, and those of a and b broadcast against c's (right-aligned, missing
+ * or extent 1). Each matrix of a and b needs a unit stride in one of its two
+ * dims (a permuted view is a transpose); c needs one in its last dim. */
+int cfrt_matmul(cfrt_ctx *ctx, const cfrt_view *c, const cfrt_view *a,
+                const cfrt_view *b, double alpha, double beta);
+
+/* dst = a + b and dst = a * b elementwise. a has dst's dims; b broadcasts
+ * against them (right-aligned dims, each equal or 1, missing leading dims
+ * repeat): a bias [D] added to [B,S,D], a residual of the same shape. */
+int cfrt_add(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *a,
+             const cfrt_view *b);
+int cfrt_mul(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *a,
+             const cfrt_view *b);
+
+/* dst = s * a. */
+int cfrt_scale(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *a,
+               double s);
+
+/* Activations, dst = f(src):
+ * gelu, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)));
+ * silu: x / (1 + exp(-x));  relu: x > 0 ? x : 0. */
+int cfrt_gelu(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src);
+int cfrt_silu(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src);
+int cfrt_relu(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src);
+
+/* Layer norm over the last dim (length D): dst = (x - mean) /
+ * sqrt(var + eps) * gamma + beta, var the biased variance. gamma and beta
+ * are 1-d views of D elements, or NULL (1 and 0). */
+int cfrt_layernorm(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src,
+                   const cfrt_view *gamma, const cfrt_view *beta, double eps);
+
+/* RMS norm over the last dim: dst = x / sqrt(mean(x^2) + eps) * gamma;
+ * gamma a 1-d view of D elements or NULL (1). */
+int cfrt_rmsnorm(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src,
+                 const cfrt_view *gamma, double eps);
+
+/* Softmax over the last dim, stable: exp(x - max) / sum. */
+int cfrt_softmax(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src);
+
+/* Scaled dot-product attention. q [B,H,Sq,Dh], k and v [B,H,Sk,Dh], out
+ * [B,H,Sq,Dh], each with unit stride in its last dim (head split views of
+ * [B,S,H*Dh] work as they are):
+ *   out = softmax(q k^T / sqrt(Dh) + mask) v.
+ * causal != 0 masks key j for query i when j > q_offset + i; q_offset is the
+ * global position of q's first row, so attention of a slice of the queries
+ * against the whole K/V equals the same rows of whole attention (query
+ * split). The scores use a workspace of Sq*Sk elements that the context
+ * owns and grows on demand (freed at cfrt_finalize). */
+int cfrt_attention(cfrt_ctx *ctx, const cfrt_view *out, const cfrt_view *q,
+                   const cfrt_view *k, const cfrt_view *v, int causal,
+                   int64_t q_offset);
+
+/* Linear recurrence along dimension dim: h_t = decay * h_{t-1} + x_t with
+ * h_{-1} = 0, for every line of the other dims (a Mamba-like sequence scan:
+ * it needs the whole sequence, it is not slice-local). */
+int cfrt_scan(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src,
+              int dim, double decay);
+
+/* Fills dst, the window at offsets[0..nd) of a row-major global tensor of
+ * dims global_dims[0..nd) (nd = dst->nd), with element e = cfrt_uniform(seed,
+ * row-major index of e in the global tensor). A rank filling its shard gets
+ * exactly the values of the same elements of the whole tensor. */
+int cfrt_fill_global(cfrt_ctx *ctx, const cfrt_view *dst, uint64_t seed,
+                     const int64_t *global_dims, const int64_t *offsets);
+
+/* cfrt_fill_global with dst as the whole tensor (offsets 0). */
+int cfrt_fill_uniform(cfrt_ctx *ctx, const cfrt_view *dst, uint64_t seed);
+
+/* ------------------------------------------------------------------------
+ * Transfers (communication queue). Buffers are contiguous; count is in
+ * elements of t; peers are ranks of the context's communicator; 0 <= tag
+ * < 32768. See the execution model above for the buffer rules.
+ * ------------------------------------------------------------------------ */
+
+/* Starts sending count elements of buf to peer. */
+int cfrt_isend(cfrt_ctx *ctx, const void *buf, int64_t count, cfrt_dtype t,
+               int peer, int tag, cfrt_req *req);
+
+/* Starts receiving count elements from peer into buf. */
+int cfrt_irecv(cfrt_ctx *ctx, void *buf, int64_t count, cfrt_dtype t,
+               int peer, int tag, cfrt_req *req);
+
+/* Opens and closes a group of transfers issued together; groups do not
+ * nest, and no wait may happen inside one. */
+int cfrt_group_begin(cfrt_ctx *ctx);
+int cfrt_group_end(cfrt_ctx *ctx);
+
+/* Waits for the transfer and orders it before later compute; *req becomes
+ * the null request. Waiting on a null or already completed request is a
+ * no-op. */
+int cfrt_wait(cfrt_ctx *ctx, cfrt_req *req);
+
+/* cfrt_wait on reqs[0..n). */
+int cfrt_waitall(cfrt_ctx *ctx, int n, cfrt_req *reqs);
+
+/* Waits for every outstanding transfer and all compute. Handles of the
+ * transfers it completed stay valid: waiting on them is a no-op. */
+int cfrt_sync(cfrt_ctx *ctx);
+
+/* Collectives over all ranks of the context, on contiguous buffers, sum as
+ * the reduction. Blocking forms return when recv holds the result; the i-
+ * forms start the collective like a transfer and fill *req.
+ *  all_gather:     send count, recv size*count (rank r's block at r*count);
+ *  reduce_scatter: send size*count, recv count (block r of the sum);
+ *  all_reduce:     send and recv count; send == recv is in place;
+ *  all_to_all:     send and recv size*count; block j of send goes to rank j,
+ *                  block j of recv comes from rank j.
+ * Except in-place all_reduce, send and recv must not overlap. */
+int cfrt_all_gather(cfrt_ctx *ctx, const void *send, void *recv,
+                    int64_t count, cfrt_dtype t);
+int cfrt_iall_gather(cfrt_ctx *ctx, const void *send, void *recv,
+                     int64_t count, cfrt_dtype t, cfrt_req *req);
+int cfrt_reduce_scatter(cfrt_ctx *ctx, const void *send, void *recv,
+                        int64_t count, cfrt_dtype t);
+int cfrt_ireduce_scatter(cfrt_ctx *ctx, const void *send, void *recv,
+                         int64_t count, cfrt_dtype t, cfrt_req *req);
+int cfrt_all_reduce(cfrt_ctx *ctx, const void *send, void *recv,
+                    int64_t count, cfrt_dtype t);
+int cfrt_iall_reduce(cfrt_ctx *ctx, const void *send, void *recv,
+                     int64_t count, cfrt_dtype t, cfrt_req *req);
+int cfrt_all_to_all(cfrt_ctx *ctx, const void *send, void *recv,
+                    int64_t count, cfrt_dtype t);
+int cfrt_iall_to_all(cfrt_ctx *ctx, const void *send, void *recv,
+                     int64_t count, cfrt_dtype t, cfrt_req *req);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CFRT_H */
