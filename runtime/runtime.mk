@@ -1,1 +1,69 @@
-# runtime/runtime.mk: libcfrt (owned by the runtime work; placeholder)
+# runtime/runtime.mk: libcfrt (runtime/cfrt.h + the MPI/CBLAS backend in
+# runtime/mpi), its tests and its install rule. Included by the Makefile;
+# uses its B, MPICC, CFLAGS_ALL, LDFLAGS_ALL, BLAS_*, CUNIT_*, PREFIX, DESTDIR.
+
+RT_VERSION = 0.1.0
+RT_SONAME = libcfrt.so.0
+RT_SRC = $(wildcard runtime/mpi/*.c)
+RT_OBJ = $(RT_SRC:%.c=$(B)/%.o)
+RT_CFLAGS = -fPIC -pthread -Iruntime $(BLAS_CFLAGS)
+RT_LIBS = $(BLAS_LIBS) -lm -pthread
+RT_LIBFILES = $(B)/libcfrt.a $(B)/libcfrt.so.$(RT_VERSION) $(B)/libcfrt.so.0 \
+              $(B)/libcfrt.so $(B)/cfrt.pc
+
+$(B)/runtime/mpi/%.o: runtime/mpi/%.c
+	@mkdir -p $(@D)
+	$(MPICC) $(CFLAGS_ALL) $(RT_CFLAGS) -c -o $@ $<
+
+$(B)/libcfrt.a: $(RT_OBJ)
+	rm -f $@
+	$(AR) rcs $@ $(RT_OBJ)
+
+$(B)/libcfrt.so.$(RT_VERSION): $(RT_OBJ)
+	$(MPICC) $(LDFLAGS_ALL) -shared -Wl,-soname,$(RT_SONAME) -o $@ \
+		$(RT_OBJ) $(RT_LIBS)
+
+$(B)/libcfrt.so.0 $(B)/libcfrt.so: $(B)/libcfrt.so.$(RT_VERSION)
+	ln -sf libcfrt.so.$(RT_VERSION) $@
+
+# Libs carry the BLAS flags of this machine: static links need them.
+$(B)/cfrt.pc: runtime/cfrt.pc.in runtime/runtime.mk
+	@mkdir -p $(@D)
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(RT_VERSION)|' \
+	    -e 's|@BLAS_LIBS@|$(BLAS_LIBS)|' runtime/cfrt.pc.in >$@
+
+# ---- tests: tests/runtime/unit_*.c make one CUnit runner (run under
+# mpirun with 1, 2, 3 ranks); fault.c, pc_app.c and progress_bench.c are
+# programs of their own.
+RT_UNIT_OBJ = $(patsubst %.c,$(B)/%.o,$(wildcard tests/runtime/unit_*.c))
+RT_TEST_LINK = $(B)/libcfrt.a $(RT_LIBS)
+
+$(B)/tests/runtime/%.o: tests/runtime/%.c
+	@mkdir -p $(@D)
+	$(MPICC) $(CFLAGS_ALL) -Iruntime $(CUNIT_CFLAGS) -c -o $@ $<
+
+$(B)/tests/runtime_unit: $(RT_UNIT_OBJ) $(B)/libcfrt.a
+	$(MPICC) $(LDFLAGS_ALL) -o $@ $(RT_UNIT_OBJ) $(CUNIT_LIBS) $(RT_TEST_LINK)
+
+$(B)/tests/runtime_fault: $(B)/tests/runtime/fault.o $(B)/libcfrt.a
+	$(MPICC) $(LDFLAGS_ALL) -o $@ $(B)/tests/runtime/fault.o $(RT_TEST_LINK)
+
+$(B)/tests/progress_bench: $(B)/tests/runtime/progress_bench.o $(B)/libcfrt.a
+	$(MPICC) $(LDFLAGS_ALL) -o $@ $(B)/tests/runtime/progress_bench.o \
+		$(RT_TEST_LINK)
+
+RT_TESTS = $(B)/tests/runtime_unit $(B)/tests/runtime_fault \
+           $(B)/tests/progress_bench
+all: $(RT_LIBFILES) $(RT_TESTS)
+CHECK_DEPS += $(B)/libcfrt.a $(B)/tests/runtime_unit $(RT_LIBFILES) $(RT_TESTS)
+
+install-runtime: $(RT_LIBFILES)
+	mkdir -p $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	cp runtime/cfrt.h $(DESTDIR)$(PREFIX)/include/cfrt.h
+	cp $(B)/libcfrt.a $(B)/libcfrt.so.$(RT_VERSION) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf libcfrt.so.$(RT_VERSION) $(DESTDIR)$(PREFIX)/lib/libcfrt.so.0
+	ln -sf libcfrt.so.0 $(DESTDIR)$(PREFIX)/lib/libcfrt.so
+	cp $(B)/cfrt.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/cfrt.pc
+
+install: install-runtime
+.PHONY: install-runtime

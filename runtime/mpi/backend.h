@@ -1,0 +1,167 @@
+/* backend.h: private to the MPI + CBLAS backend of cfrt.
+ *
+ * Files: ctx.c (context, errors, memory), trace.c (Chrome trace),
+ * progress.c (transfer table, progress modes), comm.c (p2p, collectives),
+ * view.c (view checks, line iteration), ew.c (copy, fill, elementwise,
+ * scan), norm.c (norms, softmax), gemm.c (gemm, matmul), attn.c.
+ *
+ * Every public entry point calls cfrti_begin first and returns through
+ * cfrti_end, so error messages name the call and the trace times it. */
+#ifndef CFRT_BACKEND_H
+#define CFRT_BACKEND_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "cfrt.h"
+
+enum progress_mode { PROG_NONE, PROG_PANEL, PROG_THREAD };
+
+/* A transfer slot. Invariant: state FREE <=> no live handle refers to it
+ * with the current gen (gen grows whenever the slot is released). */
+enum xfer_state { X_FREE, X_ACTIVE, X_DONE };
+typedef struct xfer {
+	MPI_Request r;
+	uint32_t gen;
+	int state;   /* enum xfer_state; X_DONE: complete, not yet waited */
+	int mpi_err; /* MPI_SUCCESS, or the error a progress test saw */
+	double t0;   /* start time, for the trace */
+	char name[96];
+} xfer;
+
+typedef struct trace_ev {
+	char name[96];
+	double t0, t1; /* seconds, clock of cfrti_now() */
+	int tid;       /* 0 compute, 1 transfer */
+} trace_ev;
+
+struct cfrt_ctx {
+	MPI_Comm comm; /* our duplicate, MPI_ERRORS_RETURN */
+	int rank, size, world_rank;
+	char model[64];
+	char op[64]; /* from cfrt_where */
+	int step;
+	const char *api; /* public call running: names it in messages */
+	char err[512];
+
+	/* Transfer table, guarded by mu (the progress thread reads it). */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	xfer *x;
+	int nx; /* slots in x */
+	int unwaited; /* slots not FREE: while > 0, compute cuts panels */
+	int active;   /* slots ACTIVE: what a progress test looks at */
+	int in_group;
+	int mode; /* enum progress_mode */
+	int thread_on, stop;
+	pthread_t thread;
+
+	void *ws; /* attention scores, ws_bytes long */
+	size_t ws_bytes;
+
+	char *trace_path; /* NULL: tracing off */
+	trace_ev *ev;
+	int nev, capev;
+	long dropped; /* events lost to a failed allocation */
+	double origin; /* time 0 of the trace, same on every rank */
+};
+
+/* ctx.c */
+double cfrti_now(void);
+double cfrti_begin(cfrt_ctx *ctx, const char *api);
+int cfrti_end(cfrt_ctx *ctx, double t0, int status);
+int cfrti_err(cfrt_ctx *ctx, int status, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+int cfrti_mpierr(cfrt_ctx *ctx, int rc, const char *call);
+int cfrti_check_dtype(cfrt_ctx *ctx, cfrt_dtype t);
+int cfrti_ws_reserve(cfrt_ctx *ctx, size_t bytes);
+
+/* trace.c */
+void cfrti_trace_add(cfrt_ctx *ctx, const char *what, double t0, double t1, int tid);
+void cfrti_trace_name(const cfrt_ctx *ctx, const char *what, char *buf, size_t n);
+int cfrti_trace_write(cfrt_ctx *ctx);
+
+/* progress.c */
+int cfrti_progress_start(cfrt_ctx *ctx);
+void cfrti_progress_stop(cfrt_ctx *ctx);
+void cfrti_progress_poll(cfrt_ctx *ctx);
+int cfrti_xfer_reserve(cfrt_ctx *ctx);
+void cfrti_xfer_add(cfrt_ctx *ctx, const char *name, double t0, MPI_Request r,
+                    cfrt_req *req);
+int cfrti_xfer_wait(cfrt_ctx *ctx, cfrt_req *req);
+int cfrti_xfer_wait_all_slots(cfrt_ctx *ctx);
+
+/* view.c: a line is the run of elements along one axis with the other
+ * indices fixed; ops walk lines. */
+int cfrti_check_view(cfrt_ctx *ctx, const cfrt_view *v, const char *what);
+int cfrti_check_same(cfrt_ctx *ctx, const cfrt_view *a, const cfrt_view *b,
+               const char *an, const char *bn);
+int cfrti_check_vec(cfrt_ctx *ctx, const cfrt_view *g, int64_t n, cfrt_dtype t,
+              const char *what);
+int cfrti_broadcast_to(cfrt_ctx *ctx, const cfrt_view *b, const cfrt_view *shape,
+                 cfrt_view *out);
+int64_t cfrti_line_count(const cfrt_view *v, int axis);
+char *cfrti_line_at(const cfrt_view *v, const cfrt_view *shape, int axis,
+              int64_t line);
+
+/* One strided run of a view: element i at p + i*s elements, of type t. */
+typedef struct lane {
+	char *p;
+	int64_t s;
+	cfrt_dtype t;
+} lane;
+
+static inline double lane_get(lane l, int64_t i)
+{
+	if (l.t == CFRT_F32)
+		return ((const float *)(void *)l.p)[i * l.s];
+	return ((const double *)(void *)l.p)[i * l.s];
+}
+
+static inline void lane_set(lane l, int64_t i, double v)
+{
+	if (l.t == CFRT_F32)
+		((float *)(void *)l.p)[i * l.s] = (float)v;
+	else
+		((double *)(void *)l.p)[i * l.s] = v;
+}
+
+/* The lane of view v (walked with `shape`'s index space) for line `line`
+ * along axis. */
+static inline lane lane_of(const cfrt_view *v, const cfrt_view *shape,
+                           int axis, int64_t line)
+{
+	lane l = {cfrti_line_at(v, shape, axis, line), v->stride[axis], v->t};
+	return l;
+}
+
+/* Compute between progress tests, in elements touched by line ops. */
+enum { POLL_ELEMS = 1 << 16 };
+
+/* Counts n more elements done; tests transfers every POLL_ELEMS. */
+static inline void tick(cfrt_ctx *ctx, int64_t *done, int64_t n)
+{
+	*done += n;
+	if (*done >= POLL_ELEMS) {
+		*done = 0;
+		cfrti_progress_poll(ctx);
+	}
+}
+
+/* gemm.c: the GEMM behind cfrt_gemm, cfrt_matmul and cfrt_attention. */
+typedef struct gemm_args {
+	cfrt_dtype t;
+	cfrt_trans ta, tb;
+	int64_t m, n, k;
+	double alpha, beta;
+	const void *a, *b;
+	void *c;
+	int64_t lda, ldb, ldc, sa, sb, sc, batch;
+} gemm_args;
+int cfrti_gemm_check(cfrt_ctx *ctx, const gemm_args *g);
+void cfrti_gemm_run(cfrt_ctx *ctx, const gemm_args *g);
+
+/* norm.c: softmax of the first n elements of a lane, zero after them. */
+void cfrti_softmax_lane(lane dst, lane src, int64_t n, int64_t len);
+
+#endif /* CFRT_BACKEND_H */

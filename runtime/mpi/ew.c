@@ -1,0 +1,221 @@
+/* ew.c: copy, deterministic fill, elementwise ops and the sequence scan.
+ * requires: views checked by cfrti_check_*; ensures: each op walks the lines
+ * of dst along its last dim (the scan: along its scanned dim) and tests
+ * transfers between lines in the panel progress mode. */
+#include <math.h>
+#include <string.h>
+
+#include "backend.h"
+
+static void copy_lines(cfrt_ctx *ctx, const cfrt_view *dst,
+                       const cfrt_view *src)
+{
+	int ax = dst->nd - 1;
+	int64_t n = dst->dim[ax], lines = cfrti_line_count(dst, ax), done = 0;
+	int64_t es = (int64_t)cfrt_dtype_size(dst->t);
+	int flat = dst->stride[ax] == 1 && src->stride[ax] == 1;
+	for (int64_t l = 0; n > 0 && l < lines; l++) {
+		char *d = cfrti_line_at(dst, dst, ax, l);
+		const char *s = cfrti_line_at(src, dst, ax, l);
+		if (flat)
+			memmove(d, s, (size_t)(n * es));
+		for (int64_t i = 0; !flat && i < n; i++)
+			memcpy(d + i * dst->stride[ax] * es,
+			       s + i * src->stride[ax] * es, (size_t)es);
+		tick(ctx, &done, n);
+	}
+}
+
+int cfrt_copy(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src)
+{
+	double t0 = cfrti_begin(ctx, "cfrt_copy");
+	int rc = cfrti_check_same(ctx, dst, src, "dst", "src");
+	if (rc != CFRT_OK)
+		return rc;
+	copy_lines(ctx, dst, src);
+	return cfrti_end(ctx, t0, CFRT_OK);
+}
+
+static int check_window(cfrt_ctx *ctx, const cfrt_view *dst,
+                        const int64_t *gdims, const int64_t *offs)
+{
+	if (!gdims || !offs)
+		return cfrti_err(ctx, CFRT_EINVAL, "null global dims or offsets");
+	for (int d = 0; d < dst->nd; d++)
+		if (offs[d] < 0 || offs[d] + dst->dim[d] > gdims[d])
+			return cfrti_err(ctx, CFRT_EINVAL, "dim %d: window %lld+%lld "
+			                 "exceeds the global extent %lld", d,
+			                 (long long)offs[d], (long long)dst->dim[d],
+			                 (long long)gdims[d]);
+	return CFRT_OK;
+}
+
+/* Row-major index in the global tensor of the first element of line `line`
+ * (along the last dim) of the window dst at offs. */
+static uint64_t global_index(const cfrt_view *dst, const int64_t *gdims,
+                             const int64_t *offs, int64_t line)
+{
+	uint64_t g = (uint64_t)offs[dst->nd - 1], stride = 1;
+	for (int d = dst->nd - 2; d >= 0; d--) {
+		stride *= (uint64_t)gdims[d + 1];
+		g += (uint64_t)(offs[d] + line % dst->dim[d]) * stride;
+		line /= dst->dim[d];
+	}
+	return g;
+}
+
+int cfrt_fill_global(cfrt_ctx *ctx, const cfrt_view *dst, uint64_t seed,
+                     const int64_t *global_dims, const int64_t *offsets)
+{
+	double t0 = cfrti_begin(ctx, "cfrt_fill_global");
+	int rc = cfrti_check_view(ctx, dst, "dst");
+	if (rc == CFRT_OK)
+		rc = check_window(ctx, dst, global_dims, offsets);
+	if (rc != CFRT_OK || cfrt_view_numel(dst) == 0)
+		return rc;
+	int ax = dst->nd - 1;
+	int64_t n = dst->dim[ax], lines = cfrti_line_count(dst, ax), done = 0;
+	for (int64_t l = 0; l < lines; l++) {
+		lane d = lane_of(dst, dst, ax, l);
+		uint64_t g = global_index(dst, global_dims, offsets, l);
+		for (int64_t i = 0; i < n; i++)
+			lane_set(d, i, cfrt_uniform(seed, g + (uint64_t)i, dst->t));
+		tick(ctx, &done, n);
+	}
+	return cfrti_end(ctx, t0, CFRT_OK);
+}
+
+int cfrt_fill_uniform(cfrt_ctx *ctx, const cfrt_view *dst, uint64_t seed)
+{
+	int64_t zero[CFRT_MAX_DIMS] = {0};
+	return cfrt_fill_global(ctx, dst, seed, dst ? dst->dim : NULL, zero);
+}
+
+typedef double (*unary_fn)(double x, double arg);
+
+static double f_scale(double x, double s)
+{
+	return s * x;
+}
+
+static double f_gelu(double x, double unused)
+{
+	(void)unused;
+	return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+}
+
+static double f_silu(double x, double unused)
+{
+	(void)unused;
+	return x / (1.0 + exp(-x));
+}
+
+static double f_relu(double x, double unused)
+{
+	(void)unused;
+	return x > 0.0 ? x : 0.0;
+}
+
+static int unary(cfrt_ctx *ctx, const char *api, const cfrt_view *dst,
+                 const cfrt_view *src, unary_fn f, double arg)
+{
+	double t0 = cfrti_begin(ctx, api);
+	int rc = cfrti_check_same(ctx, dst, src, "dst", "src");
+	if (rc != CFRT_OK)
+		return rc;
+	int ax = dst->nd - 1;
+	int64_t n = dst->dim[ax], lines = cfrti_line_count(dst, ax), done = 0;
+	for (int64_t l = 0; n > 0 && l < lines; l++) {
+		lane d = lane_of(dst, dst, ax, l), s = lane_of(src, dst, ax, l);
+		for (int64_t i = 0; i < n; i++)
+			lane_set(d, i, f(lane_get(s, i), arg));
+		tick(ctx, &done, n);
+	}
+	return cfrti_end(ctx, t0, CFRT_OK);
+}
+
+int cfrt_scale(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *a,
+               double s)
+{
+	return unary(ctx, "cfrt_scale", dst, a, f_scale, s);
+}
+
+int cfrt_gelu(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src)
+{
+	return unary(ctx, "cfrt_gelu", dst, src, f_gelu, 0.0);
+}
+
+int cfrt_silu(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src)
+{
+	return unary(ctx, "cfrt_silu", dst, src, f_silu, 0.0);
+}
+
+int cfrt_relu(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src)
+{
+	return unary(ctx, "cfrt_relu", dst, src, f_relu, 0.0);
+}
+
+/* dst = a + b (mul = 0) or a * b (mul = 1), b broadcast to dst. */
+static int binary(cfrt_ctx *ctx, const char *api, const cfrt_view *dst,
+                  const cfrt_view *a, const cfrt_view *b, int mul)
+{
+	double t0 = cfrti_begin(ctx, api);
+	cfrt_view bb;
+	int rc = cfrti_check_same(ctx, dst, a, "dst", "a");
+	if (rc == CFRT_OK)
+		rc = cfrti_check_view(ctx, b, "b");
+	if (rc == CFRT_OK && b->t != dst->t)
+		rc = cfrti_err(ctx, CFRT_EINVAL, "views b and dst have different "
+		               "dtypes");
+	if (rc == CFRT_OK)
+		rc = cfrti_broadcast_to(ctx, b, dst, &bb);
+	if (rc != CFRT_OK)
+		return rc;
+	int ax = dst->nd - 1;
+	int64_t n = dst->dim[ax], lines = cfrti_line_count(dst, ax), done = 0;
+	for (int64_t l = 0; n > 0 && l < lines; l++) {
+		lane d = lane_of(dst, dst, ax, l), x = lane_of(a, dst, ax, l);
+		lane y = lane_of(&bb, dst, ax, l);
+		for (int64_t i = 0; i < n; i++) {
+			double u = lane_get(x, i), v = lane_get(y, i);
+			lane_set(d, i, mul ? u * v : u + v);
+		}
+		tick(ctx, &done, n);
+	}
+	return cfrti_end(ctx, t0, CFRT_OK);
+}
+
+int cfrt_add(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *a,
+             const cfrt_view *b)
+{
+	return binary(ctx, "cfrt_add", dst, a, b, 0);
+}
+
+int cfrt_mul(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *a,
+             const cfrt_view *b)
+{
+	return binary(ctx, "cfrt_mul", dst, a, b, 1);
+}
+
+int cfrt_scan(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src,
+              int dim, double decay)
+{
+	double t0 = cfrti_begin(ctx, "cfrt_scan");
+	int rc = cfrti_check_same(ctx, dst, src, "dst", "src");
+	if (rc == CFRT_OK && (dim < 0 || dim >= dst->nd))
+		rc = cfrti_err(ctx, CFRT_EINVAL, "dim %d of a %d-d view", dim,
+		               dst->nd);
+	if (rc != CFRT_OK)
+		return rc;
+	int64_t n = dst->dim[dim], lines = cfrti_line_count(dst, dim), done = 0;
+	for (int64_t l = 0; n > 0 && l < lines; l++) {
+		lane d = lane_of(dst, dst, dim, l), s = lane_of(src, dst, dim, l);
+		double h = 0.0;
+		for (int64_t i = 0; i < n; i++) {
+			h = decay * h + lane_get(s, i);
+			lane_set(d, i, h);
+		}
+		tick(ctx, &done, n);
+	}
+	return cfrti_end(ctx, t0, CFRT_OK);
+}

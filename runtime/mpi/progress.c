@@ -1,0 +1,219 @@
+/* progress.c: the table of transfers in flight, and the progress modes that
+ * move them while the rank computes (see "CPU PROGRESS" in cfrt.h).
+ * invariant: ctx->unwaited counts slots not FREE and ctx->active slots
+ * ACTIVE; the table and both counts change only under ctx->mu, and only
+ * the application's thread grows the table or frees slots. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend.h"
+
+/* Chosen from tests/runtime/progress_bench.c (see the runtime notes). */
+#define DEFAULT_MODE PROG_PANEL
+
+/* Pause of the progress thread between two tests of the table. */
+enum { NAP_NS = 20000 };
+
+static const char *const mode_names[] = {"none", "panel", "thread"};
+
+const char *cfrt_progress_name(const cfrt_ctx *ctx)
+{
+	return mode_names[ctx->mode];
+}
+
+static int parse_mode(cfrt_ctx *ctx, int *mode)
+{
+	const char *s = getenv("CFRT_PROGRESS");
+	*mode = DEFAULT_MODE;
+	if (!s || !*s)
+		return CFRT_OK;
+	for (int i = 0; i < 3; i++)
+		if (strcmp(s, mode_names[i]) == 0) {
+			*mode = i;
+			return CFRT_OK;
+		}
+	return cfrti_err(ctx, CFRT_EINVAL, "CFRT_PROGRESS=%s: expected panel, "
+	                 "thread or none", s);
+}
+
+/* Tests every ACTIVE slot once. Requires mu held. A test that fails marks
+ * the slot DONE with its error, for the wait to report. */
+static void test_active(cfrt_ctx *ctx)
+{
+	for (int i = 0; i < ctx->nx && ctx->active > 0; i++) {
+		xfer *x = &ctx->x[i];
+		int flag = 0, rc;
+		if (x->state != X_ACTIVE)
+			continue;
+		rc = MPI_Test(&x->r, &flag, MPI_STATUS_IGNORE);
+		if (rc != MPI_SUCCESS)
+			x->mpi_err = rc;
+		if (flag || rc != MPI_SUCCESS) {
+			x->state = X_DONE;
+			ctx->active--;
+		}
+	}
+}
+
+static void *progress_main(void *arg)
+{
+	cfrt_ctx *ctx = arg;
+	struct timespec nap = {0, NAP_NS};
+	pthread_mutex_lock(&ctx->mu);
+	while (!ctx->stop) {
+		if (ctx->active == 0) {
+			pthread_cond_wait(&ctx->cv, &ctx->mu);
+			continue;
+		}
+		test_active(ctx);
+		pthread_mutex_unlock(&ctx->mu);
+		nanosleep(&nap, NULL);
+		pthread_mutex_lock(&ctx->mu);
+	}
+	pthread_mutex_unlock(&ctx->mu);
+	return NULL;
+}
+
+int cfrti_progress_start(cfrt_ctx *ctx)
+{
+	int mode, provided = MPI_THREAD_SINGLE;
+	int rc = parse_mode(ctx, &mode);
+	if (rc != CFRT_OK)
+		return rc;
+	if (mode == PROG_THREAD) {
+		MPI_Query_thread(&provided);
+		if (provided != MPI_THREAD_MULTIPLE) {
+			if (ctx->rank == 0)
+				fprintf(stderr, "cfrt: CFRT_PROGRESS=thread needs "
+				        "MPI_THREAD_MULTIPLE from MPI_Init_thread; "
+				        "using panel\n");
+			mode = PROG_PANEL;
+		}
+	}
+	ctx->mode = mode;
+	if (mode != PROG_THREAD)
+		return CFRT_OK;
+	if (pthread_create(&ctx->thread, NULL, progress_main, ctx) != 0)
+		return cfrti_err(ctx, CFRT_ENOMEM, "cannot start the progress "
+		                 "thread");
+	ctx->thread_on = 1;
+	return CFRT_OK;
+}
+
+void cfrti_progress_stop(cfrt_ctx *ctx)
+{
+	if (!ctx->thread_on)
+		return;
+	pthread_mutex_lock(&ctx->mu);
+	ctx->stop = 1;
+	pthread_cond_signal(&ctx->cv);
+	pthread_mutex_unlock(&ctx->mu);
+	pthread_join(ctx->thread, NULL);
+	ctx->thread_on = 0;
+}
+
+/* Called by long compute between pieces. Only the panel mode tests here:
+ * the thread mode has its thread, the none mode waits for cfrt_wait. */
+void cfrti_progress_poll(cfrt_ctx *ctx)
+{
+	if (ctx->mode != PROG_PANEL || ctx->active == 0)
+		return;
+	pthread_mutex_lock(&ctx->mu);
+	test_active(ctx);
+	pthread_mutex_unlock(&ctx->mu);
+}
+
+/* Makes sure a FREE slot exists, so that cfrti_xfer_add, which runs after
+ * the transfer has started, cannot fail. */
+int cfrti_xfer_reserve(cfrt_ctx *ctx)
+{
+	int rc = CFRT_OK;
+	pthread_mutex_lock(&ctx->mu);
+	if (ctx->unwaited == ctx->nx) {
+		int cap = ctx->nx ? 2 * ctx->nx : 16;
+		xfer *x = realloc(ctx->x, (size_t)cap * sizeof *x);
+		if (x) {
+			memset(x + ctx->nx, 0, (size_t)(cap - ctx->nx) * sizeof *x);
+			ctx->x = x;
+			ctx->nx = cap;
+		} else {
+			rc = cfrti_err(ctx, CFRT_ENOMEM, "no memory for the "
+			               "transfer table");
+		}
+	}
+	pthread_mutex_unlock(&ctx->mu);
+	return rc;
+}
+
+void cfrti_xfer_add(cfrt_ctx *ctx, const char *name, double t0, MPI_Request r,
+                    cfrt_req *req)
+{
+	pthread_mutex_lock(&ctx->mu);
+	int i = 0;
+	while (ctx->x[i].state != X_FREE)
+		i++;
+	xfer *x = &ctx->x[i];
+	x->r = r;
+	x->state = X_ACTIVE;
+	x->mpi_err = MPI_SUCCESS;
+	x->t0 = t0;
+	snprintf(x->name, sizeof x->name, "%s", name);
+	ctx->unwaited++;
+	ctx->active++;
+	req->slot = i + 1;
+	req->gen = x->gen;
+	pthread_cond_signal(&ctx->cv);
+	pthread_mutex_unlock(&ctx->mu);
+}
+
+/* Completes slot x and frees it. Requires mu held and x not FREE. Returns
+ * an MPI error code. */
+static int finish(cfrt_ctx *ctx, xfer *x)
+{
+	int rc = x->mpi_err;
+	if (x->state == X_ACTIVE) {
+		rc = MPI_Wait(&x->r, MPI_STATUS_IGNORE);
+		ctx->active--;
+	}
+	if (ctx->trace_path)
+		cfrti_trace_add(ctx, x->name, x->t0, cfrti_now(), 1);
+	x->state = X_FREE;
+	x->gen++;
+	ctx->unwaited--;
+	return rc;
+}
+
+int cfrti_xfer_wait(cfrt_ctx *ctx, cfrt_req *req)
+{
+	int s = req->slot, rc = MPI_SUCCESS;
+	if (s == 0)
+		return CFRT_OK;
+	if (s < 0 || s > ctx->nx)
+		return cfrti_err(ctx, CFRT_EINVAL, "request handle %d was not "
+		                 "made by this context", s);
+	pthread_mutex_lock(&ctx->mu);
+	xfer *x = &ctx->x[s - 1];
+	if (x->gen == req->gen && x->state != X_FREE)
+		rc = finish(ctx, x);
+	pthread_mutex_unlock(&ctx->mu);
+	req->slot = 0;
+	req->gen = 0;
+	return rc == MPI_SUCCESS ? CFRT_OK : cfrti_mpierr(ctx, rc, "MPI_Wait");
+}
+
+int cfrti_xfer_wait_all_slots(cfrt_ctx *ctx)
+{
+	int rc = MPI_SUCCESS;
+	pthread_mutex_lock(&ctx->mu);
+	for (int i = 0; i < ctx->nx; i++) {
+		if (ctx->x[i].state == X_FREE)
+			continue;
+		int r = finish(ctx, &ctx->x[i]);
+		if (rc == MPI_SUCCESS)
+			rc = r;
+	}
+	pthread_mutex_unlock(&ctx->mu);
+	return rc == MPI_SUCCESS ? CFRT_OK : cfrti_mpierr(ctx, rc, "MPI_Wait");
+}
