@@ -231,6 +231,7 @@ typedef struct Group {
 	const char *name;
 	int size;
 	Loc loc;
+	int overridden; /* set from -D */
 } Group;
 
 typedef struct Size {
@@ -296,7 +297,8 @@ typedef struct Node {
 	 * is -1, such as the weight of a row-sliced matmul). */
 	unsigned local;
 	int inmap[MAXIN][MAXDIM];
-	struct SchedChoice *sched; /* collectives: the schedule asked for */
+	struct SchedChoice *sched; /* collectives: the schedule asked for;
+	                            * &Graph.defsched when none names it */
 } Node;
 
 typedef enum SchedKind { SK_DEFAULT, SK_VANILLA, SK_SLICE, SK_FUSE, SK_AUTO } SchedKind;
@@ -351,6 +353,12 @@ int64_t value_rank_extent(const Value *v, int d); /* per-rank extent of dim d */
 int64_t value_elems(const Value *v);              /* global element count */
 int64_t value_rank_elems(const Value *v);         /* per-rank element count */
 const char *dist_str(Arena *a, const Value *v);
+/* dim d's label when it names only d, else its position ("1") */
+const char *value_dim_name(Arena *a, const Value *v, int d);
+/* "fuse(bidir, m = 2)", "slice(4)", "vanilla", ... */
+const char *graph_sched_str(Arena *a, const SchedChoice *s);
+/* node n as a call: "matmul(xa.T, w1)", "all_gather(x, S)" */
+const char *graph_node_str(Arena *a, const Node *n);
 
 /* dot.c */
 void dot_graph(FILE *f, const Graph *g);
