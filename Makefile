@@ -38,7 +38,7 @@ GEN = $(B)/grammar/parser.c $(B)/grammar/parser.h $(B)/grammar/lexer.c $(B)/gram
 CF_SRC = $(wildcard compiler/*.c codegen/*.c)
 CF_OBJ = $(CF_SRC:%.c=$(B)/%.o) $(B)/grammar/parser.o $(B)/grammar/lexer.o
 CF_LIBOBJ = $(filter-out $(B)/compiler/main.o,$(CF_OBJ))
-CF_INC = -Icompiler -I$(B)/grammar -Iruntime
+CF_INC = -Icompiler -Icodegen -I$(B)/grammar -Iruntime
 
 $(B)/grammar/parser.c $(B)/grammar/parser.h: grammar/parser.y
 	@mkdir -p $(@D)
@@ -60,7 +60,13 @@ $(B)/compiler/%.o: compiler/%.c $(GEN)
 
 $(B)/codegen/%.o: codegen/%.c $(GEN)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_ALL) $(GVC_CFLAGS) $(CF_INC) -c -o $@ $<
+	$(CC) $(CFLAGS_ALL) $(GVC_CFLAGS) $(CF_INC) -I$(B)/codegen -c -o $@ $<
+
+# The driver's fixed part, kept as C source, embedded as a string literal.
+$(B)/codegen/driver.inc: codegen/driver_main.c.in
+	@mkdir -p $(@D)
+	sed 's/\\/\\\\/g; s/"/\\"/g; s/^/"/; s/$$/\\n"/' $< > $@
+$(B)/codegen/cg_driver.o: $(B)/codegen/driver.inc
 
 $(B)/cfc: $(CF_OBJ)
 	$(CC) $(LDFLAGS_ALL) -o $@ $(CF_OBJ) $(GVC_LIBS) -lm

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cf.h"
+#include "cgen.h"
 
 enum { EX_INPUT = 1, EX_USAGE = 2, EX_INTERNAL = 70 };
 
@@ -18,11 +19,12 @@ typedef struct Comp {
 	Src src;
 	Program *prog;
 	Graph *graph;
+	int lines;  /* #line directives in generated C */
 } Comp;
 
 typedef struct Emit {
 	const char *name; /* --emit=NAME */
-	const char *ext;  /* file suffix inside -o DIR */
+	const char *ext;  /* file name after the model's inside -o DIR */
 	int stage;        /* 0: AST, 1: graph */
 	void (*fn)(FILE *f, Comp *c);
 	const char *help;
@@ -31,11 +33,22 @@ typedef struct Emit {
 static void emit_ast(FILE *f, Comp *c) { ast_dump(f, c->prog); }
 static void emit_graph(FILE *f, Comp *c) { graph_dump(f, c->graph); }
 static void emit_dot(FILE *f, Comp *c) { dot_graph(f, c->graph); }
+static void emit_h(FILE *f, Comp *c) { cg_header(f, c->arena, c->graph); }
+static void emit_driver(FILE *f, Comp *c) { cg_driver(f, c->arena, c->graph); }
+
+static void
+emit_ref(FILE *f, Comp *c)
+{
+	cg_reference(f, c->arena, c->graph, c->src.name, c->lines);
+}
 
 static const Emit emits[] = {
-	{"ast", "ast", 0, emit_ast, "the syntax tree"},
-	{"graph", "graph", 1, emit_graph, "the dependency graph: shapes, splits, locality"},
-	{"dot", "dot", 1, emit_dot, "the dependency graph as graphviz DOT"},
+	{"ast", ".ast", 0, emit_ast, "the syntax tree"},
+	{"graph", ".graph", 1, emit_graph, "the dependency graph: shapes, splits, locality"},
+	{"dot", ".dot", 1, emit_dot, "the dependency graph as graphviz DOT"},
+	{"h", ".h", 1, emit_h, "the C header of the model"},
+	{"ref", "_ref.c", 1, emit_ref, "C of the serial reference"},
+	{"driver", "_main.c", 1, emit_driver, "C main: fill, run, time, check"},
 };
 enum { NEMIT = sizeof emits / sizeof emits[0] };
 
@@ -46,6 +59,7 @@ typedef struct Cli {
 	int nwant;
 	Options opt;
 	const char *force;    /* --schedule */
+	int noline;           /* --no-line */
 } Cli;
 
 static void
@@ -62,6 +76,7 @@ usage(FILE *f)
 		fprintf(f, "                     %-10s %s\n", emits[i].name, emits[i].help);
 	fputs("  --schedule=CHOICE  use CHOICE for every collective, e.g.\n"
 	      "                   vanilla, slice(4), fuse(bidir, m = 2)\n"
+	      "  --no-line        no #line directives in generated C\n"
 	      "  --version        print the version and exit\n"
 	      "  --help           print this help and exit\n\n"
 	      "Without --emit, cfc only checks the spec.\n"
@@ -141,6 +156,8 @@ parse_args(Cli *cl, int argc, char **argv)
 			rc = parse_define(cl, a + 2);
 		} else if (!strncmp(a, "--emit=", 7)) {
 			rc = parse_emit(cl, a + 7);
+		} else if (!strcmp(a, "--no-line")) {
+			cl->noline = 1;
 		} else if (!strncmp(a, "--schedule=", 11)) {
 			cl->force = a + 11;
 		} else if (a[0] == '-' && a[1]) {
@@ -250,7 +267,7 @@ write_outputs(Comp *c, Cli *cl)
 			continue;
 		const char *path = cl->out ? cl->out : "-";
 		if (cl->nwant > 1)
-			path = arena_printf(c->arena, "%s/%s.%s", cl->out, c->graph ?
+			path = arena_printf(c->arena, "%s/%s%s", cl->out, c->graph ?
 			                    c->graph->name : "out", emits[i].ext);
 		ok = write_output(c, &emits[i], path);
 	}
@@ -291,6 +308,7 @@ main(int argc, char **argv)
 
 	if (rc < 0) {
 		c.arena = arena_new();
+		c.lines = !cl.noline;
 		diag_init(&c.diag, &c.src, stderr);
 		rc = read_input(&c, cl.input) ? compile(&c, &cl) : EX_INPUT;
 		if (rc == EX_INPUT && c.diag.nerr)

@@ -1,0 +1,303 @@
+/* cgen.c: what the C generators share: C names of tensors, views, the
+ * workspace layout, and the runtime call of one op.
+ * requires: a checked graph. ensures: the same graph always gives the same
+ * text (names and offsets depend only on graph order). */
+#include <ctype.h>
+#include <string.h>
+
+#include "cgen.h"
+
+/* Names the generated functions use for themselves, and C keywords. */
+static const char *const reserved[] = {
+	"auto", "break", "case", "char", "const", "continue", "default", "do",
+	"double", "else", "enum", "extern", "float", "for", "goto", "if",
+	"inline", "int", "long", "register", "restrict", "return", "short",
+	"signed", "sizeof", "static", "struct", "switch", "typedef", "union",
+	"unsigned", "void", "volatile", "while", "ctx", "w", "io", "ws", "r",
+	"i", "N", "req", "step", "main", "slice", "peer", "tmp", NULL,
+};
+
+static int
+taken(Cg *c, const char *s, int upto)
+{
+	for (int i = 0; reserved[i]; i++)
+		if (!strcmp(reserved[i], s))
+			return 1;
+	for (int i = 0; i < upto; i++)
+		if (c->cname[i] && !strcmp(c->cname[i], s))
+			return 1;
+	return 0;
+}
+
+static void
+name_values(Cg *c)
+{
+	const Graph *g = c->g;
+
+	c->cname = arena_alloc(c->a, (size_t)g->values.n * sizeof *c->cname);
+	for (int i = 0; i < g->values.n; i++) {
+		const Value *v = g->values.v[i];
+		char *s = arena_strdup(c->a, v->name);
+		for (char *p = s; *p; p++)
+			if (!isalnum((unsigned char)*p) && *p != '_')
+				*p = '_';
+		if (taken(c, s, i))
+			s = arena_printf(c->a, "%s_%d", s, v->id);
+		c->cname[i] = s;
+	}
+}
+
+void
+cg_init(Cg *c, Arena *a, const Graph *g, FILE *f, const char *srcname,
+        int lines, int whole)
+{
+	memset(c, 0, sizeof *c);
+	c->a = a;
+	c->g = g;
+	c->whole = whole;
+	c->prefix = g->name;
+	char *up = arena_strdup(a, g->name);
+	for (char *p = up; *p; p++)
+		*p = (char)toupper((unsigned char)*p);
+	c->upper = up;
+	emit_init(&c->e, f, lines ? srcname : NULL, NULL);
+	name_values(c);
+	c->off = arena_alloc(a, (size_t)g->values.n * sizeof *c->off);
+	for (int i = 0; i < g->values.n; i++)
+		c->off[i] = -1;
+}
+
+int64_t
+cg_extent(const Cg *c, const Value *v, int d)
+{
+	return c->whole ? v->shape[d] : value_rank_extent(v, d);
+}
+
+int64_t
+cg_bytes(const Cg *c, const Value *v)
+{
+	int64_t n = dtype_size[v->dtype];
+
+	for (int d = 0; d < v->ndim; d++)
+		n *= cg_extent(c, v, d);
+	return n;
+}
+
+const char *
+cg_dims(const Cg *c, const Value *v)
+{
+	char buf[256];
+	size_t n = 0;
+
+	buf[n++] = '{';
+	for (int d = 0; d < v->ndim; d++)
+		n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%lld", d ? ", " : "",
+		                      (long long)cg_extent(c, v, d));
+	snprintf(buf + n, sizeof buf - n, "}");
+	return arena_strdup(c->a, buf);
+}
+
+const char *
+cg_dtype(DType t)
+{
+	switch (t) {
+	case DT_F32: return "CFRT_F32";
+	case DT_F64: return "CFRT_F64";
+	case DT_BF16: return "CFRT_BF16";
+	case DT_F16: return "CFRT_F16";
+	default: die("no runtime type for %d", (int)t);
+	}
+}
+
+void
+cg_helpers(Cg *c)
+{
+	Emitter *e = &c->e;
+
+	emit(e, "/* The last two dims of v swapped: a transposed matmul operand. */\n");
+	emit_open(e, "static cfrt_view\ncf_transpose(cfrt_view v)");
+	emit(e, "int64_t d = v.dim[v.nd - 1], s = v.stride[v.nd - 1];\n\n");
+	emit(e, "v.dim[v.nd - 1] = v.dim[v.nd - 2];\n");
+	emit(e, "v.stride[v.nd - 1] = v.stride[v.nd - 2];\n");
+	emit(e, "v.dim[v.nd - 2] = d;\n");
+	emit(e, "v.stride[v.nd - 2] = s;\n");
+	emit(e, "return v;\n");
+	emit_close(e, "");
+	emit(e, "\n/* [..., S, H*Dh] seen as [..., H, S, Dh]: the heads of a row-major\n"
+	        " * tensor, for head split and merge (one cfrt_copy each). */\n");
+	emit_open(e, "static cfrt_view\ncf_heads(cfrt_view v, int64_t heads)");
+	emit(e, "int perm[CFRT_MAX_DIMS];\n\n");
+	emit(e, "v = cfrt_view_split(v, v.nd - 1, heads, v.dim[v.nd - 1] / heads);\n");
+	emit(e, "for (int d = 0; d < v.nd; d++)\n\tperm[d] = d;\n");
+	emit(e, "perm[v.nd - 3] = v.nd - 2;\n");
+	emit(e, "perm[v.nd - 2] = v.nd - 3;\n");
+	emit(e, "return cfrt_view_permute(v, perm);\n");
+	emit_close(e, "");
+	emit(e, "\n/* v with leading dims of extent 1 added up to 4 dims (attention). */\n");
+	emit_open(e, "static cfrt_view\ncf_4d(cfrt_view v)");
+	emit_open(e, "while (v.nd < 4)");
+	emit(e, "for (int d = v.nd; d > 0; d--) {\n");
+	emit(e, "\tv.dim[d] = v.dim[d - 1];\n\tv.stride[d] = v.stride[d - 1];\n}\n");
+	emit(e, "v.dim[0] = 1;\n");
+	emit(e, "v.stride[0] = v.stride[1] * v.dim[1];\n");
+	emit(e, "v.nd++;\n");
+	emit_close(e, "");
+	emit(e, "return v;\n");
+	emit_close(e, "");
+	emit(e, "\n");
+}
+
+void
+cg_comment(Cg *c, const Node *n)
+{
+	emit(&c->e, "/* %s = %s(", n->out->name, op_info[n->op].name);
+	for (int i = 0; i < n->nin; i++)
+		emit(&c->e, "%s%s", i ? ", " : "", n->in[i]->name);
+	emit(&c->e, ")  %s:%d */\n", c->g->file, n->loc.line);
+}
+
+static void
+call(Cg *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void
+call(Cg *c, const char *fmt, ...)
+{
+	char buf[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof buf, fmt, ap);
+	va_end(ap);
+	emit(&c->e, "CFRT_TRY(ctx, %s);\n", buf);
+}
+
+static void
+op_matmul(Cg *c, const Node *n, const char *out, const char *const *in, int beta)
+{
+	const char *a = in[0], *b = in[1];
+
+	if (n->a.mm.ta || n->a.mm.tb) {
+		emit_begin(&c->e);
+		if (n->a.mm.ta)
+			emit(&c->e, "cfrt_view at = cf_transpose(%s);\n", in[0]);
+		if (n->a.mm.tb)
+			emit(&c->e, "cfrt_view bt = cf_transpose(%s);\n", in[1]);
+		a = n->a.mm.ta ? "at" : a;
+		b = n->a.mm.tb ? "bt" : b;
+	}
+	call(c, "cfrt_matmul(ctx, &%s, &%s, &%s, 1.0, %s)", out, a, b, beta ? "1.0" : "0.0");
+	if (n->a.mm.ta || n->a.mm.tb)
+		emit_close(&c->e, "");
+}
+
+static const char *
+opt(const Node *n, int i, const char *const *in, Arena *a)
+{
+	return i < n->nin ? arena_printf(a, "&%s", in[i]) : "NULL";
+}
+
+static void
+op_attention(Cg *c, const Node *n, const char *out, const char *const *in,
+             const char *q_offset)
+{
+	emit_begin(&c->e);
+	emit(&c->e, "cfrt_view o4 = cf_4d(%s), q4 = cf_4d(%s), k4 = cf_4d(%s), v4 = cf_4d(%s);\n",
+	     out, in[0], in[1], in[2]);
+	call(c, "cfrt_attention(ctx, &o4, &q4, &k4, &v4, %d, %s)", n->a.causal,
+	     q_offset ? q_offset : "0");
+	emit_close(&c->e, "");
+}
+
+void
+cg_op(Cg *c, const Node *n, const char *out, const char *const *in,
+      const char *q_offset, int beta)
+{
+	Arena *a = c->a;
+
+	switch (n->op) {
+	case OP_MATMUL: op_matmul(c, n, out, in, beta); break;
+	case OP_ADD: call(c, "cfrt_add(ctx, &%s, &%s, &%s)", out, in[0], in[1]); break;
+	case OP_MUL: call(c, "cfrt_mul(ctx, &%s, &%s, &%s)", out, in[0], in[1]); break;
+	case OP_SCALE: call(c, "cfrt_scale(ctx, &%s, &%s, %.17g)", out, in[0], n->a.scale); break;
+	case OP_GELU: call(c, "cfrt_gelu(ctx, &%s, &%s)", out, in[0]); break;
+	case OP_SILU: call(c, "cfrt_silu(ctx, &%s, &%s)", out, in[0]); break;
+	case OP_RELU: call(c, "cfrt_relu(ctx, &%s, &%s)", out, in[0]); break;
+	case OP_LAYERNORM:
+		call(c, "cfrt_layernorm(ctx, &%s, &%s, %s, %s, 1e-5)", out, in[0],
+		     opt(n, 1, in, a), opt(n, 2, in, a));
+		break;
+	case OP_RMSNORM:
+		call(c, "cfrt_rmsnorm(ctx, &%s, &%s, %s, 1e-5)", out, in[0], opt(n, 1, in, a));
+		break;
+	case OP_SOFTMAX: call(c, "cfrt_softmax(ctx, &%s, &%s)", out, in[0]); break;
+	case OP_SPLIT_HEADS:
+		emit_begin(&c->e);
+		emit(&c->e, "cfrt_view hv = cf_heads(%s, %s.dim[%s.nd - 3]);\n", in[0], out, out);
+		call(c, "cfrt_copy(ctx, &%s, &hv)", out);
+		emit_close(&c->e, "");
+		break;
+	case OP_MERGE_HEADS:
+		emit_begin(&c->e);
+		emit(&c->e, "cfrt_view hv = cf_heads(%s, %s.dim[%s.nd - 3]);\n", out, in[0], in[0]);
+		call(c, "cfrt_copy(ctx, &hv, &%s)", in[0]);
+		emit_close(&c->e, "");
+		break;
+	case OP_ATTENTION: op_attention(c, n, out, in, q_offset); break;
+	case OP_SCAN:
+		call(c, "cfrt_scan(ctx, &%s, &%s, %d, %.17g)", out, in[0], n->a.scan.dim,
+		     n->a.scan.decay);
+		break;
+	default:
+		die("cg_op: %s is no compute op", op_info[n->op].name);
+	}
+}
+
+static int
+is_io(const Value *v)
+{
+	return v->role == R_IN || v->role == R_WEIGHT || v->role == R_OUT;
+}
+
+void
+cg_layout(Cg *c, int (*alias)(const Cg *, const Value *))
+{
+	int64_t off = 0;
+
+	for (int i = 0; i < c->g->values.n; i++) {
+		const Value *v = c->g->values.v[i];
+		if (is_io(v) || alias(c, v))
+			continue;
+		c->off[i] = off;
+		off += (cg_bytes(c, v) + CG_ALIGN - 1) / CG_ALIGN * CG_ALIGN;
+	}
+	c->wsbytes = off;
+}
+
+static const char *
+storage(Cg *c, const Value *v)
+{
+	switch (v->role) {
+	case R_IN: return arena_printf(c->a, "(void *)io->%s", c->cname[v->id]);
+	case R_OUT: return arena_printf(c->a, "io->%s", c->cname[v->id]);
+	case R_WEIGHT: return arena_printf(c->a, "w->%s", c->cname[v->id]);
+	default: return arena_printf(c->a, "(char *)ws + %lld", (long long)c->off[v->id]);
+	}
+}
+
+void
+cg_views(Cg *c, int (*alias)(const Cg *, const Value *))
+{
+	for (int i = 0; i < c->g->values.n; i++) {
+		const Value *v = c->g->values.v[i];
+		int computed = v->def && op_info[v->def->op].cls != CL_LEAF && !alias(c, v);
+		if (!v->uses.n && !computed && v->role != R_OUT)
+			continue; /* never read nor written here */
+		if (alias(c, v)) {
+			emit(&c->e, "cfrt_view %s = %s;\n", c->cname[i],
+			     c->cname[v->def->in[0]->id]);
+			continue;
+		}
+		emit(&c->e, "cfrt_view %s = cfrt_view_contig(%s, %s, %d, (int64_t[])%s);\n",
+		     c->cname[i], storage(c, v), cg_dtype(v->dtype), v->ndim, cg_dims(c, v));
+	}
+}
