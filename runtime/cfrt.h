@@ -238,7 +238,8 @@ int cfrt_init(cfrt_ctx **ctx, MPI_Comm comm, int expected_size,
 
 /* Waits for every outstanding transfer, writes the trace (CFRT_TRACE), frees
  * the context and everything it holds. Collective. ctx may be NULL. The
- * context is gone even on failure: cfrt_last_error(NULL) has the message. */
+ * context is gone even on failure: cfrt_last_error(NULL) has the message,
+ * and CFRT_TRY(NULL, cfrt_finalize(ctx)) reports it. */
 int cfrt_finalize(cfrt_ctx *ctx);
 
 /* Rank of this process in the context's communicator, and its size. */

@@ -1,0 +1,168 @@
+/* The context: ranks of a sub-communicator, the size check and its
+ * message, progress modes from CFRT_PROGRESS, the trace file, the view
+ * helpers of the header, memory. Contexts made here are collective on
+ * MPI_COMM_WORLD. */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "unit.h"
+
+static void test_ranks(void)
+{
+	int wr, ws;
+	MPI_Comm_rank(MPI_COMM_WORLD, &wr);
+	MPI_Comm_size(MPI_COMM_WORLD, &ws);
+	CU_ASSERT_EQUAL(cfrt_size(ut_ctx), ws);
+	CU_ASSERT_EQUAL(cfrt_rank(ut_ctx), ws - 1 - wr);
+	CU_ASSERT_STRING_EQUAL(cfrt_backend_name(), "mpi+openblas");
+}
+
+static void test_wrong_size(void)
+{
+	int ws;
+	char want[160];
+	cfrt_ctx *c = (cfrt_ctx *)&ws;
+	MPI_Comm_size(MPI_COMM_WORLD, &ws);
+	CU_ASSERT_EQUAL(cfrt_init(&c, MPI_COMM_WORLD, ws + 1, "mlp"), CFRT_ESIZE);
+	CU_ASSERT_PTR_NULL(c);
+	snprintf(want, sizeof want, "cfrt_init: model mlp was compiled for a "
+	         "group of %d ranks, but the communicator has %d", ws + 1, ws);
+	CU_ASSERT_STRING_EQUAL(cfrt_last_error(NULL), want);
+}
+
+/* A context per progress mode: the mode it reports, and a ring transfer
+ * under a GEMM arrives. The runner has MPI_THREAD_MULTIPLE. */
+static void mode_case(const char *mode)
+{
+	cfrt_ctx *c = NULL;
+	int r, p;
+	setenv("CFRT_PROGRESS", mode, 1);
+	CU_ASSERT_EQUAL(cfrt_init(&c, MPI_COMM_WORLD, cfrt_size(ut_ctx), "m"), CFRT_OK);
+	unsetenv("CFRT_PROGRESS");
+	if (!c)
+		return;
+	CU_ASSERT_STRING_EQUAL(cfrt_progress_name(c), mode);
+	r = cfrt_rank(c);
+	p = cfrt_size(c);
+	const int64_t n = 1 << 18, dim = 256;
+	double *host = malloc(sizeof(double) * (size_t)n);
+	void *s, *rv, *a;
+	cfrt_req req[2];
+	cfrt_alloc(c, &s, n * sizeof(double));
+	cfrt_alloc(c, &rv, n * sizeof(double));
+	cfrt_alloc(c, &a, 3 * dim * dim * sizeof(double));
+	for (int64_t i = 0; i < n; i++)
+		host[i] = r * 1e6 + (double)i;
+	CU_ASSERT_EQUAL(cfrt_upload(c, s, host, n * sizeof(double)), CFRT_OK);
+	CU_ASSERT_EQUAL(cfrt_isend(c, s, n, CFRT_F64, (r + 1) % p, 1, &req[0]), CFRT_OK);
+	CU_ASSERT_EQUAL(cfrt_irecv(c, rv, n, CFRT_F64, (r + p - 1) % p, 1, &req[1]),
+	                CFRT_OK);
+	double *m = a;
+	CU_ASSERT_EQUAL(cfrt_gemm(c, CFRT_F64, CFRT_NOTRANS, CFRT_NOTRANS, dim, dim,
+	                          dim, 1.0, m, dim, 0, m + dim * dim, dim, 0, 0.0,
+	                          m + 2 * dim * dim, dim, 0, 1), CFRT_OK);
+	CU_ASSERT_EQUAL(cfrt_waitall(c, 2, req), CFRT_OK);
+	CU_ASSERT_EQUAL(cfrt_download(c, host, rv, n * sizeof(double)), CFRT_OK);
+	CU_ASSERT_EQUAL(host[n - 1], ((r + p - 1) % p) * 1e6 + (double)(n - 1));
+	cfrt_free(c, s);
+	cfrt_free(c, rv);
+	cfrt_free(c, a);
+	free(host);
+	CU_ASSERT_EQUAL(cfrt_finalize(c), CFRT_OK);
+}
+
+static void test_progress_modes(void)
+{
+	cfrt_ctx *c = NULL;
+	mode_case("none");
+	mode_case("panel");
+	mode_case("thread");
+	setenv("CFRT_PROGRESS", "bogus", 1);
+	CU_ASSERT_EQUAL(cfrt_init(&c, MPI_COMM_WORLD, cfrt_size(ut_ctx), "m"),
+	                CFRT_EINVAL);
+	unsetenv("CFRT_PROGRESS");
+	CU_ASSERT_STRING_EQUAL(cfrt_last_error(NULL), "cfrt_init: CFRT_PROGRESS="
+	                       "bogus: expected panel, thread or none");
+}
+
+/* Writes <prefix>.rank<W>.ctx<k>.json (this is not the process's first
+ * context); t-runtime.sh checks the JSON and the event names. */
+static void test_trace(void)
+{
+	cfrt_ctx *c = NULL;
+	float buf[64] = {0}, in[16];
+	cfrt_req req[2];
+	setenv("CFRT_TRACE", ut_trace_prefix, 1);
+	CU_ASSERT_EQUAL(cfrt_init(&c, MPI_COMM_WORLD, cfrt_size(ut_ctx), "traced"),
+	                CFRT_OK);
+	unsetenv("CFRT_TRACE");
+	if (!c)
+		return;
+	int r = cfrt_rank(c), p = cfrt_size(c);
+	cfrt_where(c, "fuse_rs \"y\"", 2);
+	CU_ASSERT_EQUAL(cfrt_gemm(c, CFRT_F32, CFRT_NOTRANS, CFRT_NOTRANS, 4, 4, 4,
+	                          1.0, buf, 4, 0, buf + 16, 4, 0, 1.0, buf + 32, 4,
+	                          0, 1), CFRT_OK);
+	CU_ASSERT_EQUAL(cfrt_isend(c, buf, 16, CFRT_F32, (r + 1) % p, 0, &req[0]),
+	                CFRT_OK);
+	CU_ASSERT_EQUAL(cfrt_irecv(c, in, 16, CFRT_F32, (r + p - 1) % p, 0, &req[1]),
+	                CFRT_OK);
+	CU_ASSERT_EQUAL(cfrt_waitall(c, 2, req), CFRT_OK);
+	cfrt_where(c, "tail", 3);
+	CU_ASSERT_EQUAL(cfrt_all_reduce(c, in, in, 16, CFRT_F32), CFRT_OK);
+	CU_ASSERT_EQUAL(cfrt_finalize(c), CFRT_OK);
+}
+
+static void test_views(void)
+{
+	float x[2 * 3 * 8];
+	cfrt_view v = cfrt_view_contig(x, CFRT_F32, 3, (int64_t[]){2, 3, 8});
+	CU_ASSERT_EQUAL(v.stride[0], 24);
+	CU_ASSERT_EQUAL(cfrt_view_numel(&v), 48);
+	cfrt_view s = cfrt_view_slice(v, 1, 1, 2);
+	CU_ASSERT_PTR_EQUAL(s.p, x + 8);
+	CU_ASSERT_EQUAL(s.dim[1], 2);
+	cfrt_view h = cfrt_view_split(v, 2, 4, 2);
+	CU_ASSERT_EQUAL(h.nd, 4);
+	CU_ASSERT(h.dim[2] == 4 && h.dim[3] == 2 && h.stride[2] == 2 &&
+	          h.stride[3] == 1 && h.stride[1] == 8);
+	cfrt_view t = cfrt_view_permute(h, (int[]){0, 2, 1, 3});
+	CU_ASSERT(t.dim[1] == 4 && t.stride[1] == 2 && t.dim[2] == 3 &&
+	          t.stride[2] == 8);
+	CU_ASSERT_EQUAL(cfrt_dtype_size(CFRT_BF16), 2);
+	CU_ASSERT_EQUAL(cfrt_dtype_size(CFRT_F64), 8);
+}
+
+static void test_memory(void)
+{
+	void *p = (void *)1;
+	unsigned char host[100];
+	CU_ASSERT_EQUAL(cfrt_alloc(ut_ctx, &p, 0), CFRT_OK);
+	CU_ASSERT_PTR_NULL(p);
+	CU_ASSERT_EQUAL(cfrt_alloc(ut_ctx, &p, 100), CFRT_OK);
+	CU_ASSERT_EQUAL((uintptr_t)p % 64, 0);
+	memset(host, 7, sizeof host);
+	CU_ASSERT_EQUAL(cfrt_download(ut_ctx, host, p, 100), CFRT_OK);
+	CU_ASSERT(host[0] == 0 && host[99] == 0);
+	memset(host, 7, sizeof host);
+	CU_ASSERT_EQUAL(cfrt_upload(ut_ctx, p, host, 100), CFRT_OK);
+	CU_ASSERT_EQUAL(cfrt_memset_zero(ut_ctx, p, 50), CFRT_OK);
+	CU_ASSERT_EQUAL(cfrt_download(ut_ctx, host, p, 100), CFRT_OK);
+	CU_ASSERT(host[49] == 0 && host[50] == 7);
+	CU_ASSERT_EQUAL(cfrt_upload(ut_ctx, NULL, host, 10), CFRT_EINVAL);
+	CU_ASSERT_EQUAL(cfrt_free(ut_ctx, p), CFRT_OK);
+	CU_ASSERT_EQUAL(cfrt_free(ut_ctx, NULL), CFRT_OK);
+}
+
+void ut_register_context(void)
+{
+	CU_pSuite s = CU_add_suite("context", NULL, NULL);
+	CU_add_test(s, "ranks of a sub-communicator", test_ranks);
+	CU_add_test(s, "wrong group size: error and message", test_wrong_size);
+	CU_add_test(s, "progress modes none, panel, thread", test_progress_modes);
+	CU_add_test(s, "trace file", test_trace);
+	CU_add_test(s, "view helpers", test_views);
+	CU_add_test(s, "alloc, upload, download, memset", test_memory);
+}
