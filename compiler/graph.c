@@ -1,0 +1,432 @@
+/* graph.c: analyses and dumps of the dependency graph.
+ *
+ * requires: a Graph from sema_build.
+ * ensures: graph_fill_locality sets every node's slice-locality (Node.local,
+ * Node.inmap) from its op class; graph_check dies on a broken invariant;
+ * graph_dump writes the same text for the same graph. */
+#include <string.h>
+
+#include "cf.h"
+
+/* ---- value helpers ---- */
+
+int64_t
+value_rank_extent(const Value *v, int d)
+{
+	if (v->dist.kind == DI_SPLIT && v->dist.dim == d)
+		return v->shape[d] / v->dist.group->size;
+	return v->shape[d];
+}
+
+int64_t
+value_elems(const Value *v)
+{
+	int64_t n = 1;
+
+	for (int d = 0; d < v->ndim; d++)
+		n *= v->shape[d];
+	return n;
+}
+
+int64_t
+value_rank_elems(const Value *v)
+{
+	int64_t n = 1;
+
+	for (int d = 0; d < v->ndim; d++)
+		n *= value_rank_extent(v, d);
+	return n;
+}
+
+const char *
+value_dim_name(Arena *a, const Value *v, int d)
+{
+	const char *l = d >= 0 && d < v->ndim ? v->label[d] : NULL;
+
+	for (int i = 0; l && i < v->ndim; i++)
+		if (i != d && v->label[i] && strcmp(v->label[i], l) == 0)
+			l = NULL;
+	return l ? l : arena_printf(a, "%d", d);
+}
+
+/* "repl", "split S over tp", "partial over tp" */
+const char *
+dist_str(Arena *a, const Value *v)
+{
+	switch (v->dist.kind) {
+	case DI_SPLIT:
+		return arena_printf(a, "split %s over %s", value_dim_name(a, v, v->dist.dim),
+		                    v->dist.group->name);
+	case DI_PARTIAL:
+		return arena_printf(a, "partial over %s", v->dist.group->name);
+	default:
+		return "repl";
+	}
+}
+
+static const char *const topo_name[] = {"ring", "bidir", "pairwise"};
+
+const char *
+graph_sched_str(Arena *a, const SchedChoice *s)
+{
+	switch (s->kind) {
+	case SK_VANILLA: return "vanilla";
+	case SK_AUTO: return "auto";
+	case SK_SLICE: return arena_printf(a, "slice(%d)", s->k);
+	case SK_FUSE:
+		return arena_printf(a, "fuse(%s%s%s)", topo_name[s->topo],
+		                    s->m > 1 ? arena_printf(a, ", m = %d", s->m) : "",
+		                    s->query ? ", split = query" : "");
+	default: return "default";
+	}
+}
+
+/* The non-tensor arguments of n, each with a leading ", ". */
+static const char *
+node_extra(Arena *a, const Node *n)
+{
+	const Value *x = n->nin ? n->in[0] : NULL;
+
+	switch (n->op) {
+	case OP_SCALE: return arena_printf(a, ", %g", n->a.scale);
+	case OP_SPLIT_HEADS: return arena_printf(a, ", %d", n->a.heads);
+	case OP_ATTENTION: return n->a.causal ? ", causal" : "";
+	case OP_SCAN:
+		return arena_printf(a, ", %s, %g", value_dim_name(a, x, n->a.scan.dim),
+		                    n->a.scan.decay);
+	case OP_ALL_GATHER: case OP_REDUCE_SCATTER:
+		return arena_printf(a, ", %s", value_dim_name(a, x, n->a.coll.dim));
+	case OP_ALL_TO_ALL:
+		return arena_printf(a, ", %s, %s", value_dim_name(a, x, n->a.coll.dim),
+		                    value_dim_name(a, x, n->a.coll.dim2));
+	default: return "";
+	}
+}
+
+const char *
+graph_node_str(Arena *a, const Node *n)
+{
+	const char *s;
+
+	if (op_info[n->op].cls == CL_LEAF)
+		return op_info[n->op].name;
+	s = arena_printf(a, "%s(", op_info[n->op].name);
+	for (int i = 0; i < n->nin; i++) {
+		int t = n->op == OP_MATMUL && (i ? n->a.mm.tb : n->a.mm.ta);
+		s = arena_printf(a, "%s%s%s%s", s, i ? ", " : "", n->in[i]->name, t ? ".T" : "");
+	}
+	return arena_printf(a, "%s%s)", s, node_extra(a, n));
+}
+
+/* ---- slice-locality ---- */
+
+static void
+local_ew(Node *n, int nd)
+{
+	n->local = (1u << nd) - 1;
+	for (int i = 0; i < n->nin; i++) {
+		int off = nd - n->in[i]->ndim;
+		for (int d = off; d < nd; d++)
+			n->inmap[i][d] = d - off;
+	}
+}
+
+static void
+local_row(Node *n, int nd)
+{
+	n->local = (1u << (nd - 1)) - 1;
+	for (int d = 0; d < nd - 1; d++)
+		n->inmap[0][d] = d;
+}
+
+/* [..., M, K] @ [K, N] or [..., K, N]: batch dims, M and N */
+static void
+local_mm(Node *n, int nd)
+{
+	int nb = n->in[1]->ndim;
+
+	n->local = (1u << nd) - 1;
+	for (int d = 0; d < nd - 2; d++) {
+		n->inmap[0][d] = d;
+		n->inmap[1][d] = nb > 2 ? d : -1;
+	}
+	n->inmap[0][nd - 2] = n->a.mm.ta ? nd - 1 : nd - 2;
+	n->inmap[1][nd - 1] = n->a.mm.tb ? nb - 2 : nb - 1;
+}
+
+/* leading dims (q, k, v alike) and Sq (q only) */
+static void
+local_attn(Node *n, int nd)
+{
+	n->local = (1u << (nd - 1)) - 1;
+	for (int d = 0; d < nd - 2; d++)
+		for (int i = 0; i < 3; i++)
+			n->inmap[i][d] = d;
+	n->inmap[0][nd - 2] = nd - 2;
+}
+
+/* split_heads [..., S, D] -> [..., H, S, Dh]: H <- D, S <- S;
+ * merge_heads [..., H, S, Dh] -> [..., S, D]: S <- S, D <- H */
+static void
+local_heads(Node *n, int nd)
+{
+	int lead = n->op == OP_SPLIT_HEADS ? nd - 3 : nd - 2;
+
+	for (int d = 0; d < lead; d++)
+		n->inmap[0][d] = d;
+	/* both ways, the dim after the leading ones maps to the one after it
+	 * and back: H <- D, S <- S; S <- S, D <- H */
+	n->local = (1u << (lead + 2)) - 1;
+	n->inmap[0][lead] = lead + 1;
+	n->inmap[0][lead + 1] = lead;
+}
+
+static void
+local_scan(Node *n, int nd)
+{
+	for (int d = 0; d < nd; d++)
+		if (d != n->a.scan.dim) {
+			n->local |= 1u << d;
+			n->inmap[0][d] = d;
+		}
+}
+
+void
+graph_fill_locality(Graph *g)
+{
+	for (int i = 0; i < g->nodes.n; i++) {
+		Node *n = g->nodes.v[i];
+		int nd = n->out->ndim;
+
+		n->local = 0;
+		for (int j = 0; j < MAXIN; j++)
+			for (int d = 0; d < MAXDIM; d++)
+				n->inmap[j][d] = -1;
+		switch (op_info[n->op].cls) {
+		case CL_EW: local_ew(n, nd); break;
+		case CL_ROW: local_row(n, nd); break;
+		case CL_MM: local_mm(n, nd); break;
+		case CL_ATTN: local_attn(n, nd); break;
+		case CL_HEADS: local_heads(n, nd); break;
+		case CL_SCAN: local_scan(n, nd); break;
+		case CL_LEAF: case CL_COLL: break;
+		}
+	}
+}
+
+/* ---- invariants ---- */
+
+static void
+check_value(const Graph *g, const Value *v, int i)
+{
+	if (v->id != i || !v->name || !v->def || v->def->out != v)
+		die("value %d (%s): bad id, name or definition", i, v->name ? v->name : "?");
+	if (v->dtype <= DT_NONE || v->dtype >= NDTYPE || v->ndim < 1 || v->ndim > MAXDIM)
+		die("value %s: bad dtype or rank", v->name);
+	for (int d = 0; d < v->ndim; d++)
+		if (v->shape[d] <= 0)
+			die("value %s: extent %d is %lld", v->name, d, (long long)v->shape[d]);
+	if (v->dist.kind != DI_REPL && !v->dist.group)
+		die("value %s: distributed without a group", v->name);
+	if (v->dist.kind == DI_SPLIT && (v->dist.dim < 0 || v->dist.dim >= v->ndim ||
+	                                 v->shape[v->dist.dim] % v->dist.group->size))
+		die("value %s: bad split dimension %d", v->name, v->dist.dim);
+	(void)g;
+}
+
+static void
+check_node(const Node *n, int i)
+{
+	if (n->id != i || n->op < 0 || n->op >= NOP || !n->out || n->out->def != n)
+		die("node %d: bad id, op or output", i);
+	if (n->nin < 0 || n->nin > MAXIN || (op_info[n->op].cls == CL_LEAF) != (n->nin == 0))
+		die("node %d (%s): bad input count %d", i, op_info[n->op].name, n->nin);
+	for (int j = 0; j < n->nin; j++) {
+		const Value *x = n->in[j];
+		if (!x || !x->def || x->def->id >= n->id)
+			die("node %d (%s): input %d is not defined before it", i,
+			    op_info[n->op].name, j);
+	}
+	if (op_info[n->op].cls == CL_COLL && (!n->a.coll.group || !n->sched))
+		die("node %d (%s): collective without a group or schedule", i,
+		    op_info[n->op].name);
+}
+
+static void
+check_role(const Vec *vs, Role r, const char *what)
+{
+	for (int i = 0; i < vs->n; i++)
+		if (((const Value *)vs->v[i])->role != r)
+			die("%s %d has the wrong role", what, i);
+}
+
+void
+graph_check(const Graph *g)
+{
+	if (!g || !g->name || !g->file)
+		die("graph without a name");
+	for (int i = 0; i < g->values.n; i++)
+		check_value(g, g->values.v[i], i);
+	for (int i = 0; i < g->nodes.n; i++)
+		check_node(g->nodes.v[i], i);
+	if (g->values.n != g->nodes.n)
+		die("%d values but %d nodes", g->values.n, g->nodes.n);
+	check_role(&g->inputs, R_IN, "input");
+	check_role(&g->weights, R_WEIGHT, "weight");
+	check_role(&g->outputs, R_OUT, "output");
+}
+
+/* ---- the text dump ---- */
+
+enum { NCOL = 9 };
+
+/* Prints rows of cells in columns two spaces apart, no trailing blanks. */
+static void
+table_print(FILE *f, const char *indent, const char **cells, int nrow, int ncol)
+{
+	size_t w[NCOL] = {0};
+
+	for (int r = 0; r < nrow; r++)
+		for (int c = 0; c < ncol; c++) {
+			size_t l = strlen(cells[r * ncol + c]);
+			if (l > w[c])
+				w[c] = l;
+		}
+	for (int r = 0; r < nrow; r++) {
+		const char **row = cells + r * ncol;
+		int last = ncol - 1;
+		while (last > 0 && !row[last][0])
+			last--;
+		fputs(indent, f);
+		for (int c = 0; c <= last; c++)
+			fprintf(f, "%-*s%s", c < last ? (int)w[c] : 0, row[c], c < last ? "  " : "\n");
+	}
+}
+
+static const char *
+shape_cell(Arena *a, const Value *v, int rank)
+{
+	const char *s = "[";
+
+	for (int d = 0; d < v->ndim; d++) {
+		int64_t x = rank ? value_rank_extent(v, d) : v->shape[d];
+		if (!rank && v->label[d])
+			s = arena_printf(a, "%s%s%s=%lld", s, d ? ", " : "", v->label[d], (long long)x);
+		else
+			s = arena_printf(a, "%s%s%lld", s, d ? ", " : "", (long long)x);
+	}
+	return arena_printf(a, "%s]", s);
+}
+
+static const char *
+local_cell(Arena *a, const Node *n)
+{
+	const char *s = "";
+
+	for (int d = 0; d < n->out->ndim; d++)
+		if (n->local & (1u << d))
+			s = arena_printf(a, "%s%s%s", s, *s ? " " : "", value_dim_name(a, n->out, d));
+	return *s ? s : "-";
+}
+
+static void
+dump_header(FILE *f, const Graph *g)
+{
+	Arena *a = g->arena;
+	const char *s = "";
+
+	fprintf(f, "model %s  (%s)\n", g->name, g->file);
+	fprintf(f, "type    %s\n", dtype_name[g->dtype]);
+	for (int i = 0; i < g->sizes.n; i++) {
+		const Size *z = g->sizes.v[i];
+		s = arena_printf(a, "%s%s%s = %lld%s", s, i ? ", " : "", z->name,
+		                 (long long)z->val, z->overridden ? " (-D)" : "");
+	}
+	fprintf(f, "sizes   %s\n", *s ? s : "-");
+	s = "";
+	for (int i = 0; i < g->groups.n; i++) {
+		const Group *gr = g->groups.v[i];
+		s = arena_printf(a, "%s%s%s = %d%s", s, i ? ", " : "", gr->name, gr->size,
+		                 gr->overridden ? " (-D)" : "");
+	}
+	fprintf(f, "groups  %s\n\n", *s ? s : "-");
+}
+
+static void
+dump_values(FILE *f, const Graph *g)
+{
+	static const char *const role[] = {"in", "weight", "act", "out"};
+	static const char *const head[NCOL] = {"tensor", "role", "type", "shape", "dist",
+	                                       "per rank", "op", "local", "at"};
+	Arena *a = g->arena;
+	int nrow = g->values.n + 1;
+	const char **cells = arena_alloc(a, (size_t)nrow * NCOL * sizeof *cells);
+
+	memcpy(cells, head, sizeof head);
+	for (int i = 0; i < g->values.n; i++) {
+		const Value *v = g->values.v[i];
+		const Node *n = v->def;
+		const char **row = cells + (i + 1) * NCOL;
+		row[0] = v->name;
+		row[1] = role[v->role];
+		row[2] = dtype_name[v->dtype];
+		row[3] = shape_cell(a, v, 0);
+		row[4] = dist_str(a, v);
+		row[5] = shape_cell(a, v, 1);
+		row[6] = graph_node_str(a, n);
+		row[7] = local_cell(a, n);
+		row[8] = arena_printf(a, "%s:%d:%d", g->file, n->loc.line, n->loc.col);
+	}
+	table_print(f, "", cells, nrow, NCOL);
+}
+
+static const char *
+coll_cell(Arena *a, const Node *n)
+{
+	const Value *x = n->in[0];
+	const char *g = n->a.coll.group->name;
+
+	switch (n->op) {
+	case OP_ALL_TO_ALL:
+		return arena_printf(a, "%s -> %s over %s", value_dim_name(a, x, n->a.coll.dim),
+		                    value_dim_name(a, x, n->a.coll.dim2), g);
+	case OP_ALL_REDUCE:
+		return arena_printf(a, "over %s", g);
+	default:
+		return arena_printf(a, "along %s over %s", value_dim_name(a, x, n->a.coll.dim), g);
+	}
+}
+
+static void
+dump_schedule(FILE *f, const Graph *g)
+{
+	Arena *a = g->arena;
+	const char **cells = arena_alloc(a, ((size_t)g->nodes.n + 1) * 5 * sizeof *cells);
+	int nrow = 0;
+
+	fprintf(f, "\nschedule (default %s):\n", graph_sched_str(a, &g->defsched));
+	for (int i = 0; i < g->nodes.n; i++) {
+		const Node *n = g->nodes.v[i];
+		const char **row = cells + nrow * 5;
+		if (op_info[n->op].cls != CL_COLL)
+			continue;
+		row[0] = n->out->name;
+		row[1] = op_info[n->op].name;
+		row[2] = coll_cell(a, n);
+		row[3] = graph_sched_str(a, n->sched);
+		row[4] = n->sched == &g->defsched ? "(default)" : "";
+		nrow++;
+	}
+	if (nrow)
+		table_print(f, "  ", cells, nrow, 5);
+	else
+		fputs("  no collectives\n", f);
+}
+
+void
+graph_dump(FILE *f, const Graph *g)
+{
+	dump_header(f, g);
+	dump_values(f, g);
+	dump_schedule(f, g);
+}
