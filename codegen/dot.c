@@ -99,7 +99,7 @@ dot_cluster(FILE *f, const Graph *g, const Inst *in, int nin, int c, int depth)
 {
 	char indent[64];
 	const char *last = strrchr(in[c].path, '.');
-	int w = depth * 2 + 2 < 60 ? depth * 2 + 2 : 60;
+	int w = depth * 2 + 4 < 60 ? depth * 2 + 4 : 60;
 
 	memset(indent, ' ', (size_t)w);
 	indent[w] = 0;

@@ -1955,7 +1955,8 @@ sched_count(Sema *S, const Expr *e, const char *what, int *out)
 	if (!eval(S, S->ms, e, &v))
 		return 0;
 	if (v < 1 || v > MAXSLICES) {
-		serr(S, e->loc, "%s must be 1 to %d, but is %lld", what, MAXSLICES, (long long)v);
+		serr(S, e->loc, "%s must be %s, but is %lld", what, v < 1 ? "at least 1" :
+		     arena_printf(S->a, "at most %d", MAXSLICES), (long long)v);
 		return 0;
 	}
 	*out = (int)v;
@@ -2036,7 +2037,7 @@ choice(Sema *S, const Expr *e)
 	if (strcmp(name, "slice") == 0) {
 		c->kind = SK_SLICE;
 		if (n == 1 && ((Expr *)e->u.call.args.v[0])->kind != E_KWARG)
-			return sched_count(S, e->u.call.args.v[0], "the count of slice", &c->k) ? c : NULL;
+			return sched_count(S, e->u.call.args.v[0], "the count of slice(k)", &c->k) ? c : NULL;
 		serr(S, e->loc, "slice takes one argument, the number of chunks: slice(4)");
 		return NULL;
 	}
@@ -2201,8 +2202,10 @@ schedules(Sema *S)
 			continue;
 		SchedChoice *c = choice(S, se->choice);
 		if ((old = earlier_entry(S->model, st))) {
-			diag_error(S->d, se->kloc, "a second schedule for %s",
-			           se->key ? se->key : "default");
+			if (se->key)
+				diag_error(S->d, se->kloc, "a second schedule for %s", se->key);
+			else
+				diag_error(S->d, se->kloc, "a second default schedule");
 			diag_note(S->d, old->u.sched.kloc, "the first is here");
 		} else if (!se->key) {
 			if (c)
