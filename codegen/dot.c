@@ -60,26 +60,36 @@ dot_node(FILE *f, const Graph *g, const Node *n, const char *indent)
 	fputs("];\n", f);
 }
 
-/* Layer instances: paths "block0.attn1", a tree by their prefixes. */
+/* Layer instances: paths "block0.attn1", a tree by their prefixes. Each
+ * holds its nodes and its children as lists (first, next) in graph order. */
 typedef struct Inst {
 	const char *path;
-	int parent; /* index, or -1 */
+	int parent;     /* index, or -1 */
+	int node, last; /* first and last of its nodes (ids), or -1 */
+	int child, sib; /* first child, next sibling, or -1 */
+	int lastchild;
 } Inst;
 
+typedef struct Tree {
+	Inst *in;
+	int n;
+	int *next; /* per node: the next node of its instance, or -1 */
+} Tree;
+
 static int
-inst_find(const Inst *in, int n, const char *path, size_t len)
+inst_find(const Tree *t, const char *path, size_t len)
 {
-	for (int i = 0; i < n; i++)
-		if (strlen(in[i].path) == len && strncmp(in[i].path, path, len) == 0)
+	for (int i = t->n - 1; i >= 0; i--)
+		if (strlen(t->in[i].path) == len && strncmp(t->in[i].path, path, len) == 0)
 			return i;
 	return -1;
 }
 
 /* The index of path[0:len], added (after its parents) when new. */
 static int
-inst_get(Arena *a, Inst *in, int *n, const char *path, size_t len)
+inst_get(Arena *a, Tree *t, const char *path, size_t len)
 {
-	int i = inst_find(in, *n, path, len), parent = -1;
+	int i = inst_find(t, path, len), parent = -1;
 	const char *dot = NULL;
 
 	if (i >= 0)
@@ -88,32 +98,49 @@ inst_get(Arena *a, Inst *in, int *n, const char *path, size_t len)
 		if (path[k] == '.')
 			dot = path + k;
 	if (dot)
-		parent = inst_get(a, in, n, path, (size_t)(dot - path));
-	in[*n].path = arena_strndup(a, path, len);
-	in[*n].parent = parent;
-	return (*n)++;
+		parent = inst_get(a, t, path, (size_t)(dot - path));
+	i = t->n++;
+	t->in[i] = (Inst){arena_strndup(a, path, len), parent, -1, -1, -1, -1, -1};
+	if (parent >= 0) {
+		Inst *p = &t->in[parent];
+		if (p->lastchild >= 0)
+			t->in[p->lastchild].sib = i;
+		else
+			p->child = i;
+		p->lastchild = i;
+	}
+	return i;
 }
 
 static void
-dot_cluster(FILE *f, const Graph *g, const Inst *in, int nin, int c, int depth)
+inst_add_node(Tree *t, int c, int id)
+{
+	Inst *in = &t->in[c];
+
+	if (in->last >= 0)
+		t->next[in->last] = id;
+	else
+		in->node = id;
+	in->last = id;
+}
+
+static void
+dot_cluster(FILE *f, const Graph *g, const Tree *t, int c, int depth)
 {
 	char indent[64];
-	const char *last = strrchr(in[c].path, '.');
+	const Inst *in = &t->in[c];
+	const char *last = strrchr(in->path, '.');
 	int w = depth * 2 + 4 < 60 ? depth * 2 + 4 : 60;
 
 	memset(indent, ' ', (size_t)w);
 	indent[w] = 0;
 	fprintf(f, "%.*ssubgraph cluster_%d {\n%slabel=\"", w - 2, indent, c, indent);
-	put_esc(f, last ? last + 1 : in[c].path);
+	put_esc(f, last ? last + 1 : in->path);
 	fprintf(f, "\";\n%sstyle=rounded;\n%scolor=\"#7f7f7f\";\n", indent, indent);
-	for (int i = 0; i < g->nodes.n; i++) {
-		const Node *n = g->nodes.v[i];
-		if (n->layer && strcmp(n->layer, in[c].path) == 0)
-			dot_node(f, g, n, indent);
-	}
-	for (int k = 0; k < nin; k++)
-		if (in[k].parent == c)
-			dot_cluster(f, g, in, nin, k, depth + 1);
+	for (int id = in->node; id >= 0; id = t->next[id])
+		dot_node(f, g, g->nodes.v[id], indent);
+	for (int k = in->child; k >= 0; k = t->in[k].sib)
+		dot_cluster(f, g, t, k, depth + 1);
 	fprintf(f, "%.*s}\n", w - 2, indent);
 }
 
@@ -142,7 +169,8 @@ dot_graph(FILE *f, const Graph *g)
 	Arena *a = g->arena;
 	const char *prev = NULL;
 	size_t depth = 1;
-	int nin = 0;
+	int cur = -1;
+	Tree t = {NULL, 0, arena_alloc(a, ((size_t)g->nodes.n + 1) * sizeof(int))};
 
 	/* each node adds at most its path's depth of new instances */
 	for (int i = 0; i < g->nodes.n; i++) {
@@ -152,9 +180,9 @@ dot_graph(FILE *f, const Graph *g)
 			k += *p == '.';
 		if (k > depth)
 			depth = k;
+		t.next[i] = -1;
 	}
-	Inst *in = arena_alloc(a, ((size_t)g->nodes.n + 1) * depth * sizeof *in);
-
+	t.in = arena_alloc(a, ((size_t)g->nodes.n + 1) * depth * sizeof *t.in);
 	fputs("digraph \"", f);
 	put_esc(f, g->name);
 	fputs("\" {\n  graph [fontname=\"Helvetica\", labelloc=t, label=\"model ", f);
@@ -163,15 +191,18 @@ dot_graph(FILE *f, const Graph *g)
 	      "  edge [fontname=\"Helvetica\", fontsize=9];\n", f);
 	for (int i = 0; i < g->nodes.n; i++) {
 		const Node *n = g->nodes.v[i];
-		if (n->layer && n->layer != prev)
-			inst_get(a, in, &nin, n->layer, strlen(n->layer));
-		else if (!n->layer)
+		if (!n->layer) {
 			dot_node(f, g, n, "  ");
+			continue;
+		}
+		if (n->layer != prev)
+			cur = inst_get(a, &t, n->layer, strlen(n->layer));
+		inst_add_node(&t, cur, n->id);
 		prev = n->layer;
 	}
-	for (int c = 0; c < nin; c++)
-		if (in[c].parent < 0)
-			dot_cluster(f, g, in, nin, c, 0);
+	for (int c = 0; c < t.n; c++)
+		if (t.in[c].parent < 0)
+			dot_cluster(f, g, &t, c, 0);
 	dot_edges(f, g);
 	fputs("}\n", f);
 }

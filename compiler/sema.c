@@ -66,6 +66,7 @@ typedef struct Sema {
 	Vec stack;     /* of LayerInfo*: instantiations under way */
 	Vec binds;     /* of Bind* */
 	int forcing;   /* checking --schedule: its locations are not ours */
+	int nerr0;     /* errors before sema */
 } Sema;
 
 /* An op application being checked. */
@@ -1857,7 +1858,8 @@ outputs(Sema *S)
 		for (int j = 0; j < st->u.names.n; j++, any = 1)
 			add_output(S, st->u.names.v[j]);
 	}
-	if (!any)
+	/* a half-written model with errors is not told it lacks outputs too */
+	if (!any && S->d->nerr == S->nerr0)
 		diag_error(S->d, S->model->nloc, "model %s has no outputs: add 'out NAME;'",
 		           S->model->name);
 }
@@ -2266,14 +2268,13 @@ Graph *
 sema_build(Arena *a, Diag *d, const Program *p, Options *o)
 {
 	Options none = {0};
-	Sema S = {.a = a, .d = d, .o = o ? o : &none};
-	int before = d->nerr;
+	Sema S = {.a = a, .d = d, .o = o ? o : &none, .nerr0 = d->nerr};
 
 	collect(&S, p);
 	if (S.model)
 		build_model(&S);
 	check_defines(&S);
-	if (d->nerr > before || !S.model)
+	if (d->nerr > S.nerr0 || !S.model)
 		return NULL;
 	graph_fill_locality(S.g);
 	graph_check(S.g);
