@@ -2173,6 +2173,12 @@ sched_fits(Sema *S, Node *n, Vec *told)
 	int64_t pieces = (int64_t)n->a.coll.group->size *
 	                 (c->kind == SK_SLICE ? c->k : c->m * (c->topo == TP_BIDIR ? 2 : 1));
 
+	if (c->query && n->op != OP_REDUCE_SCATTER && c != &S->g->defsched) {
+		diag_error(S->d, c->loc, "split = query splits the attention feeding a "
+		           "reduce_scatter, but %s is the result of %s", n->out->name,
+		           op_info[n->op].name);
+		return;
+	}
 	if (d < 0 || n->out->shape[d] % pieces == 0)
 		return;
 	for (int i = 0; i + 1 < told->n; i += 2)

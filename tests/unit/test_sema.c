@@ -793,6 +793,8 @@ test_schedule_errors(void)
 	SCHED("default fuse(pairwise, m = 3);",
 	      "fuse(pairwise, m = 3) on y needs S (256) to divide into 12 slices");
 	SCHED("nope.y: vanilla;", "unknown layer 'nope'");
+	SCHED("y: fuse(ring, split = query);", "split = query splits the attention feeding a "
+	      "reduce_scatter, but y is the result of all_gather");
 #undef SCHED
 	ShRun r;
 	CU_ASSERT_PTR_NULL(sh_build(&r, MLP HEAD XS "  y = mlp(x);\n  out y;\n"
