@@ -80,6 +80,7 @@ typedef struct Call {
 } Call;
 
 static Value *expr(Sema *S, Scope *sc, const Expr *e);
+static void bind(Sema *S, const Scope *sc, const char *name, Value *v);
 
 /* ---- text for messages ---- */
 
@@ -749,6 +750,8 @@ def_tensor(Sema *S, Scope *sc, const Stmt *st)
 	s->u.val = v;
 	if (ok)
 		vec_push(S->a, role == R_IN ? &S->g->inputs : &S->g->weights, v);
+	if (ok && sc->layer)
+		bind(S, sc, name, v);
 }
 
 /* ---- shape and distribution inference, one function per op kind ----
@@ -1551,6 +1554,17 @@ hint_fn(Sema *S, const char *name)
 	return best;
 }
 
+static const char *
+hint_layer(Sema *S, const char *name)
+{
+	const char *best = NULL;
+	int bestd = INT_MAX;
+
+	for (int i = 0; i < S->layers.n; i++)
+		closer(name, ((LayerInfo *)S->layers.v[i])->decl->name, &best, &bestd);
+	return best;
+}
+
 static Value *
 call(Sema *S, Scope *sc, const Expr *e)
 {
@@ -1654,6 +1668,18 @@ expr(Sema *S, Scope *sc, const Expr *e)
 
 /* ---- statements ---- */
 
+/* Remembers a tensor named inside a layer instance, for "layer.t" keys. */
+static void
+bind(Sema *S, const Scope *sc, const char *name, Value *v)
+{
+	Bind *b = arena_alloc(S->a, sizeof *b);
+
+	b->layer = sc->layer;
+	b->name = name;
+	b->v = v;
+	vec_push(S->a, &S->binds, b);
+}
+
 static void
 def_assign(Sema *S, Scope *sc, const Stmt *st)
 {
@@ -1667,13 +1693,8 @@ def_assign(Sema *S, Scope *sc, const Stmt *st)
 		return;
 	if (!v->name) /* a fresh result takes the name; else y = x is an alias */
 		v->name = qualify(S, sc, name);
-	if (sc->layer) {
-		Bind *b = arena_alloc(S->a, sizeof *b);
-		b->layer = sc->layer;
-		b->name = name;
-		b->v = v;
-		vec_push(S->a, &S->binds, b);
-	}
+	if (sc->layer)
+		bind(S, sc, name, v);
 }
 
 static void
@@ -2093,14 +2114,21 @@ key_tensor(Sema *S, Claim *cl, const SchedEntry *se, SchedChoice *c)
 		claim(S, cl, se, s->u.val->def, c, 2);
 }
 
+/* Does layer L name a tensor name? Else *hint is the closest it names. */
 static int
-layer_names(const Decl *L, const char *name)
+layer_names(const Decl *L, const char *name, const char **hint)
 {
+	int bestd = INT_MAX;
+
+	*hint = NULL;
 	for (int i = 0; i < L->body.n; i++) {
 		const Stmt *st = L->body.v[i];
-		if ((st->kind == S_ASSIGN && strcmp(st->u.def.name, name) == 0) ||
-		    (st->kind == S_TENSOR && strcmp(st->u.tensor.name, name) == 0))
+		const char *t = st->kind == S_ASSIGN ? st->u.def.name :
+		                st->kind == S_TENSOR ? st->u.tensor.name : NULL;
+		if (t && strcmp(t, name) == 0)
 			return 1;
+		if (t)
+			closer(name, t, hint, &bestd);
 	}
 	return 0;
 }
@@ -2114,15 +2142,21 @@ key_layer(Sema *S, Claim *cl, const SchedEntry *se, SchedChoice *c)
 	const LayerInfo *li = find_layer(S, lname);
 
 	if (!li) {
-		const char *hint = hint_fn(S, lname);
-		if (hint && find_layer(S, hint))
+		const char *hint = hint_layer(S, lname);
+		if (hint)
 			diag_error(S->d, se->kloc, "unknown layer '%s'; did you mean '%s'?", lname, hint);
 		else
 			diag_error(S->d, se->kloc, "unknown layer '%s'", lname);
 		return;
 	}
-	if (!layer_names(li->decl, dot + 1)) {
-		diag_error(S->d, se->kloc, "layer %s has no tensor named '%s'", lname, dot + 1);
+	const char *hint;
+	if (!layer_names(li->decl, dot + 1, &hint)) {
+		if (hint)
+			diag_error(S->d, se->kloc, "layer %s has no tensor named '%s'; did "
+			           "you mean '%s'?", lname, dot + 1, hint);
+		else
+			diag_error(S->d, se->kloc, "layer %s has no tensor named '%s'",
+			           lname, dot + 1);
 		return;
 	}
 	for (int i = 0; i < S->binds.n; i++) {
