@@ -39,7 +39,7 @@ bind(Cg *c)
 	const Graph *g = c->g;
 	int k = 0;
 
-	emit_open(e, "static void\nbind(void **buf, %s_weights *w, %s_io *io)",
+	emit_func(e, "static void\nbind(void **buf, %s_weights *w, %s_io *io)",
 	          c->prefix, c->prefix);
 	for (int i = 0; i < g->inputs.n; i++, k++)
 		emit(e, "io->%s = buf[%d];\n", c->cname[((Value *)g->inputs.v[i])->id], k);

@@ -156,13 +156,16 @@ cg_reference(FILE *f, Arena *a, const Graph *g, const char *src, int lines)
 	banner(&c, "Serial reference");
 	emit(e, "#include \"%s.h\"\n\n", g->name);
 	cg_layout(&c, ref_alias);
-	emit_open(e, "size_t\n%s_ref_workspace_bytes(void)", c.prefix);
+	emit_func(e, "size_t\n%s_ref_workspace_bytes(void)", c.prefix);
 	emit(e, "return %lld;\n", (long long)c.wsbytes);
 	emit_close(e, "\n");
 	cg_helpers(&c);
-	emit_open(e, "int\n%s_ref_forward(cfrt_ctx *ctx, const %s_weights *w, "
+	emit_func(e, "int\n%s_ref_forward(cfrt_ctx *ctx, const %s_weights *w, "
 	          "const %s_io *io,\n    void *ws)", c.prefix, c.prefix, c.prefix);
-	emit(e, "(void)w;\n(void)io;\n(void)ws;\n");
+	if (!g->weights.n)
+		emit(e, "(void)w;\n");
+	if (!c.wsbytes)
+		emit(e, "(void)ws;\n");
 	cg_views(&c, ref_alias);
 	emit(e, "cfrt_where(ctx, \"%s_ref\", 0);\n\n", c.prefix);
 	for (int i = 0; i < g->nodes.n; i++)

@@ -14,7 +14,8 @@ static const char *const reserved[] = {
 	"inline", "int", "long", "register", "restrict", "return", "short",
 	"signed", "sizeof", "static", "struct", "switch", "typedef", "union",
 	"unsigned", "void", "volatile", "while", "ctx", "w", "io", "ws", "r",
-	"i", "N", "req", "step", "main", "slice", "peer", "tmp", NULL,
+	"i", "N", "req", "step", "main", "slice", "peer", "tmp", "at", "bt", "hv",
+	"o4", "q4", "k4", "v4", NULL,
 };
 
 static int
@@ -109,42 +110,62 @@ cg_dtype(DType t)
 	}
 }
 
+static int
+uses_op(const Graph *g, int (*pred)(const Node *))
+{
+	for (int i = 0; i < g->nodes.n; i++)
+		if (pred(g->nodes.v[i]))
+			return 1;
+	return 0;
+}
+
+static int is_trans(const Node *n) { return n->op == OP_MATMUL && (n->a.mm.ta || n->a.mm.tb); }
+static int is_heads(const Node *n) { return op_info[n->op].cls == CL_HEADS; }
+static int is_attn(const Node *n) { return n->op == OP_ATTENTION; }
+
+/* Emits only the helpers this model needs: no unused static functions. */
 void
 cg_helpers(Cg *c)
 {
 	Emitter *e = &c->e;
 
-	emit(e, "/* The last two dims of v swapped: a transposed matmul operand. */\n");
-	emit_open(e, "static cfrt_view\ncf_transpose(cfrt_view v)");
-	emit(e, "int64_t d = v.dim[v.nd - 1], s = v.stride[v.nd - 1];\n\n");
-	emit(e, "v.dim[v.nd - 1] = v.dim[v.nd - 2];\n");
-	emit(e, "v.stride[v.nd - 1] = v.stride[v.nd - 2];\n");
-	emit(e, "v.dim[v.nd - 2] = d;\n");
-	emit(e, "v.stride[v.nd - 2] = s;\n");
-	emit(e, "return v;\n");
-	emit_close(e, "");
-	emit(e, "\n/* [..., S, H*Dh] seen as [..., H, S, Dh]: the heads of a row-major\n"
-	        " * tensor, for head split and merge (one cfrt_copy each). */\n");
-	emit_open(e, "static cfrt_view\ncf_heads(cfrt_view v, int64_t heads)");
-	emit(e, "int perm[CFRT_MAX_DIMS];\n\n");
-	emit(e, "v = cfrt_view_split(v, v.nd - 1, heads, v.dim[v.nd - 1] / heads);\n");
-	emit(e, "for (int d = 0; d < v.nd; d++)\n\tperm[d] = d;\n");
-	emit(e, "perm[v.nd - 3] = v.nd - 2;\n");
-	emit(e, "perm[v.nd - 2] = v.nd - 3;\n");
-	emit(e, "return cfrt_view_permute(v, perm);\n");
-	emit_close(e, "");
-	emit(e, "\n/* v with leading dims of extent 1 added up to 4 dims (attention). */\n");
-	emit_open(e, "static cfrt_view\ncf_4d(cfrt_view v)");
-	emit_open(e, "while (v.nd < 4)");
-	emit(e, "for (int d = v.nd; d > 0; d--) {\n");
-	emit(e, "\tv.dim[d] = v.dim[d - 1];\n\tv.stride[d] = v.stride[d - 1];\n}\n");
-	emit(e, "v.dim[0] = 1;\n");
-	emit(e, "v.stride[0] = v.stride[1] * v.dim[1];\n");
-	emit(e, "v.nd++;\n");
-	emit_close(e, "");
-	emit(e, "return v;\n");
-	emit_close(e, "");
-	emit(e, "\n");
+	if (uses_op(c->g, is_trans)) {
+		emit(e, "/* The last two dims of v swapped: a transposed matmul operand. */\n");
+		emit_func(e, "static cfrt_view\ncf_transpose(cfrt_view v)");
+		emit(e, "int64_t d = v.dim[v.nd - 1], s = v.stride[v.nd - 1];\n\n");
+		emit(e, "v.dim[v.nd - 1] = v.dim[v.nd - 2];\n");
+		emit(e, "v.stride[v.nd - 1] = v.stride[v.nd - 2];\n");
+		emit(e, "v.dim[v.nd - 2] = d;\n");
+		emit(e, "v.stride[v.nd - 2] = s;\n");
+		emit(e, "return v;\n");
+		emit_close(e, "\n");
+	}
+	if (uses_op(c->g, is_heads)) {
+		emit(e, "/* [..., S, H*Dh] seen as [..., H, S, Dh]: the heads of a row-major\n"
+		        " * tensor, for head split and merge (one cfrt_copy each). */\n");
+		emit_func(e, "static cfrt_view\ncf_heads(cfrt_view v, int64_t heads)");
+		emit(e, "int perm[CFRT_MAX_DIMS];\n\n");
+		emit(e, "v = cfrt_view_split(v, v.nd - 1, heads, v.dim[v.nd - 1] / heads);\n");
+		emit(e, "for (int d = 0; d < v.nd; d++)\n\tperm[d] = d;\n");
+		emit(e, "perm[v.nd - 3] = v.nd - 2;\n");
+		emit(e, "perm[v.nd - 2] = v.nd - 3;\n");
+		emit(e, "return cfrt_view_permute(v, perm);\n");
+		emit_close(e, "\n");
+	}
+	if (uses_op(c->g, is_attn)) {
+		emit(e, "/* v with leading dims of extent 1 added up to 4 dims (attention). */\n");
+		emit_func(e, "static cfrt_view\ncf_4d(cfrt_view v)");
+		emit_open(e, "while (v.nd < 4)");
+		emit_open(e, "for (int d = v.nd; d > 0; d--)");
+		emit(e, "v.dim[d] = v.dim[d - 1];\nv.stride[d] = v.stride[d - 1];\n");
+		emit_close(e, "");
+		emit(e, "v.dim[0] = 1;\n");
+		emit(e, "v.stride[0] = v.stride[1] * v.dim[1];\n");
+		emit(e, "v.nd++;\n");
+		emit_close(e, "");
+		emit(e, "return v;\n");
+		emit_close(e, "\n");
+	}
 }
 
 void

@@ -120,3 +120,15 @@ emit_begin(Emitter *e)
 	put(e, "{\n");
 	e->indent++;
 }
+
+void
+emit_func(Emitter *e, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vemit(e, fmt, ap);
+	va_end(ap);
+	put(e, "\n{\n");
+	e->indent++;
+}

@@ -19,6 +19,8 @@ void emit_init(Emitter *e, FILE *f, const char *src, const char *out);
 void emit(Emitter *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* emit(fmt) + " {" and one more level of indentation. */
 void emit_open(Emitter *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A function definition's head, then "{" on a line of its own. */
+void emit_func(Emitter *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A bare block: "{" and one more level. */
 void emit_begin(Emitter *e);
 /* One level less, and "}" plus the text after it (";" or ""). */
