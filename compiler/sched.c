@@ -1,0 +1,83 @@
+/* sched.c: the schedule IR's small shared pieces: evaluating index
+ * expressions and guards for a concrete rank and round, the round-robin
+ * pairing, and the spelling of a schedule kind.
+ * requires: nothing. ensures: pure functions of their arguments. */
+#include <string.h>
+
+#include "sched.h"
+
+static int
+sched_mod(long long x, int n)
+{
+	long long m = x % n;
+
+	return (int)(m < 0 ? m + n : m);
+}
+
+/* Rounds of a round-robin tournament over n players (circle method):
+ * n - 1 when n is even, n when it is odd (each player sits out once). */
+int
+sched_rounds(int n)
+{
+	return n <= 1 ? 1 : n % 2 == 0 ? n - 1 : n;
+}
+
+/* The partner of r in round k, or -1 when r sits the round out.
+ * Odd n: r and (k - r) mod n meet, and r sits out when 2r = k (mod n).
+ * Even n: the odd case over the first n - 1 players, with player n - 1
+ * taking the place of the one who would sit out. */
+int
+sched_partner(int r, int k, int n)
+{
+	if (n <= 1)
+		return -1;
+	if (n % 2) {
+		k = sched_mod(k, n);
+		return sched_mod(2LL * r - k, n) == 0 ? -1 : sched_mod((long long)k - r, n);
+	}
+	int m = n - 1;
+	k = sched_mod(k, m);
+	if (r == m)
+		return sched_mod((long long)k * ((m + 1) / 2), m);
+	return sched_mod(2LL * r - k, m) == 0 ? m : sched_mod((long long)k - r, m);
+}
+
+int
+sched_ix(const Ix *x, int r, int i)
+{
+	if (x->kind == IX_PARTNER)
+		return sched_partner(r, x->b * i + x->c, x->n);
+	long long v = (long long)x->a * r + (long long)x->b * i + x->c;
+	return x->n ? sched_mod(v, x->n) : (int)v;
+}
+
+int
+sched_guard(const Guard *g, int r, int i, int n)
+{
+	if (i < g->lo || i > g->hi)
+		return 0;
+	return !g->active || sched_partner(r, i + g->aoff, n) >= 0;
+}
+
+/* "fuse(ring)", "fuse(bidir,m=2)", "fuse(ring,split=query)", "slice(4)",
+ * "vanilla", "auto": the spelling of the verify summary line. */
+const char *
+sched_kind_str(Arena *a, const SchedChoice *s)
+{
+	static const char *const topo[] = {"ring", "bidir", "pairwise"};
+
+	switch (s->kind) {
+	case SK_VANILLA:
+		return "vanilla";
+	case SK_SLICE:
+		return arena_printf(a, "slice(%d)", s->k);
+	case SK_AUTO:
+		return "auto";
+	case SK_DEFAULT:
+	case SK_FUSE:
+		break;
+	}
+	return arena_printf(a, "fuse(%s%s%s)", topo[s->topo],
+	                    s->m > 1 ? arena_printf(a, ",m=%d", s->m) : "",
+	                    s->query ? ",split=query" : "");
+}

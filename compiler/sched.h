@@ -1,0 +1,239 @@
+/* sched.h: the schedule IR. lower.c builds it from the dependency graph,
+ * verify.c proves it, the text/DOT emitters draw it and the C generator
+ * turns it into calls of the runtime.
+ *
+ * A schedule is an ordered list of stages. A stage is either the plain
+ * local compute of one graph node, or one collective lowered together with
+ * its fused region. Everything is symbolic in the rank r: one program
+ * serves every rank; only the group size N (fixed at compile time) is
+ * concrete.
+ *
+ * How to walk a lowered collective (Coll), for rank r:
+ *
+ *   for each phase ph in c->phases, in order:
+ *     for (i = 0; i < ph->nrounds; i++)
+ *       for (t = 0; t < ph->nlanes; t++)
+ *         for each item it in ph->lanes[t], in order:
+ *           if (sched_guard(&it->g, r, i, N)) run it
+ *
+ * Items run in order on one rank. Compute items (IT_COMPUTE, IT_ADD,
+ * IT_COPY, IT_ZERO) go to the rank's compute queue; transfers (IT_SEND,
+ * IT_RECV, IT_COLL) are nonblocking and go to its communication queue. A
+ * transfer is ordered after every compute item before it on the rank (it
+ * sees their results and does not overwrite what they still read); a
+ * compute item waits for a transfer only through an explicit IT_WAIT. Every
+ * transfer a rank posts is waited by the end of the stage.
+ *
+ * Slices: the collective's dimension is cut into nslices = P * N (or k * N
+ * for slice(k)) equal slices; slice s = q * P + t belongs to rank q
+ * (q = s / P) and lane t. Every value of the region is sliced the same way
+ * along its own dimension (RNode.odim, RNode.idim). */
+#ifndef SCHED_H
+#define SCHED_H
+
+#include "cf.h"
+
+enum { MAXLANE = 64 }; /* most lanes of a phase: 2 * m for bidir */
+
+/* An index expression, symbolic in the rank r and the round i. */
+typedef enum IxKind {
+	IX_AFFINE,  /* (a*r + b*i + c) mod n; no mod when n == 0 */
+	IX_PARTNER  /* the round-robin partner of r in round b*i + c over n
+	             * ranks (circle method), -1 when r sits the round out */
+} IxKind;
+
+typedef struct Ix {
+	IxKind kind;
+	int a, b, c;
+	int n;
+} Ix;
+
+/* A set of slices: s_u = hi * per + lo + u * stride, u = 0 .. cnt-1. A
+ * fused step names one slice (cnt 1); a chunk of slice(k) names the N
+ * slices q*k + j of all ranks; a whole tensor is all nslices of them. */
+typedef struct Sel {
+	Ix hi, lo;
+	int per;
+	int cnt, stride;
+} Sel;
+
+/* A reference to slices of a stage buffer. With nrot > 1 the buffer is
+ * one of a rotating set: bufs[buf + rot(r, i)]. part names the block along
+ * Buf.pdim (all_to_all results only). */
+typedef struct BufRef {
+	int buf;
+	Ix rot;
+	Sel sel;
+	Ix part;
+} BufRef;
+
+typedef enum BufKind {
+	BK_VALUE, /* the storage of graph value v on this rank */
+	BK_TEMP   /* a scratch buffer of one slice of v's shape */
+} BufKind;
+
+typedef struct Buf {
+	const char *name;
+	BufKind kind;
+	Value *v;
+	int dim;          /* the sliced dimension of v */
+	int nslots;       /* BK_VALUE: slices held; BK_TEMP: 1 */
+	int own;          /* holds only this rank's slices r*nslots .. */
+	int nparts, pdim; /* > 1: also cut in nparts blocks along pdim */
+	int xfer;         /* moved or reduced: the verifier tracks its data */
+	int64_t elems;      /* per rank */
+	int64_t slot_elems; /* one slice (of one part) */
+} Buf;
+
+/* A guard: the item runs in rounds lo <= i <= hi and, when active is
+ * set, only if r has a partner in round i + aoff (pairwise exchange). */
+typedef struct Guard {
+	int lo, hi;
+	int active, aoff;
+} Guard;
+
+typedef enum ItemKind {
+	IT_COMPUTE, /* comp: region node rn on the slices comp.sel */
+	IT_ADD,     /* move: dst += src, elementwise */
+	IT_COPY,    /* move: dst = src */
+	IT_ZERO,    /* move: dst = 0 */
+	IT_SEND,    /* xfer: send buf to peer */
+	IT_RECV,    /* xfer: receive buf from peer */
+	IT_COLL,    /* coll: post a library collective on the chunk coll.sel */
+	IT_WAIT     /* wait: complete the transfer (label, round) if posted */
+} ItemKind;
+
+typedef struct Item {
+	ItemKind kind;
+	Guard g;
+	union {
+		/* Computes node region[rn] on the slices of sel. Its inputs
+		 * inside the region are read from their region buffers,
+		 * others whole (or sliced along RNode.idim) from their graph
+		 * values. The result goes to dst; beta: dst += result (a
+		 * GEMM with beta = 1). */
+		struct { int rn; Sel sel; BufRef dst; int beta; } comp;
+		struct { BufRef dst, src; } move;
+		/* A transfer is named by (label, round): round is an Ix with
+		 * no mod; tag separates concurrent streams of one pair. */
+		struct { BufRef buf; Ix peer; int label; Ix round; int tag; } xfer;
+		/* op: OP_ALL_GATHER, OP_REDUCE_SCATTER, OP_ALL_REDUCE or
+		 * OP_ALL_TO_ALL over the chunk sel (element u of a cnt-N
+		 * chunk is rank u's slice); blocking: waited at once. */
+		struct { OpKind op; int src, dst; Sel sel; int label; Ix round; int blocking; } coll;
+		struct { int label; Ix round; } wait;
+	} u;
+} Item;
+
+typedef struct Phase {
+	const char *name;  /* "FuseAG (Algorithm 1)", ... */
+	int nrounds, nlanes;
+	Vec lanes[MAXLANE]; /* of Item* */
+} Phase;
+
+/* A node of a fused region and how it is sliced. */
+typedef struct RNode {
+	Node *node;
+	int odim;          /* output dimension cut into slices */
+	int idim[MAXIN];   /* input i's dimension cut, or -1: read whole */
+	int from[MAXIN];   /* input i's producer in the region, or -1 */
+	int inbuf[MAXIN];  /* the stage buffer input i is read from, or -1:
+	                    * the graph value (outside the region, whole) */
+	int buf;           /* stage buffer of the output, or -1 (the result
+	                    * goes only where the compute item's dst says) */
+} RNode;
+
+/* Why a region ends where it does. */
+typedef struct Stop {
+	Node *node;        /* the op left out */
+	const char *why;
+} Stop;
+
+/* One collective with its region, lowered. */
+typedef struct Coll {
+	Node *node;
+	SchedChoice want;  /* as the spec (or --schedule) asks */
+	SchedChoice how;   /* as lowered */
+	const char *note;  /* why how differs from want, or NULL */
+	int N;             /* group size */
+	int P;             /* lanes: m, or 2*m for bidir; k for slice(k) */
+	int nslices;
+	int dim;           /* the sliced dimension of the collective's data */
+	Vec pre;           /* RNode*: the region feeding the collective */
+	Vec post;          /* RNode*: the region the collective feeds */
+	Vec region;        /* RNode*: pre then post; comp.rn indexes it */
+	Vec stops;         /* Stop* */
+	Vec bufs;          /* Buf* */
+	int bin, bout;     /* buffers of the input and of the result */
+	Vec phases;        /* Phase* */
+	int nsteps;        /* compute steps: rounds * lanes of phases that compute */
+} Coll;
+
+typedef enum StageKind {
+	ST_COMPUTE, /* node: a local op on whole per-rank tensors */
+	ST_COLL     /* coll */
+} StageKind;
+
+typedef struct Stage {
+	StageKind kind;
+	union {
+		Node *node;
+		Coll *coll;
+	} u;
+} Stage;
+
+typedef struct Sched {
+	Graph *g;
+	Arena *arena;
+	Vec stages;        /* of Stage*, in execution order */
+	Vec colls;         /* of Coll*, in execution order */
+} Sched;
+
+/* ---- lower.c: requires a graph with locality; ensures every collective
+ * lowered per its SchedChoice (NULL after errors, all reported). ---- */
+Sched *lower_graph(Graph *g, Diag *d);
+
+/* ---- region.c ---- */
+/* Finds every collective's region (c->dim, pre, post, region, stops);
+ * owner[node id] gets the Coll whose region holds the node, or NULL. */
+void region_find(Graph *g, Arena *a, Coll **colls, int ncoll, Coll **owner);
+
+/* ---- verify.c: requires a lowered schedule; ensures the four
+ * properties (exactness, matching and deadlock freedom, no buffer touched
+ * in flight, exposure), else an internal error naming rank, step and
+ * slice. ---- */
+typedef struct VerifyStats {
+	int exposed;   /* most transfers waited with no compute since their post, over ranks */
+	int tailfree;  /* every rank: nothing posted after its last compute, and
+	                * the last compute is not held by an exposed transfer */
+} VerifyStats;
+
+/* One matched point-to-point message, for drawing. */
+typedef struct VerifyMsg {
+	int src, sstep;    /* sender and the step that posted the send */
+	int dst, dstep;    /* receiver and the step that waited for it */
+	int slice;
+} VerifyMsg;
+
+int verify_sched(const Sched *s, Diag *d);
+/* Proves one collective; 0 ok. err (if not NULL) gets the message. */
+int verify_coll(const Coll *c, VerifyStats *st, char *err, size_t errlen);
+/* The matched messages of c, in the order they complete. */
+int verify_messages(const Coll *c, VerifyMsg **msgs, int *nmsg);
+
+/* ---- sched.c-level helpers (lower.c) ---- */
+int sched_ix(const Ix *x, int r, int i);
+int sched_partner(int r, int round, int n);
+int sched_rounds(int n);   /* rounds of the round-robin over n ranks */
+int sched_guard(const Guard *g, int r, int i, int n);
+const char *sched_kind_str(Arena *a, const SchedChoice *s); /* "fuse(bidir,m=2)" */
+
+/* ---- emitters ---- */
+void sched_explain(FILE *f, const Sched *s);
+void sched_print(FILE *f, const Sched *s);   /* --emit=sched */
+void sched_dot(FILE *f, const Sched *s);     /* --emit=sched-dot */
+/* codegen/render.c: DOT text to svg or png through libgvc, written
+ * atomically to outpath ("-": stdout); 0 ok, else an error reported. */
+int render_dot(const char *dot_text, const char *format, const char *outpath, Diag *d);
+
+#endif
