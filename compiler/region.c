@@ -1,0 +1,434 @@
+/* region.c: region discovery. For every collective, the maximal
+ * slice-local region of compute it can be fused with: upstream (the ops
+ * that feed a reduce_scatter, all_reduce or all_to_all) and downstream (the
+ * ops an all_gather or all_reduce feeds).
+ * requires: a graph with locality (graph_fill_locality); every Coll's
+ * node, want, N and nslices set.
+ * ensures: c->dim, c->pre, c->post, c->region (pre then post, each in
+ * topological order, RNode.from resolved) and c->stops filled; every node
+ * in at most one region (owner[node id]); no region reads a value that
+ * depends on its own collective from outside the region. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched.h"
+
+/* How far an upstream region grows. */
+typedef enum UpMode {
+	UP_PARTIAL, /* the ops producing partial sums: row-parallel (Alg. 3) */
+	UP_QUERY    /* any slice-local op, up to and including an attention
+	             * (query-split, Alg. 4; all_to_all, Alg. 5) */
+} UpMode;
+
+typedef struct Finder {
+	Graph *g;
+	Arena *a;
+	Coll **owner;  /* by node id */
+	int *vdim;     /* by value id: dim of a value of the region grown, -1 */
+	char *taint;   /* by value id: depends on the collective grown */
+	int dry;       /* trial: claim nothing, record nothing */
+	int nslices;   /* of the collective being grown */
+	int count;     /* nodes taken by the last grow */
+} Finder;
+
+static Node *
+rg_node(const Finder *F, int k)
+{
+	return F->g->nodes.v[k];
+}
+
+static const char *
+rg_dim(const Finder *F, const Value *v, int d)
+{
+	return value_dim_name(F->a, v, d);
+}
+
+static int
+rg_split_along(const Value *v, int d)
+{
+	return value_rank_extent(v, d) != v->shape[d];
+}
+
+static const char *
+rg_where(const Finder *F, const Node *n)
+{
+	return arena_printf(F->a, "%s:%d", F->g->file, n->loc.line);
+}
+
+static void
+rg_reset(Finder *F)
+{
+	for (int i = 0; i < F->g->values.n; i++)
+		F->vdim[i] = -1;
+	F->count = 0;
+}
+
+static void
+rg_stop(Finder *F, Coll *c, Node *n, const char *why)
+{
+	if (F->dry)
+		return;
+	Stop *s = arena_alloc(F->a, sizeof *s);
+	s->node = n;
+	s->why = why;
+	vec_push(F->a, &c->stops, s);
+}
+
+static void
+rg_take(Finder *F, Coll *c, Vec *side, Node *n, int odim)
+{
+	F->vdim[n->out->id] = odim;
+	F->count++;
+	if (F->dry)
+		return;
+	RNode *rn = arena_alloc(F->a, sizeof *rn);
+	rn->node = n;
+	rn->odim = odim;
+	rn->buf = -1;
+	for (int i = 0; i < n->nin; i++) {
+		rn->idim[i] = n->inmap[i][odim];
+		rn->from[i] = -1;
+	}
+	F->owner[n->id] = c;
+	vec_push(F->a, side, rn);
+}
+
+/* Why dim d of v cannot be cut into the collective's slices, or NULL. */
+static const char *
+rg_cut(const Finder *F, const Value *v, int d)
+{
+	if (v->shape[d] % F->nslices == 0)
+		return NULL;
+	return arena_printf(F->a, "%s (%lld) of %s does not divide into %d slices",
+	                    rg_dim(F, v, d), (long long)v->shape[d], v->name, F->nslices);
+}
+
+/* Why a slice of input i (outside the region) cannot be had along f. */
+static const char *
+rg_outside(const Finder *F, const Node *n, int i, int f)
+{
+	const Value *v = n->in[i];
+
+	if (F->taint[v->id])
+		return arena_printf(F->a, "needs %s, which waits for the whole collective", v->name);
+	if (f >= 0 && rg_split_along(v, f))
+		return arena_printf(F->a, "needs all of %s along %s, but it is split over %s",
+		                    v->name, rg_dim(F, v, f), v->dist.group->name);
+	return f >= 0 ? rg_cut(F, v, f) : NULL;
+}
+
+static const char *
+rg_unlocal(const Finder *F, const Node *n, int e)
+{
+	return arena_printf(F->a, "not slice-local along %s%s", rg_dim(F, n->out, e),
+	                    op_info[n->op].cls == CL_SCAN ? ": a scan needs the whole sequence" : "");
+}
+
+/* NULL when the output of n can be cut along e with every input of the
+ * region sliced along its own region dim; else why not. */
+static const char *
+rg_down_dim(const Finder *F, const Node *n, int e)
+{
+	if (!(n->local >> e & 1))
+		return rg_unlocal(F, n, e);
+	if (rg_cut(F, n->out, e))
+		return rg_cut(F, n->out, e);
+	for (int i = 0; i < n->nin; i++) {
+		const Value *v = n->in[i];
+		int f = n->inmap[i][e], have = F->vdim[v->id];
+		const char *why;
+		if (have < 0) {
+			if ((why = rg_outside(F, n, i, f)))
+				return why;
+		} else if (f != have) {
+			return f < 0 ? arena_printf(F->a, "needs all of %s along %s", v->name,
+			                            rg_dim(F, v, have)) : rg_unlocal(F, n, e);
+		}
+	}
+	return NULL;
+}
+
+/* The dim of n's output that follows the region, or -1 with *why: the
+ * reason given for the dim the first region input maps to, the natural
+ * candidate. */
+static int
+rg_down_pick(const Finder *F, const Node *n, const char **why)
+{
+	int natural = -1;
+
+	for (int e = 0; e < n->out->ndim; e++)
+		if (!rg_down_dim(F, n, e))
+			return e;
+	for (int i = 0; i < n->nin && natural < 0; i++) {
+		int have = F->vdim[n->in[i]->id];
+		for (int e = 0; have >= 0 && e < n->out->ndim && natural < 0; e++)
+			if (n->inmap[i][e] == have)
+				natural = e;
+		if (natural < 0 && have >= 0 && have < n->out->ndim)
+			natural = have;
+	}
+	*why = rg_down_dim(F, n, natural >= 0 ? natural : 0);
+	return -1;
+}
+
+static int
+rg_reads_region(const Finder *F, const Node *n)
+{
+	for (int i = 0; i < n->nin; i++)
+		if (F->vdim[n->in[i]->id] >= 0)
+			return 1;
+	return 0;
+}
+
+static void
+rg_taint(Finder *F, const Value *src)
+{
+	memset(F->taint, 0, (size_t)F->g->values.n);
+	F->taint[src->id] = 1;
+	for (int k = src->def->id + 1; k < F->g->nodes.n; k++) {
+		Node *n = rg_node(F, k);
+		for (int i = 0; i < n->nin; i++)
+			if (F->taint[n->in[i]->id])
+				F->taint[n->out->id] = 1;
+	}
+}
+
+/* Why n, reading the region, cannot join it as a whole, or NULL. */
+static const char *
+rg_down_block(const Finder *F, const Node *n)
+{
+	Coll *o = F->owner[n->id];
+
+	if (op_info[n->op].cls == CL_COLL)
+		return "another collective";
+	if (o)
+		return arena_printf(F->a, "fused into %s %s", op_info[o->node->op].name,
+		                    o->node->out->name);
+	if (n->out->dist.kind == DI_PARTIAL)
+		return "produces partial sums, fused with their reduction";
+	return NULL;
+}
+
+/* Grows the region that src (the collective's result, cut along d)
+ * feeds, in topological order. */
+static void
+rg_down(Finder *F, Coll *c, Value *src, int d)
+{
+	rg_reset(F);
+	F->vdim[src->id] = d;
+	rg_taint(F, src);
+	for (int k = src->def->id + 1; k < F->g->nodes.n; k++) {
+		Node *n = rg_node(F, k);
+		const char *why;
+		int e = -1;
+		if (!rg_reads_region(F, n))
+			continue;
+		if (!(why = rg_down_block(F, n)))
+			e = rg_down_pick(F, n, &why);
+		if (e < 0)
+			rg_stop(F, c, n, why);
+		else
+			rg_take(F, c, &c->post, n, e);
+	}
+}
+
+/* Are all uses of v in the region of c (or c's collective itself)? */
+static const Node *
+rg_other_use(const Finder *F, const Coll *c, const Value *v)
+{
+	for (int i = 0; i < v->uses.n; i++) {
+		const Node *u = v->uses.v[i];
+		if (u != c->node && F->vdim[u->out->id] < 0)
+			return u;
+	}
+	return NULL;
+}
+
+static const char *
+rg_up_block(const Finder *F, const Coll *c, const Node *n, int f)
+{
+	const Node *u;
+
+	if (op_info[n->op].cls == CL_COLL)
+		return "another collective";
+	if (F->owner[n->id])
+		return arena_printf(F->a, "fused into %s %s", op_info[F->owner[n->id]->node->op].name,
+		                    F->owner[n->id]->node->out->name);
+	if ((u = rg_other_use(F, c, n->out)))
+		return arena_printf(F->a, "%s is also used by %s (%s)", n->out->name,
+		                    op_info[u->op].name, rg_where(F, u));
+	if (!(n->local >> f & 1))
+		return rg_unlocal(F, n, f);
+	for (int i = 0; i < n->nin; i++) {
+		const char *why = rg_outside(F, n, i, n->inmap[i][f]);
+		if (why)
+			return why;
+	}
+	return rg_cut(F, n->out, f);
+}
+
+static int
+rg_extends(UpMode mode, const Node *n, const Value *in)
+{
+	if (op_info[in->def->op].cls == CL_LEAF)
+		return 0;
+	return mode == UP_PARTIAL ? in->dist.kind == DI_PARTIAL : n->op != OP_ATTENTION;
+}
+
+/* Grows the region that feeds p (cut along d), from the collective up,
+ * in reverse topological order so that every consumer of a value is
+ * decided before its producer. */
+static void
+rg_up(Finder *F, Coll *c, Value *p, int d, UpMode mode)
+{
+	rg_reset(F);
+	memset(F->taint, 0, (size_t)F->g->values.n);
+	if (op_info[p->def->op].cls == CL_LEAF)
+		return;
+	F->vdim[p->id] = d;
+	for (int k = p->def->id; k >= 0; k--) {
+		Node *n = rg_node(F, k);
+		int f = F->vdim[n->out->id];
+		const char *why;
+		if (f == -1)
+			continue;
+		F->vdim[n->out->id] = -1;
+		why = f < 0 ? arena_printf(F->a, "%s is read along two dimensions", n->out->name)
+		            : rg_up_block(F, c, n, f);
+		if (why) {
+			rg_stop(F, c, n, why);
+			continue;
+		}
+		rg_take(F, c, &c->pre, n, f);
+		for (int i = 0; i < n->nin; i++) {
+			Value *in = n->in[i];
+			int g = n->inmap[i][f];
+			if (g < 0 || !rg_extends(mode, n, in))
+				continue;
+			F->vdim[in->id] = F->vdim[in->id] == -1 || F->vdim[in->id] == g ? g : -2;
+		}
+	}
+}
+
+static int
+rg_cmp_id(const void *x, const void *y)
+{
+	const RNode *a = *(RNode *const *)x, *b = *(RNode *const *)y;
+
+	return (a->node->id > b->node->id) - (a->node->id < b->node->id);
+}
+
+static int
+rg_has_attention(const Vec *v)
+{
+	for (int i = 0; i < v->n; i++)
+		if (((RNode *)v->v[i])->node->op == OP_ATTENTION)
+			return 1;
+	return 0;
+}
+
+static Value *
+rg_input(const Coll *c)
+{
+	return c->node->in[0];
+}
+
+/* The upstream region; a query split that finds no attention falls back
+ * to the row-parallel region (and says so). */
+static void
+rg_up_coll(Finder *F, Coll *c)
+{
+	int q = c->node->op == OP_ALL_TO_ALL || c->want.query;
+
+	rg_up(F, c, rg_input(c), c->dim, q ? UP_QUERY : UP_PARTIAL);
+	if (!q || c->node->op == OP_ALL_TO_ALL || rg_has_attention(&c->pre) || F->dry)
+		return;
+	for (int i = 0; i < c->pre.n; i++)
+		F->owner[((RNode *)c->pre.v[i])->node->id] = NULL;
+	c->pre.n = c->stops.n = 0;
+	c->note = "split=query: no attention feeds it, so the region is the row-parallel one";
+	rg_up(F, c, rg_input(c), c->dim, UP_PARTIAL);
+}
+
+/* all_reduce has no dim of its own: the one (dividing into nslices) with
+ * the largest region, the first on ties. */
+static int
+rg_ar_dim(Finder *F, Coll *c)
+{
+	int best = -1, most = -1;
+	Value *p = rg_input(c);
+
+	F->dry = 1;
+	F->nslices = c->nslices;
+	for (int d = 0; d < p->ndim; d++) {
+		if (p->shape[d] % c->nslices)
+			continue;
+		c->dim = d;
+		rg_up(F, c, p, d, c->want.query ? UP_QUERY : UP_PARTIAL);
+		int n = F->count;
+		rg_down(F, c, c->node->out, d);
+		if (n + F->count > most)
+			most = n + F->count, best = d;
+	}
+	F->dry = 0;
+	return best;
+}
+
+static void
+rg_link(Arena *a, Coll *c)
+{
+	qsort(c->pre.v, (size_t)c->pre.n, sizeof *c->pre.v, rg_cmp_id);
+	c->region.n = 0;
+	for (int s = 0; s < 2; s++) {
+		Vec *side = s ? &c->post : &c->pre;
+		for (int i = 0; i < side->n; i++) {
+			RNode *rn = side->v[i];
+			for (int j = 0; j < rn->node->nin; j++)
+				for (int k = 0; k < c->region.n; k++)
+					if (((RNode *)c->region.v[k])->node->out == rn->node->in[j])
+						rn->from[j] = k;
+			vec_push(a, &c->region, rn);
+		}
+	}
+}
+
+static int
+rg_is_up(const Node *n)
+{
+	return n->op != OP_ALL_GATHER;
+}
+
+static int
+rg_is_down(const Node *n)
+{
+	return n->op == OP_ALL_GATHER || n->op == OP_ALL_REDUCE;
+}
+
+void
+region_find(Graph *g, Arena *a, Coll **colls, int ncoll, Coll **owner)
+{
+	Finder F = {.g = g, .a = a, .owner = owner};
+
+	F.vdim = calloc((size_t)g->values.n + 1, sizeof *F.vdim);
+	F.taint = calloc((size_t)g->values.n + 1, 1);
+	for (int i = 0; i < ncoll; i++) {
+		Coll *c = colls[i];
+		const Node *n = c->node;
+		c->dim = n->op == OP_ALL_TO_ALL ? n->a.coll.dim2 :
+		         n->op == OP_ALL_REDUCE ? rg_ar_dim(&F, c) : n->a.coll.dim;
+	}
+	for (int i = 0; i < ncoll; i++)
+		if (rg_is_up(colls[i]->node) && colls[i]->dim >= 0) {
+			F.nslices = colls[i]->nslices;
+			rg_up_coll(&F, colls[i]);
+		}
+	for (int i = 0; i < ncoll; i++)
+		if (rg_is_down(colls[i]->node) && colls[i]->dim >= 0) {
+			F.nslices = colls[i]->nslices;
+			rg_down(&F, colls[i], colls[i]->node->out, colls[i]->dim);
+		}
+	for (int i = 0; i < ncoll; i++)
+		rg_link(a, colls[i]);
+	free(F.vdim);
+	free(F.taint);
+}
