@@ -1,0 +1,1189 @@
+/* verify.c: the schedule verifier. Instantiates the symbolic program of
+ * every lowered collective for each of the N ranks and executes all of
+ * them together, tracking what every slot of every moved buffer holds:
+ * which slice, and which ranks' contributions (a bitset).
+ * requires: a lowered schedule (lower.c).
+ * ensures (else an error naming rank, step and slice):
+ *  1. exactness: every rank ends with exactly the collective's result,
+ *     each contribution counted once and in the right slot, and every
+ *     slice of every region op computed exactly once, after its inputs;
+ *  2. every send matches one receive of the same size, in the order they
+ *     were posted per (sender, receiver, tag), and no rank waits forever;
+ *  3. no buffer is read or written while a transfer into (or read while a
+ *     transfer out of) it is in flight;
+ *  4. exposure: transfers waited with no compute since their post, and
+ *     whether the schedule is tail-free. */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched.h"
+
+enum { ORG_NONE = -1, ORG_ALL = -2, ORG_MULTI = -3 };
+enum { RUN_OK, RUN_BLOCKED, RUN_ERR };
+
+/* What one slot holds: slice (-1: nothing) and its contributors: one rank
+ * (org >= 0), none (zeroed), all, or a bitset in the pool (ORG_MULTI). */
+typedef struct Cell {
+	int slice, org, mask;
+	int nsend, nrecv; /* transfers in flight reading / writing it */
+} Cell;
+
+typedef struct Xfer {
+	ItemKind kind;    /* IT_SEND, IT_RECV */
+	int rank, peer, tag, label, round;
+	int buf, slot, slice, step, comp;
+	int64_t size;
+	int match;        /* the other side's record, or -1 */
+	int refs;         /* sides that have yet to wait */
+	int waited;
+} Xfer;
+
+/* The k-th library collective of the stage, as every rank posts it. */
+typedef struct CollInst {
+	const Item *it;
+	int label, round;
+	int cnt, *s;      /* the chunk's slices; element u is rank u's */
+	int nposted;
+	int *comp;        /* by rank: compute count at its post */
+	char *state;      /* by rank: 0 not posted, 1 in flight, 2 waited */
+} CollInst;
+
+typedef struct Rank {
+	int ph, i, t, k, step, done;
+	int ncomp, nrun, inrun;
+	int lastpost;     /* ncomp at the last post, -1: none */
+	int exposed, exp_run;
+	Cell **cells;     /* by buffer; NULL for buffers nothing moves */
+	unsigned char **made; /* by region node: slices computed */
+	int *live, nlive, cap; /* Xfer records this rank waits for */
+	int ncoll;        /* collectives posted */
+	int pend;         /* a blocking collective posted, not yet done, or -1 */
+} Rank;
+
+typedef struct V {
+	const Coll *c;
+	int N, W;         /* ranks, 64-bit words of a rank bitset */
+	Rank *rk;
+	int *base;        /* by phase: its first step */
+	Xfer *x;
+	int nx, capx, freex;
+	CollInst *ci;
+	int nci;
+	uint64_t *pool;
+	int npool, cappool, freepool;
+	uint64_t *t1, *t2; /* scratch bitsets */
+	char *err;
+	size_t errlen;
+	int failed;
+	VerifyMsg *msgs;
+	int nmsg, capmsg, want_msgs;
+} V;
+
+/* ---- errors ---- */
+
+static int
+vf_fail(V *v, int r, int slice, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static int
+vf_fail(V *v, int r, int slice, const char *fmt, ...)
+{
+	va_list ap;
+	size_t n;
+
+	if (v->failed++)
+		return RUN_ERR;
+	n = (size_t)snprintf(v->err, v->errlen, "rank %d step %d slice %d: ", r,
+	                     r >= 0 ? v->rk[r].step : 0, slice);
+	if (n < v->errlen) {
+		va_start(ap, fmt);
+		vsnprintf(v->err + n, v->errlen - n, fmt, ap);
+		va_end(ap);
+	}
+	return RUN_ERR;
+}
+
+static const Buf *
+vf_buf(const V *v, int b)
+{
+	return v->c->bufs.v[b];
+}
+
+/* ---- contributor sets ---- */
+
+static uint64_t *
+vf_pool(V *v, int m)
+{
+	return v->pool + (size_t)m * (size_t)v->W;
+}
+
+static void
+vf_drop(V *v, Cell *c)
+{
+	if (c->org == ORG_MULTI) {
+		vf_pool(v, c->mask)[0] = (uint64_t)v->freepool;
+		v->freepool = c->mask;
+	}
+	c->org = ORG_NONE;
+}
+
+static int
+vf_pool_new(V *v)
+{
+	if (v->freepool >= 0) {
+		int m = v->freepool;
+		v->freepool = (int)vf_pool(v, m)[0];
+		return m;
+	}
+	if (v->npool == v->cappool) {
+		v->cappool = v->cappool ? 2 * v->cappool : 64;
+		v->pool = realloc(v->pool, (size_t)v->cappool * (size_t)v->W * sizeof *v->pool);
+		if (!v->pool)
+			die("verify: out of memory");
+	}
+	return v->npool++;
+}
+
+static void
+vf_bits(const V *v, const Cell *c, uint64_t *out)
+{
+	memset(out, 0, (size_t)v->W * sizeof *out);
+	if (c->org >= 0)
+		out[c->org / 64] = 1ULL << (c->org % 64);
+	else if (c->org == ORG_MULTI)
+		memcpy(out, v->pool + (size_t)c->mask * (size_t)v->W, (size_t)v->W * sizeof *out);
+	else if (c->org == ORG_ALL)
+		for (int q = 0; q < v->N; q++)
+			out[q / 64] |= 1ULL << (q % 64);
+}
+
+static int
+vf_count(const V *v, const uint64_t *b)
+{
+	int n = 0;
+
+	for (int w = 0; w < v->W; w++)
+		n += __builtin_popcountll(b[w]);
+	return n;
+}
+
+/* Sets the contributors of c from a bitset, in the most compact form (one
+ * rank before all: with N = 1 they are the same). */
+static void
+vf_set_bits(V *v, Cell *c, const uint64_t *b)
+{
+	int n = vf_count(v, b);
+
+	vf_drop(v, c);
+	if (n == 1) {
+		for (int w = 0; w < v->W; w++)
+			if (b[w])
+				c->org = w * 64 + __builtin_ctzll(b[w]);
+	} else if (n > 1 && n == v->N) {
+		c->org = ORG_ALL;
+	} else if (n > 1) {
+		c->mask = vf_pool_new(v);
+		c->org = ORG_MULTI;
+		memcpy(vf_pool(v, c->mask), b, (size_t)v->W * sizeof *b);
+	}
+}
+
+static void
+vf_copy(V *v, Cell *dst, const Cell *src)
+{
+	vf_bits(v, src, v->t1);
+	dst->slice = src->slice;
+	vf_set_bits(v, dst, v->t1);
+}
+
+/* dst's contributors += src's; 0 when they overlap (counted twice). */
+static int
+vf_union(V *v, Cell *dst, const Cell *src)
+{
+	vf_bits(v, dst, v->t1);
+	vf_bits(v, src, v->t2);
+	for (int w = 0; w < v->W; w++) {
+		if (v->t1[w] & v->t2[w])
+			return 0;
+		v->t1[w] |= v->t2[w];
+	}
+	vf_set_bits(v, dst, v->t1);
+	return 1;
+}
+
+/* Does c hold exactly the contributors org (a rank or ORG_ALL)? */
+static int
+vf_same(V *v, const Cell *c, int org)
+{
+	Cell want = {.org = org};
+
+	vf_bits(v, c, v->t1);
+	vf_bits(v, &want, v->t2);
+	return memcmp(v->t1, v->t2, (size_t)v->W * sizeof *v->t1) == 0;
+}
+
+/* "slice 3 from ranks {0,2}" for messages. */
+static const char *
+vf_cell_str(V *v, const Cell *c, char *buf, size_t n)
+{
+	if (c->slice < 0)
+		return "nothing";
+	int k = snprintf(buf, n, "slice %d from ", c->slice);
+	if (c->org == ORG_ALL || c->org == ORG_NONE) {
+		snprintf(buf + k, n - (size_t)k, c->org == ORG_ALL ? "every rank" : "no rank (zero)");
+		return buf;
+	}
+	vf_bits(v, c, v->t1);
+	k += snprintf(buf + k, n - (size_t)k, "ranks {");
+	for (int q = 0, first = 1; q < v->N && (size_t)k + 16 < n; q++)
+		if (v->t1[q / 64] >> (q % 64) & 1)
+			k += snprintf(buf + k, n - (size_t)k, "%s%d", first ? "" : ",", q), first = 0;
+	snprintf(buf + k, n - (size_t)k, "}");
+	return buf;
+}
+
+/* ---- slots ---- */
+
+/* The cells of buffer b (after rotation) on rank r; NULL when nothing
+ * moves in b. */
+static Cell *
+vf_cells(V *v, int r, int b)
+{
+	return v->rk[r].cells[b];
+}
+
+static int
+vf_rotated(const BufRef *br, int r, int i)
+{
+	return br->buf + sched_ix(&br->rot, r, i);
+}
+
+/* The slot of slice s in buffer b on rank r, or -1 with an error. */
+static int
+vf_slot(V *v, int r, int b, int s, int part)
+{
+	const Buf *bf = vf_buf(v, b);
+	int lo = bf->own ? r * bf->nslots : 0;
+
+	if (part < 0 || part >= bf->nparts)
+		return vf_fail(v, r, s, "%s has no part %d", bf->name, part), -1;
+	if (bf->kind == BK_TEMP)
+		return part;
+	if (s < lo || s >= lo + bf->nslots)
+		return vf_fail(v, r, s, "slice %d is not held by %s on rank %d (it holds %d..%d)",
+		               s, bf->name, r, lo, lo + bf->nslots - 1), -1;
+	return part * bf->nslots + s - lo;
+}
+
+/* The slices of sel for rank r in round i (cnt of them) into out. */
+static int
+vf_sel(const Sel *sel, int r, int i, int *out, int max)
+{
+	int first = sched_ix(&sel->hi, r, i) * sel->per + sched_ix(&sel->lo, r, i);
+	int n = sel->cnt < max ? sel->cnt : max;
+
+	for (int u = 0; u < n; u++)
+		out[u] = first + u * sel->stride;
+	return n;
+}
+
+/* Resolves a one-slice reference to its cell; NULL after an error. */
+static Cell *
+vf_ref(V *v, int r, int i, const BufRef *br, int *slice, int *bufno, int *slotno)
+{
+	int s, b = vf_rotated(br, r, i);
+
+	vf_sel(&br->sel, r, i, &s, 1);
+	*slice = s;
+	if (b < 0 || b >= v->c->bufs.n)
+		return vf_fail(v, r, s, "no buffer %d", b), NULL;
+	if (!vf_cells(v, r, b))
+		return vf_fail(v, r, s, "%s is moved but not declared as moved", vf_buf(v, b)->name),
+		       NULL;
+	if (s < 0 || s >= v->c->nslices)
+		return vf_fail(v, r, s, "slice %d out of range 0..%d", s, v->c->nslices - 1), NULL;
+	int slot = vf_slot(v, r, b, s, sched_ix(&br->part, r, i));
+	if (slot < 0)
+		return NULL;
+	if (bufno)
+		*bufno = b, *slotno = slot;
+	return &vf_cells(v, r, b)[slot];
+}
+
+/* The checks of reading a cell that should hold slice s. */
+static int
+vf_read(V *v, int r, const Cell *c, int s, const char *name)
+{
+	char tmp[128];
+
+	if (c->nrecv)
+		return vf_fail(v, r, s, "reads %s while a transfer into it is in flight", name);
+	if (c->slice != s)
+		return vf_fail(v, r, s, "reads %s expecting slice %d, but it holds %s", name, s,
+		               vf_cell_str(v, c, tmp, sizeof tmp));
+	return RUN_OK;
+}
+
+static int
+vf_write(V *v, int r, const Cell *c, int s, const char *name)
+{
+	if (c->nrecv)
+		return vf_fail(v, r, s, "writes %s while a transfer into it is in flight", name);
+	if (c->nsend)
+		return vf_fail(v, r, s, "overwrites %s while a send from it is in flight", name);
+	return RUN_OK;
+}
+
+/* ---- compute ---- */
+
+static int
+vf_bit(unsigned char *b, int s)
+{
+	return b[s / 8] >> (s % 8) & 1;
+}
+
+/* Does a region node read a moved buffer completely filled? The gathered
+ * data of slice s is whole when it comes from the owner of s alone
+ * (all_gather) or from every rank (all_reduce). */
+static int
+vf_complete(V *v, const Cell *c, int s)
+{
+	if (v->c->node->op == OP_ALL_REDUCE)
+		return vf_same(v, c, ORG_ALL);
+	return vf_same(v, c, s / (v->c->nslices / v->N));
+}
+
+static int
+vf_inputs(V *v, int r, const RNode *rn, int s)
+{
+	char tmp[128];
+
+	for (int j = 0; j < rn->node->nin; j++) {
+		const char *name = rn->node->in[j]->name;
+		if (rn->from[j] >= 0 && !vf_bit(v->rk[r].made[rn->from[j]], s))
+			return vf_fail(v, r, s, "computes %s from slice %d of %s before it is computed",
+			               rn->node->out->name, s, name);
+		if (rn->from[j] >= 0 || rn->inbuf[j] < 0)
+			continue;
+		int slot = vf_slot(v, r, rn->inbuf[j], s, 0);
+		if (slot < 0)
+			return RUN_ERR;
+		const Cell *c = &vf_cells(v, r, rn->inbuf[j])[slot];
+		if (vf_read(v, r, c, s, name))
+			return RUN_ERR;
+		if (!vf_complete(v, c, s))
+			return vf_fail(v, r, s, "computes %s from %s, which holds %s: not all of it yet",
+			               rn->node->out->name, name, vf_cell_str(v, c, tmp, sizeof tmp));
+	}
+	return RUN_OK;
+}
+
+/* Writes the result of a region node for slice s (the u-th of the item)
+ * into a moved buffer: this rank's contribution, added to what is there
+ * when beta. */
+static int
+vf_result(V *v, int r, int i, const Item *it, int u, int s)
+{
+	const BufRef *d = &it->u.comp.dst;
+	int b = vf_rotated(d, r, i), ds;
+	const char *name = vf_buf(v, b)->name;
+	char tmp[128];
+	Cell mine = {.slice = s, .org = r};
+
+	vf_sel(&d->sel, r, i, &ds, 1);
+	ds += u * d->sel.stride;
+	if (ds != s)
+		return vf_fail(v, r, s, "stores slice %d where slice %d of %s is declared", s, ds, name);
+	int slot = vf_slot(v, r, b, s, sched_ix(&d->part, r, i));
+	if (slot < 0)
+		return RUN_ERR;
+	Cell *c = &vf_cells(v, r, b)[slot];
+	if (vf_write(v, r, c, s, name))
+		return RUN_ERR;
+	if (!it->u.comp.beta) {
+		vf_drop(v, c);
+		c->slice = s, c->org = r;
+		return RUN_OK;
+	}
+	if (c->slice != s)
+		return vf_fail(v, r, s, "accumulates slice %d into %s, which holds %s", s, name,
+		               vf_cell_str(v, c, tmp, sizeof tmp));
+	if (!vf_union(v, c, &mine))
+		return vf_fail(v, r, s, "counts rank %d's part of slice %d twice", r, s);
+	return RUN_OK;
+}
+
+static int
+vf_compute(V *v, int r, int i, const Item *it)
+{
+	const Coll *c = v->c;
+	const RNode *rn = c->region.v[it->u.comp.rn];
+	int sl[1], n, s;
+	Rank *R = &v->rk[r];
+
+	n = it->u.comp.sel.cnt;
+	for (int u = 0; u < n; u++) {
+		vf_sel(&it->u.comp.sel, r, i, sl, 1);
+		s = sl[0] + u * it->u.comp.sel.stride;
+		if (s < 0 || s >= c->nslices)
+			return vf_fail(v, r, s, "computes %s on slice %d of %d", rn->node->out->name, s,
+			               c->nslices);
+		if (vf_inputs(v, r, rn, s))
+			return RUN_ERR;
+		if (vf_bit(R->made[it->u.comp.rn], s))
+			return vf_fail(v, r, s, "computes slice %d of %s twice", s, rn->node->out->name);
+		R->made[it->u.comp.rn][s / 8] |= (unsigned char)(1 << (s % 8));
+		int dst = vf_rotated(&it->u.comp.dst, r, i);
+		if (dst < 0 || dst >= c->bufs.n)
+			return vf_fail(v, r, s, "stores %s in no buffer", rn->node->out->name);
+		if (vf_cells(v, r, dst) && vf_result(v, r, i, it, u, s))
+			return RUN_ERR;
+	}
+	R->ncomp++;
+	if (!R->inrun)
+		R->nrun++, R->inrun = 1;
+	return RUN_OK;
+}
+
+static int
+vf_move(V *v, int r, int i, const Item *it)
+{
+	int sd, ss;
+	Cell *d = vf_ref(v, r, i, &it->u.move.dst, &sd, NULL, NULL), *s;
+	const char *dn = d ? vf_buf(v, vf_rotated(&it->u.move.dst, r, i))->name : "";
+
+	if (!d || vf_write(v, r, d, sd, dn))
+		return RUN_ERR;
+	if (it->kind == IT_ZERO) {
+		vf_drop(v, d);
+		d->slice = sd;
+		return RUN_OK;
+	}
+	if (!(s = vf_ref(v, r, i, &it->u.move.src, &ss, NULL, NULL)))
+		return RUN_ERR;
+	if (vf_read(v, r, s, ss, vf_buf(v, vf_rotated(&it->u.move.src, r, i))->name))
+		return RUN_ERR;
+	if (ss != sd)
+		return vf_fail(v, r, sd, "%s slice %d into slice %d of %s",
+		               it->kind == IT_ADD ? "adds" : "copies", ss, sd, dn);
+	if (it->kind == IT_COPY) {
+		vf_copy(v, d, s);
+		return RUN_OK;
+	}
+	if (d->slice != sd)
+		return vf_read(v, r, d, sd, dn);
+	if (!vf_union(v, d, s))
+		return vf_fail(v, r, sd, "adds into %s a contribution it already holds: counted twice",
+		               dn);
+	return RUN_OK;
+}
+
+/* ---- point-to-point transfers ---- */
+
+static int
+vf_xnew(V *v)
+{
+	if (v->freex >= 0) {
+		int k = v->freex;
+		v->freex = v->x[k].match;
+		return k;
+	}
+	if (v->nx == v->capx) {
+		v->capx = v->capx ? 2 * v->capx : 256;
+		v->x = realloc(v->x, (size_t)v->capx * sizeof *v->x);
+		if (!v->x)
+			die("verify: out of memory");
+	}
+	return v->nx++;
+}
+
+static void
+vf_live_add(Rank *R, int k)
+{
+	if (R->nlive == R->cap) {
+		R->cap = R->cap ? 2 * R->cap : 16;
+		R->live = realloc(R->live, (size_t)R->cap * sizeof *R->live);
+		if (!R->live)
+			die("verify: out of memory");
+	}
+	R->live[R->nlive++] = k;
+}
+
+/* The live record of rank r posted as (label, round), or -1. */
+static int
+vf_find(const V *v, int r, int label, int round)
+{
+	const Rank *R = &v->rk[r];
+
+	for (int j = 0; j < R->nlive; j++) {
+		const Xfer *x = &v->x[R->live[j]];
+		if (x->label == label && x->round == round)
+			return R->live[j];
+	}
+	return -1;
+}
+
+/* The oldest unmatched record at rank `at` of kind k with the other end
+ * `from` and tag: the non-overtaking order of MPI. */
+static int
+vf_oldest(const V *v, int at, ItemKind k, int from, int tag)
+{
+	const Rank *R = &v->rk[at];
+
+	for (int j = 0; j < R->nlive; j++) {
+		const Xfer *x = &v->x[R->live[j]];
+		if (x->kind == k && x->match < 0 && x->peer == from && x->tag == tag)
+			return R->live[j];
+	}
+	return -1;
+}
+
+/* Pairs send s with receive q and delivers the data. Each record is
+ * released twice: when its rank waits for it and when its match's does
+ * (the receiver's wait still reads the send's record). */
+static int
+vf_pair(V *v, int s, int q)
+{
+	Xfer *xs = &v->x[s], *xq = &v->x[q];
+	Cell *from = &vf_cells(v, xs->rank, xs->buf)[xs->slot];
+	Cell *to = &vf_cells(v, xq->rank, xq->buf)[xq->slot];
+	char tmp[128];
+
+	xs->match = q, xq->match = s;
+	if (xs->size != xq->size)
+		return vf_fail(v, xq->rank, xq->slice, "receives %lld elements from rank %d, which "
+		               "sends %lld (its step %d)", (long long)xq->size, xs->rank,
+		               (long long)xs->size, xs->step);
+	if (from->slice != xq->slice)
+		return vf_fail(v, xq->rank, xq->slice, "receive from rank %d expects slice %d but gets "
+		               "%s (rank %d step %d): sends out of order or a wrong slice",
+		               xs->rank, xq->slice, vf_cell_str(v, from, tmp, sizeof tmp), xs->rank,
+		               xs->step);
+	vf_copy(v, to, from);
+	return RUN_OK;
+}
+
+static int
+vf_post(V *v, int r, int i, const Item *it)
+{
+	Rank *R = &v->rk[r];
+	int s, b, slot, peer = sched_ix(&it->u.xfer.peer, r, i);
+	int round = sched_ix(&it->u.xfer.round, r, i), send = it->kind == IT_SEND;
+	Cell *c = vf_ref(v, r, i, &it->u.xfer.buf, &s, &b, &slot);
+
+	if (!c)
+		return RUN_ERR;
+	if (peer < 0 || peer >= v->N || peer == r)
+		return vf_fail(v, r, s, "%s rank %d", send ? "sends to" : "receives from", peer);
+	if (vf_find(v, r, it->u.xfer.label, round) >= 0)
+		return vf_fail(v, r, s, "posts transfer %d of round %d twice", it->u.xfer.label, round);
+	if (send ? vf_read(v, r, c, s, vf_buf(v, b)->name) : vf_write(v, r, c, s, vf_buf(v, b)->name))
+		return RUN_ERR;
+	int k = vf_xnew(v);
+	v->x[k] = (Xfer){it->kind, r, peer, it->u.xfer.tag, it->u.xfer.label, round, b, slot, s,
+	                 R->step, R->ncomp, vf_buf(v, b)->slot_elems, -1, 2, 0};
+	send ? c->nsend++ : c->nrecv++;
+	vf_live_add(R, k);
+	R->lastpost = R->ncomp;
+	int other = vf_oldest(v, peer, send ? IT_RECV : IT_SEND, r, it->u.xfer.tag);
+	if (other < 0)
+		return RUN_OK;
+	return send ? vf_pair(v, k, other) : vf_pair(v, other, k);
+}
+
+static void
+vf_release(V *v, int k)
+{
+	if (--v->x[k].refs == 0) {
+		v->x[k].match = v->freex;
+		v->freex = k;
+	}
+}
+
+static void
+vf_live_del(Rank *R, int k)
+{
+	for (int j = 0; j < R->nlive; j++)
+		if (R->live[j] == k) {
+			memmove(R->live + j, R->live + j + 1, (size_t)(R->nlive - j - 1) * sizeof *R->live);
+			R->nlive--;
+			return;
+		}
+}
+
+static void
+vf_exposure(Rank *R, int comp)
+{
+	if (R->ncomp == comp) {
+		R->exposed++;
+		if (R->nrun > R->exp_run)
+			R->exp_run = R->nrun;
+	}
+	R->inrun = 0;
+}
+
+static void
+vf_msg(V *v, const Xfer *q)
+{
+	const Xfer *s = &v->x[q->match];
+
+	if (!v->want_msgs)
+		return;
+	if (v->nmsg == v->capmsg) {
+		v->capmsg = v->capmsg ? 2 * v->capmsg : 64;
+		v->msgs = realloc(v->msgs, (size_t)v->capmsg * sizeof *v->msgs);
+		if (!v->msgs)
+			die("verify: out of memory");
+	}
+	v->msgs[v->nmsg++] = (VerifyMsg){s->rank, s->step, q->rank, v->rk[q->rank].step, q->slice};
+}
+
+/* Completes this rank's side of transfer k if its other side is posted. */
+static int
+vf_wait_xfer(V *v, int r, int k)
+{
+	Rank *R = &v->rk[r];
+	Xfer *x = &v->x[k];
+
+	if (x->match < 0)
+		return RUN_BLOCKED;
+	Cell *c = &vf_cells(v, r, x->buf)[x->slot];
+	x->kind == IT_SEND ? c->nsend-- : c->nrecv--;
+	x->waited = 1;
+	vf_exposure(R, x->comp);
+	if (x->kind == IT_RECV)
+		vf_msg(v, x);
+	vf_live_del(R, k);
+	vf_release(v, x->match);
+	vf_release(v, k);
+	return RUN_OK;
+}
+
+/* ---- library collectives ---- */
+
+/* Element e of collective ci on rank r: the slice (and part) it reads
+ * (dir 0) or writes (dir 1); 0 when the element does not touch r. */
+static int
+vf_elem(const CollInst *ci, int r, int dir, int e, int *s, int *part)
+{
+	*part = 0;
+	*s = ci->s[e];
+	switch (ci->it->u.coll.op) {
+	case OP_ALL_GATHER:
+		return dir || e == r;
+	case OP_REDUCE_SCATTER:
+		return !dir || e == r;
+	case OP_ALL_REDUCE:
+		return 1;
+	default: /* all_to_all: send slice s_e to rank e; get part e of s_r */
+		if (dir)
+			*s = ci->s[r], *part = e;
+		return 1;
+	}
+}
+
+/* Marks (delta 1) or releases (-1) the cells ci touches on rank r. */
+static int
+vf_coll_mark(V *v, const CollInst *ci, int r, int delta)
+{
+	char what[64];
+
+	for (int dir = 0; dir < 2; dir++) {
+		int b = dir ? ci->it->u.coll.dst : ci->it->u.coll.src;
+		for (int e = 0, s, part; e < ci->cnt; e++) {
+			if (!vf_elem(ci, r, dir, e, &s, &part))
+				continue;
+			int slot = vf_slot(v, r, b, s, part);
+			if (slot < 0)
+				return RUN_ERR;
+			Cell *c = &vf_cells(v, r, b)[slot];
+			snprintf(what, sizeof what, "%s (in %s)", vf_buf(v, b)->name,
+			         op_info[ci->it->u.coll.op].name);
+			if (delta > 0 && (dir ? vf_write(v, r, c, s, what) : vf_read(v, r, c, s, what)))
+				return RUN_ERR;
+			*(dir ? &c->nrecv : &c->nsend) += delta;
+		}
+	}
+	return RUN_OK;
+}
+
+/* The collective's effect, once every rank has posted it: element e of
+ * rank q's result is rank e's slice (gathers, all_to_all) or the union of
+ * every rank's contribution (reductions). */
+static int
+vf_coll_apply(V *v, const CollInst *ci)
+{
+	int op = ci->it->u.coll.op, src = ci->it->u.coll.src, dst = ci->it->u.coll.dst;
+	int gather = op == OP_ALL_GATHER || op == OP_ALL_TO_ALL;
+	char tmp[128];
+
+	for (int q = 0; q < v->N; q++)
+		for (int e = 0, s, part; e < ci->cnt; e++) {
+			if (!vf_elem(ci, q, 1, e, &s, &part))
+				continue;
+			int slot = vf_slot(v, q, dst, s, part);
+			if (slot < 0)
+				return RUN_ERR;
+			Cell *d = &vf_cells(v, q, dst)[slot];
+			vf_drop(v, d);
+			d->slice = s;
+			for (int u = gather ? e : 0; u < (gather ? e + 1 : v->N); u++) {
+				int us = vf_slot(v, u, src, s, 0);
+				if (us < 0)
+					return RUN_ERR;
+				const Cell *sc = &vf_cells(v, u, src)[us];
+				if (sc->slice != s)
+					return vf_fail(v, u, s, "gives %s slice %d but holds %s",
+					               op_info[op].name, s, vf_cell_str(v, sc, tmp, sizeof tmp));
+				if (!vf_union(v, d, sc))
+					return vf_fail(v, q, s, "%s counts a part of slice %d twice",
+					               op_info[op].name, s);
+			}
+		}
+	return RUN_OK;
+}
+
+static CollInst *
+vf_ci_new(V *v, const Item *it, int label, int round, const int *s, int n)
+{
+	v->ci = realloc(v->ci, (size_t)(v->nci + 1) * sizeof *v->ci);
+	if (!v->ci)
+		die("verify: out of memory");
+	CollInst *ci = &v->ci[v->nci++];
+	*ci = (CollInst){it, label, round, n, malloc((size_t)n * sizeof(int)), 0,
+	                 calloc((size_t)v->N, sizeof(int)), calloc((size_t)v->N, 1)};
+	if (!ci->s || !ci->comp || !ci->state)
+		die("verify: out of memory");
+	memcpy(ci->s, s, (size_t)n * sizeof(int));
+	return ci;
+}
+
+static int
+vf_coll_post(V *v, int r, int i, const Item *it)
+{
+	Rank *R = &v->rk[r];
+	int k = R->ncoll++, n, *s = malloc(MAXGROUP * sizeof *s);
+	int round = sched_ix(&it->u.coll.round, r, i), rc = RUN_OK;
+	CollInst *ci;
+
+	n = vf_sel(&it->u.coll.sel, r, i, s, MAXGROUP);
+	if (it->u.coll.op != OP_ALL_REDUCE && n != v->N)
+		rc = vf_fail(v, r, s[0], "a chunk of %s names %d slices, not one per rank",
+		             op_info[it->u.coll.op].name, n);
+	else if (k == v->nci)
+		vf_ci_new(v, it, it->u.coll.label, round, s, n);
+	ci = rc ? NULL : &v->ci[k];
+	if (ci && (ci->it->u.coll.op != it->u.coll.op || ci->cnt != n || ci->label != it->u.coll.label ||
+	           ci->round != round || memcmp(ci->s, s, (size_t)n * sizeof *s)))
+		rc = vf_fail(v, r, s[0], "collective #%d differs from the one the first rank posted", k);
+	free(s);
+	if (rc || vf_coll_mark(v, ci, r, 1))
+		return RUN_ERR;
+	ci->state[r] = 1;
+	ci->comp[r] = R->ncomp;
+	R->lastpost = R->ncomp;
+	if (it->u.coll.blocking)
+		R->pend = k;
+	if (++ci->nposted == v->N)
+		return vf_coll_apply(v, ci);
+	return RUN_OK;
+}
+
+static int
+vf_coll_wait(V *v, int r, int k)
+{
+	CollInst *ci = &v->ci[k];
+
+	if (ci->nposted < v->N)
+		return RUN_BLOCKED;
+	if (vf_coll_mark(v, ci, r, -1))
+		return RUN_ERR;
+	ci->state[r] = 2;
+	vf_exposure(&v->rk[r], ci->comp[r]);
+	return RUN_OK;
+}
+
+/* The collective rank r posted as (label, round) and has not waited, or
+ * -1. */
+static int
+vf_coll_find(const V *v, int r, int label, int round)
+{
+	for (int k = 0; k < v->nci; k++)
+		if (v->ci[k].label == label && v->ci[k].round == round && v->ci[k].state[r] == 1)
+			return k;
+	return -1;
+}
+
+static int
+vf_wait(V *v, int r, int i, const Item *it)
+{
+	int round = sched_ix(&it->u.wait.round, r, i);
+	int k = vf_find(v, r, it->u.wait.label, round);
+
+	if (k >= 0)
+		return vf_wait_xfer(v, r, k);
+	k = vf_coll_find(v, r, it->u.wait.label, round);
+	return k >= 0 ? vf_coll_wait(v, r, k) : RUN_OK;
+}
+
+/* ---- running the ranks ---- */
+
+static const Phase *
+vf_phase(const V *v, int ph)
+{
+	return v->c->phases.v[ph];
+}
+
+/* Moves rank r's cursor to its next item whose phase and lane exist. */
+static void
+vf_advance(V *v, Rank *R)
+{
+	const Coll *c = v->c;
+
+	R->k++;
+	while (R->ph < c->phases.n) {
+		const Phase *ph = vf_phase(v, R->ph);
+		if (R->k < ph->lanes[R->t].n)
+			break;
+		R->k = 0;
+		if (++R->t < ph->nlanes)
+			continue;
+		R->t = 0;
+		if (++R->i < ph->nrounds)
+			continue;
+		R->i = 0;
+		R->ph++;
+	}
+	R->done = R->ph >= c->phases.n;
+	if (!R->done)
+		R->step = v->base[R->ph] + R->i * vf_phase(v, R->ph)->nlanes + R->t;
+}
+
+static int
+vf_item(V *v, int r, const Item *it)
+{
+	Rank *R = &v->rk[r];
+	int i = R->i;
+
+	if (R->pend >= 0) {
+		int rc = vf_coll_wait(v, r, R->pend);
+		if (rc == RUN_OK)
+			R->pend = -1;
+		return rc;
+	}
+	if (!sched_guard(&it->g, r, i, v->N))
+		return RUN_OK;
+	switch (it->kind) {
+	case IT_COMPUTE:
+		return vf_compute(v, r, i, it);
+	case IT_ADD:
+	case IT_COPY:
+	case IT_ZERO:
+		return vf_move(v, r, i, it);
+	case IT_SEND:
+	case IT_RECV:
+		return vf_post(v, r, i, it);
+	case IT_COLL:
+		if (vf_coll_post(v, r, i, it))
+			return RUN_ERR;
+		return R->pend >= 0 ? vf_item(v, r, it) : RUN_OK;
+	case IT_WAIT:
+		return vf_wait(v, r, i, it);
+	}
+	return RUN_OK;
+}
+
+/* Runs rank r until it finishes or blocks; 1 when it made progress. */
+static int
+vf_run_rank(V *v, int r, int *progress)
+{
+	Rank *R = &v->rk[r];
+
+	while (!R->done) {
+		const Phase *ph = vf_phase(v, R->ph);
+		int rc = vf_item(v, r, ph->lanes[R->t].v[R->k]);
+		if (rc == RUN_BLOCKED)
+			return RUN_OK;
+		if (rc == RUN_ERR)
+			return RUN_ERR;
+		*progress = 1;
+		vf_advance(v, R);
+	}
+	return RUN_OK;
+}
+
+/* What blocked rank r waits for, as an error. */
+static int
+vf_deadlock(V *v, int r)
+{
+	Rank *R = &v->rk[r];
+	const Item *it = vf_phase(v, R->ph)->lanes[R->t].v[R->k];
+
+	if (R->pend >= 0 || it->kind == IT_COLL)
+		return vf_fail(v, r, -1, "waits forever for a %s that not every rank posts",
+		               op_info[v->c->node->op].name);
+	int k = vf_find(v, r, it->u.wait.label, sched_ix(&it->u.wait.round, r, R->i));
+	if (k < 0)
+		return vf_fail(v, r, -1, "waits forever for a collective that not every rank posts");
+	const Xfer *x = &v->x[k];
+	return vf_fail(v, r, x->slice, "waits forever: its %s rank %d (tag %d, posted at step %d) "
+	               "has no matching %s on rank %d%s", x->kind == IT_SEND ? "send to" :
+	               "receive from", x->peer, x->tag, x->step, x->kind == IT_SEND ? "receive" :
+	               "send", x->peer, v->rk[x->peer].done ? ", which has finished" : "");
+}
+
+static int
+vf_run(V *v)
+{
+	for (;;) {
+		int progress = 0, done = 1;
+		for (int r = 0; r < v->N; r++)
+			if (vf_run_rank(v, r, &progress))
+				return RUN_ERR;
+		for (int r = 0; r < v->N; r++)
+			done &= v->rk[r].done;
+		if (done)
+			return RUN_OK;
+		if (!progress)
+			for (int r = 0; r < v->N; r++)
+				if (!v->rk[r].done)
+					return vf_deadlock(v, r);
+	}
+}
+
+/* ---- the end state ---- */
+
+static int
+vf_end_xfers(V *v, int r)
+{
+	const Rank *R = &v->rk[r];
+
+	if (R->nlive) {
+		const Xfer *x = &v->x[R->live[0]];
+		return vf_fail(v, r, x->slice, "its %s rank %d posted at step %d is %s",
+		               x->kind == IT_SEND ? "send to" : "receive from", x->peer, x->step,
+		               x->match < 0 ? "never matched" : "never waited");
+	}
+	for (int k = 0; k < v->nci; k++)
+		if (v->ci[k].state[r] != 2)
+			return vf_fail(v, r, -1, "its %s #%d is %s", op_info[v->c->node->op].name, k,
+			               v->ci[k].state[r] ? "never waited" : "never posted");
+	return RUN_OK;
+}
+
+/* The result every rank must hold in slot (part, s) of the output. */
+static int
+vf_expect(const V *v, int part, int s)
+{
+	switch (v->c->node->op) {
+	case OP_ALL_GATHER:
+		return s / (v->c->nslices / v->N);
+	case OP_ALL_TO_ALL:
+		return part;
+	default:
+		return ORG_ALL;
+	}
+}
+
+static int
+vf_end_result(V *v, int r)
+{
+	const Buf *b = vf_buf(v, v->c->bout);
+	int lo = b->own ? r * b->nslots : 0;
+	char tmp[128];
+
+	for (int part = 0; part < b->nparts; part++)
+		for (int s = lo; s < lo + b->nslots; s++) {
+			const Cell *c = &vf_cells(v, r, v->c->bout)[part * b->nslots + s - lo];
+			int want = vf_expect(v, part, s);
+			if (c->slice != s || !vf_same(v, c, want))
+				return vf_fail(v, r, s, "ends with %s in slice %d%s of %s; %s expected",
+				               vf_cell_str(v, c, tmp, sizeof tmp), s, b->nparts > 1 ?
+				               " (part)" : "", b->name, want == ORG_ALL ?
+				               "the sum over every rank" : "the data of its owner");
+		}
+	return RUN_OK;
+}
+
+static int
+vf_end_region(V *v, int r)
+{
+	const Coll *c = v->c;
+
+	for (int k = 0; k < c->region.n; k++)
+		for (int s = 0; s < c->nslices; s++)
+			if (!vf_bit(v->rk[r].made[k], s))
+				return vf_fail(v, r, s, "never computes slice %d of %s", s,
+				               ((RNode *)c->region.v[k])->node->out->name);
+	return RUN_OK;
+}
+
+static void
+vf_stats(const V *v, VerifyStats *st)
+{
+	st->exposed = 0;
+	st->tailfree = 1;
+	for (int r = 0; r < v->N; r++) {
+		const Rank *R = &v->rk[r];
+		if (R->exposed > st->exposed)
+			st->exposed = R->exposed;
+		if (R->lastpost >= 0 && R->lastpost == R->ncomp)
+			st->tailfree = 0;
+		if (R->exposed && R->exp_run >= R->nrun - 1)
+			st->tailfree = 0;
+	}
+}
+
+/* ---- setup ---- */
+
+/* Buffers holding a value produced before the stage start out with this
+ * rank's part of every slice they hold. */
+static int
+vf_outside(const Coll *c, const Buf *b)
+{
+	if (b->kind != BK_VALUE || b->v == c->node->out)
+		return 0;
+	for (int k = 0; k < c->region.n; k++)
+		if (((RNode *)c->region.v[k])->node->out == b->v)
+			return 0;
+	return 1;
+}
+
+static void
+vf_rank_init(V *v, int r)
+{
+	const Coll *c = v->c;
+	Rank *R = &v->rk[r];
+
+	R->lastpost = R->exp_run = R->pend = -1;
+	R->cells = calloc((size_t)c->bufs.n, sizeof *R->cells);
+	R->made = calloc((size_t)c->region.n + 1, sizeof *R->made);
+	for (int b = 0; b < c->bufs.n; b++) {
+		const Buf *bf = c->bufs.v[b];
+		int n = bf->nslots * bf->nparts, lo = bf->own ? r * bf->nslots : 0;
+		if (!bf->xfer)
+			continue;
+		R->cells[b] = malloc((size_t)n * sizeof **R->cells);
+		for (int j = 0; j < n; j++)
+			R->cells[b][j] = (Cell){-1, ORG_NONE, 0, 0, 0};
+		for (int j = 0; vf_outside(c, bf) && j < n; j++)
+			R->cells[b][j] = (Cell){lo + j % bf->nslots, r, 0, 0, 0};
+	}
+	for (int k = 0; k < c->region.n; k++)
+		R->made[k] = calloc((size_t)c->nslices / 8 + 1, 1);
+	R->done = c->phases.n == 0;
+	R->k = -1;
+	if (!R->done)
+		vf_advance(v, R);
+}
+
+static void
+vf_init(V *v, const Coll *c, char *err, size_t errlen)
+{
+	memset(v, 0, sizeof *v);
+	v->c = c;
+	v->N = c->N;
+	v->W = (c->N + 63) / 64;
+	v->err = err;
+	v->errlen = errlen;
+	v->freex = v->freepool = -1;
+	v->t1 = calloc((size_t)v->W, sizeof *v->t1);
+	v->t2 = calloc((size_t)v->W, sizeof *v->t2);
+	v->base = calloc((size_t)c->phases.n + 1, sizeof *v->base);
+	for (int ph = 0; ph < c->phases.n; ph++)
+		v->base[ph + 1] = v->base[ph] + vf_phase(v, ph)->nrounds * vf_phase(v, ph)->nlanes;
+	v->rk = calloc((size_t)v->N, sizeof *v->rk);
+	if (!v->t1 || !v->t2 || !v->base || !v->rk)
+		die("verify: out of memory");
+	for (int r = 0; r < v->N; r++)
+		vf_rank_init(v, r);
+}
+
+static void
+vf_free(V *v)
+{
+	for (int r = 0; r < v->N; r++) {
+		Rank *R = &v->rk[r];
+		for (int b = 0; b < v->c->bufs.n; b++)
+			free(R->cells[b]);
+		for (int k = 0; k < v->c->region.n; k++)
+			free(R->made[k]);
+		free(R->cells);
+		free(R->made);
+		free(R->live);
+	}
+	for (int k = 0; k < v->nci; k++) {
+		free(v->ci[k].s);
+		free(v->ci[k].comp);
+		free(v->ci[k].state);
+	}
+	free(v->ci);
+	free(v->rk);
+	free(v->base);
+	free(v->x);
+	free(v->pool);
+	free(v->t1);
+	free(v->t2);
+}
+
+static int
+vf_check(V *v)
+{
+	if (vf_run(v))
+		return RUN_ERR;
+	for (int r = 0; r < v->N; r++) {
+		v->rk[r].step = v->base[v->c->phases.n];
+		if (vf_end_xfers(v, r) || vf_end_result(v, r) || vf_end_region(v, r))
+			return RUN_ERR;
+	}
+	return RUN_OK;
+}
+
+int
+verify_coll(const Coll *c, VerifyStats *st, char *err, size_t errlen)
+{
+	V v;
+	char local[512];
+
+	vf_init(&v, c, err ? err : local, err ? errlen : sizeof local);
+	int rc = vf_check(&v);
+	if (!rc && st)
+		vf_stats(&v, st);
+	vf_free(&v);
+	return rc != RUN_OK;
+}
+
+int
+verify_messages(const Coll *c, VerifyMsg **msgs, int *nmsg)
+{
+	V v;
+	char err[512];
+
+	vf_init(&v, c, err, sizeof err);
+	v.want_msgs = 1;
+	int rc = vf_check(&v);
+	*msgs = v.msgs;
+	*nmsg = v.nmsg;
+	vf_free(&v);
+	return rc != RUN_OK;
+}
+
+int
+verify_sched(const Sched *s, Diag *d)
+{
+	char err[1024];
+	FILE *f = d && d->out ? d->out : stderr;
+
+	for (int k = 0; k < s->colls.n; k++) {
+		const Coll *c = s->colls.v[k];
+		if (!verify_coll(c, NULL, err, sizeof err))
+			continue;
+		fprintf(f, "cfc: internal error: verify: collective %s schedule %s: %s\n",
+		        c->node->out->name, sched_kind_str(s->arena, &c->how), err);
+		if (d)
+			d->nerr++;
+		return 1;
+	}
+	return 0;
+}
