@@ -64,12 +64,13 @@ rg_reset(Finder *F)
 }
 
 static void
-rg_stop(Finder *F, Coll *c, Node *n, const char *why)
+rg_stop(Finder *F, Coll *c, Node *n, int up, const char *why)
 {
 	if (F->dry)
 		return;
 	Stop *s = arena_alloc(F->a, sizeof *s);
 	s->node = n;
+	s->up = up;
 	s->why = why;
 	vec_push(F->a, &c->stops, s);
 }
@@ -226,7 +227,7 @@ rg_down(Finder *F, Coll *c, Value *src, int d)
 		if (!(why = rg_down_block(F, n)))
 			e = rg_down_pick(F, n, &why);
 		if (e < 0)
-			rg_stop(F, c, n, why);
+			rg_stop(F, c, n, 0, why);
 		else
 			rg_take(F, c, &c->post, n, e);
 	}
@@ -296,7 +297,7 @@ rg_up(Finder *F, Coll *c, Value *p, int d, UpMode mode)
 		why = f < 0 ? arena_printf(F->a, "%s is read along two dimensions", n->out->name)
 		            : rg_up_block(F, c, n, f);
 		if (why) {
-			rg_stop(F, c, n, why);
+			rg_stop(F, c, n, 1, why);
 			continue;
 		}
 		rg_take(F, c, &c->pre, n, f);

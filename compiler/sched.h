@@ -146,6 +146,7 @@ typedef struct RNode {
 /* Why a region ends where it does. */
 typedef struct Stop {
 	Node *node;        /* the op left out */
+	int up;            /* upstream of the collective (the region starts after it) */
 	const char *why;
 } Stop;
 
@@ -232,6 +233,9 @@ const char *sched_kind_str(Arena *a, const SchedChoice *s); /* "fuse(bidir,m=2)"
 void sched_explain(FILE *f, const Sched *s);
 void sched_print(FILE *f, const Sched *s);   /* --emit=sched */
 void sched_dot(FILE *f, const Sched *s);     /* --emit=sched-dot */
+/* What rank r runs in step (phase p, round i, lane t): compute lines and
+ * a line of transfers joined by sep; NULL when nothing runs. */
+const char *sched_step_label(Arena *a, const Coll *c, int r, int p, int i, int t, const char *sep);
 /* codegen/render.c: DOT text to svg or png through libgvc, written
  * atomically to outpath ("-": stdout); 0 ok, else an error reported. */
 int render_dot(const char *dot_text, const char *format, const char *outpath, Diag *d);

@@ -1,0 +1,126 @@
+/* render.c: DOT text to SVG or PNG through libgvc (the only file that
+ * includes <gvc.h>), for the schedule and the dependency graph alike.
+ * requires: DOT text. ensures: the picture written atomically (a
+ * temporary file renamed into place: never a partial file), or an error
+ * reported and nothing written.
+ *
+ * The plugins (dot layout, core renderers, cairo for PNG) are linked in
+ * and handed to gvContextPlugins, so no `dot -c` configuration file is
+ * needed at run time. When the build did not link them (the symbols are
+ * weak), libgvc falls back to loading its installed plugins. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <gvc.h>
+#include <gvplugin.h>
+
+#include "sched.h"
+
+extern gvplugin_library_t gvplugin_dot_layout_LTX_library __attribute__((weak));
+extern gvplugin_library_t gvplugin_core_LTX_library __attribute__((weak));
+extern gvplugin_library_t gvplugin_pango_LTX_library __attribute__((weak));
+
+/* LeakSanitizer reads this: graphviz's dot layout (virtual edges) and the
+ * pango/fontconfig font caches keep memory that gvFreeContext does not
+ * return. Those leaks are theirs; sanitizer runs stay about ours. */
+const char *__lsan_default_suppressions(void);
+const char *__lsan_default_options(void);
+const char *
+__lsan_default_suppressions(void)
+{
+	return "leak:libgvplugin_dot_layout\nleak:libgvplugin_pango\nleak:libfontconfig\n"
+	       "leak:libpango\nleak:libgvc\n";
+}
+
+const char *
+__lsan_default_options(void)
+{
+	return "print_suppressions=0";
+}
+
+static GVC_t *
+render_context(void)
+{
+	static lt_symlist_t builtins[4];
+	int n = 0;
+
+	if (!&gvplugin_dot_layout_LTX_library || !&gvplugin_core_LTX_library)
+		return gvContext();
+	builtins[n++] = (lt_symlist_t){"gvplugin_dot_layout_LTX_library", &gvplugin_dot_layout_LTX_library};
+	builtins[n++] = (lt_symlist_t){"gvplugin_core_LTX_library", &gvplugin_core_LTX_library};
+	if (&gvplugin_pango_LTX_library)
+		builtins[n++] = (lt_symlist_t){"gvplugin_pango_LTX_library", &gvplugin_pango_LTX_library};
+	builtins[n] = (lt_symlist_t){NULL, NULL};
+	return gvContextPlugins(builtins, 0);
+}
+
+/* Writes len bytes to path through a temporary file in the same folder,
+ * renamed into place; "-" is standard output. */
+static int
+render_write(const char *out, const char *data, size_t len, Diag *d)
+{
+	if (!strcmp(out, "-"))
+		return fwrite(data, 1, len, stdout) == len && fflush(stdout) == 0 ? 0 :
+		       (diag_plain(d, "cannot write the picture to standard output"), 1);
+	size_t n = strlen(out) + 12;
+	char *tmp = malloc(n);
+	mode_t m = umask(0);
+
+	umask(m);
+	snprintf(tmp, n, "%s.tmpXXXXXX", out);
+	int fd = mkstemp(tmp);
+	FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+	int ok = f && fwrite(data, 1, len, f) == len;
+	ok = f && fclose(f) == 0 && ok;
+	ok = ok && chmod(tmp, 0666 & ~m) == 0 && rename(tmp, out) == 0;
+	if (!ok) {
+		diag_plain(d, "cannot write %s: %s", out, strerror(errno));
+		if (fd >= 0)
+			unlink(tmp);
+	}
+	free(tmp);
+	return !ok;
+}
+
+/* Lays out and renders; 0 with *data (freed by gvFreeRenderData). */
+static int
+render_data(GVC_t *gvc, Agraph_t *g, const char *format, char **data, unsigned *len, Diag *d)
+{
+	if (gvLayout(gvc, g, "dot")) {
+		diag_plain(d, "graphviz could not lay the graph out");
+		return 1;
+	}
+	int rc = gvRenderData(gvc, g, format, data, len);
+	gvFreeLayout(gvc, g);
+	if (rc)
+		diag_plain(d, "graphviz cannot render %s here (is its plugin installed?)", format);
+	return rc;
+}
+
+int
+render_dot(const char *dot_text, const char *format, const char *outpath, Diag *d)
+{
+	char *data = NULL;
+	unsigned len = 0;
+	int rc = 1;
+
+	if (strcmp(format, "svg") && strcmp(format, "png")) {
+		diag_plain(d, "cannot render '%s': svg or png", format);
+		return 1;
+	}
+	GVC_t *gvc = render_context();
+	Agraph_t *g = agmemread(dot_text);
+	if (!g)
+		diag_plain(d, "graphviz cannot read the DOT text");
+	else if (!render_data(gvc, g, format, &data, &len, d))
+		rc = render_write(outpath, data, len, d);
+	if (data)
+		gvFreeRenderData(data);
+	if (g)
+		agclose(g);
+	gvFreeContext(gvc);
+	return rc;
+}

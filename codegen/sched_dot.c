@@ -1,0 +1,193 @@
+/* sched_dot.c: the schedule as graphviz DOT (--emit=sched-dot): one
+ * swimlane (cluster) per rank, one row per step, compute boxes labelled
+ * with their slices and dashed message edges from the step that sends to
+ * the step that waits for the data (the paper's Figures 6 and 7).
+ * requires: a lowered schedule that verifies (the messages come from
+ * verify_messages). ensures: deterministic DOT text; at most MAXLANES
+ * ranks drawn, the graph's label says when more exist. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched.h"
+
+enum { MAXLANES = 8 };
+
+typedef struct Dot {
+	FILE *f;
+	Arena *a;
+	const Sched *s;
+	int lanes;   /* ranks drawn */
+	int nranks;  /* the largest group */
+	int row;     /* rows emitted so far */
+} Dot;
+
+static void
+dot_quote(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		if (*s == '\n')
+			fputs("\\n", f);
+		else if (*s == '"' || *s == '\\')
+			fprintf(f, "\\%c", *s);
+		else
+			fputc(*s, f);
+	}
+	fputc('"', f);
+}
+
+/* A node of rank r in the current row. */
+static void
+dot_box(Dot *D, int r, const char *label, const char *style)
+{
+	fprintf(D->f, "  n%d_%d [label=", r, D->row);
+	dot_quote(D->f, label);
+	fprintf(D->f, "%s%s];\n", *style ? ", " : "", style);
+}
+
+/* Closes a row: its nodes on one level. */
+static void
+dot_row_end(Dot *D)
+{
+	fprintf(D->f, "  { rank=same;");
+	for (int r = 0; r < D->lanes; r++)
+		fprintf(D->f, " n%d_%d;", r, D->row);
+	fprintf(D->f, " }\n");
+	D->row++;
+}
+
+static int
+dot_posts_coll(const Phase *ph, int t)
+{
+	for (int k = 0; k < ph->lanes[t].n; k++)
+		if (((Item *)ph->lanes[t].v[k])->kind == IT_COLL)
+			return 1;
+	return 0;
+}
+
+/* Did any item of the step run on rank r? */
+static int
+dot_runs(const Coll *c, const Phase *ph, int r, int i, int t)
+{
+	for (int k = 0; k < ph->lanes[t].n; k++)
+		if (sched_guard(&((Item *)ph->lanes[t].v[k])->g, r, i, c->N))
+			return 1;
+	return 0;
+}
+
+static void
+dot_step(Dot *D, const Coll *c, int p, int i, int t, int step)
+{
+	const Phase *ph = c->phases.v[p];
+
+	for (int r = 0; r < D->lanes; r++) {
+		const char *l = r < c->N ? sched_step_label(D->a, c, r, p, i, t, "\n") : NULL;
+		if (r >= c->N)
+			dot_box(D, r, "", "style=invis");
+		else if (!l)
+			dot_box(D, r, arena_printf(D->a, "step %d: %s", step, dot_runs(c, ph, r, i, t) ?
+			                           "wait" : "idle"), "fillcolor=\"#f2f2f2\", fontcolor=\"#777777\"");
+		else
+			dot_box(D, r, arena_printf(D->a, "step %d\n%s", step, l), dot_posts_coll(ph, t) ?
+			        "fillcolor=\"#fde2c4\"" : "");
+	}
+	dot_row_end(D);
+}
+
+static void
+dot_messages(Dot *D, const Coll *c, int first)
+{
+	VerifyMsg *m;
+	int n;
+
+	if (verify_messages(c, &m, &n))
+		fprintf(D->f, "  // %s does not verify: no messages drawn\n", c->node->out->name);
+	for (int k = 0; k < n; k++)
+		if (m[k].src < D->lanes && m[k].dst < D->lanes)
+			fprintf(D->f, "  n%d_%d -> n%d_%d [style=dashed, color=\"#c0392b\", "
+			        "fontcolor=\"#c0392b\", constraint=false, label=\"%d\"];\n", m[k].src,
+			        first + m[k].sstep, m[k].dst, first + m[k].dstep, m[k].slice);
+	free(m);
+}
+
+static void
+dot_coll(Dot *D, const Coll *c)
+{
+	const char *head = arena_printf(D->a, "%s %s: %s", op_info[c->node->op].name,
+	                                c->node->out->name, sched_kind_str(D->a, &c->how));
+	int step = 0, first;
+
+	for (int r = 0; r < D->lanes; r++)
+		dot_box(D, r, head, "shape=plaintext, style=\"\", fontname=\"Helvetica-Bold\"");
+	dot_row_end(D);
+	first = D->row;
+	for (int p = 0; p < c->phases.n; p++) {
+		const Phase *ph = c->phases.v[p];
+		for (int i = 0; i < ph->nrounds; i++)
+			for (int t = 0; t < ph->nlanes; t++)
+				dot_step(D, c, p, i, t, step++);
+	}
+	dot_messages(D, c, first);
+}
+
+static void
+dot_compute(Dot *D, const Node *n)
+{
+	const char *l = arena_printf(D->a, "%s = %s", n->out->name, graph_node_str(D->a, n));
+
+	for (int r = 0; r < D->lanes; r++)
+		dot_box(D, r, l, "fillcolor=\"#e6f4ea\"");
+	dot_row_end(D);
+}
+
+/* Every rank's lane: its nodes top to bottom, held in order. */
+static void
+dot_lanes(Dot *D)
+{
+	for (int r = 0; r < D->lanes; r++) {
+		fprintf(D->f, "  subgraph cluster_rank%d {\n    label=\"rank %d\"; style=rounded; "
+		        "color=\"#888888\";\n   ", r, r);
+		for (int k = 0; k < D->row; k++)
+			fprintf(D->f, " n%d_%d;", r, k);
+		fprintf(D->f, "\n  }\n");
+		for (int k = 0; k + 1 < D->row; k++)
+			fprintf(D->f, "  n%d_%d -> n%d_%d [style=invis, weight=100];\n", r, k, r, k + 1);
+	}
+}
+
+static int
+dot_nranks(const Sched *s)
+{
+	int n = 1;
+
+	for (int k = 0; k < s->colls.n; k++)
+		if (((Coll *)s->colls.v[k])->N > n)
+			n = ((Coll *)s->colls.v[k])->N;
+	return n;
+}
+
+void
+sched_dot(FILE *f, const Sched *s)
+{
+	Dot D = {.f = f, .a = s->arena, .s = s};
+	const char *more;
+
+	D.nranks = dot_nranks(s);
+	D.lanes = D.nranks < MAXLANES ? D.nranks : MAXLANES;
+	more = D.nranks > D.lanes ? arena_printf(D.a, " (ranks 0..%d of %d shown)", D.lanes - 1,
+	                                         D.nranks) : "";
+	fprintf(f, "digraph schedule {\n  graph [newrank=true, rankdir=TB, labelloc=t, "
+	        "fontname=\"Helvetica\", nodesep=0.25, ranksep=0.3, label=");
+	dot_quote(f, arena_printf(D.a, "%s: schedule on %d ranks%s", s->g->name, D.nranks, more));
+	fprintf(f, "];\n  node [shape=box, style=\"rounded,filled\", fillcolor=\"#e8f0fe\", "
+	        "fontname=\"Helvetica\", fontsize=10];\n  edge [fontname=\"Helvetica\", fontsize=9];\n");
+	for (int k = 0; k < s->stages.n; k++) {
+		const Stage *st = s->stages.v[k];
+		if (st->kind == ST_COLL)
+			dot_coll(&D, st->u.coll);
+		else
+			dot_compute(&D, st->u.node);
+	}
+	dot_lanes(&D);
+	fprintf(f, "}\n");
+}

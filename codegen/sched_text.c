@@ -1,0 +1,487 @@
+/* sched_text.c: the schedule as text (--emit=sched) and the one line per
+ * collective of --explain.
+ * requires: a lowered schedule. ensures: output that depends only on the
+ * schedule (deterministic); after each collective its verify summary
+ * line, from verify_coll. */
+#include <ctype.h>
+#include <string.h>
+
+#include "sched.h"
+
+enum { SHOWRANKS = 2, ORDERRANKS = 8 }; /* ranks listed step by step / by slice order */
+
+/* ---- symbolic expressions ---- */
+
+/* a*r + b*i + c as "r-i-1". */
+static const char *
+tx_affine(Arena *a, int ca, int cb, int cc)
+{
+	char buf[96];
+	int n = 0;
+
+	buf[0] = 0;
+	if (ca)
+		n += snprintf(buf + n, sizeof buf - (size_t)n, "%s%sr", ca < 0 ? "-" : "",
+		              ca == 1 || ca == -1 ? "" : arena_printf(a, "%d*", ca < 0 ? -ca : ca));
+	if (cb)
+		n += snprintf(buf + n, sizeof buf - (size_t)n, "%s%si", cb < 0 ? "-" : n ? "+" : "",
+		              cb == 1 || cb == -1 ? "" : arena_printf(a, "%d*", cb < 0 ? -cb : cb));
+	if (cc || !n)
+		snprintf(buf + n, sizeof buf - (size_t)n, n && cc > 0 ? "+%d" : "%d", cc);
+	return arena_strdup(a, buf);
+}
+
+static const char *
+tx_ix(Arena *a, const Ix *x)
+{
+	if (x->kind == IX_PARTNER)
+		return arena_printf(a, "partner(r,%s)", tx_affine(a, 0, x->b, x->c));
+	const char *e = tx_affine(a, x->a, x->b, x->c);
+	if (!x->n || (!x->a && !x->b) || (x->a == 1 && !x->b && !x->c))
+		return e; /* constants, and r < n */
+	if (!x->a && x->b == 1 && !x->c)
+		return arena_printf(a, "i%%%d", x->n);
+	return arena_printf(a, "(%s)%%%d", e, x->n);
+}
+
+static int
+tx_is_k(const Ix *x, int k)
+{
+	return x->kind == IX_AFFINE && !x->a && !x->b && x->c == k;
+}
+
+/* One slice: hi*per + lo; a whole tensor: "*"; a chunk: "{lo+stride*q}". */
+static const char *
+tx_sel(Arena *a, const Coll *c, const Sel *s)
+{
+	const char *lo = tx_ix(a, &s->lo), *one;
+
+	if (s->cnt == c->nslices && s->stride == 1 && tx_is_k(&s->lo, 0))
+		return "*";
+	if (s->per == 0)
+		one = lo;
+	else if (s->per == 1)
+		one = tx_is_k(&s->lo, 0) ? tx_ix(a, &s->hi) : arena_printf(a, "%s+%s", tx_ix(a, &s->hi), lo);
+	else
+		one = arena_printf(a, "%d*%s%s", s->per, tx_ix(a, &s->hi),
+		                   tx_is_k(&s->lo, 0) ? "" : arena_printf(a, "+%s", lo));
+	if (s->cnt == 1)
+		return one;
+	return arena_printf(a, "{%s+%d*q, q<%d}", one, s->stride, s->cnt);
+}
+
+static const Buf *
+tx_buf(const Coll *c, int b)
+{
+	return c->bufs.v[b];
+}
+
+/* "acc{i%2}" for a rotating set, else the buffer's name. */
+static const char *
+tx_bufname(Arena *a, const Coll *c, const BufRef *r)
+{
+	const char *name = tx_buf(c, r->buf)->name;
+
+	if (tx_is_k(&r->rot, 0))
+		return name;
+	size_t n = strlen(name);
+	while (n > 0 && isdigit((unsigned char)name[n - 1]))
+		n--;
+	return arena_printf(a, "%.*s{%s}", (int)n, name, tx_ix(a, &r->rot));
+}
+
+static const char *
+tx_ref(Arena *a, const Coll *c, const BufRef *r)
+{
+	const char *name = tx_bufname(a, c, r);
+
+	if (tx_buf(c, r->buf)->nparts > 1)
+		return arena_printf(a, "%s[from %s][%s]", name, tx_ix(a, &r->part), tx_sel(a, c, &r->sel));
+	return arena_printf(a, "%s[%s]", name, tx_sel(a, c, &r->sel));
+}
+
+/* ---- items ---- */
+
+/* The call of region node rn on slice s (a string for the slice):
+ * "matmul(h[s], w2)". */
+static const char *
+tx_call(Arena *a, const RNode *rn, const char *s)
+{
+	const Node *n = rn->node;
+	const char *args = "";
+
+	for (int j = 0; j < n->nin; j++) {
+		int tr = n->op == OP_MATMUL && (j ? n->a.mm.tb : n->a.mm.ta);
+		const char *arg = rn->idim[j] >= 0 && strcmp(s, "*") ?
+		                  arena_printf(a, "%s[%s]", n->in[j]->name, s) : n->in[j]->name;
+		args = arena_printf(a, "%s%s%s%s", args, j ? ", " : "", arg, tr ? ".T" : "");
+	}
+	return arena_printf(a, "%s(%s)", op_info[n->op].name, args);
+}
+
+static const char *
+tx_compute(Arena *a, const Coll *c, const Item *it, const char *s, const char *dst)
+{
+	const RNode *rn = c->region.v[it->u.comp.rn];
+	const char *lhs = strcmp(s, "*") ? arena_printf(a, "%s[%s]", rn->node->out->name, s)
+	                                 : rn->node->out->name;
+	const char *call = tx_call(a, rn, s);
+
+	if (it->u.comp.dst.buf == rn->buf)
+		return arena_printf(a, "%s = %s", lhs, call);
+	return arena_printf(a, "%s %s %s (%s)", dst, it->u.comp.beta ? "+=" : "=", call, lhs);
+}
+
+/* What label names: "recv #1", "send #0", "reduce_scatter #0". */
+static const char *
+tx_label(Arena *a, const Coll *c, int label)
+{
+	for (int p = 0; p < c->phases.n; p++) {
+		const Phase *ph = c->phases.v[p];
+		for (int t = 0; t < ph->nlanes; t++)
+			for (int k = 0; k < ph->lanes[t].n; k++) {
+				const Item *it = ph->lanes[t].v[k];
+				if ((it->kind == IT_SEND || it->kind == IT_RECV) && it->u.xfer.label == label)
+					return arena_printf(a, "%s #%d", it->kind == IT_SEND ? "send" : "recv", label);
+				if (it->kind == IT_COLL && it->u.coll.label == label)
+					return arena_printf(a, "%s #%d", op_info[it->u.coll.op].name, label);
+			}
+	}
+	return arena_printf(a, "#%d", label);
+}
+
+static const char *
+tx_item(Arena *a, const Coll *c, const Item *it)
+{
+	switch (it->kind) {
+	case IT_COMPUTE:
+		return arena_printf(a, "compute  %s", tx_compute(a, c, it, tx_sel(a, c, &it->u.comp.sel),
+		                                                 tx_ref(a, c, &it->u.comp.dst)));
+	case IT_ADD:
+		return arena_printf(a, "add      %s += %s", tx_ref(a, c, &it->u.move.dst),
+		                    tx_ref(a, c, &it->u.move.src));
+	case IT_COPY:
+		return arena_printf(a, "copy     %s = %s", tx_ref(a, c, &it->u.move.dst),
+		                    tx_ref(a, c, &it->u.move.src));
+	case IT_ZERO:
+		return arena_printf(a, "zero     %s", tx_ref(a, c, &it->u.move.dst));
+	case IT_SEND:
+	case IT_RECV:
+		return arena_printf(a, "%s     %s %s %s  #%d round %s%s", it->kind == IT_SEND ? "send" : "recv",
+		                    tx_ref(a, c, &it->u.xfer.buf), it->kind == IT_SEND ? "->" : "<-",
+		                    tx_ix(a, &it->u.xfer.peer), it->u.xfer.label,
+		                    tx_ix(a, &it->u.xfer.round), it->u.xfer.tag ?
+		                    arena_printf(a, " tag %d", it->u.xfer.tag) : "");
+	case IT_COLL:
+		return arena_printf(a, "%s %s %s[%s] <- %s  #%d round %s",
+		                    it->u.coll.blocking ? "blocking" : "post    ", op_info[it->u.coll.op].name,
+		                    tx_buf(c, it->u.coll.dst)->name, tx_sel(a, c, &it->u.coll.sel),
+		                    tx_buf(c, it->u.coll.src)->name, it->u.coll.label,
+		                    tx_ix(a, &it->u.coll.round));
+	case IT_WAIT:
+		return arena_printf(a, "wait     %s of round %s", tx_label(a, c, it->u.wait.label),
+		                    tx_ix(a, &it->u.wait.round));
+	}
+	return "";
+}
+
+/* "i>=1", "1<=i<=2", "i=0" and the partner condition; "" for always. */
+static const char *
+tx_guard(Arena *a, const Guard *g, int R)
+{
+	const char *r = "";
+
+	if (g->lo == g->hi && R > 1)
+		r = arena_printf(a, "i=%d", g->lo);
+	else if (g->lo > 0 && g->hi < R - 1)
+		r = arena_printf(a, "%d<=i<=%d", g->lo, g->hi);
+	else if (g->lo > 0)
+		r = arena_printf(a, "i>=%d", g->lo);
+	else if (g->hi < R - 1)
+		r = arena_printf(a, "i<=%d", g->hi);
+	if (g->active)
+		r = arena_printf(a, "%s%sif partner(r,%s)", r, *r ? " " : "", tx_affine(a, 0, 1, g->aoff));
+	return r;
+}
+
+/* ---- concrete steps ---- */
+
+static int
+tx_slice(const Sel *s, int r, int i)
+{
+	return sched_ix(&s->hi, r, i) * s->per + sched_ix(&s->lo, r, i);
+}
+
+/* The slice(s) of sel on rank r in round i, as text: "3", "chunk 1", "". */
+static const char *
+tx_conc(Arena *a, const Coll *c, const Sel *s, int r, int i)
+{
+	if (s->cnt == 1)
+		return arena_printf(a, "%d", tx_slice(s, r, i));
+	if (s->cnt == c->nslices && s->stride == 1)
+		return "*";
+	return arena_printf(a, "chunk %d", tx_slice(s, r, i));
+}
+
+/* What rank r computes and moves in step (phase p, round i, lane t), one
+ * line per compute item and a line of transfers; NULL when nothing runs. */
+const char *
+sched_step_label(Arena *a, const Coll *c, int r, int p, int i, int t, const char *sep)
+{
+	const Phase *ph = c->phases.v[p];
+	const char *out = NULL, *moves = "";
+
+	for (int k = 0; k < ph->lanes[t].n; k++) {
+		const Item *it = ph->lanes[t].v[k];
+		if (!sched_guard(&it->g, r, i, c->N))
+			continue;
+		if (it->kind == IT_COMPUTE) {
+			const RNode *rn = c->region.v[it->u.comp.rn];
+			const char *s = tx_conc(a, c, &it->u.comp.sel, r, i);
+			const char *lhs = strcmp(s, "*") ? arena_printf(a, "%s[%s]", rn->node->out->name, s)
+			                                 : rn->node->out->name;
+			const char *line = arena_printf(a, "%s %s %s", lhs, it->u.comp.beta ? "+=" : "=",
+			                                tx_call(a, rn, s));
+			out = out ? arena_printf(a, "%s%s%s", out, sep, line) : line;
+		} else if (it->kind == IT_SEND || it->kind == IT_RECV) {
+			moves = arena_printf(a, "%s%s%s %s %s %d", moves, *moves ? ", " : "",
+			                     it->kind == IT_SEND ? "send" : "recv",
+			                     tx_conc(a, c, &it->u.xfer.buf.sel, r, i),
+			                     it->kind == IT_SEND ? "to" : "from",
+			                     sched_ix(&it->u.xfer.peer, r, i));
+		} else if (it->kind == IT_COLL) {
+			moves = arena_printf(a, "%s%s%s %s %s", moves, *moves ? ", " : "",
+			                     it->u.coll.blocking ? "blocking" : "post",
+			                     op_info[it->u.coll.op].name, tx_conc(a, c, &it->u.coll.sel, r, i));
+		}
+	}
+	if (*moves)
+		out = out ? arena_printf(a, "%s%s%s", out, sep, moves) : moves;
+	return out;
+}
+
+/* The slices rank r computes, in step order: "0 3 2 1". */
+static const char *
+tx_order(Arena *a, const Coll *c, int r)
+{
+	const char *out = "";
+
+	for (int p = 0; p < c->phases.n; p++) {
+		const Phase *ph = c->phases.v[p];
+		for (int i = 0; i < ph->nrounds; i++)
+			for (int t = 0; t < ph->nlanes; t++)
+				for (int k = 0; k < ph->lanes[t].n; k++) {
+					const Item *it = ph->lanes[t].v[k];
+					if (it->kind != IT_COMPUTE || !sched_guard(&it->g, r, i, c->N))
+						continue;
+					out = arena_printf(a, "%s%s%s", out, *out ? " " : "",
+					                   tx_conc(a, c, &it->u.comp.sel, r, i));
+					break;
+				}
+	}
+	return *out ? out : "(no compute)";
+}
+
+/* ---- the listing ---- */
+
+static const char *
+tx_where(Arena *a, const Sched *s, const Node *n)
+{
+	return arena_printf(a, "%s:%d", s->g->file, n->loc.line);
+}
+
+static void
+tx_region(FILE *f, Arena *a, const Sched *s, const Coll *c)
+{
+	if (!c->region.n) {
+		fprintf(f, "    region: none\n");
+		return;
+	}
+	fprintf(f, "    region:");
+	for (int k = 0; k < c->region.n; k++) {
+		const RNode *rn = c->region.v[k];
+		fprintf(f, "%s %s = %s along %s (%s)", k ? "," : "", rn->node->out->name,
+		        graph_node_str(a, rn->node), value_dim_name(a, rn->node->out, rn->odim),
+		        tx_where(a, s, rn->node));
+	}
+	fputc('\n', f);
+	for (int k = 0; k < c->stops.n; k++) {
+		const Stop *st = c->stops.v[k];
+		fprintf(f, "    stops %s %s = %s (%s): %s\n", st->up ? "after" : "before",
+		        st->node->out->name, op_info[st->node->op].name, tx_where(a, s, st->node), st->why);
+	}
+}
+
+static const char *
+tx_buf_role(const Coll *c, int b)
+{
+	const Buf *bf = c->bufs.v[b];
+
+	if (b == c->bout)
+		return "result";
+	if (b == c->bin)
+		return "input";
+	return bf->kind == BK_TEMP ? "scratch" : bf->xfer ? "moved" : "region";
+}
+
+static void
+tx_bufs(FILE *f, Arena *a, const Coll *c)
+{
+	fprintf(f, "    buffers (elements per rank):\n");
+	for (int b = 0; b < c->bufs.n; b++) {
+		const Buf *bf = c->bufs.v[b];
+		const char *parts = bf->nparts > 1 ? arena_printf(a, " x %d parts along %s", bf->nparts,
+		                                                  value_dim_name(a, bf->v, bf->pdim)) : "";
+		fprintf(f, "      %-14s %-7s %lld = %d%s slice%s%s of %lld\n", bf->name, tx_buf_role(c, b),
+		        (long long)bf->elems, bf->nslots, bf->own ? " own" : "", bf->nslots == 1 ? "" : "s",
+		        parts, (long long)bf->slot_elems);
+	}
+}
+
+static void
+tx_phase(FILE *f, Arena *a, const Coll *c, int p)
+{
+	const Phase *ph = c->phases.v[p];
+
+	fprintf(f, "    phase %d: %s; for i = 0..%d%s\n", p + 1, ph->name, ph->nrounds - 1,
+	        ph->nlanes > 1 ? arena_printf(a, ", lanes t = 0..%d", ph->nlanes - 1) : "");
+	for (int t = 0; t < ph->nlanes; t++) {
+		if (ph->nlanes > 1)
+			fprintf(f, "      lane %d:\n", t);
+		for (int k = 0; k < ph->lanes[t].n; k++) {
+			const Item *it = ph->lanes[t].v[k];
+			fprintf(f, "      %-22s %s\n", tx_guard(a, &it->g, ph->nrounds), tx_item(a, c, it));
+		}
+	}
+}
+
+/* Step by step for the first ranks, then the slice order of more. */
+static void
+tx_ranks(FILE *f, Arena *a, const Coll *c)
+{
+	for (int r = 0; r < c->N && r < SHOWRANKS; r++) {
+		int step = 0;
+		fprintf(f, "    rank %d:\n", r);
+		for (int p = 0; p < c->phases.n; p++) {
+			const Phase *ph = c->phases.v[p];
+			for (int i = 0; i < ph->nrounds; i++)
+				for (int t = 0; t < ph->nlanes; t++, step++) {
+					const char *l = sched_step_label(a, c, r, p, i, t, "; ");
+					if (l)
+						fprintf(f, "      step %d: %s\n", step, l);
+				}
+		}
+	}
+	fprintf(f, "    slices computed, in order:\n");
+	for (int r = 0; r < c->N && r < ORDERRANKS; r++)
+		fprintf(f, "      rank %d: %s\n", r, tx_order(a, c, r));
+	if (c->N > ORDERRANKS)
+		fprintf(f, "      (ranks %d..%d not shown)\n", ORDERRANKS, c->N - 1);
+}
+
+static void
+tx_summary(FILE *f, Arena *a, const Coll *c)
+{
+	VerifyStats st;
+	char err[1024];
+
+	if (verify_coll(c, &st, err, sizeof err)) {
+		fprintf(f, "verify: FAILED collective=%s schedule=%s: %s\n", c->node->out->name,
+		        sched_kind_str(a, &c->how), err);
+		return;
+	}
+	fprintf(f, "verify: ok collective=%s schedule=%s ranks=%d steps=%d exposed=%d tail-free=%s\n",
+	        c->node->out->name, sched_kind_str(a, &c->how), c->N, c->nsteps, st.exposed,
+	        st.tailfree ? "yes" : "no");
+}
+
+static void
+tx_coll(FILE *f, Arena *a, const Sched *s, const Coll *c)
+{
+	const Node *n = c->node;
+
+	fprintf(f, "collective %s = %s  %s\n", n->out->name, graph_node_str(a, n), tx_where(a, s, n));
+	fprintf(f, "    schedule %s%s: %d ranks, %d slices along %s, %d steps\n",
+	        sched_kind_str(a, &c->how), c->note ? arena_printf(a, " (%s)", c->note) : "", c->N,
+	        c->nslices, c->dim >= 0 ? value_dim_name(a, n->in[0], c->dim) : "-", c->nsteps);
+	tx_region(f, a, s, c);
+	tx_bufs(f, a, c);
+	for (int p = 0; p < c->phases.n; p++)
+		tx_phase(f, a, c, p);
+	tx_ranks(f, a, c);
+	tx_summary(f, a, c);
+}
+
+void
+sched_print(FILE *f, const Sched *s)
+{
+	Arena *a = s->arena;
+
+	fprintf(f, "schedule %s (%s): %d stages, %d collectives\n", s->g->name, s->g->file,
+	        s->stages.n, s->colls.n);
+	for (int k = 0; k < s->stages.n; k++) {
+		const Stage *st = s->stages.v[k];
+		fprintf(f, "[%d] ", k + 1);
+		if (st->kind == ST_COLL) {
+			tx_coll(f, a, s, st->u.coll);
+			continue;
+		}
+		fprintf(f, "compute %s = %s  %s\n", st->u.node->out->name, graph_node_str(a, st->u.node),
+		        tx_where(a, s, st->u.node));
+	}
+}
+
+/* ---- --explain ---- */
+
+static const char *
+tx_region_list(Arena *a, const Sched *s, const Coll *c)
+{
+	const char *out = "";
+
+	for (int k = 0; k < c->region.n; k++) {
+		const RNode *rn = c->region.v[k];
+		out = arena_printf(a, "%s%s%s=%s (%s)", out, k ? ", " : "", rn->node->out->name,
+		                   op_info[rn->node->op].name, tx_where(a, s, rn->node));
+	}
+	return out;
+}
+
+static const char *
+tx_why_none(Arena *a, const Coll *c)
+{
+	const Node *n = c->node;
+	const Value *in = n->in[0];
+
+	if (n->op != OP_ALL_GATHER && op_info[in->def->op].cls == CL_LEAF)
+		return arena_printf(a, ": %s is an input, nothing computes it here", in->name);
+	if (n->op == OP_ALL_GATHER && !n->out->uses.n)
+		return arena_printf(a, ": nothing reads %s", n->out->name);
+	return "";
+}
+
+void
+sched_explain(FILE *f, const Sched *s)
+{
+	Arena *a = s->arena;
+
+	for (int k = 0; k < s->colls.n; k++) {
+		const Coll *c = s->colls.v[k];
+		const Node *n = c->node;
+		const char *asked = sched_kind_str(a, &c->want), *how = sched_kind_str(a, &c->how);
+		fprintf(f, "%s: %s %s: %s%s", tx_where(a, s, n), op_info[n->op].name, n->out->name, how,
+		        strcmp(asked, how) ? arena_printf(a, " (asked %s)", asked) : "");
+		if (c->region.n)
+			fprintf(f, " region [%s]", tx_region_list(a, s, c));
+		else
+			fprintf(f, " no region to hide the transfers under%s", tx_why_none(a, c));
+		for (int j = 0; j < c->stops.n; j++) {
+			const Stop *st = c->stops.v[j];
+			fprintf(f, "%s stops %s %s=%s (%s): %s", j ? ";" : "", st->up ? "after" : "before",
+			        st->node->out->name, op_info[st->node->op].name, tx_where(a, s, st->node),
+			        st->why);
+		}
+		if (c->note)
+			fprintf(f, "; %s", c->note);
+		fputc('\n', f);
+	}
+}
