@@ -13,7 +13,8 @@
 
 enum {
 	MAXREPEAT = 10000, /* most layers one repeat() may stack */
-	MAXSLICES = 1 << 20 /* largest slice(k) or m = K */
+	MAXSLICES = 1 << 20, /* largest slice(k) or m = K */
+	MAXDEPTH = 1000      /* deepest expression (and layer) nesting: the stack */
 };
 
 typedef enum SymKind { SY_SIZE, SY_GROUP, SY_VALUE } SymKind;
@@ -67,6 +68,8 @@ typedef struct Sema {
 	Vec binds;     /* of Bind* */
 	int forcing;   /* checking --schedule: its locations are not ours */
 	int nerr0;     /* errors before sema */
+	int depth;     /* nesting of expr and eval */
+	int deep;      /* told that this statement nests too deep */
 } Sema;
 
 /* An op application being checked. */
@@ -152,6 +155,13 @@ text(Sema *S, const Expr *e)
 	if ((size_t)l.ecol > len || !balanced(p + l.col - 1, n))
 		return expr_print(S, e);
 	return arena_strndup(S->a, p + l.col - 1, n);
+}
+
+/* A tensor for messages: its name, or the text of its expression. */
+static const char *
+desc(Sema *S, const char *name, const Expr *e)
+{
+	return name ? name : text(S, e);
 }
 
 static const char *
@@ -451,9 +461,36 @@ eval_name(Sema *S, Scope *sc, const Expr *e, int64_t *out)
 	return 1;
 }
 
+/* Told once per statement: every operand at the limit is too deep. */
+static int
+too_deep(Sema *S, const Expr *e)
+{
+	if (S->depth == 0)
+		S->deep = 0;
+	if (S->depth < MAXDEPTH)
+		return 0;
+	if (!S->deep)
+		diag_error(S->d, e->loc, "expression nested more than %d deep", MAXDEPTH);
+	S->deep = 1;
+	return 1;
+}
+
+static int eval_at(Sema *S, Scope *sc, const Expr *e, int64_t *out);
+
 /* Evaluates a size expression with int64 and overflow checks. */
 static int
 eval(Sema *S, Scope *sc, const Expr *e, int64_t *out)
+{
+	if (too_deep(S, e))
+		return 0;
+	S->depth++;
+	int ok = eval_at(S, sc, e, out);
+	S->depth--;
+	return ok;
+}
+
+static int
+eval_at(Sema *S, Scope *sc, const Expr *e, int64_t *out)
 {
 	switch (e->kind) {
 	case E_INT:
@@ -595,32 +632,33 @@ proto(Sema *S, const Value *like)
 
 /* Every per-rank buffer is passed to MPI with an int count. */
 static int
-count_fits(Sema *S, const Value *v, Loc loc, const char *what)
+count_fits(Sema *S, const Value *v, Loc loc, const char *name, const Expr *e)
 {
 	int64_t n = 1;
 
 	for (int d = 0; d < v->ndim; d++) {
 		if (__builtin_mul_overflow(n, value_rank_extent(v, d), &n)) {
 			diag_error(S->d, loc, "%s has more than %d elements per rank, more "
-			           "than an MPI int count can hold", what, INT_MAX);
+			           "than an MPI int count can hold", desc(S, name, e), INT_MAX);
 			return 0;
 		}
 	}
 	if (n > INT_MAX) {
 		diag_error(S->d, loc, "%s has %lld elements per rank, more than an MPI "
-		           "int count can hold (%d)", what, (long long)n, INT_MAX);
+		           "int count can hold (%d)", desc(S, name, e), (long long)n, INT_MAX);
 		return 0;
 	}
 	return 1;
 }
 
-/* Adds node n defining v to the graph; NULL when v is too large. */
+/* Adds node n defining v (named name, or computed by e) to the graph;
+ * NULL when v is too large. */
 static Value *
-commit(Sema *S, Node *n, Value *v, const char *what)
+commit(Sema *S, Node *n, Value *v, const char *name, const Expr *e)
 {
 	Graph *g = S->g;
 
-	if (!count_fits(S, v, n->loc, what))
+	if (!count_fits(S, v, n->loc, name, e))
 		return NULL;
 	v->id = g->values.n;
 	vec_push(S->a, &g->values, v);
@@ -633,9 +671,10 @@ commit(Sema *S, Node *n, Value *v, const char *what)
 	return v;
 }
 
-/* Dimension e of v (of the text what): a unique label or a position. */
+/* Dimension e of v (named name, or the value of expression x): a unique
+ * label or a position. */
 static int
-find_dim(Sema *S, const Value *v, const Expr *e, const char *what)
+find_dim(Sema *S, const Value *v, const Expr *e, const char *name, const Expr *x)
 {
 	if (e->kind == E_NAME) {
 		int d = -1, n = 0;
@@ -646,32 +685,33 @@ find_dim(Sema *S, const Value *v, const Expr *e, const char *what)
 				n++;
 			}
 		if (n == 0)
-			diag_error(S->d, e->loc, "%s has no dimension named '%s'", what, e->u.name);
+			diag_error(S->d, e->loc, "%s has no dimension named '%s'", desc(S, name, x), e->u.name);
 		else if (n > 1)
 			diag_error(S->d, e->loc, "label '%s' names %d dimensions of %s: give "
-			           "the position", e->u.name, n, what);
+			           "the position", e->u.name, n, desc(S, name, x));
 		return n == 1 ? d : -1;
 	}
 	if (e->kind == E_INT && e->u.ival >= 0 && e->u.ival < v->ndim)
 		return (int)e->u.ival;
 	if (e->kind == E_INT)
 		diag_error(S->d, e->loc, "%s has %d dimension%s: %lld is not a position "
-		           "from 0 to %d", what, v->ndim, v->ndim == 1 ? "" : "s",
+		           "from 0 to %d", desc(S, name, x), v->ndim, v->ndim == 1 ? "" : "s",
 		           (long long)e->u.ival, v->ndim - 1);
 	else
 		diag_error(S->d, e->loc, "expected a dimension of %s: a label such as "
-		           "'S' or a position from 0", what);
+		           "'S' or a position from 0", desc(S, name, x));
 	return -1;
 }
 
-/* Does dim d of v divide over g? Reports where e points when not. */
+/* Does dim d of v (named name, or computed by x) divide over g? */
 static int
-divides(Sema *S, const Value *v, int d, const Group *g, Loc loc, const char *what)
+divides(Sema *S, const Value *v, int d, const Group *g, Loc loc, const char *name,
+        const Expr *x)
 {
 	if (v->shape[d] % g->size == 0)
 		return 1;
 	diag_error(S->d, loc, "dimension %s of %s (%lld) does not divide evenly over "
-	           "group %s (%d)", value_dim_name(S->a, v, d), what,
+	           "group %s (%d)", value_dim_name(S->a, v, d), desc(S, name, x),
 	           (long long)v->shape[d], g->name, g->size);
 	return 0;
 }
@@ -715,7 +755,7 @@ tensor_split(Sema *S, Scope *sc, const Stmt *st, Value *v)
 	if (!sd)
 		return 1;
 	Sym *gs = lookup(sc, gname);
-	int d = find_dim(S, v, sd, name);
+	int d = find_dim(S, v, sd, name, NULL);
 	if (!gs)
 		unknown(S, sc, st->u.tensor.gloc, gname);
 	else if (gs->kind != SY_GROUP)
@@ -723,7 +763,7 @@ tensor_split(Sema *S, Scope *sc, const Stmt *st, Value *v)
 		           kind_noun(gs->kind));
 	if (d < 0 || !gs || gs->kind != SY_GROUP || gs->bad)
 		return 0;
-	if (!divides(S, v, d, gs->u.group, sd->loc, name))
+	if (!divides(S, v, d, gs->u.group, sd->loc, name, NULL))
 		return 0;
 	v->dist = (Dist){DI_SPLIT, d, gs->u.group};
 	return 1;
@@ -744,7 +784,7 @@ def_tensor(Sema *S, Scope *sc, const Stmt *st)
 	ok = ok && tensor_shape(S, sc, st, v);
 	ok = ok && tensor_split(S, sc, st, v);
 	Node *n = node_new(S, sc, role == R_IN ? OP_INPUT : OP_WEIGHT, st->u.tensor.nloc);
-	ok = ok && commit(S, n, v, name);
+	ok = ok && commit(S, n, v, name, NULL);
 	Sym *s = define(S, sc, name, st->u.tensor.nloc, SY_VALUE);
 	s->bad = !ok;
 	s->u.val = v;
@@ -894,9 +934,7 @@ infer_matmul(Sema *S, Call *c, Node *n)
 static int
 ew_dist(Sema *S, const Call *c, OpKind op, Dist a, Dist b, Dist *r)
 {
-	const char *verb = op == OP_ADD ? "add" : "multiply";
-	const char *x = text(S, c->arg[0]), *y = text(S, c->arg[1]);
-	const char *dx = dist_str(S->a, c->v[0]), *dy = dist_str(S->a, c->v[1]);
+	const char *verb = op == OP_ADD ? "add" : "multiply", *x, *y, *dx, *dy;
 
 	if (dist_eq(a, b) && !(a.kind == DI_PARTIAL && op == OP_MUL)) {
 		*r = a;
@@ -911,6 +949,8 @@ ew_dist(Sema *S, const Call *c, OpKind op, Dist a, Dist b, Dist *r)
 		*r = a.kind == DI_PARTIAL ? a : b;
 		return 1;
 	}
+	x = text(S, c->arg[0]), y = text(S, c->arg[1]);
+	dx = dist_str(S->a, c->v[0]), dy = dist_str(S->a, c->v[1]);
 	if (a.kind == DI_PARTIAL && b.kind == DI_PARTIAL && op == OP_MUL)
 		diag_error(S->d, c->e->loc, "cannot multiply %s (%s) by %s (%s): a product "
 		           "of partial sums is no partial sum; reduce one first", x, dx, y, dy);
@@ -1196,8 +1236,7 @@ static Value *
 infer_scan(Sema *S, Call *c, Node *n)
 {
 	const Value *x = c->v[0];
-	const char *xs = text(S, c->arg[0]);
-	int d = find_dim(S, x, c->arg[1], xs);
+	int d = find_dim(S, x, c->arg[1], NULL, c->arg[0]);
 
 	n->a.scan.decay = 0.5;
 	if (c->nargs == 3 && !number(c->arg[2], &n->a.scan.decay)) {
@@ -1210,7 +1249,7 @@ infer_scan(Sema *S, Call *c, Node *n)
 	if (x->dist.kind == DI_SPLIT && x->dist.dim == d) {
 		diag_error(S->d, c->arg[0]->loc, "scan along %s needs the whole sequence, "
 		           "but %s is %s: all_gather it first", value_dim_name(S->a, x, d),
-		           xs, dist_desc(S, x));
+		           text(S, c->arg[0]), dist_desc(S, x));
 		return NULL;
 	}
 	n->a.scan.dim = d;
@@ -1223,13 +1262,12 @@ static Value *
 infer_all_gather(Sema *S, Call *c, Node *n)
 {
 	const Value *x = c->v[0];
-	const char *xs = text(S, c->arg[0]);
-	int d = find_dim(S, x, c->arg[1], xs);
+	int d = find_dim(S, x, c->arg[1], NULL, c->arg[0]);
 
 	if (d < 0)
 		return NULL;
 	if (x->dist.kind != DI_SPLIT || x->dist.dim != d) {
-		const char *dn = value_dim_name(S->a, x, d);
+		const char *dn = value_dim_name(S->a, x, d), *xs = text(S, c->arg[0]);
 		diag_error(S->d, x->dist.kind == DI_SPLIT ? c->arg[1]->loc : c->arg[0]->loc,
 		           "all_gather along %s needs %s split along %s, but %s is %s%s",
 		           dn, xs, dn, xs, dist_desc(S, x), x->dist.kind == DI_PARTIAL ?
@@ -1257,11 +1295,10 @@ static Value *
 infer_reduce_scatter(Sema *S, Call *c, Node *n)
 {
 	const Value *x = c->v[0];
-	const char *xs = text(S, c->arg[0]);
-	int d = find_dim(S, x, c->arg[1], xs);
+	int d = find_dim(S, x, c->arg[1], NULL, c->arg[0]);
 	Group *g = x->dist.group;
 
-	if (d < 0 || !need_partial(S, c) || !divides(S, x, d, g, c->arg[1]->loc, xs))
+	if (d < 0 || !need_partial(S, c) || !divides(S, x, d, g, c->arg[1]->loc, NULL, c->arg[0]))
 		return NULL;
 	Value *r = proto(S, x);
 	r->dist = (Dist){DI_SPLIT, d, g};
@@ -1285,8 +1322,8 @@ static Value *
 infer_all_to_all(Sema *S, Call *c, Node *n)
 {
 	const Value *x = c->v[0];
-	const char *xs = text(S, c->arg[0]);
-	int d1 = find_dim(S, x, c->arg[1], xs), d2 = find_dim(S, x, c->arg[2], xs);
+	int d1 = find_dim(S, x, c->arg[1], NULL, c->arg[0]);
+	int d2 = find_dim(S, x, c->arg[2], NULL, c->arg[0]);
 
 	if (d1 < 0 || d2 < 0)
 		return NULL;
@@ -1295,13 +1332,13 @@ infer_all_to_all(Sema *S, Call *c, Node *n)
 		return NULL;
 	}
 	if (x->dist.kind != DI_SPLIT || x->dist.dim != d1) {
-		const char *dn = value_dim_name(S->a, x, d1);
+		const char *dn = value_dim_name(S->a, x, d1), *xs = text(S, c->arg[0]);
 		diag_error(S->d, x->dist.kind == DI_SPLIT ? c->arg[1]->loc : c->arg[0]->loc,
 		           "all_to_all from %s needs %s split along %s, but %s is %s",
 		           dn, xs, dn, xs, dist_desc(S, x));
 		return NULL;
 	}
-	if (!divides(S, x, d2, x->dist.group, c->arg[2]->loc, xs))
+	if (!divides(S, x, d2, x->dist.group, c->arg[2]->loc, NULL, c->arg[0]))
 		return NULL;
 	Value *r = proto(S, x);
 	r->dist.dim = d2;
@@ -1421,7 +1458,7 @@ apply(Sema *S, Scope *sc, const Expr *e, OpKind op, const char *fn,
 	if (!r)
 		return NULL;
 	r->loc = e->loc;
-	return commit(S, n, r, text(S, e));
+	return commit(S, n, r, NULL, e);
 }
 
 static void
@@ -1636,7 +1673,7 @@ expr_name(Sema *S, Scope *sc, const Expr *e)
 
 /* A tensor expression; NULL after errors (reported). */
 static Value *
-expr(Sema *S, Scope *sc, const Expr *e)
+expr_at(Sema *S, Scope *sc, const Expr *e)
 {
 	double f;
 
@@ -1664,6 +1701,17 @@ expr(Sema *S, Scope *sc, const Expr *e)
 		           e->u.kw.name);
 		return NULL;
 	}
+}
+
+static Value *
+expr(Sema *S, Scope *sc, const Expr *e)
+{
+	if (too_deep(S, e))
+		return NULL;
+	S->depth++;
+	Value *v = expr_at(S, sc, e);
+	S->depth--;
+	return v;
 }
 
 /* ---- statements ---- */

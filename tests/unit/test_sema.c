@@ -189,6 +189,25 @@ test_size_errors(void)
 	             "dimension 1 of x must be positive, but S - S is 0");
 }
 
+/* Deep expressions are refused before they exhaust the stack. */
+static void
+test_depth(void)
+{
+	enum { N = 5000 };
+	ShRun r;
+	char *text = malloc(N * 4 + 200), *p = text;
+
+	p += sprintf(p, "model m {\n  in x : [4];\n  y = x");
+	for (int i = 1; i < N; i++)
+		p += sprintf(p, " + x");
+	sprintf(p, ";\n  out y;\n}\n");
+	CU_ASSERT_PTR_NULL(sh_build(&r, text, NULL));
+	CU_ASSERT_STRING_EQUAL(first_msg(&r), "expression nested more than 1000 deep");
+	CU_ASSERT_EQUAL(r.d.nerr, 1);
+	sh_done(&r);
+	free(text);
+}
+
 /* The whole text of one diagnostic: location, source line and caret. */
 static void
 test_size_caret(void)
@@ -844,6 +863,7 @@ test_sema_register(void)
 	CU_add_test(s, "size precedence", test_size_precedence);
 	CU_add_test(s, "size errors", test_size_errors);
 	CU_add_test(s, "size caret", test_size_caret);
+	CU_add_test(s, "expression depth", test_depth);
 	CU_add_test(s, "defines", test_defines);
 	CU_add_test(s, "tensor declarations", test_tensor_decls);
 	CU_add_test(s, "tensor errors", test_tensor_errors);
