@@ -313,6 +313,8 @@ cg_views(Cg *c, int (*alias)(const Cg *, const Value *))
 		int computed = v->def && op_info[v->def->op].cls != CL_LEAF && !alias(c, v);
 		if (!v->uses.n && !computed && v->role != R_OUT)
 			continue; /* never read nor written here */
+		if (c->used && !c->used[i])
+			continue;
 		if (alias(c, v)) {
 			emit(&c->e, "cfrt_view %s = %s;\n", c->cname[i],
 			     c->cname[v->def->in[0]->id]);
@@ -321,4 +323,29 @@ cg_views(Cg *c, int (*alias)(const Cg *, const Value *))
 		emit(&c->e, "cfrt_view %s = cfrt_view_contig(%s, %s, %d, (int64_t[])%s);\n",
 		     c->cname[i], storage(c, v), cg_dtype(v->dtype), v->ndim, cg_dims(c, v));
 	}
+}
+
+/* Comments are skipped: a tensor named only in a comment is not used. */
+int
+cg_mentions(const char *text, const char *name)
+{
+	size_t n = strlen(name);
+
+	for (const char *p = text; *p; p++) {
+		if (p[0] == '/' && p[1] == '*') {
+			const char *e = strstr(p + 2, "*/");
+			if (!e)
+				return 0;
+			p = e + 1;
+			continue;
+		}
+		if (strncmp(p, name, n))
+			continue;
+		int before = p > text && (isalnum((unsigned char)p[-1]) || p[-1] == '_' ||
+		                          p[-1] == '.' || (p > text + 1 && p[-1] == '>' && p[-2] == '-'));
+		int after = isalnum((unsigned char)p[n]) || p[n] == '_';
+		if (!before && !after)
+			return 1;
+	}
+	return 0;
 }

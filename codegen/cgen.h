@@ -15,6 +15,7 @@ typedef struct Cg {
 	int64_t *off;        /* workspace offset of each value (-1: none) */
 	int64_t wsbytes;     /* workspace size */
 	int whole;           /* serial reference: every tensor whole */
+	char *used;          /* by value id: declare a view (NULL: all) */
 } Cg;
 
 enum { CG_ALIGN = 256 }; /* workspace alignment of every tensor, bytes */
@@ -42,9 +43,14 @@ void cg_layout(Cg *c, int (*alias)(const Cg *, const Value *));
 /* Declares the view local of every value. */
 void cg_views(Cg *c, int (*alias)(const Cg *, const Value *));
 
+/* Whether C text mentions identifier name as a token. */
+int cg_mentions(const char *text, const char *name);
+
 /* The entry points, one per --emit kind. */
 void cg_header(FILE *f, Arena *a, const Graph *g);
 void cg_reference(FILE *f, Arena *a, const Graph *g, const char *src, int lines);
 void cg_driver(FILE *f, Arena *a, const Graph *g);
+struct Sched;
+void cg_parallel(FILE *f, Arena *a, const struct Sched *s, const char *src, int lines);
 
 #endif

@@ -10,6 +10,7 @@
 
 #include "cf.h"
 #include "cgen.h"
+#include "sched.h"
 
 enum { EX_INPUT = 1, EX_USAGE = 2, EX_INTERNAL = 70 };
 
@@ -19,15 +20,17 @@ typedef struct Comp {
 	Src src;
 	Program *prog;
 	Graph *graph;
+	Sched *sched;
 	int lines;  /* #line directives in generated C */
 } Comp;
 
 typedef struct Emit {
 	const char *name; /* --emit=NAME */
 	const char *ext;  /* file name after the model's inside -o DIR */
-	int stage;        /* 0: AST, 1: graph */
 	void (*fn)(FILE *f, Comp *c);
 	const char *help;
+	const char *render; /* "svg" or "png": fn writes DOT, libgvc renders */
+	const char *beside; /* a kind written next to this one, or NULL */
 } Emit;
 
 static void emit_ast(FILE *f, Comp *c) { ast_dump(f, c->prog); }
@@ -42,13 +45,28 @@ emit_ref(FILE *f, Comp *c)
 	cg_reference(f, c->arena, c->graph, c->src.name, c->lines);
 }
 
+static void emit_sched(FILE *f, Comp *c) { sched_print(f, c->sched); }
+static void emit_sched_dot(FILE *f, Comp *c) { sched_dot(f, c->sched); }
+
+static void
+emit_c(FILE *f, Comp *c)
+{
+	cg_parallel(f, c->arena, c->sched, c->src.name, c->lines);
+}
+
 static const Emit emits[] = {
-	{"ast", ".ast", 0, emit_ast, "the syntax tree"},
-	{"graph", ".graph", 1, emit_graph, "the dependency graph: shapes, splits, locality"},
-	{"dot", ".dot", 1, emit_dot, "the dependency graph as graphviz DOT"},
-	{"h", ".h", 1, emit_h, "the C header of the model"},
-	{"ref", "_ref.c", 1, emit_ref, "C of the serial reference"},
-	{"driver", "_main.c", 1, emit_driver, "C main: fill, run, time, check"},
+	{"ast", ".ast", emit_ast, "the syntax tree", NULL, NULL},
+	{"graph", ".graph", emit_graph, "the dependency graph: shapes, splits, locality", NULL, NULL},
+	{"dot", ".dot", emit_dot, "the dependency graph as graphviz DOT", NULL, NULL},
+	{"graph-svg", ".graph.svg", emit_dot, "the dependency graph drawn as SVG", "svg", NULL},
+	{"sched", ".sched", emit_sched, "the verified schedule, rank by rank and step by step", NULL, NULL},
+	{"sched-dot", ".sched.dot", emit_sched_dot, "the schedule as swimlanes in DOT", NULL, NULL},
+	{"svg", ".svg", emit_sched_dot, "the schedule drawn as SVG", "svg", NULL},
+	{"png", ".png", emit_sched_dot, "the schedule drawn as PNG", "png", NULL},
+	{"c", ".c", emit_c, "C of the parallel forward pass (and its header)", NULL, "h"},
+	{"ref", "_ref.c", emit_ref, "C of the serial reference", NULL, NULL},
+	{"h", ".h", emit_h, "the C header of the model", NULL, NULL},
+	{"driver", "_main.c", emit_driver, "C main: fill, run, time, check", NULL, NULL},
 };
 enum { NEMIT = sizeof emits / sizeof emits[0] };
 
@@ -60,6 +78,7 @@ typedef struct Cli {
 	Options opt;
 	const char *force;    /* --schedule */
 	int noline;           /* --no-line */
+	int explain;          /* --explain */
 } Cli;
 
 static void
@@ -76,10 +95,12 @@ usage(FILE *f)
 		fprintf(f, "                     %-10s %s\n", emits[i].name, emits[i].help);
 	fputs("  --schedule=CHOICE  use CHOICE for every collective, e.g.\n"
 	      "                   vanilla, slice(4), fuse(bidir, m = 2)\n"
+	      "  --explain        say, for every collective, which schedule was applied,\n"
+	      "                   what compute it was fused with, and why not more\n"
 	      "  --no-line        no #line directives in generated C\n"
 	      "  --version        print the version and exit\n"
 	      "  --help           print this help and exit\n\n"
-	      "Without --emit, cfc only checks the spec.\n"
+	      "Without --emit, cfc checks the spec and proves its schedules.\n"
 	      "exit status: 0 ok, 1 errors in the input, 2 usage error, "
 	      "70 internal error\n", f);
 }
@@ -156,6 +177,8 @@ parse_args(Cli *cl, int argc, char **argv)
 			rc = parse_define(cl, a + 2);
 		} else if (!strncmp(a, "--emit=", 7)) {
 			rc = parse_emit(cl, a + 7);
+		} else if (!strcmp(a, "--explain")) {
+			cl->explain = 1;
 		} else if (!strcmp(a, "--no-line")) {
 			cl->noline = 1;
 		} else if (!strncmp(a, "--schedule=", 11)) {
@@ -233,6 +256,11 @@ write_output(Comp *c, const Emit *e, const char *path)
 		die("open_memstream failed");
 	e->fn(m, c);
 	fclose(m);
+	if (e->render) {
+		int rc = render_dot(buf, e->render, path, &c->diag);
+		free(buf);
+		return rc == 0;
+	}
 	if (!strcmp(path, "-")) {
 		fwrite(buf, 1, len, stdout);
 		free(buf);
@@ -254,6 +282,28 @@ write_output(Comp *c, const Emit *e, const char *path)
 }
 
 static int
+emit_index(const char *name)
+{
+	for (int i = 0; i < NEMIT; i++)
+		if (!strcmp(emits[i].name, name))
+			return i;
+	die("no emit kind %s", name);
+}
+
+/* The path of a kind written next to another: mlp.c -> mlp.h. */
+static const char *
+beside_path(Comp *c, const char *path, const Emit *e, const Emit *b)
+{
+	size_t n = strlen(path), el = strlen(e->ext);
+
+	if (!strcmp(path, "-"))
+		return "-";
+	if (n >= el && !strcmp(path + n - el, e->ext))
+		n -= el;
+	return arena_printf(c->arena, "%.*s%s", (int)n, path, b->ext);
+}
+
+static int
 write_outputs(Comp *c, Cli *cl)
 {
 	int ok = 1;
@@ -270,6 +320,9 @@ write_outputs(Comp *c, Cli *cl)
 			path = arena_printf(c->arena, "%s/%s%s", cl->out, c->graph ?
 			                    c->graph->name : "out", emits[i].ext);
 		ok = write_output(c, &emits[i], path);
+		int b = emits[i].beside ? emit_index(emits[i].beside) : -1;
+		if (ok && b >= 0 && !cl->want[b])
+			ok = write_output(c, &emits[b], beside_path(c, path, &emits[i], &emits[b]));
 	}
 	return ok;
 }
@@ -278,11 +331,6 @@ write_outputs(Comp *c, Cli *cl)
 static int
 compile(Comp *c, Cli *cl)
 {
-	int need = 0;
-
-	for (int i = 0; i < NEMIT; i++)
-		if (cl->want[i] && emits[i].stage > need)
-			need = emits[i].stage;
 	if (cl->force) {
 		Src fs = {"--schedule", cl->force, strlen(cl->force)};
 		Diag fd;
@@ -292,10 +340,14 @@ compile(Comp *c, Cli *cl)
 	}
 	if (!(c->prog = parse_program(c->arena, &c->diag, &c->src)))
 		return EX_INPUT;
-	if (need >= 1 || cl->nwant == 0) {
-		if (!(c->graph = sema_build(c->arena, &c->diag, c->prog, &cl->opt)))
-			return EX_INPUT;
-	}
+	if (!(c->graph = sema_build(c->arena, &c->diag, c->prog, &cl->opt)))
+		return EX_INPUT;
+	if (!(c->sched = lower_graph(c->graph, &c->diag)))
+		return EX_INPUT;
+	if (verify_sched(c->sched, &c->diag))
+		return EX_INTERNAL;
+	if (cl->explain)
+		sched_explain(stderr, c->sched);
 	return write_outputs(c, cl) ? 0 : EX_INPUT;
 }
 

@@ -1,0 +1,62 @@
+#!/bin/sh
+# End to end: every example x every schedule kind x N in {1, 2, 3, 4}:
+# compile with cfc, link against libcfrt, run under mpirun, and check that
+# the parallel output equals the serial reference (max relative error
+# <= 1e-5 for f32) and that two runs give bitwise-identical output.
+# For N = 3 the sizes are changed with -D so that they divide.
+. tests/lib.sh
+out=$B/tests/e2e
+rm -rf "$out"
+mkdir -p "$out"
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
+MPIRUN="mpirun --allow-run-as-root --oversubscribe --timeout 120"
+
+sizes3() { # the -D options that make example $1 divide by 3
+	case $1 in
+	mlp) echo "-D S=96 -D D=48" ;;
+	attention|transformer) echo "-D S=96 -D D=48 -D H=6" ;;
+	ulysses) echo "-D S=96 -D D=48 -D H=6" ;;
+	mamba) echo "-D S=96 -D D=24" ;;
+	zero_dp) echo "-D T=96 -D D=48" ;;
+	esac
+}
+
+group() { sed -n 's/^ *group \([a-z_]*\) *=.*/\1/p' "examples/$1.cf" | head -n 1; }
+
+for f in examples/*.cf; do
+	ex=$(basename "$f" .cf)
+	g=$(group "$ex")
+	for n in 1 2 3 4; do
+		extra="-D $g=$n"
+		[ $n -eq 3 ] && extra="$extra $(sizes3 "$ex")"
+		for s in spec vanilla "slice(2)" "fuse(ring)" "fuse(bidir)" "fuse(pairwise)" "fuse(ring, m = 2)"; do
+			t=$(echo "$s" | tr -d ' ' | tr '(),=' '___-' | sed 's/_*$//')
+			name="e2e: $ex $s N=$n"
+			dir=$out/$ex-$t-$n
+			if [ "$s" = spec ]; then set -- $extra; else set -- $extra "--schedule=$s"; fi
+			if ! sh scripts/build-model.sh "$B" "$dir" "$f" "$@" >"$dir.log" 2>&1; then
+				fail "$name (build)"
+				tail -n 20 "$dir.log"
+				continue
+			fi
+			ok=1
+			for k in 1 2; do
+				if ! $MPIRUN -n $n "$dir/run" --check --iters 1 --warmup 0 >"$dir.run$k" 2>&1; then
+					ok=0
+					tail -n 20 "$dir.run$k"
+				fi
+			done
+			[ $ok = 1 ] || { fail "$name (run)"; continue; }
+			err=$(sed -n 's/.*max_rel_err=\([^ ]*\).*/\1/p' "$dir.run1")
+			s1=$(sed -n 's/.*checksum=\([^ ]*\).*/\1/p' "$dir.run1")
+			s2=$(sed -n 's/.*checksum=\([^ ]*\).*/\1/p' "$dir.run2")
+			if ! awk -v e="$err" 'BEGIN { exit !(e != "" && e <= 1e-5) }'; then
+				fail "$name (max_rel_err $err)"
+			elif [ -z "$s1" ] || [ "$s1" != "$s2" ]; then
+				fail "$name (runs differ: $s1 $s2)"
+			else
+				pass "$name"
+			fi
+		done
+	done
+done
