@@ -103,19 +103,31 @@ node_extra(Arena *a, const Node *n)
 	}
 }
 
-const char *
-graph_node_str(Arena *a, const Node *n)
+/* n as a call; input names inside n's own layer instance lose its prefix
+ * when rel is set ("xa" for "block0.attn0.xa" in block0.attn0). */
+static const char *
+node_str(Arena *a, const Node *n, int rel)
 {
+	size_t k = rel && n->layer ? strlen(n->layer) : 0;
 	const char *s;
 
 	if (op_info[n->op].cls == CL_LEAF)
 		return op_info[n->op].name;
 	s = arena_printf(a, "%s(", op_info[n->op].name);
 	for (int i = 0; i < n->nin; i++) {
+		const char *name = n->in[i]->name;
 		int t = n->op == OP_MATMUL && (i ? n->a.mm.tb : n->a.mm.ta);
-		s = arena_printf(a, "%s%s%s%s", s, i ? ", " : "", n->in[i]->name, t ? ".T" : "");
+		if (k && strncmp(name, n->layer, k) == 0 && name[k] == '.')
+			name += k + 1;
+		s = arena_printf(a, "%s%s%s%s", s, i ? ", " : "", name, t ? ".T" : "");
 	}
 	return arena_printf(a, "%s%s)", s, node_extra(a, n));
+}
+
+const char *
+graph_node_str(Arena *a, const Node *n)
+{
+	return node_str(a, n, 0);
 }
 
 /* ---- slice-locality ---- */
@@ -373,7 +385,7 @@ dump_values(FILE *f, const Graph *g)
 		row[3] = shape_cell(a, v, 0);
 		row[4] = dist_str(a, v);
 		row[5] = shape_cell(a, v, 1);
-		row[6] = graph_node_str(a, n);
+		row[6] = node_str(a, n, 1);
 		row[7] = local_cell(a, n);
 		row[8] = arena_printf(a, "%s:%d:%d", g->file, n->loc.line, n->loc.col);
 	}

@@ -299,6 +299,25 @@ test_dot_clusters(void)
 	done(&r);
 }
 
+/* In the dump, inputs from the row's own instance lose its prefix. */
+static void
+test_dump_relative(void)
+{
+	GRun r;
+	Graph *g = build(&r, "layer l(x) { h = relu(x); return gelu(h); }\n"
+	                 "model m { in x : [2]; y = l(l(x)); out y; }\n", NULL);
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+	char *s = capture(graph_dump, g);
+	CU_ASSERT_PTR_NOT_NULL(strstr(s, "l0.h    act   f32   [2]    repl  [2]       relu(x)      0      g.cf:1:18\n"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(s, "l0.t1   act   f32   [2]    repl  [2]       gelu(h)      0      g.cf:1:34\n"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(s, "l1.h    act   f32   [2]    repl  [2]       relu(l0.t1)  0      g.cf:1:18\n"));
+	CU_ASSERT_STRING_EQUAL(graph_node_str(r.a, def(g, "l1.h")), "relu(l0.t1)");
+	CU_ASSERT_STRING_EQUAL(graph_node_str(r.a, def(g, "l0.t1")), "gelu(l0.h)");
+	free(s);
+	done(&r);
+}
+
 static void
 test_check_examples(void)
 {
@@ -343,6 +362,7 @@ test_graph_register(void)
 	CU_add_test(s, "locality: attention, heads, scan", test_locality_attn_heads_scan);
 	CU_add_test(s, "locality: collectives", test_locality_coll);
 	CU_add_test(s, "dump", test_dump);
+	CU_add_test(s, "dump: names relative to the instance", test_dump_relative);
 	CU_add_test(s, "dot", test_dot);
 	CU_add_test(s, "dot clusters", test_dot_clusters);
 	CU_add_test(s, "examples pass graph_check", test_check_examples);
