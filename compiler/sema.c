@@ -685,7 +685,8 @@ find_dim(Sema *S, const Value *v, const Expr *e, const char *name, const Expr *x
 				n++;
 			}
 		if (n == 0)
-			diag_error(S->d, e->loc, "%s has no dimension named '%s'", desc(S, name, x), e->u.name);
+			diag_error(S->d, e->loc, "%s has no dimension named '%s'",
+			           desc(S, name, x), e->u.name);
 		else if (n > 1)
 			diag_error(S->d, e->loc, "label '%s' names %d dimensions of %s: give "
 			           "the position", e->u.name, n, desc(S, name, x));
@@ -884,7 +885,8 @@ mm_dist(Sema *S, const Call *c, const View *a, const View *b, Dist *r)
 		*r = da;
 		return 1;
 	}
-	if (da.kind == DI_REPL && db.kind == DI_SPLIT && (db.dim == bn || (batched && db.dim < bk))) {
+	if (da.kind == DI_REPL && db.kind == DI_SPLIT &&
+	    (db.dim == bn || (batched && db.dim < bk))) {
 		*r = (Dist){DI_SPLIT, db.dim == bn ? a->n - 1 : db.dim, db.group};
 		return 1;
 	}
@@ -940,7 +942,8 @@ ew_dist(Sema *S, const Call *c, OpKind op, Dist a, Dist b, Dist *r)
 		*r = a;
 		return 1;
 	}
-	if ((a.kind == DI_REPL && b.kind == DI_SPLIT) || (a.kind == DI_SPLIT && b.kind == DI_REPL)) {
+	if ((a.kind == DI_REPL && b.kind == DI_SPLIT) ||
+	    (a.kind == DI_SPLIT && b.kind == DI_REPL)) {
 		*r = a.kind == DI_SPLIT ? a : b;
 		return 1;
 	}
@@ -1298,7 +1301,8 @@ infer_reduce_scatter(Sema *S, Call *c, Node *n)
 	int d = find_dim(S, x, c->arg[1], NULL, c->arg[0]);
 	Group *g = x->dist.group;
 
-	if (d < 0 || !need_partial(S, c) || !divides(S, x, d, g, c->arg[1]->loc, NULL, c->arg[0]))
+	if (d < 0 || !need_partial(S, c) ||
+	    !divides(S, x, d, g, c->arg[1]->loc, NULL, c->arg[0]))
 		return NULL;
 	Value *r = proto(S, x);
 	r->dist = (Dist){DI_SPLIT, d, g};
@@ -1495,8 +1499,9 @@ instantiate(Sema *S, const Scope *caller, Loc at, LayerInfo *li, Value **args)
 	sc->model = S->ms;
 	sc->decl = L;
 	sc->layer = li;
-	sc->path = caller->path ? arena_printf(S->a, "%s.%s%d", caller->path, L->name, li->count)
-	                        : arena_printf(S->a, "%s%d", L->name, li->count);
+	sc->path = caller->path
+	         ? arena_printf(S->a, "%s.%s%d", caller->path, L->name, li->count)
+	         : arena_printf(S->a, "%s%d", L->name, li->count);
 	li->count++;
 	for (int i = 0; i < L->params.n; i++) {
 		const Expr *p = L->params.v[i];
@@ -2093,7 +2098,8 @@ static SchedChoice *
 choice(Sema *S, const Expr *e)
 {
 	SchedChoice *c = arena_alloc(S->a, sizeof *c);
-	const char *name = e->kind == E_NAME ? e->u.name : e->kind == E_CALL ? e->u.call.name : "";
+	const char *name = e->kind == E_NAME ? e->u.name :
+	                   e->kind == E_CALL ? e->u.call.name : "";
 	int call = e->kind == E_CALL, n = call ? e->u.call.args.n : 0;
 
 	c->loc = e->loc;
@@ -2108,7 +2114,8 @@ choice(Sema *S, const Expr *e)
 	if (strcmp(name, "slice") == 0) {
 		c->kind = SK_SLICE;
 		if (n == 1 && ((Expr *)e->u.call.args.v[0])->kind != E_KWARG)
-			return sched_count(S, e->u.call.args.v[0], "the count of slice(k)", &c->k) ? c : NULL;
+			return sched_count(S, e->u.call.args.v[0], "the count of slice(k)",
+			                   &c->k) ? c : NULL;
 		serr(S, e->loc, "slice takes one argument, the number of chunks: slice(4)");
 		return NULL;
 	}
