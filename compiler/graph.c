@@ -351,14 +351,14 @@ dump_header(FILE *f, const Graph *g)
 	fprintf(f, "type    %s\n", dtype_name[g->dtype]);
 	for (int i = 0; i < g->sizes.n; i++) {
 		const Size *z = g->sizes.v[i];
-		s = arena_printf(a, "%s%s%s = %lld%s", s, i ? ", " : "", z->name,
+		s = arena_printf(a, "%s%s%s=%lld%s", s, i ? ", " : "", z->name,
 		                 (long long)z->val, z->overridden ? " (-D)" : "");
 	}
 	fprintf(f, "sizes   %s\n", *s ? s : "-");
 	s = "";
 	for (int i = 0; i < g->groups.n; i++) {
 		const Group *gr = g->groups.v[i];
-		s = arena_printf(a, "%s%s%s = %d%s", s, i ? ", " : "", gr->name, gr->size,
+		s = arena_printf(a, "%s%s%s=%d%s", s, i ? ", " : "", gr->name, gr->size,
 		                 gr->overridden ? " (-D)" : "");
 	}
 	fprintf(f, "groups  %s\n\n", *s ? s : "-");

@@ -225,8 +225,8 @@ test_dump(void)
 	CU_ASSERT_STRING_EQUAL(s,
 "model mlp  (g.cf)\n"
 "type    f32\n"
-"sizes   B = 2, S = 128 (-D), D = 32\n"
-"groups  tp = 4\n"
+"sizes   B=2, S=128 (-D), D=32\n"
+"groups  tp=4\n"
 "\n"
 "tensor  role    type  shape               dist             per rank      op                local  at\n"
 "x       in      f32   [B=2, S=128, D=32]  split S over tp  [2, 32, 32]   in                -      g.cf:6:10\n"
