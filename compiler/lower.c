@@ -723,6 +723,22 @@ lw_set_how(Coll *c, SchedChoice how)
 	c->nslices = c->node->op == OP_ALL_REDUCE && how.kind != SK_FUSE ? c->P : c->N * c->P;
 }
 
+/* Adds a note for --explain to the ones c has. */
+static void
+lw_note(Lower *L, Coll *c, const char *s)
+{
+	c->note = c->note ? arena_printf(L->a, "%s; %s", c->note, s) : s;
+}
+
+static int
+lw_has(const Vec *side, OpKind op)
+{
+	for (int i = 0; i < side->n; i++)
+		if (((RNode *)side->v[i])->node->op == op)
+			return 1;
+	return 0;
+}
+
 /* Resolves auto and the combinations that do not apply. */
 static void
 lw_resolve(Lower *L, Coll *c)
@@ -733,17 +749,22 @@ lw_resolve(Lower *L, Coll *c)
 	if (h.kind == SK_AUTO) {
 		SchedChoice f = {.kind = SK_FUSE, .topo = TP_RING, .m = 1, .loc = h.loc};
 		h = n ? f : (SchedChoice){.kind = SK_VANILLA, .loc = h.loc};
-		c->note = n ? arena_printf(L->a, "auto: fuse(ring), %d op%s to hide the transfers "
-		                           "under", n, n == 1 ? "" : "s")
-		            : "auto: vanilla, no compute to hide the transfers under";
+		lw_note(L, c, n ? arena_printf(L->a, "auto: fuse(ring), %d op%s to hide the transfers "
+		                               "under", n, n == 1 ? "" : "s")
+		                : "auto: vanilla, no compute to hide the transfers under");
 	}
 	if (h.kind == SK_FUSE && h.query && op != OP_REDUCE_SCATTER && op != OP_ALL_REDUCE) {
 		h.query = 0;
-		c->note = "split=query applies to reductions only";
+		lw_note(L, c, "split=query applies to reductions only");
 	}
+	if (h.query && !lw_has(&c->pre, OP_ATTENTION))
+		h.query = 0; /* region.c fell back to the row-parallel region, and says so */
+	if (h.kind == SK_FUSE && op == OP_ALL_REDUCE && !c->post.n)
+		lw_note(L, c, "its all_gather half has no compute to hide under");
 	if (h.kind == SK_FUSE && h.topo == TP_BIDIR && op == OP_ALL_TO_ALL) {
 		h.topo = TP_RING;
-		c->note = "bidir: all_to_all already sends straight to each rank (Algorithm 5); ring order used";
+		lw_note(L, c, "bidir: all_to_all already sends straight to each rank (Algorithm 5); "
+		        "ring order used");
 	}
 	lw_set_how(c, h);
 }

@@ -334,21 +334,25 @@ rg_input(const Coll *c)
 	return c->node->in[0];
 }
 
-/* The upstream region; a query split that finds no attention falls back
- * to the row-parallel region (and says so). */
+/* The upstream region. A query split that reaches no attention falls
+ * back to the row-parallel region, keeping the reasons it stopped. */
 static void
 rg_up_coll(Finder *F, Coll *c)
 {
 	int q = c->node->op == OP_ALL_TO_ALL || c->want.query;
+	Vec stops;
 
 	rg_up(F, c, rg_input(c), c->dim, q ? UP_QUERY : UP_PARTIAL);
 	if (!q || c->node->op == OP_ALL_TO_ALL || rg_has_attention(&c->pre) || F->dry)
 		return;
 	for (int i = 0; i < c->pre.n; i++)
 		F->owner[((RNode *)c->pre.v[i])->node->id] = NULL;
-	c->pre.n = c->stops.n = 0;
-	c->note = "split=query: no attention feeds it, so the region is the row-parallel one";
+	stops = c->stops;
+	c->pre = c->stops = (Vec){0};
+	c->note = "split=query: the region reaches no attention, so it is the row-parallel one";
 	rg_up(F, c, rg_input(c), c->dim, UP_PARTIAL);
+	for (int i = 0; i < stops.n; i++)
+		vec_push(F->a, &c->stops, stops.v[i]);
 }
 
 /* all_reduce has no dim of its own: the one (dividing into nslices) with

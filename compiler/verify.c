@@ -357,24 +357,26 @@ vf_complete(V *v, const Cell *c, int s)
 static int
 vf_inputs(V *v, int r, const RNode *rn, int s)
 {
+	const char *out = rn->node->out->name;
 	char tmp[128];
 
 	for (int j = 0; j < rn->node->nin; j++) {
 		const char *name = rn->node->in[j]->name;
 		if (rn->from[j] >= 0 && !vf_bit(v->rk[r].made[rn->from[j]], s))
-			return vf_fail(v, r, s, "computes %s from slice %d of %s before it is computed",
-			               rn->node->out->name, s, name);
+			return vf_fail(v, r, s, "computes %s[%d] from %s[%d] before that is computed", out, s,
+			               name, s);
 		if (rn->from[j] >= 0 || rn->inbuf[j] < 0)
 			continue;
 		int slot = vf_slot(v, r, rn->inbuf[j], s, 0);
 		if (slot < 0)
 			return RUN_ERR;
 		const Cell *c = &vf_cells(v, r, rn->inbuf[j])[slot];
-		if (vf_read(v, r, c, s, name))
-			return RUN_ERR;
-		if (!vf_complete(v, c, s))
-			return vf_fail(v, r, s, "computes %s from %s, which holds %s: not all of it yet",
-			               rn->node->out->name, name, vf_cell_str(v, c, tmp, sizeof tmp));
+		if (c->nrecv)
+			return vf_fail(v, r, s, "computes %s[%d] from %s while a transfer into it is in "
+			               "flight", out, s, name);
+		if (c->slice != s || !vf_complete(v, c, s))
+			return vf_fail(v, r, s, "computes %s[%d] from %s, which holds %s%s", out, s, name,
+			               vf_cell_str(v, c, tmp, sizeof tmp), c->slice == s ? ": not all of it yet" : "");
 	}
 	return RUN_OK;
 }

@@ -1,0 +1,144 @@
+/* sched_test.h: what the unit tests of region discovery, lowering and the
+ * verifier share: compile a .cf text (or an example) down to a schedule,
+ * find its collectives, walk what a rank computes. */
+#ifndef SCHED_TEST_H
+#define SCHED_TEST_H
+
+#include <CUnit/CUnit.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cf.h"
+#include "sched.h"
+
+typedef struct SRun {
+	Arena *a;
+	Diag d;
+	Src src;
+	char *err;   /* diagnostics */
+	size_t errlen;
+	Graph *g;
+	Sched *s;
+} SRun;
+
+/* Compiles text down to a schedule; force: a --schedule choice or NULL.
+ * NULL with the diagnostics in r->err after errors. */
+static inline Sched *
+st_build(SRun *r, const char *text, const char *force)
+{
+	Options o = {0};
+	FILE *ef;
+
+	r->a = arena_new();
+	r->src = (Src){"t.cf", text, strlen(text)};
+	r->err = NULL;
+	r->g = NULL;
+	r->s = NULL;
+	ef = open_memstream(&r->err, &r->errlen);
+	diag_init(&r->d, &r->src, ef);
+	if (force) {
+		Src fs = {"--schedule", force, strlen(force)};
+		o.force = parse_choice(r->a, &r->d, &fs);
+	}
+	Program *p = parse_program(r->a, &r->d, &r->src);
+	r->g = p ? sema_build(r->a, &r->d, p, &o) : NULL;
+	r->s = r->g ? lower_graph(r->g, &r->d) : NULL;
+	fclose(ef);
+	return r->s;
+}
+
+/* The text of examples/NAME.cf (malloc'd), read from the repository root. */
+static inline char *
+st_example(const char *name)
+{
+	char path[256];
+	snprintf(path, sizeof path, "examples/%s.cf", name);
+	FILE *f = fopen(path, "rb");
+	char *buf = calloc(1, 1 << 16);
+	if (f && buf)
+		buf[fread(buf, 1, (1 << 16) - 1, f)] = 0;
+	if (f)
+		fclose(f);
+	return buf;
+}
+
+static inline void
+st_done(SRun *r)
+{
+	free(r->err);
+	arena_free(r->a);
+}
+
+/* The collective whose result is named name. */
+static inline Coll *
+st_coll(const Sched *s, const char *name)
+{
+	for (int k = 0; s && k < s->colls.n; k++) {
+		Coll *c = s->colls.v[k];
+		if (!strcmp(c->node->out->name, name))
+			return c;
+	}
+	CU_FAIL_FATAL("no such collective");
+	return NULL;
+}
+
+/* The names of c's region, space separated: "t1 h". */
+static inline const char *
+st_region(Arena *a, const Coll *c)
+{
+	const char *s = "";
+	for (int k = 0; k < c->region.n; k++)
+		s = arena_printf(a, "%s%s%s", s, k ? " " : "", ((RNode *)c->region.v[k])->node->out->name);
+	return s;
+}
+
+/* The first stop of c at the op producing name, or NULL. */
+static inline const Stop *
+st_stop(const Coll *c, const char *name)
+{
+	for (int k = 0; k < c->stops.n; k++) {
+		const Stop *st = c->stops.v[k];
+		if (!strcmp(st->node->out->name, name))
+			return st;
+	}
+	return NULL;
+}
+
+/* The slices rank r computes with region node rn, in execution order;
+ * returns how many (at most max). */
+static inline int
+st_order(const Coll *c, int r, int rn, int *out, int max)
+{
+	int n = 0;
+	for (int p = 0; p < c->phases.n; p++) {
+		const Phase *ph = c->phases.v[p];
+		for (int i = 0; i < ph->nrounds; i++)
+			for (int t = 0; t < ph->nlanes; t++)
+				for (int k = 0; k < ph->lanes[t].n; k++) {
+					const Item *it = ph->lanes[t].v[k];
+					if (it->kind != IT_COMPUTE || it->u.comp.rn != rn ||
+					    !sched_guard(&it->g, r, i, c->N) || n == max)
+						continue;
+					out[n++] = sched_ix(&it->u.comp.sel.hi, r, i) * it->u.comp.sel.per +
+					           sched_ix(&it->u.comp.sel.lo, r, i);
+				}
+	}
+	return n;
+}
+
+/* The mlp example with group size n and sizes that divide for every
+ * schedule kind. */
+static inline const char *
+st_mlp(int n, const char *sched)
+{
+	static char buf[1024];
+
+	snprintf(buf, sizeof buf, "model mlp {\n  size B = 2, S = %d, D = 8, F = %d;\n  group tp = %d;\n"
+	                    "  in x : [B, S, D] split S over tp;\n  weight w1 : [D, F] split F over tp;\n"
+	                    "  weight w2 : [F, D] split F over tp;\n  xa = all_gather(x, S);\n"
+	                    "  h = gelu(xa @ w1);\n  p = h @ w2;\n  y = reduce_scatter(p, S);\n  out y;\n"
+	                    "  schedule { default %s; }\n}\n", 12 * n, 4 * n, n, sched);
+	return buf;
+}
+
+#endif

@@ -1,0 +1,366 @@
+/* Unit tests of verify.c: every schedule kind of the examples verifies,
+ * with the expected exposure; and the verifier rejects planted bugs
+ * (suite verify_mutation), naming rank, step and slice. */
+#include "sched_test.h"
+
+static int
+verifies(const Coll *c, VerifyStats *st)
+{
+	char err[1024];
+	int rc = verify_coll(c, st, err, sizeof err);
+
+	if (rc)
+		fprintf(stderr, "\n%s: %s\n", c->node->out->name, err);
+	return rc == 0;
+}
+
+/* Every collective of every example under every kind, at N = 4 (the
+ * defaults) and the exposure each kind must have. */
+static void
+test_examples(void)
+{
+	static const char *const ex[] = {"mlp", "attention", "mamba", "ulysses", "zero_dp", "transformer"};
+	static const char *const kinds[] = {"fuse(ring)", "fuse(bidir)", "fuse(pairwise)",
+	                                    "fuse(ring, m = 2)", "slice(2)", "vanilla", "auto"};
+
+	for (size_t e = 0; e < sizeof ex / sizeof *ex; e++) {
+		char *text = st_example(ex[e]);
+		for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
+			SRun r;
+			Sched *s = st_build(&r, text, kinds[k]);
+			CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+			for (int j = 0; j < s->colls.n; j++) {
+				Coll *c = s->colls.v[j];
+				VerifyStats st;
+				CU_ASSERT_FATAL(verifies(c, &st));
+				if (c->how.kind == SK_FUSE && c->region.n) {
+					CU_ASSERT_EQUAL(st.exposed, 0);
+					CU_ASSERT(st.tailfree);
+				} else if (c->how.kind == SK_VANILLA) {
+					CU_ASSERT_EQUAL(st.exposed, 1);
+					CU_ASSERT_FALSE(st.tailfree);
+				}
+			}
+			CU_ASSERT_EQUAL(verify_sched(s, &r.d), 0);
+			st_done(&r);
+		}
+		free(text);
+	}
+}
+
+/* slice(k): the last chunk of a reduction is an exposed tail; the first
+ * chunk of a gather is exposed at the head, the tail is free. */
+static void
+test_slice_exposure(void)
+{
+	SRun r;
+	VerifyStats st;
+	Sched *s = st_build(&r, st_mlp(4, "slice(4)"), NULL);
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+	CU_ASSERT_FATAL(verifies(st_coll(s, "y"), &st));
+	CU_ASSERT_EQUAL(st.exposed, 1);
+	CU_ASSERT_FALSE(st.tailfree);
+	CU_ASSERT_FATAL(verifies(st_coll(s, "xa"), &st));
+	CU_ASSERT_EQUAL(st.exposed, 1);
+	CU_ASSERT(st.tailfree);
+	st_done(&r);
+}
+
+/* Every fuse kind on N = 1..64 ranks. */
+static void
+test_many_ranks(void)
+{
+	static const char *const kinds[] = {"fuse(ring)", "fuse(bidir)", "fuse(pairwise)",
+	                                    "fuse(pairwise, m = 2)"};
+
+	for (int N = 1; N <= 64; N++)
+		for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
+			SRun r;
+			VerifyStats st;
+			Sched *s = st_build(&r, st_mlp(N, kinds[k]), NULL);
+			CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+			for (int j = 0; j < s->colls.n; j++) {
+				CU_ASSERT_FATAL(verifies(s->colls.v[j], &st));
+				CU_ASSERT_EQUAL(st.exposed, 0);
+				CU_ASSERT(st.tailfree);
+			}
+			st_done(&r);
+		}
+}
+
+/* The messages drawn in the DOT picture: a ring of N moves N-1 slices
+ * per rank, each from step i of the sender to step i+1 of the receiver. */
+static void
+test_messages(void)
+{
+	SRun r;
+	VerifyMsg *m;
+	int n;
+	Sched *s = st_build(&r, st_mlp(4, "fuse(ring)"), NULL);
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+	CU_ASSERT_EQUAL(verify_messages(st_coll(s, "xa"), &m, &n), 0);
+	CU_ASSERT_EQUAL(n, 12);
+	for (int k = 0; k < n; k++) {
+		CU_ASSERT_EQUAL(m[k].dst, (m[k].src + 1) % 4);
+		CU_ASSERT_EQUAL(m[k].dstep, m[k].sstep + 1);
+	}
+	free(m);
+	st_done(&r);
+}
+
+/* ---- mutations ---- */
+
+/* The k-th item of kind kd in lane t of phase p (k counts from 0). */
+static Item *
+find(const Coll *c, int p, int t, ItemKind kd, int k)
+{
+	const Phase *ph = c->phases.v[p];
+
+	for (int j = 0; j < ph->lanes[t].n; j++) {
+		Item *it = ph->lanes[t].v[j];
+		if (it->kind == kd && k-- == 0)
+			return it;
+	}
+	CU_FAIL_FATAL("no such item");
+	return NULL;
+}
+
+static void
+drop(const Coll *c, int p, int t, const Item *it)
+{
+	Vec *v = &((Phase *)c->phases.v[p])->lanes[t];
+
+	for (int j = 0; j < v->n; j++)
+		if (v->v[j] == it) {
+			memmove(v->v + j, v->v + j + 1, (size_t)(v->n - j - 1) * sizeof *v->v);
+			v->n--;
+			return;
+		}
+}
+
+/* The verifier must reject c, with want in a message that names the
+ * rank, the step and the slice. */
+static void
+rejects(const Coll *c, const char *want)
+{
+	char err[1024];
+
+	CU_ASSERT_FATAL(verify_coll(c, NULL, err, sizeof err) != 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "rank "));
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, " step "));
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, " slice "));
+	if (!strstr(err, want))
+		fprintf(stderr, "\nwanted '%s' in: %s\n", want, err);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, want));
+}
+
+static Sched *
+mlp(SRun *r, const char *kind)
+{
+	Sched *s = st_build(r, st_mlp(4, kind), NULL);
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+	return s;
+}
+
+/* FuseAG computes l = (r - i + 1) mod N: data not there yet. */
+static void
+test_wrong_slice(void)
+{
+	SRun r;
+	Coll *c = st_coll(mlp(&r, "fuse(ring)"), "xa");
+
+	find(c, 0, 0, IT_COMPUTE, 0)->u.comp.sel.hi.c = 1;
+	rejects(c, "computes t1[1] from xa, which holds nothing");
+	st_done(&r);
+}
+
+/* FuseRS without its receive: the running sum is added from an empty
+ * buffer. */
+static void
+test_dropped_recv(void)
+{
+	SRun r;
+	Coll *c = st_coll(mlp(&r, "fuse(ring)"), "y");
+
+	drop(c, 0, 0, find(c, 0, 0, IT_RECV, 0));
+	rejects(c, "reads recv0 expecting slice");
+	st_done(&r);
+}
+
+/* FuseAG without its send: the receiver waits forever. */
+static void
+test_dropped_send(void)
+{
+	SRun r;
+	Coll *c = st_coll(mlp(&r, "fuse(ring)"), "xa");
+
+	drop(c, 0, 0, find(c, 0, 0, IT_SEND, 0));
+	rejects(c, "waits forever: its receive from rank");
+	st_done(&r);
+}
+
+/* FuseAG with m = 2, both lanes merged into one and sharing a tag: the
+ * two sends to next in lane order verify; swapped, the receiver gets the
+ * other slice first. */
+static void
+test_swapped_sends(void)
+{
+	SRun r;
+	Coll *c = st_coll(mlp(&r, "fuse(ring, m = 2)"), "xa");
+	Phase *ph = c->phases.v[0];
+	Item *it[2][7];
+	static const ItemKind kind[7] = {IT_COPY, IT_WAIT, IT_SEND, IT_RECV, IT_COMPUTE, IT_COMPUTE, IT_WAIT};
+	static const int nth[7] = {0, 0, 0, 0, 0, 1, 1};
+	static const int order[2][14] = {{0, 7, 1, 8, 2, 9, 3, 10, 4, 5, 11, 12, 6, 13},
+	                                 {0, 7, 1, 8, 9, 2, 3, 10, 4, 5, 11, 12, 6, 13}};
+
+	for (int t = 0; t < 2; t++)
+		for (int k = 0; k < 7; k++)
+			it[t][k] = find(c, 0, t, kind[k], nth[k]);
+	for (int o = 0; o < 2; o++) {
+		ph->lanes[0].n = ph->lanes[1].n = 0;
+		for (int k = 0; k < 14; k++) {
+			Item *x = it[order[o][k] / 7][order[o][k] % 7];
+			if (x->kind == IT_SEND || x->kind == IT_RECV)
+				x->u.xfer.tag = 0;
+			vec_push(r.a, &ph->lanes[0], x);
+		}
+		if (o == 0)
+			CU_ASSERT_EQUAL(verify_coll(c, NULL, NULL, 0), 0);
+	}
+	rejects(c, "sends out of order or a wrong slice");
+	st_done(&r);
+}
+
+/* FuseAG computing on a slice whose receive it never waited for. */
+static void
+test_missing_wait(void)
+{
+	SRun r;
+	Coll *c = st_coll(mlp(&r, "fuse(ring)"), "xa");
+
+	drop(c, 0, 0, find(c, 0, 0, IT_WAIT, 0));
+	rejects(c, "while a transfer into it is in flight");
+	st_done(&r);
+}
+
+/* FuseRS with one partial buffer instead of two: the next step's compute
+ * overwrites the running sum while it is still being sent. */
+static void
+test_buffer_reused(void)
+{
+	SRun r;
+	Coll *c = st_coll(mlp(&r, "fuse(ring)"), "y");
+	const Phase *ph = c->phases.v[0];
+
+	for (int j = 0; j < ph->lanes[0].n; j++) {
+		Item *it = ph->lanes[0].v[j];
+		if (it->kind == IT_COMPUTE)
+			it->u.comp.dst.rot.n = 1;
+		if (it->kind == IT_SEND)
+			it->u.xfer.buf.rot.n = 1;
+		if (it->kind == IT_ADD)
+			it->u.move.dst.rot.n = 1;
+	}
+	drop(c, 0, 0, find(c, 0, 0, IT_WAIT, 0)); /* the wait for the send of step i-2 */
+	rejects(c, "while a send from it is in flight");
+	st_done(&r);
+}
+
+/* A GEMM accumulating into a buffer that holds nothing yet. */
+static void
+test_accumulate_garbage(void)
+{
+	SRun r;
+	Coll *c = st_coll(mlp(&r, "fuse(ring, m = 2)"), "y");
+
+	find(c, 0, 0, IT_COMPUTE, 0)->u.comp.beta = 1; /* step 0 has nothing to add to */
+	rejects(c, "which holds nothing");
+	st_done(&r);
+}
+
+/* The received running sum added twice. */
+static void
+test_counted_twice(void)
+{
+	SRun r;
+	Coll *c = st_coll(mlp(&r, "fuse(ring)"), "y");
+	Vec *v = &((Phase *)c->phases.v[0])->lanes[0];
+	Item *add = find(c, 0, 0, IT_ADD, 0);
+
+	for (int j = 0; j < v->n; j++)
+		if (v->v[j] == add) {
+			vec_push(r.a, v, NULL);
+			memmove(v->v + j + 1, v->v + j, (size_t)(v->n - j - 1) * sizeof *v->v);
+			break;
+		}
+	rejects(c, "counted twice");
+	st_done(&r);
+}
+
+/* The reduction leaves out a rank's part: not the sum over every rank. */
+static void
+test_lost_contribution(void)
+{
+	SRun r;
+	Coll *c = st_coll(mlp(&r, "fuse(ring)"), "y");
+
+	drop(c, 0, 0, find(c, 0, 0, IT_ADD, 1)); /* the last add into y */
+	rejects(c, "the sum over every rank expected");
+	st_done(&r);
+}
+
+/* A send to the wrong rank. */
+static void
+test_wrong_peer(void)
+{
+	SRun r;
+	Coll *c = st_coll(mlp(&r, "fuse(ring)"), "xa");
+
+	find(c, 0, 0, IT_SEND, 0)->u.xfer.peer.c = 2;
+	rejects(c, "waits forever");
+	st_done(&r);
+}
+
+/* A vanilla collective that one rank never posts: with N = 3, rank 0
+ * has no round-robin partner in round 0. */
+static void
+test_collective_skipped(void)
+{
+	SRun r;
+	Sched *s = st_build(&r, st_mlp(3, "vanilla"), NULL);
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+	Coll *c = st_coll(s, "y");
+	find(c, 0, 0, IT_COLL, 0)->g = (Guard){0, 0, 1, 0};
+	rejects(c, "waits forever for a reduce_scatter that not every rank posts");
+	st_done(&r);
+}
+
+void test_verify_register(void);
+
+void
+test_verify_register(void)
+{
+	CU_pSuite s = CU_add_suite("verify", NULL, NULL);
+
+	CU_add_test(s, "every example under every kind verifies", test_examples);
+	CU_add_test(s, "slice(k): exposed head or tail", test_slice_exposure);
+	CU_add_test(s, "fuse kinds on 1..64 ranks", test_many_ranks);
+	CU_add_test(s, "the matched messages", test_messages);
+	s = CU_add_suite("verify_mutation", NULL, NULL);
+	CU_add_test(s, "wrong slice index", test_wrong_slice);
+	CU_add_test(s, "dropped receive", test_dropped_recv);
+	CU_add_test(s, "dropped send", test_dropped_send);
+	CU_add_test(s, "swapped send order", test_swapped_sends);
+	CU_add_test(s, "missing wait", test_missing_wait);
+	CU_add_test(s, "buffer reused too early", test_buffer_reused);
+	CU_add_test(s, "accumulating into nothing", test_accumulate_garbage);
+	CU_add_test(s, "contribution counted twice", test_counted_twice);
+	CU_add_test(s, "contribution lost", test_lost_contribution);
+	CU_add_test(s, "send to the wrong rank", test_wrong_peer);
+	CU_add_test(s, "collective not posted by every rank", test_collective_skipped);
+}
