@@ -30,14 +30,18 @@
  * CPU PROGRESS (MPI backend). Open MPI moves large nonblocking messages only
  * inside MPI calls, so the backend drives progress while it computes. The
  * environment variable CFRT_PROGRESS, read by cfrt_init, chooses how:
- *    panel   long compute is cut into pieces (GEMM into row panels) and
- *            outstanding transfers are tested between pieces (default);
- *    thread  a progress thread tests outstanding transfers; needs
- *            MPI_THREAD_MULTIPLE, falls back to panel with a warning;
- *    none    transfers move only inside cfrt_wait and other cfrt calls.
+ *    none    transfers move inside cfrt_wait and the other transfer calls
+ *            (default: fastest when every core computes, as shared-memory
+ *            transfers are copies by the same cores);
+ *    panel   long compute is cut into pieces (GEMM into row panels of 512
+ *            rows or more) and outstanding transfers are tested between
+ *            pieces (for networks whose transfers need handshakes);
+ *    thread  a progress thread tests outstanding transfers (best when cores
+ *            are spare); needs MPI_THREAD_MULTIPLE from MPI_Init_thread,
+ *            falls back to panel with a one-line warning.
  * Panels are cut only while a transfer that was started has not been waited
  * on, so for a given program the cut (and so every rounding) is the same on
- * every run.
+ * every run; a cut GEMM may round differently from an uncut one.
  *
  * TRACING. With CFRT_TRACE=<prefix> in the environment at cfrt_init, every
  * process writes <prefix>.rank<W>.json at cfrt_finalize (W = rank in

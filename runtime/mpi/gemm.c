@@ -1,17 +1,20 @@
 /* gemm.c: row-major strided batched GEMM through CBLAS, and matmul on views.
  * requires: arguments pass cfrti_gemm_check before cfrti_gemm_run.
  * ensures: while a transfer has not been waited on (panel progress mode),
- * each GEMM runs as row panels of about PANEL_FLOPS with a progress test
- * after each; the cut depends only on the shapes and on that condition, so
+ * each GEMM runs as row panels with a progress test after each; the cut depends only on the shapes and on that condition, so
  * results are the same on every run of a program. */
 #include <cblas.h>
 #include <limits.h>
 
 #include "backend.h"
 
-/* Work per panel: ~1-2 ms on one core, small enough to test transfers
- * often, large enough that panels lose little GEMM speed. */
-#define PANEL_FLOPS (64.0 * 1024 * 1024)
+/* Panels: each CBLAS call packs op(B) again, so a panel needs many rows
+ * for the packing to stay cheap: at least PANEL_MIN_ROWS (512 rows keep
+ * the loss to ~1-4% in tests/runtime/progress_bench.c, where 32-row panels
+ * doubled the GEMM time), and about PANEL_FLOPS of work (~1-3 ms on one
+ * core) when the rows are short. */
+#define PANEL_FLOPS (256.0 * 1024 * 1024)
+enum { PANEL_MIN_ROWS = 512 };
 
 static int small(int64_t x)
 {
@@ -73,6 +76,8 @@ static int64_t panel_rows(const cfrt_ctx *ctx, const gemm_args *g)
 		return g->m;
 	double per_row = 2.0 * (double)g->n * (double)g->k + 1.0;
 	int64_t rows = (int64_t)(PANEL_FLOPS / per_row);
+	if (rows < PANEL_MIN_ROWS)
+		rows = PANEL_MIN_ROWS;
 	rows = (rows + 15) / 16 * 16; /* whole register tiles */
 	return rows < g->m ? rows : g->m;
 }

@@ -22,6 +22,9 @@ void ut_register_attention(void);
 void ut_register_comm(void);
 void ut_register_context(void);
 
+/* A context on MPI_COMM_WORLD in progress mode `mode` (collective). */
+cfrt_ctx *ut_new_ctx(const char *mode, const char *model);
+
 /* Runtime buffers from and to host doubles, converting to the dtype. */
 void *ut_alloc(int64_t n, cfrt_dtype t);
 void ut_put(void *buf, const double *x, int64_t n, cfrt_dtype t);

@@ -36,11 +36,8 @@ static void test_wrong_size(void)
  * under a GEMM arrives. The runner has MPI_THREAD_MULTIPLE. */
 static void mode_case(const char *mode)
 {
-	cfrt_ctx *c = NULL;
+	cfrt_ctx *c = ut_new_ctx(mode, "m");
 	int r, p;
-	setenv("CFRT_PROGRESS", mode, 1);
-	CU_ASSERT_EQUAL(cfrt_init(&c, MPI_COMM_WORLD, cfrt_size(ut_ctx), "m"), CFRT_OK);
-	unsetenv("CFRT_PROGRESS");
 	if (!c)
 		return;
 	CU_ASSERT_STRING_EQUAL(cfrt_progress_name(c), mode);

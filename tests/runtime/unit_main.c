@@ -12,6 +12,16 @@
 cfrt_ctx *ut_ctx;
 const char *ut_trace_prefix = "cfrt-unit-trace";
 
+cfrt_ctx *ut_new_ctx(const char *mode, const char *model)
+{
+	cfrt_ctx *c = NULL;
+	setenv("CFRT_PROGRESS", mode, 1);
+	CU_ASSERT_EQUAL(cfrt_init(&c, MPI_COMM_WORLD, cfrt_size(ut_ctx), model),
+	                CFRT_OK);
+	unsetenv("CFRT_PROGRESS");
+	return c;
+}
+
 void *ut_alloc(int64_t n, cfrt_dtype t)
 {
 	void *p = NULL;
