@@ -18,7 +18,9 @@ typedef struct Label {
 	int used;
 	int slots;   /* rounds in flight at once: requests rotate over them */
 	int staged;  /* some transfer of this label goes through staging */
-	int coll;    /* posted by an IT_COLL item (index into c->... items) */
+	int coll;    /* posted by a nonblocking IT_COLL item */
+	int blocking; /* only blocking collectives: no requests to keep */
+	int usebase; /* the unpack at the wait needs the chunk's base slice */
 	const Item *collitem;
 	int64_t stage_elems; /* staging elements of one slot */
 	int64_t stage_off;   /* workspace offset of slot 0 (send or only part) */
@@ -182,6 +184,7 @@ lab_note(Par *P, int label, const Item *it, int staged, int64_t elems)
 	if (it->kind == IT_COLL) {
 		l->coll = 1;
 		l->collitem = it;
+		l->blocking = it->u.coll.blocking;
 	}
 	if (elems > l->stage_elems)
 		l->stage_elems = elems;
@@ -347,25 +350,48 @@ emit_bufs(Par *P)
 	}
 }
 
+static void emit_coll_blocks(Par *P, const Item *it, const char *base, int unpack);
+
+/* Whether unpacking a collective's chunk depends on which chunk it was:
+ * a dry emission tells. */
+static int
+unpack_uses_base(Par *P, const Label *l)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *m = open_memstream(&text, &len);
+	Emitter real = P->cg->e;
+
+	emit_init(&P->cg->e, m, NULL, NULL);
+	emit_coll_blocks(P, l->collitem, "CHUNK_BASE", 1);
+	fclose(m);
+	P->cg->e = real;
+	int uses = strstr(text, "CHUNK_BASE") != NULL;
+	free(text);
+	return uses;
+}
+
 static void
 emit_labels(Par *P)
 {
 	Emitter *e = &P->cg->e;
 
 	for (int lb = 0; lb < P->nlab; lb++) {
-		const Label *l = &P->lab[lb];
-		if (!l->used)
+		Label *l = &P->lab[lb];
+		if (!l->used || l->blocking)
 			continue;
+		if (l->coll)
+			l->usebase = unpack_uses_base(P, l);
 		emit(e, "cfrt_req rq%d[%d];\nint rd%d[%d];\n", lb, l->slots, lb, l->slots);
 		if (l->staged && !l->coll)
 			emit(e, "cfrt_view up%d[%d];\nint upon%d[%d];\n", lb, l->slots, lb, l->slots);
-		if (l->coll)
+		if (l->usebase)
 			emit(e, "int cbase%d[%d];\n", lb, l->slots);
 		emit_open(e, "for (int k = 0; k < %d; k++)", l->slots);
 		emit(e, "rq%d[k] = (cfrt_req){0, 0};\nrd%d[k] = -1;\n", lb, lb);
 		if (l->staged && !l->coll)
 			emit(e, "upon%d[k] = 0;\nup%d[k] = cb[0];\n", lb, lb);
-		if (l->coll)
+		if (l->usebase)
 			emit(e, "cbase%d[k] = 0;\n", lb);
 		emit_close(e, "");
 	}
@@ -604,22 +630,33 @@ emit_coll(Par *P, const Item *it)
 	Cg *cg = P->cg;
 	Arena *a = cg->a;
 	const Coll *c = P->c;
-	int lb = it->u.coll.label, op = it->u.coll.op;
+	int lb = it->u.coll.label, op = it->u.coll.op, blocking = it->u.coll.blocking;
 	const Label *l = &P->lab[lb];
 	const Buf *src = buf_of(c, it->u.coll.src);
 	int64_t cnt = src->slot_elems; /* elements of one rank's block */
 	const char *dt = cg_dtype(c->node->in[0]->dtype);
+	const char *base = sel_c(a, &it->u.coll.sel, NULL);
+	int64_t sb = align(l->stage_elems * dtype_size[c->node->in[0]->dtype]);
 
 	item_begin(P);
-	emit(&cg->e, "int base = %s, rd = %s, k = cf_mod(rd, %d);\n",
-	     sel_c(a, &it->u.coll.sel, NULL), ix_c(a, &it->u.coll.round), l->slots);
-	emit_coll_blocks(P, it, "base", 0);
-	int64_t sb = align(l->stage_elems * dtype_size[c->node->in[0]->dtype]);
+	if (blocking)
+		emit(&cg->e, "const int k = 0;\n");
+	else
+		emit(&cg->e, "int rd = %s, k = cf_mod(rd, %d);\n", ix_c(a, &it->u.coll.round), l->slots);
+	emit_coll_blocks(P, it, base, 0);
 	emit(&cg->e, "char *sst = (char *)ws + %lld + k * %lld, *rst = sst + %lld;\n",
 	     (long long)l->stage_off, (long long)sb, (long long)(sb * l->slots));
-	emit(&cg->e, "rd%d[k] = rd;\ncbase%d[k] = base;\n", lb, lb);
-	emit(&cg->e, "CFRT_TRY(ctx, cfrt_i%s(ctx, sst, rst, %lld, %s, &rq%d[k]));\n",
-	     coll_fn(op), (long long)cnt, dt, lb);
+	if (blocking) {
+		emit(&cg->e, "CFRT_TRY(ctx, cfrt_%s(ctx, sst, rst, %lld, %s));\n", coll_fn(op),
+		     (long long)cnt, dt);
+		emit_coll_blocks(P, it, base, 1);
+	} else {
+		emit(&cg->e, "rd%d[k] = rd;\n", lb);
+		if (l->usebase)
+			emit(&cg->e, "cbase%d[k] = %s;\n", lb, base);
+		emit(&cg->e, "CFRT_TRY(ctx, cfrt_i%s(ctx, sst, rst, %lld, %s, &rq%d[k]));\n",
+		     coll_fn(op), (long long)cnt, dt, lb);
+	}
 	item_end(P);
 }
 
@@ -635,8 +672,8 @@ emit_wait(Par *P, const Item *it)
 	emit_open(&cg->e, "if (rd%d[k] == rd)", lb);
 	emit(&cg->e, "CFRT_TRY(ctx, cfrt_wait(ctx, &rq%d[k]));\nrd%d[k] = -1;\n", lb, lb);
 	if (l->coll) {
-		emit(&cg->e, "int base = cbase%d[k];\n", lb);
-		emit_coll_blocks(P, l->collitem, "base", 1);
+		const char *base = l->usebase ? arena_printf(cg->a, "cbase%d[k]", lb) : "0";
+		emit_coll_blocks(P, l->collitem, base, 1);
 	} else if (l->staged) {
 		emit_open(&cg->e, "if (upon%d[k])", lb);
 		emit(&cg->e, "cfrt_view st = %s;\n", stage_view(P, lb, "k", 0, arena_printf(cg->a,
@@ -655,21 +692,12 @@ emit_item(Par *P, const Phase *ph, const Item *it)
 
 	if (g)
 		emit_guard_open(P, ph, &it->g);
-	/* a blocking collective is two items in one guard: each gets a block */
-	P->inblock = g && !(it->kind == IT_COLL && it->u.coll.blocking);
+	P->inblock = g;
 	switch (it->kind) {
 	case IT_COMPUTE: emit_compute(P, it); break;
 	case IT_ADD: case IT_COPY: case IT_ZERO: emit_move(P, it); break;
 	case IT_SEND: case IT_RECV: emit_xfer(P, it); break;
-	case IT_COLL:
-		emit_coll(P, it);
-		if (it->u.coll.blocking) {
-			Item w = {.kind = IT_WAIT};
-			w.u.wait.label = it->u.coll.label;
-			w.u.wait.round = it->u.coll.round;
-			emit_wait(P, &w);
-		}
-		break;
+	case IT_COLL: emit_coll(P, it); break;
 	case IT_WAIT: emit_wait(P, it); break;
 	}
 	if (g)

@@ -15,8 +15,24 @@ static const char *const reserved[] = {
 	"signed", "sizeof", "static", "struct", "switch", "typedef", "union",
 	"unsigned", "void", "volatile", "while", "ctx", "w", "io", "ws", "r",
 	"i", "N", "req", "step", "main", "slice", "peer", "tmp", "at", "bt", "hv",
-	"o4", "q4", "k4", "v4", NULL,
+	"o4", "q4", "k4", "v4", "s", "k", "u", "b", "o", "st", "blk", "sst", "rst",
+	"base", "dst", "src", "cb", NULL,
 };
+
+/* The generated code's own numbered locals: rq0, rd1, up2, upon3, cbase0,
+ * in1 (requests, rounds, unpack targets, chunk bases, operands). */
+static int
+numbered_local(const char *s)
+{
+	static const char *const stem[] = {"rq", "rd", "up", "upon", "cbase", "in", NULL};
+
+	for (int i = 0; stem[i]; i++) {
+		size_t n = strlen(stem[i]);
+		if (!strncmp(s, stem[i], n) && s[n] && strspn(s + n, "0123456789") == strlen(s + n))
+			return 1;
+	}
+	return !strncmp(s, "cf_", 3);
+}
 
 static int
 taken(Cg *c, const char *s, int upto)
@@ -24,6 +40,8 @@ taken(Cg *c, const char *s, int upto)
 	for (int i = 0; reserved[i]; i++)
 		if (!strcmp(reserved[i], s))
 			return 1;
+	if (numbered_local(s))
+		return 1;
 	for (int i = 0; i < upto; i++)
 		if (c->cname[i] && !strcmp(c->cname[i], s))
 			return 1;

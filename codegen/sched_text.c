@@ -223,41 +223,53 @@ tx_conc(Arena *a, const Coll *c, const Sel *s, int r, int i)
 	return arena_printf(a, "chunk %d", tx_slice(s, r, i));
 }
 
-/* What rank r computes and moves in step (phase p, round i, lane t), one
- * line per compute item and a line of transfers; NULL when nothing runs. */
+/* "send 3 to 1", "recv 2 from 3", "post reduce_scatter chunk 0". */
+static const char *
+tx_move(Arena *a, const Coll *c, const Item *it, int r, int i)
+{
+	if (it->kind == IT_COLL)
+		return arena_printf(a, "%s %s %s", it->u.coll.blocking ? "blocking" : "post",
+		                    op_info[it->u.coll.op].name, tx_conc(a, c, &it->u.coll.sel, r, i));
+	return arena_printf(a, "%s %s %s %d", it->kind == IT_SEND ? "send" : "recv",
+	                    tx_conc(a, c, &it->u.xfer.buf.sel, r, i),
+	                    it->kind == IT_SEND ? "to" : "from", sched_ix(&it->u.xfer.peer, r, i));
+}
+
+static const char *
+tx_join(Arena *a, const char *out, const char *line, const char *sep)
+{
+	return out ? arena_printf(a, "%s%s%s", out, sep, line) : line;
+}
+
+/* What rank r computes and moves in step (phase p, round i, lane t), in
+ * order: a line per compute item, adjacent transfers on one line; NULL
+ * when nothing runs. */
 const char *
 sched_step_label(Arena *a, const Coll *c, int r, int p, int i, int t, const char *sep)
 {
 	const Phase *ph = c->phases.v[p];
-	const char *out = NULL, *moves = "";
+	const char *out = NULL, *moves = NULL;
 
 	for (int k = 0; k < ph->lanes[t].n; k++) {
 		const Item *it = ph->lanes[t].v[k];
 		if (!sched_guard(&it->g, r, i, c->N))
 			continue;
-		if (it->kind == IT_COMPUTE) {
-			const RNode *rn = c->region.v[it->u.comp.rn];
-			const char *s = tx_conc(a, c, &it->u.comp.sel, r, i);
-			const char *lhs = strcmp(s, "*") ? arena_printf(a, "%s[%s]", rn->node->out->name, s)
-			                                 : rn->node->out->name;
-			const char *line = arena_printf(a, "%s %s %s", lhs, it->u.comp.beta ? "+=" : "=",
-			                                tx_call(a, rn, s));
-			out = out ? arena_printf(a, "%s%s%s", out, sep, line) : line;
-		} else if (it->kind == IT_SEND || it->kind == IT_RECV) {
-			moves = arena_printf(a, "%s%s%s %s %s %d", moves, *moves ? ", " : "",
-			                     it->kind == IT_SEND ? "send" : "recv",
-			                     tx_conc(a, c, &it->u.xfer.buf.sel, r, i),
-			                     it->kind == IT_SEND ? "to" : "from",
-			                     sched_ix(&it->u.xfer.peer, r, i));
-		} else if (it->kind == IT_COLL) {
-			moves = arena_printf(a, "%s%s%s %s %s", moves, *moves ? ", " : "",
-			                     it->u.coll.blocking ? "blocking" : "post",
-			                     op_info[it->u.coll.op].name, tx_conc(a, c, &it->u.coll.sel, r, i));
+		if (it->kind == IT_SEND || it->kind == IT_RECV || it->kind == IT_COLL) {
+			moves = tx_join(a, moves, tx_move(a, c, it, r, i), ", ");
+			continue;
 		}
+		if (it->kind != IT_COMPUTE)
+			continue;
+		if (moves)
+			out = tx_join(a, out, moves, sep), moves = NULL;
+		const RNode *rn = c->region.v[it->u.comp.rn];
+		const char *s = tx_conc(a, c, &it->u.comp.sel, r, i);
+		const char *lhs = strcmp(s, "*") ? arena_printf(a, "%s[%s]", rn->node->out->name, s)
+		                                 : rn->node->out->name;
+		out = tx_join(a, out, arena_printf(a, "%s %s %s", lhs, it->u.comp.beta ? "+=" : "=",
+		                                   tx_call(a, rn, s)), sep);
 	}
-	if (*moves)
-		out = out ? arena_printf(a, "%s%s%s", out, sep, moves) : moves;
-	return out;
+	return moves ? tx_join(a, out, moves, sep) : out;
 }
 
 /* The slices rank r computes, in step order: "0 3 2 1". */
@@ -274,8 +286,9 @@ tx_order(Arena *a, const Coll *c, int r)
 					const Item *it = ph->lanes[t].v[k];
 					if (it->kind != IT_COMPUTE || !sched_guard(&it->g, r, i, c->N))
 						continue;
+					const char *sl = tx_conc(a, c, &it->u.comp.sel, r, i);
 					out = arena_printf(a, "%s%s%s", out, *out ? " " : "",
-					                   tx_conc(a, c, &it->u.comp.sel, r, i));
+					                   strcmp(sl, "*") ? sl : "all");
 					break;
 				}
 	}
@@ -401,9 +414,10 @@ tx_coll(FILE *f, Arena *a, const Sched *s, const Coll *c)
 	const Node *n = c->node;
 
 	fprintf(f, "collective %s = %s  %s\n", n->out->name, graph_node_str(a, n), tx_where(a, s, n));
-	fprintf(f, "    schedule %s%s: %d ranks, %d slices along %s, %d steps\n",
+	fprintf(f, "    schedule %s%s: %d ranks, %d slices along %s, %d step%s\n",
 	        sched_kind_str(a, &c->how), c->note ? arena_printf(a, " (%s)", c->note) : "", c->N,
-	        c->nslices, c->dim >= 0 ? value_dim_name(a, n->in[0], c->dim) : "-", c->nsteps);
+	        c->nslices, c->dim >= 0 ? value_dim_name(a, n->in[0], c->dim) : "-", c->nsteps,
+	        c->nsteps == 1 ? "" : "s");
 	tx_region(f, a, s, c);
 	tx_bufs(f, a, c);
 	for (int p = 0; p < c->phases.n; p++)

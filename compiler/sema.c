@@ -2317,8 +2317,11 @@ schedules(Sema *S)
 		S->forcing = 1;
 		SchedChoice *c = choice(S, S->o->force);
 		S->forcing = 0;
-		if (c)
+		if (c) {
 			g->defsched = *c;
+			/* a position in the command line is none in the file */
+			g->defsched.loc = (Loc){0, 0, 0, 0};
+		}
 	}
 	for (int i = 0; i < g->nodes.n; i++) {
 		Node *n = g->nodes.v[i];
