@@ -84,8 +84,15 @@ test: deps
 demo: deps
 	@$(MAKE) --no-print-directory demo-run
 
+demo-run: $(B)/cfc $(B)/libcfrt.a
+	@B=$(B) sh scripts/demo.sh
+
 clean:
 	rm -rf build
 
 .PHONY: all deps test demo clean check demo-run install
 -include $(shell find $(B) -name '*.d' 2>/dev/null)
+
+install: $(B)/cfc
+	mkdir -p $(DESTDIR)$(PREFIX)/bin
+	cp $(B)/cfc $(DESTDIR)$(PREFIX)/bin/cfc
