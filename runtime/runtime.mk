@@ -26,11 +26,13 @@ $(B)/libcfrt.so.$(RT_VERSION): $(RT_OBJ)
 $(B)/libcfrt.so.0 $(B)/libcfrt.so: $(B)/libcfrt.so.$(RT_VERSION)
 	ln -sf libcfrt.so.$(RT_VERSION) $@
 
-# Libs carry the BLAS flags of this machine: static links need them.
+# cfrt.pc for PREFIX; Libs carry this machine's BLAS flags (static links
+# need them). install-runtime writes it again for the PREFIX given there.
+RT_PC = sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(RT_VERSION)|' \
+            -e 's|@BLAS_LIBS@|$(BLAS_LIBS)|' runtime/cfrt.pc.in
 $(B)/cfrt.pc: runtime/cfrt.pc.in runtime/runtime.mk
 	@mkdir -p $(@D)
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(RT_VERSION)|' \
-	    -e 's|@BLAS_LIBS@|$(BLAS_LIBS)|' runtime/cfrt.pc.in >$@
+	$(RT_PC) >$@
 
 # ---- tests: tests/runtime/unit_*.c make one CUnit runner (run under
 # mpirun with 1, 2, 3 ranks); fault.c, pc_app.c and progress_bench.c are
@@ -63,7 +65,7 @@ install-runtime: $(RT_LIBFILES)
 	cp $(B)/libcfrt.a $(B)/libcfrt.so.$(RT_VERSION) $(DESTDIR)$(PREFIX)/lib/
 	ln -sf libcfrt.so.$(RT_VERSION) $(DESTDIR)$(PREFIX)/lib/libcfrt.so.0
 	ln -sf libcfrt.so.0 $(DESTDIR)$(PREFIX)/lib/libcfrt.so
-	cp $(B)/cfrt.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/cfrt.pc
+	$(RT_PC) >$(DESTDIR)$(PREFIX)/lib/pkgconfig/cfrt.pc
 
 install: install-runtime
 .PHONY: install-runtime

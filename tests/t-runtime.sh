@@ -1,0 +1,137 @@
+#!/bin/sh
+# The runtime cfrt under mpirun: the CUnit runner with 1, 2 and 3 ranks
+# (and 2 ranks in the panel and thread progress modes), the trace files as
+# JSON, the fault paths (a bad argument mid-run, a truncated receive, a
+# wrong group size: each must end the job at once with rank, op and step),
+# the thread -> panel fallback, and an out-of-tree build through
+# `make install-runtime` and pkg-config. Needs $B (and $SAN) from run.sh.
+. tests/lib.sh
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# Two ranks share two cores: one BLAS thread each.
+export OPENBLAS_NUM_THREADS=1
+# Open MPI's own leaks at MPI_Init are suppressed, not leak checking; the
+# slow unwinder lets the suppressions see through Open MPI's frames.
+export ASAN_OPTIONS="$ASAN_OPTIONS:fast_unwind_on_malloc=0"
+export LSAN_OPTIONS="suppressions=$ROOT/tests/runtime/lsan.supp:print_suppressions=0"
+out=$B/tests/rt
+rm -rf "$out"
+mkdir -p "$out"
+MPIRUN="mpirun --allow-run-as-root --oversubscribe --timeout 120 -x OPENBLAS_NUM_THREADS -x ASAN_OPTIONS -x LSAN_OPTIONS -x UBSAN_OPTIONS"
+
+# unit NAME NP [MODE]: the CUnit runner, in progress mode MODE if given;
+# its log is $out/NAME.log, its traces $out/trace-NAME.*.
+unit() {
+	name=$1 np=$2
+	if [ -n "${3:-}" ]; then export CFRT_PROGRESS=$3; fi
+	$MPIRUN -np "$np" "$B/tests/runtime_unit" "$out/trace-$name" \
+		>"$out/$name.log" 2>&1
+	rc=$?
+	unset CFRT_PROGRESS
+	if [ $rc -eq 0 ] && grep -q "^runtime_unit: 0 failures over $np ranks" "$out/$name.log"; then
+		pass "runtime unit $name"
+	else
+		fail "runtime unit $name (exit $rc)"
+		grep -E "FAILED|^rank|ERROR|runtime error|Run Summary| tests | asserts" \
+			"$out/$name.log" | head -n 30
+	fi
+}
+unit np1 1
+unit np2 2
+unit np3 3
+unit np2-panel 2 panel
+unit np2-thread 2 thread
+
+# fault NAME NP MODE PATTERN: the job fails, fast, printing PATTERN.
+fault() {
+	name=$1 np=$2 mode=$3 pattern=$4
+	t0=$(date +%s)
+	$MPIRUN -np "$np" "$B/tests/runtime_fault" "$mode" >"$out/$name.log" 2>&1
+	rc=$? t=$(($(date +%s) - t0))
+	if [ $rc -ne 0 ] && [ $t -lt 30 ] && grep -q "$pattern" "$out/$name.log"; then
+		pass "runtime fault $name (exit $rc in ${t}s)"
+	else
+		fail "runtime fault $name (exit $rc in ${t}s)"
+		head -n 20 "$out/$name.log"
+	fi
+}
+fault bad-arg 3 arg \
+	"^cfrt: rank 2: op fault_ring step 2: cfrt_gemm: lda 2 is smaller than the 4 columns of A"
+fault truncated-recv 2 truncate \
+	"^cfrt: rank 0: op short_recv step 1: cfrt_wait: MPI_Wait failed: MPI_ERR_TRUNCATE"
+fault wrong-size 2 size \
+	"^cfrt: rank [01]: op init step 0: cfrt_init: model fault was compiled for a group of 4 ranks, but the communicator has 2$"
+
+# Plain MPI_Init gives no MPI_THREAD_MULTIPLE: thread falls back to panel
+# with one warning line.
+CFRT_PROGRESS=thread $MPIRUN -x CFRT_PROGRESS -np 2 "$B/tests/runtime_fault" fallback \
+	>"$out/fallback.log" 2>&1
+if grep -q "^progress panel$" "$out/fallback.log" &&
+	[ "$(grep -c '^cfrt: CFRT_PROGRESS=thread needs MPI_THREAD_MULTIPLE' "$out/fallback.log")" -eq 1 ]; then
+	pass "runtime progress thread falls back to panel"
+else
+	fail "runtime progress thread falls back to panel"
+	cat "$out/fallback.log"
+fi
+
+# Install into a staging dir, build pc_app out of tree with pkg-config,
+# run it on 3 ranks (with a trace) and check its result.
+stage=$ROOT/$out/stage prefix=/opt/cfrt
+pcdir=$stage$prefix/lib/pkgconfig
+san=${SAN:+-fsanitize=$SAN}
+if ${MAKE:-make} -s --no-print-directory B="$B" SAN="$SAN" DESTDIR="$stage" \
+	PREFIX=$prefix install-runtime >"$out/install.log" 2>&1 &&
+	[ -f "$stage$prefix/include/cfrt.h" ] && [ -f "$stage$prefix/lib/libcfrt.a" ] &&
+	[ "$(readlink "$stage$prefix/lib/libcfrt.so")" = libcfrt.so.0 ] &&
+	readelf -d "$stage$prefix/lib/libcfrt.so.0.1.0" | grep -q 'SONAME.*libcfrt.so.0' &&
+	grep -q "^prefix=$prefix$" "$pcdir/cfrt.pc"; then
+	pass "runtime install-runtime"
+else
+	fail "runtime install-runtime"
+	cat "$out/install.log"
+fi
+flags=$(PKG_CONFIG_PATH=$pcdir pkg-config --define-variable=prefix="$stage$prefix" \
+	--cflags --libs cfrt)
+(cd "$out" && mpicc -std=c11 $san "$ROOT/tests/runtime/pc_app.c" $flags -o pc_app) \
+	>"$out/pc_app.log" 2>&1 &&
+	LD_LIBRARY_PATH=$stage$prefix/lib CFRT_TRACE=$out/trace-pc_app \
+	$MPIRUN -x LD_LIBRARY_PATH -x CFRT_TRACE -np 3 "$out/pc_app" >>"$out/pc_app.log" 2>&1
+if grep -q "^pc_app: 3 ranks, .*: ok$" "$out/pc_app.log" &&
+	LD_LIBRARY_PATH=$stage$prefix/lib ldd "$out/pc_app" | grep -q "libcfrt.so.0 => $stage"; then
+	pass "runtime pkg-config build and FuseRS app (3 ranks)"
+else
+	fail "runtime pkg-config build and FuseRS app (3 ranks)"
+	cat "$out/pc_app.log"
+fi
+
+# Every trace parses as Chrome trace JSON, has compute (tid 0) and
+# transfer (tid 1) events named with the op and step, and one file per rank.
+if python3 - "$out" <<'EOF' >"$out/trace.log" 2>&1
+import glob, json, re, sys
+out = sys.argv[1]
+ring = ['fuse_rs "y" step 2: gemm', 'fuse_rs "y" step 2: send to',
+        'fuse_rs "y" step 2: recv from', "tail step 3: all_reduce"]
+want = {  # prefix: (files expected, names expected)
+    "trace-np1": (1, ring), "trace-np2": (2, ring), "trace-np3": (3, ring),
+    "trace-np2-panel": (2, ring), "trace-np2-thread": (2, ring),
+    "trace-pc_app": (3, ["fuse_rs:y step 0: gemm", "fuse_rs:y step 1: send to",
+                         "vanilla:y step 0: reduce_scatter"]),
+}
+for prefix, (nfiles, names) in want.items():
+    files = sorted(glob.glob(f"{out}/{prefix}.rank*.json"))
+    assert len(files) == nfiles, (prefix, files)
+    for f in files:
+        ev = json.load(open(f))["traceEvents"]
+        pid = int(re.search(r"\.rank(\d+)\.", f).group(1))
+        xs = [e for e in ev if e["ph"] == "X"]
+        assert all(e["pid"] == pid and e["dur"] >= 0 and e["ts"] >= 0 for e in xs), f
+        assert {e["tid"] for e in xs} == {0, 1}, f
+        for n in names:
+            assert any(e["name"].startswith(n) for e in xs), (f, n)
+print("ok")
+EOF
+then
+	pass "runtime trace JSON"
+else
+	fail "runtime trace JSON"
+	cat "$out/trace.log"
+fi
