@@ -1,0 +1,107 @@
+#!/bin/sh
+# The schedules: lowering, the verifier and the schedule emitters.
+#  golden:   --emit=sched and --emit=sched-dot of every example under
+#            fuse(ring), fuse(bidir), slice(4) and vanilla at N = 4, diffed
+#            against tests/golden/sched/ (UPDATE=1 rewrites them);
+#  property: every example under every schedule kind compiles (lowering
+#            and the verifier run on every compile) for every N in 1..64,
+#            with sizes chosen to divide, and every collective's summary
+#            says "verify: ok";
+#  mutation: the verifier rejects planted bugs (the CUnit suite
+#            verify_mutation), naming rank, step and slice;
+#  pictures: --emit=svg is XML, --emit=png a PNG; --explain says one line
+#            per collective.
+. tests/lib.sh
+out=$B/tests/sched
+mkdir -p "$out" tests/golden/sched
+EXAMPLES="mlp attention mamba ulysses zero_dp transformer"
+
+# Sizes for group size $1 that every kind below divides.
+sizes() {
+	n=$1
+	case $2 in
+	mlp) echo "-D tp=$n -D S=$((8 * n)) -D D=8 -D F=$((4 * n))" ;;
+	attention) echo "-D tp=$n -D S=$((8 * n)) -D H=$n -D D=$((4 * n))" ;;
+	mamba) echo "-D tp=$n -D S=$((8 * n)) -D D=$((4 * n))" ;;
+	ulysses) echo "-D sp=$n -D S=$((8 * n)) -D H=$((4 * n)) -D D=$((8 * n))" ;;
+	zero_dp) echo "-D dp=$n -D T=$((4 * n)) -D D=$((4 * n)) -D F=8" ;;
+	transformer) echo "-D tp=$n -D S=$((8 * n)) -D H=$n -D D=$((4 * n)) -D F=$((4 * n))" ;;
+	esac
+}
+
+# The number of collectives of example $1.
+ncoll() {
+	case $1 in
+	mlp | attention | mamba) echo 2 ;;
+	ulysses) echo 4 ;;
+	zero_dp) echo 1 ;;
+	transformer) echo 8 ;;
+	esac
+}
+
+# ---- golden ----
+for ex in $EXAMPLES; do
+	extra=""
+	[ "$ex" = ulysses ] && extra="-D H=16" # slice(4) of the heads: 4*N of them
+	for kind in "fuse(ring)" "fuse(bidir)" "slice(4)" vanilla; do
+		k=$(echo "$kind" | tr -d '()' | sed 's/fuse//')
+		for emit in sched sched-dot; do
+			f=$ex.$k.$emit
+			# shellcheck disable=SC2086
+			if "$CFC" "examples/$ex.cf" $extra --schedule="$kind" --emit=$emit -o "$out/$f"; then
+				golden "sched golden: $f" "$out/$f" "tests/golden/sched/$f"
+			else
+				fail "sched golden: $f (cfc failed)"
+			fi
+		done
+	done
+done
+
+# ---- property ----
+for ex in $EXAMPLES; do
+	want=$(ncoll "$ex")
+	for kind in "fuse(ring)" "fuse(bidir)" "fuse(pairwise)" "fuse(ring, m = 2)" \
+	            "fuse(pairwise, m = 2)" "slice(4)" vanilla auto; do
+		bad=""
+		n=1
+		while [ $n -le 64 ]; do
+			# shellcheck disable=SC2046
+			"$CFC" "examples/$ex.cf" $(sizes $n "$ex") --schedule="$kind" --emit=sched \
+				-o "$out/prop.txt" 2>"$out/prop.err"
+			rc=$?
+			ok=$(grep -c '^verify: ok ' "$out/prop.txt" 2>/dev/null)
+			if [ $rc -ne 0 ] || [ "$ok" != "$want" ]; then
+				bad="$bad $n"
+				echo "$ex $kind N=$n: exit $rc, $ok of $want verified"
+				head -n 5 "$out/prop.err"
+			fi
+			n=$((n + 1))
+		done
+		if [ -z "$bad" ]; then
+			pass "sched property: $ex $kind verifies for N = 1..64"
+		else
+			fail "sched property: $ex $kind (N =$bad)"
+		fi
+	done
+done
+
+# ---- mutation ----
+"$B/tests/unit_compiler" verify_mutation >"$out/mutation.out" 2>&1
+sed -n 's/^  Test: \(.*\) \.\.\.passed$/PASS sched mutation: \1/p
+s/^  Test: \(.*\) \.\.\.FAILED$/FAIL sched mutation: \1/p' "$out/mutation.out"
+grep -q '^  Test: ' "$out/mutation.out" || fail "sched mutation: the suite did not run"
+
+# ---- pictures and --explain ----
+for ex in $EXAMPLES; do
+	check "sched svg: $ex" sh -c "'$CFC' examples/$ex.cf --emit=svg -o '$out/$ex.svg' &&
+		python3 -c 'import sys, xml.etree.ElementTree as E; E.parse(sys.argv[1])' '$out/$ex.svg'"
+	check "sched png: $ex" sh -c "'$CFC' examples/$ex.cf --emit=png -o '$out/$ex.png' &&
+		head -c 8 '$out/$ex.png' | od -An -tx1 | grep -q '89 50 4e 47 0d 0a 1a 0a'"
+	check "explain: $ex" sh -c "'$CFC' examples/$ex.cf --explain 2>'$out/$ex.explain' &&
+		[ \$(grep -c ': fuse(' '$out/$ex.explain') -eq $(ncoll "$ex") ]"
+done
+check "explain: mamba stops before the scan" grep -q \
+	"all_gather xa: fuse(ring) region \[.*\] stops before hs=scan (examples/mamba.cf:[0-9]*): not slice-local along S" \
+	"$out/mamba.explain"
+check "graph svg: mlp" sh -c "'$CFC' examples/mlp.cf --emit=graph-svg -o '$out/graph.svg' &&
+	python3 -c 'import sys, xml.etree.ElementTree as E; E.parse(sys.argv[1])' '$out/graph.svg'"
