@@ -339,6 +339,7 @@ typedef struct Options {
 	Define *defs;
 	int ndefs;
 	Expr *force;   /* --schedule: replaces every schedule choice, or NULL */
+	DType type;    /* --type: replaces the model's element type, or DT_NONE */
 } Options;
 
 /* sema.c: checks the program and builds the graph of its model;

@@ -95,6 +95,7 @@ usage(FILE *f)
 		fprintf(f, "                     %-10s %s\n", emits[i].name, emits[i].help);
 	fputs("  --schedule=CHOICE  use CHOICE for every collective, e.g.\n"
 	      "                   vanilla, slice(4), fuse(bidir, m = 2)\n"
+	      "  --type=T         element type of the model: f32, f64, bf16, f16\n"
 	      "  --explain        say, for every collective, which schedule was applied,\n"
 	      "                   what compute it was fused with, and why not more\n"
 	      "  --no-line        no #line directives in generated C\n"
@@ -151,6 +152,17 @@ parse_emit(Cli *cl, const char *list)
 	return rc;
 }
 
+static int
+parse_type(Cli *cl, const char *s)
+{
+	for (int t = DT_NONE + 1; t < NDTYPE; t++)
+		if (!strcmp(dtype_name[t], s)) {
+			cl->opt.type = (DType)t;
+			return 0;
+		}
+	return bad_usage("--type wants f32, f64, bf16 or f16, not '%s'", s);
+}
+
 /* Returns -1 to go on, else the exit status. */
 static int
 parse_args(Cli *cl, int argc, char **argv)
@@ -177,6 +189,8 @@ parse_args(Cli *cl, int argc, char **argv)
 			rc = parse_define(cl, a + 2);
 		} else if (!strncmp(a, "--emit=", 7)) {
 			rc = parse_emit(cl, a + 7);
+		} else if (!strncmp(a, "--type=", 7)) {
+			rc = parse_type(cl, a + 7);
 		} else if (!strcmp(a, "--explain")) {
 			cl->explain = 1;
 		} else if (!strcmp(a, "--no-line")) {

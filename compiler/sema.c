@@ -1883,6 +1883,8 @@ model_type(Sema *S)
 		first = st;
 		S->g->dtype = st->u.type.t;
 	}
+	if (S->o->type != DT_NONE)
+		S->g->dtype = S->o->type; /* --type */
 }
 
 static void
