@@ -15,8 +15,8 @@
  *    must come after the wait on that transfer. A buffer being sent must not
  *    be written, and a buffer being received into must not be read or
  *    written, until its wait.
- *  - Every transfer must be waited on exactly once (cfrt_wait, cfrt_waitall,
- *    cfrt_sync or cfrt_finalize).
+ *  - Every transfer must be waited on (cfrt_wait, cfrt_waitall, cfrt_sync or
+ *    cfrt_finalize); waiting on it again is a no-op.
  *  - Transfers a rank starts in one step (a send to next and a receive from
  *    prev) go between cfrt_group_begin and cfrt_group_end, so that backends
  *    without tags or eager buffering (NCCL) issue them together.
@@ -52,8 +52,12 @@
  * tid 1 = transfers (from start to the completion of their wait). Event
  * names carry the op and step last given to cfrt_where.
  *
+ * USE. tests/runtime/pc_app.c is a FuseRS step loop written the way
+ * generated code calls the runtime. The header is C11 and C++ (nvcc); C++
+ * code using Open MPI defines OMPI_SKIP_MPICXX to skip MPI's C++ bindings.
+ *
  * ERRORS. Every function returns CFRT_OK (0) or a negative cfrt_status,
- * except the getters and cfrt_fail. A failed call leaves a message in the
+ * except the getters, cfrt_where and cfrt_fail. A failed call leaves a message in the
  * context (cfrt_last_error). Generated code wraps calls in CFRT_TRY, which
  * on failure prints "cfrt: rank R: op OP step S: message" to stderr and
  * aborts the whole job with MPI_Abort: a failure never hangs the job.

@@ -14,7 +14,7 @@
  * exists to hold it). Written only by the thread calling cfrt_init. */
 static char init_msg[512];
 
-/* Contexts created by this process so far: names the trace files. */
+/* Contexts this process has created: names the trace files. */
 static int contexts_made;
 
 double cfrti_now(void)
@@ -141,7 +141,6 @@ static int ctx_setup(cfrt_ctx *ctx, const char *model)
 	pthread_mutex_init(&ctx->mu, NULL);
 	pthread_cond_init(&ctx->cv, NULL);
 	ctx->trace_path = trace_path(ctx->world_rank);
-	contexts_made++;
 	return cfrti_progress_start(ctx);
 }
 
@@ -187,6 +186,7 @@ int cfrt_init(cfrt_ctx **out, MPI_Comm comm, int expected_size,
 		ctx_free(ctx);
 		return rc;
 	}
+	contexts_made++;
 	*out = ctx;
 	return CFRT_OK;
 }
