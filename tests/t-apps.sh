@@ -1,0 +1,75 @@
+#!/bin/sh
+# Generated code inside applications: two tensor-parallel groups in one
+# job, the wrong number of ranks, a rank that fails or crashes mid-run, an
+# out-of-tree program built through pkg-config after `make install`, and
+# golden files of the generated C of mlp.cf (vanilla and fuse).
+. tests/lib.sh
+t=$B/tests/apps
+rm -rf "$t"
+mkdir -p "$t"
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
+MPIRUN="mpirun --allow-run-as-root --oversubscribe --timeout 60"
+BLAS=$(pkg-config --libs openblas)
+
+# -- two groups of 2 from MPI_Comm_split, each with its own data
+"$CFC" examples/mlp.cf -D tp=2 --emit=h,c,ref -o "$t/split"
+mpicc -std=c11 -O2 -Wall -Wextra -Werror $SANFLAGS -Iruntime -I"$t/split" -o "$t/split/app" \
+	tests/e2e/split_app.c "$t/split/mlp.c" "$t/split/mlp_ref.c" "$B/libcfrt.a" $BLAS -lm -pthread
+$MPIRUN -n 4 "$t/split/app" >"$t/split.out" 2>&1
+cat "$t/split.out"
+check "apps: split job, two groups of 2" sh -c "test \$(grep -c 'max_rel_err' '$t/split.out') -eq 4 &&
+	awk -F'max_rel_err=' '/max_rel_err/ { if (\$2 + 0 > 1e-5) bad = 1 } END { exit bad }' '$t/split.out'"
+
+# -- the driver of mlp (group of 4) for the fault tests
+sh scripts/build-model.sh "$B" "$t/mlp" examples/mlp.cf >"$t/mlp.log" 2>&1 || cat "$t/mlp.log"
+$MPIRUN -n 3 "$t/mlp/run" >"$t/wrong.out" 2>&1; rc=$?
+cat "$t/wrong.out"
+check "apps: wrong number of ranks exits non-zero" [ $rc -ne 0 ]
+check "apps: wrong number of ranks says so" grep -q "compiled for a group of 4 ranks, but the communicator has 3" "$t/wrong.out"
+
+start=$(date +%s)
+$MPIRUN -n 4 "$t/mlp/run" --iters 3 --fault 1 >"$t/fault.out" 2>&1; rc=$?
+took=$(( $(date +%s) - start ))
+cat "$t/fault.out"
+check "apps: a failed call ends the job" [ $rc -ne 0 ]
+check "apps: the failure names rank, op and step" grep -q "cfrt: rank 1: op injected fault step 1:" "$t/fault.out"
+check "apps: the job ends well within the timeout ($took s)" [ $took -lt 30 ]
+
+start=$(date +%s)
+$MPIRUN -n 4 "$t/mlp/run" --iters 3 --kill 2 >"$t/kill.out" 2>&1; rc=$?
+took=$(( $(date +%s) - start ))
+cat "$t/kill.out"
+check "apps: a crashed rank ends the job" [ $rc -ne 0 ]
+check "apps: mpirun names the crashed rank" grep -Eq "rank 2 .*exited on signal|process rank 2" "$t/kill.out"
+check "apps: the job ends well within the timeout ($took s)" [ $took -lt 30 ]
+
+# -- make install, then an out-of-tree build through pkg-config
+if [ -z "$SANFLAGS" ]; then
+	pre=$ROOT/$t/prefix
+	make --no-print-directory B="$B" install PREFIX="$pre" >"$t/install.log" 2>&1 ||
+		cat "$t/install.log"
+	make --no-print-directory B="$B" install PREFIX=/usr/local DESTDIR="$ROOT/$t/stage" \
+		>"$t/stage.log" 2>&1 || cat "$t/stage.log"
+	check "apps: make install DESTDIR=... stages cfc, cfrt.h, libcfrt, cfrt.pc" sh -c \
+		"cd '$t/stage/usr/local' && test -x bin/cfc && test -f include/cfrt.h &&
+		 test -f lib/libcfrt.a && test -L lib/libcfrt.so.0 && test -f lib/pkgconfig/cfrt.pc"
+	d=$t/oot
+	mkdir -p "$d"
+	"$pre/bin/cfc" examples/mlp.cf --emit=h,c,ref,driver -o "$d"
+	(cd "$d" && mpicc -std=c11 -O2 mlp_main.c mlp.c mlp_ref.c -o app \
+		$(PKG_CONFIG_PATH=$pre/lib/pkgconfig pkg-config --cflags --libs cfrt) \
+		-Wl,-rpath,"$pre/lib") >"$t/oot.log" 2>&1 || cat "$t/oot.log"
+	$MPIRUN -n 4 "$d/app" --check --iters 1 >"$t/oot.out" 2>&1
+	cat "$t/oot.out"
+	check "apps: installed cfc, header, libcfrt and cfrt.pc build an out-of-tree program" \
+		grep -q "max_rel_err=[0-9.]*e-0[6-9]" "$t/oot.out"
+fi
+
+# -- golden generated C
+for s in vanilla "fuse(ring)"; do
+	n=$(echo "$s" | tr -d ')' | tr '(' '-')
+	"$CFC" examples/mlp.cf --schedule="$s" --emit=c,ref -o "$t/gold-$n"
+	for f in mlp.c mlp.h mlp_ref.c; do
+		golden "apps: golden $n/$f" "$t/gold-$n/$f" "tests/golden/c/$n/$f"
+	done
+done
