@@ -18,6 +18,7 @@ typedef struct Label {
 	int used;
 	int slots;   /* rounds in flight at once: requests rotate over them */
 	int staged;  /* some transfer of this label goes through staging */
+	int unpack;  /* some receive of this label is unpacked at its wait */
 	int coll;    /* posted by a nonblocking IT_COLL item */
 	int blocking; /* only blocking collectives: no requests to keep */
 	int usebase; /* the unpack at the wait needs the chunk's base slice */
@@ -152,6 +153,8 @@ ref_contig(const Par *P, const BufRef *r, int cnt)
 	const Buf *b = buf_of(P->c, r->buf);
 	int first = b->dim;
 
+	if (b->kind == BK_TEMP && b->nparts <= 1)
+		return 1; /* a scratch buffer holds exactly one slice */
 	if (b->kind == BK_VALUE && cnt >= b->nslots)
 		first = b->v->ndim;
 	if (b->nparts > 1 && b->pdim < first)
@@ -181,6 +184,7 @@ lab_note(Par *P, int label, const Item *it, int staged, int64_t elems)
 
 	l->used = 1;
 	l->staged |= staged;
+	l->unpack |= staged && it->kind == IT_RECV;
 	if (it->kind == IT_COLL) {
 		l->coll = 1;
 		l->collitem = it;
@@ -383,13 +387,13 @@ emit_labels(Par *P)
 		if (l->coll)
 			l->usebase = unpack_uses_base(P, l);
 		emit(e, "cfrt_req rq%d[%d];\nint rd%d[%d];\n", lb, l->slots, lb, l->slots);
-		if (l->staged && !l->coll)
+		if (l->unpack)
 			emit(e, "cfrt_view up%d[%d];\nint upon%d[%d];\n", lb, l->slots, lb, l->slots);
 		if (l->usebase)
 			emit(e, "int cbase%d[%d];\n", lb, l->slots);
 		emit_open(e, "for (int k = 0; k < %d; k++)", l->slots);
 		emit(e, "rq%d[k] = (cfrt_req){0, 0};\nrd%d[k] = -1;\n", lb, lb);
-		if (l->staged && !l->coll)
+		if (l->unpack)
 			emit(e, "upon%d[k] = 0;\nup%d[k] = cb[0];\n", lb, lb);
 		if (l->usebase)
 			emit(e, "cbase%d[k] = 0;\n", lb);
@@ -549,7 +553,7 @@ emit_xfer(Par *P, const Item *it)
 			emit(&cg->e, "CFRT_TRY(ctx, cfrt_copy(ctx, &st, &b)); /* pack */\n");
 		else
 			emit(&cg->e, "up%d[k] = b;\nupon%d[k] = 1;\n", lb, lb);
-	} else if (l->staged && !send) {
+	} else if (l->unpack && !send) {
 		emit(&cg->e, "upon%d[k] = 0;\n", lb);
 	}
 	emit(&cg->e, "rd%d[k] = rd;\n", lb);
@@ -674,7 +678,7 @@ emit_wait(Par *P, const Item *it)
 	if (l->coll) {
 		const char *base = l->usebase ? arena_printf(cg->a, "cbase%d[k]", lb) : "0";
 		emit_coll_blocks(P, l->collitem, base, 1);
-	} else if (l->staged) {
+	} else if (l->unpack) {
 		emit_open(&cg->e, "if (upon%d[k])", lb);
 		emit(&cg->e, "cfrt_view st = %s;\n", stage_view(P, lb, "k", 0, arena_printf(cg->a,
 		     "up%d[k]", lb), NULL, l->stage_elems));

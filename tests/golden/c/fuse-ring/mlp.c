@@ -7,7 +7,7 @@
 size_t
 mlp_workspace_bytes(void)
 {
-	return 180224;
+	return 155648;
 }
 
 /* x mod n in [0, n). */
@@ -43,13 +43,9 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 		cb[3] = h; /* h */
 		cfrt_req rq0[2];
 		int rd0[2];
-		cfrt_view up0[2];
-		int upon0[2];
 		for (int k = 0; k < 2; k++) {
 			rq0[k] = (cfrt_req){0, 0};
 			rd0[k] = -1;
-			upon0[k] = 0;
-			up0[k] = cb[0];
 		}
 		cfrt_req rq1[1];
 		int rd1[1];
@@ -122,10 +118,6 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				if (rd0[k] == rd) {
 					CFRT_TRY(ctx, cfrt_wait(ctx, &rq0[k]));
 					rd0[k] = -1;
-					if (upon0[k]) {
-						cfrt_view st = cfrt_view_contig((char *)ws + 131072 + (k) * 8192, CFRT_F32, up0[k].nd, up0[k].dim);
-						CFRT_TRY(ctx, cfrt_copy(ctx, &up0[k], &st)); /* unpack */
-					}
 				}
 			}
 		}
@@ -141,23 +133,15 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 		cb[3] = cfrt_view_contig((char *)ws + 147456, CFRT_F32, 3, (int64_t[]){2, 16, 64}); /* recv0: one slice of p */
 		cfrt_req rq0[2];
 		int rd0[2];
-		cfrt_view up0[2];
-		int upon0[2];
 		for (int k = 0; k < 2; k++) {
 			rq0[k] = (cfrt_req){0, 0};
 			rd0[k] = -1;
-			upon0[k] = 0;
-			up0[k] = cb[0];
 		}
 		cfrt_req rq1[1];
 		int rd1[1];
-		cfrt_view up1[1];
-		int upon1[1];
 		for (int k = 0; k < 1; k++) {
 			rq1[k] = (cfrt_req){0, 0};
 			rd1[k] = -1;
-			upon1[k] = 0;
-			up1[k] = cb[0];
 		}
 		/* FuseRS ring (row-parallel, Algorithms 2-3): 4 rounds x 1 lane */
 		for (int i = 0; i < 4; i++) {
@@ -167,10 +151,6 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				if (rd0[k] == rd) {
 					CFRT_TRY(ctx, cfrt_wait(ctx, &rq0[k]));
 					rd0[k] = -1;
-					if (upon0[k]) {
-						cfrt_view st = cfrt_view_contig((char *)ws + 155648 + (k) * 8192, CFRT_F32, up0[k].nd, up0[k].dim);
-						CFRT_TRY(ctx, cfrt_copy(ctx, &up0[k], &st)); /* unpack */
-					}
 				}
 			}
 			if (i <= 2) {
@@ -194,10 +174,6 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				if (rd1[k] == rd) {
 					CFRT_TRY(ctx, cfrt_wait(ctx, &rq1[k]));
 					rd1[k] = -1;
-					if (upon1[k]) {
-						cfrt_view st = cfrt_view_contig((char *)ws + 172032 + (k) * 8192, CFRT_F32, up1[k].nd, up1[k].dim);
-						CFRT_TRY(ctx, cfrt_copy(ctx, &up1[k], &st)); /* unpack */
-					}
 				}
 			}
 			if (i >= 1 && i <= 2) {
@@ -214,19 +190,14 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 			if (i <= 2) {
 				int peer = cf_mod(r + 1, 4), rd = i, k = cf_mod(rd, 2);
 				cfrt_view b = cb[1 + cf_mod(i, 2)];
-				cfrt_view st = cfrt_view_contig((char *)ws + 155648 + (k) * 8192, CFRT_F32, b.nd, b.dim);
-				CFRT_TRY(ctx, cfrt_copy(ctx, &st, &b)); /* pack */
 				rd0[k] = rd;
-				CFRT_TRY(ctx, cfrt_isend(ctx, st.p, 2048, CFRT_F32, peer, 0, &rq0[k]));
+				CFRT_TRY(ctx, cfrt_isend(ctx, b.p, 2048, CFRT_F32, peer, 0, &rq0[k]));
 			}
 			if (i <= 2) {
 				int peer = cf_mod(r - 1, 4), rd = i, k = cf_mod(rd, 1);
 				cfrt_view b = cb[3];
-				cfrt_view st = cfrt_view_contig((char *)ws + 172032 + (k) * 8192, CFRT_F32, b.nd, b.dim);
-				up1[k] = b;
-				upon1[k] = 1;
 				rd1[k] = rd;
-				CFRT_TRY(ctx, cfrt_irecv(ctx, st.p, 2048, CFRT_F32, peer, 0, &rq1[k]));
+				CFRT_TRY(ctx, cfrt_irecv(ctx, b.p, 2048, CFRT_F32, peer, 0, &rq1[k]));
 			}
 			CFRT_TRY(ctx, cfrt_group_end(ctx));
 			if (i == 3) {
@@ -234,15 +205,11 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				if (rd0[k] == rd) {
 					CFRT_TRY(ctx, cfrt_wait(ctx, &rq0[k]));
 					rd0[k] = -1;
-					if (upon0[k]) {
-						cfrt_view st = cfrt_view_contig((char *)ws + 155648 + (k) * 8192, CFRT_F32, up0[k].nd, up0[k].dim);
-						CFRT_TRY(ctx, cfrt_copy(ctx, &up0[k], &st)); /* unpack */
-					}
 				}
 			}
 		}
 	}
-#line 246 "mlp.c"
+#line 213 "mlp.c"
 	(void)r;
 	return CFRT_OK;
 }
