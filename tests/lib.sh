@@ -5,6 +5,16 @@ ROOT=$(pwd)
 CFC=$ROOT/$B/cfc
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+# Programs the tests build themselves (generated models, apps) get the
+# sanitizers too; Open MPI's leaks at init and finalize are suppressed
+# (tests/runtime/lsan.supp), every other leak stays reported.
+SANFLAGS=
+if [ -n "${SAN:-}" ]; then
+	SANFLAGS="-fsanitize=$SAN -fno-omit-frame-pointer"
+	export ASAN_OPTIONS="$ASAN_OPTIONS:fast_unwind_on_malloc=0"
+	export LSAN_OPTIONS="suppressions=$ROOT/tests/runtime/lsan.supp:print_suppressions=0"
+fi
+export SANFLAGS
 
 pass() { echo "PASS $1"; }
 fail() { echo "FAIL $1"; }
