@@ -40,11 +40,11 @@ CF_OBJ = $(CF_SRC:%.c=$(B)/%.o) $(B)/grammar/parser.o $(B)/grammar/lexer.o
 CF_LIBOBJ = $(filter-out $(B)/compiler/main.o,$(CF_OBJ))
 CF_INC = -Icompiler -Icodegen -I$(B)/grammar -Iruntime
 
-$(B)/grammar/parser.c $(B)/grammar/parser.h: grammar/parser.y
+$(B)/grammar/parser.c $(B)/grammar/parser.h &: grammar/parser.y
 	@mkdir -p $(@D)
 	bison -Wall -Werror -o $(B)/grammar/parser.c --header=$(B)/grammar/parser.h $<
 
-$(B)/grammar/lexer.c $(B)/grammar/lexer.h: grammar/lexer.l $(B)/grammar/parser.h
+$(B)/grammar/lexer.c $(B)/grammar/lexer.h &: grammar/lexer.l $(B)/grammar/parser.h
 	@mkdir -p $(@D)
 	flex -o $(B)/grammar/lexer.c --header-file=$(B)/grammar/lexer.h $<
 
@@ -72,7 +72,9 @@ $(B)/cfc: $(CF_OBJ)
 	$(CC) $(LDFLAGS_ALL) -o $@ $(CF_OBJ) $(GVC_LIBS) -lm
 
 include runtime/runtime.mk
+include runtime/cuda/cuda.mk
 include tests/tests.mk
+include bench/bench.mk
 
 # ---- entry points that first make sure the Debian packages are there ----
 deps:

@@ -217,7 +217,7 @@ test_dump(void)
 {
 	GRun r;
 	Define defs[] = {{"S", 128, 0}};
-	Options o = {defs, 1, NULL};
+	Options o = {.defs = defs, .ndefs = 1};
 	Graph *g = build(&r, mlp, &o);
 
 	CU_ASSERT_PTR_NOT_NULL_FATAL(g);

@@ -227,7 +227,7 @@ test_defines(void)
 {
 	ShRun r;
 	Define defs[] = {{"S", 1024, 0}, {"tp", 8, 0}};
-	Options o = {defs, 2, NULL};
+	Options o = {.defs = defs, .ndefs = 2};
 	const char *text = HEAD "  size T = S / tp;\n" XS "  y = all_gather(x, S);\n  out y;\n}\n";
 	Graph *g = sh_build(&r, text, &o);
 
@@ -243,13 +243,13 @@ test_defines(void)
 	sh_done(&r);
 
 	Define bad[] = {{"FOO", 3, 0}};
-	Options ob = {bad, 1, NULL};
+	Options ob = {.defs = bad, .ndefs = 1};
 	CU_ASSERT_PTR_NULL(sh_build(&r, text, &ob));
 	CU_ASSERT_STRING_EQUAL(r.err, "cfc: error: -D FOO: no size or group named 'FOO'\n");
 	sh_done(&r);
 
 	Define zero[] = {{"S", 0, 0}};
-	Options oz = {zero, 1, NULL};
+	Options oz = {.defs = zero, .ndefs = 1};
 	CU_ASSERT_PTR_NULL(sh_build(&r, text, &oz));
 	CU_ASSERT_STRING_EQUAL(r.err, "cfc: error: -D S=0: a size must be positive\n");
 	sh_done(&r);
@@ -834,7 +834,7 @@ test_schedule_force(void)
 	const char *text = HEAD XS "  y = all_gather(x, S);\n  out y;\n  schedule { y: vanilla; }\n}\n";
 
 	diag_init(&fd, &fs, stderr);
-	Options o = {NULL, 0, parse_choice(fa, &fd, &fs)};
+	Options o = {.force = parse_choice(fa, &fd, &fs)};
 	CU_ASSERT_PTR_NOT_NULL_FATAL(o.force);
 	Graph *g = sh_build(&r, text, &o);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(g);
