@@ -722,7 +722,10 @@ emit_phase(Par *P, const Phase *ph)
 	emit(e, "/* %s: %d round%s x %d lane%s */\n", ph->name, ph->nrounds,
 	     ph->nrounds == 1 ? "" : "s", ph->nlanes, ph->nlanes == 1 ? "" : "s");
 	emit_open(e, "for (int i = 0; i < %d; i++)", ph->nrounds);
-	emit(e, "cfrt_where(ctx, \"%s\", %d + i);\n", P->c->node->out->name, P->step0);
+	if (P->step0)
+		emit(e, "cfrt_where(ctx, \"%s\", %d + i);\n", P->c->node->out->name, P->step0);
+	else
+		emit(e, "cfrt_where(ctx, \"%s\", i);\n", P->c->node->out->name);
 	for (int t = 0; t < ph->nlanes; t++) {
 		const Vec *items = &ph->lanes[t];
 		if (ph->nlanes > 1)

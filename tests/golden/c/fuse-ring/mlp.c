@@ -59,7 +59,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 		}
 		/* FuseAG ring (Algorithm 1): 4 rounds x 1 lane */
 		for (int i = 0; i < 4; i++) {
-			cfrt_where(ctx, "xa", 0 + i);
+			cfrt_where(ctx, "xa", i);
 			if (i == 0) {
 				int s = r; /* slice */
 				cfrt_view dst = cfrt_view_slice(cb[1], 1, (s) * 16, 16);
@@ -145,7 +145,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 		}
 		/* FuseRS ring (row-parallel, Algorithms 2-3): 4 rounds x 1 lane */
 		for (int i = 0; i < 4; i++) {
-			cfrt_where(ctx, "y", 0 + i);
+			cfrt_where(ctx, "y", i);
 			if (i >= 2) {
 				int rd = i - 2, k = cf_mod(rd, 2);
 				if (rd0[k] == rd) {

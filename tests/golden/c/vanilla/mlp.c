@@ -44,7 +44,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 		cb[3] = h; /* h */
 		/* vanilla: whole compute, blocking all_gather: 1 round x 1 lane */
 		for (int i = 0; i < 1; i++) {
-			cfrt_where(ctx, "xa", 0 + i);
+			cfrt_where(ctx, "xa", i);
 			{
 				const int k = 0;
 				cfrt_view blk = cb[0];
@@ -82,7 +82,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 		cb[1] = y; /* y, this rank's slices */
 		/* vanilla: whole compute, blocking reduce_scatter: 1 round x 1 lane */
 		for (int i = 0; i < 1; i++) {
-			cfrt_where(ctx, "y", 0 + i);
+			cfrt_where(ctx, "y", i);
 			/* p = matmul(h, w2)  examples/mlp.cf:20 */
 			{
 				int s = 0; /* slice */
