@@ -1,0 +1,211 @@
+/* backend.h: private to the CUDA + NCCL + cuBLAS backend of cfrt.
+ *
+ * Files: ctx.c (context, device, errors, memory, clocks), view.c (view
+ * checks, dim collapsing), ops.c (elementwise, norms, scan, fill, copy),
+ * gemm.c (cuBLAS GEMM, matmul, attention), xfer.c (transfer table, waits,
+ * groups, NCCL p2p and collectives), ce.c (copy-engine transfers through
+ * CUDA IPC), kernels.cu (the device kernels, behind kern.h).
+ *
+ * Queues: compute calls go on ctx->cs, NCCL on ctx->xs (high priority),
+ * copy-engine transfers from peer P on ctx->ce[P] (high priority). A
+ * transfer starts after every compute call issued before it (an event of
+ * cs that its stream waits on); cfrt_wait makes cs wait on the transfer's
+ * completion event. The host never waits for the device except in
+ * cfrt_wtime, cfrt_download, cfrt_upload, cfrt_sync and cfrt_finalize. */
+#ifndef CFRT_CUDA_BACKEND_H
+#define CFRT_CUDA_BACKEND_H
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <nccl.h>
+#include <stdint.h>
+
+#include "cfrt.h"
+
+/* How transfers move (CFRT_TRANSFER): NCCL, copy engines (point-to-point;
+ * collectives still by NCCL), or not at all (benchmarks time a schedule's
+ * compute alone; outputs are then wrong). */
+enum xmode { XM_NCCL, XM_CE, XM_NONE };
+
+typedef enum xkind { T_SEND, T_RECV, T_AG, T_RS, T_AR, T_A2A } xkind;
+
+/* One transfer as asked for. count: elements sent or received (p2p), per
+ * rank (all_gather, reduce_scatter, all_to_all), in all (all_reduce). */
+typedef struct xdesc {
+	xkind kind;
+	const void *send;
+	void *recv;
+	int64_t count;
+	cfrt_dtype t;
+	int peer, tag;
+} xdesc;
+
+/* Messages of a copy-engine transfer, on the context's communicator. */
+enum { CE_TAG_READY = 1, CE_TAG_DONE, CE_TAG_ACK };
+
+/* Sender -> receiver at cfrt_isend: where the data is and the event after
+ * which it is ready. */
+typedef struct ce_ready {
+	cudaIpcMemHandle_t mem;  /* of the allocation holding the data */
+	cudaIpcEventHandle_t ev; /* the sender's ready event */
+	uint64_t serial;         /* the allocation's serial: cache key */
+	uint64_t offset;         /* of the data in the allocation */
+	uint64_t bytes;
+	uint64_t ptr; /* the data's address: used when sender == receiver */
+	int32_t ev_id;
+	int32_t pad;
+} ce_ready;
+
+/* Receiver -> sender once the copy is issued: the event after it. */
+typedef struct ce_done {
+	cudaIpcEventHandle_t ev;
+	int32_t ev_id;
+	int32_t pad;
+} ce_done;
+
+/* An interprocess event of this process. Invariant: an event is recorded
+ * again only after every process that waits on it has called
+ * cudaStreamWaitEvent on the previous record (busy until then), and its
+ * entry is reused only when its MPI requests have completed. */
+typedef struct ipc_ev {
+	int id; /* index in ctx->ev */
+	int wait_ack; /* req[1] receives an ACK */
+	cudaEvent_t e;
+	cudaIpcEventHandle_t h;
+	int busy;
+	MPI_Request req[2]; /* the DONE sent and an ACK received; or the ACK
+	                     * sent (req[0]) */
+	ce_done done;       /* message buffers, alive while req runs */
+	int32_t ack;
+} ipc_ev;
+
+/* A transfer slot. Invariant: state X_FREE <=> no live handle refers to it
+ * with the current gen (gen grows whenever the slot is released). */
+enum xstate { X_FREE, X_QUEUED, X_ACTIVE };
+typedef struct xfer {
+	int id; /* index in ctx->x */
+	uint32_t gen;
+	int state;    /* X_QUEUED: in an open group, not issued yet */
+	xdesc d;
+	cudaEvent_t done; /* slot-owned; NCCL: recorded after the transfer */
+	cudaEvent_t ready; /* slot-owned; CE receive: cs before the irecv */
+	/* copy-engine state */
+	int ce;         /* this transfer moves by copy engine */
+	int issued;     /* receive: copy enqueued; send: DONE arrived */
+	int ev_id;      /* CE send: ready event; CE receive: done event */
+	int next_fifo;  /* CE receive: next receive from the same peer */
+	MPI_Request mreq[2];
+	ce_ready ready_msg;
+	ce_done done_msg;
+} xfer;
+
+/* An allocation from cfrt_alloc. */
+typedef struct alloc_rec {
+	char *base;
+	size_t bytes;
+	uint64_t serial;
+	int has_handle;
+	cudaIpcMemHandle_t h;
+} alloc_rec;
+
+/* A peer's memory or event opened in this process. */
+typedef struct remote_mem {
+	int peer;
+	uint64_t serial;
+	char *base;
+} remote_mem;
+
+struct cfrt_ctx {
+	MPI_Comm comm; /* our duplicate, MPI_ERRORS_RETURN */
+	int rank, size, world_rank, device;
+	char model[64];
+	char op[64]; /* from cfrt_where */
+	int step;
+	const char *api; /* public call running: names it in messages */
+	char err[512];
+
+	cudaStream_t cs, xs; /* compute, NCCL transfers */
+	cudaStream_t *ce;    /* size entries: copies from peer P, or NULL */
+	cudaEvent_t fence;   /* cs, recorded before transfers start */
+	cublasHandle_t blas;
+	ncclComm_t nccl;
+	int xmode; /* enum xmode */
+
+	xfer **x; /* slots, each allocated once: MPI writes into them */
+	int nx;
+	int in_group;
+	int *group; /* slots queued in the open group */
+	int ngroup;
+	int ce_open; /* CE transfers started and not yet waited on */
+
+	int *fifo_head, *fifo_tail; /* per peer: CE receives not issued */
+	ipc_ev **ev; /* entries allocated once: MPI writes into them */
+	int nev;
+	cudaEvent_t **peer_ev; /* [peer][id]: opened events of peers */
+	int *npeer_ev;
+	remote_mem *rmem;
+	int nrmem;
+
+	alloc_rec *al;
+	int nal;
+	uint64_t serials;
+
+	void *ws; /* attention scores and probabilities, ws_bytes long */
+	size_t ws_bytes;
+};
+
+/* ctx.c */
+int cfrti_begin(cfrt_ctx *ctx, const char *api);
+int cfrti_err(cfrt_ctx *ctx, int status, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+int cfrti_cuda(cfrt_ctx *ctx, cudaError_t e, const char *call);
+int cfrti_nccl(cfrt_ctx *ctx, ncclResult_t e, const char *call);
+int cfrti_blas(cfrt_ctx *ctx, cublasStatus_t e, const char *call);
+int cfrti_mpierr(cfrt_ctx *ctx, int rc, const char *call);
+int cfrti_check_dtype(cfrt_ctx *ctx, cfrt_dtype t);
+int cfrti_ws_reserve(cfrt_ctx *ctx, size_t bytes);
+int cfrti_launched(cfrt_ctx *ctx, const char *what);
+const alloc_rec *cfrti_alloc_of(cfrt_ctx *ctx, const void *p, size_t bytes);
+int cfrti_alloc_handle(cfrt_ctx *ctx, const alloc_rec *a,
+                       cudaIpcMemHandle_t *h);
+
+/* view.c */
+int cfrti_check_view(cfrt_ctx *ctx, const cfrt_view *v, const char *what);
+int cfrti_check_same(cfrt_ctx *ctx, const cfrt_view *a, const cfrt_view *b,
+                     const char *an, const char *bn);
+int cfrti_check_vec(cfrt_ctx *ctx, const cfrt_view *g, int64_t n,
+                    cfrt_dtype t, const char *what);
+int cfrti_broadcast_to(cfrt_ctx *ctx, const cfrt_view *b,
+                       const cfrt_view *shape, cfrt_view *out);
+int64_t cfrti_line_count(const cfrt_view *v, int axis);
+char *cfrti_line_at(const cfrt_view *v, const cfrt_view *shape, int axis,
+                    int64_t line);
+
+/* xfer.c */
+int cfrti_xfer_wait_all(cfrt_ctx *ctx);
+void cfrti_xfer_free_all(cfrt_ctx *ctx);
+
+/* ce.c: copy-engine transfers. start: fills the slot and sends or posts
+ * the handshake; issue_ready: enqueues the copies whose handshakes have
+ * arrived; wait: orders the slot's transfer before later compute. */
+int cfrti_ce_start(cfrt_ctx *ctx, xfer *x);
+int cfrti_ce_progress(cfrt_ctx *ctx);
+int cfrti_ce_wait(cfrt_ctx *ctx, xfer *x);
+int cfrti_ce_drain(cfrt_ctx *ctx);
+void cfrti_ce_free(cfrt_ctx *ctx);
+
+/* gemm.c: the GEMM behind cfrt_gemm, cfrt_matmul and cfrt_attention.
+ * ct: the type of C (the scores of attention are F32 for 16-bit inputs). */
+typedef struct gemm_args {
+	cfrt_dtype t, ct;
+	cfrt_trans ta, tb;
+	int64_t m, n, k;
+	double alpha, beta;
+	const void *a, *b;
+	void *c;
+	int64_t lda, ldb, ldc, sa, sb, sc, batch;
+} gemm_args;
+int cfrti_gemm_check(cfrt_ctx *ctx, const gemm_args *g);
+int cfrti_gemm_run(cfrt_ctx *ctx, const gemm_args *g);
+
+#endif /* CFRT_CUDA_BACKEND_H */

@@ -1,0 +1,72 @@
+# runtime/cuda/cuda.mk: libcfrt_cuda (runtime/cfrt.h + the CUDA + NCCL +
+# cuBLAS backend in runtime/cuda), its pkg-config file, the GPU test and
+# benchmark entry points. Included by the Makefile; everything here is
+# skipped when there is no nvcc. Uses the Makefile's B, MPICC, CFLAGS_ALL,
+# LDFLAGS_ALL, PREFIX, DESTDIR.
+#   make test-gpu    every example x schedule x 2 and 4 GPUs (GPU machine)
+#   make bench-gpu   issue 5's benchmark, writes bench/results (GPU machine)
+
+NVCC ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
+ifneq ($(wildcard $(NVCC)),)
+
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(realpath $(NVCC)))
+# sm_90 machine code (Hopper) plus PTX for later GPUs.
+CUDA_ARCH ?= -gencode=arch=compute_90,code=sm_90 \
+             -gencode=arch=compute_90,code=compute_90
+MPI_CFLAGS := $(shell $(MPICC) --showme:compile 2>/dev/null)
+CU_CFLAGS = -fPIC -Iruntime -isystem $(CUDA_HOME)/include
+CU_NVFLAGS = -std=c++17 -O3 $(CUDA_ARCH) -Xcompiler -fPIC,-Wall,-Wextra \
+             -Iruntime $(MPI_CFLAGS) -MMD -MP
+# What a program linked against libcfrt_cuda.a needs besides MPI.
+CUDA_LIBS = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lnccl \
+            -lcublas -lcudart -lstdc++ -lm -ldl -lpthread -lrt
+export CUDA_LIBS
+
+CU_SRC = $(wildcard runtime/cuda/*.c)
+CU_OBJ = $(CU_SRC:%.c=$(B)/%.o) $(B)/runtime/cuda/kernels.o
+
+$(B)/runtime/cuda/%.o: runtime/cuda/%.c
+	@mkdir -p $(@D)
+	$(MPICC) $(CFLAGS_ALL) $(CU_CFLAGS) -c -o $@ $<
+
+$(B)/runtime/cuda/kernels.o: runtime/cuda/kernels.cu
+	@mkdir -p $(@D)
+	$(NVCC) $(CU_NVFLAGS) -c -o $@ $<
+
+$(B)/libcfrt_cuda.a: $(CU_OBJ)
+	rm -f $@
+	$(AR) rcs $@ $(CU_OBJ)
+
+CU_PC = printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$${prefix}/lib' \
+	'includedir=$${prefix}/include' '' 'Name: cfrt_cuda' \
+	'Description: CommFuse runtime, CUDA + NCCL + cuBLAS backend (compile with mpicc)' \
+	'Version: $(RT_VERSION)' 'Cflags: -I$${includedir}' \
+	'Libs: -L$${libdir} -lcfrt_cuda $(CUDA_LIBS)'
+$(B)/cfrt_cuda.pc: runtime/cuda/cuda.mk
+	@mkdir -p $(@D)
+	$(CU_PC) >$@
+
+# The dump comparer of the GPU tests (plain C, built here too).
+$(B)/tests/gpu/cmpdump: tests/gpu/cmpdump.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) $(LDFLAGS_ALL) -o $@ $< -lm
+
+all: $(B)/libcfrt_cuda.a $(B)/cfrt_cuda.pc $(B)/tests/gpu/cmpdump
+CHECK_DEPS += $(B)/libcfrt_cuda.a $(B)/cfrt_cuda.pc $(B)/tests/gpu/cmpdump
+
+test-gpu: $(B)/cfc $(B)/libcfrt.a $(B)/libcfrt_cuda.a $(B)/tests/gpu/cmpdump
+	@B=$(B) sh tests/gpu/run.sh
+
+bench-gpu: $(B)/cfc $(B)/libcfrt_cuda.a
+	@B=$(B) sh bench/gpu/bench.sh
+
+install-cuda: $(B)/libcfrt_cuda.a
+	mkdir -p $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	cp runtime/cfrt.h $(DESTDIR)$(PREFIX)/include/cfrt.h
+	cp $(B)/libcfrt_cuda.a $(DESTDIR)$(PREFIX)/lib/
+	$(CU_PC) >$(DESTDIR)$(PREFIX)/lib/pkgconfig/cfrt_cuda.pc
+
+install: install-cuda
+.PHONY: test-gpu bench-gpu install-cuda
+
+endif

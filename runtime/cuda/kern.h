@@ -1,0 +1,53 @@
+/* kern.h: the device kernels of the CUDA backend (kernels.cu), callable
+ * from C. Every launcher enqueues on stream s and returns the launch's
+ * cudaError_t (0 on success); views arrive checked and with their dims
+ * collapsed (view.c), strides in elements. */
+#ifndef CFRT_CUDA_KERN_H
+#define CFRT_CUDA_KERN_H
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "cfrt.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A view as kernels see it: p at element [0,...,0]. */
+typedef struct kview {
+	char *p;
+	int nd;
+	int64_t dim[CFRT_MAX_DIMS];
+	int64_t st[CFRT_MAX_DIMS];
+} kview;
+
+/* Elementwise ops: dst = f(a) or f(a, b); b has dst's dims (broadcast
+ * strides 0), unused by the unary ops. */
+enum kop { K_COPY, K_SCALE, K_GELU, K_SILU, K_RELU, K_ADD, K_MUL };
+
+/* Row ops over the last dim of dst and src (same dims): gamma and beta are
+ * 1-d vectors of that length (p NULL: absent). */
+enum krow { KR_LAYERNORM, KR_RMSNORM, KR_SOFTMAX };
+
+int cfrtk_elementwise(cudaStream_t s, cfrt_dtype t, int op, kview dst,
+                      kview a, kview b, double arg);
+int cfrtk_rows(cudaStream_t s, cfrt_dtype t, int op, kview dst, kview src,
+               kview gamma, kview beta, double eps);
+int cfrtk_scan(cudaStream_t s, cfrt_dtype t, kview dst, kview src, int dim,
+               double decay);
+int cfrtk_fill(cudaStream_t s, cfrt_dtype t, kview dst, uint64_t seed,
+               const int64_t *gdims, const int64_t *offs);
+
+/* Masked softmax of rows scores[i*sk .. i*sk+sk) (F32, or F64 when t is
+ * F64) into probs of type t; row i is query q_offset + i % sq; causal masks
+ * key j > that. */
+int cfrtk_attn_softmax(cudaStream_t s, cfrt_dtype t, const void *scores,
+                       void *probs, int64_t rows, int64_t sq, int64_t sk,
+                       int causal, int64_t q_offset);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CFRT_CUDA_KERN_H */

@@ -1,0 +1,491 @@
+// kernels.cu: the device kernels of the CUDA backend, behind kern.h.
+// Every op computes in float (double for F64) and rounds once to the
+// element type, as the MPI backend computes in double and rounds once.
+// Kernels walk their index space with grid-stride loops, so any size runs
+// with a bounded grid.
+#define OMPI_SKIP_MPICXX 1
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <math.h>
+
+#include "kern.h"
+
+namespace {
+
+const int THREADS = 256;
+const int64_t MAX_BLOCKS = 132 * 32;
+
+template <typename T> struct acc { typedef float type; };
+template <> struct acc<double> { typedef double type; };
+
+__device__ __forceinline__ float to_acc(float x) { return x; }
+__device__ __forceinline__ double to_acc(double x) { return x; }
+__device__ __forceinline__ float to_acc(__nv_bfloat16 x)
+{
+	return __bfloat162float(x);
+}
+__device__ __forceinline__ float to_acc(__half x) { return __half2float(x); }
+
+template <typename T> __device__ __forceinline__ T from_acc(float x);
+template <> __device__ __forceinline__ float from_acc<float>(float x)
+{
+	return x;
+}
+template <> __device__ __forceinline__ __nv_bfloat16 from_acc<__nv_bfloat16>(
+	float x)
+{
+	return __float2bfloat16_rn(x);
+}
+template <> __device__ __forceinline__ __half from_acc<__half>(float x)
+{
+	return __float2half_rn(x);
+}
+__device__ __forceinline__ double from_acc_d(double x) { return x; }
+
+template <typename T> __device__ __forceinline__ T store(
+	typename acc<T>::type x)
+{
+	return from_acc<T>(x);
+}
+template <> __device__ __forceinline__ double store<double>(double x)
+{
+	return from_acc_d(x);
+}
+
+__device__ __forceinline__ float f_tanh(float x) { return tanhf(x); }
+__device__ __forceinline__ double f_tanh(double x) { return tanh(x); }
+__device__ __forceinline__ float f_exp(float x) { return expf(x); }
+__device__ __forceinline__ double f_exp(double x) { return exp(x); }
+__device__ __forceinline__ float f_sqrt(float x) { return sqrtf(x); }
+__device__ __forceinline__ double f_sqrt(double x) { return sqrt(x); }
+
+// The elementwise ops of kern.h's enum kop on accumulator values.
+template <int OP, typename A> __device__ __forceinline__ A apply(A x, A y,
+                                                                 A arg)
+{
+	switch (OP) {
+	case K_COPY: return x;
+	case K_SCALE: return arg * x;
+	case K_GELU:
+		return A(0.5) * x * (A(1) + f_tanh(A(0.7978845608028654) *
+		                                   (x + A(0.044715) * x * x * x)));
+	case K_SILU: return x / (A(1) + f_exp(-x));
+	case K_RELU: return x > A(0) ? x : A(0);
+	case K_ADD: return x + y;
+	default: return x * y;
+	}
+}
+
+int64_t numel(const kview &v)
+{
+	int64_t n = 1;
+	for (int d = 0; d < v.nd; d++)
+		n *= v.dim[d];
+	return n;
+}
+
+int blocks_for(int64_t n)
+{
+	int64_t b = (n + THREADS - 1) / THREADS;
+	return (int)(b < 1 ? 1 : b > MAX_BLOCKS ? MAX_BLOCKS : b);
+}
+
+// Element offsets in d, a and b of index i of d's row-major index space.
+__device__ __forceinline__ void offsets3(int64_t i, const kview &d,
+                                         const kview &a, const kview &b,
+                                         int64_t *od, int64_t *oa,
+                                         int64_t *ob)
+{
+	int64_t x = 0, y = 0, z = 0;
+	for (int k = d.nd - 1; k >= 0; k--) {
+		int64_t n = d.dim[k], j = i % n;
+		i /= n;
+		x += j * d.st[k];
+		y += j * a.st[k];
+		z += j * b.st[k];
+	}
+	*od = x;
+	*oa = y;
+	*ob = z;
+}
+
+template <typename T, int OP>
+__global__ void ew_general(kview d, kview a, kview b, int64_t n, double arg)
+{
+	typedef typename acc<T>::type A;
+	T *pd = (T *)d.p;
+	const T *pa = (const T *)a.p, *pb = (const T *)b.p;
+	int64_t step = (int64_t)gridDim.x * blockDim.x;
+	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+	     i += step) {
+		int64_t od, oa, ob;
+		offsets3(i, d, a, b, &od, &oa, &ob);
+		A y = OP >= K_ADD ? to_acc(pb[ob]) : A(0);
+		pd[od] = store<T>(apply<OP, A>(to_acc(pa[oa]), y, A(arg)));
+	}
+}
+
+// Flat runs, 16 bytes a thread: every pointer 16-byte aligned.
+template <typename T, int OP>
+__global__ void ew_flat(T *d, const T *a, const T *b, int64_t n, double arg)
+{
+	typedef typename acc<T>::type A;
+	const int V = 16 / sizeof(T);
+	int64_t step = (int64_t)gridDim.x * blockDim.x;
+	int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+	for (int64_t i = first; i < n / V; i += step) {
+		uint4 va = ((const uint4 *)a)[i], vb = va, vd;
+		if (OP >= K_ADD)
+			vb = ((const uint4 *)b)[i];
+		const T *ea = (const T *)&va, *eb = (const T *)&vb;
+		T *ed = (T *)&vd;
+#pragma unroll
+		for (int j = 0; j < V; j++)
+			ed[j] = store<T>(apply<OP, A>(to_acc(ea[j]), to_acc(eb[j]),
+			                              A(arg)));
+		((uint4 *)d)[i] = vd;
+	}
+	for (int64_t i = n / V * V + first; i < n; i += step) {
+		A y = OP >= K_ADD ? to_acc(b[i]) : A(0);
+		d[i] = store<T>(apply<OP, A>(to_acc(a[i]), y, A(arg)));
+	}
+}
+
+bool aligned16(const void *p)
+{
+	return ((uintptr_t)p & 15) == 0;
+}
+
+template <typename T, int OP>
+int ew_run(cudaStream_t s, kview d, kview a, kview b, double arg)
+{
+	int64_t n = numel(d);
+	bool binary = OP >= K_ADD;
+	bool flat = d.nd == 1 && d.st[0] == 1 && a.st[0] == 1 &&
+	            (!binary || b.st[0] == 1) && aligned16(d.p) &&
+	            aligned16(a.p) && (!binary || aligned16(b.p));
+	if (flat)
+		ew_flat<T, OP><<<blocks_for(n / (16 / sizeof(T)) + 1), THREADS, 0,
+		                 s>>>((T *)d.p, (const T *)a.p, (const T *)b.p, n,
+		                      arg);
+	else
+		ew_general<T, OP><<<blocks_for(n), THREADS, 0, s>>>(d, a, b, n,
+		                                                    arg);
+	return (int)cudaGetLastError();
+}
+
+template <typename T>
+int ew_type(cudaStream_t s, int op, kview d, kview a, kview b, double arg)
+{
+	switch (op) {
+	case K_COPY: return ew_run<T, K_COPY>(s, d, a, b, arg);
+	case K_SCALE: return ew_run<T, K_SCALE>(s, d, a, b, arg);
+	case K_GELU: return ew_run<T, K_GELU>(s, d, a, b, arg);
+	case K_SILU: return ew_run<T, K_SILU>(s, d, a, b, arg);
+	case K_RELU: return ew_run<T, K_RELU>(s, d, a, b, arg);
+	case K_ADD: return ew_run<T, K_ADD>(s, d, a, b, arg);
+	default: return ew_run<T, K_MUL>(s, d, a, b, arg);
+	}
+}
+
+// ---- rows: norms and softmax, one block per row ------------------------
+
+// Offset of the first element of row r (rows: every index but the last).
+__device__ __forceinline__ int64_t row_offset(const kview &v, int64_t r)
+{
+	int64_t off = 0;
+	for (int k = v.nd - 2; k >= 0; k--) {
+		off += (r % v.dim[k]) * v.st[k];
+		r /= v.dim[k];
+	}
+	return off;
+}
+
+// Sum (max = 0) or maximum (max = 1) over the block; every thread gets
+// it. sh holds a value per warp; blockDim.x is a multiple of 32.
+template <typename A>
+__device__ A block_reduce(A v, A *sh, bool max)
+{
+	for (int o = 16; o > 0; o >>= 1) {
+		A u = __shfl_xor_sync(0xffffffffu, v, o);
+		v = max ? (u > v ? u : v) : v + u;
+	}
+	__syncthreads(); // sh is free: every thread read the last result
+	if ((threadIdx.x & 31) == 0)
+		sh[threadIdx.x >> 5] = v;
+	__syncthreads();
+	A r = sh[0];
+	for (int w = 1; w < (int)(blockDim.x >> 5); w++)
+		r = max ? (sh[w] > r ? sh[w] : r) : r + sh[w];
+	return r;
+}
+
+template <typename T>
+__global__ void norm_rows(kview d, kview s, kview g, kview b, int rms,
+                          double eps)
+{
+	typedef typename acc<T>::type A;
+	__shared__ A sh[32];
+	int64_t n = d.dim[d.nd - 1], r = blockIdx.x;
+	const T *x = (const T *)s.p + row_offset(s, r);
+	T *y = (T *)d.p + row_offset(d, r);
+	int64_t sx = s.st[s.nd - 1], sy = d.st[d.nd - 1];
+	A mean = 0, var = 0;
+	if (!rms) {
+		for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+			mean += to_acc(x[i * sx]);
+		mean = block_reduce(mean, sh, false) / A(n);
+	}
+	for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+		A u = to_acc(x[i * sx]) - mean;
+		var += u * u;
+	}
+	var = block_reduce(var, sh, false) / A(n);
+	A inv = A(1) / f_sqrt(var + A(eps));
+	const T *pg = (const T *)g.p, *pb = (const T *)b.p;
+	for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+		A u = (to_acc(x[i * sx]) - mean) * inv;
+		if (pg)
+			u *= to_acc(pg[i * g.st[0]]);
+		if (pb)
+			u += to_acc(pb[i * b.st[0]]);
+		y[i * sy] = store<T>(u);
+	}
+}
+
+// Softmax of the first `valid` of the n elements at x (stride sx) into y
+// (stride sy), zeros after them; one block.
+template <typename A, typename S, typename T>
+__device__ void softmax_row(const S *x, int64_t sx, T *y, int64_t sy,
+                            int64_t n, int64_t valid, A *sh)
+{
+	A m = -INFINITY, sum = 0;
+	for (int64_t i = threadIdx.x; i < valid; i += blockDim.x) {
+		A u = to_acc(x[i * sx]);
+		m = u > m ? u : m;
+	}
+	m = block_reduce(m, sh, true);
+	for (int64_t i = threadIdx.x; i < valid; i += blockDim.x)
+		sum += f_exp(to_acc(x[i * sx]) - m);
+	A inv = A(1) / block_reduce(sum, sh, false);
+	for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+		y[i * sy] = store<T>(i < valid ? f_exp(to_acc(x[i * sx]) - m) * inv
+		                               : A(0));
+}
+
+template <typename T>
+__global__ void softmax_rows(kview d, kview s)
+{
+	typedef typename acc<T>::type A;
+	__shared__ A sh[32];
+	int64_t n = d.dim[d.nd - 1], r = blockIdx.x;
+	softmax_row<A>((const T *)s.p + row_offset(s, r), s.st[s.nd - 1],
+	               (T *)d.p + row_offset(d, r), d.st[d.nd - 1], n, n, sh);
+}
+
+int row_threads(int64_t n)
+{
+	int64_t t = (n + 31) / 32 * 32;
+	return (int)(t > THREADS ? THREADS : t < 32 ? 32 : t);
+}
+
+template <typename T>
+int rows_type(cudaStream_t s, int op, kview d, kview x, kview g, kview b,
+              double eps)
+{
+	int64_t n = d.dim[d.nd - 1], rows = numel(d) / n;
+	if (rows > 0x7fffffff) // one block per row
+		return (int)cudaErrorInvalidConfiguration;
+	if (op == KR_SOFTMAX)
+		softmax_rows<T><<<(int)rows, row_threads(n), 0, s>>>(d, x);
+	else
+		norm_rows<T><<<(int)rows, row_threads(n), 0, s>>>(
+			d, x, g, b, op == KR_RMSNORM, eps);
+	return (int)cudaGetLastError();
+}
+
+// ---- attention softmax over the scores workspace ------------------------
+
+template <typename S, typename T>
+__global__ void attn_softmax(const S *scores, T *probs, int64_t sq,
+                             int64_t sk, int causal, int64_t q_offset)
+{
+	typedef typename acc<S>::type A;
+	__shared__ A sh[32];
+	int64_t r = blockIdx.x, q = q_offset + r % sq;
+	int64_t valid = causal && q + 1 < sk ? q + 1 : sk;
+	softmax_row<A>(scores + r * sk, 1, probs + r * sk, 1, sk, valid, sh);
+}
+
+// ---- scan ---------------------------------------------------------------
+
+template <typename T>
+__global__ void scan_lines(kview d, kview s, int dim, int64_t lines,
+                           double decay)
+{
+	int64_t step = (int64_t)gridDim.x * blockDim.x;
+	for (int64_t l = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+	     l < lines; l += step) {
+		int64_t od = 0, os = 0, r = l;
+		for (int k = d.nd - 1; k >= 0; k--) {
+			if (k == dim)
+				continue;
+			int64_t j = r % d.dim[k];
+			r /= d.dim[k];
+			od += j * d.st[k];
+			os += j * s.st[k];
+		}
+		const T *x = (const T *)s.p + os;
+		T *y = (T *)d.p + od;
+		double h = 0; // in double, as the MPI backend: one rounding
+		for (int64_t i = 0; i < d.dim[dim]; i++) {
+			h = decay * h + (double)to_acc(x[i * s.st[dim]]);
+			y[i * d.st[dim]] = store<T>((typename acc<T>::type)h);
+		}
+	}
+}
+
+// ---- deterministic fill -------------------------------------------------
+
+// cfrt_hash64 and cfrt_uniform of cfrt.h, on the device (same constants;
+// the GPU tests compare filled tensors with the CPU backend's).
+__device__ __forceinline__ uint64_t hash64(uint64_t seed, uint64_t index)
+{
+	uint64_t z = seed * 0xD1B54A32D192ED03ull +
+	             (index + 1) * 0x9E3779B97F4A7C15ull;
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+	return z ^ (z >> 31);
+}
+
+struct window {
+	int64_t gstride[CFRT_MAX_DIMS]; // row-major strides of the global tensor
+	int64_t off[CFRT_MAX_DIMS];
+};
+
+template <typename T>
+__global__ void fill_window(kview d, window w, uint64_t seed, int64_t n)
+{
+	int64_t step = (int64_t)gridDim.x * blockDim.x;
+	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+	     i += step) {
+		int64_t r = i, od = 0;
+		uint64_t g = 0;
+		for (int k = d.nd - 1; k >= 0; k--) {
+			int64_t j = r % d.dim[k];
+			r /= d.dim[k];
+			od += j * d.st[k];
+			g += (uint64_t)(w.off[k] + j) * (uint64_t)w.gstride[k];
+		}
+		uint64_t h = hash64(seed, g);
+		float v = (float)(h >> 40) * (1.0f / 8388608.0f) - 1.0f; // exact
+		((T *)d.p)[od] = store<T>((typename acc<T>::type)v);
+	}
+}
+
+template <>
+__global__ void fill_window<double>(kview d, window w, uint64_t seed,
+                                    int64_t n)
+{
+	int64_t step = (int64_t)gridDim.x * blockDim.x;
+	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+	     i += step) {
+		int64_t r = i, od = 0;
+		uint64_t g = 0;
+		for (int k = d.nd - 1; k >= 0; k--) {
+			int64_t j = r % d.dim[k];
+			r /= d.dim[k];
+			od += j * d.st[k];
+			g += (uint64_t)(w.off[k] + j) * (uint64_t)w.gstride[k];
+		}
+		uint64_t h = hash64(seed, g);
+		((double *)d.p)[od] = (double)(h >> 11) / 4503599627370496.0 - 1.0;
+	}
+}
+
+} // namespace
+
+// ---- launchers: type dispatch -------------------------------------------
+
+#define BY_TYPE(t, CALL)                                                  \
+	switch (t) {                                                      \
+	case CFRT_F32: { typedef float T; return CALL; }                  \
+	case CFRT_F64: { typedef double T; return CALL; }                 \
+	case CFRT_BF16: { typedef __nv_bfloat16 T; return CALL; }         \
+	case CFRT_F16: { typedef __half T; return CALL; }                 \
+	}                                                                 \
+	return (int)cudaErrorInvalidValue
+
+extern "C" int cfrtk_elementwise(cudaStream_t s, cfrt_dtype t, int op,
+                                 kview dst, kview a, kview b, double arg)
+{
+	BY_TYPE(t, ew_type<T>(s, op, dst, a, b, arg));
+}
+
+extern "C" int cfrtk_rows(cudaStream_t s, cfrt_dtype t, int op, kview dst,
+                          kview src, kview gamma, kview beta, double eps)
+{
+	BY_TYPE(t, rows_type<T>(s, op, dst, src, gamma, beta, eps));
+}
+
+template <typename T>
+static int scan_type(cudaStream_t s, kview d, kview x, int dim, double decay)
+{
+	int64_t lines = numel(d) / d.dim[dim];
+	scan_lines<T><<<blocks_for(lines), THREADS, 0, s>>>(d, x, dim, lines,
+	                                                    decay);
+	return (int)cudaGetLastError();
+}
+
+extern "C" int cfrtk_scan(cudaStream_t s, cfrt_dtype t, kview dst, kview src,
+                          int dim, double decay)
+{
+	BY_TYPE(t, scan_type<T>(s, dst, src, dim, decay));
+}
+
+template <typename T>
+static int fill_type(cudaStream_t s, kview d, uint64_t seed,
+                     const int64_t *gdims, const int64_t *offs)
+{
+	window w;
+	int64_t g = 1;
+	for (int k = d.nd - 1; k >= 0; k--) {
+		w.gstride[k] = g;
+		w.off[k] = offs[k];
+		g *= gdims[k];
+	}
+	int64_t n = numel(d);
+	fill_window<T><<<blocks_for(n), THREADS, 0, s>>>(d, w, seed, n);
+	return (int)cudaGetLastError();
+}
+
+extern "C" int cfrtk_fill(cudaStream_t s, cfrt_dtype t, kview dst,
+                          uint64_t seed, const int64_t *gdims,
+                          const int64_t *offs)
+{
+	BY_TYPE(t, fill_type<T>(s, dst, seed, gdims, offs));
+}
+
+template <typename S, typename T>
+static int attn_type(cudaStream_t s, const void *scores, void *probs,
+                     int64_t rows, int64_t sq, int64_t sk, int causal,
+                     int64_t q_offset)
+{
+	if (rows > 0x7fffffff)
+		return (int)cudaErrorInvalidConfiguration;
+	attn_softmax<S, T><<<(int)rows, row_threads(sk), 0, s>>>(
+		(const S *)scores, (T *)probs, sq, sk, causal, q_offset);
+	return (int)cudaGetLastError();
+}
+
+extern "C" int cfrtk_attn_softmax(cudaStream_t s, cfrt_dtype t,
+                                  const void *scores, void *probs,
+                                  int64_t rows, int64_t sq, int64_t sk,
+                                  int causal, int64_t q_offset)
+{
+	if (t == CFRT_F64)
+		return attn_type<double, double>(s, scores, probs, rows, sq, sk,
+		                                 causal, q_offset);
+	BY_TYPE(t, (attn_type<float, T>(s, scores, probs, rows, sq, sk, causal,
+	                                q_offset)));
+}

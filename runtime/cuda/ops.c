@@ -1,0 +1,261 @@
+/* ops.c: copy, deterministic fill, elementwise ops, norms, softmax and the
+ * scan on the compute stream.
+ * requires: views checked by cfrti_check_*; ensures: every op is enqueued
+ * on ctx->cs after the calls before it; views reach the kernels with their
+ * dims collapsed, so a contiguous tensor is one flat run whatever its
+ * shape (and a contiguous copy is a cudaMemcpyAsync). */
+#include <string.h>
+
+#include "backend.h"
+#include "kern.h"
+
+static kview kv_of(const cfrt_view *v)
+{
+	kview k = {(char *)v->p, v->nd, {0}, {0}};
+	for (int d = 0; d < v->nd; d++) {
+		k.dim[d] = v->dim[d];
+		k.st[d] = v->stride[d];
+	}
+	return k;
+}
+
+static void kv_drop(kview *v, int n, int d)
+{
+	for (int i = 0; i < n; i++) {
+		for (int e = d; e + 1 < v[i].nd; e++) {
+			v[i].dim[e] = v[i].dim[e + 1];
+			v[i].st[e] = v[i].st[e + 1];
+		}
+		v[i].nd--;
+	}
+}
+
+/* Collapses n views of one index space (v[0]'s dims; the others have the
+ * same dims, some with broadcast strides 0): extent-1 dims go, and dims d,
+ * d+1 merge where every view steps over d as over a whole run of d+1.
+ * Afterwards every view covers the same elements in the same order. */
+static void collapse(kview *v, int n)
+{
+	for (int d = v[0].nd - 1; d >= 0 && v[0].nd > 1; d--)
+		if (v[0].dim[d] == 1)
+			kv_drop(v, n, d);
+	for (int d = v[0].nd - 2; d >= 0; d--) {
+		int ok = 1;
+		for (int i = 0; i < n; i++)
+			ok &= v[i].st[d] == v[i].st[d + 1] * v[i].dim[d + 1];
+		if (!ok)
+			continue;
+		for (int i = 0; i < n; i++) {
+			v[i].dim[d] *= v[i].dim[d + 1];
+			v[i].st[d] = v[i].st[d + 1];
+		}
+		kv_drop(v, n, d + 1);
+	}
+}
+
+/* A copy as plain memory copies when the layout allows: a flat run, or
+ * rows with unit stride. Returns 1 when it took the copy (*rc: status). */
+static int copy_fast(cfrt_ctx *ctx, kview d, kview s, size_t es, int *rc)
+{
+	if (d.nd == 1 && d.st[0] == 1 && s.st[0] == 1) {
+		if (d.p != s.p)
+			*rc = cfrti_cuda(ctx, cudaMemcpyAsync(d.p, s.p,
+			                 (size_t)d.dim[0] * es,
+			                 cudaMemcpyDeviceToDevice, ctx->cs),
+			                 "cudaMemcpyAsync");
+		return 1;
+	}
+	if (d.nd == 2 && d.st[1] == 1 && s.st[1] == 1 &&
+	    d.st[0] >= d.dim[1] && s.st[0] >= d.dim[1]) {
+		*rc = cfrti_cuda(ctx, cudaMemcpy2DAsync(d.p, (size_t)d.st[0] * es,
+		                 s.p, (size_t)s.st[0] * es, (size_t)d.dim[1] * es,
+		                 (size_t)d.dim[0], cudaMemcpyDeviceToDevice,
+		                 ctx->cs), "cudaMemcpy2DAsync");
+		return 1;
+	}
+	return 0;
+}
+
+int cfrt_copy(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src)
+{
+	int rc = cfrti_begin(ctx, "cfrt_copy");
+	if (rc == CFRT_OK)
+		rc = cfrti_check_same(ctx, dst, src, "dst", "src");
+	if (rc != CFRT_OK || cfrt_view_numel(dst) == 0)
+		return rc;
+	kview v[2] = {kv_of(dst), kv_of(src)};
+	collapse(v, 2);
+	if (copy_fast(ctx, v[0], v[1], cfrt_dtype_size(dst->t), &rc))
+		return rc;
+	rc = cfrtk_elementwise(ctx->cs, dst->t, K_COPY, v[0], v[1], v[1], 0.0);
+	return cfrti_cuda(ctx, (cudaError_t)rc, "copy kernel");
+}
+
+static int check_window(cfrt_ctx *ctx, const cfrt_view *dst,
+                        const int64_t *gdims, const int64_t *offs)
+{
+	if (!gdims || !offs)
+		return cfrti_err(ctx, CFRT_EINVAL, "null global dims or offsets");
+	for (int d = 0; d < dst->nd; d++)
+		if (offs[d] < 0 || offs[d] + dst->dim[d] > gdims[d])
+			return cfrti_err(ctx, CFRT_EINVAL, "dim %d: window %lld+%lld "
+			                 "exceeds the global extent %lld", d,
+			                 (long long)offs[d], (long long)dst->dim[d],
+			                 (long long)gdims[d]);
+	return CFRT_OK;
+}
+
+int cfrt_fill_global(cfrt_ctx *ctx, const cfrt_view *dst, uint64_t seed,
+                     const int64_t *global_dims, const int64_t *offsets)
+{
+	int rc = cfrti_begin(ctx, "cfrt_fill_global");
+	if (rc == CFRT_OK)
+		rc = cfrti_check_view(ctx, dst, "dst");
+	if (rc == CFRT_OK)
+		rc = check_window(ctx, dst, global_dims, offsets);
+	if (rc != CFRT_OK || cfrt_view_numel(dst) == 0)
+		return rc;
+	rc = cfrtk_fill(ctx->cs, dst->t, kv_of(dst), seed, global_dims, offsets);
+	return cfrti_cuda(ctx, (cudaError_t)rc, "fill kernel");
+}
+
+int cfrt_fill_uniform(cfrt_ctx *ctx, const cfrt_view *dst, uint64_t seed)
+{
+	int64_t zero[CFRT_MAX_DIMS] = {0};
+	return cfrt_fill_global(ctx, dst, seed, dst ? dst->dim : NULL, zero);
+}
+
+static int unary(cfrt_ctx *ctx, const char *api, const cfrt_view *dst,
+                 const cfrt_view *src, int op, double arg)
+{
+	int rc = cfrti_begin(ctx, api);
+	if (rc == CFRT_OK)
+		rc = cfrti_check_same(ctx, dst, src, "dst", "src");
+	if (rc != CFRT_OK || cfrt_view_numel(dst) == 0)
+		return rc;
+	kview v[2] = {kv_of(dst), kv_of(src)};
+	collapse(v, 2);
+	rc = cfrtk_elementwise(ctx->cs, dst->t, op, v[0], v[1], v[1], arg);
+	return cfrti_cuda(ctx, (cudaError_t)rc, "elementwise kernel");
+}
+
+int cfrt_scale(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *a,
+               double s)
+{
+	return unary(ctx, "cfrt_scale", dst, a, K_SCALE, s);
+}
+
+int cfrt_gelu(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src)
+{
+	return unary(ctx, "cfrt_gelu", dst, src, K_GELU, 0.0);
+}
+
+int cfrt_silu(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src)
+{
+	return unary(ctx, "cfrt_silu", dst, src, K_SILU, 0.0);
+}
+
+int cfrt_relu(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src)
+{
+	return unary(ctx, "cfrt_relu", dst, src, K_RELU, 0.0);
+}
+
+/* dst = a op b, b broadcast to dst. */
+static int binary(cfrt_ctx *ctx, const char *api, const cfrt_view *dst,
+                  const cfrt_view *a, const cfrt_view *b, int op)
+{
+	cfrt_view bb;
+	int rc = cfrti_begin(ctx, api);
+	if (rc == CFRT_OK)
+		rc = cfrti_check_same(ctx, dst, a, "dst", "a");
+	if (rc == CFRT_OK)
+		rc = cfrti_check_view(ctx, b, "b");
+	if (rc == CFRT_OK && b->t != dst->t)
+		rc = cfrti_err(ctx, CFRT_EINVAL, "views b and dst have different "
+		               "dtypes");
+	if (rc == CFRT_OK)
+		rc = cfrti_broadcast_to(ctx, b, dst, &bb);
+	if (rc != CFRT_OK || cfrt_view_numel(dst) == 0)
+		return rc;
+	kview v[3] = {kv_of(dst), kv_of(a), kv_of(&bb)};
+	collapse(v, 3);
+	rc = cfrtk_elementwise(ctx->cs, dst->t, op, v[0], v[1], v[2], 0.0);
+	return cfrti_cuda(ctx, (cudaError_t)rc, "elementwise kernel");
+}
+
+int cfrt_add(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *a,
+             const cfrt_view *b)
+{
+	return binary(ctx, "cfrt_add", dst, a, b, K_ADD);
+}
+
+int cfrt_mul(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *a,
+             const cfrt_view *b)
+{
+	return binary(ctx, "cfrt_mul", dst, a, b, K_MUL);
+}
+
+/* The row checks of the norms and softmax; gamma and beta may be NULL. */
+static int check_rows(cfrt_ctx *ctx, const cfrt_view *dst,
+                      const cfrt_view *src, const cfrt_view *gamma,
+                      const cfrt_view *beta, double eps)
+{
+	int rc = cfrti_check_same(ctx, dst, src, "dst", "src");
+	int64_t n = rc == CFRT_OK ? dst->dim[dst->nd - 1] : 0;
+	if (rc == CFRT_OK && gamma)
+		rc = cfrti_check_vec(ctx, gamma, n, dst->t, "gamma");
+	if (rc == CFRT_OK && beta)
+		rc = cfrti_check_vec(ctx, beta, n, dst->t, "beta");
+	if (rc == CFRT_OK && !(eps >= 0.0))
+		rc = cfrti_err(ctx, CFRT_EINVAL, "eps %g is negative", eps);
+	return rc;
+}
+
+static int rows(cfrt_ctx *ctx, const char *api, int op, const cfrt_view *dst,
+                const cfrt_view *src, const cfrt_view *gamma,
+                const cfrt_view *beta, double eps)
+{
+	kview none = {NULL, 1, {0}, {0}};
+	int rc = cfrti_begin(ctx, api);
+	if (rc == CFRT_OK)
+		rc = check_rows(ctx, dst, src, gamma, beta, eps);
+	if (rc != CFRT_OK || cfrt_view_numel(dst) == 0)
+		return rc;
+	rc = cfrtk_rows(ctx->cs, dst->t, op, kv_of(dst), kv_of(src),
+	                gamma ? kv_of(gamma) : none, beta ? kv_of(beta) : none,
+	                eps);
+	return cfrti_cuda(ctx, (cudaError_t)rc, "row kernel");
+}
+
+int cfrt_layernorm(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src,
+                   const cfrt_view *gamma, const cfrt_view *beta, double eps)
+{
+	return rows(ctx, "cfrt_layernorm", KR_LAYERNORM, dst, src, gamma, beta,
+	            eps);
+}
+
+int cfrt_rmsnorm(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src,
+                 const cfrt_view *gamma, double eps)
+{
+	return rows(ctx, "cfrt_rmsnorm", KR_RMSNORM, dst, src, gamma, NULL, eps);
+}
+
+int cfrt_softmax(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src)
+{
+	return rows(ctx, "cfrt_softmax", KR_SOFTMAX, dst, src, NULL, NULL, 0.0);
+}
+
+int cfrt_scan(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src,
+              int dim, double decay)
+{
+	int rc = cfrti_begin(ctx, "cfrt_scan");
+	if (rc == CFRT_OK)
+		rc = cfrti_check_same(ctx, dst, src, "dst", "src");
+	if (rc == CFRT_OK && (dim < 0 || dim >= dst->nd))
+		rc = cfrti_err(ctx, CFRT_EINVAL, "dim %d of a %d-d view", dim,
+		               dst->nd);
+	if (rc != CFRT_OK || cfrt_view_numel(dst) == 0)
+		return rc;
+	rc = cfrtk_scan(ctx->cs, dst->t, kv_of(dst), kv_of(src), dim, decay);
+	return cfrti_cuda(ctx, (cudaError_t)rc, "scan kernel");
+}

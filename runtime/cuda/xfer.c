@@ -1,0 +1,426 @@
+/* xfer.c: the transfer table, groups, waits, NCCL point-to-point and
+ * collectives.
+ * requires: ctx->nccl over the context's ranks, ctx->xs its stream.
+ * ensures: a transfer starts on its stream after an event of the compute
+ * stream recorded when it is issued, so after every compute call before
+ * it; the transfers of one cfrt group are one NCCL group (sends and
+ * receives of a step issued together, as NCCL needs to avoid deadlock);
+ * cfrt_wait makes the compute stream wait on the transfer's completion
+ * event and never blocks the host (copy-engine transfers: see ce.c). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+
+static const char *const api_of[] = {
+	"ncclSend", "ncclRecv", "ncclAllGather", "ncclReduceScatter",
+	"ncclAllReduce", "ncclSend/ncclRecv (all_to_all)"
+};
+
+static ncclDataType_t nccl_type(cfrt_dtype t)
+{
+	switch (t) {
+	case CFRT_F64: return ncclFloat64;
+	case CFRT_BF16: return ncclBfloat16;
+	case CFRT_F16: return ncclFloat16;
+	default: return ncclFloat32;
+	}
+}
+
+/* ---- slots -------------------------------------------------------------- */
+
+static int slot_new(cfrt_ctx *ctx)
+{
+	xfer **n = realloc(ctx->x, (size_t)(ctx->nx + 1) * sizeof *n);
+	if (!n)
+		return cfrti_err(ctx, CFRT_ENOMEM, "no memory for a transfer slot");
+	ctx->x = n;
+	xfer *x = calloc(1, sizeof *x);
+	if (!x)
+		return cfrti_err(ctx, CFRT_ENOMEM, "no memory for a transfer slot");
+	x->id = ctx->nx;
+	int rc = cfrti_cuda(ctx, cudaEventCreateWithFlags(&x->done,
+	                    cudaEventDisableTiming), "cudaEventCreate");
+	if (rc == CFRT_OK)
+		rc = cfrti_cuda(ctx, cudaEventCreateWithFlags(&x->ready,
+		                cudaEventDisableTiming), "cudaEventCreate");
+	if (rc != CFRT_OK) {
+		if (x->done)
+			cudaEventDestroy(x->done);
+		free(x);
+		return rc;
+	}
+	ctx->x[ctx->nx++] = x;
+	return CFRT_OK;
+}
+
+/* A free slot, marked taken; NULL on failure (message in ctx). */
+static xfer *slot_get(cfrt_ctx *ctx)
+{
+	for (int i = 0; i < ctx->nx; i++)
+		if (ctx->x[i]->state == X_FREE)
+			return ctx->x[i];
+	return slot_new(ctx) == CFRT_OK ? ctx->x[ctx->nx - 1] : NULL;
+}
+
+static void slot_release(xfer *x)
+{
+	x->state = X_FREE;
+	x->gen++;
+}
+
+void cfrti_xfer_free_all(cfrt_ctx *ctx)
+{
+	for (int i = 0; i < ctx->nx; i++) {
+		cudaEventDestroy(ctx->x[i]->done);
+		cudaEventDestroy(ctx->x[i]->ready);
+		free(ctx->x[i]);
+	}
+	free(ctx->x);
+	ctx->x = NULL;
+	ctx->nx = 0;
+}
+
+/* ---- NCCL --------------------------------------------------------------- */
+
+static ncclResult_t nccl_call(cfrt_ctx *ctx, const xdesc *d)
+{
+	ncclDataType_t dt = nccl_type(d->t);
+	size_t n = (size_t)d->count, es = cfrt_dtype_size(d->t);
+	ncclComm_t c = ctx->nccl;
+	cudaStream_t s = ctx->xs;
+	ncclResult_t r = ncclSuccess;
+	switch (d->kind) {
+	case T_SEND: return ncclSend(d->send, n, dt, d->peer, c, s);
+	case T_RECV: return ncclRecv(d->recv, n, dt, d->peer, c, s);
+	case T_AG: return ncclAllGather(d->send, d->recv, n, dt, c, s);
+	case T_RS: return ncclReduceScatter(d->send, d->recv, n, dt, ncclSum, c, s);
+	case T_AR: return ncclAllReduce(d->send, d->recv, n, dt, ncclSum, c, s);
+	case T_A2A:
+		for (int j = 0; r == ncclSuccess && j < ctx->size; j++) {
+			r = ncclSend((const char *)d->send + (size_t)j * n * es, n, dt,
+			             j, c, s);
+			if (r == ncclSuccess)
+				r = ncclRecv((char *)d->recv + (size_t)j * n * es, n, dt,
+				             j, c, s);
+		}
+		return r;
+	}
+	return ncclInvalidArgument;
+}
+
+/* Issues slots[0..n) as one NCCL group on xs, after the compute so far. */
+static int nccl_issue(cfrt_ctx *ctx, xfer *const *slots, int n)
+{
+	int rc = cfrti_cuda(ctx, cudaEventRecord(ctx->fence, ctx->cs),
+	                    "cudaEventRecord");
+	if (rc == CFRT_OK)
+		rc = cfrti_cuda(ctx, cudaStreamWaitEvent(ctx->xs, ctx->fence, 0),
+		                "cudaStreamWaitEvent");
+	if (rc == CFRT_OK)
+		rc = cfrti_nccl(ctx, ncclGroupStart(), "ncclGroupStart");
+	if (rc != CFRT_OK)
+		return rc;
+	for (int i = 0; rc == CFRT_OK && i < n; i++)
+		rc = cfrti_nccl(ctx, nccl_call(ctx, &slots[i]->d),
+		                api_of[slots[i]->d.kind]);
+	int erc = cfrti_nccl(ctx, ncclGroupEnd(), "ncclGroupEnd");
+	rc = rc != CFRT_OK ? rc : erc;
+	for (int i = 0; rc == CFRT_OK && i < n; i++) {
+		rc = cfrti_cuda(ctx, cudaEventRecord(slots[i]->done, ctx->xs),
+		                "cudaEventRecord");
+		slots[i]->state = X_ACTIVE;
+	}
+	return rc;
+}
+
+/* ---- starting ----------------------------------------------------------- */
+
+/* Elements in the send and the receive buffer of d. */
+static void buffer_counts(const cfrt_ctx *ctx, const xdesc *d, int64_t *ns,
+                          int64_t *nr)
+{
+	int64_t many = d->count * ctx->size;
+	*ns = d->kind == T_RS || d->kind == T_A2A ? many : d->count;
+	*nr = d->kind == T_AG || d->kind == T_A2A ? many : d->count;
+	if (d->kind == T_SEND)
+		*nr = 0;
+	if (d->kind == T_RECV)
+		*ns = 0;
+}
+
+static int check_desc(cfrt_ctx *ctx, const xdesc *d)
+{
+	int64_t ns, nr;
+	int rc = cfrti_check_dtype(ctx, d->t);
+	if (rc != CFRT_OK)
+		return rc;
+	if (d->count < 0)
+		return cfrti_err(ctx, CFRT_EINVAL, "count %lld is negative",
+		                 (long long)d->count);
+	buffer_counts(ctx, d, &ns, &nr);
+	if ((ns > 0 && !d->send) || (nr > 0 && !d->recv))
+		return cfrti_err(ctx, CFRT_EINVAL, "null buffer for %lld "
+		                 "elements", (long long)(ns > 0 && !d->send ? ns : nr));
+	if (d->kind > T_RECV)
+		return CFRT_OK;
+	if (d->peer < 0 || d->peer >= ctx->size)
+		return cfrti_err(ctx, CFRT_EINVAL, "peer %d is not a rank of the "
+		                 "%d-rank group", d->peer, ctx->size);
+	if (d->tag < 0 || d->tag > 32767)
+		return cfrti_err(ctx, CFRT_EINVAL, "tag %d is outside 0..32767",
+		                 d->tag);
+	return CFRT_OK;
+}
+
+/* Queues x in the open group. */
+static int group_add(cfrt_ctx *ctx, xfer *x)
+{
+	int *n = realloc(ctx->group, (size_t)(ctx->ngroup + 1) * sizeof *n);
+	if (!n)
+		return cfrti_err(ctx, CFRT_ENOMEM, "no memory for the group");
+	ctx->group = n;
+	ctx->group[ctx->ngroup++] = x->id;
+	x->state = X_QUEUED;
+	return CFRT_OK;
+}
+
+static int start(cfrt_ctx *ctx, const char *api, const xdesc *d,
+                 cfrt_req *req)
+{
+	int rc = cfrti_begin(ctx, api);
+	if (rc == CFRT_OK && !req)
+		rc = cfrti_err(ctx, CFRT_EINVAL, "null request pointer");
+	if (rc == CFRT_OK)
+		rc = check_desc(ctx, d);
+	if (rc == CFRT_OK && ctx->xmode == XM_NONE) {
+		*req = (cfrt_req){0, 0}; /* nothing moves: the null request */
+		return CFRT_OK;
+	}
+	xfer *x = rc == CFRT_OK ? slot_get(ctx) : NULL;
+	if (!x)
+		return rc != CFRT_OK ? rc : CFRT_ENOMEM;
+	x->d = *d;
+	x->ce = ctx->xmode == XM_CE && d->kind <= T_RECV;
+	if (x->ce)
+		rc = cfrti_ce_start(ctx, x);
+	else if (ctx->in_group)
+		rc = group_add(ctx, x);
+	else
+		rc = nccl_issue(ctx, &x, 1);
+	if (rc != CFRT_OK) {
+		slot_release(x);
+		return rc;
+	}
+	*req = (cfrt_req){x->id + 1, x->gen};
+	return CFRT_OK;
+}
+
+/* ---- waiting ------------------------------------------------------------ */
+
+static int wait_slot(cfrt_ctx *ctx, xfer *x)
+{
+	int rc = x->ce ? cfrti_ce_wait(ctx, x) :
+	         cfrti_cuda(ctx, cudaStreamWaitEvent(ctx->cs, x->done, 0),
+	                    "cudaStreamWaitEvent");
+	slot_release(x);
+	return rc;
+}
+
+/* Waits on *req unless it is null or completed; *req becomes null. */
+static int wait_req(cfrt_ctx *ctx, cfrt_req *req)
+{
+	int i = req->slot - 1;
+	uint32_t gen = req->gen;
+	if (i < 0)
+		return CFRT_OK;
+	if (i >= ctx->nx)
+		return cfrti_err(ctx, CFRT_EINVAL, "request %d does not exist",
+		                 req->slot);
+	xfer *x = ctx->x[i];
+	*req = (cfrt_req){0, 0};
+	if (x->state == X_FREE || x->gen != gen)
+		return CFRT_OK; /* completed by an earlier wait or sync */
+	if (x->state == X_QUEUED)
+		return cfrti_err(ctx, CFRT_EINVAL, "wait on a transfer of an open "
+		                 "group");
+	return wait_slot(ctx, x);
+}
+
+int cfrti_xfer_wait_all(cfrt_ctx *ctx)
+{
+	int rc = CFRT_OK;
+	for (int i = 0; rc == CFRT_OK && i < ctx->nx; i++) {
+		xfer *x = ctx->x[i];
+		if (x->state == X_QUEUED) /* a group never closed: not started */
+			slot_release(x);
+		if (x->state == X_ACTIVE)
+			rc = wait_slot(ctx, x);
+	}
+	ctx->ngroup = 0;
+	return rc;
+}
+
+/* A wait inside a group would wait on transfers not issued yet. */
+static int not_in_group(cfrt_ctx *ctx)
+{
+	if (ctx->in_group)
+		return cfrti_err(ctx, CFRT_EINVAL, "wait inside a transfer group "
+		                 "(its transfers start at cfrt_group_end)");
+	return CFRT_OK;
+}
+
+int cfrt_wait(cfrt_ctx *ctx, cfrt_req *req)
+{
+	int rc = cfrti_begin(ctx, "cfrt_wait");
+	if (rc == CFRT_OK)
+		rc = not_in_group(ctx);
+	if (rc == CFRT_OK && !req)
+		rc = cfrti_err(ctx, CFRT_EINVAL, "null request pointer");
+	return rc != CFRT_OK ? rc : wait_req(ctx, req);
+}
+
+int cfrt_waitall(cfrt_ctx *ctx, int n, cfrt_req *reqs)
+{
+	int rc = cfrti_begin(ctx, "cfrt_waitall");
+	if (rc == CFRT_OK)
+		rc = not_in_group(ctx);
+	if (rc == CFRT_OK && n > 0 && !reqs)
+		rc = cfrti_err(ctx, CFRT_EINVAL, "null request array");
+	for (int i = 0; rc == CFRT_OK && i < n; i++)
+		rc = wait_req(ctx, &reqs[i]);
+	return rc;
+}
+
+int cfrt_sync(cfrt_ctx *ctx)
+{
+	int rc = cfrti_begin(ctx, "cfrt_sync");
+	if (rc == CFRT_OK)
+		rc = not_in_group(ctx);
+	if (rc == CFRT_OK)
+		rc = cfrti_xfer_wait_all(ctx);
+	if (rc == CFRT_OK)
+		rc = cfrti_cuda(ctx, cudaStreamSynchronize(ctx->cs),
+		                "cudaStreamSynchronize");
+	return rc;
+}
+
+int cfrt_group_begin(cfrt_ctx *ctx)
+{
+	int rc = cfrti_begin(ctx, "cfrt_group_begin");
+	if (rc == CFRT_OK && ctx->in_group)
+		rc = cfrti_err(ctx, CFRT_EINVAL, "transfer groups do not nest");
+	if (rc == CFRT_OK) {
+		ctx->in_group = 1;
+		ctx->ngroup = 0;
+	}
+	return rc;
+}
+
+/* Issues the group's NCCL transfers together (copy-engine ones started at
+ * their calls: they need no grouping). */
+int cfrt_group_end(cfrt_ctx *ctx)
+{
+	xfer *stack[16] = {NULL}, **slots = stack;
+	int rc = cfrti_begin(ctx, "cfrt_group_end");
+	if (rc == CFRT_OK && !ctx->in_group)
+		rc = cfrti_err(ctx, CFRT_EINVAL, "no transfer group is open");
+	if (rc != CFRT_OK)
+		return rc;
+	ctx->in_group = 0;
+	if (ctx->ngroup == 0)
+		return CFRT_OK;
+	if (ctx->ngroup > 16 && !(slots = malloc((size_t)ctx->ngroup *
+	                                         sizeof *slots)))
+		return cfrti_err(ctx, CFRT_ENOMEM, "no memory for the group");
+	for (int i = 0; i < ctx->ngroup; i++)
+		slots[i] = ctx->x[ctx->group[i]];
+	rc = nccl_issue(ctx, slots, ctx->ngroup);
+	ctx->ngroup = 0;
+	if (slots != stack)
+		free(slots);
+	return rc;
+}
+
+/* ---- public starts ------------------------------------------------------ */
+
+static int blocking(cfrt_ctx *ctx, const char *api, const xdesc *d)
+{
+	cfrt_req req = {0, 0};
+	ctx->api = api;
+	if (ctx->in_group)
+		return cfrti_err(ctx, CFRT_EINVAL, "a blocking collective inside "
+		                 "a transfer group");
+	int rc = start(ctx, api, d, &req);
+	return rc != CFRT_OK ? rc : wait_req(ctx, &req);
+}
+
+int cfrt_isend(cfrt_ctx *ctx, const void *buf, int64_t count, cfrt_dtype t,
+               int peer, int tag, cfrt_req *req)
+{
+	xdesc d = {T_SEND, buf, NULL, count, t, peer, tag};
+	return start(ctx, "cfrt_isend", &d, req);
+}
+
+int cfrt_irecv(cfrt_ctx *ctx, void *buf, int64_t count, cfrt_dtype t,
+               int peer, int tag, cfrt_req *req)
+{
+	xdesc d = {T_RECV, NULL, buf, count, t, peer, tag};
+	return start(ctx, "cfrt_irecv", &d, req);
+}
+
+int cfrt_all_gather(cfrt_ctx *ctx, const void *send, void *recv,
+                    int64_t count, cfrt_dtype t)
+{
+	xdesc d = {T_AG, send, recv, count, t, 0, 0};
+	return blocking(ctx, "cfrt_all_gather", &d);
+}
+
+int cfrt_iall_gather(cfrt_ctx *ctx, const void *send, void *recv,
+                     int64_t count, cfrt_dtype t, cfrt_req *req)
+{
+	xdesc d = {T_AG, send, recv, count, t, 0, 0};
+	return start(ctx, "cfrt_iall_gather", &d, req);
+}
+
+int cfrt_reduce_scatter(cfrt_ctx *ctx, const void *send, void *recv,
+                        int64_t count, cfrt_dtype t)
+{
+	xdesc d = {T_RS, send, recv, count, t, 0, 0};
+	return blocking(ctx, "cfrt_reduce_scatter", &d);
+}
+
+int cfrt_ireduce_scatter(cfrt_ctx *ctx, const void *send, void *recv,
+                         int64_t count, cfrt_dtype t, cfrt_req *req)
+{
+	xdesc d = {T_RS, send, recv, count, t, 0, 0};
+	return start(ctx, "cfrt_ireduce_scatter", &d, req);
+}
+
+int cfrt_all_reduce(cfrt_ctx *ctx, const void *send, void *recv,
+                    int64_t count, cfrt_dtype t)
+{
+	xdesc d = {T_AR, send, recv, count, t, 0, 0};
+	return blocking(ctx, "cfrt_all_reduce", &d);
+}
+
+int cfrt_iall_reduce(cfrt_ctx *ctx, const void *send, void *recv,
+                     int64_t count, cfrt_dtype t, cfrt_req *req)
+{
+	xdesc d = {T_AR, send, recv, count, t, 0, 0};
+	return start(ctx, "cfrt_iall_reduce", &d, req);
+}
+
+int cfrt_all_to_all(cfrt_ctx *ctx, const void *send, void *recv,
+                    int64_t count, cfrt_dtype t)
+{
+	xdesc d = {T_A2A, send, recv, count, t, 0, 0};
+	return blocking(ctx, "cfrt_all_to_all", &d);
+}
+
+int cfrt_iall_to_all(cfrt_ctx *ctx, const void *send, void *recv,
+                     int64_t count, cfrt_dtype t, cfrt_req *req)
+{
+	xdesc d = {T_A2A, send, recv, count, t, 0, 0};
+	return start(ctx, "cfrt_iall_to_all", &d, req);
+}
