@@ -382,7 +382,8 @@ rg_ar_dim(Finder *F, Coll *c)
 static void
 rg_link(Arena *a, Coll *c)
 {
-	qsort(c->pre.v, (size_t)c->pre.n, sizeof *c->pre.v, rg_cmp_id);
+	if (c->pre.n > 1)
+		qsort(c->pre.v, (size_t)c->pre.n, sizeof *c->pre.v, rg_cmp_id);
 	c->region.n = 0;
 	for (int s = 0; s < 2; s++) {
 		Vec *side = s ? &c->post : &c->pre;

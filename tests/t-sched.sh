@@ -58,30 +58,47 @@ for ex in $EXAMPLES; do
 done
 
 # ---- property ----
-for ex in $EXAMPLES; do
-	want=$(ncoll "$ex")
-	for kind in "fuse(ring)" "fuse(bidir)" "fuse(pairwise)" "fuse(ring, m = 2)" \
-	            "fuse(pairwise, m = 2)" "slice(4)" vanilla auto; do
-		bad=""
-		n=1
-		while [ $n -le 64 ]; do
-			# shellcheck disable=SC2046
-			"$CFC" "examples/$ex.cf" $(sizes $n "$ex") --schedule="$kind" --emit=sched \
-				-o "$out/prop.txt" 2>"$out/prop.err"
-			rc=$?
-			ok=$(grep -c '^verify: ok ' "$out/prop.txt" 2>/dev/null)
-			if [ $rc -ne 0 ] || [ "$ok" != "$want" ]; then
-				bad="$bad $n"
-				echo "$ex $kind N=$n: exit $rc, $ok of $want verified"
-				head -n 5 "$out/prop.err"
-			fi
-			n=$((n + 1))
-		done
-		if [ -z "$bad" ]; then
-			pass "sched property: $ex $kind verifies for N = 1..64"
-		else
-			fail "sched property: $ex $kind (N =$bad)"
+# prop EX KIND FILE: compiles EX under KIND for N = 1..64; the last line of
+# FILE is the PASS or FAIL line, the lines before it the details.
+prop() {
+	unset IFS
+	ex=$1 kind=$2 res=$3
+	want=$(ncoll "$ex") bad="" n=1
+	: >"$res"
+	while [ $n -le 64 ]; do
+		# shellcheck disable=SC2046
+		"$CFC" "examples/$ex.cf" $(sizes $n "$ex") --schedule="$kind" --emit=sched \
+			-o "$res.txt" 2>"$res.err"
+		rc=$?
+		ok=$(grep -c '^verify: ok ' "$res.txt" 2>/dev/null)
+		if [ $rc -ne 0 ] || [ "$ok" != "$want" ]; then
+			bad="$bad $n"
+			echo "$ex $kind N=$n: exit $rc, $ok of $want verified" >>"$res"
+			head -n 5 "$res.err" >>"$res"
 		fi
+		n=$((n + 1))
+	done
+	if [ -z "$bad" ]; then
+		echo "PASS sched property: $ex $kind verifies for N = 1..64" >>"$res"
+	else
+		echo "FAIL sched property: $ex $kind (N =$bad)" >>"$res"
+	fi
+}
+
+KINDS="fuse(ring)|fuse(bidir)|fuse(pairwise)|fuse(ring, m = 2)|fuse(pairwise, m = 2)|slice(4)|vanilla|auto"
+for ex in $EXAMPLES; do
+	k=0
+	IFS='|'
+	for kind in $KINDS; do
+		prop "$ex" "$kind" "$out/prop.$ex.$k" &
+		k=$((k + 1))
+	done
+	unset IFS
+	wait
+	j=0
+	while [ $j -lt $k ]; do
+		cat "$out/prop.$ex.$j"
+		j=$((j + 1))
 	done
 done
 
