@@ -150,6 +150,12 @@ typedef struct Stop {
 	const char *why;
 } Stop;
 
+typedef struct VerifyStats {
+	int exposed;   /* most transfers waited with no compute since their post, over ranks */
+	int tailfree;  /* every rank: nothing posted after its last compute, and
+	                * the last compute is not held by an exposed transfer */
+} VerifyStats;
+
 /* One collective with its region, lowered. */
 typedef struct Coll {
 	Node *node;
@@ -168,6 +174,8 @@ typedef struct Coll {
 	int bin, bout;     /* buffers of the input and of the result */
 	Vec phases;        /* Phase* */
 	int nsteps;        /* compute steps: rounds * lanes of phases that compute */
+	int verified;      /* verify_sched proved it; stats are its findings */
+	VerifyStats stats;
 } Coll;
 
 typedef enum StageKind {
@@ -203,11 +211,6 @@ void region_find(Graph *g, Arena *a, Coll **colls, int ncoll, Coll **owner);
  * properties (exactness, matching and deadlock freedom, no buffer touched
  * in flight, exposure), else an internal error naming rank, step and
  * slice. ---- */
-typedef struct VerifyStats {
-	int exposed;   /* most transfers waited with no compute since their post, over ranks */
-	int tailfree;  /* every rank: nothing posted after its last compute, and
-	                * the last compute is not held by an exposed transfer */
-} VerifyStats;
 
 /* One matched point-to-point message, for drawing. */
 typedef struct VerifyMsg {
@@ -216,6 +219,8 @@ typedef struct VerifyMsg {
 	int slice;
 } VerifyMsg;
 
+/* Proves every collective (those identical to one already proved share
+ * its proof) and records the findings in Coll.verified and .stats. */
 int verify_sched(const Sched *s, Diag *d);
 /* Proves one collective; 0 ok. err (if not NULL) gets the message. */
 int verify_coll(const Coll *c, VerifyStats *st, char *err, size_t errlen);
