@@ -1,0 +1,40 @@
+#!/bin/sh
+# case.sh EX N SCHEDULE TYPE: one case of tests/gpu/run.sh. Builds example
+# EX for N GPUs with SCHEDULE and element TYPE against the CUDA backend,
+# runs it with each transfer mode (CFRT_TRANSFER=nccl, ce), and compares
+# its output with the CPU f32 reference ($OUT/ref-EX.bin, made by run.sh
+# with the MPI backend on the same inputs). Prints PASS/FAIL lines.
+: "${B:=build}"
+ex=$1 n=$2 sched=$3 type=$4
+out=$B/tests/gpu
+t=$(echo "$sched" | tr -d ' ' | tr '(),=' '___-' | sed 's/_*$//')
+dir=$out/$ex-$t-$n-$type
+group=$(sed -n 's/^ *group \([a-z_]*\) *=.*/\1/p' "examples/$ex.cf" | head -n 1)
+case $type in
+f32) tol=1e-5 ;;
+*) tol=2e-2 ;;
+esac
+name="gpu: $ex $sched N=$n $type"
+if ! sh tests/gpu/build-model.sh "$B" "$dir" "examples/$ex.cf" -D "$group=$n" \
+	--schedule="$sched" --type="$type" >"$dir.log" 2>&1; then
+	echo "FAIL $name (build)"
+	tail -n 20 "$dir.log"
+	exit 0
+fi
+for mode in nccl ce; do
+	log=$dir.$mode.out
+	if ! CFRT_TRANSFER=$mode mpirun --allow-run-as-root --timeout 120 \
+		-x CFRT_TRANSFER -x NCCL_NVLS_ENABLE -n "$n" "$dir/run" --check \
+		--iters 2 --warmup 1 --dump "$dir.$mode.bin" >"$log" 2>&1; then
+		echo "FAIL $name $mode (run)"
+		tail -n 20 "$log"
+		continue
+	fi
+	self=$(sed -n 's/.*max_rel_err=\([^ ]*\).*/\1/p' "$log")
+	cmp=$("$B/tests/gpu/cmpdump" "$dir.$mode.bin" "$out/ref-$ex.bin" "$tol")
+	if [ $? -eq 0 ]; then
+		echo "PASS $name $mode (vs CPU f32: $cmp, tol $tol; vs GPU serial: $self)"
+	else
+		echo "FAIL $name $mode (vs CPU f32: $cmp, tol $tol; vs GPU serial: $self)"
+	fi
+done

@@ -1,0 +1,72 @@
+#!/bin/sh
+# GPU correctness tests (make test-gpu, on a machine with 4 GPUs): every
+# example x {vanilla, slice(2), fuse(ring), fuse(bidir)} x N in {2, 4} x
+# {f32, bf16} x transfers {nccl, ce}, compared with the CPU f32 output of
+# the MPI backend on the same inputs (cfrt_fill_global: the same values on
+# every backend), as max |gpu - cpu| / max |cpu| over the whole output.
+#
+# Tolerances. f32 (no TF32): 1e-5, as the CPU tests; only the summation
+# order and float (not double) elementwise math differ. bf16: 2e-2. bf16
+# keeps 8 significant bits (unit roundoff u = 2^-9 ~ 2e-3); the inputs and
+# weights are rounded to bf16 once, and every stored intermediate (GEMM
+# outputs, activations, attention probabilities, each partial sum of a
+# reduce-scatter ring: N-1 bf16 additions) once more, each adding ~u
+# relative to values of the output's magnitude; about ten such roundings
+# on the longest path (the transformer's two blocks) give ~2e-2, while a
+# wrong slice, step or peer gives errors of order 1.
+# Also pc_app (a hand-written FuseRS with cfrt_gemm beta = 1) on 2 and 4.
+. tests/lib.sh
+out=$B/tests/gpu
+rm -rf "$out"
+mkdir -p "$out"
+export NCCL_NVLS_ENABLE=0 B OMPI_MCA_btl_vader_single_copy_mechanism=none
+MPIRUN="mpirun --allow-run-as-root --timeout 120"
+JOBS=${JOBS:-6}
+
+group() { sed -n 's/^ *group \([a-z_]*\) *=.*/\1/p' "examples/$1.cf" | head -n 1; }
+
+# -- CPU f32 references: one rank, the MPI backend (or, where the GPU
+# machine cannot build it, dumps made so elsewhere: GPU_REFS=DIR)
+for f in examples/*.cf; do
+	ex=$(basename "$f" .cf)
+	dir=$out/ref-$ex
+	if [ -n "${GPU_REFS:-}" ] && cp "$GPU_REFS/ref-$ex.bin" "$out/"; then
+		pass "gpu: CPU reference of $ex (from $GPU_REFS)"
+	elif sh scripts/build-model.sh "$B" "$dir" "$f" -D "$(group "$ex")=1" \
+		>"$dir.log" 2>&1 &&
+	   $MPIRUN -n 1 "$dir/run" --iters 1 --warmup 0 --dump "$out/ref-$ex.bin" \
+		>>"$dir.log" 2>&1; then
+		pass "gpu: CPU reference of $ex"
+	else
+		fail "gpu: CPU reference of $ex"
+		tail -n 20 "$dir.log"
+	fi
+done
+
+# -- every case, JOBS at a time (GPUs are shared by the concurrent jobs)
+for f in examples/*.cf; do
+	ex=$(basename "$f" .cf)
+	for n in 2 4; do
+		for s in vanilla "slice(2)" "fuse(ring)" "fuse(bidir)"; do
+			for t in f32 bf16; do
+				printf '%s\n%s\n%s\n%s\n' "$ex" "$n" "$s" "$t"
+			done
+		done
+	done
+done | xargs -d '\n' -n 4 -P "$JOBS" sh tests/gpu/case.sh
+
+# -- pc_app: FuseRS through cfrt_gemm with beta = 1, checked by itself
+mpicc -std=c11 -O2 -Wall -Wextra -Werror -Iruntime -o "$out/pc_app" \
+	tests/runtime/pc_app.c "$B/libcfrt_cuda.a" ${CUDA_LIBS:-}
+for n in 2 4; do
+	for mode in nccl ce; do
+		CFRT_TRANSFER=$mode $MPIRUN -x CFRT_TRANSFER -x NCCL_NVLS_ENABLE \
+			-n $n "$out/pc_app" >"$out/pc_app.$n.$mode" 2>&1
+		if grep -q "pc_app: .*: ok" "$out/pc_app.$n.$mode"; then
+			pass "gpu: pc_app N=$n $mode"
+		else
+			fail "gpu: pc_app N=$n $mode"
+			tail -n 5 "$out/pc_app.$n.$mode"
+		fi
+	done
+done

@@ -1,0 +1,38 @@
+#!/bin/sh
+# The CUDA backend on a machine without a GPU: libcfrt_cuda.a links into
+# the generated code of every example (f32 and bf16) and into pc_app, and
+# the output comparison of the GPU tests (driver --dump + cmpdump) accepts
+# equal outputs and rejects different ones. The GPU runs themselves are
+# make test-gpu, on a GPU machine. Skipped (no lines) without nvcc.
+. tests/lib.sh
+[ -f "$B/libcfrt_cuda.a" ] || { echo "no nvcc: CUDA backend not built"; exit 0; }
+t=$B/tests/cuda-build
+rm -rf "$t"
+mkdir -p "$t"
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
+MPIRUN="mpirun --allow-run-as-root --oversubscribe --timeout 60"
+
+for f in examples/*.cf; do
+	ex=$(basename "$f" .cf)
+	for ty in f32 bf16; do
+		check "cuda-build: $ex $ty links against libcfrt_cuda" \
+			sh tests/gpu/build-model.sh "$B" "$t/$ex-$ty" "$f" --type=$ty \
+			--schedule="fuse(bidir)"
+	done
+done
+check "cuda-build: pc_app links against libcfrt_cuda" \
+	mpicc -std=c11 -O2 -Wall -Wextra -Werror -Iruntime -o "$t/pc_app" \
+	tests/runtime/pc_app.c "$B/libcfrt_cuda.a" ${CUDA_LIBS:-$(sed -n 's/^Libs: -L[^ ]* -lcfrt_cuda //p' "$B/cfrt_cuda.pc")}
+check "cuda-build: backend name" sh -c "strings '$t/pc_app' | grep -q 'cuda+nccl+cublas'"
+
+# -- the comparison of the GPU tests, on CPU dumps of mlp (N = 1 and 4)
+sh scripts/build-model.sh "$B" "$t/mlp1" examples/mlp.cf -D tp=1 >/dev/null 2>&1
+sh scripts/build-model.sh "$B" "$t/mlp4" examples/mlp.cf >/dev/null 2>&1
+$MPIRUN -n 1 "$t/mlp1/run" --iters 1 --dump "$t/one.bin" >/dev/null 2>&1
+$MPIRUN -n 4 "$t/mlp4/run" --iters 1 --dump "$t/four.bin" >/dev/null 2>&1
+check "cuda-build: dumps of N=1 and N=4 agree" "$B/tests/gpu/cmpdump" "$t/four.bin" "$t/one.bin" 1e-5
+# the same bytes with one element changed must fail
+cp "$t/four.bin" "$t/bad.bin"
+printf '\000\000\000\000\200\204\056\101' | dd of="$t/bad.bin" bs=1 seek=800 conv=notrunc 2>/dev/null
+check "cuda-build: cmpdump rejects a changed element" sh -c "! '$B/tests/gpu/cmpdump' '$t/bad.bin' '$t/one.bin' 2e-2"
+check "cuda-build: cmpdump rejects a short file" sh -c "head -c 800 '$t/four.bin' >'$t/short.bin'; ! '$B/tests/gpu/cmpdump' '$t/short.bin' '$t/one.bin' 1"
