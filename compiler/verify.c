@@ -14,6 +14,7 @@
  *  4. exposure: transfers waited with no compute since their post, and
  *     whether the schedule is tail-free. */
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,10 +24,12 @@ enum { ORG_NONE = -1, ORG_ALL = -2, ORG_MULTI = -3 };
 enum { RUN_OK, RUN_BLOCKED, RUN_ERR };
 
 /* What one slot holds: slice (-1: nothing) and its contributors: one rank
- * (org >= 0), none (zeroed), all, or a bitset in the pool (ORG_MULTI). */
+ * (org >= 0), none (zeroed), all, or (org <= ORG_MULTI) the bitset
+ * ORG_MULTI - org of the pool. Sets are kept canonical: a single rank is
+ * never a bitset, all ranks (N > 1) never anything but ORG_ALL. */
 typedef struct Cell {
-	int slice, org, mask;
-	int nsend, nrecv; /* transfers in flight reading / writing it */
+	int32_t slice, org;
+	uint16_t nsend, nrecv; /* transfers in flight reading / writing it */
 } Cell;
 
 typedef struct Xfer {
@@ -113,17 +116,25 @@ vf_buf(const V *v, int b)
 /* ---- contributor sets ---- */
 
 static uint64_t *
-vf_pool(V *v, int m)
+vf_pool(const V *v, int m)
 {
 	return v->pool + (size_t)m * (size_t)v->W;
+}
+
+static int
+vf_mask(const Cell *c)
+{
+	return c->org <= ORG_MULTI ? ORG_MULTI - c->org : -1;
 }
 
 static void
 vf_drop(V *v, Cell *c)
 {
-	if (c->org == ORG_MULTI) {
-		vf_pool(v, c->mask)[0] = (uint64_t)v->freepool;
-		v->freepool = c->mask;
+	int m = vf_mask(c);
+
+	if (m >= 0) {
+		vf_pool(v, m)[0] = (uint64_t)v->freepool;
+		v->freepool = m;
 	}
 	c->org = ORG_NONE;
 }
@@ -151,8 +162,8 @@ vf_bits(const V *v, const Cell *c, uint64_t *out)
 	memset(out, 0, (size_t)v->W * sizeof *out);
 	if (c->org >= 0)
 		out[c->org / 64] = 1ULL << (c->org % 64);
-	else if (c->org == ORG_MULTI)
-		memcpy(out, v->pool + (size_t)c->mask * (size_t)v->W, (size_t)v->W * sizeof *out);
+	else if (vf_mask(c) >= 0)
+		memcpy(out, vf_pool(v, vf_mask(c)), (size_t)v->W * sizeof *out);
 	else if (c->org == ORG_ALL)
 		for (int q = 0; q < v->N; q++)
 			out[q / 64] |= 1ULL << (q % 64);
@@ -183,15 +194,21 @@ vf_set_bits(V *v, Cell *c, const uint64_t *b)
 	} else if (n > 1 && n == v->N) {
 		c->org = ORG_ALL;
 	} else if (n > 1) {
-		c->mask = vf_pool_new(v);
-		c->org = ORG_MULTI;
-		memcpy(vf_pool(v, c->mask), b, (size_t)v->W * sizeof *b);
+		int m = vf_pool_new(v);
+		c->org = ORG_MULTI - m;
+		memcpy(vf_pool(v, m), b, (size_t)v->W * sizeof *b);
 	}
 }
 
 static void
 vf_copy(V *v, Cell *dst, const Cell *src)
 {
+	if (vf_mask(src) < 0) {
+		vf_drop(v, dst);
+		dst->slice = src->slice;
+		dst->org = src->org;
+		return;
+	}
 	vf_bits(v, src, v->t1);
 	dst->slice = src->slice;
 	vf_set_bits(v, dst, v->t1);
@@ -201,6 +218,15 @@ vf_copy(V *v, Cell *dst, const Cell *src)
 static int
 vf_union(V *v, Cell *dst, const Cell *src)
 {
+	int slice = dst->slice;
+
+	if (src->org == ORG_NONE)
+		return 1;
+	if (dst->org == ORG_NONE) {
+		vf_copy(v, dst, src);
+		dst->slice = slice;
+		return 1;
+	}
 	vf_bits(v, dst, v->t1);
 	vf_bits(v, src, v->t2);
 	for (int w = 0; w < v->W; w++) {
@@ -212,15 +238,12 @@ vf_union(V *v, Cell *dst, const Cell *src)
 	return 1;
 }
 
-/* Does c hold exactly the contributors org (a rank or ORG_ALL)? */
+/* Does c hold exactly the contributors org (a rank or ORG_ALL)? Sets are
+ * canonical, so this compares codes; with N = 1, rank 0 is all. */
 static int
-vf_same(V *v, const Cell *c, int org)
+vf_same(const V *v, const Cell *c, int org)
 {
-	Cell want = {.org = org};
-
-	vf_bits(v, c, v->t1);
-	vf_bits(v, &want, v->t2);
-	return memcmp(v->t1, v->t2, (size_t)v->W * sizeof *v->t1) == 0;
+	return c->org == org || (v->N == 1 && org == ORG_ALL && c->org == 0);
 }
 
 /* "slice 3 from ranks {0,2}" for messages. */
@@ -347,7 +370,7 @@ vf_bit(unsigned char *b, int s)
  * data of slice s is whole when it comes from the owner of s alone
  * (all_gather) or from every rank (all_reduce). */
 static int
-vf_complete(V *v, const Cell *c, int s)
+vf_complete(const V *v, const Cell *c, int s)
 {
 	if (v->c->node->op == OP_ALL_REDUCE)
 		return vf_same(v, c, ORG_ALL);
@@ -1068,9 +1091,9 @@ vf_rank_init(V *v, int r)
 			continue;
 		R->cells[b] = malloc((size_t)n * sizeof **R->cells);
 		for (int j = 0; j < n; j++)
-			R->cells[b][j] = (Cell){-1, ORG_NONE, 0, 0, 0};
+			R->cells[b][j] = (Cell){-1, ORG_NONE, 0, 0};
 		for (int j = 0; vf_outside(c, bf) && j < n; j++)
-			R->cells[b][j] = (Cell){lo + j % bf->nslots, r, 0, 0, 0};
+			R->cells[b][j] = (Cell){lo + j % bf->nslots, r, 0, 0};
 	}
 	for (int k = 0; k < c->region.n; k++)
 		R->made[k] = calloc((size_t)c->nslices / 8 + 1, 1);

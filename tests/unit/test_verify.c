@@ -89,6 +89,64 @@ test_many_ranks(void)
 		}
 }
 
+/* all_reduce (FuseRS then FuseAG, regions on both sides or only
+ * upstream) under every kind on 1..8 ranks. */
+static void
+test_all_reduce(void)
+{
+	static const char *const kinds[] = {"fuse(ring)", "fuse(bidir)", "fuse(pairwise)",
+	                                    "fuse(pairwise, m = 2)", "slice(4)", "vanilla", "auto"};
+	char text[1024];
+
+	for (int N = 1; N <= 8; N++)
+		for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
+			SRun r;
+			VerifyStats st;
+			snprintf(text, sizeof text, "model m {\n size B = 2, S = %d, D = %d, F = %d;\n"
+			         " group tp = %d;\n in x : [B, S, D];\n weight w1 : [D, F] split F over tp;\n"
+			         " weight w2 : [F, D] split F over tp;\n weight w3 : [D, D];\n"
+			         " h = gelu(x @ w1);\n z = all_reduce(h @ w2);\n o = relu(z @ w3);\n"
+			         " z2 = all_reduce(h @ w1.T);\n out o, z2;\n}\n", 16 * N, 8 * N, 4 * N, N);
+			Sched *s = st_build(&r, text, kinds[k]);
+			CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+			CU_ASSERT_FATAL(verifies(st_coll(s, "z"), &st));
+			if (!strncmp(kinds[k], "fuse", 4))
+				CU_ASSERT(st.exposed == 0 && st.tailfree);
+			CU_ASSERT_FATAL(verifies(st_coll(s, "z2"), &st));
+			st_done(&r);
+		}
+}
+
+static Item *find(const Coll *c, int p, int t, ItemKind kd, int k);
+static void drop(const Coll *c, int p, int t, const Item *it);
+
+/* A collective like one already proved shares its proof, but a change in
+ * one layer is not hidden by the others. */
+static void
+test_shared_proof(void)
+{
+	SRun r;
+	char *text = st_example("transformer");
+	Sched *s = st_build(&r, text, NULL);
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+	CU_ASSERT_EQUAL(verify_sched(s, &r.d), 0);
+	for (int k = 0; k < s->colls.n; k++)
+		CU_ASSERT(((Coll *)s->colls.v[k])->verified);
+	Coll *c = st_coll(s, "block1.mlp1.y");
+	char *msg = NULL;
+	size_t len = 0;
+	drop(c, 0, 0, find(c, 0, 0, IT_RECV, 0));
+	r.d.out = open_memstream(&msg, &len);
+	CU_ASSERT_NOT_EQUAL(verify_sched(s, &r.d), 0);
+	fclose(r.d.out);
+	CU_ASSERT_PTR_NOT_NULL(strstr(msg, "cfc: internal error: verify: collective block1.mlp1.y "
+	                              "schedule fuse(ring): rank "));
+	free(msg);
+	st_done(&r);
+	free(text);
+}
+
 /* The messages drawn in the DOT picture: a ring of N moves N-1 slices
  * per rank, each from step i of the sender to step i+1 of the receiver. */
 static void
@@ -351,6 +409,8 @@ test_verify_register(void)
 	CU_add_test(s, "slice(k): exposed head or tail", test_slice_exposure);
 	CU_add_test(s, "fuse kinds on 1..64 ranks", test_many_ranks);
 	CU_add_test(s, "the matched messages", test_messages);
+	CU_add_test(s, "all_reduce under every kind", test_all_reduce);
+	CU_add_test(s, "identical collectives share a proof", test_shared_proof);
 	s = CU_add_suite("verify_mutation", NULL, NULL);
 	CU_add_test(s, "wrong slice index", test_wrong_slice);
 	CU_add_test(s, "dropped receive", test_dropped_recv);
