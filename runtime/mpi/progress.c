@@ -13,7 +13,7 @@
 /* Measured with tests/runtime/progress_bench.c (2 ranks, GEMM 1024^3 f32,
  * 32 or 128 MiB round the ring): on 2 busy cores shared-memory transfers
  * are CPU copies that nothing can hide, and none was fastest (panel +1-4%,
- * thread +2-8%); only with spare cores did thread win (-9 to -17%). */
+ * thread +2-8%); only with spare cores did thread win (-8 to -20%). */
 #define DEFAULT_MODE PROG_NONE
 
 /* Pause of the progress thread between two tests of the table: 20 us hid
