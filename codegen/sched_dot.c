@@ -65,14 +65,27 @@ dot_posts_coll(const Phase *ph, int t)
 	return 0;
 }
 
-/* Did any item of the step run on rank r? */
-static int
-dot_runs(const Coll *c, const Phase *ph, int r, int i, int t)
+/* A step with no compute and no transfer: what it does ("wait", "zero,
+ * wait", or for the chunks of slice(k) "wait reduce_scatter chunk 2"), or
+ * "idle". */
+static const char *
+dot_idle(const Dot *D, const Coll *c, const Phase *ph, int r, int i, int t)
 {
-	for (int k = 0; k < ph->lanes[t].n; k++)
-		if (sched_guard(&((Item *)ph->lanes[t].v[k])->g, r, i, c->N))
-			return 1;
-	return 0;
+	static const char *const word[] = {[IT_ADD] = "add", [IT_COPY] = "copy", [IT_ZERO] = "zero",
+	                                   [IT_WAIT] = "wait"};
+	const char *out = NULL;
+
+	for (int k = 0; k < ph->lanes[t].n; k++) {
+		const Item *it = ph->lanes[t].v[k];
+		if (!sched_guard(&it->g, r, i, c->N) || !word[it->kind] ||
+		    (out && strstr(out, word[it->kind])))
+			continue;
+		if (it->kind == IT_WAIT && c->how.kind == SK_SLICE)
+			return arena_printf(D->a, "wait %s chunk %d", op_info[c->node->op].name,
+			                    sched_ix(&it->u.wait.round, r, i));
+		out = out ? arena_printf(D->a, "%s, %s", out, word[it->kind]) : word[it->kind];
+	}
+	return out ? out : "idle";
 }
 
 static void
@@ -85,8 +98,8 @@ dot_step(Dot *D, const Coll *c, int p, int i, int t, int step)
 		if (r >= c->N)
 			dot_box(D, r, "", "style=invis");
 		else if (!l)
-			dot_box(D, r, arena_printf(D->a, "step %d: %s", step, dot_runs(c, ph, r, i, t) ?
-			                           "wait" : "idle"), "fillcolor=\"#f2f2f2\", fontcolor=\"#777777\"");
+			dot_box(D, r, arena_printf(D->a, "step %d: %s", step, dot_idle(D, c, ph, r, i, t)),
+			        "fillcolor=\"#f2f2f2\", fontcolor=\"#777777\"");
 		else
 			dot_box(D, r, arena_printf(D->a, "step %d\n%s", step, l), dot_posts_coll(ph, t) ?
 			        "fillcolor=\"#fde2c4\"" : "");
@@ -140,10 +153,16 @@ dot_compute(Dot *D, const Node *n)
 	dot_row_end(D);
 }
 
-/* Every rank's lane: its nodes top to bottom, held in order. */
+/* Every rank's lane: its nodes top to bottom, held in order; the lanes
+ * left to right by rank: an invisible spine points at their first nodes
+ * in rank order, which ordering=out keeps (else the crossing reduction
+ * moves lanes to shorten the message edges of bidir and pairwise). */
 static void
 dot_lanes(Dot *D)
 {
+	fprintf(D->f, "  spine [style=invis, shape=point];\n");
+	for (int r = 0; D->row && r < D->lanes; r++)
+		fprintf(D->f, "  spine -> n%d_0 [style=invis];\n", r);
 	for (int r = 0; r < D->lanes; r++) {
 		fprintf(D->f, "  subgraph cluster_rank%d {\n    label=\"rank %d\"; style=rounded; "
 		        "color=\"#888888\";\n   ", r, r);
@@ -176,7 +195,7 @@ sched_dot(FILE *f, const Sched *s)
 	D.lanes = D.nranks < MAXLANES ? D.nranks : MAXLANES;
 	more = D.nranks > D.lanes ? arena_printf(D.a, " (ranks 0..%d of %d shown)", D.lanes - 1,
 	                                         D.nranks) : "";
-	fprintf(f, "digraph schedule {\n  graph [newrank=true, rankdir=TB, labelloc=t, "
+	fprintf(f, "digraph schedule {\n  graph [newrank=true, ordering=out, rankdir=TB, labelloc=t, "
 	        "fontname=\"Helvetica\", nodesep=0.25, ranksep=0.3, label=");
 	dot_quote(f, arena_printf(D.a, "%s: schedule on %d ranks%s", s->g->name, D.nranks, more));
 	fprintf(f, "];\n  node [shape=box, style=\"rounded,filled\", fillcolor=\"#e8f0fe\", "
