@@ -26,6 +26,11 @@ DESTDIR ?=
 
 GVC_CFLAGS := $(shell pkg-config --cflags libgvc 2>/dev/null)
 GVC_LIBS := $(shell pkg-config --libs libgvc 2>/dev/null)
+# The dot layout and the renderers linked in (codegen/render.c), so that
+# pictures need no `dot -c` plugin configuration on the user's machine.
+GVPLUGIN_DIR := $(shell pkg-config --variable=libdir libgvc 2>/dev/null)/graphviz
+GVC_LIBS += -L$(GVPLUGIN_DIR) -Wl,-rpath,$(GVPLUGIN_DIR) -Wl,--no-as-needed -lgvplugin_dot_layout \
+            -lgvplugin_core -lgvplugin_pango -Wl,--as-needed
 CUNIT_CFLAGS := $(shell pkg-config --cflags cunit 2>/dev/null)
 CUNIT_LIBS := $(shell pkg-config --libs cunit 2>/dev/null)
 BLAS_CFLAGS := $(shell pkg-config --cflags openblas 2>/dev/null)

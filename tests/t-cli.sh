@@ -50,3 +50,10 @@ check "cli: failed compile keeps the old output" sh -c "[ \"\$(cat '$t/keep.grap
 check "cli: no temporary files left" sh -c "! ls '$t' | grep -q tmp"
 "$CFC" examples/mlp.cf --emit=graph -o "$t/no/such/dir/x.graph" 2>/dev/null; rc=$?
 check "cli: unwritable output exits 1" [ $rc -eq 1 ]
+
+# Pictures come from the layout and renderers linked into cfc: they work
+# with an empty graphviz plugin directory, where `dot` itself cannot.
+mkdir -p "$t/noplugins"
+GVBINDIR="$ROOT/$t/noplugins" "$CFC" examples/mlp.cf --emit=png -o "$t/np.png" 2>"$t/np.err"
+check "cli: pictures need no graphviz plugin configuration" sh -c \
+	"head -c 8 '$t/np.png' | od -An -c | grep -q 'P   N   G'"
