@@ -76,6 +76,11 @@ $(B)/codegen/cg_driver.o: $(B)/codegen/driver.inc
 $(B)/cfc: $(CF_OBJ)
 	$(CC) $(LDFLAGS_ALL) -o $@ $(CF_OBJ) $(GVC_LIBS) -lm
 
+# A spec next to its generated C: `make dir/model.c` runs cfc on
+# dir/model.cf (CFCFLAGS: e.g. -D S=4096 --schedule='fuse(bidir)').
+%.c %.h: %.cf $(B)/cfc
+	$(B)/cfc $(CFCFLAGS) $< --emit=c -o $*.c
+
 include runtime/runtime.mk
 include runtime/cuda/cuda.mk
 include tests/tests.mk

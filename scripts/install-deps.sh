@@ -2,7 +2,7 @@
 # Installs the Debian packages CommFuse needs, only those missing.
 # Needs root or sudo. Safe to run again: does nothing when all are present.
 set -eu
-PKGS="build-essential pkg-config flex bison libgraphviz-dev graphviz \
+PKGS="build-essential clang pkg-config flex bison libgraphviz-dev graphviz \
 libopenmpi-dev openmpi-bin libcunit1-dev libopenblas-dev python3"
 missing=""
 for p in $PKGS; do

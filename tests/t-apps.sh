@@ -73,3 +73,22 @@ for s in vanilla "fuse(ring)"; do
 		golden "apps: golden $n/$f" "$t/gold-$n/$f" "tests/golden/c/$n/$f"
 	done
 done
+
+# -- the Makefile's pattern rule: dir/NAME.c and dir/NAME.h from dir/NAME.cf
+mkdir -p "$t/rule"
+cp examples/zero_dp.cf "$t/rule/zero_dp.cf"
+make --no-print-directory B="$B" "$t/rule/zero_dp.c" CFCFLAGS="-D dp=2" >"$t/rule.log" 2>&1
+check "apps: make builds NAME.c and NAME.h from NAME.cf" sh -c \
+	"grep -q 'ZERO_DP_GROUP_SIZE 2' '$t/rule/zero_dp.h' && grep -q 'zero_dp_forward' '$t/rule/zero_dp.c'"
+
+# -- generated C of every example is warning-free under clang too (gcc
+# builds every one in t-e2e with -Werror)
+if command -v clang >/dev/null 2>&1; then
+	for f in examples/*.cf; do
+		n=$(basename "$f" .cf)
+		"$CFC" "$f" --emit=h,c,ref,driver -o "$t/clang-$n"
+		check "apps: clang -Wall -Wextra -Werror compiles $n" sh -c \
+			"for c in $n.c ${n}_ref.c ${n}_main.c; do OMPI_CC=clang mpicc -std=c11 -Wall -Wextra -Werror \
+			 -Iruntime -I'$t/clang-$n' -c '$t/clang-$n/'\$c -o /dev/null || exit 1; done"
+	done
+fi
