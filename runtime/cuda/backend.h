@@ -128,6 +128,7 @@ struct cfrt_ctx {
 	cudaStream_t *ce;    /* size entries: copies from peer P, or NULL */
 	cudaEvent_t fence;   /* cs, recorded before transfers start */
 	cublasHandle_t blas;
+	void *blas_ws; /* cuBLAS workspace, BLAS_WS bytes */
 	ncclComm_t nccl;
 	int xmode; /* enum xmode */
 
@@ -153,6 +154,10 @@ struct cfrt_ctx {
 	void *ws; /* attention scores and probabilities, ws_bytes long */
 	size_t ws_bytes;
 };
+
+/* cuBLAS's workspace: what cuBLAS recommends on Hopper (32 MiB), so that
+ * it can pick the same kernels as cuBLASLt-based frameworks. */
+#define BLAS_WS ((size_t)32 << 20)
 
 /* ctx.c */
 int cfrti_begin(cfrt_ctx *ctx, const char *api);

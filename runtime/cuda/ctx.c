@@ -219,6 +219,11 @@ static int device_setup(cfrt_ctx *ctx)
 	if (rc == CFRT_OK)
 		rc = cfrti_blas(ctx, cublasSetStream(ctx->blas, ctx->cs),
 		                "cublasSetStream");
+	if (rc == CFRT_OK)
+		rc = cfrti_cuda(ctx, cudaMalloc(&ctx->blas_ws, BLAS_WS), "cudaMalloc");
+	if (rc == CFRT_OK)
+		rc = cfrti_blas(ctx, cublasSetWorkspace(ctx->blas, ctx->blas_ws,
+		                BLAS_WS), "cublasSetWorkspace");
 	/* no TF32: f32 GEMMs round like f32 */
 	if (rc == CFRT_OK)
 		rc = cfrti_blas(ctx, cublasSetMathMode(ctx->blas,
@@ -275,6 +280,7 @@ static void ctx_free(cfrt_ctx *ctx)
 	if (ctx->xs)
 		cudaStreamDestroy(ctx->xs);
 	cudaFree(ctx->ws);
+	cudaFree(ctx->blas_ws);
 	for (int i = 0; i < ctx->nal; i++)
 		cudaFree(ctx->al[i].base);
 	MPI_Comm_free(&ctx->comm);
