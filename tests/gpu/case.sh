@@ -6,7 +6,7 @@
 # with the MPI backend on the same inputs). Prints PASS/FAIL lines.
 : "${B:=build}"
 ex=$1 n=$2 sched=$3 type=$4
-out=$B/tests/gpu
+out=$B/tests/gpu-run
 t=$(echo "$sched" | tr -d ' ' | tr '(),=' '___-' | sed 's/_*$//')
 dir=$out/$ex-$t-$n-$type
 group=$(sed -n 's/^ *group \([a-z_]*\) *=.*/\1/p' "examples/$ex.cf" | head -n 1)
@@ -21,20 +21,23 @@ if ! sh tests/gpu/build-model.sh "$B" "$dir" "examples/$ex.cf" -D "$group=$n" \
 	tail -n 20 "$dir.log"
 	exit 0
 fi
-for mode in nccl ce; do
+# vanilla and slice(k) move data by collectives, which are NCCL in both
+# modes: their second run would repeat the first.
+modes="nccl ce"
+case $sched in vanilla|slice*) modes=nccl ;; esac
+for mode in $modes; do
 	log=$dir.$mode.out
 	if ! CFRT_TRANSFER=$mode mpirun --allow-run-as-root --timeout 120 \
-		-x CFRT_TRANSFER -x NCCL_NVLS_ENABLE -n "$n" "$dir/run" --check \
+		-x CFRT_TRANSFER -x NCCL_NVLS_ENABLE -n "$n" "$dir/run" \
 		--iters 2 --warmup 1 --dump "$dir.$mode.bin" >"$log" 2>&1; then
 		echo "FAIL $name $mode (run)"
 		tail -n 20 "$log"
 		continue
 	fi
-	self=$(sed -n 's/.*max_rel_err=\([^ ]*\).*/\1/p' "$log")
 	cmp=$("$B/tests/gpu/cmpdump" "$dir.$mode.bin" "$out/ref-$ex.bin" "$tol")
 	if [ $? -eq 0 ]; then
-		echo "PASS $name $mode (vs CPU f32: $cmp, tol $tol; vs GPU serial: $self)"
+		echo "PASS $name $mode (vs CPU f32: $cmp, tol $tol)"
 	else
-		echo "FAIL $name $mode (vs CPU f32: $cmp, tol $tol; vs GPU serial: $self)"
+		echo "FAIL $name $mode (vs CPU f32: $cmp, tol $tol)"
 	fi
 done

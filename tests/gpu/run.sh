@@ -16,7 +16,7 @@
 # wrong slice, step or peer gives errors of order 1.
 # Also pc_app (a hand-written FuseRS with cfrt_gemm beta = 1) on 2 and 4.
 . tests/lib.sh
-out=$B/tests/gpu
+out=$B/tests/gpu-run
 rm -rf "$out"
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0 B OMPI_MCA_btl_vader_single_copy_mechanism=none
@@ -43,12 +43,14 @@ for f in examples/*.cf; do
 	fi
 done
 
-# -- every case, JOBS at a time (GPUs are shared by the concurrent jobs)
+# -- every case, JOBS at a time (GPUs are shared by the concurrent jobs).
+# TYPES_N2: the element types tested on 2 GPUs (all of them on 4).
 for f in examples/*.cf; do
 	ex=$(basename "$f" .cf)
-	for n in 2 4; do
-		for s in vanilla "slice(2)" "fuse(ring)" "fuse(bidir)"; do
-			for t in f32 bf16; do
+	for n in 4 2; do
+		for s in "fuse(ring)" "fuse(bidir)" vanilla "slice(2)"; do
+			for t in bf16 f32; do
+				[ $n = 2 ] && ! echo "${TYPES_N2:-bf16 f32}" | grep -qw $t && continue
 				printf '%s\n%s\n%s\n%s\n' "$ex" "$n" "$s" "$t"
 			done
 		done
@@ -56,8 +58,12 @@ for f in examples/*.cf; do
 done | xargs -d '\n' -n 4 -P "$JOBS" sh tests/gpu/case.sh
 
 # -- pc_app: FuseRS through cfrt_gemm with beta = 1, checked by itself
+if [ -z "${CUDA_LIBS:-}" ]; then
+	home=$(dirname "$(dirname "$(readlink -f "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")")")
+	CUDA_LIBS="-L$home/lib64 -Wl,-rpath,$home/lib64 -lnccl -lcublas -lcudart -lstdc++ -lm -ldl -lpthread -lrt"
+fi
 mpicc -std=c11 -O2 -Wall -Wextra -Werror -Iruntime -o "$out/pc_app" \
-	tests/runtime/pc_app.c "$B/libcfrt_cuda.a" ${CUDA_LIBS:-}
+	tests/runtime/pc_app.c "$B/libcfrt_cuda.a" $CUDA_LIBS
 for n in 2 4; do
 	for mode in nccl ce; do
 		CFRT_TRANSFER=$mode $MPIRUN -x CFRT_TRANSFER -x NCCL_NVLS_ENABLE \
