@@ -1,0 +1,180 @@
+"""report.py: the GPU benchmark's table (bench/gpu/bench.sh): reads our
+runs (runs.txt) and the PyTorch references (torch.jsonl), writes
+RESULTS/<date>-<device>.csv and .md.
+
+Metrics (Flux, arXiv 2406.06858; DESIGN.md section 4), per case and TP:
+  compute   the unsplit compute alone: ours = vanilla with
+            CFRT_TRANSFER=none; PyTorch's = its local computation alone;
+  ECT       effective communication time = median - compute (of the same
+            implementation);
+  overlap   1 - ECT / ECT(vanilla of the same implementation and transfer);
+  decomp    on the transfer=none rows (the schedule's compute alone):
+            that time over the unsplit compute, minus 1: smaller GEMMs plus
+            per-step work (PyTorch 'chunks': the GEMM as TP row chunks);
+  err       max |ours - torch| / max |torch| of the output.
+"""
+import argparse
+import csv
+import datetime
+import json
+import os
+import re
+
+CASES = {
+    "a": "row-parallel GEMM + reduce-scatter (M=32*4096, K=16384/tp, N=4096)",
+    "b": "MLP block (b,s,d)=(32,4096,4096), F=4d",
+    "c": "attention (b,s,d)=(16,4096,4096), 32 heads, causal",
+}
+
+
+def read_runs(path):
+    runs = {}
+    for line in open(path):
+        kv = dict(re.findall(r"(\w+)=(\S+)", line))
+        if "case" in kv:
+            ms = float(kv["ms"]) if kv["ms"] != "fail" else None
+            runs[(kv["case"], int(kv["tp"]), kv["schedule"], kv["transfer"])] = ms
+    return runs
+
+
+def read_torch(path):
+    out = {}
+    if not os.path.exists(path):
+        return out, []
+    notes = []
+    for line in open(path):
+        j = json.loads(line)
+        if "note" in j:
+            notes.append("%s tp=%s %s: %s" % (j["case"], j["tp"], j["impl"], j["note"]))
+        out[(j["case"], j["tp"], j["impl"])] = j
+    return out, notes
+
+
+def rows_for(case, tp, runs, torch, dump_mode):
+    rows = []
+    get = lambda s, m: runs.get((case, tp, s, m))
+    comp = get("vanilla", "none")
+    scheds = sorted({k[2] for k in runs if k[0] == case and k[1] == tp},
+                    key=lambda s: ["vanilla", "slice(4)", "fuse(ring)", "fuse(bidir)"].index(s)
+                    if s in ["vanilla", "slice(4)", "fuse(ring)", "fuse(bidir)"] else 9)
+    err = torch.get((case, tp, "ours-vs-torch"), {}).get("err")
+    for m in ("nccl", "ce", "none"):
+        van = get("vanilla", m)
+        for s in scheds:
+            t = get(s, m)
+            if t is None:
+                continue
+            r = {"case": case, "tp": tp, "impl": "ours", "schedule": s,
+                 "transfer": m, "ms": t, "compute_ms": comp}
+            if m == "none" and comp:  # the schedule's compute alone
+                r["decomp"] = t / comp - 1
+            elif comp:
+                r["ect_ms"] = t - comp
+                if van is not None and van - comp > 0:
+                    r["overlap"] = 1 - (t - comp) / (van - comp)
+            if s == "fuse(ring)" and m == dump_mode:
+                r["err"] = err
+            rows.append(r)
+    tc = torch.get((case, tp, "compute"), {}).get("ms")
+    tt = torch.get((case, tp, "torch"), {}).get("ms")
+    ch = torch.get((case, tp, "chunks"), {}).get("ms")
+    for impl, key in (("torch", "torch"), ("asynctp", "asynctp")):
+        j = torch.get((case, tp, key), {})
+        t = j.get("ms")
+        r = {"case": case, "tp": tp, "impl": impl, "schedule": "-",
+             "transfer": "nccl" if impl == "torch" else "symm_mem", "ms": t,
+             "compute_ms": tc, "err": j.get("err_vs_torch")}
+        if t is not None and tc:
+            r["ect_ms"] = t - tc
+            if tt and tt - tc > 0:
+                r["overlap"] = 1 - (t - tc) / (tt - tc)
+        if impl == "torch" and ch and tc:
+            r["decomp"] = ch / tc - 1
+        rows.append(r)
+    return rows
+
+
+FIELDS = ["case", "tp", "impl", "schedule", "transfer", "ms", "compute_ms",
+          "ect_ms", "overlap", "decomp", "err"]
+
+
+def fmt(v, f="%.3f"):
+    return "" if v is None else f % v if isinstance(v, float) else str(v)
+
+
+def headline(rows):
+    """Case a at the largest TP: our best fuse against the targets."""
+    a = [r for r in rows if r["case"] == "a"]
+    if not a:
+        return []
+    tp = max(r["tp"] for r in a)
+    a = [r for r in a if r["tp"] == tp]
+    fuse = [r for r in a if r["impl"] == "ours" and r["schedule"].startswith("fuse")
+            and r["ms"] is not None]
+    atp = next((r["ms"] for r in a if r["impl"] == "asynctp"), None)
+    if not fuse:
+        return []
+    best = min(fuse, key=lambda r: r["ms"])
+    out = ["Case (a), TP=%d: best fuse schedule %s with %s transfers: %.3f ms, "
+           "overlap efficiency %s (target >= 0.90)" % (
+               tp, best["schedule"], best["transfer"], best["ms"],
+               fmt(best.get("overlap"), "%.2f"))]
+    if atp:
+        out.append("Against PyTorch Async-TP (%.3f ms): %.3fx (target <= 0.96x)"
+                   % (atp, best["ms"] / atp))
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", required=True)
+    ap.add_argument("--torch", required=True)
+    ap.add_argument("--device", default="gpu")
+    ap.add_argument("--results", default="bench/results")
+    ap.add_argument("--dump-mode", default="nccl",
+                    help="the transfer mode of the fuse(ring) run dumped")
+    args = ap.parse_args()
+    runs = read_runs(args.runs)
+    torch, notes = read_torch(args.torch)
+    rows = []
+    for case in sorted({k[0] for k in runs}):
+        for tp in sorted({k[1] for k in runs if k[0] == case}, reverse=True):
+            rows += rows_for(case, tp, runs, torch, args.dump_mode)
+    date = datetime.date.today().isoformat()
+    base = os.path.join(args.results, "%s-%s" % (date, args.device))
+    with open(base + ".csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["device", "date"] + FIELDS)
+        for r in rows:
+            w.writerow([args.device, date] + [fmt(r.get(k), "%.4g") for k in FIELDS])
+    with open(base + ".md", "w") as f:
+        f.write("# GPU benchmark, %s, %s\n\n" % (args.device, date))
+        f.write("bf16; medians of the slowest rank; ms. compute = unsplit "
+                "compute alone of the same implementation; ECT = ms - compute; "
+                "overlap = 1 - ECT/ECT(vanilla); decomp = schedule's compute "
+                "alone / unsplit - 1; err = max|x - torch|/max|torch|.\n\n")
+        for line in headline(rows):
+            f.write("**%s**\n\n" % line)
+        for case in sorted({r["case"] for r in rows}):
+            f.write("## (%s) %s\n\n" % (case, CASES.get(case, case)))
+            f.write("| tp | impl | schedule | transfer | ms | compute | ECT | "
+                    "overlap | decomp | err |\n")
+            f.write("|---|---|---|---|---|---|---|---|---|---|\n")
+            for r in rows:
+                if r["case"] != case:
+                    continue
+                f.write("| %s |\n" % " | ".join([
+                    str(r["tp"]), r["impl"], r["schedule"], r["transfer"],
+                    fmt(r.get("ms")), fmt(r.get("compute_ms")),
+                    fmt(r.get("ect_ms")), fmt(r.get("overlap"), "%.2f"),
+                    fmt(r.get("decomp"), "%.3f"), fmt(r.get("err"), "%.1e")]))
+            f.write("\n")
+        if notes:
+            f.write("Notes from the PyTorch side:\n\n")
+            for n in notes:
+                f.write("- %s\n" % n)
+    print(open(base + ".md").read())
+
+
+if __name__ == "__main__":
+    main()
