@@ -1,0 +1,226 @@
+#!/bin/sh
+# bench.sh: the CPU benchmark of DESIGN.md section 4 (`make bench`; a
+# measurement, not a test). For mlp and attention at fixed sizes on RANKS
+# ranks under mpirun:
+#  - vanilla, slice(4), fuse(ring), fuse(bidir) side by side, each also
+#    linked with its transfers removed (bench/nocomm.c): its compute alone;
+#  - fuse(ring) under each CPU progress mode (CFRT_PROGRESS none, panel,
+#    thread);
+#  - the hand-written MPI + OpenBLAS MLP (bench/mlp_mpi.c), whole, without
+#    its two collectives, and the collectives alone;
+#  - the decomposition loss of the models' GEMMs (bench/gemm_split.c), on
+#    one rank: the GEMM's own cost of being cut, free of core sharing.
+# Every run reports medians over ITERS iterations after WARMUP. The runs
+# go round ROUNDS times, interleaved, so that a burst of other load hits
+# every variant alike; of the rounds the smallest median is kept (other
+# jobs only ever add time) and spread = largest / smallest - 1 shows how
+# much the rounds differed. The time is the span from the first rank's
+# start to the last rank's end (span_ms): with more ranks than cores, the
+# slowest rank's own time (time_ms of the driver, kept as rank_ms) misses
+# the time ranks wait for a core.
+#   ECT(s)      = time(s) - best unsplit compute alone (the smaller of
+#                 vanilla without transfers and the hand-written compute)
+#   overlap(s)  = 1 - ECT(s) / ECT(vanilla), left empty when vanilla
+#                 exposes less than 5% of the compute (a ratio of noise)
+#   decomp(s)   = compute alone of s / best unsplit compute alone - 1
+# Writes $B/bench/results.csv and prints the table. Needs $B/cfc,
+# $B/libcfrt.a and the tools in $B/bench/tools (bench/bench.mk builds them).
+# BUILD=0 reuses the models built by an earlier run (another machine with
+# the same MPI and OpenBLAS needs no compiler then); BENCH_CPUS=0,1 runs
+# every rank on those cores only (taskset), to play a smaller machine;
+# OMPI_MCA_* in the environment reach every run and are listed. Before
+# each run the script waits while other processes keep the cores busy (at
+# most QUIET_WAIT seconds in all), and it records their CPU share.
+set -u
+: "${B:=build}" "${ITERS:=9}" "${WARMUP:=2}" "${ROUNDS:=5}" "${RANKS:=4}"
+: "${BUILD:=1}" "${BENCH_CPUS:=}" "${QUIET_WAIT:=120}"
+: "${MLP_SIZES:=-D B=2 -D S=1024 -D D=512}"
+: "${ATT_SIZES:=-D B=2 -D S=1024 -D D=512 -D H=8}"
+out=$B/bench
+tools=$out/tools
+ncpu=$(getconf _NPROCESSORS_ONLN)
+csv=$out/results.csv
+rm -rf "$csv" "$out/runs.log" "$out/runs.txt"
+[ "$BUILD" = 0 ] || rm -rf "$out/models"
+mkdir -p "$out/models"
+# Without single-copy (CMA needs ptrace rights that containers often lack)
+# unless the caller says otherwise, as the demo and the tests run.
+: "${OMPI_MCA_btl_vader_single_copy_mechanism:=none}"
+export OMPI_MCA_btl_vader_single_copy_mechanism
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+MPIRUN="mpirun --allow-run-as-root --oversubscribe --timeout 300"
+[ -z "$BENCH_CPUS" ] || MPIRUN="taskset -c $BENCH_CPUS $MPIRUN --bind-to none"
+SCHEDULES="vanilla slice(4) fuse(ring) fuse(bidir)"
+WRAP=
+for f in isend irecv all_gather iall_gather reduce_scatter \
+    ireduce_scatter all_reduce iall_reduce all_to_all iall_to_all; do
+	WRAP="$WRAP -Wl,--wrap=cfrt_$f"
+done
+
+tag() { echo "$1" | tr -d ' ' | tr '(),=' '___-' | sed 's/_*$//'; }
+field() { sed -n "s/.*$1=\([^ ]*\).*/\1/p" "$2"; }
+size_of() { echo "$2" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
+die() { echo "bench: $*" >&2; exit 1; }
+
+# build MODEL SCHEDULE SIZES...: $dir/run and $dir/run-nocomm.
+build() {
+	m=$1 s=$2
+	shift 2
+	dir=$out/models/$m-$(tag "$s")
+	sh scripts/build-model.sh "$B" "$dir" "examples/$m.cf" "$@" \
+		-D tp="$RANKS" --schedule="$s" >"$dir.log" 2>&1 ||
+		{ cat "$dir.log" >&2; die "building $m with $s failed"; }
+	mpicc -std=c11 -O2 -g -Iruntime -I"$dir" -o "$dir/run-nocomm" \
+		"$dir/$m.c" "$dir/${m}_ref.c" "$dir/${m}_main.c" $WRAP \
+		"$tools/nocomm.o" "$B/libcfrt.a" $(pkg-config --libs openblas) \
+		-lm -pthread >>"$dir.log" 2>&1 ||
+		{ cat "$dir.log" >&2; die "linking $m with $s without transfers failed"; }
+}
+
+# The machine's CPU seconds so far: "busy total" over all cores.
+cpu_now() {
+	awk -v hz="$(getconf CLK_TCK)" '/^cpu / {
+		printf "%.2f %.2f\n", ($2 + $3 + $4 + $7 + $8 + $9) / hz,
+		       ($2 + $3 + $4 + $5 + $6 + $7 + $8 + $9) / hz }' /proc/stat
+}
+
+# CPU seconds of this shell's finished children (mpirun and its ranks);
+# `times` runs in this shell, not in a subshell, so that it sees them.
+child_cpu() {
+	times >"$out/times.txt"
+	sed -n 2p "$out/times.txt" | tr 'ms' '  ' |
+		awk '{ printf "%.2f\n", 60 * $1 + $2 + 60 * $3 + $4 }'
+}
+
+# Other jobs on the machine distort every number. Before a run, wait while
+# they keep more than a quarter of a core busy, up to QUIET_WAIT seconds
+# for the whole benchmark.
+waited=0
+wait_quiet() {
+	while [ "$waited" -lt "$QUIET_WAIT" ]; do
+		a=$(cpu_now)
+		sleep 1
+		b=$(cpu_now)
+		echo "$a $b" | awk '{ exit !(($3 - $1) > 0.25 * ($4 - $2) / ncpu) }' \
+			ncpu="$ncpu" || return 0
+		waited=$((waited + 2))
+		sleep 1
+	done
+}
+
+# run KEY CMD...: one run of CMD under mpirun; appends to runs.txt
+# "KEY|span_ms|time_ms|max_rel_err|other" (err "-" when not checked), KEY
+# being "model,variant,progress,comm or nocomm", other the share of the
+# machine's CPU that processes other than this run's used meanwhile.
+run() {
+	key=$1
+	shift
+	log=$out/models/last.out
+	wait_quiet
+	c0=$(child_cpu) m0=$(cpu_now)
+	$MPIRUN -n "$RANKS" "$@" >"$log" 2>&1 ||
+		{ cat "$log" >&2; die "$key: $* failed"; }
+	c1=$(child_cpu) m1=$(cpu_now)
+	other=$(echo "$m0 $m1 $c0 $c1" | awk '{ o = ($3 - $1 - ($6 - $5)) / ($4 - $2)
+		printf "%.2f\n", o < 0 ? 0 : o }')
+	echo "$key: $(cat "$log") other_cpu=$other" >>"$out/runs.log"
+	span=$(field span_ms "$log") t=$(field time_ms "$log")
+	err=$(field max_rel_err "$log")
+	echo "$key|$span|$t|${err:--}|$other" >>"$out/runs.txt"
+	printf '  %-42s span_ms=%9s time_ms=%9s other_cpu=%s%s\n' "$key" "$span" \
+		"$t" "$other" "${err:+ max_rel_err=$err}"
+}
+
+# model_round MODEL: one run of every variant of MODEL.
+model_round() {
+	m=$1
+	for s in $SCHEDULES; do
+		d=$out/models/$m-$(tag "$s")
+		run "$m,$s,none,nocomm" "$d/run-nocomm" --iters "$ITERS" --warmup "$WARMUP"
+		run "$m,$s,none,comm" "$d/run" --iters "$ITERS" --warmup "$WARMUP" --check
+	done
+	for p in panel thread; do
+		export CFRT_PROGRESS=$p
+		run "$m,fuse(ring),$p,comm" -x CFRT_PROGRESS "$out/models/$m-fuse_ring/run" \
+			--iters "$ITERS" --warmup "$WARMUP" --check
+		unset CFRT_PROGRESS
+	done
+}
+
+# ---- header: what machine, when, how loaded ----
+{
+	echo "# CommFuse CPU benchmark, $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+	echo "# machine: $(env -u OMP_NUM_THREADS nproc) cores, $(lscpu | sed -n 's/^Model name: *//p'), $(free -g | awk '/^Mem:/ { print $2 " GiB" }'), $(uname -sr)"
+	echo "# $(mpirun --version 2>&1 | head -n 1), OpenBLAS $(pkg-config --modversion openblas) (1 thread per rank)"
+	echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)${BENCH_CPUS:+; ranks on cores $BENCH_CPUS only}"
+	env | grep '^OMPI_MCA_' | sort | sed 's/^/# /'
+	echo "# $RANKS ranks; best of $ROUNDS rounds of the median of $ITERS iterations after $WARMUP warm-up"
+	echo "# mlp $MLP_SIZES; attention $ATT_SIZES"
+} | tee "$out/header.txt"
+
+if [ "$BUILD" != 0 ]; then
+	echo "building"
+	for s in $SCHEDULES; do
+		build mlp "$s" $MLP_SIZES
+		build attention "$s" $ATT_SIZES
+	done
+fi
+mb=$(size_of B "$MLP_SIZES") mS=$(size_of S "$MLP_SIZES") mD=$(size_of D "$MLP_SIZES")
+for r in $(seq "$ROUNDS"); do
+	echo "round $r of $ROUNDS"
+	model_round mlp
+	model_round attention
+	run "mlp,mpi+openblas (hand),mpi,nocomm" "$tools/mlp_mpi" "$mb" "$mS" "$mD" \
+		--iters "$ITERS" --warmup "$WARMUP" --compute-only
+	run "mlp,mpi+openblas (hand),mpi,comm" "$tools/mlp_mpi" "$mb" "$mS" "$mD" \
+		--iters "$ITERS" --warmup "$WARMUP" --check
+	run "mlp,its collectives alone (hand),mpi,xfer" "$tools/mlp_mpi" "$mb" \
+		"$mS" "$mD" --iters "$ITERS" --warmup "$WARMUP" --comm-only
+done
+
+# ---- decomposition loss of single GEMMs, one rank ----
+# The per-rank GEMMs: mlp [B*S, D] x [D, 4D/N] (its second GEMM costs the
+# same), attention's projections [B*S, D] x [D, D/N]; in N pieces and in
+# B*N (what a schedule that cuts S issues: N slices of each batch entry).
+gemm_rows() { # MODEL M K N PIECES...
+	m=$1
+	shift
+	g=$out/models/gemm-$m.out
+	$MPIRUN -n 1 "$tools/gemm_split" "$@" --iters 21 --warmup 3 >"$g" 2>&1 ||
+		{ cat "$g" >&2; die "gemm_split failed"; }
+	sed 's/^/  /' "$g"
+	sed -n 's/^gemm m=\([0-9]*\) k=\([0-9]*\) n=\([0-9]*\) pieces=\([0-9]*\) time_ms=\([^ ]*\) .*/\1 \2 \3 \4 \5/p' \
+		"$g" | while read -r gm gk gn gp gt; do
+		echo "$m,gemm ${gm}x${gk}x${gn} in $gp,-,gemm|$gt|$gt|-|-" >>"$out/runs.txt"
+	done
+}
+echo "GEMM decomposition loss (1 rank)"
+n=$RANKS
+gemm_rows mlp $((mb * mS)) "$mD" $((4 * mD / n)) "$n" $((mb * n))
+ab=$(size_of B "$ATT_SIZES") as=$(size_of S "$ATT_SIZES") ad=$(size_of D "$ATT_SIZES")
+gemm_rows attention $((ab * as)) "$ad" $((ad / n)) "$n" $((ab * n))
+
+echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg) (this run's own $RANKS ranks count in it); waited ${waited} s for other jobs" |
+	tee -a "$out/header.txt"
+
+# ---- best rounds, derived metrics, CSV and table ----
+awk -F'|' -v ranks="$RANKS" -f bench/report.awk "$out/runs.txt" >"$csv" ||
+	die "report failed"
+echo
+cat "$out/header.txt"
+column -t -s, "$csv" 2>/dev/null || cat "$csv"
+echo
+if [ "$RANKS" -gt "$(env -u OMP_NUM_THREADS nproc)" ]; then
+	cat <<EOF
+notes: $RANKS ranks on $(env -u OMP_NUM_THREADS nproc) cores. The ranks' compute competes for the
+cores, so "compute alone" is itself measured with the ranks sharing them.
+Transfers are CPU work too: shared-memory MPI (vader, no single-copy) has
+the sender copy into shared buffers and the receiver copy out, in MPI calls
+on the same cores, and a rank waiting for a message spins in MPI while a
+rank that still computes waits for a core. Nothing is idle to hide the
+transfers behind; a schedule can win only by making ranks wait less, and
+the numbers move with the scheduler (compare the rounds in runs.log).
+EOF
+	echo
+fi
+echo "results: $csv (every run: $out/runs.log)"

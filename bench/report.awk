@@ -1,0 +1,103 @@
+# report.awk: the rounds and derived metrics of `make bench`.
+#   awk -F'|' -v ranks=N -f bench/report.awk runs.txt > results.csv
+# runs.txt has one line per run, "model,variant,progress,kind|span_ms|
+# time_ms|max_rel_err|other", kind being comm, nocomm (the same build with its
+# transfers removed), xfer (transfers alone: time only) or gemm (one rank,
+# time of a GEMM in pieces). Each run's times are already medians over
+# iterations; of a key's runs (rounds) the smallest is kept, as other jobs
+# on the machine only ever add time, and spread = largest / smallest - 1
+# of the time says how much they did; other_cpu is the share of the
+# machine's CPU that other processes used during the kept run. Per model, the best unsplit
+# compute alone is the smaller of vanilla's and the hand-written MLP's
+# nocomm time; ECT, overlap and decomposition loss follow DESIGN.md 4,
+# overlap only where vanilla's ECT is at least 5% of that compute (below,
+# the ratio is one of noise).
+# Writes, per model in order of appearance, the baseline row, then one row
+# per model,variant,progress in order of appearance:
+#   model,variant,progress,ranks,time_ms,rank_ms,compute_ms,ect_ms,
+#   overlap_eff,decomp_loss,spread,other_cpu,max_rel_err
+{
+	split($1, k, ",")
+	row = k[1] "," k[2] "," k[3]
+	if (!(k[1] in seen)) { seen[k[1]] = 1; models[++nm] = k[1] }
+	if (!((row, "order") in got)) {
+		got[row, "order"] = 1
+		rows[k[1], ++nr[k[1]]] = row
+	}
+	n = ++cnt[row, k[4]]
+	span[row, k[4], n] = $2
+	rank[row, k[4], n] = $3
+	other[row, k[4], n] = $5
+	if ($4 != "-")
+		err[row] = $4
+}
+
+# The smallest (largest when big) of a[key, 1..n]; its index in picked.
+function pick(a, key, n, big,   i, v) {
+	v = a[key, 1] + 0
+	picked = 1
+	for (i = 2; i <= n; i++)
+		if (big ? a[key, i] + 0 > v : a[key, i] + 0 < v) {
+			v = a[key, i] + 0
+			picked = i
+		}
+	return v
+}
+function val(a, row, kind) {
+	return (row, kind) in cnt ? pick(a, row SUBSEP kind, cnt[row, kind], 0) : ""
+}
+function spread(row, kind,   k) {
+	k = row SUBSEP kind
+	return f(pick(span, k, cnt[row, kind], 1) / pick(span, k, cnt[row, kind], 0) - 1, 3)
+}
+function f(x, d) { return x == "" ? "" : sprintf("%." d "f", x) }
+
+END {
+	print "model,variant,progress,ranks,time_ms,rank_ms,compute_ms,ect_ms," \
+	      "overlap_eff,decomp_loss,spread,other_cpu,max_rel_err"
+	for (i = 1; i <= nm; i++) {
+		m = models[i]
+		best = ""
+		for (j = 1; j <= nr[m]; j++) {
+			c = val(span, rows[m, j], "nocomm")
+			if (c != "" && rows[m, j] ~ /,(vanilla,none|.*hand.*)$/ &&
+			    (best == "" || c < best))
+				best = c
+		}
+		ev = val(span, m ",vanilla,none", "comm") - best
+		printf "%s,compute alone (best unsplit),-,%s,%.1f,,%.1f,0.0,,0.000,,,\n",
+		       m, ranks, best, best
+		for (j = 1; j <= nr[m]; j++)
+			print line(m, rows[m, j], best, ev)
+	}
+}
+
+function line(m, row, best, ev,   t, rk, c, ect, ov, dl, g1, nrk, sp, oc) {
+	ect = ov = dl = c = sp = oc = ""
+	nrk = ranks
+	if ((row, "xfer") in cnt) {
+		t = val(span, row, "xfer")
+		oc = other[row, "xfer", picked]
+		rk = val(rank, row, "xfer")
+		sp = spread(row, "xfer")
+	} else if ((row, "gemm") in cnt) {
+		t = val(span, row, "gemm")
+		rk = ""
+		nrk = 1
+		g1 = row
+		sub(/ in [0-9]+,-$/, " in 1,-", g1)
+		dl = f(t / val(span, g1, "gemm") - 1, 3)
+	} else {
+		t = val(span, row, "comm")
+		oc = other[row, "comm", picked]
+		rk = val(rank, row, "comm")
+		sp = spread(row, "comm")
+		c = val(span, row, "nocomm")
+		ect = t - best
+		ov = ev >= 0.05 * best ? f(1 - ect / ev, 3) : ""
+		dl = c == "" ? "" : f(c / best - 1, 3)
+		ect = f(ect, 1)
+	}
+	return row "," nrk "," f(t, 1) "," f(rk, 1) "," f(c, 1) "," ect "," \
+	       ov "," dl "," sp "," oc "," err[row]
+}
