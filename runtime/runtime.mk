@@ -1,10 +1,14 @@
 # runtime/runtime.mk: libcfrt (runtime/cfrt.h + the MPI/CBLAS backend in
-# runtime/mpi), its tests and its install rule. Included by the Makefile;
-# uses its B, MPICC, CFLAGS_ALL, LDFLAGS_ALL, BLAS_*, CUNIT_*, PREFIX, DESTDIR.
+# runtime/mpi + the code every backend shares, runtime/common), its tests
+# and its install rule. Included by the Makefile; uses its B, MPICC,
+# CFLAGS_ALL, LDFLAGS_ALL, BLAS_*, CUNIT_*, PREFIX, DESTDIR.
 
 RT_VERSION = 0.1.0
 RT_SONAME = libcfrt.so.0
-RT_SRC = $(wildcard runtime/mpi/*.c)
+# runtime/common is backend-neutral: compiled once, linked into every
+# backend's library (runtime/cuda/cuda.mk takes RT_COMMON_SRC too).
+RT_COMMON_SRC = $(wildcard runtime/common/*.c)
+RT_SRC = $(wildcard runtime/mpi/*.c) $(RT_COMMON_SRC)
 RT_OBJ = $(RT_SRC:%.c=$(B)/%.o)
 RT_CFLAGS = -fPIC -pthread -Iruntime $(BLAS_CFLAGS)
 RT_LIBS = $(BLAS_LIBS) -lm -pthread
@@ -14,6 +18,10 @@ RT_LIBFILES = $(B)/libcfrt.a $(B)/libcfrt.so.$(RT_VERSION) $(B)/libcfrt.so.0 \
 $(B)/runtime/mpi/%.o: runtime/mpi/%.c
 	@mkdir -p $(@D)
 	$(MPICC) $(CFLAGS_ALL) $(RT_CFLAGS) -c -o $@ $<
+
+$(B)/runtime/common/%.o: runtime/common/%.c
+	@mkdir -p $(@D)
+	$(MPICC) $(CFLAGS_ALL) -fPIC -Iruntime -c -o $@ $<
 
 $(B)/libcfrt.a: $(RT_OBJ)
 	rm -f $@

@@ -1,10 +1,11 @@
 /* backend.h: private to the CUDA + NCCL + cuBLAS backend of cfrt.
  *
- * Files: ctx.c (context, device, errors, memory, clocks), view.c (view
- * checks, dim collapsing), ops.c (elementwise, norms, scan, fill, copy),
- * gemm.c (cuBLAS GEMM, matmul, attention), xfer.c (transfer table, waits,
- * groups, NCCL p2p and collectives), ce.c (copy-engine transfers through
- * CUDA IPC), kernels.cu (the device kernels, behind kern.h).
+ * Files: ctx.c (context, device, errors, memory, clocks), ops.c
+ * (elementwise, norms, scan, fill, copy), gemm.c (cuBLAS GEMM, matmul,
+ * attention), xfer.c (transfer table, waits, groups, NCCL p2p and
+ * collectives), ce.c (copy-engine transfers through CUDA IPC), kernels.cu
+ * (the device kernels, behind kern.h); with the shared code of
+ * runtime/common (common.h: view and argument checks).
  *
  * Queues: compute calls go on ctx->cs, NCCL on ctx->xs (high priority),
  * copy-engine transfers from peer P on ctx->ce[P] (high priority). A
@@ -21,6 +22,7 @@
 #include <stdint.h>
 
 #include "cfrt.h"
+#include "common/common.h"
 
 /* How transfers move (CFRT_TRANSFER): NCCL, copy engines (point-to-point;
  * collectives still by NCCL), or not at all (benchmarks time a schedule's
@@ -161,30 +163,15 @@ struct cfrt_ctx {
 
 /* ctx.c */
 int cfrti_begin(cfrt_ctx *ctx, const char *api);
-int cfrti_err(cfrt_ctx *ctx, int status, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
 int cfrti_cuda(cfrt_ctx *ctx, cudaError_t e, const char *call);
 int cfrti_nccl(cfrt_ctx *ctx, ncclResult_t e, const char *call);
 int cfrti_blas(cfrt_ctx *ctx, cublasStatus_t e, const char *call);
 int cfrti_mpierr(cfrt_ctx *ctx, int rc, const char *call);
-int cfrti_check_dtype(cfrt_ctx *ctx, cfrt_dtype t);
 int cfrti_ws_reserve(cfrt_ctx *ctx, size_t bytes);
 int cfrti_launched(cfrt_ctx *ctx, const char *what);
 const alloc_rec *cfrti_alloc_of(cfrt_ctx *ctx, const void *p, size_t bytes);
 int cfrti_alloc_handle(cfrt_ctx *ctx, const alloc_rec *a,
                        cudaIpcMemHandle_t *h);
-
-/* view.c */
-int cfrti_check_view(cfrt_ctx *ctx, const cfrt_view *v, const char *what);
-int cfrti_check_same(cfrt_ctx *ctx, const cfrt_view *a, const cfrt_view *b,
-                     const char *an, const char *bn);
-int cfrti_check_vec(cfrt_ctx *ctx, const cfrt_view *g, int64_t n,
-                    cfrt_dtype t, const char *what);
-int cfrti_broadcast_to(cfrt_ctx *ctx, const cfrt_view *b,
-                       const cfrt_view *shape, cfrt_view *out);
-int64_t cfrti_line_count(const cfrt_view *v, int axis);
-char *cfrti_line_at(const cfrt_view *v, const cfrt_view *shape, int axis,
-                    int64_t line);
 
 /* xfer.c */
 int cfrti_xfer_wait_all(cfrt_ctx *ctx);
@@ -198,19 +185,5 @@ int cfrti_ce_progress(cfrt_ctx *ctx);
 int cfrti_ce_wait(cfrt_ctx *ctx, xfer *x);
 int cfrti_ce_drain(cfrt_ctx *ctx);
 void cfrti_ce_free(cfrt_ctx *ctx);
-
-/* gemm.c: the GEMM behind cfrt_gemm, cfrt_matmul and cfrt_attention.
- * ct: the type of C (the scores of attention are F32 for 16-bit inputs). */
-typedef struct gemm_args {
-	cfrt_dtype t, ct;
-	cfrt_trans ta, tb;
-	int64_t m, n, k;
-	double alpha, beta;
-	const void *a, *b;
-	void *c;
-	int64_t lda, ldb, ldc, sa, sb, sc, batch;
-} gemm_args;
-int cfrti_gemm_check(cfrt_ctx *ctx, const gemm_args *g);
-int cfrti_gemm_run(cfrt_ctx *ctx, const gemm_args *g);
 
 #endif /* CFRT_CUDA_BACKEND_H */

@@ -1,5 +1,6 @@
 # runtime/cuda/cuda.mk: libcfrt_cuda (runtime/cfrt.h + the CUDA + NCCL +
-# cuBLAS backend in runtime/cuda), its pkg-config file, the GPU test and
+# cuBLAS backend in runtime/cuda + runtime/common, the shared code that
+# runtime/runtime.mk compiles), its pkg-config file, the GPU test and
 # benchmark entry points. Included by the Makefile; everything here is
 # skipped when there is no nvcc. Uses the Makefile's B, MPICC, CFLAGS_ALL,
 # LDFLAGS_ALL, PREFIX, DESTDIR.
@@ -22,7 +23,7 @@ CUDA_LIBS = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lnccl \
             -lcublas -lcudart -lstdc++ -lm -ldl -lpthread -lrt
 export CUDA_LIBS
 
-CU_SRC = $(wildcard runtime/cuda/*.c)
+CU_SRC = $(wildcard runtime/cuda/*.c) $(RT_COMMON_SRC)
 CU_OBJ = $(CU_SRC:%.c=$(B)/%.o) $(B)/runtime/cuda/kernels.o
 
 $(B)/runtime/cuda/%.o: runtime/cuda/%.c

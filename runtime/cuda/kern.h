@@ -1,7 +1,7 @@
 /* kern.h: the device kernels of the CUDA backend (kernels.cu), callable
  * from C. Every launcher enqueues on stream s and returns the launch's
  * cudaError_t (0 on success); views arrive checked and with their dims
- * collapsed (view.c), strides in elements. */
+ * collapsed (ops.c), strides in elements. */
 #ifndef CFRT_CUDA_KERN_H
 #define CFRT_CUDA_KERN_H
 

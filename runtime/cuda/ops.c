@@ -91,38 +91,16 @@ int cfrt_copy(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src)
 	return cfrti_cuda(ctx, (cudaError_t)rc, "copy kernel");
 }
 
-static int check_window(cfrt_ctx *ctx, const cfrt_view *dst,
-                        const int64_t *gdims, const int64_t *offs)
-{
-	if (!gdims || !offs)
-		return cfrti_err(ctx, CFRT_EINVAL, "null global dims or offsets");
-	for (int d = 0; d < dst->nd; d++)
-		if (offs[d] < 0 || offs[d] + dst->dim[d] > gdims[d])
-			return cfrti_err(ctx, CFRT_EINVAL, "dim %d: window %lld+%lld "
-			                 "exceeds the global extent %lld", d,
-			                 (long long)offs[d], (long long)dst->dim[d],
-			                 (long long)gdims[d]);
-	return CFRT_OK;
-}
-
 int cfrt_fill_global(cfrt_ctx *ctx, const cfrt_view *dst, uint64_t seed,
                      const int64_t *global_dims, const int64_t *offsets)
 {
 	int rc = cfrti_begin(ctx, "cfrt_fill_global");
 	if (rc == CFRT_OK)
-		rc = cfrti_check_view(ctx, dst, "dst");
-	if (rc == CFRT_OK)
-		rc = check_window(ctx, dst, global_dims, offsets);
+		rc = cfrti_check_fill(ctx, dst, global_dims, offsets);
 	if (rc != CFRT_OK || cfrt_view_numel(dst) == 0)
 		return rc;
 	rc = cfrtk_fill(ctx->cs, dst->t, kv_of(dst), seed, global_dims, offsets);
 	return cfrti_cuda(ctx, (cudaError_t)rc, "fill kernel");
-}
-
-int cfrt_fill_uniform(cfrt_ctx *ctx, const cfrt_view *dst, uint64_t seed)
-{
-	int64_t zero[CFRT_MAX_DIMS] = {0};
-	return cfrt_fill_global(ctx, dst, seed, dst ? dst->dim : NULL, zero);
 }
 
 static int unary(cfrt_ctx *ctx, const char *api, const cfrt_view *dst,
@@ -167,14 +145,7 @@ static int binary(cfrt_ctx *ctx, const char *api, const cfrt_view *dst,
 	cfrt_view bb;
 	int rc = cfrti_begin(ctx, api);
 	if (rc == CFRT_OK)
-		rc = cfrti_check_same(ctx, dst, a, "dst", "a");
-	if (rc == CFRT_OK)
-		rc = cfrti_check_view(ctx, b, "b");
-	if (rc == CFRT_OK && b->t != dst->t)
-		rc = cfrti_err(ctx, CFRT_EINVAL, "views b and dst have different "
-		               "dtypes");
-	if (rc == CFRT_OK)
-		rc = cfrti_broadcast_to(ctx, b, dst, &bb);
+		rc = cfrti_check_binary(ctx, dst, a, b, &bb);
 	if (rc != CFRT_OK || cfrt_view_numel(dst) == 0)
 		return rc;
 	kview v[3] = {kv_of(dst), kv_of(a), kv_of(&bb)};
@@ -195,22 +166,6 @@ int cfrt_mul(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *a,
 	return binary(ctx, "cfrt_mul", dst, a, b, K_MUL);
 }
 
-/* The row checks of the norms and softmax; gamma and beta may be NULL. */
-static int check_rows(cfrt_ctx *ctx, const cfrt_view *dst,
-                      const cfrt_view *src, const cfrt_view *gamma,
-                      const cfrt_view *beta, double eps)
-{
-	int rc = cfrti_check_same(ctx, dst, src, "dst", "src");
-	int64_t n = rc == CFRT_OK ? dst->dim[dst->nd - 1] : 0;
-	if (rc == CFRT_OK && gamma)
-		rc = cfrti_check_vec(ctx, gamma, n, dst->t, "gamma");
-	if (rc == CFRT_OK && beta)
-		rc = cfrti_check_vec(ctx, beta, n, dst->t, "beta");
-	if (rc == CFRT_OK && !(eps >= 0.0))
-		rc = cfrti_err(ctx, CFRT_EINVAL, "eps %g is negative", eps);
-	return rc;
-}
-
 static int rows(cfrt_ctx *ctx, const char *api, int op, const cfrt_view *dst,
                 const cfrt_view *src, const cfrt_view *gamma,
                 const cfrt_view *beta, double eps)
@@ -218,7 +173,7 @@ static int rows(cfrt_ctx *ctx, const char *api, int op, const cfrt_view *dst,
 	kview none = {NULL, 1, {0}, {0}};
 	int rc = cfrti_begin(ctx, api);
 	if (rc == CFRT_OK)
-		rc = check_rows(ctx, dst, src, gamma, beta, eps);
+		rc = cfrti_check_rows(ctx, dst, src, gamma, beta, eps);
 	if (rc != CFRT_OK || cfrt_view_numel(dst) == 0)
 		return rc;
 	rc = cfrtk_rows(ctx->cs, dst->t, op, kv_of(dst), kv_of(src),
@@ -250,10 +205,7 @@ int cfrt_scan(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src,
 {
 	int rc = cfrti_begin(ctx, "cfrt_scan");
 	if (rc == CFRT_OK)
-		rc = cfrti_check_same(ctx, dst, src, "dst", "src");
-	if (rc == CFRT_OK && (dim < 0 || dim >= dst->nd))
-		rc = cfrti_err(ctx, CFRT_EINVAL, "dim %d of a %d-d view", dim,
-		               dst->nd);
+		rc = cfrti_check_scan(ctx, dst, src, dim);
 	if (rc != CFRT_OK || cfrt_view_numel(dst) == 0)
 		return rc;
 	rc = cfrtk_scan(ctx->cs, dst->t, kv_of(dst), kv_of(src), dim, decay);

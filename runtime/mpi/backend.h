@@ -2,8 +2,9 @@
  *
  * Files: ctx.c (context, errors, memory), trace.c (Chrome trace),
  * progress.c (transfer table, progress modes), comm.c (p2p, collectives),
- * view.c (view checks, line iteration), ew.c (copy, fill, elementwise,
- * scan), norm.c (norms, softmax), gemm.c (gemm, matmul), attn.c.
+ * ew.c (copy, fill, elementwise, scan), norm.c (norms, softmax), gemm.c
+ * (gemm, matmul), attn.c; with the shared code of runtime/common
+ * (common.h: view and argument checks).
  *
  * Every public entry point calls cfrti_begin first and returns through
  * cfrti_end, so error messages name the call and the trace times it. */
@@ -14,6 +15,7 @@
 #include <stdint.h>
 
 #include "cfrt.h"
+#include "common/common.h"
 
 enum progress_mode { PROG_NONE, PROG_PANEL, PROG_THREAD };
 
@@ -70,10 +72,7 @@ struct cfrt_ctx {
 double cfrti_now(void);
 double cfrti_begin(cfrt_ctx *ctx, const char *api);
 int cfrti_end(cfrt_ctx *ctx, double t0, int status);
-int cfrti_err(cfrt_ctx *ctx, int status, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
 int cfrti_mpierr(cfrt_ctx *ctx, int rc, const char *call);
-int cfrti_check_dtype(cfrt_ctx *ctx, cfrt_dtype t);
 int cfrti_ws_reserve(cfrt_ctx *ctx, size_t bytes);
 
 /* trace.c */
@@ -90,19 +89,6 @@ void cfrti_xfer_add(cfrt_ctx *ctx, const char *name, double t0, MPI_Request r,
                     cfrt_req *req);
 int cfrti_xfer_wait(cfrt_ctx *ctx, cfrt_req *req);
 int cfrti_xfer_wait_all_slots(cfrt_ctx *ctx);
-
-/* view.c: a line is the run of elements along one axis with the other
- * indices fixed; ops walk lines. */
-int cfrti_check_view(cfrt_ctx *ctx, const cfrt_view *v, const char *what);
-int cfrti_check_same(cfrt_ctx *ctx, const cfrt_view *a, const cfrt_view *b,
-               const char *an, const char *bn);
-int cfrti_check_vec(cfrt_ctx *ctx, const cfrt_view *g, int64_t n, cfrt_dtype t,
-              const char *what);
-int cfrti_broadcast_to(cfrt_ctx *ctx, const cfrt_view *b, const cfrt_view *shape,
-                 cfrt_view *out);
-int64_t cfrti_line_count(const cfrt_view *v, int axis);
-char *cfrti_line_at(const cfrt_view *v, const cfrt_view *shape, int axis,
-              int64_t line);
 
 /* One strided run of a view: element i at p + i*s elements, of type t. */
 typedef struct lane {
@@ -147,19 +133,6 @@ static inline void tick(cfrt_ctx *ctx, int64_t *done, int64_t n)
 		cfrti_progress_poll(ctx);
 	}
 }
-
-/* gemm.c: the GEMM behind cfrt_gemm, cfrt_matmul and cfrt_attention. */
-typedef struct gemm_args {
-	cfrt_dtype t;
-	cfrt_trans ta, tb;
-	int64_t m, n, k;
-	double alpha, beta;
-	const void *a, *b;
-	void *c;
-	int64_t lda, ldb, ldc, sa, sb, sc, batch;
-} gemm_args;
-int cfrti_gemm_check(cfrt_ctx *ctx, const gemm_args *g);
-void cfrti_gemm_run(cfrt_ctx *ctx, const gemm_args *g);
 
 /* norm.c: softmax of the first n elements of a lane, zero after them. */
 void cfrti_softmax_lane(lane dst, lane src, int64_t n, int64_t len);

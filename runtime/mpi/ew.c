@@ -36,20 +36,6 @@ int cfrt_copy(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src)
 	return cfrti_end(ctx, t0, CFRT_OK);
 }
 
-static int check_window(cfrt_ctx *ctx, const cfrt_view *dst,
-                        const int64_t *gdims, const int64_t *offs)
-{
-	if (!gdims || !offs)
-		return cfrti_err(ctx, CFRT_EINVAL, "null global dims or offsets");
-	for (int d = 0; d < dst->nd; d++)
-		if (offs[d] < 0 || offs[d] + dst->dim[d] > gdims[d])
-			return cfrti_err(ctx, CFRT_EINVAL, "dim %d: window %lld+%lld "
-			                 "exceeds the global extent %lld", d,
-			                 (long long)offs[d], (long long)dst->dim[d],
-			                 (long long)gdims[d]);
-	return CFRT_OK;
-}
-
 /* Row-major index in the global tensor of the first element of line `line`
  * (along the last dim) of the window dst at offs. */
 static uint64_t global_index(const cfrt_view *dst, const int64_t *gdims,
@@ -68,9 +54,7 @@ int cfrt_fill_global(cfrt_ctx *ctx, const cfrt_view *dst, uint64_t seed,
                      const int64_t *global_dims, const int64_t *offsets)
 {
 	double t0 = cfrti_begin(ctx, "cfrt_fill_global");
-	int rc = cfrti_check_view(ctx, dst, "dst");
-	if (rc == CFRT_OK)
-		rc = check_window(ctx, dst, global_dims, offsets);
+	int rc = cfrti_check_fill(ctx, dst, global_dims, offsets);
 	if (rc != CFRT_OK || cfrt_view_numel(dst) == 0)
 		return rc;
 	int ax = dst->nd - 1;
@@ -83,12 +67,6 @@ int cfrt_fill_global(cfrt_ctx *ctx, const cfrt_view *dst, uint64_t seed,
 		tick(ctx, &done, n);
 	}
 	return cfrti_end(ctx, t0, CFRT_OK);
-}
-
-int cfrt_fill_uniform(cfrt_ctx *ctx, const cfrt_view *dst, uint64_t seed)
-{
-	int64_t zero[CFRT_MAX_DIMS] = {0};
-	return cfrt_fill_global(ctx, dst, seed, dst ? dst->dim : NULL, zero);
 }
 
 typedef double (*unary_fn)(double x, double arg);
@@ -161,14 +139,7 @@ static int binary(cfrt_ctx *ctx, const char *api, const cfrt_view *dst,
 {
 	double t0 = cfrti_begin(ctx, api);
 	cfrt_view bb;
-	int rc = cfrti_check_same(ctx, dst, a, "dst", "a");
-	if (rc == CFRT_OK)
-		rc = cfrti_check_view(ctx, b, "b");
-	if (rc == CFRT_OK && b->t != dst->t)
-		rc = cfrti_err(ctx, CFRT_EINVAL, "views b and dst have different "
-		               "dtypes");
-	if (rc == CFRT_OK)
-		rc = cfrti_broadcast_to(ctx, b, dst, &bb);
+	int rc = cfrti_check_binary(ctx, dst, a, b, &bb);
 	if (rc != CFRT_OK)
 		return rc;
 	int ax = dst->nd - 1;
@@ -201,10 +172,7 @@ int cfrt_scan(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src,
               int dim, double decay)
 {
 	double t0 = cfrti_begin(ctx, "cfrt_scan");
-	int rc = cfrti_check_same(ctx, dst, src, "dst", "src");
-	if (rc == CFRT_OK && (dim < 0 || dim >= dst->nd))
-		rc = cfrti_err(ctx, CFRT_EINVAL, "dim %d of a %d-d view", dim,
-		               dst->nd);
+	int rc = cfrti_check_scan(ctx, dst, src, dim);
 	if (rc != CFRT_OK)
 		return rc;
 	int64_t n = dst->dim[dim], lines = cfrti_line_count(dst, dim), done = 0;

@@ -5,21 +5,6 @@
 
 #include "backend.h"
 
-/* The row checks shared by the three ops; gamma and beta may be NULL. */
-static int check_rows(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src,
-                      const cfrt_view *gamma, const cfrt_view *beta, double eps)
-{
-	int rc = cfrti_check_same(ctx, dst, src, "dst", "src");
-	int64_t n = rc == CFRT_OK ? dst->dim[dst->nd - 1] : 0;
-	if (rc == CFRT_OK && gamma)
-		rc = cfrti_check_vec(ctx, gamma, n, dst->t, "gamma");
-	if (rc == CFRT_OK && beta)
-		rc = cfrti_check_vec(ctx, beta, n, dst->t, "beta");
-	if (rc == CFRT_OK && !(eps >= 0.0))
-		rc = cfrti_err(ctx, CFRT_EINVAL, "eps %g is negative", eps);
-	return rc;
-}
-
 static lane vec_lane(const cfrt_view *g)
 {
 	lane l = {g ? g->p : NULL, g ? g->stride[0] : 0, g ? g->t : CFRT_F64};
@@ -61,7 +46,7 @@ int cfrt_layernorm(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src,
                    const cfrt_view *gamma, const cfrt_view *beta, double eps)
 {
 	double t0 = cfrti_begin(ctx, "cfrt_layernorm");
-	int rc = check_rows(ctx, dst, src, gamma, beta, eps);
+	int rc = cfrti_check_rows(ctx, dst, src, gamma, beta, eps);
 	if (rc != CFRT_OK)
 		return rc;
 	norm_rows(ctx, dst, src, gamma, beta, eps, 0);
@@ -72,7 +57,7 @@ int cfrt_rmsnorm(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src,
                  const cfrt_view *gamma, double eps)
 {
 	double t0 = cfrti_begin(ctx, "cfrt_rmsnorm");
-	int rc = check_rows(ctx, dst, src, gamma, NULL, eps);
+	int rc = cfrti_check_rows(ctx, dst, src, gamma, NULL, eps);
 	if (rc != CFRT_OK)
 		return rc;
 	norm_rows(ctx, dst, src, gamma, NULL, eps, 1);
@@ -95,7 +80,7 @@ void cfrti_softmax_lane(lane dst, lane src, int64_t n, int64_t len)
 int cfrt_softmax(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src)
 {
 	double t0 = cfrti_begin(ctx, "cfrt_softmax");
-	int rc = check_rows(ctx, dst, src, NULL, NULL, 0.0);
+	int rc = cfrti_check_rows(ctx, dst, src, NULL, NULL, 0.0);
 	if (rc != CFRT_OK)
 		return rc;
 	int ax = dst->nd - 1;

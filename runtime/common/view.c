@@ -4,7 +4,7 @@
  * so line l of two views of the same dims covers the same elements. */
 #include <stdio.h>
 
-#include "backend.h"
+#include "common.h"
 
 /* "[2,3,4]" */
 static const char *dims_str(const cfrt_view *v, char *buf, size_t n)
