@@ -1,20 +1,53 @@
 /* common.h: private to the backends of cfrt; what they share.
  *
- * Files: view.c (view checks, line walk), check.c (argument checks of the
+ * Files: base.c (cfrt_init and cfrt_finalize around the backend's hooks,
+ * the getters, error messages, the last error, cfrt_where, cfrt_fail),
+ * view.c (view checks, line walk), check.c (argument checks of the
  * compute ops), matmul.c (GEMM and matmul arguments, matmul's batch loop,
  * attention checks). Their names differ from the backends' files: one
  * archive holds both.
  *
- * Compiled once, with no backend header: the shared code calls the
- * backend only through the hooks declared at the end of this file, which
- * every backend defines. Messages of a failed check are the same on every
- * backend. */
+ * Compiled once, with no backend header: the shared code sees a context
+ * only through its first member, a cfrti_base, and calls the backend only
+ * through the hooks declared at the end of this file, which every backend
+ * defines. Messages of a failed check are the same on every backend. */
 #ifndef CFRT_COMMON_H
 #define CFRT_COMMON_H
 
 #include <stdint.h>
 
 #include "cfrt.h"
+
+/* The head of every backend's struct cfrt_ctx (its first member, named
+ * base). */
+typedef struct cfrti_base {
+	MPI_Comm comm; /* our duplicate, MPI_ERRORS_RETURN */
+	int rank, size, world_rank;
+	int device; /* shown by cfrt_fail; -1: the backend has none */
+	int in_group; /* between cfrt_group_begin and cfrt_group_end */
+	char model[64];
+	char op[64]; /* from cfrt_where */
+	int step;
+	const char *api; /* public call running: names it in messages */
+	char err[512];
+} cfrti_base;
+
+/* A pointer to a struct points to its first member (C11 6.7.2.1). */
+static inline cfrti_base *cfrti_base_of(cfrt_ctx *ctx)
+{
+	return (cfrti_base *)(void *)ctx;
+}
+
+static inline const cfrti_base *cfrti_cbase_of(const cfrt_ctx *ctx)
+{
+	return (const cfrti_base *)(const void *)ctx;
+}
+
+/* base.c: messages. cfrti_err writes "API: message" into the context and
+ * returns status; cfrti_mpierr names a failed MPI call with MPI's text. */
+int cfrti_err(cfrt_ctx *ctx, int status, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+int cfrti_mpierr(cfrt_ctx *ctx, int rc, const char *call);
 
 /* view.c: a line is the run of elements along one axis with the other
  * indices fixed; ops walk lines. */
@@ -79,10 +112,18 @@ char *cfrti_head_at(const cfrt_view *v, int64_t b, int64_t h);
 
 /* ---- hooks: defined by each backend ------------------------------------ */
 
-/* Writes "API: message" into the context (the public call running);
- * returns status. */
-int cfrti_err(cfrt_ctx *ctx, int status, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+/* A zeroed context (calloc: cfrt_init frees it with free() when the
+ * communicator cannot be duplicated). */
+cfrt_ctx *cfrti_ctx_new(void);
+/* The backend's part of cfrt_init, after base is filled (device -1). */
+int cfrti_ctx_setup(cfrt_ctx *ctx);
+/* The backend's part of cfrt_finalize: completes every transfer and all
+ * work, before cfrti_ctx_free. */
+int cfrti_ctx_drain(cfrt_ctx *ctx);
+/* Releases everything, the communicator and ctx included; also after a
+ * failed setup. */
+void cfrti_ctx_free(cfrt_ctx *ctx);
+
 /* OK for a dtype the backend computes on, else the error. */
 int cfrti_check_dtype(cfrt_ctx *ctx, cfrt_dtype t);
 /* Runs a GEMM that passed cfrti_gemm_check. */

@@ -1,11 +1,11 @@
 /* backend.h: private to the CUDA + NCCL + cuBLAS backend of cfrt.
  *
- * Files: ctx.c (context, device, errors, memory, clocks), ops.c
+ * Files: ctx.c (context hooks, device, CUDA errors, memory, clocks), ops.c
  * (elementwise, norms, scan, fill, copy), gemm.c (cuBLAS GEMM, matmul,
  * attention), xfer.c (transfer table, waits, groups, NCCL p2p and
  * collectives), ce.c (copy-engine transfers through CUDA IPC), kernels.cu
  * (the device kernels, behind kern.h); with the shared code of
- * runtime/common (common.h: view and argument checks).
+ * runtime/common (common.h: errors, view and argument checks).
  *
  * Queues: compute calls go on ctx->cs, NCCL on ctx->xs (high priority),
  * copy-engine transfers from peer P on ctx->ce[P] (high priority). A
@@ -19,6 +19,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <nccl.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "cfrt.h"
@@ -118,13 +119,8 @@ typedef struct remote_mem {
 } remote_mem;
 
 struct cfrt_ctx {
-	MPI_Comm comm; /* our duplicate, MPI_ERRORS_RETURN */
-	int rank, size, world_rank, device;
-	char model[64];
-	char op[64]; /* from cfrt_where */
-	int step;
-	const char *api; /* public call running: names it in messages */
-	char err[512];
+	cfrti_base base; /* first: what the shared code sees (common.h);
+	                  * base.device: the CUDA device */
 
 	cudaStream_t cs, xs; /* compute, NCCL transfers */
 	cudaStream_t *ce;    /* size entries: copies from peer P, or NULL */
@@ -136,7 +132,6 @@ struct cfrt_ctx {
 
 	xfer **x; /* slots, each allocated once: MPI writes into them */
 	int nx;
-	int in_group;
 	int *group; /* slots queued in the open group */
 	int ngroup;
 	int ce_open; /* CE transfers started and not yet waited on */
@@ -156,6 +151,8 @@ struct cfrt_ctx {
 	void *ws; /* attention scores and probabilities, ws_bytes long */
 	size_t ws_bytes;
 };
+_Static_assert(offsetof(struct cfrt_ctx, base) == 0,
+               "the shared code finds base at the start of a context");
 
 /* cuBLAS's workspace: what cuBLAS recommends on Hopper (32 MiB), so that
  * it can pick the same kernels as cuBLASLt-based frameworks. */
@@ -166,7 +163,6 @@ int cfrti_begin(cfrt_ctx *ctx, const char *api);
 int cfrti_cuda(cfrt_ctx *ctx, cudaError_t e, const char *call);
 int cfrti_nccl(cfrt_ctx *ctx, ncclResult_t e, const char *call);
 int cfrti_blas(cfrt_ctx *ctx, cublasStatus_t e, const char *call);
-int cfrti_mpierr(cfrt_ctx *ctx, int rc, const char *call);
 int cfrti_ws_reserve(cfrt_ctx *ctx, size_t bytes);
 int cfrti_launched(cfrt_ctx *ctx, const char *what);
 const alloc_rec *cfrti_alloc_of(cfrt_ctx *ctx, const void *p, size_t bytes);

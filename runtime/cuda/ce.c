@@ -128,7 +128,7 @@ static int remote_ev_of(cfrt_ctx *ctx, int peer, int id,
 {
 	if (id < 0)
 		return cfrti_err(ctx, CFRT_ECOMM, "bad event id %d", id);
-	if (peer == ctx->rank) {
+	if (peer == ctx->base.rank) {
 		if (id >= ctx->nev)
 			return cfrti_err(ctx, CFRT_ECOMM, "bad event id %d", id);
 		*e = ctx->ev[id]->e;
@@ -185,7 +185,7 @@ static int start_send(cfrt_ctx *ctx, xfer *x)
 	memset(m, 0, sizeof *m);
 	m->bytes = bytes;
 	m->ptr = (uint64_t)(uintptr_t)x->d.send;
-	if (bytes > 0 && x->d.peer != ctx->rank) {
+	if (bytes > 0 && x->d.peer != ctx->base.rank) {
 		const alloc_rec *a = cfrti_alloc_of(ctx, x->d.send, bytes);
 		if (!a)
 			return cfrti_err(ctx, CFRT_EINVAL, "copy-engine transfers "
@@ -206,10 +206,10 @@ static int start_send(cfrt_ctx *ctx, xfer *x)
 	                    "cudaEventRecord");
 	if (rc == CFRT_OK)
 		rc = mpi(ctx, MPI_Isend(m, (int)sizeof *m, MPI_BYTE, x->d.peer,
-		         CE_TAG_READY, ctx->comm, &x->mreq[0]), "MPI_Isend");
+		         CE_TAG_READY, ctx->base.comm, &x->mreq[0]), "MPI_Isend");
 	if (rc == CFRT_OK)
 		rc = mpi(ctx, MPI_Irecv(&x->done_msg, (int)sizeof x->done_msg,
-		         MPI_BYTE, x->d.peer, CE_TAG_DONE, ctx->comm, &x->mreq[1]),
+		         MPI_BYTE, x->d.peer, CE_TAG_DONE, ctx->base.comm, &x->mreq[1]),
 		         "MPI_Irecv");
 	if (rc != CFRT_OK)
 		r->busy = 0;
@@ -224,7 +224,7 @@ static int start_recv(cfrt_ctx *ctx, xfer *x)
 	                    "cudaEventRecord");
 	if (rc == CFRT_OK)
 		rc = mpi(ctx, MPI_Irecv(&x->ready_msg, (int)sizeof x->ready_msg,
-		         MPI_BYTE, p, CE_TAG_READY, ctx->comm, &x->mreq[0]),
+		         MPI_BYTE, p, CE_TAG_READY, ctx->base.comm, &x->mreq[0]),
 		         "MPI_Irecv");
 	if (rc != CFRT_OK)
 		return rc;
@@ -256,7 +256,7 @@ static int copy_source(cfrt_ctx *ctx, int peer, const ce_ready *m,
                        const char **src)
 {
 	char *base = NULL;
-	if (peer == ctx->rank || m->bytes == 0) {
+	if (peer == ctx->base.rank || m->bytes == 0) {
 		*src = (const char *)(uintptr_t)m->ptr;
 		return CFRT_OK;
 	}
@@ -301,10 +301,10 @@ static int issue(cfrt_ctx *ctx, xfer *x)
 	rc = cfrti_cuda(ctx, cudaEventRecord(d->e, s), "cudaEventRecord");
 	if (rc == CFRT_OK)
 		rc = mpi(ctx, MPI_Isend(&d->done, (int)sizeof d->done, MPI_BYTE, p,
-		         CE_TAG_DONE, ctx->comm, &d->req[0]), "MPI_Isend");
+		         CE_TAG_DONE, ctx->base.comm, &d->req[0]), "MPI_Isend");
 	if (rc == CFRT_OK)
 		rc = mpi(ctx, MPI_Irecv(&d->ack, 1, MPI_INT32_T, p, CE_TAG_ACK,
-		         ctx->comm, &d->req[1]), "MPI_Irecv");
+		         ctx->base.comm, &d->req[1]), "MPI_Irecv");
 	x->issued = 1;
 	ctx->fifo_head[p] = x->next_fifo;
 	if (ctx->fifo_head[p] < 0)
@@ -316,7 +316,7 @@ static int issue(cfrt_ctx *ctx, xfer *x)
 int cfrti_ce_progress(cfrt_ctx *ctx)
 {
 	int rc = CFRT_OK;
-	for (int p = 0; rc == CFRT_OK && p < ctx->size; p++)
+	for (int p = 0; rc == CFRT_OK && p < ctx->base.size; p++)
 		while (rc == CFRT_OK && ctx->fifo_head[p] >= 0) {
 			xfer *x = ctx->x[ctx->fifo_head[p]];
 			int flag = 0;
@@ -366,7 +366,7 @@ static int wait_send(cfrt_ctx *ctx, xfer *x)
 	r->ack = x->done_msg.ev_id;
 	if (rc == CFRT_OK)
 		rc = mpi(ctx, MPI_Isend(&r->ack, 1, MPI_INT32_T, x->d.peer,
-		         CE_TAG_ACK, ctx->comm, &r->req[0]), "MPI_Isend");
+		         CE_TAG_ACK, ctx->base.comm, &r->req[0]), "MPI_Isend");
 	r->busy = 0;
 	return rc;
 }
@@ -398,7 +398,7 @@ void cfrti_ce_free(cfrt_ctx *ctx)
 		cudaEventDestroy(ctx->ev[i]->e);
 		free(ctx->ev[i]);
 	}
-	for (int p = 0; ctx->peer_ev && p < ctx->size; p++) {
+	for (int p = 0; ctx->peer_ev && p < ctx->base.size; p++) {
 		for (int i = 0; i < ctx->npeer_ev[p]; i++)
 			if (ctx->peer_ev[p][i])
 				cudaEventDestroy(ctx->peer_ev[p][i]);

@@ -1,34 +1,21 @@
-/* ctx.c: context life cycle, device choice, error reporting, memory.
- * ensures: a context holds a private duplicate of the application's
- * communicator with MPI_ERRORS_RETURN, one device (chosen once per
- * process), a compute stream, a high-priority NCCL stream, a cuBLAS handle
- * on the compute stream and an NCCL communicator over the duplicate; CUDA,
- * NCCL, cuBLAS and MPI failures come back as statuses with messages. */
-#include <stdarg.h>
-#include <stdio.h>
+/* ctx.c: this backend's part of the context life cycle (the hooks of
+ * runtime/common/base.c), device choice, CUDA, NCCL and cuBLAS errors,
+ * memory.
+ * ensures: a context holds one device (chosen once per process), a compute
+ * stream, a high-priority NCCL stream, a cuBLAS handle on the compute
+ * stream and an NCCL communicator over the context's duplicate of the
+ * application's communicator; CUDA, NCCL, cuBLAS and MPI failures come
+ * back as statuses with messages. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "backend.h"
 
-/* The message of the last failed cfrt_init of this process. */
-static char init_msg[512];
-
 /* The device of this process, chosen by its first context (-1: none yet):
  * a second context (the driver's serial reference on MPI_COMM_SELF) must
  * not move the process to another device. */
 static int process_device = -1;
-
-int cfrti_err(cfrt_ctx *ctx, int status, const char *fmt, ...)
-{
-	va_list ap;
-	int n = snprintf(ctx->err, sizeof ctx->err, "%s: ", ctx->api);
-	va_start(ap, fmt);
-	vsnprintf(ctx->err + n, sizeof ctx->err - (size_t)n, fmt, ap);
-	va_end(ap);
-	return status;
-}
 
 int cfrti_cuda(cfrt_ctx *ctx, cudaError_t e, const char *call)
 {
@@ -58,21 +45,12 @@ int cfrti_blas(cfrt_ctx *ctx, cublasStatus_t e, const char *call)
 	                 cublasGetStatusString(e));
 }
 
-int cfrti_mpierr(cfrt_ctx *ctx, int rc, const char *call)
-{
-	char s[MPI_MAX_ERROR_STRING];
-	int len = 0;
-	if (MPI_Error_string(rc, s, &len) != MPI_SUCCESS)
-		snprintf(s, sizeof s, "MPI error %d", rc);
-	return cfrti_err(ctx, CFRT_ECOMM, "%s failed: %s", call, s);
-}
-
 /* Entry of a public call: names it for messages, and moves the copy-engine
  * handshakes that have arrived (a transfer starts as soon as its peer is
  * ready, not only at its wait). */
 int cfrti_begin(cfrt_ctx *ctx, const char *api)
 {
-	ctx->api = api;
+	ctx->base.api = api;
 	return ctx->ce_open > 0 ? cfrti_ce_progress(ctx) : CFRT_OK;
 }
 
@@ -148,18 +126,6 @@ static int choose_device(MPI_Comm comm, int *dev)
 
 /* ---- init and finalize ------------------------------------------------ */
 
-static int init_fail(int status, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-static int init_fail(int status, const char *fmt, ...)
-{
-	va_list ap;
-	int n = snprintf(init_msg, sizeof init_msg, "cfrt_init: ");
-	va_start(ap, fmt);
-	vsnprintf(init_msg + n, sizeof init_msg - (size_t)n, fmt, ap);
-	va_end(ap);
-	return status;
-}
-
 /* CFRT_TRANSFER: nccl (default), ce, or none (benchmarks only). */
 static int transfer_mode(cfrt_ctx *ctx)
 {
@@ -181,27 +147,28 @@ static int nccl_setup(cfrt_ctx *ctx)
 {
 	ncclUniqueId id;
 	int rc = CFRT_OK;
-	if (ctx->rank == 0)
+	if (ctx->base.rank == 0)
 		rc = cfrti_nccl(ctx, ncclGetUniqueId(&id), "ncclGetUniqueId");
 	int ok = rc == CFRT_OK, all = 0;
-	int mrc = MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, ctx->comm);
+	int mrc = MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, ctx->base.comm);
 	if (mrc != MPI_SUCCESS)
 		return cfrti_mpierr(ctx, mrc, "MPI_Allreduce");
 	if (!all)
 		return rc != CFRT_OK ? rc : cfrti_err(ctx, CFRT_ECOMM,
 		                                      "rank 0 has no NCCL id");
-	mrc = MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, ctx->comm);
+	mrc = MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, ctx->base.comm);
 	if (mrc != MPI_SUCCESS)
 		return cfrti_mpierr(ctx, mrc, "MPI_Bcast");
-	return cfrti_nccl(ctx, ncclCommInitRank(&ctx->nccl, ctx->size, id,
-	                                        ctx->rank), "ncclCommInitRank");
+	return cfrti_nccl(ctx, ncclCommInitRank(&ctx->nccl, ctx->base.size,
+	                                        id, ctx->base.rank),
+	                  "ncclCommInitRank");
 }
 
 /* Streams, events, cuBLAS and NCCL on the chosen device. */
 static int device_setup(cfrt_ctx *ctx)
 {
 	int lo = 0, hi = 0;
-	int rc = cfrti_cuda(ctx, cudaSetDevice(ctx->device), "cudaSetDevice");
+	int rc = cfrti_cuda(ctx, cudaSetDevice(ctx->base.device), "cudaSetDevice");
 	if (rc == CFRT_OK)
 		rc = cfrti_cuda(ctx, cudaDeviceGetStreamPriorityRange(&lo, &hi),
 		                "cudaDeviceGetStreamPriorityRange");
@@ -233,36 +200,34 @@ static int device_setup(cfrt_ctx *ctx)
 	return rc;
 }
 
-static int ctx_setup(cfrt_ctx *ctx, const char *model)
+cfrt_ctx *cfrti_ctx_new(void)
 {
-	snprintf(ctx->model, sizeof ctx->model, "%s", model);
-	snprintf(ctx->op, sizeof ctx->op, "-");
-	ctx->step = -1;
-	ctx->api = "cfrt_init";
-	MPI_Comm_rank(ctx->comm, &ctx->rank);
-	MPI_Comm_size(ctx->comm, &ctx->size);
-	MPI_Comm_rank(MPI_COMM_WORLD, &ctx->world_rank);
+	return calloc(1, sizeof(cfrt_ctx));
+}
+
+int cfrti_ctx_setup(cfrt_ctx *ctx)
+{
 	int rc = transfer_mode(ctx);
 	if (rc != CFRT_OK)
 		return rc;
-	if (process_device < 0 && choose_device(ctx->comm, &process_device))
+	if (process_device < 0 && choose_device(ctx->base.comm, &process_device))
 		return cfrti_err(ctx, CFRT_EDEVICE, "no CUDA device (or "
 		                 "CFRT_DEVICE names none)");
-	ctx->device = process_device;
-	ctx->ce = calloc((size_t)ctx->size, sizeof *ctx->ce);
-	ctx->fifo_head = malloc((size_t)ctx->size * sizeof *ctx->fifo_head);
-	ctx->fifo_tail = malloc((size_t)ctx->size * sizeof *ctx->fifo_tail);
-	ctx->peer_ev = calloc((size_t)ctx->size, sizeof *ctx->peer_ev);
-	ctx->npeer_ev = calloc((size_t)ctx->size, sizeof *ctx->npeer_ev);
+	ctx->base.device = process_device;
+	ctx->ce = calloc((size_t)ctx->base.size, sizeof *ctx->ce);
+	ctx->fifo_head = malloc((size_t)ctx->base.size * sizeof *ctx->fifo_head);
+	ctx->fifo_tail = malloc((size_t)ctx->base.size * sizeof *ctx->fifo_tail);
+	ctx->peer_ev = calloc((size_t)ctx->base.size, sizeof *ctx->peer_ev);
+	ctx->npeer_ev = calloc((size_t)ctx->base.size, sizeof *ctx->npeer_ev);
 	if (!ctx->ce || !ctx->fifo_head || !ctx->fifo_tail || !ctx->peer_ev ||
 	    !ctx->npeer_ev)
 		return cfrti_err(ctx, CFRT_ENOMEM, "no memory for peer tables");
-	for (int p = 0; p < ctx->size; p++)
+	for (int p = 0; p < ctx->base.size; p++)
 		ctx->fifo_head[p] = ctx->fifo_tail[p] = -1;
 	return device_setup(ctx);
 }
 
-static void ctx_free(cfrt_ctx *ctx)
+void cfrti_ctx_free(cfrt_ctx *ctx)
 {
 	cfrti_xfer_free_all(ctx);
 	cfrti_ce_free(ctx);
@@ -270,7 +235,7 @@ static void ctx_free(cfrt_ctx *ctx)
 		ncclCommDestroy(ctx->nccl);
 	if (ctx->blas)
 		cublasDestroy(ctx->blas);
-	for (int p = 0; ctx->ce && p < ctx->size; p++)
+	for (int p = 0; ctx->ce && p < ctx->base.size; p++)
 		if (ctx->ce[p])
 			cudaStreamDestroy(ctx->ce[p]);
 	if (ctx->fence)
@@ -283,7 +248,7 @@ static void ctx_free(cfrt_ctx *ctx)
 	cudaFree(ctx->blas_ws);
 	for (int i = 0; i < ctx->nal; i++)
 		cudaFree(ctx->al[i].base);
-	MPI_Comm_free(&ctx->comm);
+	MPI_Comm_free(&ctx->base.comm);
 	free(ctx->al);
 	free(ctx->ce);
 	free(ctx->fifo_head);
@@ -294,65 +259,15 @@ static void ctx_free(cfrt_ctx *ctx)
 	free(ctx);
 }
 
-int cfrt_init(cfrt_ctx **out, MPI_Comm comm, int expected_size,
-              const char *model_name)
+int cfrti_ctx_drain(cfrt_ctx *ctx)
 {
-	const char *model = model_name ? model_name : "(unnamed)";
-	int size = 0, rc;
-	*out = NULL;
-	init_msg[0] = 0;
-	rc = MPI_Comm_size(comm, &size);
-	if (rc != MPI_SUCCESS)
-		return init_fail(CFRT_ECOMM, "MPI_Comm_size failed (%d)", rc);
-	if (size != expected_size)
-		return init_fail(CFRT_ESIZE, "model %s was compiled for a group "
-		                 "of %d ranks, but the communicator has %d",
-		                 model, expected_size, size);
-	cfrt_ctx *ctx = calloc(1, sizeof *ctx);
-	if (!ctx)
-		return init_fail(CFRT_ENOMEM, "no memory for the context");
-	rc = MPI_Comm_dup(comm, &ctx->comm);
-	if (rc != MPI_SUCCESS) {
-		free(ctx);
-		return init_fail(CFRT_ECOMM, "MPI_Comm_dup failed (%d)", rc);
-	}
-	MPI_Comm_set_errhandler(ctx->comm, MPI_ERRORS_RETURN);
-	rc = ctx_setup(ctx, model);
-	if (rc != CFRT_OK) {
-		snprintf(init_msg, sizeof init_msg, "%s", ctx->err);
-		ctx_free(ctx);
-		return rc;
-	}
-	*out = ctx;
-	return CFRT_OK;
-}
-
-int cfrt_finalize(cfrt_ctx *ctx)
-{
-	if (!ctx)
-		return CFRT_OK;
-	ctx->api = "cfrt_finalize";
-	ctx->in_group = 0;
 	int rc = cfrti_xfer_wait_all(ctx);
 	if (rc == CFRT_OK)
 		rc = cfrti_ce_drain(ctx);
 	if (rc == CFRT_OK)
 		rc = cfrti_cuda(ctx, cudaDeviceSynchronize(),
 		                "cudaDeviceSynchronize");
-	if (rc != CFRT_OK)
-		snprintf(init_msg, sizeof init_msg, "%s", ctx->err);
-	ctx_free(ctx);
 	return rc;
-}
-
-int cfrt_rank(const cfrt_ctx *ctx)
-{
-	return ctx->rank;
-}
-
-int cfrt_size(const cfrt_ctx *ctx)
-{
-	return ctx->size;
 }
 
 const char *cfrt_backend_name(void)
@@ -378,62 +293,6 @@ double cfrt_wtime(cfrt_ctx *ctx)
 	/* a failure here shows at the next call that checks */
 	cudaStreamSynchronize(ctx->cs);
 	return now();
-}
-
-int cfrt_barrier(cfrt_ctx *ctx)
-{
-	ctx->api = "cfrt_barrier";
-	int rc = MPI_Barrier(ctx->comm);
-	return rc == MPI_SUCCESS ? CFRT_OK : cfrti_mpierr(ctx, rc, "MPI_Barrier");
-}
-
-void cfrt_where(cfrt_ctx *ctx, const char *op, int step)
-{
-	snprintf(ctx->op, sizeof ctx->op, "%s", op ? op : "-");
-	ctx->step = step;
-}
-
-const char *cfrt_strerror(int status)
-{
-	switch (status) {
-	case CFRT_OK: return "success";
-	case CFRT_EINVAL: return "invalid argument";
-	case CFRT_ENOTSUP: return "not supported by this backend";
-	case CFRT_ENOMEM: return "out of memory";
-	case CFRT_ESIZE: return "communicator size differs from the compiled group";
-	case CFRT_ECOMM: return "communication failed";
-	case CFRT_EDEVICE: return "compute library failed";
-	case CFRT_EIO: return "trace file could not be written";
-	default: return "unknown status";
-	}
-}
-
-const char *cfrt_last_error(const cfrt_ctx *ctx)
-{
-	return ctx ? ctx->err : init_msg;
-}
-
-void cfrt_fail(cfrt_ctx *ctx, int status)
-{
-	const char *msg = cfrt_last_error(ctx);
-	int code = status < 0 ? -status : 1;
-	int up = 0, down = 0, wr = -1;
-	if (!*msg)
-		msg = cfrt_strerror(status);
-	MPI_Initialized(&up);
-	MPI_Finalized(&down);
-	if (up && !down)
-		MPI_Comm_rank(MPI_COMM_WORLD, &wr);
-	if (ctx)
-		fprintf(stderr, "cfrt: rank %d: op %s step %d: %s [model %s, "
-		        "world rank %d, device %d]\n", ctx->rank, ctx->op,
-		        ctx->step, msg, ctx->model, wr, ctx->device);
-	else
-		fprintf(stderr, "cfrt: rank %d: op init step 0: %s\n", wr, msg);
-	fflush(stderr);
-	if (up && !down)
-		MPI_Abort(MPI_COMM_WORLD, code);
-	_Exit(code);
 }
 
 /* ---- memory ----------------------------------------------------------- */
@@ -479,7 +338,7 @@ static int alloc_add(cfrt_ctx *ctx, void *p, size_t bytes)
 
 int cfrt_alloc(cfrt_ctx *ctx, void **ptr, size_t bytes)
 {
-	ctx->api = "cfrt_alloc";
+	ctx->base.api = "cfrt_alloc";
 	*ptr = NULL;
 	if (bytes == 0)
 		return CFRT_OK;
@@ -500,7 +359,7 @@ int cfrt_alloc(cfrt_ctx *ctx, void **ptr, size_t bytes)
 
 int cfrt_free(cfrt_ctx *ctx, void *ptr)
 {
-	ctx->api = "cfrt_free";
+	ctx->base.api = "cfrt_free";
 	if (!ptr)
 		return CFRT_OK;
 	for (int i = 0; i < ctx->nal; i++)
@@ -517,7 +376,7 @@ int cfrt_free(cfrt_ctx *ctx, void *ptr)
 static int host_copy(cfrt_ctx *ctx, const char *api, void *dst,
                      const void *src, size_t bytes, enum cudaMemcpyKind kind)
 {
-	ctx->api = api;
+	ctx->base.api = api;
 	if (bytes > 0 && (!dst || !src))
 		return cfrti_err(ctx, CFRT_EINVAL, "null buffer for %zu bytes",
 		                 bytes);
@@ -546,7 +405,7 @@ int cfrt_download(cfrt_ctx *ctx, void *host_dst, const void *src,
 
 int cfrt_memset_zero(cfrt_ctx *ctx, void *dst, size_t bytes)
 {
-	ctx->api = "cfrt_memset_zero";
+	ctx->base.api = "cfrt_memset_zero";
 	if (bytes > 0 && !dst)
 		return cfrti_err(ctx, CFRT_EINVAL, "null buffer for %zu bytes",
 		                 bytes);

@@ -97,7 +97,7 @@ static ncclResult_t nccl_call(cfrt_ctx *ctx, const xdesc *d)
 	case T_RS: return ncclReduceScatter(d->send, d->recv, n, dt, ncclSum, c, s);
 	case T_AR: return ncclAllReduce(d->send, d->recv, n, dt, ncclSum, c, s);
 	case T_A2A:
-		for (int j = 0; r == ncclSuccess && j < ctx->size; j++) {
+		for (int j = 0; r == ncclSuccess && j < ctx->base.size; j++) {
 			r = ncclSend((const char *)d->send + (size_t)j * n * es, n, dt,
 			             j, c, s);
 			if (r == ncclSuccess)
@@ -140,7 +140,7 @@ static int nccl_issue(cfrt_ctx *ctx, xfer *const *slots, int n)
 static void buffer_counts(const cfrt_ctx *ctx, const xdesc *d, int64_t *ns,
                           int64_t *nr)
 {
-	int64_t many = d->count * ctx->size;
+	int64_t many = d->count * ctx->base.size;
 	*ns = d->kind == T_RS || d->kind == T_A2A ? many : d->count;
 	*nr = d->kind == T_AG || d->kind == T_A2A ? many : d->count;
 	if (d->kind == T_SEND)
@@ -164,9 +164,9 @@ static int check_desc(cfrt_ctx *ctx, const xdesc *d)
 		                 "elements", (long long)(ns > 0 && !d->send ? ns : nr));
 	if (d->kind > T_RECV)
 		return CFRT_OK;
-	if (d->peer < 0 || d->peer >= ctx->size)
+	if (d->peer < 0 || d->peer >= ctx->base.size)
 		return cfrti_err(ctx, CFRT_EINVAL, "peer %d is not a rank of the "
-		                 "%d-rank group", d->peer, ctx->size);
+		                 "%d-rank group", d->peer, ctx->base.size);
 	if (d->tag < 0 || d->tag > 32767)
 		return cfrti_err(ctx, CFRT_EINVAL, "tag %d is outside 0..32767",
 		                 d->tag);
@@ -204,7 +204,7 @@ static int start(cfrt_ctx *ctx, const char *api, const xdesc *d,
 	x->ce = ctx->xmode == XM_CE && d->kind <= T_RECV;
 	if (x->ce)
 		rc = cfrti_ce_start(ctx, x);
-	else if (ctx->in_group)
+	else if (ctx->base.in_group)
 		rc = group_add(ctx, x);
 	else
 		rc = nccl_issue(ctx, &x, 1);
@@ -264,7 +264,7 @@ int cfrti_xfer_wait_all(cfrt_ctx *ctx)
 /* A wait inside a group would wait on transfers not issued yet. */
 static int not_in_group(cfrt_ctx *ctx)
 {
-	if (ctx->in_group)
+	if (ctx->base.in_group)
 		return cfrti_err(ctx, CFRT_EINVAL, "wait inside a transfer group "
 		                 "(its transfers start at cfrt_group_end)");
 	return CFRT_OK;
@@ -308,10 +308,10 @@ int cfrt_sync(cfrt_ctx *ctx)
 int cfrt_group_begin(cfrt_ctx *ctx)
 {
 	int rc = cfrti_begin(ctx, "cfrt_group_begin");
-	if (rc == CFRT_OK && ctx->in_group)
+	if (rc == CFRT_OK && ctx->base.in_group)
 		rc = cfrti_err(ctx, CFRT_EINVAL, "transfer groups do not nest");
 	if (rc == CFRT_OK) {
-		ctx->in_group = 1;
+		ctx->base.in_group = 1;
 		ctx->ngroup = 0;
 	}
 	return rc;
@@ -323,11 +323,11 @@ int cfrt_group_end(cfrt_ctx *ctx)
 {
 	xfer *stack[16] = {NULL}, **slots = stack;
 	int rc = cfrti_begin(ctx, "cfrt_group_end");
-	if (rc == CFRT_OK && !ctx->in_group)
+	if (rc == CFRT_OK && !ctx->base.in_group)
 		rc = cfrti_err(ctx, CFRT_EINVAL, "no transfer group is open");
 	if (rc != CFRT_OK)
 		return rc;
-	ctx->in_group = 0;
+	ctx->base.in_group = 0;
 	if (ctx->ngroup == 0)
 		return CFRT_OK;
 	if (ctx->ngroup > 16 && !(slots = malloc((size_t)ctx->ngroup *
@@ -347,8 +347,8 @@ int cfrt_group_end(cfrt_ctx *ctx)
 static int blocking(cfrt_ctx *ctx, const char *api, const xdesc *d)
 {
 	cfrt_req req = {0, 0};
-	ctx->api = api;
-	if (ctx->in_group)
+	ctx->base.api = api;
+	if (ctx->base.in_group)
 		return cfrti_err(ctx, CFRT_EINVAL, "a blocking collective inside "
 		                 "a transfer group");
 	int rc = start(ctx, api, d, &req);

@@ -1,17 +1,18 @@
 /* backend.h: private to the MPI + CBLAS backend of cfrt.
  *
- * Files: ctx.c (context, errors, memory), trace.c (Chrome trace),
+ * Files: ctx.c (context hooks, clock, memory), trace.c (Chrome trace),
  * progress.c (transfer table, progress modes), comm.c (p2p, collectives),
- * ew.c (copy, fill, elementwise, scan), norm.c (norms, softmax), gemm.c
- * (gemm, matmul), attn.c; with the shared code of runtime/common
- * (common.h: view and argument checks).
+ * ew.c (copy, fill, elementwise, scan), norm.c (norms, softmax),
+ * gemm.c (gemm, matmul), attn.c; with the shared code of runtime/common
+ * (common.h: errors, view and argument checks).
  *
- * Every public entry point calls cfrti_begin first and returns through
+ * Every public compute call calls cfrti_begin first and returns through
  * cfrti_end, so error messages name the call and the trace times it. */
 #ifndef CFRT_BACKEND_H
 #define CFRT_BACKEND_H
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "cfrt.h"
@@ -38,13 +39,7 @@ typedef struct trace_ev {
 } trace_ev;
 
 struct cfrt_ctx {
-	MPI_Comm comm; /* our duplicate, MPI_ERRORS_RETURN */
-	int rank, size, world_rank;
-	char model[64];
-	char op[64]; /* from cfrt_where */
-	int step;
-	const char *api; /* public call running: names it in messages */
-	char err[512];
+	cfrti_base base; /* first: what the shared code sees (common.h) */
 
 	/* Transfer table, guarded by mu (the progress thread reads it). */
 	pthread_mutex_t mu;
@@ -53,7 +48,6 @@ struct cfrt_ctx {
 	int nx; /* slots in x */
 	int unwaited; /* slots not FREE: while > 0, compute cuts panels */
 	int active;   /* slots ACTIVE: what a progress test looks at */
-	int in_group;
 	int mode; /* enum progress_mode */
 	int thread_on, stop;
 	pthread_t thread;
@@ -67,12 +61,13 @@ struct cfrt_ctx {
 	long dropped; /* events lost to a failed allocation */
 	double origin; /* time 0 of the trace, same on every rank */
 };
+_Static_assert(offsetof(struct cfrt_ctx, base) == 0,
+               "the shared code finds base at the start of a context");
 
 /* ctx.c */
 double cfrti_now(void);
 double cfrti_begin(cfrt_ctx *ctx, const char *api);
 int cfrti_end(cfrt_ctx *ctx, double t0, int status);
-int cfrti_mpierr(cfrt_ctx *ctx, int rc, const char *call);
 int cfrti_ws_reserve(cfrt_ctx *ctx, size_t bytes);
 
 /* trace.c */

@@ -34,7 +34,7 @@ static const char *const coll_name[] = {
 static void buffer_counts(const cfrt_ctx *ctx, const xdesc *d, int64_t *ns,
                           int64_t *nr)
 {
-	int64_t many = d->count * ctx->size;
+	int64_t many = d->count * ctx->base.size;
 	*ns = d->kind == T_RS || d->kind == T_A2A ? many : d->count;
 	*nr = d->kind == T_AG || d->kind == T_A2A ? many : d->count;
 	if (d->kind == T_SEND)
@@ -58,9 +58,9 @@ static int check_desc(cfrt_ctx *ctx, const xdesc *d)
 		                 "elements", (long long)(ns > 0 && !d->send ? ns : nr));
 	if (d->kind > T_RECV)
 		return CFRT_OK;
-	if (d->peer < 0 || d->peer >= ctx->size)
+	if (d->peer < 0 || d->peer >= ctx->base.size)
 		return cfrti_err(ctx, CFRT_EINVAL, "peer %d is not a rank of the "
-		                 "%d-rank group", d->peer, ctx->size);
+		                 "%d-rank group", d->peer, ctx->base.size);
 	if (d->tag < 0 || d->tag > 32767)
 		return cfrti_err(ctx, CFRT_EINVAL, "tag %d is outside 0..32767",
 		                 d->tag);
@@ -74,20 +74,20 @@ static int mpi_start(cfrt_ctx *ctx, const xdesc *d, MPI_Request *r)
 	const void *send = d->send;
 	switch (d->kind) {
 	case T_SEND:
-		return MPI_Isend(send, n, dt, d->peer, d->tag, ctx->comm, r);
+		return MPI_Isend(send, n, dt, d->peer, d->tag, ctx->base.comm, r);
 	case T_RECV:
-		return MPI_Irecv(d->recv, n, dt, d->peer, d->tag, ctx->comm, r);
+		return MPI_Irecv(d->recv, n, dt, d->peer, d->tag, ctx->base.comm, r);
 	case T_AG:
-		return MPI_Iallgather(send, n, dt, d->recv, n, dt, ctx->comm, r);
+		return MPI_Iallgather(send, n, dt, d->recv, n, dt, ctx->base.comm, r);
 	case T_RS:
 		return MPI_Ireduce_scatter_block(send, d->recv, n, dt, MPI_SUM,
-		                                 ctx->comm, r);
+		                                 ctx->base.comm, r);
 	case T_AR:
 		if (send == d->recv)
 			send = MPI_IN_PLACE;
-		return MPI_Iallreduce(send, d->recv, n, dt, MPI_SUM, ctx->comm, r);
+		return MPI_Iallreduce(send, d->recv, n, dt, MPI_SUM, ctx->base.comm, r);
 	case T_A2A:
-		return MPI_Ialltoall(send, n, dt, d->recv, n, dt, ctx->comm, r);
+		return MPI_Ialltoall(send, n, dt, d->recv, n, dt, ctx->base.comm, r);
 	}
 	return MPI_ERR_INTERN;
 }
@@ -122,7 +122,7 @@ static int start(cfrt_ctx *ctx, const xdesc *d, cfrt_req *req)
 static int blocking(cfrt_ctx *ctx, const xdesc *d)
 {
 	cfrt_req req = {0, 0};
-	if (ctx->in_group)
+	if (ctx->base.in_group)
 		return cfrti_err(ctx, CFRT_EINVAL, "a blocking collective inside "
 		                 "a transfer group");
 	int rc = start(ctx, d, &req);
@@ -133,7 +133,7 @@ int cfrt_isend(cfrt_ctx *ctx, const void *buf, int64_t count, cfrt_dtype t,
                int peer, int tag, cfrt_req *req)
 {
 	xdesc d = {T_SEND, buf, NULL, count, t, peer, tag};
-	ctx->api = "cfrt_isend";
+	ctx->base.api = "cfrt_isend";
 	return start(ctx, &d, req);
 }
 
@@ -141,25 +141,25 @@ int cfrt_irecv(cfrt_ctx *ctx, void *buf, int64_t count, cfrt_dtype t,
                int peer, int tag, cfrt_req *req)
 {
 	xdesc d = {T_RECV, NULL, buf, count, t, peer, tag};
-	ctx->api = "cfrt_irecv";
+	ctx->base.api = "cfrt_irecv";
 	return start(ctx, &d, req);
 }
 
 int cfrt_group_begin(cfrt_ctx *ctx)
 {
-	ctx->api = "cfrt_group_begin";
-	if (ctx->in_group)
+	ctx->base.api = "cfrt_group_begin";
+	if (ctx->base.in_group)
 		return cfrti_err(ctx, CFRT_EINVAL, "transfer groups do not nest");
-	ctx->in_group = 1;
+	ctx->base.in_group = 1;
 	return CFRT_OK;
 }
 
 int cfrt_group_end(cfrt_ctx *ctx)
 {
-	ctx->api = "cfrt_group_end";
-	if (!ctx->in_group)
+	ctx->base.api = "cfrt_group_end";
+	if (!ctx->base.in_group)
 		return cfrti_err(ctx, CFRT_EINVAL, "no transfer group is open");
-	ctx->in_group = 0;
+	ctx->base.in_group = 0;
 	return CFRT_OK;
 }
 
@@ -167,7 +167,7 @@ int cfrt_group_end(cfrt_ctx *ctx)
  * transfers only at cfrt_group_end: reject it here too. */
 static int not_in_group(cfrt_ctx *ctx)
 {
-	if (ctx->in_group)
+	if (ctx->base.in_group)
 		return cfrti_err(ctx, CFRT_EINVAL, "wait inside a transfer group "
 		                 "(its transfers start at cfrt_group_end)");
 	return CFRT_OK;
@@ -175,7 +175,7 @@ static int not_in_group(cfrt_ctx *ctx)
 
 int cfrt_wait(cfrt_ctx *ctx, cfrt_req *req)
 {
-	ctx->api = "cfrt_wait";
+	ctx->base.api = "cfrt_wait";
 	int rc = not_in_group(ctx);
 	if (rc == CFRT_OK && !req)
 		rc = cfrti_err(ctx, CFRT_EINVAL, "null request pointer");
@@ -184,7 +184,7 @@ int cfrt_wait(cfrt_ctx *ctx, cfrt_req *req)
 
 int cfrt_waitall(cfrt_ctx *ctx, int n, cfrt_req *reqs)
 {
-	ctx->api = "cfrt_waitall";
+	ctx->base.api = "cfrt_waitall";
 	int rc = not_in_group(ctx);
 	if (rc == CFRT_OK && n > 0 && !reqs)
 		rc = cfrti_err(ctx, CFRT_EINVAL, "null request array");
@@ -195,7 +195,7 @@ int cfrt_waitall(cfrt_ctx *ctx, int n, cfrt_req *reqs)
 
 int cfrt_sync(cfrt_ctx *ctx)
 {
-	ctx->api = "cfrt_sync";
+	ctx->base.api = "cfrt_sync";
 	int rc = not_in_group(ctx);
 	return rc != CFRT_OK ? rc : cfrti_xfer_wait_all_slots(ctx);
 }
@@ -204,7 +204,7 @@ int cfrt_all_gather(cfrt_ctx *ctx, const void *send, void *recv,
                     int64_t count, cfrt_dtype t)
 {
 	xdesc d = {T_AG, send, recv, count, t, 0, 0};
-	ctx->api = "cfrt_all_gather";
+	ctx->base.api = "cfrt_all_gather";
 	return blocking(ctx, &d);
 }
 
@@ -212,7 +212,7 @@ int cfrt_iall_gather(cfrt_ctx *ctx, const void *send, void *recv,
                      int64_t count, cfrt_dtype t, cfrt_req *req)
 {
 	xdesc d = {T_AG, send, recv, count, t, 0, 0};
-	ctx->api = "cfrt_iall_gather";
+	ctx->base.api = "cfrt_iall_gather";
 	return start(ctx, &d, req);
 }
 
@@ -220,7 +220,7 @@ int cfrt_reduce_scatter(cfrt_ctx *ctx, const void *send, void *recv,
                         int64_t count, cfrt_dtype t)
 {
 	xdesc d = {T_RS, send, recv, count, t, 0, 0};
-	ctx->api = "cfrt_reduce_scatter";
+	ctx->base.api = "cfrt_reduce_scatter";
 	return blocking(ctx, &d);
 }
 
@@ -228,7 +228,7 @@ int cfrt_ireduce_scatter(cfrt_ctx *ctx, const void *send, void *recv,
                          int64_t count, cfrt_dtype t, cfrt_req *req)
 {
 	xdesc d = {T_RS, send, recv, count, t, 0, 0};
-	ctx->api = "cfrt_ireduce_scatter";
+	ctx->base.api = "cfrt_ireduce_scatter";
 	return start(ctx, &d, req);
 }
 
@@ -236,7 +236,7 @@ int cfrt_all_reduce(cfrt_ctx *ctx, const void *send, void *recv,
                     int64_t count, cfrt_dtype t)
 {
 	xdesc d = {T_AR, send, recv, count, t, 0, 0};
-	ctx->api = "cfrt_all_reduce";
+	ctx->base.api = "cfrt_all_reduce";
 	return blocking(ctx, &d);
 }
 
@@ -244,7 +244,7 @@ int cfrt_iall_reduce(cfrt_ctx *ctx, const void *send, void *recv,
                      int64_t count, cfrt_dtype t, cfrt_req *req)
 {
 	xdesc d = {T_AR, send, recv, count, t, 0, 0};
-	ctx->api = "cfrt_iall_reduce";
+	ctx->base.api = "cfrt_iall_reduce";
 	return start(ctx, &d, req);
 }
 
@@ -252,7 +252,7 @@ int cfrt_all_to_all(cfrt_ctx *ctx, const void *send, void *recv,
                     int64_t count, cfrt_dtype t)
 {
 	xdesc d = {T_A2A, send, recv, count, t, 0, 0};
-	ctx->api = "cfrt_all_to_all";
+	ctx->base.api = "cfrt_all_to_all";
 	return blocking(ctx, &d);
 }
 
@@ -260,6 +260,6 @@ int cfrt_iall_to_all(cfrt_ctx *ctx, const void *send, void *recv,
                      int64_t count, cfrt_dtype t, cfrt_req *req)
 {
 	xdesc d = {T_A2A, send, recv, count, t, 0, 0};
-	ctx->api = "cfrt_iall_to_all";
+	ctx->base.api = "cfrt_iall_to_all";
 	return start(ctx, &d, req);
 }

@@ -1,18 +1,13 @@
-/* ctx.c: context life cycle, error reporting, memory.
- * ensures: a context holds a private duplicate of the application's
- * communicator with MPI_ERRORS_RETURN, so MPI failures come back as statuses
- * and cfrt_fail, not MPI, decides how the job ends. */
-#include <stdarg.h>
+/* ctx.c: this backend's part of the context life cycle (the hooks of
+ * runtime/common/base.c), the clock, entry and exit of calls, memory.
+ * ensures: a context that cfrt_init returns has its progress mode running
+ * and, with CFRT_TRACE, a trace file name of its own. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "backend.h"
-
-/* The message of the last failed cfrt_init of this process (no context
- * exists to hold it). Written only by the thread calling cfrt_init. */
-static char init_msg[512];
 
 /* Contexts this process has created: names the trace files. */
 static int contexts_made;
@@ -26,7 +21,7 @@ double cfrti_now(void)
 
 double cfrti_begin(cfrt_ctx *ctx, const char *api)
 {
-	ctx->api = api;
+	ctx->base.api = api;
 	return ctx->trace_path ? cfrti_now() : 0.0;
 }
 
@@ -35,27 +30,8 @@ double cfrti_begin(cfrt_ctx *ctx, const char *api)
 int cfrti_end(cfrt_ctx *ctx, double t0, int status)
 {
 	if (status == CFRT_OK && ctx->trace_path)
-		cfrti_trace_add(ctx, ctx->api + 5, t0, cfrti_now(), 0);
+		cfrti_trace_add(ctx, ctx->base.api + 5, t0, cfrti_now(), 0);
 	return status;
-}
-
-int cfrti_err(cfrt_ctx *ctx, int status, const char *fmt, ...)
-{
-	va_list ap;
-	int n = snprintf(ctx->err, sizeof ctx->err, "%s: ", ctx->api);
-	va_start(ap, fmt);
-	vsnprintf(ctx->err + n, sizeof ctx->err - (size_t)n, fmt, ap);
-	va_end(ap);
-	return status;
-}
-
-int cfrti_mpierr(cfrt_ctx *ctx, int rc, const char *call)
-{
-	char s[MPI_MAX_ERROR_STRING];
-	int len = 0;
-	if (MPI_Error_string(rc, s, &len) != MPI_SUCCESS)
-		snprintf(s, sizeof s, "MPI error %d", rc);
-	return cfrti_err(ctx, CFRT_ECOMM, "%s failed: %s", call, s);
 }
 
 int cfrti_check_dtype(cfrt_ctx *ctx, cfrt_dtype t)
@@ -92,18 +68,6 @@ int cfrti_ws_reserve(cfrt_ctx *ctx, size_t bytes)
 	return CFRT_OK;
 }
 
-static int init_fail(int status, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-static int init_fail(int status, const char *fmt, ...)
-{
-	va_list ap;
-	int n = snprintf(init_msg, sizeof init_msg, "cfrt_init: ");
-	va_start(ap, fmt);
-	vsnprintf(init_msg + n, sizeof init_msg - (size_t)n, fmt, ap);
-	va_end(ap);
-	return status;
-}
-
 /* The per-process trace file name, or NULL when CFRT_TRACE is unset. */
 static char *trace_path(int world_rank)
 {
@@ -122,34 +86,36 @@ static char *trace_path(int world_rank)
 	return s;
 }
 
-/* Fills a fresh context on the duplicated communicator: ranks, trace
- * origin (the earliest clock of the group, so rank timelines line up). */
-static int ctx_setup(cfrt_ctx *ctx, const char *model)
+/* The backend's part of a fresh context: trace origin (the earliest clock
+ * of the group, so rank timelines line up), the transfer table's lock,
+ * the trace file and the progress mode. */
+int cfrti_ctx_setup(cfrt_ctx *ctx)
 {
-	int rc;
-	snprintf(ctx->model, sizeof ctx->model, "%s", model);
-	snprintf(ctx->op, sizeof ctx->op, "-");
-	ctx->step = -1;
-	ctx->api = "cfrt_init";
-	MPI_Comm_rank(ctx->comm, &ctx->rank);
-	MPI_Comm_size(ctx->comm, &ctx->size);
-	MPI_Comm_rank(MPI_COMM_WORLD, &ctx->world_rank);
 	double t = cfrti_now();
-	rc = MPI_Allreduce(&t, &ctx->origin, 1, MPI_DOUBLE, MPI_MIN, ctx->comm);
+	int rc = MPI_Allreduce(&t, &ctx->origin, 1, MPI_DOUBLE, MPI_MIN,
+	                       ctx->base.comm);
 	if (rc != MPI_SUCCESS)
 		return cfrti_mpierr(ctx, rc, "MPI_Allreduce");
 	pthread_mutex_init(&ctx->mu, NULL);
 	pthread_cond_init(&ctx->cv, NULL);
-	ctx->trace_path = trace_path(ctx->world_rank);
-	return cfrti_progress_start(ctx);
+	ctx->trace_path = trace_path(ctx->base.world_rank);
+	rc = cfrti_progress_start(ctx);
+	if (rc == CFRT_OK)
+		contexts_made++;
+	return rc;
 }
 
-static void ctx_free(cfrt_ctx *ctx)
+cfrt_ctx *cfrti_ctx_new(void)
+{
+	return calloc(1, sizeof(cfrt_ctx));
+}
+
+void cfrti_ctx_free(cfrt_ctx *ctx)
 {
 	cfrti_progress_stop(ctx);
 	pthread_mutex_destroy(&ctx->mu);
 	pthread_cond_destroy(&ctx->cv);
-	MPI_Comm_free(&ctx->comm);
+	MPI_Comm_free(&ctx->base.comm);
 	free(ctx->x);
 	free(ctx->ws);
 	free(ctx->ev);
@@ -157,64 +123,11 @@ static void ctx_free(cfrt_ctx *ctx)
 	free(ctx);
 }
 
-int cfrt_init(cfrt_ctx **out, MPI_Comm comm, int expected_size,
-              const char *model_name)
+int cfrti_ctx_drain(cfrt_ctx *ctx)
 {
-	const char *model = model_name ? model_name : "(unnamed)";
-	int size = 0, rc;
-	*out = NULL;
-	init_msg[0] = 0;
-	rc = MPI_Comm_size(comm, &size);
-	if (rc != MPI_SUCCESS)
-		return init_fail(CFRT_ECOMM, "MPI_Comm_size failed (%d)", rc);
-	if (size != expected_size)
-		return init_fail(CFRT_ESIZE, "model %s was compiled for a group "
-		                 "of %d ranks, but the communicator has %d",
-		                 model, expected_size, size);
-	cfrt_ctx *ctx = calloc(1, sizeof *ctx);
-	if (!ctx)
-		return init_fail(CFRT_ENOMEM, "no memory for the context");
-	rc = MPI_Comm_dup(comm, &ctx->comm);
-	if (rc != MPI_SUCCESS) {
-		free(ctx);
-		return init_fail(CFRT_ECOMM, "MPI_Comm_dup failed (%d)", rc);
-	}
-	MPI_Comm_set_errhandler(ctx->comm, MPI_ERRORS_RETURN);
-	rc = ctx_setup(ctx, model);
-	if (rc != CFRT_OK) {
-		snprintf(init_msg, sizeof init_msg, "%s", ctx->err);
-		ctx_free(ctx);
-		return rc;
-	}
-	contexts_made++;
-	*out = ctx;
-	return CFRT_OK;
-}
-
-int cfrt_finalize(cfrt_ctx *ctx)
-{
-	if (!ctx)
-		return CFRT_OK;
-	ctx->api = "cfrt_finalize";
-	ctx->in_group = 0;
 	int rc = cfrti_xfer_wait_all_slots(ctx);
 	int trc = cfrti_trace_write(ctx);
-	if (rc == CFRT_OK)
-		rc = trc;
-	if (rc != CFRT_OK)
-		snprintf(init_msg, sizeof init_msg, "%s", ctx->err);
-	ctx_free(ctx);
-	return rc;
-}
-
-int cfrt_rank(const cfrt_ctx *ctx)
-{
-	return ctx->rank;
-}
-
-int cfrt_size(const cfrt_ctx *ctx)
-{
-	return ctx->size;
+	return rc != CFRT_OK ? rc : trc;
 }
 
 const char *cfrt_backend_name(void)
@@ -228,65 +141,9 @@ double cfrt_wtime(cfrt_ctx *ctx)
 	return cfrti_now();
 }
 
-int cfrt_barrier(cfrt_ctx *ctx)
-{
-	ctx->api = "cfrt_barrier";
-	int rc = MPI_Barrier(ctx->comm);
-	return rc == MPI_SUCCESS ? CFRT_OK : cfrti_mpierr(ctx, rc, "MPI_Barrier");
-}
-
-void cfrt_where(cfrt_ctx *ctx, const char *op, int step)
-{
-	snprintf(ctx->op, sizeof ctx->op, "%s", op ? op : "-");
-	ctx->step = step;
-}
-
-const char *cfrt_strerror(int status)
-{
-	switch (status) {
-	case CFRT_OK: return "success";
-	case CFRT_EINVAL: return "invalid argument";
-	case CFRT_ENOTSUP: return "not supported by this backend";
-	case CFRT_ENOMEM: return "out of memory";
-	case CFRT_ESIZE: return "communicator size differs from the compiled group";
-	case CFRT_ECOMM: return "communication failed";
-	case CFRT_EDEVICE: return "compute library failed";
-	case CFRT_EIO: return "trace file could not be written";
-	default: return "unknown status";
-	}
-}
-
-const char *cfrt_last_error(const cfrt_ctx *ctx)
-{
-	return ctx ? ctx->err : init_msg;
-}
-
-void cfrt_fail(cfrt_ctx *ctx, int status)
-{
-	const char *msg = cfrt_last_error(ctx);
-	int code = status < 0 ? -status : 1;
-	int up = 0, down = 0, wr = -1;
-	if (!*msg)
-		msg = cfrt_strerror(status);
-	MPI_Initialized(&up);
-	MPI_Finalized(&down);
-	if (up && !down)
-		MPI_Comm_rank(MPI_COMM_WORLD, &wr);
-	if (ctx)
-		fprintf(stderr, "cfrt: rank %d: op %s step %d: %s [model %s, "
-		        "world rank %d]\n", ctx->rank, ctx->op, ctx->step, msg,
-		        ctx->model, wr);
-	else
-		fprintf(stderr, "cfrt: rank %d: op init step 0: %s\n", wr, msg);
-	fflush(stderr);
-	if (up && !down)
-		MPI_Abort(MPI_COMM_WORLD, code);
-	_Exit(code);
-}
-
 int cfrt_alloc(cfrt_ctx *ctx, void **ptr, size_t bytes)
 {
-	ctx->api = "cfrt_alloc";
+	ctx->base.api = "cfrt_alloc";
 	*ptr = NULL;
 	if (bytes == 0)
 		return CFRT_OK;

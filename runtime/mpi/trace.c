@@ -12,7 +12,7 @@
 void cfrti_trace_name(const cfrt_ctx *ctx, const char *what, char *buf,
                       size_t n)
 {
-	snprintf(buf, n, "%s step %d: %s", ctx->op, ctx->step, what);
+	snprintf(buf, n, "%s step %d: %s", ctx->base.op, ctx->base.step, what);
 }
 
 void cfrti_trace_add(cfrt_ctx *ctx, const char *what, double t0, double t1,
@@ -56,10 +56,10 @@ static void put_string(FILE *f, const char *s)
 
 static void put_meta(FILE *f, const cfrt_ctx *ctx)
 {
-	int pid = ctx->world_rank;
+	int pid = ctx->base.world_rank;
 	char name[160];
-	snprintf(name, sizeof name, "rank %d of %s (%d ranks)", ctx->rank,
-	         ctx->model, ctx->size);
+	snprintf(name, sizeof name, "rank %d of %s (%d ranks)", ctx->base.rank,
+	         ctx->base.model, ctx->base.size);
 	fprintf(f, "{\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"name\":\"process_name\","
 	        "\"args\":{\"name\":", pid);
 	put_string(f, name);
@@ -83,7 +83,7 @@ int cfrti_trace_write(cfrt_ctx *ctx)
 	for (int i = 0; i < ctx->nev; i++) {
 		const trace_ev *e = &ctx->ev[i];
 		fprintf(f, ",\n{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"name\":",
-		        ctx->world_rank, e->tid);
+		        ctx->base.world_rank, e->tid);
 		put_string(f, e->name);
 		fprintf(f, ",\"ts\":%.3f,\"dur\":%.3f}",
 		        1e6 * (e->t0 - ctx->origin), 1e6 * (e->t1 - e->t0));

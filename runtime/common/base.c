@@ -1,0 +1,184 @@
+/* base.c: the shared part of the context life cycle, and error reporting.
+ * ensures: a context holds a private duplicate of the application's
+ * communicator with MPI_ERRORS_RETURN, so MPI failures come back as statuses
+ * and cfrt_fail, not MPI, decides how the job ends; a failed cfrt_init or
+ * cfrt_finalize leaves its message where cfrt_last_error(NULL) finds it. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "common.h"
+
+/* The message of the last failed cfrt_init (or cfrt_finalize) of this
+ * process: no context exists to hold it. Written only by the thread
+ * calling cfrt_init. */
+static char init_msg[512];
+
+int cfrti_err(cfrt_ctx *ctx, int status, const char *fmt, ...)
+{
+	cfrti_base *b = cfrti_base_of(ctx);
+	va_list ap;
+	int n = snprintf(b->err, sizeof b->err, "%s: ", b->api);
+	va_start(ap, fmt);
+	vsnprintf(b->err + n, sizeof b->err - (size_t)n, fmt, ap);
+	va_end(ap);
+	return status;
+}
+
+int cfrti_mpierr(cfrt_ctx *ctx, int rc, const char *call)
+{
+	char s[MPI_MAX_ERROR_STRING];
+	int len = 0;
+	if (MPI_Error_string(rc, s, &len) != MPI_SUCCESS)
+		snprintf(s, sizeof s, "MPI error %d", rc);
+	return cfrti_err(ctx, CFRT_ECOMM, "%s failed: %s", call, s);
+}
+
+static int init_fail(int status, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static int init_fail(int status, const char *fmt, ...)
+{
+	va_list ap;
+	int n = snprintf(init_msg, sizeof init_msg, "cfrt_init: ");
+	va_start(ap, fmt);
+	vsnprintf(init_msg + n, sizeof init_msg - (size_t)n, fmt, ap);
+	va_end(ap);
+	return status;
+}
+
+/* The shared fields of a fresh context on the duplicated communicator,
+ * then the backend's setup. */
+static int ctx_setup(cfrt_ctx *ctx, const char *model)
+{
+	cfrti_base *b = cfrti_base_of(ctx);
+	snprintf(b->model, sizeof b->model, "%s", model);
+	snprintf(b->op, sizeof b->op, "-");
+	b->step = -1;
+	b->device = -1;
+	b->api = "cfrt_init";
+	MPI_Comm_rank(b->comm, &b->rank);
+	MPI_Comm_size(b->comm, &b->size);
+	MPI_Comm_rank(MPI_COMM_WORLD, &b->world_rank);
+	return cfrti_ctx_setup(ctx);
+}
+
+int cfrt_init(cfrt_ctx **out, MPI_Comm comm, int expected_size,
+              const char *model_name)
+{
+	const char *model = model_name ? model_name : "(unnamed)";
+	int size = 0, rc;
+	*out = NULL;
+	init_msg[0] = 0;
+	rc = MPI_Comm_size(comm, &size);
+	if (rc != MPI_SUCCESS)
+		return init_fail(CFRT_ECOMM, "MPI_Comm_size failed (%d)", rc);
+	if (size != expected_size)
+		return init_fail(CFRT_ESIZE, "model %s was compiled for a group "
+		                 "of %d ranks, but the communicator has %d",
+		                 model, expected_size, size);
+	cfrt_ctx *ctx = cfrti_ctx_new();
+	if (!ctx)
+		return init_fail(CFRT_ENOMEM, "no memory for the context");
+	cfrti_base *b = cfrti_base_of(ctx);
+	rc = MPI_Comm_dup(comm, &b->comm);
+	if (rc != MPI_SUCCESS) {
+		free(ctx);
+		return init_fail(CFRT_ECOMM, "MPI_Comm_dup failed (%d)", rc);
+	}
+	MPI_Comm_set_errhandler(b->comm, MPI_ERRORS_RETURN);
+	rc = ctx_setup(ctx, model);
+	if (rc != CFRT_OK) {
+		snprintf(init_msg, sizeof init_msg, "%s", b->err);
+		cfrti_ctx_free(ctx);
+		return rc;
+	}
+	*out = ctx;
+	return CFRT_OK;
+}
+
+int cfrt_finalize(cfrt_ctx *ctx)
+{
+	if (!ctx)
+		return CFRT_OK;
+	cfrti_base *b = cfrti_base_of(ctx);
+	b->api = "cfrt_finalize";
+	b->in_group = 0;
+	int rc = cfrti_ctx_drain(ctx);
+	if (rc != CFRT_OK)
+		snprintf(init_msg, sizeof init_msg, "%s", b->err);
+	cfrti_ctx_free(ctx);
+	return rc;
+}
+
+int cfrt_rank(const cfrt_ctx *ctx)
+{
+	return cfrti_cbase_of(ctx)->rank;
+}
+
+int cfrt_size(const cfrt_ctx *ctx)
+{
+	return cfrti_cbase_of(ctx)->size;
+}
+
+int cfrt_barrier(cfrt_ctx *ctx)
+{
+	cfrti_base *b = cfrti_base_of(ctx);
+	b->api = "cfrt_barrier";
+	int rc = MPI_Barrier(b->comm);
+	return rc == MPI_SUCCESS ? CFRT_OK : cfrti_mpierr(ctx, rc, "MPI_Barrier");
+}
+
+void cfrt_where(cfrt_ctx *ctx, const char *op, int step)
+{
+	cfrti_base *b = cfrti_base_of(ctx);
+	snprintf(b->op, sizeof b->op, "%s", op ? op : "-");
+	b->step = step;
+}
+
+const char *cfrt_strerror(int status)
+{
+	switch (status) {
+	case CFRT_OK: return "success";
+	case CFRT_EINVAL: return "invalid argument";
+	case CFRT_ENOTSUP: return "not supported by this backend";
+	case CFRT_ENOMEM: return "out of memory";
+	case CFRT_ESIZE: return "communicator size differs from the compiled group";
+	case CFRT_ECOMM: return "communication failed";
+	case CFRT_EDEVICE: return "compute library failed";
+	case CFRT_EIO: return "trace file could not be written";
+	default: return "unknown status";
+	}
+}
+
+const char *cfrt_last_error(const cfrt_ctx *ctx)
+{
+	return ctx ? cfrti_cbase_of(ctx)->err : init_msg;
+}
+
+void cfrt_fail(cfrt_ctx *ctx, int status)
+{
+	const char *msg = cfrt_last_error(ctx);
+	int code = status < 0 ? -status : 1;
+	int up = 0, down = 0, wr = -1;
+	char dev[32] = "";
+	if (!*msg)
+		msg = cfrt_strerror(status);
+	MPI_Initialized(&up);
+	MPI_Finalized(&down);
+	if (up && !down)
+		MPI_Comm_rank(MPI_COMM_WORLD, &wr);
+	if (ctx) {
+		const cfrti_base *b = cfrti_cbase_of(ctx);
+		if (b->device >= 0)
+			snprintf(dev, sizeof dev, ", device %d", b->device);
+		fprintf(stderr, "cfrt: rank %d: op %s step %d: %s [model %s, "
+		        "world rank %d%s]\n", b->rank, b->op, b->step, msg,
+		        b->model, wr, dev);
+	} else {
+		fprintf(stderr, "cfrt: rank %d: op init step 0: %s\n", wr, msg);
+	}
+	fflush(stderr);
+	if (up && !down)
+		MPI_Abort(MPI_COMM_WORLD, code);
+	_Exit(code);
+}
