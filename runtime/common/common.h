@@ -4,8 +4,9 @@
  * the getters, error messages, the last error, cfrt_where, cfrt_fail),
  * view.c (view checks, line walk), check.c (argument checks of the
  * compute ops), matmul.c (GEMM and matmul arguments, matmul's batch loop,
- * attention checks). Their names differ from the backends' files: one
- * archive holds both.
+ * attention checks), transfer.c (transfer checks and the public transfer
+ * calls). Their names differ from the backends' files: one archive holds
+ * both.
  *
  * Compiled once, with no backend header: the shared code sees a context
  * only through its first member, a cfrti_base, and calls the backend only
@@ -110,6 +111,27 @@ int cfrti_attn_check(cfrt_ctx *ctx, const cfrt_view *out, const cfrt_view *q,
 int64_t cfrti_head_ld(const cfrt_view *v);
 char *cfrti_head_at(const cfrt_view *v, int64_t b, int64_t h);
 
+/* transfer.c: one transfer as asked for. count: elements sent or received
+ * (p2p), per rank (all_gather, reduce_scatter, all_to_all), in all
+ * (all_reduce). */
+typedef enum xkind { T_SEND, T_RECV, T_AG, T_RS, T_AR, T_A2A } xkind;
+typedef struct xdesc {
+	xkind kind;
+	const void *send;
+	void *recv;
+	int64_t count;
+	cfrt_dtype t;
+	int peer, tag;
+} xdesc;
+
+/* The checks of a transfer start: req, dtype, count (at most INT_MAX when
+ * int_counts: MPI's counts are ints), buffers, peer and tag. */
+int cfrti_check_xfer(cfrt_ctx *ctx, const xdesc *d, const cfrt_req *req,
+                     int int_counts);
+/* EINVAL inside a transfer group: a wait there would wait on transfers
+ * that a backend issues only at cfrt_group_end. */
+int cfrti_not_in_group(cfrt_ctx *ctx);
+
 /* ---- hooks: defined by each backend ------------------------------------ */
 
 /* A zeroed context (calloc: cfrt_init frees it with free() when the
@@ -126,6 +148,14 @@ void cfrti_ctx_free(cfrt_ctx *ctx);
 
 /* OK for a dtype the backend computes on, else the error. */
 int cfrti_check_dtype(cfrt_ctx *ctx, cfrt_dtype t);
+/* Entry of a public transfer call: names it for messages (base.api). */
+int cfrti_enter(cfrt_ctx *ctx, const char *api);
+/* Starts d as public call api (in the open group, if any), checked by
+ * cfrti_check_xfer; *req: its handle. */
+int cfrti_xfer_start(cfrt_ctx *ctx, const char *api, const xdesc *d,
+                     cfrt_req *req);
+/* Waits on *req unless it is null or completed; *req becomes null. */
+int cfrti_xfer_wait(cfrt_ctx *ctx, cfrt_req *req);
 /* Runs a GEMM that passed cfrti_gemm_check. */
 int cfrti_gemm_run(cfrt_ctx *ctx, const gemm_args *g);
 

@@ -5,7 +5,8 @@
  * attention), xfer.c (transfer table, waits, groups, NCCL p2p and
  * collectives), ce.c (copy-engine transfers through CUDA IPC), kernels.cu
  * (the device kernels, behind kern.h); with the shared code of
- * runtime/common (common.h: errors, view and argument checks).
+ * runtime/common (common.h: errors, view and argument checks, the public
+ * transfer calls).
  *
  * Queues: compute calls go on ctx->cs, NCCL on ctx->xs (high priority),
  * copy-engine transfers from peer P on ctx->ce[P] (high priority). A
@@ -29,19 +30,6 @@
  * collectives still by NCCL), or not at all (benchmarks time a schedule's
  * compute alone; outputs are then wrong). */
 enum xmode { XM_NCCL, XM_CE, XM_NONE };
-
-typedef enum xkind { T_SEND, T_RECV, T_AG, T_RS, T_AR, T_A2A } xkind;
-
-/* One transfer as asked for. count: elements sent or received (p2p), per
- * rank (all_gather, reduce_scatter, all_to_all), in all (all_reduce). */
-typedef struct xdesc {
-	xkind kind;
-	const void *send;
-	void *recv;
-	int64_t count;
-	cfrt_dtype t;
-	int peer, tag;
-} xdesc;
 
 /* Messages of a copy-engine transfer, on the context's communicator. */
 enum { CE_TAG_READY = 1, CE_TAG_DONE, CE_TAG_ACK };
@@ -158,8 +146,8 @@ _Static_assert(offsetof(struct cfrt_ctx, base) == 0,
  * it can pick the same kernels as cuBLASLt-based frameworks. */
 #define BLAS_WS ((size_t)32 << 20)
 
-/* ctx.c */
-int cfrti_begin(cfrt_ctx *ctx, const char *api);
+/* ctx.c; also cfrti_enter (common.h), which on this backend starts every
+ * public call that may fail and moves the copy-engine handshakes. */
 int cfrti_cuda(cfrt_ctx *ctx, cudaError_t e, const char *call);
 int cfrti_nccl(cfrt_ctx *ctx, ncclResult_t e, const char *call);
 int cfrti_blas(cfrt_ctx *ctx, cublasStatus_t e, const char *call);

@@ -48,7 +48,7 @@ int cfrti_blas(cfrt_ctx *ctx, cublasStatus_t e, const char *call)
 /* Entry of a public call: names it for messages, and moves the copy-engine
  * handshakes that have arrived (a transfer starts as soon as its peer is
  * ready, not only at its wait). */
-int cfrti_begin(cfrt_ctx *ctx, const char *api)
+int cfrti_enter(cfrt_ctx *ctx, const char *api)
 {
 	ctx->base.api = api;
 	return ctx->ce_open > 0 ? cfrti_ce_progress(ctx) : CFRT_OK;

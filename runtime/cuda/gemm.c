@@ -71,7 +71,7 @@ int cfrt_gemm(cfrt_ctx *ctx, cfrt_dtype t, cfrt_trans transa,
 {
 	gemm_args g = {t, t, transa, transb, m, n, k, alpha, beta, a, b, c,
 	               lda, ldb, ldc, stride_a, stride_b, stride_c, batch};
-	int rc = cfrti_begin(ctx, "cfrt_gemm");
+	int rc = cfrti_enter(ctx, "cfrt_gemm");
 	if (rc == CFRT_OK)
 		rc = cfrti_gemm_check(ctx, &g);
 	return rc != CFRT_OK ? rc : cfrti_gemm_run(ctx, &g);
@@ -105,7 +105,7 @@ int cfrt_matmul(cfrt_ctx *ctx, const cfrt_view *c, const cfrt_view *a,
 {
 	cfrt_view ae, be, ce;
 	gemm_args g = {0};
-	int rc = cfrti_begin(ctx, "cfrt_matmul");
+	int rc = cfrti_enter(ctx, "cfrt_matmul");
 	if (rc == CFRT_OK)
 		rc = cfrti_matmul_args(ctx, c, a, b, alpha, beta, &g, &ae, &be);
 	if (rc != CFRT_OK)
@@ -155,7 +155,7 @@ int cfrt_attention(cfrt_ctx *ctx, const cfrt_view *out, const cfrt_view *q,
                    const cfrt_view *k, const cfrt_view *v, int causal,
                    int64_t q_offset)
 {
-	int rc = cfrti_begin(ctx, "cfrt_attention");
+	int rc = cfrti_enter(ctx, "cfrt_attention");
 	if (rc == CFRT_OK)
 		rc = cfrti_attn_check(ctx, out, q, k, v, q_offset);
 	if (rc != CFRT_OK)

@@ -78,7 +78,7 @@ static int copy_fast(cfrt_ctx *ctx, kview d, kview s, size_t es, int *rc)
 
 int cfrt_copy(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src)
 {
-	int rc = cfrti_begin(ctx, "cfrt_copy");
+	int rc = cfrti_enter(ctx, "cfrt_copy");
 	if (rc == CFRT_OK)
 		rc = cfrti_check_same(ctx, dst, src, "dst", "src");
 	if (rc != CFRT_OK || cfrt_view_numel(dst) == 0)
@@ -94,7 +94,7 @@ int cfrt_copy(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src)
 int cfrt_fill_global(cfrt_ctx *ctx, const cfrt_view *dst, uint64_t seed,
                      const int64_t *global_dims, const int64_t *offsets)
 {
-	int rc = cfrti_begin(ctx, "cfrt_fill_global");
+	int rc = cfrti_enter(ctx, "cfrt_fill_global");
 	if (rc == CFRT_OK)
 		rc = cfrti_check_fill(ctx, dst, global_dims, offsets);
 	if (rc != CFRT_OK || cfrt_view_numel(dst) == 0)
@@ -106,7 +106,7 @@ int cfrt_fill_global(cfrt_ctx *ctx, const cfrt_view *dst, uint64_t seed,
 static int unary(cfrt_ctx *ctx, const char *api, const cfrt_view *dst,
                  const cfrt_view *src, int op, double arg)
 {
-	int rc = cfrti_begin(ctx, api);
+	int rc = cfrti_enter(ctx, api);
 	if (rc == CFRT_OK)
 		rc = cfrti_check_same(ctx, dst, src, "dst", "src");
 	if (rc != CFRT_OK || cfrt_view_numel(dst) == 0)
@@ -143,7 +143,7 @@ static int binary(cfrt_ctx *ctx, const char *api, const cfrt_view *dst,
                   const cfrt_view *a, const cfrt_view *b, int op)
 {
 	cfrt_view bb;
-	int rc = cfrti_begin(ctx, api);
+	int rc = cfrti_enter(ctx, api);
 	if (rc == CFRT_OK)
 		rc = cfrti_check_binary(ctx, dst, a, b, &bb);
 	if (rc != CFRT_OK || cfrt_view_numel(dst) == 0)
@@ -171,7 +171,7 @@ static int rows(cfrt_ctx *ctx, const char *api, int op, const cfrt_view *dst,
                 const cfrt_view *beta, double eps)
 {
 	kview none = {NULL, 1, {0}, {0}};
-	int rc = cfrti_begin(ctx, api);
+	int rc = cfrti_enter(ctx, api);
 	if (rc == CFRT_OK)
 		rc = cfrti_check_rows(ctx, dst, src, gamma, beta, eps);
 	if (rc != CFRT_OK || cfrt_view_numel(dst) == 0)
@@ -203,7 +203,7 @@ int cfrt_softmax(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src)
 int cfrt_scan(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src,
               int dim, double decay)
 {
-	int rc = cfrti_begin(ctx, "cfrt_scan");
+	int rc = cfrti_enter(ctx, "cfrt_scan");
 	if (rc == CFRT_OK)
 		rc = cfrti_check_scan(ctx, dst, src, dim);
 	if (rc != CFRT_OK || cfrt_view_numel(dst) == 0)

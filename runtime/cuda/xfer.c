@@ -1,5 +1,6 @@
 /* xfer.c: the transfer table, groups, waits, NCCL point-to-point and
- * collectives.
+ * collectives (the cfrti_xfer_start and cfrti_xfer_wait of
+ * runtime/common/transfer.c, which holds the public transfer calls).
  * requires: ctx->nccl over the context's ranks, ctx->xs its stream.
  * ensures: a transfer starts on its stream after an event of the compute
  * stream recorded when it is issued, so after every compute call before
@@ -136,43 +137,6 @@ static int nccl_issue(cfrt_ctx *ctx, xfer *const *slots, int n)
 
 /* ---- starting ----------------------------------------------------------- */
 
-/* Elements in the send and the receive buffer of d. */
-static void buffer_counts(const cfrt_ctx *ctx, const xdesc *d, int64_t *ns,
-                          int64_t *nr)
-{
-	int64_t many = d->count * ctx->base.size;
-	*ns = d->kind == T_RS || d->kind == T_A2A ? many : d->count;
-	*nr = d->kind == T_AG || d->kind == T_A2A ? many : d->count;
-	if (d->kind == T_SEND)
-		*nr = 0;
-	if (d->kind == T_RECV)
-		*ns = 0;
-}
-
-static int check_desc(cfrt_ctx *ctx, const xdesc *d)
-{
-	int64_t ns, nr;
-	int rc = cfrti_check_dtype(ctx, d->t);
-	if (rc != CFRT_OK)
-		return rc;
-	if (d->count < 0)
-		return cfrti_err(ctx, CFRT_EINVAL, "count %lld is negative",
-		                 (long long)d->count);
-	buffer_counts(ctx, d, &ns, &nr);
-	if ((ns > 0 && !d->send) || (nr > 0 && !d->recv))
-		return cfrti_err(ctx, CFRT_EINVAL, "null buffer for %lld "
-		                 "elements", (long long)(ns > 0 && !d->send ? ns : nr));
-	if (d->kind > T_RECV)
-		return CFRT_OK;
-	if (d->peer < 0 || d->peer >= ctx->base.size)
-		return cfrti_err(ctx, CFRT_EINVAL, "peer %d is not a rank of the "
-		                 "%d-rank group", d->peer, ctx->base.size);
-	if (d->tag < 0 || d->tag > 32767)
-		return cfrti_err(ctx, CFRT_EINVAL, "tag %d is outside 0..32767",
-		                 d->tag);
-	return CFRT_OK;
-}
-
 /* Queues x in the open group. */
 static int group_add(cfrt_ctx *ctx, xfer *x)
 {
@@ -185,14 +149,12 @@ static int group_add(cfrt_ctx *ctx, xfer *x)
 	return CFRT_OK;
 }
 
-static int start(cfrt_ctx *ctx, const char *api, const xdesc *d,
-                 cfrt_req *req)
+int cfrti_xfer_start(cfrt_ctx *ctx, const char *api, const xdesc *d,
+                     cfrt_req *req)
 {
-	int rc = cfrti_begin(ctx, api);
-	if (rc == CFRT_OK && !req)
-		rc = cfrti_err(ctx, CFRT_EINVAL, "null request pointer");
+	int rc = cfrti_enter(ctx, api);
 	if (rc == CFRT_OK)
-		rc = check_desc(ctx, d);
+		rc = cfrti_check_xfer(ctx, d, req, 0);
 	if (rc == CFRT_OK && ctx->xmode == XM_NONE) {
 		*req = (cfrt_req){0, 0}; /* nothing moves: the null request */
 		return CFRT_OK;
@@ -227,8 +189,7 @@ static int wait_slot(cfrt_ctx *ctx, xfer *x)
 	return rc;
 }
 
-/* Waits on *req unless it is null or completed; *req becomes null. */
-static int wait_req(cfrt_ctx *ctx, cfrt_req *req)
+int cfrti_xfer_wait(cfrt_ctx *ctx, cfrt_req *req)
 {
 	int i = req->slot - 1;
 	uint32_t gen = req->gen;
@@ -261,42 +222,11 @@ int cfrti_xfer_wait_all(cfrt_ctx *ctx)
 	return rc;
 }
 
-/* A wait inside a group would wait on transfers not issued yet. */
-static int not_in_group(cfrt_ctx *ctx)
-{
-	if (ctx->base.in_group)
-		return cfrti_err(ctx, CFRT_EINVAL, "wait inside a transfer group "
-		                 "(its transfers start at cfrt_group_end)");
-	return CFRT_OK;
-}
-
-int cfrt_wait(cfrt_ctx *ctx, cfrt_req *req)
-{
-	int rc = cfrti_begin(ctx, "cfrt_wait");
-	if (rc == CFRT_OK)
-		rc = not_in_group(ctx);
-	if (rc == CFRT_OK && !req)
-		rc = cfrti_err(ctx, CFRT_EINVAL, "null request pointer");
-	return rc != CFRT_OK ? rc : wait_req(ctx, req);
-}
-
-int cfrt_waitall(cfrt_ctx *ctx, int n, cfrt_req *reqs)
-{
-	int rc = cfrti_begin(ctx, "cfrt_waitall");
-	if (rc == CFRT_OK)
-		rc = not_in_group(ctx);
-	if (rc == CFRT_OK && n > 0 && !reqs)
-		rc = cfrti_err(ctx, CFRT_EINVAL, "null request array");
-	for (int i = 0; rc == CFRT_OK && i < n; i++)
-		rc = wait_req(ctx, &reqs[i]);
-	return rc;
-}
-
 int cfrt_sync(cfrt_ctx *ctx)
 {
-	int rc = cfrti_begin(ctx, "cfrt_sync");
+	int rc = cfrti_enter(ctx, "cfrt_sync");
 	if (rc == CFRT_OK)
-		rc = not_in_group(ctx);
+		rc = cfrti_not_in_group(ctx);
 	if (rc == CFRT_OK)
 		rc = cfrti_xfer_wait_all(ctx);
 	if (rc == CFRT_OK)
@@ -307,7 +237,7 @@ int cfrt_sync(cfrt_ctx *ctx)
 
 int cfrt_group_begin(cfrt_ctx *ctx)
 {
-	int rc = cfrti_begin(ctx, "cfrt_group_begin");
+	int rc = cfrti_enter(ctx, "cfrt_group_begin");
 	if (rc == CFRT_OK && ctx->base.in_group)
 		rc = cfrti_err(ctx, CFRT_EINVAL, "transfer groups do not nest");
 	if (rc == CFRT_OK) {
@@ -322,7 +252,7 @@ int cfrt_group_begin(cfrt_ctx *ctx)
 int cfrt_group_end(cfrt_ctx *ctx)
 {
 	xfer *stack[16] = {NULL}, **slots = stack;
-	int rc = cfrti_begin(ctx, "cfrt_group_end");
+	int rc = cfrti_enter(ctx, "cfrt_group_end");
 	if (rc == CFRT_OK && !ctx->base.in_group)
 		rc = cfrti_err(ctx, CFRT_EINVAL, "no transfer group is open");
 	if (rc != CFRT_OK)
@@ -340,87 +270,4 @@ int cfrt_group_end(cfrt_ctx *ctx)
 	if (slots != stack)
 		free(slots);
 	return rc;
-}
-
-/* ---- public starts ------------------------------------------------------ */
-
-static int blocking(cfrt_ctx *ctx, const char *api, const xdesc *d)
-{
-	cfrt_req req = {0, 0};
-	ctx->base.api = api;
-	if (ctx->base.in_group)
-		return cfrti_err(ctx, CFRT_EINVAL, "a blocking collective inside "
-		                 "a transfer group");
-	int rc = start(ctx, api, d, &req);
-	return rc != CFRT_OK ? rc : wait_req(ctx, &req);
-}
-
-int cfrt_isend(cfrt_ctx *ctx, const void *buf, int64_t count, cfrt_dtype t,
-               int peer, int tag, cfrt_req *req)
-{
-	xdesc d = {T_SEND, buf, NULL, count, t, peer, tag};
-	return start(ctx, "cfrt_isend", &d, req);
-}
-
-int cfrt_irecv(cfrt_ctx *ctx, void *buf, int64_t count, cfrt_dtype t,
-               int peer, int tag, cfrt_req *req)
-{
-	xdesc d = {T_RECV, NULL, buf, count, t, peer, tag};
-	return start(ctx, "cfrt_irecv", &d, req);
-}
-
-int cfrt_all_gather(cfrt_ctx *ctx, const void *send, void *recv,
-                    int64_t count, cfrt_dtype t)
-{
-	xdesc d = {T_AG, send, recv, count, t, 0, 0};
-	return blocking(ctx, "cfrt_all_gather", &d);
-}
-
-int cfrt_iall_gather(cfrt_ctx *ctx, const void *send, void *recv,
-                     int64_t count, cfrt_dtype t, cfrt_req *req)
-{
-	xdesc d = {T_AG, send, recv, count, t, 0, 0};
-	return start(ctx, "cfrt_iall_gather", &d, req);
-}
-
-int cfrt_reduce_scatter(cfrt_ctx *ctx, const void *send, void *recv,
-                        int64_t count, cfrt_dtype t)
-{
-	xdesc d = {T_RS, send, recv, count, t, 0, 0};
-	return blocking(ctx, "cfrt_reduce_scatter", &d);
-}
-
-int cfrt_ireduce_scatter(cfrt_ctx *ctx, const void *send, void *recv,
-                         int64_t count, cfrt_dtype t, cfrt_req *req)
-{
-	xdesc d = {T_RS, send, recv, count, t, 0, 0};
-	return start(ctx, "cfrt_ireduce_scatter", &d, req);
-}
-
-int cfrt_all_reduce(cfrt_ctx *ctx, const void *send, void *recv,
-                    int64_t count, cfrt_dtype t)
-{
-	xdesc d = {T_AR, send, recv, count, t, 0, 0};
-	return blocking(ctx, "cfrt_all_reduce", &d);
-}
-
-int cfrt_iall_reduce(cfrt_ctx *ctx, const void *send, void *recv,
-                     int64_t count, cfrt_dtype t, cfrt_req *req)
-{
-	xdesc d = {T_AR, send, recv, count, t, 0, 0};
-	return start(ctx, "cfrt_iall_reduce", &d, req);
-}
-
-int cfrt_all_to_all(cfrt_ctx *ctx, const void *send, void *recv,
-                    int64_t count, cfrt_dtype t)
-{
-	xdesc d = {T_A2A, send, recv, count, t, 0, 0};
-	return blocking(ctx, "cfrt_all_to_all", &d);
-}
-
-int cfrt_iall_to_all(cfrt_ctx *ctx, const void *send, void *recv,
-                     int64_t count, cfrt_dtype t, cfrt_req *req)
-{
-	xdesc d = {T_A2A, send, recv, count, t, 0, 0};
-	return start(ctx, "cfrt_iall_to_all", &d, req);
 }

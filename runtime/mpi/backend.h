@@ -1,10 +1,10 @@
 /* backend.h: private to the MPI + CBLAS backend of cfrt.
  *
  * Files: ctx.c (context hooks, clock, memory), trace.c (Chrome trace),
- * progress.c (transfer table, progress modes), comm.c (p2p, collectives),
- * ew.c (copy, fill, elementwise, scan), norm.c (norms, softmax),
+ * progress.c (transfer table, progress modes), comm.c (starts, groups,
+ * sync), ew.c (copy, fill, elementwise, scan), norm.c (norms, softmax),
  * gemm.c (gemm, matmul), attn.c; with the shared code of runtime/common
- * (common.h: errors, view and argument checks).
+ * (common.h: errors, checks, the public transfer calls).
  *
  * Every public compute call calls cfrti_begin first and returns through
  * cfrti_end, so error messages name the call and the trace times it. */
@@ -82,7 +82,6 @@ void cfrti_progress_poll(cfrt_ctx *ctx);
 int cfrti_xfer_reserve(cfrt_ctx *ctx);
 void cfrti_xfer_add(cfrt_ctx *ctx, const char *name, double t0, MPI_Request r,
                     cfrt_req *req);
-int cfrti_xfer_wait(cfrt_ctx *ctx, cfrt_req *req);
 int cfrti_xfer_wait_all_slots(cfrt_ctx *ctx);
 
 /* One strided run of a view: element i at p + i*s elements, of type t. */

@@ -25,6 +25,14 @@ double cfrti_begin(cfrt_ctx *ctx, const char *api)
 	return ctx->trace_path ? cfrti_now() : 0.0;
 }
 
+/* The entry of the public transfer calls (common.h): they are traced by
+ * their slots, not as compute calls. */
+int cfrti_enter(cfrt_ctx *ctx, const char *api)
+{
+	ctx->base.api = api;
+	return CFRT_OK;
+}
+
 /* Closes a compute call: a successful one becomes a trace event named after
  * the call without its "cfrt_" prefix. */
 int cfrti_end(cfrt_ctx *ctx, double t0, int status)
