@@ -84,7 +84,7 @@ $(B)/cfc: $(CF_OBJ)
 include runtime/runtime.mk
 include runtime/cuda/cuda.mk
 include tests/tests.mk
--include bench/bench.mk
+include bench/bench.mk
 
 # ---- entry points that first make sure the Debian packages are there ----
 deps:
