@@ -33,7 +33,7 @@
 # most QUIET_WAIT seconds in all), and it records their CPU share.
 set -u
 : "${B:=build}" "${ITERS:=9}" "${WARMUP:=2}" "${ROUNDS:=5}" "${RANKS:=4}"
-: "${BUILD:=1}" "${BENCH_CPUS:=}" "${QUIET_WAIT:=120}"
+: "${BUILD:=1}" "${BENCH_CPUS:=}" "${QUIET_WAIT:=60}"
 : "${MLP_SIZES:=-D B=2 -D S=1024 -D D=512}"
 : "${ATT_SIZES:=-D B=2 -D S=1024 -D D=512 -D H=8}"
 out=$B/bench
@@ -84,12 +84,13 @@ cpu_now() {
 		       ($2 + $3 + $4 + $5 + $6 + $7 + $8 + $9) / hz }' /proc/stat
 }
 
-# CPU seconds of this shell's finished children (mpirun and its ranks);
-# `times` runs in this shell, not in a subshell, so that it sees them.
+# children_cpu: CPU seconds of this shell's finished children (mpirun and
+# its ranks). Called directly, never in $(...): `times` in a subshell
+# counts the subshell's children only.
 child_cpu() {
 	times >"$out/times.txt"
-	sed -n 2p "$out/times.txt" | tr 'ms' '  ' |
-		awk '{ printf "%.2f\n", 60 * $1 + $2 + 60 * $3 + $4 }'
+	children_cpu=$(sed -n 2p "$out/times.txt" | tr 'ms' '  ' |
+		awk '{ printf "%.2f\n", 60 * $1 + $2 + 60 * $3 + $4 }')
 }
 
 # Other jobs on the machine distort every number. Before a run, wait while
@@ -117,10 +118,12 @@ run() {
 	shift
 	log=$out/models/last.out
 	wait_quiet
-	c0=$(child_cpu) m0=$(cpu_now)
+	child_cpu
+	c0=$children_cpu m0=$(cpu_now)
 	$MPIRUN -n "$RANKS" "$@" >"$log" 2>&1 ||
 		{ cat "$log" >&2; die "$key: $* failed"; }
-	c1=$(child_cpu) m1=$(cpu_now)
+	child_cpu
+	c1=$children_cpu m1=$(cpu_now)
 	other=$(echo "$m0 $m1 $c0 $c1" | awk '{ o = ($3 - $1 - ($6 - $5)) / ($4 - $2)
 		printf "%.2f\n", o < 0 ? 0 : o }')
 	echo "$key: $(cat "$log") other_cpu=$other" >>"$out/runs.log"
