@@ -215,14 +215,15 @@ column -t -s, "$csv" 2>/dev/null || cat "$csv"
 echo
 if [ "$RANKS" -gt "$(env -u OMP_NUM_THREADS nproc)" ]; then
 	cat <<EOF
-notes: $RANKS ranks on $(env -u OMP_NUM_THREADS nproc) cores. The ranks' compute competes for the
-cores, so "compute alone" is itself measured with the ranks sharing them.
-Transfers are CPU work too: shared-memory MPI (vader, no single-copy) has
-the sender copy into shared buffers and the receiver copy out, in MPI calls
-on the same cores, and a rank waiting for a message spins in MPI while a
-rank that still computes waits for a core. Nothing is idle to hide the
-transfers behind; a schedule can win only by making ranks wait less, and
-the numbers move with the scheduler (compare the rounds in runs.log).
+notes: $RANKS ranks on $(env -u OMP_NUM_THREADS nproc) cores. The ranks' compute competes for
+the cores, so "compute alone" is itself measured with the ranks sharing
+them. Transfers are CPU work too: shared-memory MPI (vader, single-copy
+mechanism $OMPI_MCA_btl_vader_single_copy_mechanism) copies in MPI calls on the same cores (without
+single-copy the sender copies into shared buffers, the receiver out of
+them), and a rank waiting for a message spins in MPI while a rank that
+still computes waits for a core. Nothing is idle to hide the transfers
+behind; a schedule can win only by making ranks wait less, and the
+numbers move with the scheduler (compare the rounds in runs.log).
 EOF
 	echo
 fi
