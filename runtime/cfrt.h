@@ -30,12 +30,12 @@
  * CPU PROGRESS (MPI backend). Open MPI moves large nonblocking messages only
  * inside MPI calls, so the backend drives progress while it computes. The
  * environment variable CFRT_PROGRESS, read by cfrt_init, chooses how:
- *    none    transfers move inside cfrt_wait and the other transfer calls
- *            (default: fastest when every core computes, as shared-memory
- *            transfers are copies by the same cores);
  *    panel   long compute is cut into pieces (GEMM into row panels of 512
  *            rows or more) and outstanding transfers are tested between
- *            pieces (for networks whose transfers need handshakes);
+ *            pieces (default: the fused schedules need their transfers to
+ *            move during the next step's compute);
+ *    none    transfers move inside cfrt_wait and the other transfer calls
+ *            (a program with nothing to overlap loses nothing to panels);
  *    thread  a progress thread tests outstanding transfers (best when cores
  *            are spare); needs MPI_THREAD_MULTIPLE from MPI_Init_thread,
  *            falls back to panel with a one-line warning.

@@ -10,11 +10,14 @@
 
 #include "backend.h"
 
-/* Measured with tests/runtime/progress_bench.c (2 ranks, GEMM 1024^3 f32,
- * 32 or 128 MiB round the ring): on 2 busy cores shared-memory transfers
- * are CPU copies that nothing can hide, and none was fastest (panel +1-4%,
- * thread +2-8%); only with spare cores did thread win (-8 to -20%). */
-#define DEFAULT_MODE PROG_NONE
+/* panel by default: the generated fuse schedules need transfers to move
+ * while the rank computes. make bench (mlp, fuse(ring), 4 ranks on 2
+ * cores): panel 85.4 ms, none 93.4, thread 93.6; with none each step's
+ * transfer moved only inside its wait (20.1 ms outside compute per pass
+ * against 3.0 ms with panel). tests/runtime/progress_bench.c (one GEMM and
+ * one big transfer) showed none ahead by 1-4% on busy cores, and thread
+ * ahead by 8-20% where cores are spare. */
+#define DEFAULT_MODE PROG_PANEL
 
 /* Pause of the progress thread between two tests of the table: 20 us hid
  * more than 100 or 500 us in the same benchmark. */
