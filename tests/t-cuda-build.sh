@@ -21,7 +21,7 @@ for f in examples/*.cf; do
 	done
 done
 check "cuda-build: pc_app links against libcfrt_cuda" \
-	mpicc -std=c11 -O2 -Wall -Wextra -Werror -Iruntime -o "$t/pc_app" \
+	mpicc -std=c11 -O2 -Wall -Wextra -Werror $SANFLAGS -Iruntime -o "$t/pc_app" \
 	tests/runtime/pc_app.c "$B/libcfrt_cuda.a" ${CUDA_LIBS:-$(sed -n 's/^Libs: -L[^ ]* -lcfrt_cuda //p' "$B/cfrt_cuda.pc")}
 check "cuda-build: the GPU benchmark's models build (case a, TP 4)" sh -c \
 	"rm -rf $B/bench/gpu && BUILD_ONLY=1 TPS=4 CASES=a sh bench/gpu/bench.sh &&

@@ -109,8 +109,9 @@ def headline(rows):
         return []
     tp = max(r["tp"] for r in a)
     a = [r for r in a if r["tp"] == tp]
+    # transfer=none rows are a schedule's compute alone, not a result
     fuse = [r for r in a if r["impl"] == "ours" and r["schedule"].startswith("fuse")
-            and r["ms"] is not None]
+            and r["transfer"] != "none" and r["ms"] is not None]
     atp = next((r["ms"] for r in a if r["impl"] == "asynctp"), None)
     if not fuse:
         return []

@@ -14,6 +14,6 @@ fi
 mkdir -p "$DIR"
 "$B/cfc" "$SPEC" "$@" --emit=h,c,ref,driver -o "$DIR"
 name=$(sed -n 's/^#define MODEL_NAME "\(.*\)"$/\1/p' "$DIR"/*_main.c)
-mpicc -std=c11 -O2 -g -Wall -Wextra -Werror -Iruntime -I"$DIR" \
+mpicc -std=c11 -O2 -g -Wall -Wextra -Werror ${SANFLAGS:-} -Iruntime -I"$DIR" \
 	-o "$DIR/run" "$DIR/$name.c" "$DIR/${name}_ref.c" "$DIR/${name}_main.c" \
 	"$B/libcfrt_cuda.a" $CUDA_LIBS
