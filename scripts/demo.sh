@@ -55,6 +55,8 @@ echo
 awk -F, 'NR == 1 { printf "%-12s %-28s %5s %10s %12s\n", $1, $2, $3, $4, $5; next }
          { printf "%-12s %-28s %5s %10s %12s\n", $1, $2, $3, $4, $5 }' "$csv"
 echo
+echo "max_rel_err: the parallel output against the serial reference (max |out - ref| / max |ref|)."
+echo "time_ms at these small sizes is mostly per-call overhead; make bench compares speed."
 echo "results: $csv"
 echo "schedule pictures: $out/*.schedule.svg, dependency graphs: $out/*.graph.svg"
 echo "traces (open in https://ui.perfetto.dev): $out/trace/"
