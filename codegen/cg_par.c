@@ -536,8 +536,7 @@ emit_xfer(Par *P, const Item *it)
 	int lb = it->u.xfer.label, send = it->kind == IT_SEND;
 	int contig = ref_contig(P, &it->u.xfer.buf, 1);
 	int64_t n = ref_elems(P, &it->u.xfer.buf, 1);
-	const char *dt = cg_dtype(it->u.xfer.buf.buf >= 0 ?
-	                          buf_of(P->c, it->u.xfer.buf.buf)->v->dtype : DT_F32);
+	const char *dt = cg_dtype(buf_of(P->c, it->u.xfer.buf.buf)->v->dtype);
 
 	const char *bv = ref_view(P, &it->u.xfer.buf, "s", 1);
 
@@ -909,10 +908,8 @@ cg_parallel(FILE *f, Arena *a, const Sched *s, const char *src, int lines)
 	cg_helpers(&cg);
 	emit_func(e, "int\n%s_forward(cfrt_ctx *ctx, const %s_weights *w, const %s_io *io,\n"
 	          "    void *ws)", cg.prefix, cg.prefix, cg.prefix);
-	emit(e, "const int r = cfrt_rank(ctx);\n\n");
-	if (!g->weights.n)
-		emit(e, "(void)w;\n");
-	/* a first pass finds which tensors the stages touch: only those get a view */
+	/* a first pass finds what the stages touch: only those tensors get a
+	 * view, and r and ws are declared or marked unused accordingly */
 	char *body = NULL;
 	size_t len = 0;
 	FILE *m = open_memstream(&body, &len);
@@ -922,12 +919,21 @@ cg_parallel(FILE *f, Arena *a, const Sched *s, const char *src, int lines)
 	fclose(m);
 	cg.e = real;
 	cg.used = arena_alloc(a, (size_t)g->values.n);
-	for (int i = 0; i < g->values.n; i++)
+	int need_ws = cg_mentions(body, "ws");
+	for (int i = 0; i < g->values.n; i++) {
 		cg.used[i] = cg_mentions(body, cg.cname[i]);
+		need_ws |= cg.used[i] && cg.off[i] >= 0;
+	}
+	if (cg_mentions(body, "r"))
+		emit(e, "const int r = cfrt_rank(ctx);\n\n");
 	free(body);
+	if (!g->weights.n)
+		emit(e, "(void)w;\n");
+	if (!need_ws)
+		emit(e, "(void)ws;\n");
 	cg_views(&cg, par_alias);
 	stages(&cg, s, pars);
 	emit_line_out(e);
-	emit(e, "(void)r;\nreturn CFRT_OK;\n");
+	emit(e, "return CFRT_OK;\n");
 	emit_close(e, "");
 }

@@ -210,6 +210,5 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 		}
 	}
 #line 213 "mlp.c"
-	(void)r;
 	return CFRT_OK;
 }

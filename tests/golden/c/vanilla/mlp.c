@@ -23,8 +23,6 @@ int
 mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
     void *ws)
 {
-	const int r = cfrt_rank(ctx);
-
 	cfrt_view x = cfrt_view_contig((void *)io->x, CFRT_F32, 3, (int64_t[]){2, 16, 64});
 	cfrt_view w1 = cfrt_view_contig(w->w1, CFRT_F32, 2, (int64_t[]){64, 64});
 	cfrt_view w2 = cfrt_view_contig(w->w2, CFRT_F32, 2, (int64_t[]){64, 64});
@@ -106,7 +104,6 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 			}
 		}
 	}
-#line 110 "mlp.c"
-	(void)r;
+#line 108 "mlp.c"
 	return CFRT_OK;
 }
