@@ -363,43 +363,44 @@ struct window {
 	int64_t off[CFRT_MAX_DIMS];
 };
 
+// Element i of view d: its offset in d (*od) and its row-major index in
+// the global tensor the window w cuts.
+__device__ uint64_t window_index(const kview &d, const window &w, int64_t i,
+                                 int64_t *od)
+{
+	uint64_t g = 0;
+	*od = 0;
+	for (int k = d.nd - 1; k >= 0; k--) {
+		int64_t j = i % d.dim[k];
+		i /= d.dim[k];
+		*od += j * d.st[k];
+		g += (uint64_t)(w.off[k] + j) * (uint64_t)w.gstride[k];
+	}
+	return g;
+}
+
+// cfrt_uniform of cfrt.h: a multiple of 2^-23 in [-1, 1) (exact in every
+// type with a 24-bit significand), of 2^-52 for double.
+template <typename T> __device__ T uniform(uint64_t h)
+{
+	float v = (float)(h >> 40) * (1.0f / 8388608.0f) - 1.0f; // exact
+	return store<T>((typename acc<T>::type)v);
+}
+
+template <> __device__ double uniform<double>(uint64_t h)
+{
+	return (double)(h >> 11) / 4503599627370496.0 - 1.0;
+}
+
 template <typename T>
 __global__ void fill_window(kview d, window w, uint64_t seed, int64_t n)
 {
 	int64_t step = (int64_t)gridDim.x * blockDim.x;
 	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
 	     i += step) {
-		int64_t r = i, od = 0;
-		uint64_t g = 0;
-		for (int k = d.nd - 1; k >= 0; k--) {
-			int64_t j = r % d.dim[k];
-			r /= d.dim[k];
-			od += j * d.st[k];
-			g += (uint64_t)(w.off[k] + j) * (uint64_t)w.gstride[k];
-		}
-		uint64_t h = hash64(seed, g);
-		float v = (float)(h >> 40) * (1.0f / 8388608.0f) - 1.0f; // exact
-		((T *)d.p)[od] = store<T>((typename acc<T>::type)v);
-	}
-}
-
-template <>
-__global__ void fill_window<double>(kview d, window w, uint64_t seed,
-                                    int64_t n)
-{
-	int64_t step = (int64_t)gridDim.x * blockDim.x;
-	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-	     i += step) {
-		int64_t r = i, od = 0;
-		uint64_t g = 0;
-		for (int k = d.nd - 1; k >= 0; k--) {
-			int64_t j = r % d.dim[k];
-			r /= d.dim[k];
-			od += j * d.st[k];
-			g += (uint64_t)(w.off[k] + j) * (uint64_t)w.gstride[k];
-		}
-		uint64_t h = hash64(seed, g);
-		((double *)d.p)[od] = (double)(h >> 11) / 4503599627370496.0 - 1.0;
+		int64_t od;
+		uint64_t g = window_index(d, w, i, &od);
+		((T *)d.p)[od] = uniform<T>(hash64(seed, g));
 	}
 }
 
