@@ -1,14 +1,26 @@
 #!/bin/sh
 # build-model.sh B DIR SPEC [cfc args...]: compiles SPEC with cfc into DIR
-# (header, parallel C, serial reference, driver) and links DIR/run against
-# $B/libcfrt.a with mpicc. Used by the demo, the end-to-end tests and the
-# benchmarks. CF_OPT (default -O2) sets the optimization level.
+# (header, parallel C, serial reference, driver) and links DIR/run with
+# mpicc against a backend of the runtime: $B/libcfrt.a (MPI + OpenBLAS), or
+# with CF_BACKEND=cuda $B/libcfrt_cuda.a (CUDA + NCCL + cuBLAS; CUDA_LIBS,
+# exported by runtime/cuda/cuda.mk, names those libraries). Used by the
+# demo, the tests and the benchmarks. CF_OPT (default -O2) sets the
+# optimization level.
 set -eu
 B=$1 DIR=$2 SPEC=$3
 shift 3
+if [ "${CF_BACKEND:-mpi}" = cuda ]; then
+	if [ -z "${CUDA_LIBS:-}" ]; then
+		nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+		home=$(dirname "$(dirname "$(readlink -f "$nvcc")")")
+		CUDA_LIBS="-L$home/lib64 -Wl,-rpath,$home/lib64 -lnccl -lcublas -lcudart -lstdc++ -lm -ldl -lpthread -lrt"
+	fi
+	LIBS="$B/libcfrt_cuda.a $CUDA_LIBS"
+else
+	LIBS="$B/libcfrt.a $(pkg-config --libs openblas) -lm -pthread"
+fi
 mkdir -p "$DIR"
 "$B/cfc" "$SPEC" "$@" --emit=h,c,ref,driver -o "$DIR"
 name=$(sed -n 's/^#define MODEL_NAME "\(.*\)"$/\1/p' "$DIR"/*_main.c)
 mpicc -std=c11 ${CF_OPT:--O2} -g -Wall -Wextra -Werror ${SANFLAGS:-} -Iruntime -I"$DIR" \
-	-o "$DIR/run" "$DIR/$name.c" "$DIR/${name}_ref.c" "$DIR/${name}_main.c" \
-	"$B/libcfrt.a" $(pkg-config --libs openblas) -lm -pthread
+	-o "$DIR/run" "$DIR/$name.c" "$DIR/${name}_ref.c" "$DIR/${name}_main.c" $LIBS

@@ -16,7 +16,7 @@ for f in examples/*.cf; do
 	ex=$(basename "$f" .cf)
 	for ty in f32 bf16; do
 		check "cuda-build: $ex $ty links against libcfrt_cuda" \
-			sh tests/gpu/build-model.sh "$B" "$t/$ex-$ty" "$f" --type=$ty \
+			env CF_BACKEND=cuda sh scripts/build-model.sh "$B" "$t/$ex-$ty" "$f" --type=$ty \
 			--schedule="fuse(bidir)"
 	done
 done

@@ -35,7 +35,7 @@ tag() { echo "$1" | tr -d ' ' | tr '(),=' '___-' | sed 's/_*$//'; }
 # -- build every model first, in parallel: one "TP CASE SCHEDULE" a line
 build_one='
 	dir=$B/bench/gpu/$2-$1-$(echo "$3" | tr -d " " | tr "(),=" "___-" | sed "s/_*\$//")
-	sh tests/gpu/build-model.sh "$B" "$dir" $4 -D tp=$1 --type=bf16 \
+	CF_BACKEND=cuda sh scripts/build-model.sh "$B" "$dir" $4 -D tp=$1 --type=bf16 \
 		--schedule="$3" >"$dir.build" 2>&1 || echo "build failed: $dir"'
 for tp in $TPS; do
 	for c in $CASES; do

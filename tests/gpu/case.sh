@@ -15,7 +15,7 @@ f32) tol=1e-5 ;;
 *) tol=2e-2 ;;
 esac
 name="gpu: $ex $sched N=$n $type"
-if ! sh tests/gpu/build-model.sh "$B" "$dir" "examples/$ex.cf" -D "$group=$n" \
+if ! CF_BACKEND=cuda sh scripts/build-model.sh "$B" "$dir" "examples/$ex.cf" -D "$group=$n" \
 	--schedule="$sched" --type="$type" >"$dir.log" 2>&1; then
 	echo "FAIL $name (build)"
 	tail -n 20 "$dir.log"
