@@ -19,7 +19,7 @@ typedef struct Label {
 	int slots;   /* rounds in flight at once: requests rotate over them */
 	int staged;  /* some transfer of this label goes through staging */
 	int unpack;  /* some receive of this label is unpacked at its wait */
-	int coll;    /* posted by a nonblocking IT_COLL item */
+	int coll;    /* posted by an IT_COLL item */
 	int blocking; /* only blocking collectives: no requests to keep */
 	int usebase; /* the unpack at the wait needs the chunk's base slice */
 	const Item *collitem;
