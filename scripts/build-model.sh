@@ -3,19 +3,14 @@
 # (header, parallel C, serial reference, driver) and links DIR/run with
 # mpicc against a backend of the runtime: $B/libcfrt.a (MPI + OpenBLAS), or
 # with CF_BACKEND=cuda $B/libcfrt_cuda.a (CUDA + NCCL + cuBLAS; CUDA_LIBS,
-# exported by runtime/cuda/cuda.mk, names those libraries). Used by the
+# else scripts/cuda-libs.sh, names those libraries). Used by the
 # demo, the tests and the benchmarks. CF_OPT (default -O2) sets the
 # optimization level.
 set -eu
 B=$1 DIR=$2 SPEC=$3
 shift 3
 if [ "${CF_BACKEND:-mpi}" = cuda ]; then
-	if [ -z "${CUDA_LIBS:-}" ]; then
-		nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
-		home=$(dirname "$(dirname "$(readlink -f "$nvcc")")")
-		CUDA_LIBS="-L$home/lib64 -Wl,-rpath,$home/lib64 -lnccl -lcublas -lcudart -lstdc++ -lm -ldl -lpthread -lrt"
-	fi
-	LIBS="$B/libcfrt_cuda.a $CUDA_LIBS"
+	LIBS="$B/libcfrt_cuda.a ${CUDA_LIBS:-$(sh scripts/cuda-libs.sh)}"
 else
 	LIBS="$B/libcfrt.a $(pkg-config --libs openblas) -lm -pthread"
 fi

@@ -17,6 +17,7 @@
 #ifndef CFRT_CUDA_BACKEND_H
 #define CFRT_CUDA_BACKEND_H
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -30,6 +31,10 @@
  * collectives still by NCCL), or not at all (benchmarks time a schedule's
  * compute alone; outputs are then wrong). */
 enum xmode { XM_NCCL, XM_CE, XM_NONE };
+
+/* How 16-bit GEMMs choose their algorithm (CFRT_GEMM; lt.c). */
+enum gmode { GM_TUNE, GM_HEURISTIC, GM_CUBLAS };
+typedef struct lt_plan lt_plan;
 
 /* Messages of a copy-engine transfer, on the context's communicator. */
 enum { CE_TAG_READY = 1, CE_TAG_DONE, CE_TAG_ACK };
@@ -115,6 +120,10 @@ struct cfrt_ctx {
 	cudaEvent_t fence;   /* cs, recorded before transfers start */
 	cublasHandle_t blas;
 	void *blas_ws; /* cuBLAS workspace, BLAS_WS bytes */
+	cublasLtHandle_t lt;
+	int gemm_mode; /* enum gmode */
+	lt_plan *plans; /* one per GEMM shape seen (lt.c) */
+	int nplans;
 	ncclComm_t nccl;
 	int xmode; /* enum xmode */
 
@@ -156,6 +165,12 @@ int cfrti_launched(cfrt_ctx *ctx, const char *what);
 const alloc_rec *cfrti_alloc_of(cfrt_ctx *ctx, const void *p, size_t bytes);
 int cfrti_alloc_handle(cfrt_ctx *ctx, const alloc_rec *a,
                        cudaIpcMemHandle_t *h);
+
+/* lt.c: cfrti_lt_gemm runs g through cuBLASLt, or returns CFRT_ENOTSUP
+ * having done nothing (cuBLAS runs it then). */
+int cfrti_gemm_mode(cfrt_ctx *ctx);
+int cfrti_lt_gemm(cfrt_ctx *ctx, const gemm_args *g);
+void cfrti_lt_free(cfrt_ctx *ctx);
 
 /* xfer.c */
 int cfrti_xfer_wait_all(cfrt_ctx *ctx);

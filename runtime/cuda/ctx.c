@@ -191,6 +191,8 @@ static int device_setup(cfrt_ctx *ctx)
 	if (rc == CFRT_OK)
 		rc = cfrti_blas(ctx, cublasSetWorkspace(ctx->blas, ctx->blas_ws,
 		                BLAS_WS), "cublasSetWorkspace");
+	if (rc == CFRT_OK)
+		rc = cfrti_blas(ctx, cublasLtCreate(&ctx->lt), "cublasLtCreate");
 	/* no TF32: f32 GEMMs round like f32 */
 	if (rc == CFRT_OK)
 		rc = cfrti_blas(ctx, cublasSetMathMode(ctx->blas,
@@ -208,6 +210,8 @@ cfrt_ctx *cfrti_ctx_new(void)
 int cfrti_ctx_setup(cfrt_ctx *ctx)
 {
 	int rc = transfer_mode(ctx);
+	if (rc == CFRT_OK)
+		rc = cfrti_gemm_mode(ctx);
 	if (rc != CFRT_OK)
 		return rc;
 	if (process_device < 0 && choose_device(ctx->base.comm, &process_device))
@@ -233,6 +237,9 @@ void cfrti_ctx_free(cfrt_ctx *ctx)
 	cfrti_ce_free(ctx);
 	if (ctx->nccl)
 		ncclCommDestroy(ctx->nccl);
+	cfrti_lt_free(ctx);
+	if (ctx->lt)
+		cublasLtDestroy(ctx->lt);
 	if (ctx->blas)
 		cublasDestroy(ctx->blas);
 	for (int p = 0; ctx->ce && p < ctx->base.size; p++)

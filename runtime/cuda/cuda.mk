@@ -19,8 +19,7 @@ CU_CFLAGS = -fPIC -Iruntime -isystem $(CUDA_HOME)/include
 CU_NVFLAGS = -std=c++17 -O3 $(CUDA_ARCH) -Xcompiler -fPIC,-Wall,-Wextra \
              -Iruntime $(MPI_CFLAGS) -MMD -MP
 # What a program linked against libcfrt_cuda.a needs besides MPI.
-CUDA_LIBS = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lnccl \
-            -lcublas -lcudart -lstdc++ -lm -ldl -lpthread -lrt
+CUDA_LIBS := $(shell sh scripts/cuda-libs.sh $(CUDA_HOME))
 export CUDA_LIBS
 
 CU_SRC = $(wildcard runtime/cuda/*.c) $(RT_COMMON_SRC)
@@ -52,8 +51,16 @@ $(B)/tests/gpu/cmpdump: tests/gpu/cmpdump.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) $(LDFLAGS_ALL) -o $@ $< -lm
 
-all: $(B)/libcfrt_cuda.a $(B)/cfrt_cuda.pc $(B)/tests/gpu/cmpdump
-CHECK_DEPS += $(B)/libcfrt_cuda.a $(B)/cfrt_cuda.pc $(B)/tests/gpu/cmpdump
+# One GEMM through each cuBLAS entry point (bench/gpu/gemm_probe.c).
+$(B)/bench/gpu/gemm_probe: bench/gpu/gemm_probe.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) $(CU_CFLAGS) $(LDFLAGS_ALL) -o $@ $< \
+		-L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart
+
+CU_ALL = $(B)/libcfrt_cuda.a $(B)/cfrt_cuda.pc $(B)/tests/gpu/cmpdump \
+         $(B)/bench/gpu/gemm_probe
+all: $(CU_ALL)
+CHECK_DEPS += $(CU_ALL)
 
 test-gpu: $(B)/cfc $(B)/libcfrt.a $(B)/libcfrt_cuda.a $(B)/tests/gpu/cmpdump
 	@B=$(B) sh tests/gpu/run.sh

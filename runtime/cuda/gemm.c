@@ -5,7 +5,8 @@
  * C^T = op(B)^T op(A)^T, so no operand is copied; 16-bit types run on the
  * tensor cores with f32 accumulation, f32 without TF32; batches whose
  * matrices follow each other in A and C over a shared B become one GEMM
- * with more rows (one large GEMM runs faster than many small ones). */
+ * with more rows (one large GEMM runs faster than many small ones);
+ * 16-bit GEMMs go through cuBLASLt with a tuned algorithm (lt.c). */
 #include <limits.h>
 #include <math.h>
 
@@ -50,6 +51,9 @@ int cfrti_gemm_run(cfrt_ctx *ctx, const gemm_args *in)
 	if (g.batch > INT_MAX)
 		return cfrti_err(ctx, CFRT_EINVAL, "batch %lld is over INT_MAX",
 		                 (long long)g.batch);
+	int rc = cfrti_lt_gemm(ctx, &g);
+	if (rc != CFRT_ENOTSUP)
+		return rc;
 	float af = (float)g.alpha, bf = (float)g.beta;
 	int dbl = g.t == CFRT_F64;
 	cublasComputeType_t ct = dbl ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;

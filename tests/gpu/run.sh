@@ -58,10 +58,7 @@ for f in examples/*.cf; do
 done | xargs -d '\n' -n 4 -P "$JOBS" sh tests/gpu/case.sh
 
 # -- pc_app: FuseRS through cfrt_gemm with beta = 1, checked by itself
-if [ -z "${CUDA_LIBS:-}" ]; then
-	home=$(dirname "$(dirname "$(readlink -f "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")")")
-	CUDA_LIBS="-L$home/lib64 -Wl,-rpath,$home/lib64 -lnccl -lcublas -lcudart -lstdc++ -lm -ldl -lpthread -lrt"
-fi
+: "${CUDA_LIBS:=$(sh scripts/cuda-libs.sh)}"
 mpicc -std=c11 -O2 -Wall -Wextra -Werror -Iruntime -o "$out/pc_app" \
 	tests/runtime/pc_app.c "$B/libcfrt_cuda.a" $CUDA_LIBS
 for n in 2 4; do
