@@ -3,7 +3,8 @@
 # a measurement, not a test). For TP in $TPS and each case in $CASES, bf16:
 #   a  bench/rs_gemm.cf: row-parallel GEMM, per rank M = 32*4096,
 #      K = 16384/TP, N = 4096, then reduce-scatter over the sequence;
-#   b  examples/mlp.cf at (b, s, d) = (32, 4096, 4096), F = 4d;
+#   b  bench/mlp_sbd.cf (examples/mlp.cf in the [S, B, D] layout) at
+#      (b, s, d) = (32, 4096, 4096), F = 4d;
 #   c  examples/attention.cf at (16, 4096, 4096), 32 heads, causal;
 # the generated code under vanilla, slice(4), fuse(ring), fuse(bidir), each
 # with CFRT_TRANSFER=nccl, ce and none (none: the schedule's compute alone),
@@ -25,7 +26,7 @@ log=$raw/runs.txt
 spec() {
 	case $1 in
 	a) echo "bench/rs_gemm.cf -D B=32 -D S=4096 -D D=4096" ;;
-	b) echo "examples/mlp.cf -D B=32 -D S=4096 -D D=4096" ;;
+	b) echo "bench/mlp_sbd.cf -D B=32 -D S=4096 -D D=4096" ;;
 	c) echo "examples/attention.cf -D B=16 -D S=4096 -D D=4096 -D H=32" ;;
 	esac
 }
@@ -52,7 +53,11 @@ for tp in $TPS; do
 	for c in $CASES; do
 		for s in $SCHEDULES; do
 			dir=$raw/$c-$tp-$(tag "$s")
-			for m in $MODES; do
+			# vanilla and slice(k) move data by NCCL collectives in
+			# every mode: ce would repeat nccl
+			modes=$MODES
+			case $s in vanilla|slice*) modes=$(echo "$MODES" | sed 's/ce//') ;; esac
+			for m in $modes; do
 				extra=""
 				if [ "$s" = "fuse(ring)" ] && [ "$m" = "${DUMP_MODE:-nccl}" ]; then
 					extra="--dump $raw/ours-$c-$tp.bin"

@@ -187,11 +187,10 @@ def compare(c, case, y, gdims, split, to_sbd=False):
 
 
 def case_b(c, case="b", B=32, S=4096, D=4096):
-    """The MLP block: all-gather, GEMM, gelu, GEMM, reduce-scatter."""
+    """The MLP block (bench/mlp_sbd.cf, [S, B, D]): all-gather, GEMM,
+    gelu, GEMM, reduce-scatter."""
     tp, r, Fl = c.tp, c.r, 4 * D // c.tp
-    x = fill(1000, [B, S, D], [0, r * S // tp, 0], [B, S // tp, D])
-    xt = x.transpose(0, 1).contiguous()  # [S/tp, B, D]: torch's layout
-    del x
+    xt = fill(1000, [S, B, D], [r * S // tp, 0, 0], [S // tp, B, D])
     w1 = fill(1001, [D, 4 * D], [0, r * Fl], [D, Fl])
     w2 = fill(1002, [4 * D, D], [r * Fl, 0], [Fl, D])
     xa = torch.empty(S, B, D, dtype=torch.bfloat16, device="cuda")
@@ -208,7 +207,7 @@ def case_b(c, case="b", B=32, S=4096, D=4096):
     c.emit(case=case, impl="compute", ms=median_ms(local, c.iters))
     c.emit(case=case, impl="torch", ms=median_ms(tp_run, c.iters))
     tp_run()
-    compare(c, case, y, [B, S, D], 1, to_sbd=True)
+    compare(c, case, y, [S, B, D], 0)
     if c.symm:
         def f():
             _, (h,) = c.symm.fused_all_gather_matmul(xt, [w1], 0, c.group)
