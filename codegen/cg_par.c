@@ -146,7 +146,8 @@ ref_view(Par *P, const BufRef *r, const char *s, int cnt)
 }
 
 /* Whether cnt slices of buffer b (one part when parted) are one
- * contiguous block: every dim before the sliced ones has extent 1. */
+ * contiguous block: every dim before the outermost one the view cuts has
+ * extent 1. All the slots of a value cut nothing along its dim. */
 static int
 ref_contig(const Par *P, const BufRef *r, int cnt)
 {
@@ -156,9 +157,11 @@ ref_contig(const Par *P, const BufRef *r, int cnt)
 	if (b->kind == BK_TEMP && b->nparts <= 1)
 		return 1; /* a scratch buffer holds exactly one slice */
 	if (b->kind == BK_VALUE && cnt >= b->nslots)
-		first = b->v->ndim;
+		first = b->v->ndim; /* the whole value along dim */
 	if (b->nparts > 1 && b->pdim < first)
 		first = b->pdim;
+	if (first == b->v->ndim)
+		return 1; /* nothing cut: the whole value, itself contiguous */
 	for (int d = 0; d < first; d++)
 		if (value_rank_extent(b->v, d) != 1)
 			return 0;
