@@ -3,6 +3,9 @@
  * tensors; a lowered collective becomes its step loop: for each phase a
  * loop over rounds i, the lanes unrolled inside, each item guarded by its
  * rounds and index expressions spelt in r and i, as sched.h describes.
+ * A library collective is handed its tensors in place where their blocks
+ * already lie in the library's order; only the other sides go through
+ * staging in the workspace.
  * requires: a schedule that verify_sched accepted.
  * ensures: C that compiles warning-free with -std=c11 -Wall -Wextra -Werror
  * against cfrt.h; every transfer posted is waited before its stage ends;
@@ -17,14 +20,19 @@
 typedef struct Label {
 	int used;
 	int slots;   /* rounds in flight at once: requests rotate over them */
-	int staged;  /* some transfer of this label goes through staging */
+	/* Staging has two parts: part 0 is what is sent (a point-to-point
+	 * transfer's only part, whichever way it goes), part 1 what a
+	 * collective receives. A part is reserved only when some item of the
+	 * label goes through it; a collective's side that is one contiguous
+	 * region in the library's block order uses its tensor in place. */
+	int staged[2];
 	int unpack;  /* some receive of this label is unpacked at its wait */
 	int coll;    /* posted by an IT_COLL item */
 	int blocking; /* only blocking collectives: no requests to keep */
 	int usebase; /* the unpack at the wait needs the chunk's base slice */
 	const Item *collitem;
-	int64_t stage_elems; /* staging elements of one slot */
-	int64_t stage_off;   /* workspace offset of slot 0 (send or only part) */
+	int64_t stage_elems[2]; /* staging elements of one slot, by part */
+	int64_t stage_off[2];   /* workspace offset of slot 0, by part */
 } Label;
 
 typedef struct Par {
@@ -178,23 +186,102 @@ ref_elems(const Par *P, const BufRef *r, int cnt)
 	return b->kind == BK_TEMP ? b->elems : b->slot_elems * cnt;
 }
 
+/* ---- library collectives: their tensors in place, or staging ---- */
+
+/* A collective's chunk as a reference to the buffer of one side. */
+static BufRef
+coll_ref(const Item *it, int recv)
+{
+	BufRef br = {recv ? it->u.coll.dst : it->u.coll.src, {IX_AFFINE, 0, 0, 0, 0},
+	             it->u.coll.sel, {IX_AFFINE, 0, 0, 0, 0}};
+	return br;
+}
+
+/* Whether one side of a collective (recv: what it receives, else what
+ * it sends) is a single block: this rank's slice of an all_gather's input
+ * or of a reduce_scatter's result, or an all_reduce's chunk. */
+static int
+coll_one_block(const Item *it, int recv)
+{
+	int op = it->u.coll.op;
+	return op == OP_ALL_REDUCE || it->u.coll.sel.cnt == 1 ||
+	       (op == OP_ALL_GATHER && !recv) || (op == OP_REDUCE_SCATTER && recv);
+}
+
+/* Elements one side of a collective moves: one block, or N of them. */
+static int64_t
+coll_side_elems(const Par *P, const Item *it, int recv)
+{
+	const Buf *b = buf_of(P->c, recv ? it->u.coll.dst : it->u.coll.src);
+	return b->slot_elems * (coll_one_block(it, recv) ? 1 : it->u.coll.sel.cnt);
+}
+
+/* Whether a side of a collective can be the tensor itself: the library
+ * wants block u (rank u's) at u * count, so the side's blocks must make
+ * one contiguous region in that order. Only a value's storage qualifies:
+ * it stays put until the wait, and the verifier proved nothing touches a
+ * slot of it while a collective reads or writes that slot (scratch may
+ * rotate, so it is staged). send and recv are then different tensors:
+ * they never overlap, as cfrt.h requires. */
+static int
+coll_direct(const Par *P, const Item *it, int recv)
+{
+	BufRef br = coll_ref(it, recv);
+	const Buf *b = buf_of(P->c, br.buf);
+	const Sel *sel = &it->u.coll.sel;
+
+	if (b->kind != BK_VALUE)
+		return 0;
+	if (coll_one_block(it, recv))
+		return ref_contig(P, &br, 1);
+	if (it->u.coll.op == OP_ALL_TO_ALL && recv)
+		/* block u is part u of this rank's slot: in place when the
+		 * slot is the whole buffer and each part is contiguous, so
+		 * the parts follow each other */
+		return b->nparts == sel->cnt && b->nslots == 1 && ref_contig(P, &br, 1);
+	/* blocks are slices base + u * stride: consecutive slices, each
+	 * contiguous, follow each other in memory */
+	return !b->own && b->nparts <= 1 && sel->stride == 1 && ref_contig(P, &br, 1);
+}
+
+/* The view a direct side of a collective hands the library, its chunk
+ * having base slice expression `base`. */
+static const char *
+coll_view(Par *P, const Item *it, const char *base, int recv)
+{
+	BufRef br = coll_ref(it, recv);
+	int op = it->u.coll.op, cnt = it->u.coll.sel.cnt;
+	int mine = recv ? op == OP_REDUCE_SCATTER || op == OP_ALL_TO_ALL : op == OP_ALL_GATHER;
+
+	if (op == OP_ALL_TO_ALL && recv && cnt > 1)
+		return ref_buf(P, &br); /* every part of the only slot */
+	if (mine)
+		return ref_view(P, &br, arena_printf(P->cg->a, "(%s) + r * %d", base,
+		                                     it->u.coll.sel.stride), 1);
+	return ref_view(P, &br, base, cnt);
+}
+
 /* ---- labels: how many rounds of one label are in flight at once ---- */
 
+/* Notes that part `part` of label's staging holds elems per slot, or
+ * (staged 0) that the item needs none there. */
 static void
-lab_note(Par *P, int label, const Item *it, int staged, int64_t elems)
+lab_note(Par *P, int label, const Item *it, int part, int staged, int64_t elems)
 {
 	Label *l = &P->lab[label];
 
 	l->used = 1;
-	l->staged |= staged;
 	l->unpack |= staged && it->kind == IT_RECV;
 	if (it->kind == IT_COLL) {
 		l->coll = 1;
 		l->collitem = it;
 		l->blocking = it->u.coll.blocking;
 	}
-	if (elems > l->stage_elems)
-		l->stage_elems = elems;
+	if (!staged)
+		return;
+	l->staged[part] = 1;
+	if (elems > l->stage_elems[part])
+		l->stage_elems[part] = elems;
 }
 
 /* Simulates every rank: the rounds of one label posted and not yet
@@ -288,12 +375,12 @@ par_plan(Par *P)
 			for (int j = 0; j < ph->lanes[t].n; j++) {
 				const Item *it = ph->lanes[t].v[j];
 				if (it->kind == IT_SEND || it->kind == IT_RECV)
-					lab_note(P, it->u.xfer.label, it, !ref_contig(P, &it->u.xfer.buf, 1),
+					lab_note(P, it->u.xfer.label, it, 0, !ref_contig(P, &it->u.xfer.buf, 1),
 					         ref_elems(P, &it->u.xfer.buf, 1));
 				else if (it->kind == IT_COLL)
-					lab_note(P, it->u.coll.label, it, 1,
-					         buf_of(c, it->u.coll.src)->slot_elems *
-					         (it->u.coll.sel.cnt == 1 ? 1 : c->N));
+					for (int part = 0; part < 2; part++)
+						lab_note(P, it->u.coll.label, it, part, !coll_direct(P, it, part),
+						         coll_side_elems(P, it, part));
 			}
 	}
 	lab_windows(P);
@@ -308,11 +395,12 @@ par_plan(Par *P)
 	}
 	for (int lb = 0; lb < P->nlab; lb++) {
 		Label *l = &P->lab[lb];
-		if (!l->staged)
-			continue;
-		l->stage_off = off;
-		/* collectives stage both what they send and what they receive */
-		off += align(l->stage_elems * dt) * l->slots * (l->coll ? 2 : 1);
+		for (int part = 0; part < 2; part++) {
+			if (!l->staged[part])
+				continue;
+			l->stage_off[part] = off;
+			off += align(l->stage_elems[part] * dt) * l->slots;
+		}
 	}
 	P->tmp_end = off;
 }
@@ -387,7 +475,7 @@ emit_labels(Par *P)
 		Label *l = &P->lab[lb];
 		if (!l->used || l->blocking)
 			continue;
-		if (l->coll)
+		if (l->coll && l->staged[1])
 			l->usebase = unpack_uses_base(P, l);
 		emit(e, "cfrt_req rq%d[%d];\nint rd%d[%d];\n", lb, l->slots, lb, l->slots);
 		if (l->unpack)
@@ -414,9 +502,9 @@ stage_view(Par *P, int lb, const char *k, int part, const char *shape, const cha
 {
 	const Label *l = &P->lab[lb];
 	int dt = dtype_size[P->c->node->in[0]->dtype];
-	int64_t slot = align(l->stage_elems * dt);
+	int64_t slot = align(l->stage_elems[part] * dt);
 	const char *at = arena_printf(P->cg->a, "(char *)ws + %lld + (%s) * %lld%s",
-	                              (long long)(l->stage_off + part * slot * l->slots), k,
+	                              (long long)l->stage_off[part], k,
 	                              (long long)slot, block ? arena_printf(P->cg->a,
 	                              " + (%s) * %lld", block, (long long)(elems * dt)) : "");
 	return arena_printf(P->cg->a, "cfrt_view_contig(%s, %s, %s.nd, %s.dim)", at,
@@ -577,8 +665,7 @@ emit_coll_blocks(Par *P, const Item *it, const char *base, int unpack)
 	const Sel *sel = &it->u.coll.sel;
 	int64_t se = (unpack ? dst : src)->slot_elems;
 	int part = unpack ? 1 : 0;
-	BufRef sr = {it->u.coll.src, {IX_AFFINE, 0, 0, 0, 0}, *sel, {IX_AFFINE, 0, 0, 0, 0}};
-	BufRef dr = {it->u.coll.dst, {IX_AFFINE, 0, 0, 0, 0}, *sel, {IX_AFFINE, 0, 0, 0, 0}};
+	BufRef sr = coll_ref(it, 0), dr = coll_ref(it, 1);
 	const char *stride = arena_printf(a, "%d", sel->stride);
 
 	if (op == OP_ALL_REDUCE) {
@@ -630,6 +717,41 @@ coll_fn(int op)
 	}
 }
 
+/* Declares sst (what the collective sends) or rst (recv: where it
+ * receives): the tensor itself when its blocks already lie in the
+ * library's order, else staging slot k, packed here when it is sent. */
+static void
+emit_coll_side(Par *P, const Item *it, const char *base, int recv)
+{
+	Cg *cg = P->cg;
+	const Label *l = &P->lab[it->u.coll.label];
+	int dt = dtype_size[P->c->node->in[0]->dtype];
+	const char *name = recv ? "rst" : "sst", *why;
+	const char *bn = buf_of(P->c, coll_ref(it, recv).buf)->name;
+	int one = coll_one_block(it, recv), stride = it->u.coll.sel.stride;
+
+	if (!l->staged[recv]) {
+		emit(&cg->e, "void *%s = %s.p; /* %s's %s contiguous: %s in place */\n", name,
+		     coll_view(P, it, base, recv), bn, one ? "block is" : "blocks are",
+		     recv ? "received" : "sent");
+		return;
+	}
+	if (one)
+		why = "block is not contiguous";
+	else if (stride > 1 && !(it->u.coll.op == OP_ALL_TO_ALL && recv))
+		why = arena_printf(cg->a, "blocks are %d slices apart", stride);
+	else
+		why = "blocks are not one contiguous run in rank order";
+	emit(&cg->e, "/* %s's %s: %s */\n", bn, why,
+	     !recv ? "packed into staging" : it->u.coll.blocking ?
+	     "received in staging, unpacked after the call" :
+	     "received in staging, unpacked at the wait");
+	if (!recv)
+		emit_coll_blocks(P, it, base, 0);
+	emit(&cg->e, "void *%s = (char *)ws + %lld + k * %lld;\n", name,
+	     (long long)l->stage_off[recv], (long long)align(l->stage_elems[recv] * dt));
+}
+
 static void
 emit_coll(Par *P, const Item *it)
 {
@@ -642,20 +764,19 @@ emit_coll(Par *P, const Item *it)
 	int64_t cnt = src->slot_elems; /* elements of one rank's block */
 	const char *dt = cg_dtype(c->node->in[0]->dtype);
 	const char *base = sel_c(a, &it->u.coll.sel, NULL);
-	int64_t sb = align(l->stage_elems * dtype_size[c->node->in[0]->dtype]);
 
 	item_begin(P);
-	if (blocking)
-		emit(&cg->e, "const int k = 0;\n");
-	else
+	if (!blocking)
 		emit(&cg->e, "int rd = %s, k = cf_mod(rd, %d);\n", ix_c(a, &it->u.coll.round), l->slots);
-	emit_coll_blocks(P, it, base, 0);
-	emit(&cg->e, "char *sst = (char *)ws + %lld + k * %lld, *rst = sst + %lld;\n",
-	     (long long)l->stage_off, (long long)sb, (long long)(sb * l->slots));
+	else if (l->staged[0] || l->staged[1])
+		emit(&cg->e, "const int k = 0;\n");
+	emit_coll_side(P, it, base, 0);
+	emit_coll_side(P, it, base, 1);
 	if (blocking) {
 		emit(&cg->e, "CFRT_TRY(ctx, cfrt_%s(ctx, sst, rst, %lld, %s));\n", coll_fn(op),
 		     (long long)cnt, dt);
-		emit_coll_blocks(P, it, base, 1);
+		if (l->staged[1])
+			emit_coll_blocks(P, it, base, 1);
 	} else {
 		emit(&cg->e, "rd%d[k] = rd;\n", lb);
 		if (l->usebase)
@@ -677,13 +798,13 @@ emit_wait(Par *P, const Item *it)
 	emit(&cg->e, "int rd = %s, k = cf_mod(rd, %d);\n", ix_c(cg->a, &it->u.wait.round), l->slots);
 	emit_open(&cg->e, "if (rd%d[k] == rd)", lb);
 	emit(&cg->e, "CFRT_TRY(ctx, cfrt_wait(ctx, &rq%d[k]));\nrd%d[k] = -1;\n", lb, lb);
-	if (l->coll) {
+	if (l->coll && l->staged[1]) {
 		const char *base = l->usebase ? arena_printf(cg->a, "cbase%d[k]", lb) : "0";
 		emit_coll_blocks(P, l->collitem, base, 1);
 	} else if (l->unpack) {
 		emit_open(&cg->e, "if (upon%d[k])", lb);
 		emit(&cg->e, "cfrt_view st = %s;\n", stage_view(P, lb, "k", 0, arena_printf(cg->a,
-		     "up%d[k]", lb), NULL, l->stage_elems));
+		     "up%d[k]", lb), NULL, l->stage_elems[0]));
 		emit(&cg->e, "CFRT_TRY(ctx, cfrt_copy(ctx, &up%d[k], &st)); /* unpack */\n", lb);
 		emit_close(&cg->e, "");
 	}

@@ -1,8 +1,9 @@
 #!/bin/sh
 # Generated code inside applications: two tensor-parallel groups in one
 # job, the wrong number of ranks, a rank that fails or crashes mid-run, an
-# out-of-tree program built through pkg-config after `make install`, and
-# golden files of the generated C of mlp.cf (vanilla and fuse).
+# out-of-tree program built through pkg-config after `make install`,
+# golden files of the generated C of mlp.cf (vanilla and fuse), and
+# library collectives handed their tensors in place where they can be.
 . tests/lib.sh
 t=$B/tests/apps
 rm -rf "$t"
@@ -81,6 +82,69 @@ for s in vanilla "fuse(ring)"; do
 	for f in mlp.h mlp_ref.c; do
 		golden "apps: golden $f under $s" "$t/gold-$n/$f" "tests/golden/c/$f"
 	done
+done
+
+# -- library collectives on the tensors themselves: a side whose blocks lie
+# contiguous in rank order is handed to the library in place, with no copy
+# through the workspace; a side whose blocks do not (B before the split S,
+# a slice(2) chunk's blocks 2 slices apart) still stages. Each case runs
+# too, and matches the serial reference.
+# sides FILE IN STAGED: FILE hands IN sides of collectives to the library
+# in place and stages STAGED.
+sides() {
+	[ "$(grep -Ec '(sent|received) in place \*/' "$1")" -eq "$2" ] &&
+		[ "$(grep -Ec 'packed into staging|received in staging' "$1")" -eq "$3" ]
+}
+# has FILE TEXT...: FILE holds every TEXT.
+has() {
+	f=$1
+	shift
+	for x in "$@"; do grep -qF -- "$x" "$f" || return 1; done
+}
+c=$t/inplace
+mkdir -p "$c"
+"$CFC" bench/rs_gemm.cf --schedule=vanilla --emit=c -o "$c/rs_gemm.c"
+check "apps: vanilla rs_gemm reduce-scatters t1 into y in place, with no copy" sh -c \
+	"! grep -q cfrt_copy '$c/rs_gemm.c' && grep -A2 '^rs_gemm_workspace_bytes' '$c/rs_gemm.c' |
+	 grep -q 'return 16384;'" # the workspace holds t1 alone: 64 x 2 x 64 bf16
+check "apps: vanilla rs_gemm: both sides in place" sides "$c/rs_gemm.c" 2 0
+"$CFC" examples/mlp.cf -D B=1 --schedule=vanilla --emit=c -o "$c/mlp-b1.c"
+check "apps: vanilla mlp with B = 1 gathers and scatters with no copy" sh -c \
+	"! grep -q cfrt_copy '$c/mlp-b1.c'"
+check "apps: vanilla mlp with B = 1: all four sides in place" sides "$c/mlp-b1.c" 4 0
+"$CFC" examples/mlp.cf --schedule=vanilla --emit=c -o "$c/mlp.c"
+ok=0
+sides "$c/mlp.c" 2 2 && has "$c/mlp.c" "x's block is contiguous: sent in place" \
+	"y's block is contiguous: received in place" \
+	"xa's blocks are not one contiguous run in rank order: received in staging" \
+	"p's blocks are not one contiguous run in rank order: packed into staging" && ok=1
+check "apps: vanilla mlp: x and y in place, xa and p (B before S) staged" [ $ok = 1 ]
+"$CFC" examples/mlp.cf -D B=1 --schedule="slice(2)" --emit=c -o "$c/mlp-s2.c"
+ok=0
+sides "$c/mlp-s2.c" 3 3 && has "$c/mlp-s2.c" "x's block is contiguous: sent in place" \
+	"y's block is contiguous: received in place" \
+	"xa's blocks are 2 slices apart: received in staging, unpacked at the wait" \
+	"p's blocks are 2 slices apart: packed into staging" && ok=1
+check "apps: slice(2) mlp with B = 1: x and y in place, xa and p (2 slices apart) staged" [ $ok = 1 ]
+"$CFC" tests/e2e/allreduce.cf -D B=3 --schedule="slice(2)" --emit=c -o "$c/ar-s2.c"
+check "apps: slice(2) all_reduce cutting S behind B = 3 stages both sides" sides "$c/ar-s2.c" 0 2
+for run in "rs_gemm vanilla|bench/rs_gemm.cf --type=f32 --schedule=vanilla" \
+	"mlp B=1 vanilla|examples/mlp.cf -D B=1 --schedule=vanilla" \
+	"mlp B=1 slice(2)|examples/mlp.cf -D B=1 --schedule=slice(2)" \
+	"ulysses B=1 vanilla|examples/ulysses.cf -D B=1 --schedule=vanilla" \
+	"allreduce vanilla|tests/e2e/allreduce.cf --schedule=vanilla" \
+	"allreduce slice(2)|tests/e2e/allreduce.cf --schedule=slice(2)" \
+	"allreduce B=3 slice(2)|tests/e2e/allreduce.cf -D B=3 --schedule=slice(2)"; do
+	name=${run%%|*}
+	d=$c/$(echo "$name" | tr ' ()=' '__-_')
+	# shellcheck disable=SC2086
+	if sh scripts/build-model.sh "$B" "$d" ${run#*|} >"$d.log" 2>&1; then
+		$MPIRUN -n 4 "$d/run" --check --iters 1 --warmup 0 >"$d.out" 2>&1
+		cat "$d.out"
+	else
+		cat "$d.log"
+	fi
+	check "apps: in-place collectives run right: $name" err_ok "$d.out"
 done
 
 # -- the Makefile's pattern rule: dir/NAME.c and dir/NAME.h from dir/NAME.cf

@@ -7,7 +7,7 @@
 size_t
 mlp_workspace_bytes(void)
 {
-	return 196608;
+	return 163840;
 }
 
 /* x mod n in [0, n). */
@@ -45,14 +45,13 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 			cfrt_where(ctx, "xa", i);
 			{
 				const int k = 0;
-				cfrt_view blk = cb[0];
-				cfrt_view st = cfrt_view_contig((char *)ws + 131072 + (k) * 32768, CFRT_F32, blk.nd, blk.dim);
-				CFRT_TRY(ctx, cfrt_copy(ctx, &st, &blk));
-				char *sst = (char *)ws + 131072 + k * 32768, *rst = sst + 32768;
+				void *sst = cb[0].p; /* x's block is contiguous: sent in place */
+				/* xa's blocks are not one contiguous run in rank order: received in staging, unpacked after the call */
+				void *rst = (char *)ws + 131072 + k * 32768;
 				CFRT_TRY(ctx, cfrt_all_gather(ctx, sst, rst, 2048, CFRT_F32));
 				for (int u = 0; u < N; u++) {
 					cfrt_view blk = cfrt_view_slice(cb[1], 1, ((0) + u * 1) * 16, 16);
-					cfrt_view st = cfrt_view_contig((char *)ws + 163840 + (k) * 32768 + (u) * 8192, CFRT_F32, blk.nd, blk.dim);
+					cfrt_view st = cfrt_view_contig((char *)ws + 131072 + (k) * 32768 + (u) * 8192, CFRT_F32, blk.nd, blk.dim);
 					CFRT_TRY(ctx, cfrt_copy(ctx, &blk, &st));
 				}
 			}
@@ -91,19 +90,18 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 			}
 			{
 				const int k = 0;
+				/* p's blocks are not one contiguous run in rank order: packed into staging */
 				for (int u = 0; u < N; u++) {
 					cfrt_view blk = cfrt_view_slice(cb[0], 1, ((0) + u * 1) * 16, 16);
 					cfrt_view st = cfrt_view_contig((char *)ws + 131072 + (k) * 32768 + (u) * 8192, CFRT_F32, blk.nd, blk.dim);
 					CFRT_TRY(ctx, cfrt_copy(ctx, &st, &blk));
 				}
-				char *sst = (char *)ws + 131072 + k * 32768, *rst = sst + 32768;
+				void *sst = (char *)ws + 131072 + k * 32768;
+				void *rst = cb[1].p; /* y's block is contiguous: received in place */
 				CFRT_TRY(ctx, cfrt_reduce_scatter(ctx, sst, rst, 2048, CFRT_F32));
-				cfrt_view blk = cb[1];
-				cfrt_view st = cfrt_view_contig((char *)ws + 163840 + (k) * 32768, CFRT_F32, blk.nd, blk.dim);
-				CFRT_TRY(ctx, cfrt_copy(ctx, &blk, &st));
 			}
 		}
 	}
-#line 108 "mlp.c"
+#line 106 "mlp.c"
 	return CFRT_OK;
 }
