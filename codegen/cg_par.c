@@ -950,8 +950,10 @@ par_alias(const Cg *c, const Value *v)
 	return 0;
 }
 
+/* cf_mod where the stages use it (mod: blocking collectives alone do
+ * not) or cf_partner does, cf_partner for pairwise exchanges. */
 static void
-helpers(Cg *cg, const Sched *s)
+helpers(Cg *cg, const Sched *s, int mod)
 {
 	Emitter *e = &cg->e;
 	int pair = 0;
@@ -959,6 +961,8 @@ helpers(Cg *cg, const Sched *s)
 	for (int k = 0; k < s->colls.n; k++)
 		pair |= ((Coll *)s->colls.v[k])->how.topo == TP_PAIRWISE &&
 		        ((Coll *)s->colls.v[k])->how.kind == SK_FUSE;
+	if (!mod && !pair)
+		return;
 	emit(e, "/* x mod n in [0, n). */\n");
 	emit_func(e, "static inline int\ncf_mod(int x, int n)");
 	emit(e, "int m = x %% n;\n\nreturn m < 0 ? m + n : m;\n");
@@ -1025,15 +1029,9 @@ cg_parallel(FILE *f, Arena *a, const Sched *s, const char *src, int lines)
 	emit(e, "#include \"%s.h\"\n\n#define N %s_GROUP_SIZE\n\n", g->name, cg.upper);
 	cg_layout(&cg, par_alias);
 	Par *pars = plan_all(&cg, s);
-	emit_func(e, "size_t\n%s_workspace_bytes(void)", cg.prefix);
-	emit(e, "return %lld;\n", (long long)cg.wsbytes);
-	emit_close(e, "\n");
-	helpers(&cg, s);
-	cg_helpers(&cg);
-	emit_func(e, "int\n%s_forward(cfrt_ctx *ctx, const %s_weights *w, const %s_io *io,\n"
-	          "    void *ws)", cg.prefix, cg.prefix, cg.prefix);
-	/* a first pass finds what the stages touch: only those tensors get a
-	 * view, and r and ws are declared or marked unused accordingly */
+	/* a first pass finds what the stages use: only those helpers are
+	 * defined, only those tensors get a view, and r and ws are declared
+	 * or marked unused accordingly */
 	char *body = NULL;
 	size_t len = 0;
 	FILE *m = open_memstream(&body, &len);
@@ -1042,6 +1040,13 @@ cg_parallel(FILE *f, Arena *a, const Sched *s, const char *src, int lines)
 	stages(&cg, s, pars);
 	fclose(m);
 	cg.e = real;
+	emit_func(e, "size_t\n%s_workspace_bytes(void)", cg.prefix);
+	emit(e, "return %lld;\n", (long long)cg.wsbytes);
+	emit_close(e, "\n");
+	helpers(&cg, s, cg_mentions(body, "cf_mod"));
+	cg_helpers(&cg);
+	emit_func(e, "int\n%s_forward(cfrt_ctx *ctx, const %s_weights *w, const %s_io *io,\n"
+	          "    void *ws)", cg.prefix, cg.prefix, cg.prefix);
 	cg.used = arena_alloc(a, (size_t)g->values.n);
 	int need_ws = cg_mentions(body, "ws");
 	for (int i = 0; i < g->values.n; i++) {

@@ -163,6 +163,13 @@ if command -v clang >/dev/null 2>&1; then
 		check "apps: clang -Wall -Wextra -Werror compiles $n" sh -c \
 			"for c in $n.c ${n}_ref.c ${n}_main.c; do OMPI_CC=clang mpicc -std=c11 -Wall -Wextra -Werror \
 			 -Iruntime -I'$t/clang-$n' -c '$t/clang-$n/'\$c -o /dev/null || exit 1; done"
+		# the library-collective schedules: blocking ones use no cf_mod
+		for s in vanilla "slice(2)"; do
+			d=$t/clang-$n-$(echo "$s" | tr -d ')' | tr '(' '-')
+			"$CFC" "$f" --schedule="$s" --emit=h,c -o "$d"
+			check "apps: clang -Wall -Wextra -Werror compiles $n under $s" sh -c \
+				"OMPI_CC=clang mpicc -std=c11 -Wall -Wextra -Werror -Iruntime -I'$d' -c '$d/$n.c' -o /dev/null"
+		done
 	done
 fi
 

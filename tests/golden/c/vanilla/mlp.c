@@ -10,15 +10,6 @@ mlp_workspace_bytes(void)
 	return 163840;
 }
 
-/* x mod n in [0, n). */
-static inline int
-cf_mod(int x, int n)
-{
-	int m = x % n;
-
-	return m < 0 ? m + n : m;
-}
-
 int
 mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
     void *ws)
@@ -102,6 +93,6 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 			}
 		}
 	}
-#line 106 "mlp.c"
+#line 97 "mlp.c"
 	return CFRT_OK;
 }
