@@ -7,7 +7,9 @@ Metrics (Flux, arXiv 2406.06858; DESIGN.md section 4), per case and TP:
             CFRT_TRANSFER=none; PyTorch's = its local computation alone;
   ECT       effective communication time = median - compute (of the same
             implementation);
-  overlap   1 - ECT / ECT(vanilla of the same implementation and transfer);
+  overlap   1 - ECT / ECT(vanilla of the same implementation): vanilla
+            moves its data by one NCCL collective in every transfer mode,
+            so its nccl run is the reference of the ce rows too;
   decomp    on the transfer=none rows (the schedule's compute alone):
             that time over the unsplit compute, minus 1: smaller GEMMs plus
             per-step work (PyTorch 'chunks': the GEMM as TP row chunks);
@@ -45,7 +47,11 @@ def read_torch(path):
     for line in open(path):
         j = json.loads(line)
         if "note" in j:
-            notes.append("%s tp=%s %s: %s" % (j["case"], j["tp"], j["impl"], j["note"]))
+            n = "tp=%s %s: %s" % (j["tp"], j["impl"], j["note"])
+            if j["case"] != "-":
+                n = "case %s %s" % (j["case"], n)
+            if n not in notes:
+                notes.append(n)
         out[(j["case"], j["tp"], j["impl"])] = j
     return out, notes
 
@@ -59,7 +65,7 @@ def rows_for(case, tp, runs, torch, dump_mode):
                     if s in ["vanilla", "slice(4)", "fuse(ring)", "fuse(bidir)"] else 9)
     err = torch.get((case, tp, "ours-vs-torch"), {}).get("err")
     for m in ("nccl", "ce", "none"):
-        van = get("vanilla", m)
+        van = get("vanilla", m) or get("vanilla", "nccl")
         for s in scheds:
             t = get(s, m)
             if t is None:
