@@ -375,8 +375,11 @@ lw_rs_ring_beta(Lower *L, int dst)
 	lw_partial(L, gd(0, R - 2 < 0 ? -1 : 0), l, cur, 0);
 	lw_partial(L, gd(1, R - 2), l, cur, 1);
 	lw_partial(L, gd(R - 1, R - 1), own, ref(dst, own), R > 1);
-	lw_xfer(L, IT_SEND, gd(0, R - 2), cur, ix_r(0, dir, N), LS, ix_i(0, 0));
+	/* the last send leaves the buffer the next receive fills; waiting for
+	 * it before this step's send keeps the send and receive adjacent:
+	 * one group, as NCCL needs (verify.c) */
 	lw_wait(L, gd(1, R - 1), LS, ix_i(-1, 0));
+	lw_xfer(L, IT_SEND, gd(0, R - 2), cur, ix_r(0, dir, N), LS, ix_i(0, 0));
 	lw_xfer(L, IT_RECV, gd(0, R - 3), ref_rot(acc, ix_i(1, 2), next), ix_r(0, -dir, N), LR,
 	        ix_i(0, 0));
 	lw_xfer(L, IT_RECV, gd(R - 2, R - 2), ref(dst, own), ix_r(0, -dir, N), LR, ix_i(0, 0));

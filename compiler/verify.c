@@ -8,7 +8,11 @@
  *     each contribution counted once and in the right slot, and every
  *     slice of every region op computed exactly once, after its inputs;
  *  2. every send matches one receive of the same size, in the order they
- *     were posted per (sender, receiver, tag), and no rank waits forever;
+ *     were posted per (sender, receiver, tag), and no rank waits forever,
+ *     also under NCCL's rules: the adjacent sends and receives of a lane
+ *     are one group, each rank runs its groups one after another in the
+ *     order it posted them, and a transfer moves only while the groups of
+ *     both its ends run (no send completes early into a buffer);
  *  3. no buffer is read or written while a transfer into (or read while a
  *     transfer out of) it is in flight;
  *  4. exposure: transfers waited with no compute since their post, and
@@ -40,6 +44,8 @@ typedef struct Xfer {
 	int match;        /* the other side's record, or -1 */
 	int refs;         /* sides that have yet to wait */
 	int waited;
+	int grp;          /* its group: the rank's grp-th */
+	int fin;          /* moved: both groups ran */
 } Xfer;
 
 /* The k-th library collective of the stage, as every rank posts it. */
@@ -62,6 +68,8 @@ typedef struct Rank {
 	int *live, nlive, cap; /* Xfer records this rank waits for */
 	int ncoll;        /* collectives posted */
 	int pend;         /* a blocking collective posted, not yet done, or -1 */
+	int ngrp, gdone;  /* transfer groups posted; run to completion */
+	int open;         /* the last group takes the next transfer */
 } Rank;
 
 typedef struct V {
@@ -606,8 +614,10 @@ vf_post(V *v, int r, int i, const Item *it)
 	if (send ? vf_read(v, r, c, s, vf_buf(v, b)->name) : vf_write(v, r, c, s, vf_buf(v, b)->name))
 		return RUN_ERR;
 	int k = vf_xnew(v);
+	if (!R->open)
+		R->ngrp++, R->open = 1;
 	v->x[k] = (Xfer){it->kind, r, peer, it->u.xfer.tag, it->u.xfer.label, round, b, slot, s,
-	                 R->step, R->ncomp, vf_buf(v, b)->slot_elems, -1, 2, 0};
+	                 R->step, R->ncomp, vf_buf(v, b)->slot_elems, -1, 2, 0, R->ngrp - 1, 0};
 	send ? c->nsend++ : c->nrecv++;
 	vf_live_add(R, k);
 	R->lastpost = R->ncomp;
@@ -671,7 +681,7 @@ vf_wait_xfer(V *v, int r, int k)
 	Rank *R = &v->rk[r];
 	Xfer *x = &v->x[k];
 
-	if (x->match < 0)
+	if (x->match < 0 || !x->fin)
 		return RUN_BLOCKED;
 	Cell *c = &vf_cells(v, r, x->buf)[x->slot];
 	x->kind == IT_SEND ? c->nsend-- : c->nrecv--;
@@ -683,6 +693,60 @@ vf_wait_xfer(V *v, int r, int k)
 	vf_release(v, x->match);
 	vf_release(v, k);
 	return RUN_OK;
+}
+
+/* ---- transfer groups, as NCCL runs them ---- */
+
+/* Whether group g of rank r has been launched: posted and closed. */
+static int
+vf_launched(const Rank *R, int g)
+{
+	return g < R->ngrp - R->open;
+}
+
+/* The step of rank r's first unfinished transfer of group g, or -1. */
+static int
+vf_grp_step(const V *v, int r, int g)
+{
+	const Rank *R = &v->rk[r];
+
+	for (int j = 0; j < R->nlive; j++) {
+		const Xfer *x = &v->x[R->live[j]];
+		if (x->grp == g && !x->fin)
+			return x->step;
+	}
+	return -1;
+}
+
+/* Runs the groups at the head of each rank's queue: a transfer moves when
+ * the groups of both its ends run, a group ends when all its transfers
+ * have moved, and the next one starts. Sets *progress when anything moved. */
+static void
+vf_device(V *v, int *progress)
+{
+	for (int moved = 1; moved;) {
+		moved = 0;
+		for (int r = 0; r < v->N; r++) {
+			Rank *R = &v->rk[r];
+			if (!vf_launched(R, R->gdone))
+				continue;
+			int pending = 0;
+			for (int j = 0; j < R->nlive; j++) {
+				Xfer *x = &v->x[R->live[j]];
+				if (x->grp != R->gdone || x->fin)
+					continue;
+				Xfer *m = x->match >= 0 ? &v->x[x->match] : NULL;
+				const Rank *P = m ? &v->rk[m->rank] : NULL;
+				if (m && m->grp == P->gdone && vf_launched(P, m->grp))
+					x->fin = m->fin = moved = 1;
+				else
+					pending = 1;
+			}
+			if (!pending)
+				R->gdone++, moved = 1;
+		}
+		*progress |= moved;
+	}
 }
 
 /* ---- library collectives ---- */
@@ -867,6 +931,8 @@ vf_advance(V *v, Rank *R)
 	const Coll *c = v->c;
 
 	R->k++;
+	if (R->ph < c->phases.n && R->k >= vf_phase(v, R->ph)->lanes[R->t].n)
+		R->open = 0; /* a lane's last transfers end their group */
 	while (R->ph < c->phases.n) {
 		const Phase *ph = vf_phase(v, R->ph);
 		if (R->k < ph->lanes[R->t].n)
@@ -891,6 +957,9 @@ vf_item(V *v, int r, const Item *it)
 	Rank *R = &v->rk[r];
 	int i = R->i;
 
+	/* the next item that is not a transfer ends the group */
+	if (it->kind != IT_SEND && it->kind != IT_RECV)
+		R->open = 0;
 	if (R->pend >= 0) {
 		int rc = vf_coll_wait(v, r, R->pend);
 		if (rc == RUN_OK)
@@ -952,6 +1021,18 @@ vf_deadlock(V *v, int r)
 	if (k < 0)
 		return vf_fail(v, r, -1, "waits forever for a collective that not every rank posts");
 	const Xfer *x = &v->x[k];
+	if (x->match >= 0) {
+		const Xfer *m = &v->x[x->match];
+		const Rank *P = &v->rk[m->rank];
+		int own = x->grp != R->gdone;
+		int q = own ? r : m->rank, g = own ? R->gdone : P->gdone;
+		return vf_fail(v, r, x->slice, "waits forever: its %s rank %d (posted at step %d) "
+		               "cannot move: rank %d first runs its transfer group of step %d, "
+		               "which cannot end (NCCL runs each rank's groups in the order "
+		               "posted; a step's sends and receives belong in one group)",
+		               x->kind == IT_SEND ? "send to" : "receive from", x->peer, x->step,
+		               q, vf_grp_step(v, q, g));
+	}
 	return vf_fail(v, r, x->slice, "waits forever: its %s rank %d (tag %d, posted at step %d) "
 	               "has no matching %s on rank %d%s", x->kind == IT_SEND ? "send to" :
 	               "receive from", x->peer, x->tag, x->step, x->kind == IT_SEND ? "receive" :
@@ -966,6 +1047,7 @@ vf_run(V *v)
 		for (int r = 0; r < v->N; r++)
 			if (vf_run_rank(v, r, &progress))
 				return RUN_ERR;
+		vf_device(v, &progress);
 		for (int r = 0; r < v->N; r++)
 			done &= v->rk[r].done;
 		if (done)

@@ -383,6 +383,37 @@ test_wrong_peer(void)
 	st_done(&r);
 }
 
+/* FuseRS bidir with lane 0's wait for its last send put between this
+ * step's send and receive, as the lowering once did: two NCCL groups per
+ * lane, every rank's send group waits for a receive queued behind the
+ * peer's own send group, and large transfers hang (small ones complete
+ * early into NCCL's buffers, which is why only the benchmark hung). */
+static void
+test_split_group(void)
+{
+	SRun r;
+	Coll *c = st_coll(mlp(&r, "fuse(bidir)"), "y");
+	Vec *v = &((Phase *)c->phases.v[0])->lanes[0];
+	Item *send = find(c, 0, 0, IT_SEND, 0), *wait = NULL;
+
+	for (int k = 0; !wait; k++) {
+		Item *w = find(c, 0, 0, IT_WAIT, k);
+		if (w->u.wait.label == send->u.xfer.label)
+			wait = w;
+	}
+	drop(c, 0, 0, wait);
+	for (int j = 0; j < v->n; j++)
+		if (v->v[j] == send) {
+			memmove(v->v + j + 2, v->v + j + 1, (size_t)(v->n - j - 1) * sizeof *v->v);
+			v->v[j + 1] = wait;
+			v->n++;
+			break;
+		}
+	rejects(c, "cannot move: rank");
+	rejects(c, "a step's sends and receives belong in one group");
+	st_done(&r);
+}
+
 /* A vanilla collective that one rank never posts: with N = 3, rank 0
  * has no round-robin partner in round 0. */
 static void
@@ -423,4 +454,5 @@ test_verify_register(void)
 	CU_add_test(s, "contribution lost", test_lost_contribution);
 	CU_add_test(s, "send to the wrong rank", test_wrong_peer);
 	CU_add_test(s, "collective not posted by every rank", test_collective_skipped);
+	CU_add_test(s, "send and receive of a step in two groups", test_split_group);
 }
