@@ -26,6 +26,7 @@ CASES = {
     "a": "row-parallel GEMM + reduce-scatter (M=32*4096, K=16384/tp, N=4096)",
     "b": "MLP block (b,s,d)=(32,4096,4096), F=4d",
     "c": "attention (b,s,d)=(16,4096,4096), 32 heads, causal",
+    "d": "all-gather + column-parallel GEMM + gelu (M=32*4096, K=4096, N=16384/tp)",
 }
 
 
@@ -125,7 +126,7 @@ def headline(rows):
     out = ["Case (a), TP=%d: best fuse schedule %s with %s transfers: %.3f ms, "
            "overlap efficiency %s (target >= 0.90)" % (
                tp, best["schedule"], best["transfer"], best["ms"],
-               fmt(best.get("overlap"), "%.2f"))]
+               fmt(best.get("overlap"), "%.3f"))]
     if atp:
         out.append("Against PyTorch Async-TP (%.3f ms): %.3fx (target <= 0.96x)"
                    % (atp, best["ms"] / atp))

@@ -15,7 +15,7 @@ the generated driver, when given) and of Async-TP against torch's.
 Writes one JSON object per line to --out.
 
 usage: torchrun --nproc_per_node=TP torch_ref.py --out FILE
-       [--case a|b|c ...] [--dump CASE=FILE ...] [--iters N]
+       [--case a|b|c|d ...] [--dump CASE=FILE ...] [--iters N]
 """
 import argparse
 import json
@@ -216,6 +216,32 @@ def case_b(c, case="b", B=32, S=4096, D=4096):
         run_asynctp(c, case, f, y)
 
 
+def case_d(c, case="d", B=32, S=4096, D=4096):
+    """bench/ag_gemm.cf, [S, B, D]: all-gather, GEMM, gelu."""
+    tp, r, Fl = c.tp, c.r, 4 * D // c.tp
+    xt = fill(1000, [S, B, D], [r * S // tp, 0, 0], [S // tp, B, D])
+    w1 = fill(1001, [D, 4 * D], [0, r * Fl], [D, Fl])
+    xa = torch.empty(S, B, D, dtype=torch.bfloat16, device="cuda")
+    dist.all_gather_into_tensor(xa, xt)
+
+    def local():
+        return F.gelu(torch.matmul(xa, w1), approximate="tanh")
+
+    def tp_run():
+        dist.all_gather_into_tensor(xa, xt)
+        return local()
+
+    c.emit(case=case, impl="compute", ms=median_ms(local, c.iters))
+    c.emit(case=case, impl="torch", ms=median_ms(tp_run, c.iters))
+    # ours is not dumped: 17 GB of doubles; case b checks the same ops
+    h = tp_run()
+    if c.symm:
+        def f():
+            _, (g,) = c.symm.fused_all_gather_matmul(xt, [w1], 0, c.group)
+            return F.gelu(g, approximate="tanh")
+        run_asynctp(c, case, f, h)
+
+
 def case_c(c, case="c", B=16, S=4096, D=4096, H=32):
     """Attention: all-gather, Q/K/V, causal SDPA, out-projection, RS."""
     tp, r, Dl, hl, dh = c.tp, c.r, D // c.tp, H // c.tp, D // H
@@ -266,9 +292,9 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = False
     c = Ctx(args)
     c.note("torch", torch.__version__)
-    for case in args.case or ["a", "b", "c"]:
+    for case in args.case or ["a", "b", "c", "d"]:
         try:
-            {"a": case_a, "b": case_b, "c": case_c}[case](c)
+            {"a": case_a, "b": case_b, "c": case_c, "d": case_d}[case](c)
         except Exception as e:
             c.emit(case=case, impl="error", note=repr(e))
         torch.cuda.empty_cache()
