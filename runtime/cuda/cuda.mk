@@ -23,13 +23,14 @@ CUDA_LIBS := $(shell sh scripts/cuda-libs.sh $(CUDA_HOME))
 export CUDA_LIBS
 
 CU_SRC = $(wildcard runtime/cuda/*.c) $(RT_COMMON_SRC)
-CU_OBJ = $(CU_SRC:%.c=$(B)/%.o) $(B)/runtime/cuda/kernels.o
+CU_KERN = $(B)/runtime/cuda/kernels.o $(B)/runtime/cuda/flash.o
+CU_OBJ = $(CU_SRC:%.c=$(B)/%.o) $(CU_KERN)
 
 $(B)/runtime/cuda/%.o: runtime/cuda/%.c
 	@mkdir -p $(@D)
 	$(MPICC) $(CFLAGS_ALL) $(CU_CFLAGS) -c -o $@ $<
 
-$(B)/runtime/cuda/kernels.o: runtime/cuda/kernels.cu
+$(CU_KERN): $(B)/runtime/cuda/%.o: runtime/cuda/%.cu
 	@mkdir -p $(@D)
 	$(NVCC) $(CU_NVFLAGS) -c -o $@ $<
 

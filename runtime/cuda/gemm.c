@@ -1,5 +1,6 @@
 /* gemm.c: row-major strided batched GEMM through cuBLAS, matmul on views,
- * and attention from two GEMMs around a masked softmax kernel.
+ * and attention: the fused kernel of flash.cu for bf16 and f16 where it
+ * applies, else two GEMMs around a masked softmax kernel.
  * requires: arguments pass cfrti_gemm_check before cfrti_gemm_run.
  * ensures: a row-major C = op(A) op(B) is cuBLAS's column-major
  * C^T = op(B)^T op(A)^T, so no operand is copied; 16-bit types run on the
@@ -9,6 +10,8 @@
  * 16-bit GEMMs go through cuBLASLt with a tuned algorithm (lt.c). */
 #include <limits.h>
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "backend.h"
 #include "kern.h"
@@ -155,18 +158,55 @@ static int attn_heads(cfrt_ctx *ctx, const cfrt_view *out, const cfrt_view *q,
 	return rc != CFRT_OK ? rc : cfrti_gemm_run(ctx, &o);
 }
 
+/* CFRT_ATTN, read at every call: flash (default: the fused kernel
+ * wherever it applies) or gemm (always the two GEMMs, for comparison). */
+static int attn_mode(cfrt_ctx *ctx, int *flash)
+{
+	const char *s = getenv("CFRT_ATTN");
+	if (!s || !*s || !strcmp(s, "flash"))
+		*flash = 1;
+	else if (!strcmp(s, "gemm"))
+		*flash = 0;
+	else
+		return cfrti_err(ctx, CFRT_EINVAL, "CFRT_ATTN=%s: use flash or "
+		                 "gemm", s);
+	return CFRT_OK;
+}
+
+/* A [B,H,S,Dh] view for the fused kernel: st[2] the row stride. */
+static kview attn_kview(const cfrt_view *v)
+{
+	kview k = {(char *)v->p, 4, {0}, {0}};
+	for (int d = 0; d < 4; d++) {
+		k.dim[d] = v->dim[d];
+		k.st[d] = v->stride[d];
+	}
+	k.st[2] = cfrti_head_ld(v);
+	return k;
+}
+
 int cfrt_attention(cfrt_ctx *ctx, const cfrt_view *out, const cfrt_view *q,
                    const cfrt_view *k, const cfrt_view *v, int causal,
                    int64_t q_offset)
 {
+	int flash = 0;
 	int rc = cfrti_enter(ctx, "cfrt_attention");
 	if (rc == CFRT_OK)
 		rc = cfrti_attn_check(ctx, out, q, k, v, q_offset);
+	if (rc == CFRT_OK)
+		rc = attn_mode(ctx, &flash);
 	if (rc != CFRT_OK)
 		return rc;
 	int64_t sq = q->dim[2], sk = k->dim[2], nh = q->dim[1];
 	if (cfrt_view_numel(q) == 0)
 		return CFRT_OK;
+	if (flash) {
+		cudaError_t e = (cudaError_t)cfrtk_flash_attn(ctx->cs, q->t,
+			attn_kview(out), attn_kview(q), attn_kview(k), attn_kview(v),
+			causal, q_offset);
+		if (e != cudaErrorNotSupported)
+			return cfrti_cuda(ctx, e, "flash attention kernel");
+	}
 	size_t per_head = (size_t)(sq * sk) * (cfrt_dtype_size(q->t) +
 	                  (q->t == CFRT_F64 ? 8 : 4));
 	int64_t chunk = (int64_t)(ATTN_WS_MAX / per_head);

@@ -1,7 +1,7 @@
-/* kern.h: the device kernels of the CUDA backend (kernels.cu), callable
- * from C. Every launcher enqueues on stream s and returns the launch's
- * cudaError_t (0 on success); views arrive checked and with their dims
- * collapsed (ops.c), strides in elements. */
+/* kern.h: the device kernels of the CUDA backend (kernels.cu, flash.cu),
+ * callable from C. Every launcher enqueues on stream s and returns the
+ * launch's cudaError_t (0 on success); views arrive checked and with their
+ * dims collapsed (ops.c), strides in elements. */
 #ifndef CFRT_CUDA_KERN_H
 #define CFRT_CUDA_KERN_H
 
@@ -45,6 +45,15 @@ int cfrtk_fill(cudaStream_t s, cfrt_dtype t, kview dst, uint64_t seed,
 int cfrtk_attn_softmax(cudaStream_t s, cfrt_dtype t, const void *scores,
                        void *probs, int64_t rows, int64_t sq, int64_t sk,
                        int causal, int64_t q_offset);
+
+/* Fused attention (flash.cu): out = softmax(q k^T / sqrt(Dh) [+ causal
+ * mask]) v for views [B,H,S,Dh] as cfrt_attention takes them, st[2] the row
+ * stride (cfrti_head_ld). Returns cudaErrorNotSupported, launching
+ * nothing, where the kernel does not apply: t not BF16 or F16, Dh not a
+ * multiple of 16 in 16..128, Sq or Sk of 2^30 or more, or a pointer or
+ * stride not 16-byte aligned; the caller then takes the GEMM path. */
+int cfrtk_flash_attn(cudaStream_t s, cfrt_dtype t, kview out, kview q,
+                     kview k, kview v, int causal, int64_t q_offset);
 
 #ifdef __cplusplus
 }
