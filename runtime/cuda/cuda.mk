@@ -4,7 +4,8 @@
 # benchmark entry points. Included by the Makefile; everything here is
 # skipped when there is no nvcc. Uses the Makefile's B, MPICC, CFLAGS_ALL,
 # LDFLAGS_ALL, PREFIX, DESTDIR.
-#   make test-gpu    every example x schedule x 2 and 4 GPUs (GPU machine)
+#   make test-gpu    every example x schedule x 2 and 4 GPUs, attention
+#                    kernels on 1 (GPU machine)
 #   make bench-gpu   issue 5's benchmark, writes bench/results (GPU machine)
 
 NVCC ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
@@ -58,12 +59,20 @@ $(B)/bench/gpu/gemm_probe: bench/gpu/gemm_probe.c
 	$(CC) $(CFLAGS_ALL) $(CU_CFLAGS) $(LDFLAGS_ALL) -o $@ $< \
 		-L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart
 
+# cfrt_attention's fused kernel against its GEMM path, on one GPU
+# (tests/gpu/attn_check.c; run by tests/gpu/run.sh under mpirun -n 1).
+$(B)/tests/gpu/attn_check: tests/gpu/attn_check.c $(B)/libcfrt_cuda.a
+	@mkdir -p $(@D)
+	$(MPICC) $(CFLAGS_ALL) -Iruntime $(LDFLAGS_ALL) -o $@ $< \
+		$(B)/libcfrt_cuda.a $(CUDA_LIBS)
+
 CU_ALL = $(B)/libcfrt_cuda.a $(B)/cfrt_cuda.pc $(B)/tests/gpu/cmpdump \
-         $(B)/bench/gpu/gemm_probe
+         $(B)/bench/gpu/gemm_probe $(B)/tests/gpu/attn_check
 all: $(CU_ALL)
 CHECK_DEPS += $(CU_ALL)
 
-test-gpu: $(B)/cfc $(B)/libcfrt.a $(B)/libcfrt_cuda.a $(B)/tests/gpu/cmpdump
+test-gpu: $(B)/cfc $(B)/libcfrt.a $(B)/libcfrt_cuda.a $(B)/tests/gpu/cmpdump \
+          $(B)/tests/gpu/attn_check
 	@B=$(B) sh tests/gpu/run.sh
 
 bench-gpu: $(B)/cfc $(B)/libcfrt_cuda.a

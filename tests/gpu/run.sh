@@ -14,7 +14,8 @@
 # relative to values of the output's magnitude; about ten such roundings
 # on the longest path (the transformer's two blocks) give ~2e-2, while a
 # wrong slice, step or peer gives errors of order 1.
-# Also pc_app (a hand-written FuseRS with cfrt_gemm beta = 1) on 2 and 4.
+# Also pc_app (a hand-written FuseRS with cfrt_gemm beta = 1) on 2 and 4,
+# and attn_check (the fused attention kernel, tests/gpu/attn_check.c) on 1.
 . tests/lib.sh
 out=$B/tests/gpu-run
 rm -rf "$out"
@@ -73,3 +74,21 @@ for n in 2 4; do
 		fi
 	done
 done
+
+# -- attention on one GPU: the fused kernel against the GEMM path and a
+# host reference (tests/gpu/attn_check.c), one PASS/FAIL per case; then
+# the timings of both paths at the benchmark shape.
+$MPIRUN -x NCCL_NVLS_ENABLE -n 1 "$B/tests/gpu/attn_check" \
+	>"$out/attn_check" 2>&1
+arc=$?
+sed -nE 's/^attn_check: ([^:]*): (.*: )?(ok|MISMATCH)$/\3 \1/p' \
+	"$out/attn_check" | while read -r res name; do
+	if [ "$res" = ok ]; then pass "gpu: attn $name"; else fail "gpu: attn $name"; fi
+done
+if [ $arc = 0 ] && grep -q '^attn_check: all ok$' "$out/attn_check"; then
+	pass "gpu: attn_check"
+else
+	fail "gpu: attn_check"
+	tail -n 20 "$out/attn_check"
+fi
+grep '^attn_check: time' "$out/attn_check"
