@@ -23,12 +23,14 @@ mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0 B OMPI_MCA_btl_vader_single_copy_mechanism=none
 MPIRUN="mpirun --allow-run-as-root --timeout 120"
 JOBS=${JOBS:-6}
+# EXAMPLES: the specs to run (default every example)
+EXAMPLES=${EXAMPLES:-$(ls examples/*.cf)}
 
 group() { sed -n 's/^ *group \([a-z_]*\) *=.*/\1/p' "examples/$1.cf" | head -n 1; }
 
 # -- CPU f32 references: one rank, the MPI backend (or, where the GPU
 # machine cannot build it, dumps made so elsewhere: GPU_REFS=DIR)
-for f in examples/*.cf; do
+for f in $EXAMPLES; do
 	ex=$(basename "$f" .cf)
 	dir=$out/ref-$ex
 	if [ -n "${GPU_REFS:-}" ] && cp "$GPU_REFS/ref-$ex.bin" "$out/"; then
@@ -46,7 +48,7 @@ done
 
 # -- every case, JOBS at a time (GPUs are shared by the concurrent jobs).
 # TYPES_N2: the element types tested on 2 GPUs (all of them on 4).
-for f in examples/*.cf; do
+for f in $EXAMPLES; do
 	ex=$(basename "$f" .cf)
 	for n in 4 2; do
 		for s in "fuse(ring)" "fuse(bidir)" vanilla "slice(2)"; do
