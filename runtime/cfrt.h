@@ -391,8 +391,10 @@ int cfrt_softmax(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src);
  * causal != 0 masks key j for query i when j > q_offset + i; q_offset is the
  * global position of q's first row, so attention of a slice of the queries
  * against the whole K/V equals the same rows of whole attention (query
- * split). The scores use a workspace of Sq*Sk elements that the context
- * owns and grows on demand (freed at cfrt_finalize). */
+ * split). Where a backend materializes the scores (the MPI backend; the
+ * CUDA backend's f32 path and CFRT_ATTN=gemm) they use a workspace of
+ * Sq*Sk elements that the context owns and grows on demand (freed at
+ * cfrt_finalize); the CUDA backend's fused kernel needs none. */
 int cfrt_attention(cfrt_ctx *ctx, const cfrt_view *out, const cfrt_view *q,
                    const cfrt_view *k, const cfrt_view *v, int causal,
                    int64_t q_offset);

@@ -2,9 +2,10 @@
  *
  * Files: ctx.c (context hooks, device, CUDA errors, memory, clocks), ops.c
  * (elementwise, norms, scan, fill, copy), gemm.c (cuBLAS GEMM, matmul,
- * attention), xfer.c (transfer table, waits, groups, NCCL p2p and
- * collectives), ce.c (copy-engine transfers through CUDA IPC), kernels.cu
- * (the device kernels, behind kern.h); with the shared code of
+ * attention), lt.c (cuBLASLt GEMMs, their algorithm tuned per shape),
+ * xfer.c (transfer table, waits, groups, NCCL p2p and collectives), ce.c
+ * (copy-engine transfers through CUDA IPC), kernels.cu and flash.cu (the
+ * device kernels, behind kern.h); with the shared code of
  * runtime/common (common.h: errors, view and argument checks, the public
  * transfer calls).
  *
@@ -13,7 +14,10 @@
  * transfer starts after every compute call issued before it (an event of
  * cs that its stream waits on); cfrt_wait makes cs wait on the transfer's
  * completion event. The host never waits for the device except in
- * cfrt_wtime, cfrt_download, cfrt_upload, cfrt_sync and cfrt_finalize. */
+ * cfrt_wtime, cfrt_download, cfrt_upload, cfrt_sync and cfrt_finalize,
+ * and, with CFRT_GEMM=tune, in the first GEMM of each shape (it times
+ * the candidates on cs: every wait issued before it is then a blocking
+ * one, which verified schedules allow). */
 #ifndef CFRT_CUDA_BACKEND_H
 #define CFRT_CUDA_BACKEND_H
 
