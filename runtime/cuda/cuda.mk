@@ -66,8 +66,13 @@ $(B)/tests/gpu/attn_check: tests/gpu/attn_check.c $(B)/libcfrt_cuda.a
 	$(MPICC) $(CFLAGS_ALL) -Iruntime $(LDFLAGS_ALL) -o $@ $< \
 		$(B)/libcfrt_cuda.a $(CUDA_LIBS)
 
+# One ring step's transfer, a GEMM, and both at once (bench/gpu/xfer_probe.c).
+$(B)/bench/gpu/xfer_probe: bench/gpu/xfer_probe.c $(B)/libcfrt_cuda.a
+	@mkdir -p $(@D)
+	$(MPICC) $(CFLAGS_ALL) -Iruntime $(LDFLAGS_ALL) -o $@ $< $(B)/libcfrt_cuda.a $(CUDA_LIBS)
+
 CU_ALL = $(B)/libcfrt_cuda.a $(B)/cfrt_cuda.pc $(B)/tests/gpu/cmpdump \
-         $(B)/bench/gpu/gemm_probe $(B)/tests/gpu/attn_check
+         $(B)/bench/gpu/gemm_probe $(B)/bench/gpu/xfer_probe $(B)/tests/gpu/attn_check
 all: $(CU_ALL)
 CHECK_DEPS += $(CU_ALL)
 
