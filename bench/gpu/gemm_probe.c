@@ -7,7 +7,8 @@
  *   lt#i          cublasLtMatmul with heuristic answer i (i < --algos)
  *
  * all with f32 accumulation on the same inputs (uniform in [-1, 1),
- * rounded to the type) and a 32 MiB workspace, as the backend gives cuBLAS.
+ * rounded to bf16, truncated to f16) and a 32 MiB workspace, as the
+ * backend gives cuBLAS.
  *
  *   gemm_probe [--type bf16|f16|f32] [--iters N] [--algos N] M,N,K[,BETA]...
  *
