@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common.h"
 
@@ -32,6 +33,27 @@ int cfrti_mpierr(cfrt_ctx *ctx, int rc, const char *call)
 	if (MPI_Error_string(rc, s, &len) != MPI_SUCCESS)
 		snprintf(s, sizeof s, "MPI error %d", rc);
 	return cfrti_err(ctx, CFRT_ECOMM, "%s failed: %s", call, s);
+}
+
+int cfrti_env_choice(cfrt_ctx *ctx, const char *var, const char *const *names,
+                     int n, int def, int *out)
+{
+	const char *s = getenv(var);
+	char list[128] = "";
+	size_t len = 0;
+	*out = def;
+	if (!s || !*s)
+		return CFRT_OK;
+	for (int i = 0; i < n; i++) {
+		if (strcmp(s, names[i]) == 0) {
+			*out = i;
+			return CFRT_OK;
+		}
+		len += (size_t)snprintf(list + len, len < sizeof list ? sizeof list - len : 0,
+		                        "%s%s", i == 0 ? "" : i == n - 1 ? " or " : ", ",
+		                        names[i]);
+	}
+	return cfrti_err(ctx, CFRT_EINVAL, "%s=%s: use %s", var, s, list);
 }
 
 static int init_fail(int status, const char *fmt, ...)

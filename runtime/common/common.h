@@ -50,6 +50,12 @@ int cfrti_err(cfrt_ctx *ctx, int status, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 int cfrti_mpierr(cfrt_ctx *ctx, int rc, const char *call);
 
+/* A setting from environment variable var, one of names[0..n): its index
+ * in *out (def when var is unset or empty); any other value is
+ * CFRT_EINVAL "VAR=value: use a, b or c". */
+int cfrti_env_choice(cfrt_ctx *ctx, const char *var, const char *const *names,
+                     int n, int def, int *out);
+
 /* view.c: a line is the run of elements along one axis with the other
  * indices fixed; ops walk lines. */
 int cfrti_check_view(cfrt_ctx *ctx, const cfrt_view *v, const char *what);

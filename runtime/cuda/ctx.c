@@ -129,17 +129,9 @@ static int choose_device(MPI_Comm comm, int *dev)
 /* CFRT_TRANSFER: nccl (default), ce, or none (benchmarks only). */
 static int transfer_mode(cfrt_ctx *ctx)
 {
-	const char *s = getenv("CFRT_TRANSFER");
-	if (!s || !*s || !strcmp(s, "nccl"))
-		ctx->xmode = XM_NCCL;
-	else if (!strcmp(s, "ce"))
-		ctx->xmode = XM_CE;
-	else if (!strcmp(s, "none"))
-		ctx->xmode = XM_NONE;
-	else
-		return cfrti_err(ctx, CFRT_EINVAL, "CFRT_TRANSFER=%s: use nccl, "
-		                 "ce or none", s);
-	return CFRT_OK;
+	static const char *const names[] = {"nccl", "ce", "none"}; /* xmode */
+	return cfrti_env_choice(ctx, "CFRT_TRANSFER", names, 3, XM_NCCL,
+	                        &ctx->xmode);
 }
 
 /* NCCL over the context's ranks: rank 0's unique id, broadcast by MPI. */

@@ -37,47 +37,34 @@ struct attn_args {
 	float scale_log2;                   // log2(e) / sqrt(Dh)
 };
 
+// mma_op<T>::run: d += a b on the tensor cores (m16n8k16, f32 accumulate);
+// pack: two floats rounded to T, as one 32-bit register. One definition for
+// both types: they differ only in the PTX type and the conversion.
 template <typename T> struct mma_op;
-template <> struct mma_op<__nv_bfloat16> {
-	static __device__ __forceinline__ void run(float (&d)[4],
-	                                           const uint32_t (&a)[4],
-	                                           uint32_t b0, uint32_t b1)
-	{
-		asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-		             "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-		             "{%0,%1,%2,%3};\n"
-		             : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-		             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]),
-		               "r"(b0), "r"(b1));
-	}
-	static __device__ __forceinline__ uint32_t pack(float lo, float hi)
-	{
-		__nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-		uint32_t u;
-		memcpy(&u, &v, 4);
-		return u;
-	}
-};
-template <> struct mma_op<__half> {
-	static __device__ __forceinline__ void run(float (&d)[4],
-	                                           const uint32_t (&a)[4],
-	                                           uint32_t b0, uint32_t b1)
-	{
-		asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-		             "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-		             "{%0,%1,%2,%3};\n"
-		             : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-		             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]),
-		               "r"(b0), "r"(b1));
-	}
-	static __device__ __forceinline__ uint32_t pack(float lo, float hi)
-	{
-		__half2 v = __floats2half2_rn(lo, hi);
-		uint32_t u;
-		memcpy(&u, &v, 4);
-		return u;
-	}
-};
+#define MMA_OP(T, PTX, T2, CVT2)                                               \
+	template <> struct mma_op<T> {                                         \
+		static __device__ __forceinline__ void run(float (&d)[4],      \
+		                                           const uint32_t (&a)[4], \
+		                                           uint32_t b0, uint32_t b1) \
+		{                                                              \
+			asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." PTX \
+			             "." PTX ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, " \
+			             "{%8,%9}, {%0,%1,%2,%3};\n"               \
+			             : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]) \
+			             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), \
+			               "r"(b0), "r"(b1));                     \
+		}                                                              \
+		static __device__ __forceinline__ uint32_t pack(float lo, float hi) \
+		{                                                              \
+			T2 v = CVT2(lo, hi);                                   \
+			uint32_t u;                                            \
+			memcpy(&u, &v, 4);                                     \
+			return u;                                              \
+		}                                                              \
+	};
+MMA_OP(__nv_bfloat16, "bf16", __nv_bfloat162, __floats2bfloat162_rn)
+MMA_OP(__half, "f16", __half2, __floats2half2_rn)
+#undef MMA_OP
 
 __device__ __forceinline__ unsigned smem_addr(const void *p)
 {

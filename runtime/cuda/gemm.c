@@ -162,15 +162,8 @@ static int attn_heads(cfrt_ctx *ctx, const cfrt_view *out, const cfrt_view *q,
  * wherever it applies) or gemm (always the two GEMMs, for comparison). */
 static int attn_mode(cfrt_ctx *ctx, int *flash)
 {
-	const char *s = getenv("CFRT_ATTN");
-	if (!s || !*s || !strcmp(s, "flash"))
-		*flash = 1;
-	else if (!strcmp(s, "gemm"))
-		*flash = 0;
-	else
-		return cfrti_err(ctx, CFRT_EINVAL, "CFRT_ATTN=%s: use flash or "
-		                 "gemm", s);
-	return CFRT_OK;
+	static const char *const names[] = {"gemm", "flash"}; /* *flash */
+	return cfrti_env_choice(ctx, "CFRT_ATTN", names, 2, 1, flash);
 }
 
 /* A [B,H,S,Dh] view for the fused kernel: st[2] the row stride. */

@@ -40,17 +40,9 @@ struct lt_plan {
 /* CFRT_GEMM, read by cfrti_ctx_setup. */
 int cfrti_gemm_mode(cfrt_ctx *ctx)
 {
-	const char *s = getenv("CFRT_GEMM");
-	if (!s || !*s || !strcmp(s, "tune"))
-		ctx->gemm_mode = GM_TUNE;
-	else if (!strcmp(s, "heuristic"))
-		ctx->gemm_mode = GM_HEURISTIC;
-	else if (!strcmp(s, "cublas"))
-		ctx->gemm_mode = GM_CUBLAS;
-	else
-		return cfrti_err(ctx, CFRT_EINVAL, "CFRT_GEMM=%s: use tune, "
-		                 "heuristic or cublas", s);
-	return CFRT_OK;
+	static const char *const names[] = {"tune", "heuristic", "cublas"};
+	return cfrti_env_choice(ctx, "CFRT_GEMM", names, 3, GM_TUNE,
+	                        &ctx->gemm_mode);
 }
 
 /* The largest power of two up to 256 dividing every address. */

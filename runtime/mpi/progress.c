@@ -32,17 +32,8 @@ const char *cfrt_progress_name(const cfrt_ctx *ctx)
 
 static int parse_mode(cfrt_ctx *ctx, int *mode)
 {
-	const char *s = getenv("CFRT_PROGRESS");
-	*mode = DEFAULT_MODE;
-	if (!s || !*s)
-		return CFRT_OK;
-	for (int i = 0; i < 3; i++)
-		if (strcmp(s, mode_names[i]) == 0) {
-			*mode = i;
-			return CFRT_OK;
-		}
-	return cfrti_err(ctx, CFRT_EINVAL, "CFRT_PROGRESS=%s: expected panel, "
-	                 "thread or none", s);
+	return cfrti_env_choice(ctx, "CFRT_PROGRESS", mode_names, 3,
+	                        DEFAULT_MODE, mode);
 }
 
 /* Tests every ACTIVE slot once. Requires mu held. A test that fails marks

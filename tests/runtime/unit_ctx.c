@@ -81,7 +81,7 @@ static void test_progress_modes(void)
 	                CFRT_EINVAL);
 	unsetenv("CFRT_PROGRESS");
 	CU_ASSERT_STRING_EQUAL(cfrt_last_error(NULL), "cfrt_init: CFRT_PROGRESS="
-	                       "bogus: expected panel, thread or none");
+	                       "bogus: use none, panel or thread");
 }
 
 /* Writes <prefix>.rank<W>.ctx<k>.json (this is not the process's first
