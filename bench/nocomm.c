@@ -30,22 +30,6 @@ int __wrap_cfrt_isend(cfrt_ctx *, const void *, int64_t, cfrt_dtype, int,
                       int, cfrt_req *);
 int __wrap_cfrt_irecv(cfrt_ctx *, void *, int64_t, cfrt_dtype, int, int,
                       cfrt_req *);
-int __wrap_cfrt_all_gather(cfrt_ctx *, const void *, void *, int64_t,
-                           cfrt_dtype);
-int __wrap_cfrt_iall_gather(cfrt_ctx *, const void *, void *, int64_t,
-                            cfrt_dtype, cfrt_req *);
-int __wrap_cfrt_reduce_scatter(cfrt_ctx *, const void *, void *, int64_t,
-                               cfrt_dtype);
-int __wrap_cfrt_ireduce_scatter(cfrt_ctx *, const void *, void *, int64_t,
-                                cfrt_dtype, cfrt_req *);
-int __wrap_cfrt_all_reduce(cfrt_ctx *, const void *, void *, int64_t,
-                           cfrt_dtype);
-int __wrap_cfrt_iall_reduce(cfrt_ctx *, const void *, void *, int64_t,
-                            cfrt_dtype, cfrt_req *);
-int __wrap_cfrt_all_to_all(cfrt_ctx *, const void *, void *, int64_t,
-                           cfrt_dtype);
-int __wrap_cfrt_iall_to_all(cfrt_ctx *, const void *, void *, int64_t,
-                            cfrt_dtype, cfrt_req *);
 
 int __wrap_cfrt_isend(cfrt_ctx *ctx, const void *buf, int64_t n,
                       cfrt_dtype t, int peer, int tag, cfrt_req *req)
@@ -94,7 +78,13 @@ static void fill(cfrt_ctx *ctx, const char *s, char *r, size_t blk, int kind)
 	}
 }
 
+/* Each collective and its nonblocking form, declared (for
+ * -Wmissing-prototypes) and defined. */
 #define NOCOMM(name, kind)                                                  \
+	int __wrap_cfrt_##name(cfrt_ctx *, const void *, void *, int64_t,   \
+	                       cfrt_dtype);                                 \
+	int __wrap_cfrt_i##name(cfrt_ctx *, const void *, void *, int64_t,  \
+	                        cfrt_dtype, cfrt_req *);                    \
 	int __wrap_cfrt_##name(cfrt_ctx *ctx, const void *s, void *r,       \
 	                       int64_t n, cfrt_dtype t)                     \
 	{                                                                   \
