@@ -302,7 +302,8 @@ typedef struct Node {
 } Node;
 
 typedef enum SchedKind { SK_DEFAULT, SK_VANILLA, SK_SLICE, SK_FUSE, SK_AUTO } SchedKind;
-typedef enum Topo { TP_RING, TP_BIDIR, TP_PAIRWISE } Topo;
+typedef enum Topo { TP_RING, TP_BIDIR, TP_PAIRWISE, NTOPO } Topo;
+extern const char *const topo_name[NTOPO]; /* "ring", "bidir", "pairwise" */
 
 typedef struct SchedChoice {
 	SchedKind kind;

@@ -64,8 +64,6 @@ dist_str(Arena *a, const Value *v)
 	}
 }
 
-static const char *const topo_name[] = {"ring", "bidir", "pairwise"};
-
 const char *
 graph_sched_str(Arena *a, const SchedChoice *s)
 {

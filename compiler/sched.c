@@ -60,24 +60,16 @@ sched_guard(const Guard *g, int r, int i, int n)
 }
 
 /* "fuse(ring)", "fuse(bidir,m=2)", "fuse(ring,split=query)", "slice(4)",
- * "vanilla", "auto": the spelling of the verify summary line. */
+ * "vanilla", "auto": the spelling of the verify summary line, which is
+ * graph_sched_str's without the spaces. */
 const char *
 sched_kind_str(Arena *a, const SchedChoice *s)
 {
-	static const char *const topo[] = {"ring", "bidir", "pairwise"};
+	char *t = arena_strdup(a, graph_sched_str(a, s)), *q = t;
 
-	switch (s->kind) {
-	case SK_VANILLA:
-		return "vanilla";
-	case SK_SLICE:
-		return arena_printf(a, "slice(%d)", s->k);
-	case SK_AUTO:
-		return "auto";
-	case SK_DEFAULT:
-	case SK_FUSE:
-		break;
-	}
-	return arena_printf(a, "fuse(%s%s%s)", topo[s->topo],
-	                    s->m > 1 ? arena_printf(a, ",m=%d", s->m) : "",
-	                    s->query ? ",split=query" : "");
+	for (const char *p = t; *p; p++)
+		if (*p != ' ')
+			*q++ = *p;
+	*q = 0;
+	return t;
 }

@@ -2075,14 +2075,13 @@ fuse_option(Sema *S, const Expr *o, SchedChoice *c, int *seen)
 static int
 choice_fuse(Sema *S, const Expr *e, SchedChoice *c)
 {
-	static const char *const topo[] = {"ring", "bidir", "pairwise"};
 	int n = e->kind == E_CALL ? e->u.call.args.n : 0;
 	const Expr *const *args = n ? (const Expr *const *)e->u.call.args.v : NULL;
 	int ok = 1, seen = 0, t = -1;
 
 	c->kind = SK_FUSE;
-	for (int i = 0; n && args[0]->kind == E_NAME && i < 3; i++)
-		if (strcmp(args[0]->u.name, topo[i]) == 0)
+	for (int i = 0; n && args[0]->kind == E_NAME && i < NTOPO; i++)
+		if (strcmp(args[0]->u.name, topo_name[i]) == 0)
 			t = i;
 	if (t < 0) {
 		serr(S, n ? args[0]->loc : e->loc, "fuse needs a topology first: "

@@ -1,5 +1,5 @@
 /* util.c: the arena that owns a compilation, growable vectors, fatal errors,
- * and the tables generated from ops.def and DTYPES.
+ * the tables generated from ops.def and DTYPES, and the topology names.
  * ensures: arena memory is zeroed and lives until arena_free. */
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +32,8 @@ const int dtype_size[NDTYPE] = {
 	DTYPES(X)
 #undef X
 };
+
+const char *const topo_name[NTOPO] = {"ring", "bidir", "pairwise"};
 
 const OpInfo op_info[NOP] = {
 #define OP(id, s, lo, hi, cl) {s, lo, hi, cl},
