@@ -301,7 +301,7 @@ typedef struct Node {
 	                            * &Graph.defsched when none names it */
 } Node;
 
-typedef enum SchedKind { SK_DEFAULT, SK_VANILLA, SK_SLICE, SK_FUSE, SK_AUTO } SchedKind;
+typedef enum SchedKind { SK_VANILLA, SK_SLICE, SK_FUSE, SK_AUTO } SchedKind;
 typedef enum Topo { TP_RING, TP_BIDIR, TP_PAIRWISE, NTOPO } Topo;
 extern const char *const topo_name[NTOPO]; /* "ring", "bidir", "pairwise" */
 

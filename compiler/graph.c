@@ -71,12 +71,11 @@ graph_sched_str(Arena *a, const SchedChoice *s)
 	case SK_VANILLA: return "vanilla";
 	case SK_AUTO: return "auto";
 	case SK_SLICE: return arena_printf(a, "slice(%d)", s->k);
-	case SK_FUSE:
-		return arena_printf(a, "fuse(%s%s%s)", topo_name[s->topo],
-		                    s->m > 1 ? arena_printf(a, ", m = %d", s->m) : "",
-		                    s->query ? ", split = query" : "");
-	default: return "default";
+	case SK_FUSE: break;
 	}
+	return arena_printf(a, "fuse(%s%s%s)", topo_name[s->topo],
+	                    s->m > 1 ? arena_printf(a, ", m = %d", s->m) : "",
+	                    s->query ? ", split = query" : "");
 }
 
 /* The non-tensor arguments of n, each with a leading ", ". */

@@ -917,10 +917,6 @@ lw_coll_new(Lower *L, Node *n)
 
 	c->node = n;
 	c->want = *n->sched;
-	if (c->want.kind == SK_DEFAULT)
-		c->want = (SchedChoice){.kind = SK_FUSE, .topo = TP_RING, .m = 1, .loc = c->want.loc};
-	if (c->want.m < 1)
-		c->want.m = 1;
 	c->N = n->a.coll.group->size;
 	c->bin = c->bout = -1;
 	SchedChoice guess = c->want;
