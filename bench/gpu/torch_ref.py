@@ -168,6 +168,26 @@ def case_a(c, case="a", S=4096, B=32, D=4096, Fd=16384):
         run_asynctp(c, case, f, y)
 
 
+def time_local_and_tp(c, case, local, tp_run):
+    """Cases b, c, d: times the local computation alone and the whole TP
+    step, then runs the step once more for the output to compare; returns
+    what it returns."""
+    c.emit(case=case, impl="compute", ms=median_ms(local, c.iters))
+    c.emit(case=case, impl="torch", ms=median_ms(tp_run, c.iters))
+    return tp_run()
+
+
+def gathered_x_w1(c, S, B, D):
+    """The input of cases b and d: this rank's x [S/tp, B, D], its columns of
+    w1 [D, 4D] and the all-gathered x (filled once)."""
+    tp, r, Fl = c.tp, c.r, 4 * D // c.tp
+    xt = fill(1000, [S, B, D], [r * S // tp, 0, 0], [S // tp, B, D])
+    w1 = fill(1001, [D, 4 * D], [0, r * Fl], [D, Fl])
+    xa = torch.empty(S, B, D, dtype=torch.bfloat16, device="cuda")
+    dist.all_gather_into_tensor(xa, xt)
+    return xt, w1, xa
+
+
 def run_asynctp(c, case, f, y):
     try:
         ms = median_ms(f, c.iters)
@@ -190,12 +210,9 @@ def case_b(c, case="b", B=32, S=4096, D=4096):
     """The MLP block (bench/mlp_sbd.cf, [S, B, D]): all-gather, GEMM,
     gelu, GEMM, reduce-scatter."""
     tp, r, Fl = c.tp, c.r, 4 * D // c.tp
-    xt = fill(1000, [S, B, D], [r * S // tp, 0, 0], [S // tp, B, D])
-    w1 = fill(1001, [D, 4 * D], [0, r * Fl], [D, Fl])
+    xt, w1, xa = gathered_x_w1(c, S, B, D)
     w2 = fill(1002, [4 * D, D], [r * Fl, 0], [Fl, D])
-    xa = torch.empty(S, B, D, dtype=torch.bfloat16, device="cuda")
     y = torch.empty(S // tp, B, D, dtype=torch.bfloat16, device="cuda")
-    dist.all_gather_into_tensor(xa, xt)
 
     def local():
         return torch.matmul(F.gelu(torch.matmul(xa, w1), approximate="tanh"), w2)
@@ -204,9 +221,7 @@ def case_b(c, case="b", B=32, S=4096, D=4096):
         dist.all_gather_into_tensor(xa, xt)
         dist.reduce_scatter_tensor(y, local())
 
-    c.emit(case=case, impl="compute", ms=median_ms(local, c.iters))
-    c.emit(case=case, impl="torch", ms=median_ms(tp_run, c.iters))
-    tp_run()
+    time_local_and_tp(c, case, local, tp_run)
     compare(c, case, y, [S, B, D], 0)
     if c.symm:
         def f():
@@ -218,11 +233,7 @@ def case_b(c, case="b", B=32, S=4096, D=4096):
 
 def case_d(c, case="d", B=32, S=4096, D=4096):
     """bench/ag_gemm.cf, [S, B, D]: all-gather, GEMM, gelu."""
-    tp, r, Fl = c.tp, c.r, 4 * D // c.tp
-    xt = fill(1000, [S, B, D], [r * S // tp, 0, 0], [S // tp, B, D])
-    w1 = fill(1001, [D, 4 * D], [0, r * Fl], [D, Fl])
-    xa = torch.empty(S, B, D, dtype=torch.bfloat16, device="cuda")
-    dist.all_gather_into_tensor(xa, xt)
+    xt, w1, xa = gathered_x_w1(c, S, B, D)
 
     def local():
         return F.gelu(torch.matmul(xa, w1), approximate="tanh")
@@ -231,10 +242,8 @@ def case_d(c, case="d", B=32, S=4096, D=4096):
         dist.all_gather_into_tensor(xa, xt)
         return local()
 
-    c.emit(case=case, impl="compute", ms=median_ms(local, c.iters))
-    c.emit(case=case, impl="torch", ms=median_ms(tp_run, c.iters))
     # ours is not dumped: 17 GB of doubles; case b checks the same ops
-    h = tp_run()
+    h = time_local_and_tp(c, case, local, tp_run)
     if c.symm:
         def f():
             _, (g,) = c.symm.fused_all_gather_matmul(xt, [w1], 0, c.group)
@@ -268,9 +277,7 @@ def case_c(c, case="c", B=16, S=4096, D=4096, H=32):
         dist.all_gather_into_tensor(xa, xt)
         dist.reduce_scatter_tensor(y, local())
 
-    c.emit(case=case, impl="compute", ms=median_ms(local, c.iters))
-    c.emit(case=case, impl="torch", ms=median_ms(tp_run, c.iters))
-    tp_run()
+    time_local_and_tp(c, case, local, tp_run)
     compare(c, case, y, [B, S, D], 1, to_sbd=True)
     if c.symm:
         def f():
