@@ -9,10 +9,10 @@
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # Two ranks share two cores: one BLAS thread each.
 export OPENBLAS_NUM_THREADS=1
-# Open MPI's own leaks at MPI_Init are suppressed, not leak checking; the
-# slow unwinder lets the suppressions see through Open MPI's frames.
-export ASAN_OPTIONS="$ASAN_OPTIONS:fast_unwind_on_malloc=0"
-export LSAN_OPTIONS="suppressions=$ROOT/tests/runtime/lsan.supp:print_suppressions=0"
+# lib.sh sets the sanitizers' options (under SAN: Open MPI's own leaks at
+# MPI_Init suppressed, the slow unwinder to see through its frames);
+# LSAN_OPTIONS exists without SAN too, for mpirun -x.
+export LSAN_OPTIONS="${LSAN_OPTIONS:-}"
 out=$B/tests/rt
 rm -rf "$out"
 mkdir -p "$out"
