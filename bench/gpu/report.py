@@ -29,6 +29,9 @@ CASES = {
     "d": "all-gather + column-parallel GEMM + gelu (M=32*4096, K=4096, N=16384/tp)",
 }
 
+# The schedules' order in the table; others follow.
+ORDER = ["vanilla", "slice(4)", "fuse(ring)", "fuse(bidir)"]
+
 
 def read_runs(path):
     runs = {}
@@ -62,8 +65,7 @@ def rows_for(case, tp, runs, torch, dump_mode):
     get = lambda s, m: runs.get((case, tp, s, m))
     comp = get("vanilla", "none")
     scheds = sorted({k[2] for k in runs if k[0] == case and k[1] == tp},
-                    key=lambda s: ["vanilla", "slice(4)", "fuse(ring)", "fuse(bidir)"].index(s)
-                    if s in ["vanilla", "slice(4)", "fuse(ring)", "fuse(bidir)"] else 9)
+                    key=lambda s: ORDER.index(s) if s in ORDER else len(ORDER))
     err = torch.get((case, tp, "ours-vs-torch"), {}).get("err")
     for m in ("nccl", "ce", "none"):
         van = get("vanilla", m) or get("vanilla", "nccl")
