@@ -52,8 +52,7 @@ for f in examples/*.cf; do
 done
 
 echo
-awk -F, 'NR == 1 { printf "%-12s %-28s %5s %10s %12s\n", $1, $2, $3, $4, $5; next }
-         { printf "%-12s %-28s %5s %10s %12s\n", $1, $2, $3, $4, $5 }' "$csv"
+awk -F, '{ printf "%-12s %-28s %5s %10s %12s\n", $1, $2, $3, $4, $5 }' "$csv"
 echo
 echo "max_rel_err: the parallel output against the serial reference (max |out - ref| / max |ref|)."
 echo "time_ms at these small sizes is mostly per-call overhead; make bench compares speed."
