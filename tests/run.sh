@@ -12,7 +12,7 @@ for t in $scripts; do
 	echo "== $name"
 	sh "$t" >"$log/$name.out" 2>&1
 	rc=$?
-	grep -E '^(PASS|FAIL) ' "$log/$name.out" | grep '^FAIL' | sed 's/^/   /'
+	grep '^FAIL ' "$log/$name.out" | sed 's/^/   /'
 	p=$(grep -c '^PASS ' "$log/$name.out")
 	f=$(grep -c '^FAIL ' "$log/$name.out")
 	if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
