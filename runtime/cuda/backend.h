@@ -91,7 +91,7 @@ typedef struct xfer {
 	cudaEvent_t ready; /* slot-owned; CE receive: cs before the irecv */
 	/* copy-engine state */
 	int ce;         /* this transfer moves by copy engine */
-	int issued;     /* receive: copy enqueued; send: DONE arrived */
+	int issued;     /* CE receive: copy enqueued */
 	int ev_id;      /* CE send: ready event; CE receive: done event */
 	int next_fifo;  /* CE receive: next receive from the same peer */
 	MPI_Request mreq[2];
@@ -165,7 +165,6 @@ int cfrti_cuda(cfrt_ctx *ctx, cudaError_t e, const char *call);
 int cfrti_nccl(cfrt_ctx *ctx, ncclResult_t e, const char *call);
 int cfrti_blas(cfrt_ctx *ctx, cublasStatus_t e, const char *call);
 int cfrti_ws_reserve(cfrt_ctx *ctx, size_t bytes);
-int cfrti_launched(cfrt_ctx *ctx, const char *what);
 const alloc_rec *cfrti_alloc_of(cfrt_ctx *ctx, const void *p, size_t bytes);
 int cfrti_alloc_handle(cfrt_ctx *ctx, const alloc_rec *a,
                        cudaIpcMemHandle_t *h);

@@ -54,12 +54,6 @@ int cfrti_enter(cfrt_ctx *ctx, const char *api)
 	return ctx->ce_open > 0 ? cfrti_ce_progress(ctx) : CFRT_OK;
 }
 
-/* After a kernel launch: the launch error, if any. */
-int cfrti_launched(cfrt_ctx *ctx, const char *what)
-{
-	return cfrti_cuda(ctx, cudaGetLastError(), what);
-}
-
 int cfrti_check_dtype(cfrt_ctx *ctx, cfrt_dtype t)
 {
 	if (t == CFRT_F32 || t == CFRT_F64 || t == CFRT_BF16 || t == CFRT_F16)
