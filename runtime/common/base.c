@@ -26,10 +26,12 @@ int cfrti_err(cfrt_ctx *ctx, int status, const char *fmt, ...)
 	return status;
 }
 
-int cfrti_mpierr(cfrt_ctx *ctx, int rc, const char *call)
+int cfrti_mpi(cfrt_ctx *ctx, int rc, const char *call)
 {
 	char s[MPI_MAX_ERROR_STRING];
 	int len = 0;
+	if (rc == MPI_SUCCESS)
+		return CFRT_OK;
 	if (MPI_Error_string(rc, s, &len) != MPI_SUCCESS)
 		snprintf(s, sizeof s, "MPI error %d", rc);
 	return cfrti_err(ctx, CFRT_ECOMM, "%s failed: %s", call, s);
@@ -146,8 +148,7 @@ int cfrt_barrier(cfrt_ctx *ctx)
 {
 	cfrti_base *b = cfrti_base_of(ctx);
 	b->api = "cfrt_barrier";
-	int rc = MPI_Barrier(b->comm);
-	return rc == MPI_SUCCESS ? CFRT_OK : cfrti_mpierr(ctx, rc, "MPI_Barrier");
+	return cfrti_mpi(ctx, MPI_Barrier(b->comm), "MPI_Barrier");
 }
 
 void cfrt_where(cfrt_ctx *ctx, const char *op, int step)

@@ -45,10 +45,11 @@ static inline const cfrti_base *cfrti_cbase_of(const cfrt_ctx *ctx)
 }
 
 /* base.c: messages. cfrti_err writes "API: message" into the context and
- * returns status; cfrti_mpierr names a failed MPI call with MPI's text. */
+ * returns status; cfrti_mpi is CFRT_OK for MPI_SUCCESS, else CFRT_ECOMM
+ * naming the failed call with MPI's text. */
 int cfrti_err(cfrt_ctx *ctx, int status, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
-int cfrti_mpierr(cfrt_ctx *ctx, int rc, const char *call);
+int cfrti_mpi(cfrt_ctx *ctx, int rc, const char *call);
 
 /* A setting from environment variable var, one of names[0..n): its index
  * in *out (def when var is unset or empty); any other value is

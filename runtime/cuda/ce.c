@@ -93,7 +93,7 @@ static int ev_test(cfrt_ctx *ctx, ipc_ev *e)
 			ctx->ev[e->ack]->busy = 0;
 		}
 	}
-	return rc == MPI_SUCCESS ? CFRT_OK : cfrti_mpierr(ctx, rc, "MPI_Test");
+	return cfrti_mpi(ctx, rc, "MPI_Test");
 }
 
 /* ---- peers' memory, events and streams ------------------------------- */
@@ -172,11 +172,6 @@ static int ce_stream(cfrt_ctx *ctx, int peer, cudaStream_t *s)
 
 /* ---- starting ---------------------------------------------------------- */
 
-static int mpi(cfrt_ctx *ctx, int rc, const char *call)
-{
-	return rc == MPI_SUCCESS ? CFRT_OK : cfrti_mpierr(ctx, rc, call);
-}
-
 /* 1: the handshake of a send. */
 static int start_send(cfrt_ctx *ctx, xfer *x)
 {
@@ -205,12 +200,13 @@ static int start_send(cfrt_ctx *ctx, xfer *x)
 	int rc = cfrti_cuda(ctx, cudaEventRecord(r->e, ctx->cs),
 	                    "cudaEventRecord");
 	if (rc == CFRT_OK)
-		rc = mpi(ctx, MPI_Isend(m, (int)sizeof *m, MPI_BYTE, x->d.peer,
-		         CE_TAG_READY, ctx->base.comm, &x->mreq[0]), "MPI_Isend");
+		rc = cfrti_mpi(ctx, MPI_Isend(m, (int)sizeof *m, MPI_BYTE,
+		               x->d.peer, CE_TAG_READY, ctx->base.comm,
+		               &x->mreq[0]), "MPI_Isend");
 	if (rc == CFRT_OK)
-		rc = mpi(ctx, MPI_Irecv(&x->done_msg, (int)sizeof x->done_msg,
-		         MPI_BYTE, x->d.peer, CE_TAG_DONE, ctx->base.comm, &x->mreq[1]),
-		         "MPI_Irecv");
+		rc = cfrti_mpi(ctx, MPI_Irecv(&x->done_msg, (int)sizeof x->done_msg,
+		               MPI_BYTE, x->d.peer, CE_TAG_DONE, ctx->base.comm,
+		               &x->mreq[1]), "MPI_Irecv");
 	if (rc != CFRT_OK)
 		r->busy = 0;
 	return rc;
@@ -223,9 +219,9 @@ static int start_recv(cfrt_ctx *ctx, xfer *x)
 	int rc = cfrti_cuda(ctx, cudaEventRecord(x->ready, ctx->cs),
 	                    "cudaEventRecord");
 	if (rc == CFRT_OK)
-		rc = mpi(ctx, MPI_Irecv(&x->ready_msg, (int)sizeof x->ready_msg,
-		         MPI_BYTE, p, CE_TAG_READY, ctx->base.comm, &x->mreq[0]),
-		         "MPI_Irecv");
+		rc = cfrti_mpi(ctx, MPI_Irecv(&x->ready_msg,
+		               (int)sizeof x->ready_msg, MPI_BYTE, p, CE_TAG_READY,
+		               ctx->base.comm, &x->mreq[0]), "MPI_Irecv");
 	if (rc != CFRT_OK)
 		return rc;
 	x->next_fifo = -1;
@@ -300,11 +296,13 @@ static int issue(cfrt_ctx *ctx, xfer *x)
 	d->wait_ack = 1;
 	rc = cfrti_cuda(ctx, cudaEventRecord(d->e, s), "cudaEventRecord");
 	if (rc == CFRT_OK)
-		rc = mpi(ctx, MPI_Isend(&d->done, (int)sizeof d->done, MPI_BYTE, p,
-		         CE_TAG_DONE, ctx->base.comm, &d->req[0]), "MPI_Isend");
+		rc = cfrti_mpi(ctx, MPI_Isend(&d->done, (int)sizeof d->done,
+		               MPI_BYTE, p, CE_TAG_DONE, ctx->base.comm,
+		               &d->req[0]), "MPI_Isend");
 	if (rc == CFRT_OK)
-		rc = mpi(ctx, MPI_Irecv(&d->ack, 1, MPI_INT32_T, p, CE_TAG_ACK,
-		         ctx->base.comm, &d->req[1]), "MPI_Irecv");
+		rc = cfrti_mpi(ctx, MPI_Irecv(&d->ack, 1, MPI_INT32_T, p,
+		               CE_TAG_ACK, ctx->base.comm, &d->req[1]),
+		               "MPI_Irecv");
 	x->issued = 1;
 	ctx->fifo_head[p] = x->next_fifo;
 	if (ctx->fifo_head[p] < 0)
@@ -320,8 +318,8 @@ int cfrti_ce_progress(cfrt_ctx *ctx)
 		while (rc == CFRT_OK && ctx->fifo_head[p] >= 0) {
 			xfer *x = ctx->x[ctx->fifo_head[p]];
 			int flag = 0;
-			rc = mpi(ctx, MPI_Test(&x->mreq[0], &flag,
-			         MPI_STATUS_IGNORE), "MPI_Test");
+			rc = cfrti_mpi(ctx, MPI_Test(&x->mreq[0], &flag,
+			               MPI_STATUS_IGNORE), "MPI_Test");
 			if (rc != CFRT_OK || !flag)
 				break;
 			rc = issue(ctx, x);
@@ -349,13 +347,14 @@ static int wait_send(cfrt_ctx *ctx, xfer *x)
 	int flag = 0, rc = CFRT_OK;
 	cudaEvent_t d;
 	while (rc == CFRT_OK && !flag) {
-		rc = mpi(ctx, MPI_Test(&x->mreq[1], &flag, MPI_STATUS_IGNORE),
-		         "MPI_Test");
+		rc = cfrti_mpi(ctx, MPI_Test(&x->mreq[1], &flag,
+		               MPI_STATUS_IGNORE), "MPI_Test");
 		if (rc == CFRT_OK && !flag)
 			rc = cfrti_ce_progress(ctx);
 	}
 	if (rc == CFRT_OK) /* DONE came, so READY was received */
-		rc = mpi(ctx, MPI_Wait(&x->mreq[0], MPI_STATUS_IGNORE), "MPI_Wait");
+		rc = cfrti_mpi(ctx, MPI_Wait(&x->mreq[0], MPI_STATUS_IGNORE),
+		               "MPI_Wait");
 	if (rc == CFRT_OK)
 		rc = remote_ev_of(ctx, x->d.peer, x->done_msg.ev_id,
 		                  &x->done_msg.ev, &d);
@@ -365,8 +364,9 @@ static int wait_send(cfrt_ctx *ctx, xfer *x)
 	ipc_ev *r = ctx->ev[x->ev_id];
 	r->ack = x->done_msg.ev_id;
 	if (rc == CFRT_OK)
-		rc = mpi(ctx, MPI_Isend(&r->ack, 1, MPI_INT32_T, x->d.peer,
-		         CE_TAG_ACK, ctx->base.comm, &r->req[0]), "MPI_Isend");
+		rc = cfrti_mpi(ctx, MPI_Isend(&r->ack, 1, MPI_INT32_T, x->d.peer,
+		               CE_TAG_ACK, ctx->base.comm, &r->req[0]),
+		               "MPI_Isend");
 	r->busy = 0;
 	return rc;
 }

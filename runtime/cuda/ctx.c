@@ -138,13 +138,13 @@ static int nccl_setup(cfrt_ctx *ctx)
 	int ok = rc == CFRT_OK, all = 0;
 	int mrc = MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, ctx->base.comm);
 	if (mrc != MPI_SUCCESS)
-		return cfrti_mpierr(ctx, mrc, "MPI_Allreduce");
+		return cfrti_mpi(ctx, mrc, "MPI_Allreduce");
 	if (!all)
 		return rc != CFRT_OK ? rc : cfrti_err(ctx, CFRT_ECOMM,
 		                                      "rank 0 has no NCCL id");
 	mrc = MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, ctx->base.comm);
 	if (mrc != MPI_SUCCESS)
-		return cfrti_mpierr(ctx, mrc, "MPI_Bcast");
+		return cfrti_mpi(ctx, mrc, "MPI_Bcast");
 	return cfrti_nccl(ctx, ncclCommInitRank(&ctx->nccl, ctx->base.size,
 	                                        id, ctx->base.rank),
 	                  "ncclCommInitRank");

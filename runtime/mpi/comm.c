@@ -65,7 +65,7 @@ int cfrti_xfer_start(cfrt_ctx *ctx, const char *api, const xdesc *d,
 	double t0 = cfrti_now();
 	int mrc = mpi_start(ctx, d, &r);
 	if (mrc != MPI_SUCCESS)
-		return cfrti_mpierr(ctx, mrc, mpi_call[d->kind]);
+		return cfrti_mpi(ctx, mrc, mpi_call[d->kind]);
 	cfrti_xfer_add(ctx, name, t0, r, req);
 	return CFRT_OK;
 }

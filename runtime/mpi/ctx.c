@@ -103,7 +103,7 @@ int cfrti_ctx_setup(cfrt_ctx *ctx)
 	int rc = MPI_Allreduce(&t, &ctx->origin, 1, MPI_DOUBLE, MPI_MIN,
 	                       ctx->base.comm);
 	if (rc != MPI_SUCCESS)
-		return cfrti_mpierr(ctx, rc, "MPI_Allreduce");
+		return cfrti_mpi(ctx, rc, "MPI_Allreduce");
 	pthread_mutex_init(&ctx->mu, NULL);
 	pthread_cond_init(&ctx->cv, NULL);
 	ctx->trace_path = trace_path(ctx->base.world_rank);

@@ -198,7 +198,7 @@ int cfrti_xfer_wait(cfrt_ctx *ctx, cfrt_req *req)
 	pthread_mutex_unlock(&ctx->mu);
 	req->slot = 0;
 	req->gen = 0;
-	return rc == MPI_SUCCESS ? CFRT_OK : cfrti_mpierr(ctx, rc, "MPI_Wait");
+	return cfrti_mpi(ctx, rc, "MPI_Wait");
 }
 
 int cfrti_xfer_wait_all_slots(cfrt_ctx *ctx)
@@ -213,5 +213,5 @@ int cfrti_xfer_wait_all_slots(cfrt_ctx *ctx)
 			rc = r;
 	}
 	pthread_mutex_unlock(&ctx->mu);
-	return rc == MPI_SUCCESS ? CFRT_OK : cfrti_mpierr(ctx, rc, "MPI_Wait");
+	return cfrti_mpi(ctx, rc, "MPI_Wait");
 }
