@@ -706,17 +706,6 @@ emit_coll_blocks(Par *P, const Item *it, const char *base, int unpack)
 	emit_close(&cg->e, "");
 }
 
-static const char *
-coll_fn(int op)
-{
-	switch (op) {
-	case OP_ALL_GATHER: return "all_gather";
-	case OP_REDUCE_SCATTER: return "reduce_scatter";
-	case OP_ALL_REDUCE: return "all_reduce";
-	default: return "all_to_all";
-	}
-}
-
 /* Declares sst (what the collective sends) or rst (recv: where it
  * receives): the tensor itself when its blocks already lie in the
  * library's order, else staging slot k, packed here when it is sent. */
@@ -765,6 +754,7 @@ emit_coll(Par *P, const Item *it)
 	const char *dt = cg_dtype(c->node->in[0]->dtype);
 	const char *base = sel_c(a, &it->u.coll.sel, NULL);
 
+	/* the runtime's collectives bear the ops' names: cfrt_[i]all_gather, ... */
 	item_begin(P);
 	if (!blocking)
 		emit(&cg->e, "int rd = %s, k = cf_mod(rd, %d);\n", ix_c(a, &it->u.coll.round), l->slots);
@@ -773,7 +763,7 @@ emit_coll(Par *P, const Item *it)
 	emit_coll_side(P, it, base, 0);
 	emit_coll_side(P, it, base, 1);
 	if (blocking) {
-		emit(&cg->e, "CFRT_TRY(ctx, cfrt_%s(ctx, sst, rst, %lld, %s));\n", coll_fn(op),
+		emit(&cg->e, "CFRT_TRY(ctx, cfrt_%s(ctx, sst, rst, %lld, %s));\n", op_info[op].name,
 		     (long long)cnt, dt);
 		if (l->staged[1])
 			emit_coll_blocks(P, it, base, 1);
@@ -782,7 +772,7 @@ emit_coll(Par *P, const Item *it)
 		if (l->usebase)
 			emit(&cg->e, "cbase%d[k] = %s;\n", lb, base);
 		emit(&cg->e, "CFRT_TRY(ctx, cfrt_i%s(ctx, sst, rst, %lld, %s, &rq%d[k]));\n",
-		     coll_fn(op), (long long)cnt, dt, lb);
+		     op_info[op].name, (long long)cnt, dt, lb);
 	}
 	item_end(P);
 }
