@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common.h"
 
@@ -56,6 +57,14 @@ int cfrti_env_choice(cfrt_ctx *ctx, const char *var, const char *const *names,
 		                        names[i]);
 	}
 	return cfrti_err(ctx, CFRT_EINVAL, "%s=%s: use %s", var, s, list);
+}
+
+/* CLOCK_MONOTONIC: never steps back. */
+double cfrti_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static int init_fail(int status, const char *fmt, ...)

@@ -1,12 +1,12 @@
 /* common.h: private to the backends of cfrt; what they share.
  *
  * Files: base.c (cfrt_init and cfrt_finalize around the backend's hooks,
- * the getters, error messages, the last error, cfrt_where, cfrt_fail),
- * view.c (view checks, line walk), check.c (argument checks of the
- * compute ops), matmul.c (GEMM and matmul arguments, matmul's batch loop,
- * attention checks), transfer.c (transfer checks and the public transfer
- * calls). Their names differ from the backends' files: one archive holds
- * both.
+ * the getters, error messages, the last error, the clock, cfrt_where,
+ * cfrt_fail), view.c (view checks, line walk), check.c (argument checks of
+ * the compute ops), matmul.c (GEMM and matmul arguments, matmul's batch
+ * loop, attention checks), transfer.c (transfer checks and the public
+ * transfer calls). Their names differ from the backends' files: one
+ * archive holds both.
  *
  * Compiled once, with no backend header: the shared code sees a context
  * only through its first member, a cfrti_base, and calls the backend only
@@ -56,6 +56,9 @@ int cfrti_mpi(cfrt_ctx *ctx, int rc, const char *call);
  * CFRT_EINVAL "VAR=value: use a, b or c". */
 int cfrti_env_choice(cfrt_ctx *ctx, const char *var, const char *const *names,
                      int n, int def, int *out);
+
+/* Seconds on a monotonic clock (cfrt_wtime, traces). */
+double cfrti_now(void);
 
 /* view.c: a line is the run of elements along one axis with the other
  * indices fixed; ops walk lines. */

@@ -8,7 +8,6 @@
  * back as statuses with messages. */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "backend.h"
 
@@ -274,18 +273,11 @@ const char *cfrt_progress_name(const cfrt_ctx *ctx)
 	return "device";
 }
 
-static double now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 double cfrt_wtime(cfrt_ctx *ctx)
 {
 	/* a failure here shows at the next call that checks */
 	cudaStreamSynchronize(ctx->cs);
-	return now();
+	return cfrti_now();
 }
 
 /* ---- memory ----------------------------------------------------------- */

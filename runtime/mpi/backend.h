@@ -1,6 +1,6 @@
 /* backend.h: private to the MPI + CBLAS backend of cfrt.
  *
- * Files: ctx.c (context hooks, clock, memory), trace.c (Chrome trace),
+ * Files: ctx.c (context hooks, memory), trace.c (Chrome trace),
  * progress.c (transfer table, progress modes), comm.c (starts, groups,
  * sync), ew.c (copy, fill, elementwise, scan), norm.c (norms, softmax),
  * gemm.c (gemm, matmul), attn.c; with the shared code of runtime/common
@@ -65,7 +65,6 @@ _Static_assert(offsetof(struct cfrt_ctx, base) == 0,
                "the shared code finds base at the start of a context");
 
 /* ctx.c */
-double cfrti_now(void);
 double cfrti_begin(cfrt_ctx *ctx, const char *api);
 int cfrti_end(cfrt_ctx *ctx, double t0, int status);
 int cfrti_ws_reserve(cfrt_ctx *ctx, size_t bytes);

@@ -1,23 +1,15 @@
 /* ctx.c: this backend's part of the context life cycle (the hooks of
- * runtime/common/base.c), the clock, entry and exit of calls, memory.
+ * runtime/common/base.c), entry and exit of calls, memory.
  * ensures: a context that cfrt_init returns has its progress mode running
  * and, with CFRT_TRACE, a trace file name of its own. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "backend.h"
 
 /* Contexts this process has created: names the trace files. */
 static int contexts_made;
-
-double cfrti_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 double cfrti_begin(cfrt_ctx *ctx, const char *api)
 {
