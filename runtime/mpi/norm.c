@@ -11,11 +11,15 @@ static lane vec_lane(const cfrt_view *g)
 	return l;
 }
 
-/* rms = 0: layer norm; rms = 1: RMS norm (beta is NULL). */
-static void norm_rows(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src,
-                      const cfrt_view *gamma, const cfrt_view *beta,
-                      double eps, int rms)
+/* Public call api: rms = 0 layer norm, rms = 1 RMS norm (beta is NULL). */
+static int norm_rows(cfrt_ctx *ctx, const char *api, const cfrt_view *dst,
+                     const cfrt_view *src, const cfrt_view *gamma,
+                     const cfrt_view *beta, double eps, int rms)
 {
+	double t0 = cfrti_begin(ctx, api);
+	int rc = cfrti_check_rows(ctx, dst, src, gamma, beta, eps);
+	if (rc != CFRT_OK)
+		return rc;
 	int ax = dst->nd - 1;
 	int64_t n = dst->dim[ax], lines = cfrti_line_count(dst, ax), done = 0;
 	lane g = vec_lane(gamma), b = vec_lane(beta);
@@ -40,28 +44,19 @@ static void norm_rows(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src,
 		}
 		tick(ctx, &done, n);
 	}
+	return cfrti_end(ctx, t0, CFRT_OK);
 }
 
 int cfrt_layernorm(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src,
                    const cfrt_view *gamma, const cfrt_view *beta, double eps)
 {
-	double t0 = cfrti_begin(ctx, "cfrt_layernorm");
-	int rc = cfrti_check_rows(ctx, dst, src, gamma, beta, eps);
-	if (rc != CFRT_OK)
-		return rc;
-	norm_rows(ctx, dst, src, gamma, beta, eps, 0);
-	return cfrti_end(ctx, t0, CFRT_OK);
+	return norm_rows(ctx, "cfrt_layernorm", dst, src, gamma, beta, eps, 0);
 }
 
 int cfrt_rmsnorm(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src,
                  const cfrt_view *gamma, double eps)
 {
-	double t0 = cfrti_begin(ctx, "cfrt_rmsnorm");
-	int rc = cfrti_check_rows(ctx, dst, src, gamma, NULL, eps);
-	if (rc != CFRT_OK)
-		return rc;
-	norm_rows(ctx, dst, src, gamma, NULL, eps, 1);
-	return cfrti_end(ctx, t0, CFRT_OK);
+	return norm_rows(ctx, "cfrt_rmsnorm", dst, src, gamma, NULL, eps, 1);
 }
 
 void cfrti_softmax_lane(lane dst, lane src, int64_t n, int64_t len)
