@@ -342,12 +342,6 @@ lab_windows(Par *P)
 	free(out);
 }
 
-static int64_t
-align(int64_t n)
-{
-	return (n + CG_ALIGN - 1) / CG_ALIGN * CG_ALIGN;
-}
-
 /* Finds the labels, their staging needs and the scratch layout. */
 static void
 par_plan(Par *P)
@@ -390,7 +384,7 @@ par_plan(Par *P)
 		const Buf *bf = c->bufs.v[b];
 		if (bf->kind == BK_TEMP) {
 			P->buf_off[b] = off;
-			off += align(bf->elems * dt);
+			off += cg_align(bf->elems * dt);
 		}
 	}
 	for (int lb = 0; lb < P->nlab; lb++) {
@@ -399,7 +393,7 @@ par_plan(Par *P)
 			if (!l->staged[part])
 				continue;
 			l->stage_off[part] = off;
-			off += align(l->stage_elems[part] * dt) * l->slots;
+			off += cg_align(l->stage_elems[part] * dt) * l->slots;
 		}
 	}
 	P->tmp_end = off;
@@ -502,7 +496,7 @@ stage_view(Par *P, int lb, const char *k, int part, const char *shape, const cha
 {
 	const Label *l = &P->lab[lb];
 	int dt = dtype_size[P->c->node->in[0]->dtype];
-	int64_t slot = align(l->stage_elems[part] * dt);
+	int64_t slot = cg_align(l->stage_elems[part] * dt);
 	const char *at = arena_printf(P->cg->a, "(char *)ws + %lld + (%s) * %lld%s",
 	                              (long long)l->stage_off[part], k,
 	                              (long long)slot, block ? arena_printf(P->cg->a,
@@ -738,7 +732,7 @@ emit_coll_side(Par *P, const Item *it, const char *base, int recv)
 	if (!recv)
 		emit_coll_blocks(P, it, base, 0);
 	emit(&cg->e, "void *%s = (char *)ws + %lld + k * %lld;\n", name,
-	     (long long)l->stage_off[recv], (long long)align(l->stage_elems[recv] * dt));
+	     (long long)l->stage_off[recv], (long long)cg_align(l->stage_elems[recv] * dt));
 }
 
 static void

@@ -297,6 +297,12 @@ is_io(const Value *v)
 	return v->role == R_IN || v->role == R_WEIGHT || v->role == R_OUT;
 }
 
+int64_t
+cg_align(int64_t bytes)
+{
+	return (bytes + CG_ALIGN - 1) / CG_ALIGN * CG_ALIGN;
+}
+
 void
 cg_layout(Cg *c, int (*alias)(const Cg *, const Value *))
 {
@@ -307,7 +313,7 @@ cg_layout(Cg *c, int (*alias)(const Cg *, const Value *))
 		if (is_io(v) || alias(c, v))
 			continue;
 		c->off[i] = off;
-		off += (cg_bytes(c, v) + CG_ALIGN - 1) / CG_ALIGN * CG_ALIGN;
+		off += cg_align(cg_bytes(c, v));
 	}
 	c->wsbytes = off;
 }

@@ -19,6 +19,8 @@ typedef struct Cg {
 } Cg;
 
 enum { CG_ALIGN = 256 }; /* workspace alignment of every tensor, bytes */
+/* bytes rounded up to a multiple of CG_ALIGN */
+int64_t cg_align(int64_t bytes);
 
 void cg_init(Cg *c, Arena *a, const Graph *g, FILE *f, const char *srcname,
              int lines, int whole);
