@@ -193,8 +193,8 @@ static double rel_err(const acase *c, const qkv *x, const uint16_t *got,
 		int64_t o = at(&x->o, x->buf[3], b, h, i, d);
 		double y = want ? to_double(want, c->t, o) :
 		           ref[((b * c->h + h) * c->sq + i) * c->dh + d];
-		double g = to_double(got, c->t, o);
-		e = isnan(g) ? INFINITY : fmax(e, fabs(g - y));
+		double dif = fabs(to_double(got, c->t, o) - y);
+		e = isnan(dif) ? INFINITY : fmax(e, dif); /* NaN on either side */
 		w = fmax(w, fabs(y));
 	}
 	return e / (w > 0 ? w : 1);

@@ -82,11 +82,15 @@ static void serial(cfrt_ctx *ctx, const shard *s, float *y)
 	cfrt_free(ctx, w);
 }
 
+/* max |a - b| / max(1, |b|); a NaN counts as infinite (fmax would drop
+ * it). */
 static double maxrel(const float *a, const float *b)
 {
 	double m = 0;
-	for (int i = 0; i < MS * NC; i++)
-		m = fmax(m, fabs(a[i] - b[i]) / fmax(1.0, fabs(b[i])));
+	for (int i = 0; i < MS * NC; i++) {
+		double e = fabs(a[i] - b[i]) / fmax(1.0, fabs(b[i]));
+		m = isnan(e) ? INFINITY : fmax(m, e);
+	}
 	return m;
 }
 
