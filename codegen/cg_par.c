@@ -284,62 +284,77 @@ lab_note(Par *P, int label, const Item *it, int part, int staged, int64_t elems)
 		l->stage_elems[part] = elems;
 }
 
+/* The label of a transfer or wait item, its round in *round; -1 for any
+ * other item. */
+static int
+item_label(const Item *it, const Ix **round)
+{
+	switch (it->kind) {
+	case IT_SEND:
+	case IT_RECV: *round = &it->u.xfer.round; return it->u.xfer.label;
+	case IT_COLL: *round = &it->u.coll.round; return it->u.coll.label;
+	case IT_WAIT: *round = &it->u.wait.round; return it->u.wait.label;
+	default: return -1;
+	}
+}
+
+/* Item it of rank r in round i: a post marks its round in its label's
+ * row of posted and widens the label's window back to the oldest round
+ * still posted; a wait clears its round. */
+static void
+lab_track(Par *P, char *posted, int maxround, const Item *it, int r, int i)
+{
+	const Ix *x;
+	int lb = item_label(it, &x);
+
+	if (lb < 0)
+		return;
+	char *row = posted + lb * maxround;
+	int rd = sched_ix(x, r, i);
+	if (it->kind == IT_WAIT) {
+		if (rd >= 0 && rd < maxround)
+			row[rd] = 0;
+		return;
+	}
+	if (rd < 0 || rd >= maxround)
+		die("codegen: round %d of label %d out of range", rd, lb);
+	row[rd] = 1;
+	int first = 0;
+	while (!row[first])
+		first++; /* rd at the latest */
+	if (rd - first + 1 > P->lab[lb].slots)
+		P->lab[lb].slots = rd - first + 1;
+}
+
 /* Simulates every rank: the rounds of one label posted and not yet
  * waited always fit in a window of `slots` consecutive rounds. */
 static void
 lab_windows(Par *P)
 {
 	const Coll *c = P->c;
-	char *out = NULL;
+	char *posted = NULL;
 	int maxround = 1;
 
 	for (int k = 0; k < c->phases.n; k++)
 		maxround += ((Phase *)c->phases.v[k])->nrounds + 3;
-	out = calloc((size_t)P->nlab * (size_t)maxround, 1);
+	posted = calloc((size_t)P->nlab * (size_t)maxround, 1);
 	for (int r = 0; r < c->N; r++) {
-		memset(out, 0, (size_t)P->nlab * (size_t)maxround);
+		memset(posted, 0, (size_t)P->nlab * (size_t)maxround);
 		for (int k = 0; k < c->phases.n; k++) {
 			const Phase *ph = c->phases.v[k];
 			for (int i = 0; i < ph->nrounds; i++)
 				for (int t = 0; t < ph->nlanes; t++)
 					for (int j = 0; j < ph->lanes[t].n; j++) {
 						const Item *it = ph->lanes[t].v[j];
-						if (!sched_guard(&it->g, r, i, c->N))
-							continue;
-						int lb, rd;
-						if (it->kind == IT_SEND || it->kind == IT_RECV) {
-							lb = it->u.xfer.label;
-							rd = sched_ix(&it->u.xfer.round, r, i);
-						} else if (it->kind == IT_COLL) {
-							lb = it->u.coll.label;
-							rd = sched_ix(&it->u.coll.round, r, i);
-						} else if (it->kind == IT_WAIT) {
-							lb = it->u.wait.label;
-							rd = sched_ix(&it->u.wait.round, r, i);
-							if (rd >= 0 && rd < maxround)
-								out[lb * maxround + rd] = 0;
-							continue;
-						} else {
-							continue;
-						}
-						if (rd < 0 || rd >= maxround)
-							die("codegen: round %d of label %d out of range", rd, lb);
-						out[lb * maxround + rd] = 1;
-						int first = rd;
-						for (int q = 0; q < rd; q++)
-							if (out[lb * maxround + q]) {
-								first = q;
-								break;
-							}
-						if (rd - first + 1 > P->lab[lb].slots)
-							P->lab[lb].slots = rd - first + 1;
+						if (sched_guard(&it->g, r, i, c->N))
+							lab_track(P, posted, maxround, it, r, i);
 					}
 		}
 	}
 	for (int lb = 0; lb < P->nlab; lb++)
 		if (P->lab[lb].slots < 1)
 			P->lab[lb].slots = 1;
-	free(out);
+	free(posted);
 }
 
 /* Finds the labels, their staging needs and the scratch layout. */
@@ -354,10 +369,8 @@ par_plan(Par *P)
 		const Phase *ph = c->phases.v[k];
 		for (int t = 0; t < ph->nlanes; t++)
 			for (int j = 0; j < ph->lanes[t].n; j++) {
-				const Item *it = ph->lanes[t].v[j];
-				int lb = it->kind == IT_SEND || it->kind == IT_RECV ? it->u.xfer.label :
-				         it->kind == IT_COLL ? it->u.coll.label :
-				         it->kind == IT_WAIT ? it->u.wait.label : -1;
+				const Ix *x;
+				int lb = item_label(ph->lanes[t].v[j], &x);
 				if (lb >= P->nlab)
 					P->nlab = lb + 1;
 			}
