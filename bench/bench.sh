@@ -70,10 +70,9 @@ build() {
 	sh scripts/build-model.sh "$B" "$dir" "examples/$m.cf" "$@" \
 		-D tp="$RANKS" --schedule="$s" >"$dir.log" 2>&1 ||
 		{ cat "$dir.log" >&2; die "building $m with $s failed"; }
-	mpicc -std=c11 -O2 -g -Iruntime -I"$dir" -o "$dir/run-nocomm" \
-		"$dir/$m.c" "$dir/${m}_ref.c" "$dir/${m}_main.c" $WRAP \
-		"$tools/nocomm.o" "$B/libcfrt.a" $(pkg-config --libs openblas) \
-		-lm -pthread >>"$dir.log" 2>&1 ||
+	CF_RUN=run-nocomm CF_LINK="$WRAP $tools/nocomm.o" sh scripts/build-model.sh \
+		"$B" "$dir" "examples/$m.cf" "$@" -D tp="$RANKS" --schedule="$s" \
+		>>"$dir.log" 2>&1 ||
 		{ cat "$dir.log" >&2; die "linking $m with $s without transfers failed"; }
 }
 

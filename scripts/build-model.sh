@@ -5,7 +5,8 @@
 # with CF_BACKEND=cuda $B/libcfrt_cuda.a (CUDA + NCCL + cuBLAS; CUDA_LIBS,
 # else scripts/cuda-libs.sh, names those libraries). Used by the
 # demo, the tests and the benchmarks. CF_OPT (default -O2) sets the
-# optimization level.
+# optimization level; CF_LINK adds objects and flags to the link, and
+# CF_RUN names the program (default run).
 set -eu
 B=$1 DIR=$2 SPEC=$3
 shift 3
@@ -18,4 +19,5 @@ mkdir -p "$DIR"
 "$B/cfc" "$SPEC" "$@" --emit=h,c,ref,driver -o "$DIR"
 name=$(sed -n 's/^#define MODEL_NAME "\(.*\)"$/\1/p' "$DIR"/*_main.c)
 mpicc -std=c11 ${CF_OPT:--O2} -g -Wall -Wextra -Werror ${SANFLAGS:-} -Iruntime -I"$DIR" \
-	-o "$DIR/run" "$DIR/$name.c" "$DIR/${name}_ref.c" "$DIR/${name}_main.c" $LIBS
+	-o "$DIR/${CF_RUN:-run}" "$DIR/$name.c" "$DIR/${name}_ref.c" "$DIR/${name}_main.c" \
+	${CF_LINK:-} $LIBS
