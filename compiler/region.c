@@ -130,14 +130,15 @@ rg_unlocal(const Finder *F, const Node *n, int e)
 static const char *
 rg_down_dim(const Finder *F, const Node *n, int e)
 {
+	const char *why;
+
 	if (!(n->local >> e & 1))
 		return rg_unlocal(F, n, e);
-	if (rg_cut(F, n->out, e))
-		return rg_cut(F, n->out, e);
+	if ((why = rg_cut(F, n->out, e)))
+		return why;
 	for (int i = 0; i < n->nin; i++) {
 		const Value *v = n->in[i];
 		int f = n->inmap[i][e], have = F->vdim[v->id];
-		const char *why;
 		if (have < 0) {
 			if ((why = rg_outside(F, n, i, f)))
 				return why;
