@@ -195,17 +195,28 @@ rg_taint(Finder *F, const Value *src)
 	}
 }
 
-/* Why n, reading the region, cannot join it as a whole, or NULL. */
+/* Why n can join no region: a collective, or in another region; else NULL. */
 static const char *
-rg_down_block(const Finder *F, const Node *n)
+rg_taken(const Finder *F, const Node *n)
 {
-	Coll *o = F->owner[n->id];
+	const Coll *o = F->owner[n->id];
 
 	if (op_info[n->op].cls == CL_COLL)
 		return "another collective";
 	if (o)
 		return arena_printf(F->a, "fused into %s %s", op_info[o->node->op].name,
 		                    o->node->out->name);
+	return NULL;
+}
+
+/* Why n, reading the region, cannot join it as a whole, or NULL. */
+static const char *
+rg_down_block(const Finder *F, const Node *n)
+{
+	const char *why = rg_taken(F, n);
+
+	if (why)
+		return why;
 	if (n->out->dist.kind == DI_PARTIAL)
 		return "produces partial sums, fused with their reduction";
 	return NULL;
@@ -250,22 +261,18 @@ static const char *
 rg_up_block(const Finder *F, const Coll *c, const Node *n, int f)
 {
 	const Node *u;
+	const char *why = rg_taken(F, n);
 
-	if (op_info[n->op].cls == CL_COLL)
-		return "another collective";
-	if (F->owner[n->id])
-		return arena_printf(F->a, "fused into %s %s", op_info[F->owner[n->id]->node->op].name,
-		                    F->owner[n->id]->node->out->name);
+	if (why)
+		return why;
 	if ((u = rg_other_use(F, c, n->out)))
 		return arena_printf(F->a, "%s is also used by %s (%s)", n->out->name,
 		                    op_info[u->op].name, rg_where(F, u));
 	if (!(n->local >> f & 1))
 		return rg_unlocal(F, n, f);
-	for (int i = 0; i < n->nin; i++) {
-		const char *why = rg_outside(F, n, i, n->inmap[i][f]);
-		if (why)
+	for (int i = 0; i < n->nin; i++)
+		if ((why = rg_outside(F, n, i, n->inmap[i][f])))
 			return why;
-	}
 	return rg_cut(F, n->out, f);
 }
 
