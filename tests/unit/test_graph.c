@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cf.h"
+#include "sched.h"
 
 typedef struct GRun {
 	Arena *a;
@@ -116,6 +117,13 @@ test_sched_str(void)
 	CU_ASSERT_STRING_EQUAL(graph_sched_str(a, &(SchedChoice){.kind = SK_FUSE,
 	                       .topo = TP_PAIRWISE, .m = 3, .query = 1}),
 	                       "fuse(pairwise, m = 3, split = query)");
+	/* the verify summary line's spelling: the same without spaces */
+	CU_ASSERT_STRING_EQUAL(sched_kind_str(a, &(SchedChoice){.kind = SK_SLICE, .k = 4}), "slice(4)");
+	CU_ASSERT_STRING_EQUAL(sched_kind_str(a, &(SchedChoice){.kind = SK_FUSE,
+	                       .topo = TP_BIDIR, .m = 2}), "fuse(bidir,m=2)");
+	CU_ASSERT_STRING_EQUAL(sched_kind_str(a, &(SchedChoice){.kind = SK_FUSE,
+	                       .topo = TP_PAIRWISE, .m = 3, .query = 1}),
+	                       "fuse(pairwise,m=3,split=query)");
 	arena_free(a);
 }
 
