@@ -236,8 +236,6 @@ ast_print_expr(FILE *f, const Expr *e)
 	}
 }
 
-static const char *const role_name[] = {"in", "weight", "act", "out"};
-
 static void
 dump_tensor(FILE *f, const Stmt *s)
 {

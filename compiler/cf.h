@@ -111,7 +111,8 @@ struct Expr {
 	} u;
 };
 
-typedef enum Role { R_IN, R_WEIGHT, R_ACT, R_OUT } Role;
+typedef enum Role { R_IN, R_WEIGHT, R_ACT, R_OUT, NROLE } Role;
+extern const char *const role_name[NROLE]; /* "in", "weight", "act", "out" */
 
 typedef enum StmtKind {
 	S_SIZE,   /* def: size NAME = val */

@@ -364,7 +364,6 @@ dump_header(FILE *f, const Graph *g)
 static void
 dump_values(FILE *f, const Graph *g)
 {
-	static const char *const role[] = {"in", "weight", "act", "out"};
 	static const char *const head[NCOL] = {"tensor", "role", "type", "shape", "dist",
 	                                       "per rank", "op", "local", "at"};
 	Arena *a = g->arena;
@@ -377,7 +376,7 @@ dump_values(FILE *f, const Graph *g)
 		const Node *n = v->def;
 		const char **row = cells + (i + 1) * NCOL;
 		row[0] = v->name;
-		row[1] = role[v->role];
+		row[1] = role_name[v->role];
 		row[2] = dtype_name[v->dtype];
 		row[3] = shape_cell(a, v, 0);
 		row[4] = dist_str(a, v);

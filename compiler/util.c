@@ -1,5 +1,6 @@
 /* util.c: the arena that owns a compilation, growable vectors, fatal errors,
- * the tables generated from ops.def and DTYPES, and the topology names.
+ * the tables generated from ops.def and DTYPES, and the names of roles and
+ * topologies.
  * ensures: arena memory is zeroed and lives until arena_free. */
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,8 @@ const int dtype_size[NDTYPE] = {
 	DTYPES(X)
 #undef X
 };
+
+const char *const role_name[NROLE] = {"in", "weight", "act", "out"};
 
 const char *const topo_name[NTOPO] = {"ring", "bidir", "pairwise"};
 
