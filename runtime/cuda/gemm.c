@@ -169,11 +169,7 @@ static int attn_mode(cfrt_ctx *ctx, int *flash)
 /* A [B,H,S,Dh] view for the fused kernel: st[2] the row stride. */
 static kview attn_kview(const cfrt_view *v)
 {
-	kview k = {(char *)v->p, 4, {0}, {0}};
-	for (int d = 0; d < 4; d++) {
-		k.dim[d] = v->dim[d];
-		k.st[d] = v->stride[d];
-	}
+	kview k = kv_of(v);
 	k.st[2] = cfrti_head_ld(v);
 	return k;
 }

@@ -22,6 +22,17 @@ typedef struct kview {
 	int64_t st[CFRT_MAX_DIMS];
 } kview;
 
+/* The kview of a checked view: the same dims and strides. */
+static inline kview kv_of(const cfrt_view *v)
+{
+	kview k = {(char *)v->p, v->nd, {0}, {0}};
+	for (int d = 0; d < v->nd; d++) {
+		k.dim[d] = v->dim[d];
+		k.st[d] = v->stride[d];
+	}
+	return k;
+}
+
 /* Elementwise ops: dst = f(a) or f(a, b); b has dst's dims (broadcast
  * strides 0), unused by the unary ops. */
 enum kop { K_COPY, K_SCALE, K_GELU, K_SILU, K_RELU, K_ADD, K_MUL };

@@ -9,16 +9,6 @@
 #include "backend.h"
 #include "kern.h"
 
-static kview kv_of(const cfrt_view *v)
-{
-	kview k = {(char *)v->p, v->nd, {0}, {0}};
-	for (int d = 0; d < v->nd; d++) {
-		k.dim[d] = v->dim[d];
-		k.st[d] = v->stride[d];
-	}
-	return k;
-}
-
 static void kv_drop(kview *v, int n, int d)
 {
 	for (int i = 0; i < n; i++) {
