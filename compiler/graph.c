@@ -226,7 +226,7 @@ graph_fill_locality(Graph *g)
 /* ---- invariants ---- */
 
 static void
-check_value(const Graph *g, const Value *v, int i)
+check_value(const Value *v, int i)
 {
 	if (v->id != i || !v->name || !v->def || v->def->out != v)
 		die("value %d (%s): bad id, name or definition", i, v->name ? v->name : "?");
@@ -240,7 +240,6 @@ check_value(const Graph *g, const Value *v, int i)
 	if (v->dist.kind == DI_SPLIT && (v->dist.dim < 0 || v->dist.dim >= v->ndim ||
 	                                 v->shape[v->dist.dim] % v->dist.group->size))
 		die("value %s: bad split dimension %d", v->name, v->dist.dim);
-	(void)g;
 }
 
 static void
@@ -275,7 +274,7 @@ graph_check(const Graph *g)
 	if (!g || !g->name || !g->file)
 		die("graph without a name");
 	for (int i = 0; i < g->values.n; i++)
-		check_value(g, g->values.v[i], i);
+		check_value(g->values.v[i], i);
 	for (int i = 0; i < g->nodes.n; i++)
 		check_node(g->nodes.v[i], i);
 	if (g->values.n != g->nodes.n)
