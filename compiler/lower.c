@@ -425,7 +425,7 @@ lw_rs_name(Lower *L)
 	Coll *c = L->c;
 	const char *alg = c->how.query ? "query-split attention, Algorithm 4" :
 	                  c->pre.n ? "row-parallel, Algorithms 2-3" : "no region, ring reduce-scatter";
-	return arena_printf(L->a, "FuseRS %s (%s)", c->how.topo == TP_BIDIR ? "bidir" : "ring", alg);
+	return arena_printf(L->a, "FuseRS %s (%s)", topo_name[c->how.topo], alg);
 }
 
 /* The reduce-scatter half, leaving rank r's reduced slices in dst. */
@@ -454,8 +454,7 @@ lw_ag_ring(Lower *L, int copy)
 	Coll *c = L->c;
 	int N = c->N, R = N, P = c->P;
 
-	lw_phase(L, arena_printf(L->a, "FuseAG %s (Algorithm 1)",
-	                         c->how.topo == TP_BIDIR ? "bidir" : "ring"), R, P);
+	lw_phase(L, arena_printf(L->a, "FuseAG %s (Algorithm 1)", topo_name[c->how.topo]), R, P);
 	for (int t = 0; t < P; t++) {
 		int dir = lw_dir(c, t), LS = lw_label(L), LR = lw_label(L);
 		Sel l = sel_one(ix_r(-dir, 0, N), P, t), own = sel_one(ix_r(0, 0, N), P, t);
