@@ -67,6 +67,9 @@ void diag_error(Diag *d, Loc loc, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 void diag_note(Diag *d, Loc loc, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* Line `line` (1-based) of s, not NUL-terminated: *len bytes; NULL past
+ * the end. */
+const char *diag_line(const Src *s, int line, size_t *len);
 /* An error with no position in the source (command line, I/O). */
 void diag_plain(Diag *d, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));

@@ -16,9 +16,8 @@ diag_init(Diag *d, const Src *src, FILE *out)
 	d->fatal = 0;
 }
 
-/* Finds line `line` (1-based) of the source; sets *len. */
-static const char *
-find_line(const Src *s, int line, size_t *len)
+const char *
+diag_line(const Src *s, int line, size_t *len)
 {
 	const char *p = s->text, *end = s->text + s->len;
 
@@ -41,7 +40,7 @@ show_line(Diag *d, Loc loc)
 	size_t len, from = 0;
 	const char *p;
 
-	if (!d->src || loc.line <= 0 || !(p = find_line(d->src, loc.line, &len)))
+	if (!d->src || loc.line <= 0 || !(p = diag_line(d->src, loc.line, &len)))
 		return;
 	size_t col = loc.col > 0 ? (size_t)loc.col - 1 : 0;
 	if (col > len)

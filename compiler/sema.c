@@ -143,14 +143,12 @@ text(Sema *S, const Expr *e)
 {
 	const Src *src = S->d->src;
 	Loc l = span(e);
+	const char *p;
+	size_t len;
 
 	if (S->forcing || !src || !src->text || l.line <= 0 || l.line != l.eline ||
-	    l.col <= 0 || l.ecol < l.col)
+	    l.col <= 0 || l.ecol < l.col || !(p = diag_line(src, l.line, &len)))
 		return expr_print(S, e);
-	const char *p = src->text, *end = src->text + src->len;
-	for (int line = 1; line < l.line && p < end; p++)
-		line += *p == '\n';
-	size_t len = strcspn(p, "\n");
 	size_t n = (size_t)(l.ecol - l.col + 1);
 	if ((size_t)l.ecol > len || !balanced(p + l.col - 1, n))
 		return expr_print(S, e);
