@@ -115,6 +115,19 @@ vf_fail(V *v, int r, int slice, const char *fmt, ...)
 	return RUN_ERR;
 }
 
+/* p, an array of *cap elements of size sz of which n are used, with room
+ * for one more: doubled (from first) when full. */
+static void *
+vf_grow(void *p, int n, int *cap, int first, size_t sz)
+{
+	if (n < *cap)
+		return p;
+	*cap = *cap ? 2 * *cap : first;
+	if (!(p = realloc(p, (size_t)*cap * sz)))
+		die("verify: out of memory");
+	return p;
+}
+
 static const Buf *
 vf_buf(const V *v, int b)
 {
@@ -155,12 +168,7 @@ vf_pool_new(V *v)
 		v->freepool = (int)vf_pool(v, m)[0];
 		return m;
 	}
-	if (v->npool == v->cappool) {
-		v->cappool = v->cappool ? 2 * v->cappool : 64;
-		v->pool = realloc(v->pool, (size_t)v->cappool * (size_t)v->W * sizeof *v->pool);
-		if (!v->pool)
-			die("verify: out of memory");
-	}
+	v->pool = vf_grow(v->pool, v->npool, &v->cappool, 64, (size_t)v->W * sizeof *v->pool);
 	return v->npool++;
 }
 
@@ -522,24 +530,14 @@ vf_xnew(V *v)
 		v->freex = v->x[k].match;
 		return k;
 	}
-	if (v->nx == v->capx) {
-		v->capx = v->capx ? 2 * v->capx : 256;
-		v->x = realloc(v->x, (size_t)v->capx * sizeof *v->x);
-		if (!v->x)
-			die("verify: out of memory");
-	}
+	v->x = vf_grow(v->x, v->nx, &v->capx, 256, sizeof *v->x);
 	return v->nx++;
 }
 
 static void
 vf_live_add(Rank *R, int k)
 {
-	if (R->nlive == R->cap) {
-		R->cap = R->cap ? 2 * R->cap : 16;
-		R->live = realloc(R->live, (size_t)R->cap * sizeof *R->live);
-		if (!R->live)
-			die("verify: out of memory");
-	}
+	R->live = vf_grow(R->live, R->nlive, &R->cap, 16, sizeof *R->live);
 	R->live[R->nlive++] = k;
 }
 
@@ -665,12 +663,7 @@ vf_msg(V *v, const Xfer *q)
 
 	if (!v->want_msgs)
 		return;
-	if (v->nmsg == v->capmsg) {
-		v->capmsg = v->capmsg ? 2 * v->capmsg : 64;
-		v->msgs = realloc(v->msgs, (size_t)v->capmsg * sizeof *v->msgs);
-		if (!v->msgs)
-			die("verify: out of memory");
-	}
+	v->msgs = vf_grow(v->msgs, v->nmsg, &v->capmsg, 64, sizeof *v->msgs);
 	v->msgs[v->nmsg++] = (VerifyMsg){s->rank, s->step, q->rank, v->rk[q->rank].step, q->slice};
 }
 
