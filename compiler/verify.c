@@ -460,13 +460,12 @@ vf_compute(V *v, int r, int i, const Item *it)
 {
 	const Coll *c = v->c;
 	const RNode *rn = c->region.v[it->u.comp.rn];
-	int sl[1], n, s;
+	int first, s;
 	Rank *R = &v->rk[r];
 
-	n = it->u.comp.sel.cnt;
-	for (int u = 0; u < n; u++) {
-		vf_sel(&it->u.comp.sel, r, i, sl, 1);
-		s = sl[0] + u * it->u.comp.sel.stride;
+	vf_sel(&it->u.comp.sel, r, i, &first, 1);
+	for (int u = 0; u < it->u.comp.sel.cnt; u++) {
+		s = first + u * it->u.comp.sel.stride;
 		if (s < 0 || s >= c->nslices)
 			return vf_fail(v, r, s, "computes %s on slice %d of %d", rn->node->out->name, s,
 			               c->nslices);
