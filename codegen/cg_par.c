@@ -357,7 +357,29 @@ lab_windows(Par *P)
 	free(posted);
 }
 
-/* Finds the labels, their staging needs and the scratch layout. */
+static void emit_coll_blocks(Par *P, const Item *it, const char *base, int unpack);
+
+/* Whether unpacking a collective's chunk depends on which chunk it was:
+ * a dry emission tells. */
+static int
+unpack_uses_base(Par *P, const Label *l)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *m = open_memstream(&text, &len);
+	Emitter real = P->cg->e;
+
+	emit_init(&P->cg->e, m, NULL, NULL);
+	emit_coll_blocks(P, l->collitem, "CHUNK_BASE", 1);
+	fclose(m);
+	P->cg->e = real;
+	int uses = strstr(text, "CHUNK_BASE") != NULL;
+	free(text);
+	return uses;
+}
+
+/* Finds the labels, their staging needs, the scratch layout, and which
+ * waits unpack by their chunk's base. */
 static void
 par_plan(Par *P)
 {
@@ -410,6 +432,11 @@ par_plan(Par *P)
 		}
 	}
 	P->tmp_end = off;
+	for (int lb = 0; lb < P->nlab; lb++) {
+		Label *l = &P->lab[lb];
+		l->usebase = l->used && !l->blocking && l->coll && l->staged[1] &&
+		             unpack_uses_base(P, l);
+	}
 }
 
 /* ---- emission ---- */
@@ -452,38 +479,15 @@ emit_bufs(Par *P)
 	}
 }
 
-static void emit_coll_blocks(Par *P, const Item *it, const char *base, int unpack);
-
-/* Whether unpacking a collective's chunk depends on which chunk it was:
- * a dry emission tells. */
-static int
-unpack_uses_base(Par *P, const Label *l)
-{
-	char *text = NULL;
-	size_t len = 0;
-	FILE *m = open_memstream(&text, &len);
-	Emitter real = P->cg->e;
-
-	emit_init(&P->cg->e, m, NULL, NULL);
-	emit_coll_blocks(P, l->collitem, "CHUNK_BASE", 1);
-	fclose(m);
-	P->cg->e = real;
-	int uses = strstr(text, "CHUNK_BASE") != NULL;
-	free(text);
-	return uses;
-}
-
 static void
 emit_labels(Par *P)
 {
 	Emitter *e = &P->cg->e;
 
 	for (int lb = 0; lb < P->nlab; lb++) {
-		Label *l = &P->lab[lb];
+		const Label *l = &P->lab[lb];
 		if (!l->used || l->blocking)
 			continue;
-		if (l->coll && l->staged[1])
-			l->usebase = unpack_uses_base(P, l);
 		emit(e, "cfrt_req rq%d[%d];\nint rd%d[%d];\n", lb, l->slots, lb, l->slots);
 		if (l->unpack)
 			emit(e, "cfrt_view up%d[%d];\nint upon%d[%d];\n", lb, l->slots, lb, l->slots);
