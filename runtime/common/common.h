@@ -141,6 +141,9 @@ int cfrti_check_xfer(cfrt_ctx *ctx, const xdesc *d, const cfrt_req *req,
 /* EINVAL inside a transfer group: a wait there would wait on transfers
  * that a backend issues only at cfrt_group_end. */
 int cfrti_not_in_group(cfrt_ctx *ctx);
+/* Opens (open = 1) or closes (0) the transfer group, as cfrt_group_begin
+ * and cfrt_group_end; EINVAL when one is open already, or none is. */
+int cfrti_set_group(cfrt_ctx *ctx, int open);
 
 /* ---- hooks: defined by each backend ------------------------------------ */
 

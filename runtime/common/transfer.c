@@ -1,8 +1,9 @@
 /* transfer.c: transfer checks and the public transfer calls: point-to-point,
  * collectives (blocking ones are a start and a wait), cfrt_wait and
- * cfrt_waitall, over the backend's cfrti_xfer_start and cfrti_xfer_wait.
- * ensures: a blocking collective inside a transfer group, and a wait
- * inside one, fail with EINVAL before the backend sees them. */
+ * cfrt_waitall, over the backend's cfrti_xfer_start and cfrti_xfer_wait;
+ * the group state behind cfrt_group_begin and cfrt_group_end.
+ * ensures: a nested group, a blocking collective inside a transfer group
+ * and a wait inside one fail with EINVAL before the backend sees them. */
 #include <limits.h>
 
 #include "common.h"
@@ -63,6 +64,16 @@ int cfrti_not_in_group(cfrt_ctx *ctx)
 	if (cfrti_base_of(ctx)->in_group)
 		return cfrti_err(ctx, CFRT_EINVAL, "wait inside a transfer group "
 		                 "(its transfers start at cfrt_group_end)");
+	return CFRT_OK;
+}
+
+int cfrti_set_group(cfrt_ctx *ctx, int open)
+{
+	cfrti_base *b = cfrti_base_of(ctx);
+	if (b->in_group == open)
+		return cfrti_err(ctx, CFRT_EINVAL, open ? "transfer groups do not "
+		                 "nest" : "no transfer group is open");
+	b->in_group = open;
 	return CFRT_OK;
 }
 

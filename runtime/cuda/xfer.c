@@ -238,12 +238,10 @@ int cfrt_sync(cfrt_ctx *ctx)
 int cfrt_group_begin(cfrt_ctx *ctx)
 {
 	int rc = cfrti_enter(ctx, "cfrt_group_begin");
-	if (rc == CFRT_OK && ctx->base.in_group)
-		rc = cfrti_err(ctx, CFRT_EINVAL, "transfer groups do not nest");
-	if (rc == CFRT_OK) {
-		ctx->base.in_group = 1;
+	if (rc == CFRT_OK)
+		rc = cfrti_set_group(ctx, 1);
+	if (rc == CFRT_OK)
 		ctx->ngroup = 0;
-	}
 	return rc;
 }
 
@@ -253,11 +251,10 @@ int cfrt_group_end(cfrt_ctx *ctx)
 {
 	xfer *stack[16] = {NULL}, **slots = stack;
 	int rc = cfrti_enter(ctx, "cfrt_group_end");
-	if (rc == CFRT_OK && !ctx->base.in_group)
-		rc = cfrti_err(ctx, CFRT_EINVAL, "no transfer group is open");
+	if (rc == CFRT_OK)
+		rc = cfrti_set_group(ctx, 0);
 	if (rc != CFRT_OK)
 		return rc;
-	ctx->base.in_group = 0;
 	if (ctx->ngroup == 0)
 		return CFRT_OK;
 	if (ctx->ngroup > 16 && !(slots = malloc((size_t)ctx->ngroup *

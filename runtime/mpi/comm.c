@@ -73,19 +73,13 @@ int cfrti_xfer_start(cfrt_ctx *ctx, const char *api, const xdesc *d,
 int cfrt_group_begin(cfrt_ctx *ctx)
 {
 	ctx->base.api = "cfrt_group_begin";
-	if (ctx->base.in_group)
-		return cfrti_err(ctx, CFRT_EINVAL, "transfer groups do not nest");
-	ctx->base.in_group = 1;
-	return CFRT_OK;
+	return cfrti_set_group(ctx, 1);
 }
 
 int cfrt_group_end(cfrt_ctx *ctx)
 {
 	ctx->base.api = "cfrt_group_end";
-	if (!ctx->base.in_group)
-		return cfrti_err(ctx, CFRT_EINVAL, "no transfer group is open");
-	ctx->base.in_group = 0;
-	return CFRT_OK;
+	return cfrti_set_group(ctx, 0);
 }
 
 int cfrt_sync(cfrt_ctx *ctx)
