@@ -317,6 +317,10 @@ typedef struct SchedChoice {
 	int query;      /* SK_FUSE: split = query */
 	Loc loc;
 } SchedChoice;
+/* sched.c: the lanes of a step: m (2 * m for bidir) under fuse, k under
+ * slice(k), else 1; a collective's dimension is cut into N times as many
+ * slices. */
+int sched_lanes(const SchedChoice *s);
 
 typedef struct Graph {
 	Arena *arena;

@@ -707,21 +707,11 @@ lw_fuse(Lower *L)
 
 /* ---- choices ---- */
 
-static int
-lw_lanes(const SchedChoice *s)
-{
-	if (s->kind == SK_SLICE)
-		return s->k;
-	if (s->kind == SK_FUSE)
-		return s->m * (s->topo == TP_BIDIR ? 2 : 1);
-	return 1;
-}
-
 static void
 lw_set_how(Coll *c, SchedChoice how)
 {
 	c->how = how;
-	c->P = lw_lanes(&how);
+	c->P = sched_lanes(&how);
 	c->nslices = c->node->op == OP_ALL_REDUCE && how.kind != SK_FUSE ? c->P : c->N * c->P;
 }
 

@@ -1,6 +1,7 @@
 /* sched.c: the schedule IR's small shared pieces: evaluating index
  * expressions and guards for a concrete rank and round, the round-robin
- * pairing, and the spelling of a schedule kind.
+ * pairing, the lanes of a schedule choice, and the spelling of a schedule
+ * kind.
  * requires: nothing. ensures: pure functions of their arguments. */
 #include <string.h>
 
@@ -57,6 +58,16 @@ sched_guard(const Guard *g, int r, int i, int n)
 	if (i < g->lo || i > g->hi)
 		return 0;
 	return !g->active || sched_partner(r, i + g->aoff, n) >= 0;
+}
+
+int
+sched_lanes(const SchedChoice *s)
+{
+	if (s->kind == SK_SLICE)
+		return s->k;
+	if (s->kind == SK_FUSE)
+		return s->m * (s->topo == TP_BIDIR ? 2 : 1);
+	return 1;
 }
 
 /* "fuse(ring)", "fuse(bidir,m=2)", "fuse(ring,split=query)", "slice(4)",

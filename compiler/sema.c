@@ -2258,8 +2258,7 @@ sched_fits(Sema *S, Node *n, Vec *told)
 {
 	const SchedChoice *c = n->sched;
 	int d = sched_dim(n, c);
-	int64_t pieces = (int64_t)n->a.coll.group->size *
-	                 (c->kind == SK_SLICE ? c->k : c->m * (c->topo == TP_BIDIR ? 2 : 1));
+	int64_t pieces = (int64_t)n->a.coll.group->size * sched_lanes(c);
 
 	if (c->query && n->op != OP_REDUCE_SCATTER && c != &S->g->defsched) {
 		diag_error(S->d, c->loc, "split = query splits the attention feeding a "
