@@ -310,6 +310,7 @@ unknown(Sema *S, const Scope *sc, Loc loc, const char *name)
 	const Sym *ms = sc->model ? scope_find(sc->model, name) : NULL;
 	const char *hint = ms ? NULL : hint_name(sc, name);
 	const Loc *later;
+	const LayerInfo *li;
 
 	if (hint)
 		diag_error(S->d, loc, "unknown name '%s'; did you mean '%s'?", name, hint);
@@ -321,8 +322,8 @@ unknown(Sema *S, const Scope *sc, Loc loc, const char *name)
 	else if ((later = defined_later(sc->decl, name)) ||
 	         (sc->model && (later = defined_later(S->model, name))))
 		diag_note(S->d, *later, "'%s' is defined here, after its use", name);
-	else if (find_layer(S, name))
-		diag_note(S->d, find_layer(S, name)->decl->nloc,
+	else if ((li = find_layer(S, name)))
+		diag_note(S->d, li->decl->nloc,
 		          "'%s' is a layer: call it, as in %s(x)", name, name);
 }
 
