@@ -722,15 +722,6 @@ lw_note(Lower *L, Coll *c, const char *s)
 	c->note = c->note ? arena_printf(L->a, "%s; %s", c->note, s) : s;
 }
 
-static int
-lw_has(const Vec *side, OpKind op)
-{
-	for (int i = 0; i < side->n; i++)
-		if (((RNode *)side->v[i])->node->op == op)
-			return 1;
-	return 0;
-}
-
 /* Resolves auto and the combinations that do not apply. */
 static void
 lw_resolve(Lower *L, Coll *c)
@@ -749,7 +740,7 @@ lw_resolve(Lower *L, Coll *c)
 		h.query = 0;
 		lw_note(L, c, "split=query applies to reductions only");
 	}
-	if (h.query && !lw_has(&c->pre, OP_ATTENTION))
+	if (h.query && !region_has(&c->pre, OP_ATTENTION))
 		h.query = 0; /* region.c fell back to the row-parallel region, and says so */
 	if (h.kind == SK_FUSE && op == OP_ALL_REDUCE && !c->post.n)
 		lw_note(L, c, "its all_gather half has no compute to hide under");

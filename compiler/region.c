@@ -327,11 +327,11 @@ rg_cmp_id(const void *x, const void *y)
 	return (a->node->id > b->node->id) - (a->node->id < b->node->id);
 }
 
-static int
-rg_has_attention(const Vec *v)
+int
+region_has(const Vec *side, OpKind op)
 {
-	for (int i = 0; i < v->n; i++)
-		if (((RNode *)v->v[i])->node->op == OP_ATTENTION)
+	for (int i = 0; i < side->n; i++)
+		if (((const RNode *)side->v[i])->node->op == op)
 			return 1;
 	return 0;
 }
@@ -351,7 +351,7 @@ rg_up_coll(Finder *F, Coll *c)
 	Vec stops;
 
 	rg_up(F, c, rg_input(c), c->dim, q ? UP_QUERY : UP_PARTIAL);
-	if (!q || c->node->op == OP_ALL_TO_ALL || rg_has_attention(&c->pre) || F->dry)
+	if (!q || c->node->op == OP_ALL_TO_ALL || region_has(&c->pre, OP_ATTENTION) || F->dry)
 		return;
 	for (int i = 0; i < c->pre.n; i++)
 		F->owner[((RNode *)c->pre.v[i])->node->id] = NULL;

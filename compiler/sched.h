@@ -206,6 +206,8 @@ Sched *lower_graph(Graph *g, Diag *d);
 /* Finds every collective's region (c->dim, pre, post, region, stops);
  * owner[node id] gets the Coll whose region holds the node, or NULL. */
 void region_find(Graph *g, Arena *a, Coll **colls, int ncoll, Coll **owner);
+/* Does side (pre, post or region: of RNode*) hold an op of kind op? */
+int region_has(const Vec *side, OpKind op);
 
 /* ---- verify.c: requires a lowered schedule; ensures the four
  * properties (exactness, matching and deadlock freedom, no buffer touched
