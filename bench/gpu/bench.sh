@@ -38,15 +38,14 @@ spec() {
 
 tag() { echo "$1" | tr -d ' ' | tr '(),=' '___-' | sed 's/_*$//'; }
 
-# -- build every model first, in parallel: one "TP CASE SCHEDULE" a line
+# -- build every model first, in parallel: one "DIR TP SCHEDULE SPEC" a line
 build_one='
-	dir=$B/bench/gpu/$2-$1-$(echo "$3" | tr -d " " | tr "(),=" "___-" | sed "s/_*\$//")
-	CF_BACKEND=cuda sh scripts/build-model.sh "$B" "$dir" $4 -D tp=$1 --type=bf16 \
-		--schedule="$3" >"$dir.build" 2>&1 || echo "build failed: $dir"'
+	CF_BACKEND=cuda sh scripts/build-model.sh "$B" "$1" $4 -D tp=$2 --type=bf16 \
+		--schedule="$3" >"$1.build" 2>&1 || echo "build failed: $1"'
 for tp in $TPS; do
 	for c in $CASES; do
 		for s in $SCHEDULES; do
-			echo "$tp $c $s \"$(spec "$c")\""
+			echo "$raw/$c-$tp-$(tag "$s") $tp $s \"$(spec "$c")\""
 		done
 	done
 done | xargs -L 1 -P 16 sh -c "$build_one" _
