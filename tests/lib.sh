@@ -16,6 +16,9 @@ if [ -n "${SAN:-}" ]; then
 fi
 export SANFLAGS
 
+# group EXAMPLE: the name of the first group examples/EXAMPLE.cf declares.
+group() { sed -n 's/^ *group \([a-z_]*\) *=.*/\1/p' "examples/$1.cf" | head -n 1; }
+
 pass() { echo "PASS $1"; }
 fail() { echo "FAIL $1"; }
 

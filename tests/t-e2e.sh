@@ -24,8 +24,6 @@ sizes3() { # the -D options that make example $1 divide by 3
 	esac
 }
 
-group() { sed -n 's/^ *group \([a-z_]*\) *=.*/\1/p' "examples/$1.cf" | head -n 1; }
-
 for f in examples/*.cf; do
 	ex=$(basename "$f" .cf)
 	g=$(group "$ex")
