@@ -160,7 +160,8 @@ _Static_assert(offsetof(struct cfrt_ctx, base) == 0,
 #define BLAS_WS ((size_t)32 << 20)
 
 /* ctx.c; also cfrti_enter (common.h), which on this backend starts every
- * public call that may fail and moves the copy-engine handshakes. */
+ * compute and transfer call and moves the copy-engine handshakes (the
+ * memory calls and cfrt_barrier only name themselves). */
 int cfrti_cuda(cfrt_ctx *ctx, cudaError_t e, const char *call);
 int cfrti_nccl(cfrt_ctx *ctx, ncclResult_t e, const char *call);
 int cfrti_blas(cfrt_ctx *ctx, cublasStatus_t e, const char *call);

@@ -55,7 +55,8 @@ static int slot_new(cfrt_ctx *ctx)
 	return CFRT_OK;
 }
 
-/* A free slot, marked taken; NULL on failure (message in ctx). */
+/* A free slot (its state is set by whoever starts it); NULL on failure
+ * (message in ctx). */
 static xfer *slot_get(cfrt_ctx *ctx)
 {
 	for (int i = 0; i < ctx->nx; i++)
