@@ -18,16 +18,18 @@ rm -rf "$out"
 mkdir -p "$out"
 MPIRUN="mpirun --allow-run-as-root --oversubscribe --timeout 120 -x OPENBLAS_NUM_THREADS -x ASAN_OPTIONS -x LSAN_OPTIONS -x UBSAN_OPTIONS"
 
-# unit NAME NP [MODE]: the CUnit runner, in progress mode MODE if given;
-# its log is $out/NAME.log, its traces $out/trace-NAME.*.
+# unit NAME NP [MODE]: the CUnit runner, in progress mode MODE if given
+# (its first line must name that mode); its log is $out/NAME.log, its
+# traces $out/trace-NAME.*.
 unit() {
-	name=$1 np=$2
-	if [ -n "${3:-}" ]; then export CFRT_PROGRESS=$3; fi
+	name=$1 np=$2 mode=${3:-}
+	if [ -n "$mode" ]; then export CFRT_PROGRESS=$mode; fi
 	$MPIRUN -np "$np" "$B/tests/runtime_unit" "$out/trace-$name" \
 		>"$out/$name.log" 2>&1
 	rc=$?
 	unset CFRT_PROGRESS
-	if [ $rc -eq 0 ] && grep -q "^runtime_unit: 0 failures over $np ranks" "$out/$name.log"; then
+	if [ $rc -eq 0 ] && grep -q "^runtime_unit: 0 failures over $np ranks" "$out/$name.log" &&
+		grep -q "^runtime_unit: $np ranks, .*, progress ${mode:-[a-z]*}$" "$out/$name.log"; then
 		pass "runtime unit $name"
 	else
 		fail "runtime unit $name (exit $rc)"
