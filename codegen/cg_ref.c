@@ -117,14 +117,6 @@ cg_header(FILE *f, Arena *a, const Graph *g)
 	     c.prefix, c.prefix, c.prefix, c.prefix);
 }
 
-/* In the reference a collective passes its input on unchanged. */
-static int
-ref_alias(const Cg *c, const Value *v)
-{
-	(void)c;
-	return v->def && op_info[v->def->op].cls == CL_COLL && v->role != R_OUT;
-}
-
 static void
 ref_node(Cg *c, const Node *n)
 {
@@ -135,6 +127,8 @@ ref_node(Cg *c, const Node *n)
 	emit_line(&c->e, n->loc);
 	cg_comment(c, n);
 	if (op_info[n->op].cls == CL_COLL) {
+		/* the identity: its result is its input's view (cg_views),
+		 * an output aside */
 		if (n->out->role == R_OUT)
 			emit(&c->e, "CFRT_TRY(ctx, cfrt_copy(ctx, &%s, &%s));\n",
 			     c->cname[n->out->id], c->cname[n->in[0]->id]);
@@ -155,7 +149,7 @@ cg_reference(FILE *f, Arena *a, const Graph *g, const char *src, int lines)
 	e->out = arena_printf(a, "%s_ref.c", g->name);
 	banner(&c, "Serial reference");
 	emit(e, "#include \"%s.h\"\n\n", g->name);
-	cg_layout(&c, ref_alias);
+	cg_layout(&c);
 	emit_func(e, "size_t\n%s_ref_workspace_bytes(void)", c.prefix);
 	emit(e, "return %lld;\n", (long long)c.wsbytes);
 	emit_close(e, "\n");
@@ -166,7 +160,7 @@ cg_reference(FILE *f, Arena *a, const Graph *g, const char *src, int lines)
 		emit(e, "(void)w;\n");
 	if (!c.wsbytes)
 		emit(e, "(void)ws;\n");
-	cg_views(&c, ref_alias);
+	cg_views(&c);
 	emit(e, "cfrt_where(ctx, \"%s_ref\", 0);\n\n", c.prefix);
 	for (int i = 0; i < g->nodes.n; i++)
 		ref_node(&c, g->nodes.v[i]);

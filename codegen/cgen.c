@@ -303,8 +303,17 @@ cg_align(int64_t bytes)
 	return (bytes + CG_ALIGN - 1) / CG_ALIGN * CG_ALIGN;
 }
 
+/* On whole tensors a collective passes its input on unchanged: its
+ * result is a second name of its input's view, unless it is an output
+ * (cg_reference copies into those). */
+static int
+alias(const Cg *c, const Value *v)
+{
+	return c->whole && v->def && op_info[v->def->op].cls == CL_COLL && v->role != R_OUT;
+}
+
 void
-cg_layout(Cg *c, int (*alias)(const Cg *, const Value *))
+cg_layout(Cg *c)
 {
 	int64_t off = 0;
 
@@ -330,7 +339,7 @@ storage(Cg *c, const Value *v)
 }
 
 void
-cg_views(Cg *c, int (*alias)(const Cg *, const Value *))
+cg_views(Cg *c)
 {
 	for (int i = 0; i < c->g->values.n; i++) {
 		const Value *v = c->g->values.v[i];

@@ -40,10 +40,11 @@ void cg_comment(Cg *c, const Node *n);
 /* The static helpers every generated file starts with. */
 void cg_helpers(Cg *c);
 /* Workspace layout: every value that is neither in, weight nor output and
- * not an alias (alias(v) true) gets an aligned offset. */
-void cg_layout(Cg *c, int (*alias)(const Cg *, const Value *));
+ * no alias gets an aligned offset. The serial reference (whole) aliases
+ * the result of a collective, outputs aside, to its input. */
+void cg_layout(Cg *c);
 /* Declares the view local of every value. */
-void cg_views(Cg *c, int (*alias)(const Cg *, const Value *));
+void cg_views(Cg *c);
 
 /* Whether C text mentions identifier name as a token. */
 int cg_mentions(const char *text, const char *name);
