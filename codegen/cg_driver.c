@@ -11,17 +11,24 @@ static const char driver_text[] =
 #include "driver.inc"
 	;
 
+/* The driver's tensors in table order, by kind: inputs (0), weights (1),
+ * outputs (2). */
+static const Vec *
+table_part(const Graph *g, int kind)
+{
+	return kind == 0 ? &g->inputs : kind == 1 ? &g->weights : &g->outputs;
+}
+
 static void
 tensor_table(Cg *c)
 {
 	Emitter *e = &c->e;
-	const Graph *g = c->g;
-	Vec *lists[] = {(Vec *)&g->inputs, (Vec *)&g->weights, (Vec *)&g->outputs};
 
 	emit_open(e, "static const cf_tensor tensors[] =");
 	for (int l = 0; l < 3; l++) {
-		for (int i = 0; i < lists[l]->n; i++) {
-			const Value *v = lists[l]->v[i];
+		const Vec *vs = table_part(c->g, l);
+		for (int i = 0; i < vs->n; i++) {
+			const Value *v = vs->v[i];
 			const char *up = arena_printf(c->a, "%s_%s", c->upper, c->cname[v->id]);
 			emit(e, "{\"%s\", %d, %s_NDIM, %s_DIMS, %s_RANK_DIMS, %s_SPLIT},\n",
 			     v->name, l, up, up, up, up);
@@ -36,18 +43,17 @@ static void
 bind(Cg *c)
 {
 	Emitter *e = &c->e;
-	const Graph *g = c->g;
 	int k = 0;
 
 	emit_func(e, "static void\nbind(void **buf, %s_weights *w, %s_io *io)",
 	          c->prefix, c->prefix);
-	for (int i = 0; i < g->inputs.n; i++, k++)
-		emit(e, "io->%s = buf[%d];\n", c->cname[((Value *)g->inputs.v[i])->id], k);
-	for (int i = 0; i < g->weights.n; i++, k++)
-		emit(e, "w->%s = buf[%d];\n", c->cname[((Value *)g->weights.v[i])->id], k);
-	for (int i = 0; i < g->outputs.n; i++, k++)
-		emit(e, "io->%s = buf[%d];\n", c->cname[((Value *)g->outputs.v[i])->id], k);
-	if (!g->weights.n)
+	for (int l = 0; l < 3; l++) {
+		const Vec *vs = table_part(c->g, l);
+		for (int i = 0; i < vs->n; i++, k++)
+			emit(e, "%s->%s = buf[%d];\n", l == 1 ? "w" : "io",
+			     c->cname[((Value *)vs->v[i])->id], k);
+	}
+	if (!c->g->weights.n)
 		emit(e, "(void)w;\n");
 	emit_close(e, "\n");
 }
