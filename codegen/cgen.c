@@ -95,11 +95,7 @@ cg_extent(const Cg *c, const Value *v, int d)
 int64_t
 cg_bytes(const Cg *c, const Value *v)
 {
-	int64_t n = dtype_size[v->dtype];
-
-	for (int d = 0; d < v->ndim; d++)
-		n *= cg_extent(c, v, d);
-	return n;
+	return dtype_size[v->dtype] * (c->whole ? value_elems(v) : value_rank_elems(v));
 }
 
 const char *
