@@ -41,12 +41,19 @@ check "cli: -D with a bad value exits 2" [ $rc -eq 2 ]
 "$CFC" examples/mlp.cf --emit=ast,graph,dot -o "$t/dir"
 check "cli: -o DIR holds one file per kind" sh -c "test -s '$t/dir/mlp.ast' && test -s '$t/dir/mlp.graph' && test -s '$t/dir/mlp.dot'"
 
-# A failed compile leaves an existing output untouched and no temporaries.
+# A failed compile leaves an existing output untouched; a write that
+# fails after its temporary file exists (renamed onto a directory), text
+# or picture, leaves no temporary behind.
 echo keep >"$t/keep.graph"
 printf 'model m { size S = 0; }\n' >"$t/bad.cf"
 "$CFC" "$t/bad.cf" --emit=graph -o "$t/keep.graph" 2>/dev/null; rc=$?
 check "cli: failed compile exits 1" [ $rc -eq 1 ]
 check "cli: failed compile keeps the old output" sh -c "[ \"\$(cat '$t/keep.graph')\" = keep ]"
+mkdir "$t/isdir"
+"$CFC" examples/mlp.cf --emit=graph -o "$t/isdir" 2>/dev/null; rc=$?
+check "cli: failed write exits 1" [ $rc -eq 1 ]
+"$CFC" examples/mlp.cf --emit=svg -o "$t/isdir" 2>/dev/null; rc=$?
+check "cli: failed picture write exits 1" [ $rc -eq 1 ]
 check "cli: no temporary files left" sh -c "! ls '$t' | grep -q tmp"
 "$CFC" examples/mlp.cf --emit=graph -o "$t/no/such/dir/x.graph" 2>/dev/null; rc=$?
 check "cli: unwritable output exits 1" [ $rc -eq 1 ]
