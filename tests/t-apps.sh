@@ -110,7 +110,7 @@ check "apps: vanilla rs_gemm reduce-scatters t1 into y in place, with no copy" s
 check "apps: vanilla rs_gemm: both sides in place" sides "$c/rs_gemm.c" 2 0
 "$CFC" examples/mlp.cf -D B=1 --schedule=vanilla --emit=c -o "$c/mlp-b1.c"
 check "apps: vanilla mlp with B = 1 gathers and scatters with no copy" sh -c \
-	"! grep -q cfrt_copy '$c/mlp-b1.c'"
+	"grep -q '^mlp_forward' '$c/mlp-b1.c' && ! grep -q cfrt_copy '$c/mlp-b1.c'"
 check "apps: vanilla mlp with B = 1: all four sides in place" sides "$c/mlp-b1.c" 4 0
 "$CFC" examples/mlp.cf --schedule=vanilla --emit=c -o "$c/mlp.c"
 ok=0
