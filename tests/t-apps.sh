@@ -34,18 +34,23 @@ cat "$t/wrong.out"
 check "apps: wrong number of ranks exits non-zero" [ $rc -ne 0 ]
 check "apps: wrong number of ranks says so" grep -q "compiled for a group of 4 ranks, but the communicator has 3" "$t/wrong.out"
 
-start=$(date +%s)
-$MPIRUN -n 4 "$t/mlp/run" --iters 3 --fault 1 >"$t/fault.out" 2>&1; rc=$?
-took=$(( $(date +%s) - start ))
-cat "$t/fault.out"
+# breaks NAME ARGS...: the mlp driver on 4 ranks with ARGS, output in
+# $t/NAME.out; sets rc and took (seconds).
+breaks() {
+	out=$t/$1.out
+	shift
+	start=$(date +%s)
+	$MPIRUN -n 4 "$t/mlp/run" --iters 3 "$@" >"$out" 2>&1; rc=$?
+	took=$(( $(date +%s) - start ))
+	cat "$out"
+}
+
+breaks fault --fault 1
 check "apps: a failed call ends the job" [ $rc -ne 0 ]
 check "apps: the failure names rank, op and step" grep -q "cfrt: rank 1: op injected fault step 1:" "$t/fault.out"
 check "apps: the job ends well within the timeout ($took s)" [ $took -lt 30 ]
 
-start=$(date +%s)
-$MPIRUN -n 4 "$t/mlp/run" --iters 3 --kill 2 >"$t/kill.out" 2>&1; rc=$?
-took=$(( $(date +%s) - start ))
-cat "$t/kill.out"
+breaks kill --kill 2
 check "apps: a crashed rank ends the job" [ $rc -ne 0 ]
 check "apps: mpirun names the crashed rank" grep -Eq "rank 2 .*exited on signal|process rank 2" "$t/kill.out"
 check "apps: the job ends well within the timeout ($took s)" [ $took -lt 30 ]
