@@ -103,6 +103,13 @@ tx_ref(Arena *a, const Coll *c, const BufRef *r)
 
 /* ---- items ---- */
 
+/* name[s], or name alone for the whole tensor (s "*"). */
+static const char *
+tx_at(Arena *a, const char *name, const char *s)
+{
+	return strcmp(s, "*") ? arena_printf(a, "%s[%s]", name, s) : name;
+}
+
 /* The call of region node rn on slice s (a string for the slice):
  * "matmul(h[s], w2)". */
 static const char *
@@ -113,8 +120,7 @@ tx_call(Arena *a, const RNode *rn, const char *s)
 
 	for (int j = 0; j < n->nin; j++) {
 		int tr = n->op == OP_MATMUL && (j ? n->a.mm.tb : n->a.mm.ta);
-		const char *arg = rn->idim[j] >= 0 && strcmp(s, "*") ?
-		                  arena_printf(a, "%s[%s]", n->in[j]->name, s) : n->in[j]->name;
+		const char *arg = rn->idim[j] >= 0 ? tx_at(a, n->in[j]->name, s) : n->in[j]->name;
 		args = arena_printf(a, "%s%s%s%s", args, j ? ", " : "", arg, tr ? ".T" : "");
 	}
 	return arena_printf(a, "%s(%s)", op_info[n->op].name, args);
@@ -124,8 +130,7 @@ static const char *
 tx_compute(Arena *a, const Coll *c, const Item *it, const char *s, const char *dst)
 {
 	const RNode *rn = c->region.v[it->u.comp.rn];
-	const char *lhs = strcmp(s, "*") ? arena_printf(a, "%s[%s]", rn->node->out->name, s)
-	                                 : rn->node->out->name;
+	const char *lhs = tx_at(a, rn->node->out->name, s);
 	const char *call = tx_call(a, rn, s);
 
 	if (it->u.comp.dst.buf == rn->buf)
@@ -265,10 +270,8 @@ sched_step_label(Arena *a, const Coll *c, int r, int p, int i, int t, const char
 			out = tx_join(a, out, moves, sep), moves = NULL;
 		const RNode *rn = c->region.v[it->u.comp.rn];
 		const char *s = tx_conc(a, c, &it->u.comp.sel, r, i);
-		const char *lhs = strcmp(s, "*") ? arena_printf(a, "%s[%s]", rn->node->out->name, s)
-		                                 : rn->node->out->name;
-		out = tx_join(a, out, arena_printf(a, "%s %s %s", lhs, it->u.comp.beta ? "+=" : "=",
-		                                   tx_call(a, rn, s)), sep);
+		out = tx_join(a, out, arena_printf(a, "%s %s %s", tx_at(a, rn->node->out->name, s),
+		                                   it->u.comp.beta ? "+=" : "=", tx_call(a, rn, s)), sep);
 	}
 	return moves ? tx_join(a, out, moves, sep) : out;
 }
