@@ -47,6 +47,7 @@ static void cf_yyerror(Loc *loc, Parse *p, void *scanner, const char *msg);
 	double f;
 	const char *s;
 	DType t;
+	Role r;
 	Expr *e;
 	Stmt *st;
 	Decl *d;
@@ -67,6 +68,7 @@ static void cf_yyerror(Loc *loc, Parse *p, void *scanner, const char *msg);
 %type <d> decl
 %type <v> body stmt defs gdefs exprs args params names sentries
 %type <t> dtype_opt
+%type <r> role
 
 %left '+' '-'
 %left '*' '/' '%' '@'
@@ -110,8 +112,7 @@ stmt
 	: SIZE defs ';'              { $$ = $2; }
 	| GROUP gdefs ';'            { $$ = $2; }
 	| TYPE DTYPE ';'             { $$ = ast_list(A, (Vec){0}, ast_type(A, @$, $2)); }
-	| IN name ':' dtype_opt '[' exprs ']' dtype_split_dim ';' { $$ = ast_list(A, (Vec){0}, ast_tensor(A, @$, R_IN, $2, $4, $6, $8)); }
-	| WEIGHT name ':' dtype_opt '[' exprs ']' dtype_split_dim ';' { $$ = ast_list(A, (Vec){0}, ast_tensor(A, @$, R_WEIGHT, $2, $4, $6, $8)); }
+	| role name ':' dtype_opt '[' exprs ']' dtype_split_dim ';' { $$ = ast_list(A, (Vec){0}, ast_tensor(A, @$, $1, $2, $4, $6, $8)); }
 	| name '=' expr ';'          { $$ = ast_list(A, (Vec){0}, ast_def(A, @$, S_ASSIGN, $1, $3)); }
 	| OUT names ';'              { $$ = ast_list(A, (Vec){0}, ast_out(A, @$, $2)); }
 	| RETURN expr ';'            { $$ = ast_list(A, (Vec){0}, ast_return(A, @$, $2)); }
@@ -127,6 +128,11 @@ defs
 gdefs
 	: name '=' expr              { $$ = ast_list(A, (Vec){0}, ast_def(A, @$, S_GROUP, $1, $3)); }
 	| gdefs ',' name '=' expr    { $$ = ast_list(A, $1, ast_def(A, @3, S_GROUP, $3, $5)); }
+	;
+
+role
+	: IN                         { $$ = R_IN; }
+	| WEIGHT                     { $$ = R_WEIGHT; }
 	;
 
 dtype_opt
