@@ -284,6 +284,14 @@ lab_note(Par *P, int label, const Item *it, int part, int staged, int64_t elems)
 		l->stage_elems[part] = elems;
 }
 
+/* Bytes of one slot of part `part` of label l's staging: the layout's
+ * stride and the addressing's alike. */
+static int64_t
+slot_bytes(const Par *P, const Label *l, int part)
+{
+	return cg_align(l->stage_elems[part] * dtype_size[P->c->node->in[0]->dtype]);
+}
+
 /* The label of a transfer or wait item, its round in *round; -1 for any
  * other item. */
 static int
@@ -428,7 +436,7 @@ par_plan(Par *P)
 			if (!l->staged[part])
 				continue;
 			l->stage_off[part] = off;
-			off += cg_align(l->stage_elems[part] * dt) * l->slots;
+			off += slot_bytes(P, l, part) * l->slots;
 		}
 	}
 	P->tmp_end = off;
@@ -513,7 +521,7 @@ stage_view(Par *P, int lb, const char *k, int part, const char *shape, const cha
 {
 	const Label *l = &P->lab[lb];
 	int dt = dtype_size[P->c->node->in[0]->dtype];
-	int64_t slot = cg_align(l->stage_elems[part] * dt);
+	int64_t slot = slot_bytes(P, l, part);
 	const char *at = arena_printf(P->cg->a, "(char *)ws + %lld + (%s) * %lld%s",
 	                              (long long)l->stage_off[part], k,
 	                              (long long)slot, block ? arena_printf(P->cg->a,
@@ -725,7 +733,6 @@ emit_coll_side(Par *P, const Item *it, const char *base, int recv)
 {
 	Cg *cg = P->cg;
 	const Label *l = &P->lab[it->u.coll.label];
-	int dt = dtype_size[P->c->node->in[0]->dtype];
 	const char *name = recv ? "rst" : "sst", *why;
 	const char *bn = buf_of(P->c, coll_ref(it, recv).buf)->name;
 	int one = coll_one_block(it, recv), stride = it->u.coll.sel.stride;
@@ -749,7 +756,7 @@ emit_coll_side(Par *P, const Item *it, const char *base, int recv)
 	if (!recv)
 		emit_coll_blocks(P, it, base, 0);
 	emit(&cg->e, "void *%s = (char *)ws + %lld + k * %lld;\n", name,
-	     (long long)l->stage_off[recv], (long long)cg_align(l->stage_elems[recv] * dt));
+	     (long long)l->stage_off[recv], (long long)slot_bytes(P, l, recv));
 }
 
 static void
