@@ -14,10 +14,9 @@ typedef struct Run {
 } Run;
 
 static Run
-parse(const char *text)
+parse_src(Src src)
 {
 	Run r = {arena_new(), NULL, NULL, 0};
-	Src src = {"t.cf", text, strlen(text)};
 	Diag d;
 	FILE *f = open_memstream(&r.err, &r.errlen);
 
@@ -25,6 +24,12 @@ parse(const char *text)
 	r.p = parse_program(r.a, &d, &src);
 	fclose(f);
 	return r;
+}
+
+static Run
+parse(const char *text)
+{
+	return parse_src((Src){"t.cf", text, strlen(text)});
 }
 
 static void
@@ -216,13 +221,8 @@ static void
 test_binary(void)
 {
 	static const char bin[] = "model m {\n\0\x7f";
-	Run r = {arena_new(), NULL, NULL, 0};
-	Src src = {"b.cf", bin, sizeof bin - 1};
-	Diag d;
-	FILE *f = open_memstream(&r.err, &r.errlen);
-	diag_init(&d, &src, f);
-	r.p = parse_program(r.a, &d, &src);
-	fclose(f);
+	Run r = parse_src((Src){"b.cf", bin, sizeof bin - 1});
+
 	CU_ASSERT_PTR_NULL(r.p);
 	CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "b.cf:2:1: error: this is a binary file"));
 	done(&r);
