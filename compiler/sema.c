@@ -1260,22 +1260,31 @@ infer_scan(Sema *S, Call *c, Node *n)
 
 /* ---- collectives ---- */
 
+/* The collective's input must be split along d (its argument 1): "all_gather
+ * along S needs x split along S, but x is ...", with partial appended when
+ * x is a partial sum. */
+static int
+need_split(Sema *S, const Call *c, int d, const char *prep, const char *partial)
+{
+	const Value *x = c->v[0];
+
+	if (x->dist.kind == DI_SPLIT && x->dist.dim == d)
+		return 1;
+	const char *dn = value_dim_name(S->a, x, d), *xs = text(S, c->arg[0]);
+	diag_error(S->d, x->dist.kind == DI_SPLIT ? c->arg[1]->loc : c->arg[0]->loc,
+	           "%s %s %s needs %s split along %s, but %s is %s%s", c->fn, prep, dn,
+	           xs, dn, xs, dist_desc(S, x), x->dist.kind == DI_PARTIAL ? partial : "");
+	return 0;
+}
+
 static Value *
 infer_all_gather(Sema *S, Call *c, Node *n)
 {
 	const Value *x = c->v[0];
 	int d = find_dim(S, x, c->arg[1], NULL, c->arg[0]);
 
-	if (d < 0)
+	if (d < 0 || !need_split(S, c, d, "along", ": reduce it with reduce_scatter or all_reduce"))
 		return NULL;
-	if (x->dist.kind != DI_SPLIT || x->dist.dim != d) {
-		const char *dn = value_dim_name(S->a, x, d), *xs = text(S, c->arg[0]);
-		diag_error(S->d, x->dist.kind == DI_SPLIT ? c->arg[1]->loc : c->arg[0]->loc,
-		           "all_gather along %s needs %s split along %s, but %s is %s%s",
-		           dn, xs, dn, xs, dist_desc(S, x), x->dist.kind == DI_PARTIAL ?
-		           ": reduce it with reduce_scatter or all_reduce" : "");
-		return NULL;
-	}
 	Value *r = proto(S, x);
 	r->dist = (Dist){DI_REPL, 0, NULL};
 	n->a.coll.dim = d;
@@ -1334,14 +1343,8 @@ infer_all_to_all(Sema *S, Call *c, Node *n)
 		diag_error(S->d, c->arg[2]->loc, "all_to_all needs two different dimensions");
 		return NULL;
 	}
-	if (x->dist.kind != DI_SPLIT || x->dist.dim != d1) {
-		const char *dn = value_dim_name(S->a, x, d1), *xs = text(S, c->arg[0]);
-		diag_error(S->d, x->dist.kind == DI_SPLIT ? c->arg[1]->loc : c->arg[0]->loc,
-		           "all_to_all from %s needs %s split along %s, but %s is %s",
-		           dn, xs, dn, xs, dist_desc(S, x));
-		return NULL;
-	}
-	if (!divides(S, x, d2, x->dist.group, c->arg[2]->loc, NULL, c->arg[0]))
+	if (!need_split(S, c, d1, "from", "") ||
+	    !divides(S, x, d2, x->dist.group, c->arg[2]->loc, NULL, c->arg[0]))
 		return NULL;
 	Value *r = proto(S, x);
 	r->dist.dim = d2;
