@@ -1889,24 +1889,30 @@ model_type(Sema *S)
 		S->g->dtype = S->o->type; /* --type */
 }
 
+/* The model's tensor named name (at loc), or NULL: unknown or not a tensor
+ * (reported here), or bad (reported where it is defined). */
+static Value *
+model_tensor(Sema *S, const char *name, Loc loc)
+{
+	Sym *s = scope_find(S->ms, name);
+
+	if (!s)
+		unknown(S, S->ms, loc, name);
+	else if (s->kind != SY_VALUE)
+		diag_error(S->d, loc, "'%s' is %s, not a tensor", name, kind_noun(s->kind));
+	else if (!s->bad)
+		return s->u.val;
+	return NULL;
+}
+
 static void
 add_output(Sema *S, const Expr *ne)
 {
 	const char *name = ne->u.name;
-	Sym *s = scope_find(S->ms, name);
-	Value *v;
+	Value *v = model_tensor(S, name, ne->loc);
 
-	if (!s) {
-		unknown(S, S->ms, ne->loc, name);
+	if (!v)
 		return;
-	}
-	if (s->kind != SY_VALUE) {
-		diag_error(S->d, ne->loc, "'%s' is %s, not a tensor", name, kind_noun(s->kind));
-		return;
-	}
-	if (s->bad)
-		return;
-	v = s->u.val;
 	if (v->role == R_IN || v->role == R_WEIGHT)
 		diag_error(S->d, ne->loc, "%s is %s; an output must be computed", name,
 		           v->role == R_IN ? "an input" : "a weight");
@@ -2160,16 +2166,12 @@ is_coll(const Value *v)
 static void
 key_tensor(Sema *S, Claim *cl, const SchedEntry *se, SchedChoice *c)
 {
-	Sym *s = scope_find(S->ms, se->key);
+	Value *v = model_tensor(S, se->key, se->kloc);
 
-	if (!s)
-		unknown(S, S->ms, se->kloc, se->key);
-	else if (s->kind != SY_VALUE)
-		diag_error(S->d, se->kloc, "'%s' is %s, not a tensor", se->key, kind_noun(s->kind));
-	else if (!s->bad && !is_coll(s->u.val))
+	if (v && !is_coll(v))
 		diag_error(S->d, se->kloc, "%s is not the result of a collective", se->key);
-	else if (!s->bad)
-		claim(S, cl, se, s->u.val->def, c, 2);
+	else if (v)
+		claim(S, cl, se, v->def, c, 2);
 }
 
 /* Does layer L name a tensor name? Else *hint is the closest it names. */
