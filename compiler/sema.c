@@ -1501,9 +1501,7 @@ instantiate(Sema *S, const Scope *caller, Loc at, LayerInfo *li, Value **args)
 	sc->model = S->ms;
 	sc->decl = L;
 	sc->layer = li;
-	sc->path = caller->path
-	         ? arena_printf(S->a, "%s.%s%d", caller->path, L->name, li->count)
-	         : arena_printf(S->a, "%s%d", L->name, li->count);
+	sc->path = qualify(S, caller, arena_printf(S->a, "%s%d", L->name, li->count));
 	li->count++;
 	for (int i = 0; i < L->params.n; i++) {
 		const Expr *p = L->params.v[i];
