@@ -671,6 +671,19 @@ emit_xfer(Par *P, const Item *it)
 	item_end(P);
 }
 
+/* Copies view expression blk into staging slot k (pack), or out of it
+ * (unpack: part 1); block: "u" for the u-th block of elems elements in
+ * the slot, or NULL. */
+static void
+stage_copy(Par *P, int lb, const char *blk, const char *block, int64_t elems, int unpack)
+{
+	Emitter *e = &P->cg->e;
+
+	emit(e, "cfrt_view blk = %s;\n", blk);
+	emit(e, "cfrt_view st = %s;\n", stage_view(P, lb, "k", unpack, "blk", block, elems));
+	emit(e, "CFRT_TRY(ctx, cfrt_copy(ctx, %s));\n", unpack ? "&blk, &st" : "&st, &blk");
+}
+
 /* Packs (send) or unpacks (receive) the N blocks of a collective's chunk
  * with base slice expression `base` through staging slot k. */
 static void
@@ -683,27 +696,17 @@ emit_coll_blocks(Par *P, const Item *it, const char *base, int unpack)
 	const Buf *src = buf_of(c, it->u.coll.src), *dst = buf_of(c, it->u.coll.dst);
 	const Sel *sel = &it->u.coll.sel;
 	int64_t se = (unpack ? dst : src)->slot_elems;
-	int part = unpack ? 1 : 0;
-	BufRef sr = coll_ref(it, 0), dr = coll_ref(it, 1);
+	BufRef side = coll_ref(it, unpack);
 	const char *stride = arena_printf(a, "%d", sel->stride);
-
-	if (op == OP_ALL_REDUCE) {
-		emit(&cg->e, "cfrt_view blk = %s;\n", ref_view(P, unpack ? &dr : &sr, base, 1));
-		emit(&cg->e, "cfrt_view st = %s;\n", stage_view(P, lb, "k", part, "blk", NULL, se));
-		emit(&cg->e, "CFRT_TRY(ctx, cfrt_copy(ctx, %s));\n", unpack ? "&blk, &st" : "&st, &blk");
-		return;
-	}
 	int gather_in = op == OP_ALL_GATHER && !unpack, scatter_out = op == OP_REDUCE_SCATTER && unpack;
-	if (gather_in || scatter_out) {
-		/* one block: this rank's slice */
-		const char *s = arena_printf(a, "(%s) + r * %s", base, stride);
-		emit(&cg->e, "cfrt_view blk = %s;\n", ref_view(P, unpack ? &dr : &sr, s, 1));
-		emit(&cg->e, "cfrt_view st = %s;\n", stage_view(P, lb, "k", part, "blk", NULL, se));
-		emit(&cg->e, "CFRT_TRY(ctx, cfrt_copy(ctx, %s));\n", unpack ? "&blk, &st" : "&st, &blk");
+
+	if (op == OP_ALL_REDUCE || gather_in || scatter_out) {
+		/* one block: the chunk (all_reduce), or this rank's slice */
+		const char *s = op == OP_ALL_REDUCE ? base : arena_printf(a, "(%s) + r * %s", base, stride);
+		stage_copy(P, lb, ref_view(P, &side, s, 1), NULL, se, unpack);
 		return;
 	}
 	emit_open(&cg->e, "for (int u = 0; u < N; u++)");
-	const char *s = arena_printf(a, "(%s) + u * %s", base, stride);
 	const char *blk;
 	if (op == OP_ALL_TO_ALL && unpack) {
 		/* rank u's block: part u of this rank's slot of the chunk */
@@ -717,11 +720,9 @@ emit_coll_blocks(Par *P, const Item *it, const char *base, int unpack)
 			                   (long long)de);
 		}
 	} else {
-		blk = ref_view(P, unpack ? &dr : &sr, s, 1);
+		blk = ref_view(P, &side, arena_printf(a, "(%s) + u * %s", base, stride), 1);
 	}
-	emit(&cg->e, "cfrt_view blk = %s;\n", blk);
-	emit(&cg->e, "cfrt_view st = %s;\n", stage_view(P, lb, "k", part, "blk", "u", se));
-	emit(&cg->e, "CFRT_TRY(ctx, cfrt_copy(ctx, %s));\n", unpack ? "&blk, &st" : "&st, &blk");
+	stage_copy(P, lb, blk, "u", se, unpack);
 	emit_close(&cg->e, "");
 }
 
