@@ -37,7 +37,6 @@ typedef struct Label {
 
 typedef struct Par {
 	Cg *cg;
-	const Sched *s;
 	const Coll *c;
 	Label *lab;
 	int nlab;
@@ -993,7 +992,7 @@ plan_all(Cg *cg, const Sched *s)
 	int64_t end = cg->wsbytes;
 
 	for (int k = 0; k < s->colls.n; k++) {
-		pars[k] = (Par){.cg = cg, .s = s, .c = s->colls.v[k], .tmp_off = cg->wsbytes};
+		pars[k] = (Par){.cg = cg, .c = s->colls.v[k], .tmp_off = cg->wsbytes};
 		par_plan(&pars[k]);
 		if (pars[k].tmp_end > end)
 			end = pars[k].tmp_end;

@@ -15,9 +15,7 @@ enum { MAXLANES = 8 };
 typedef struct Dot {
 	FILE *f;
 	Arena *a;
-	const Sched *s;
 	int lanes;   /* ranks drawn */
-	int nranks;  /* the largest group */
 	int row;     /* rows emitted so far */
 } Dot;
 
@@ -188,16 +186,13 @@ dot_nranks(const Sched *s)
 void
 sched_dot(FILE *f, const Sched *s)
 {
-	Dot D = {.f = f, .a = s->arena, .s = s};
-	const char *more;
-
-	D.nranks = dot_nranks(s);
-	D.lanes = D.nranks < MAXLANES ? D.nranks : MAXLANES;
-	more = D.nranks > D.lanes ? arena_printf(D.a, " (ranks 0..%d of %d shown)", D.lanes - 1,
-	                                         D.nranks) : "";
+	int nranks = dot_nranks(s); /* the largest group */
+	Dot D = {.f = f, .a = s->arena, .lanes = nranks < MAXLANES ? nranks : MAXLANES};
+	const char *more = nranks > D.lanes ? arena_printf(D.a, " (ranks 0..%d of %d shown)",
+	                                                   D.lanes - 1, nranks) : "";
 	fprintf(f, "digraph schedule {\n  graph [newrank=true, ordering=out, rankdir=TB, labelloc=t, "
 	        "fontname=\"Helvetica\", nodesep=0.25, ranksep=0.3, label=");
-	dot_quote(f, arena_printf(D.a, "%s: schedule on %d ranks%s", s->g->name, D.nranks, more));
+	dot_quote(f, arena_printf(D.a, "%s: schedule on %d ranks%s", s->g->name, nranks, more));
 	fprintf(f, "];\n  node [shape=box, style=\"rounded,filled\", fillcolor=\"#e8f0fe\", "
 	        "fontname=\"Helvetica\", fontsize=10];\n  edge [fontname=\"Helvetica\", fontsize=9];\n");
 	for (int k = 0; k < s->stages.n; k++) {
