@@ -950,17 +950,13 @@ emit_stage_node(Cg *cg, const Node *n)
 
 /* ---- the file ---- */
 
-/* cf_mod where the stages use it (mod: blocking collectives alone do
- * not) or cf_partner does, cf_partner for pairwise exchanges. */
+/* cf_mod where the stages use it (blocking collectives alone do not) or
+ * cf_partner does, cf_partner where they use it (pairwise exchanges). */
 static void
-helpers(Cg *cg, const Sched *s, int mod)
+helpers(Cg *cg, int mod, int pair)
 {
 	Emitter *e = &cg->e;
-	int pair = 0;
 
-	for (int k = 0; k < s->colls.n; k++)
-		pair |= ((Coll *)s->colls.v[k])->how.topo == TP_PAIRWISE &&
-		        ((Coll *)s->colls.v[k])->how.kind == SK_FUSE;
 	if (!mod && !pair)
 		return;
 	emit(e, "/* x mod n in [0, n). */\n");
@@ -1043,7 +1039,7 @@ cg_parallel(FILE *f, Arena *a, const Sched *s, const char *src, int lines)
 	emit_func(e, "size_t\n%s_workspace_bytes(void)", cg.prefix);
 	emit(e, "return %lld;\n", (long long)cg.wsbytes);
 	emit_close(e, "\n");
-	helpers(&cg, s, cg_mentions(body, "cf_mod"));
+	helpers(&cg, cg_mentions(body, "cf_mod"), cg_mentions(body, "cf_partner"));
 	cg_helpers(&cg);
 	emit_func(e, "int\n%s_forward(cfrt_ctx *ctx, const %s_weights *w, const %s_io *io,\n"
 	          "    void *ws)", cg.prefix, cg.prefix, cg.prefix);
