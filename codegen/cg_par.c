@@ -123,10 +123,11 @@ static const char *
 ref_buf(Par *P, const BufRef *r)
 {
 	Arena *a = P->cg->a;
-	int rot = !(r->rot.kind == IX_AFFINE && !r->rot.a && !r->rot.b && !r->rot.c);
-	if (!rot)
+	const char *rot = ix_c(a, &r->rot);
+
+	if (!strcmp(rot, "0"))
 		return arena_printf(a, "cb[%d]", r->buf);
-	return arena_printf(a, "cb[%d + %s]", r->buf, ix_c(a, &r->rot));
+	return arena_printf(a, "cb[%d + %s]", r->buf, rot);
 }
 
 /* A C expression of the view of cnt slices from slice expression s. */
