@@ -197,13 +197,13 @@ call(Cg *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void
 call(Cg *c, const char *fmt, ...)
 {
-	char buf[1024];
 	va_list ap;
 
+	emit(&c->e, "CFRT_TRY(ctx, ");
 	va_start(ap, fmt);
-	vsnprintf(buf, sizeof buf, fmt, ap);
+	emit_v(&c->e, fmt, ap);
 	va_end(ap);
-	emit(&c->e, "CFRT_TRY(ctx, %s);\n", buf);
+	emit(&c->e, ");\n");
 }
 
 static void

@@ -32,8 +32,8 @@ put(Emitter *e, const char *s)
 	}
 }
 
-static void
-vemit(Emitter *e, const char *fmt, va_list ap)
+void
+emit_v(Emitter *e, const char *fmt, va_list ap)
 {
 	char small[512];
 	va_list ap2;
@@ -59,7 +59,7 @@ emit(Emitter *e, const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	vemit(e, fmt, ap);
+	emit_v(e, fmt, ap);
 	va_end(ap);
 }
 
@@ -69,7 +69,7 @@ emit_open(Emitter *e, const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	vemit(e, fmt, ap);
+	emit_v(e, fmt, ap);
 	va_end(ap);
 	put(e, " {\n");
 	e->indent++;
@@ -127,7 +127,7 @@ emit_func(Emitter *e, const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	vemit(e, fmt, ap);
+	emit_v(e, fmt, ap);
 	va_end(ap);
 	put(e, "\n{\n");
 	e->indent++;

@@ -17,6 +17,7 @@ typedef struct Emitter {
 void emit_init(Emitter *e, FILE *f, const char *src, const char *out);
 /* Writes text; each line is indented; "\n" ends lines. */
 void emit(Emitter *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void emit_v(Emitter *e, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 /* emit(fmt) + " {" and one more level of indentation. */
 void emit_open(Emitter *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A function definition's head, then "{" on a line of its own. */
