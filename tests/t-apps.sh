@@ -2,8 +2,9 @@
 # Generated code inside applications: two tensor-parallel groups in one
 # job, the wrong number of ranks, a rank that fails or crashes mid-run, an
 # out-of-tree program built through pkg-config after `make install`,
-# golden files of the generated C of mlp.cf (vanilla and fuse), and
-# library collectives handed their tensors in place where they can be.
+# golden files of the generated C of mlp.cf (vanilla and fuse),
+# library collectives handed their tensors in place where they can be, and
+# calls on the longest names.
 . tests/lib.sh
 t=$B/tests/apps
 rm -rf "$t"
@@ -190,3 +191,13 @@ for s in "fuse(ring)" "fuse(bidir)" vanilla; do
 	fi
 	check "apps: names that shadow nothing under $s" err_ok "$t/names-$n.out"
 done
+
+# -- a call on four names of 250 characters (the lexer takes 255) is
+# emitted whole: a fixed 1 KiB buffer once cut it short, C that did not
+# compile
+q=$(printf '%250s' '' | tr ' ' q)
+printf 'model ln {\n  size S = 8, D = 16;\n  type f32;\n  in %sa : [S, D];\n  weight %sb : [D];\n  weight %sc : [D];\n  %sd = layernorm(%sa, %sb, %sc);\n  out %sd;\n}\n' \
+	"$q" "$q" "$q" "$q" "$q" "$q" "$q" "$q" >"$t/long.cf"
+"$CFC" "$t/long.cf" --emit=h,c,ref -o "$t/long"
+check "apps: a layernorm on 250-character names compiles" sh -c \
+	"for c in ln.c ln_ref.c; do mpicc -std=c11 -Wall -Wextra -Werror -Iruntime -I'$t/long' -c '$t/long/'\$c -o /dev/null || exit 1; done"
