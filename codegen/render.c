@@ -1,18 +1,15 @@
 /* render.c: DOT text to SVG or PNG through libgvc (the only file that
  * includes <gvc.h>), for the schedule and the dependency graph alike.
- * requires: DOT text. ensures: the picture written atomically (a
- * temporary file renamed into place: never a partial file), or an error
- * reported and nothing written.
+ * requires: DOT text. ensures: the picture's bytes in a malloc'd buffer
+ * (compiler/main.c writes them as it writes every output), or an error
+ * reported and no buffer.
  *
  * The plugins (dot layout, core renderers, cairo for PNG) are linked in
  * and handed to gvContextPlugins, so no `dot -c` configuration file is
  * needed at run time. When the build did not link them (the symbols are
  * weak), libgvc falls back to loading its installed plugins. */
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <gvc.h>
 #include <gvplugin.h>
@@ -57,34 +54,6 @@ render_context(void)
 	return gvContextPlugins(builtins, 0);
 }
 
-/* Writes len bytes to path through a temporary file in the same folder,
- * renamed into place; "-" is standard output. */
-static int
-render_write(const char *out, const char *data, size_t len, Diag *d)
-{
-	if (!strcmp(out, "-"))
-		return fwrite(data, 1, len, stdout) == len && fflush(stdout) == 0 ? 0 :
-		       (diag_plain(d, "cannot write the picture to standard output"), 1);
-	size_t n = strlen(out) + 12;
-	char *tmp = malloc(n);
-	mode_t m = umask(0);
-
-	umask(m);
-	snprintf(tmp, n, "%s.tmpXXXXXX", out);
-	int fd = mkstemp(tmp);
-	FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
-	int ok = f && fwrite(data, 1, len, f) == len;
-	ok = f && fclose(f) == 0 && ok;
-	ok = ok && chmod(tmp, 0666 & ~m) == 0 && rename(tmp, out) == 0;
-	if (!ok) {
-		diag_plain(d, "cannot write %s: %s", out, strerror(errno));
-		if (fd >= 0)
-			unlink(tmp);
-	}
-	free(tmp);
-	return !ok;
-}
-
 /* Lays out and renders; 0 with *data (freed by gvFreeRenderData). */
 static int
 render_data(GVC_t *gvc, Agraph_t *g, const char *format, char **data, unsigned *len, Diag *d)
@@ -101,12 +70,14 @@ render_data(GVC_t *gvc, Agraph_t *g, const char *format, char **data, unsigned *
 }
 
 int
-render_dot(const char *dot_text, const char *format, const char *outpath, Diag *d)
+render_dot(const char *dot_text, const char *format, char **out, size_t *outlen, Diag *d)
 {
 	char *data = NULL;
 	unsigned len = 0;
 	int rc = 1;
 
+	*out = NULL;
+	*outlen = 0;
 	if (strcmp(format, "svg") && strcmp(format, "png")) {
 		diag_plain(d, "cannot render '%s': svg or png", format);
 		return 1;
@@ -115,8 +86,11 @@ render_dot(const char *dot_text, const char *format, const char *outpath, Diag *
 	Agraph_t *g = agmemread(dot_text);
 	if (!g)
 		diag_plain(d, "graphviz cannot read the DOT text");
-	else if (!render_data(gvc, g, format, &data, &len, d))
-		rc = render_write(outpath, data, len, d);
+	else if (!render_data(gvc, g, format, &data, &len, d) && (*out = malloc(len ? len : 1))) {
+		memcpy(*out, data, len);
+		*outlen = len;
+		rc = 0;
+	}
 	if (data)
 		gvFreeRenderData(data);
 	if (g)

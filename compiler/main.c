@@ -258,7 +258,8 @@ fchmod_path(const char *path)
 	return chmod(path, 0666 & ~m) == 0;
 }
 
-/* Writes one output through a temporary file renamed into place. */
+/* Writes one output (a picture: rendered from its DOT text first) through
+ * a temporary file renamed into place; "-" is standard output. */
 static int
 write_output(Comp *c, const Emit *e, const char *path)
 {
@@ -271,14 +272,19 @@ write_output(Comp *c, const Emit *e, const char *path)
 	e->fn(m, c);
 	fclose(m);
 	if (e->render) {
-		int rc = render_dot(buf, e->render, path, &c->diag);
-		free(buf);
-		return rc == 0;
+		char *dot = buf;
+		int rc = render_dot(dot, e->render, &buf, &len, &c->diag);
+		free(dot);
+		if (rc)
+			return 0;
 	}
 	if (!strcmp(path, "-")) {
-		fwrite(buf, 1, len, stdout);
+		int ok = fwrite(buf, 1, len, stdout) == len && fflush(stdout) == 0;
+		if (!ok)
+			fprintf(stderr, "cfc: error: cannot write to standard output: %s\n",
+			        strerror(errno));
 		free(buf);
-		return fflush(stdout) == 0;
+		return ok;
 	}
 	char *tmp = arena_printf(c->arena, "%s.tmpXXXXXX", path);
 	int fd = mkstemp(tmp);

@@ -243,8 +243,8 @@ void sched_dot(FILE *f, const Sched *s);     /* --emit=sched-dot */
 /* What rank r runs in step (phase p, round i, lane t): compute lines and
  * a line of transfers joined by sep; NULL when nothing runs. */
 const char *sched_step_label(Arena *a, const Coll *c, int r, int p, int i, int t, const char *sep);
-/* codegen/render.c: DOT text to svg or png through libgvc, written
- * atomically to outpath ("-": stdout); 0 ok, else an error reported. */
-int render_dot(const char *dot_text, const char *format, const char *outpath, Diag *d);
+/* codegen/render.c: DOT text to svg or png through libgvc: 0 with the
+ * picture in *out (malloc'd, *outlen bytes), else an error reported. */
+int render_dot(const char *dot_text, const char *format, char **out, size_t *outlen, Diag *d);
 
 #endif
