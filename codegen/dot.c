@@ -9,9 +9,8 @@
 
 #include "cf.h"
 
-/* Writes s escaped for a DOT string. */
-static void
-put_esc(FILE *f, const char *s)
+void
+dot_escape(FILE *f, const char *s)
 {
 	for (; *s; s++) {
 		if (*s == '"' || *s == '\\')
@@ -49,7 +48,7 @@ dot_node(FILE *f, const Graph *g, const Node *n, const char *indent)
 		                     shape_of(a, v), dist_str(a, v), cl == CL_COLL ? "\n" : "",
 		                     cl == CL_COLL ? graph_sched_str(a, n->sched) : "");
 	fprintf(f, "%sn%d [label=\"", indent, n->id);
-	put_esc(f, label);
+	dot_escape(f, label);
 	fputs("\"", f);
 	if (n->op == OP_INPUT)
 		fputs(", shape=ellipse", f);
@@ -135,7 +134,7 @@ dot_cluster(FILE *f, const Graph *g, const Tree *t, int c, int depth)
 	memset(indent, ' ', (size_t)w);
 	indent[w] = 0;
 	fprintf(f, "%.*ssubgraph cluster_%d {\n%slabel=\"", w - 2, indent, c, indent);
-	put_esc(f, last ? last + 1 : in->path);
+	dot_escape(f, last ? last + 1 : in->path);
 	fprintf(f, "\";\n%sstyle=rounded;\n%scolor=\"#7f7f7f\";\n", indent, indent);
 	for (int id = in->node; id >= 0; id = t->next[id])
 		dot_node(f, g, g->nodes.v[id], indent);
@@ -151,14 +150,14 @@ dot_edges(FILE *f, const Graph *g)
 		const Node *n = g->nodes.v[i];
 		for (int j = 0; j < n->nin; j++) {
 			fprintf(f, "  n%d -> n%d [label=\"", n->in[j]->def->id, n->id);
-			put_esc(f, n->in[j]->name);
+			dot_escape(f, n->in[j]->name);
 			fputs("\"];\n", f);
 		}
 	}
 	for (int i = 0; i < g->outputs.n; i++) {
 		const Value *v = g->outputs.v[i];
 		fprintf(f, "  out%d [label=\"out ", i);
-		put_esc(f, v->name);
+		dot_escape(f, v->name);
 		fprintf(f, "\", shape=plaintext];\n  n%d -> out%d;\n", v->def->id, i);
 	}
 }
@@ -184,9 +183,9 @@ dot_graph(FILE *f, const Graph *g)
 	}
 	t.in = arena_alloc(a, ((size_t)g->nodes.n + 1) * depth * sizeof *t.in);
 	fputs("digraph \"", f);
-	put_esc(f, g->name);
+	dot_escape(f, g->name);
 	fputs("\" {\n  graph [fontname=\"Helvetica\", labelloc=t, label=\"model ", f);
-	put_esc(f, arena_printf(a, "%s (%s)", g->name, g->file));
+	dot_escape(f, arena_printf(a, "%s (%s)", g->name, g->file));
 	fputs("\"];\n  node [fontname=\"Helvetica\", fontsize=10, shape=box];\n"
 	      "  edge [fontname=\"Helvetica\", fontsize=9];\n", f);
 	for (int i = 0; i < g->nodes.n; i++) {

@@ -23,14 +23,7 @@ static void
 dot_quote(FILE *f, const char *s)
 {
 	fputc('"', f);
-	for (; *s; s++) {
-		if (*s == '\n')
-			fputs("\\n", f);
-		else if (*s == '"' || *s == '\\')
-			fprintf(f, "\\%c", *s);
-		else
-			fputc(*s, f);
-	}
+	dot_escape(f, s);
 	fputc('"', f);
 }
 
