@@ -4,12 +4,12 @@
 # runs it with each transfer mode (CFRT_TRANSFER=nccl, ce), and compares
 # its output with the CPU f32 reference ($OUT/ref-EX.bin, made by run.sh
 # with the MPI backend on the same inputs). Prints PASS/FAIL lines.
-: "${B:=build}"
+. tests/lib.sh
 ex=$1 n=$2 sched=$3 type=$4
 out=$B/tests/gpu-run
 t=$(echo "$sched" | tr -d ' ' | tr '(),=' '___-' | sed 's/_*$//')
 dir=$out/$ex-$t-$n-$type
-group=$(sed -n 's/^ *group \([a-z_]*\) *=.*/\1/p' "examples/$ex.cf" | head -n 1)
+group=$(group "$ex")
 case $type in
 f32) tol=1e-5 ;;
 *) tol=2e-2 ;;

@@ -26,8 +26,6 @@ JOBS=${JOBS:-6}
 # EXAMPLES: the specs to run (default every example)
 EXAMPLES=${EXAMPLES:-$(ls examples/*.cf)}
 
-group() { sed -n 's/^ *group \([a-z_]*\) *=.*/\1/p' "examples/$1.cf" | head -n 1; }
-
 # -- CPU f32 references: one rank, the MPI backend (or, where the GPU
 # machine cannot build it, dumps made so elsewhere: GPU_REFS=DIR)
 for f in $EXAMPLES; do
