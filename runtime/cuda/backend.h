@@ -93,7 +93,8 @@ typedef struct xfer {
 	int ce;         /* this transfer moves by copy engine */
 	int issued;     /* CE receive: copy enqueued */
 	int ev_id;      /* CE send: ready event; CE receive: done event */
-	int next_fifo;  /* CE receive: next receive from the same peer */
+	struct xfer *next_fifo; /* CE receive: next receive from the same
+	                         * peer (slots never move) */
 	MPI_Request mreq[2];
 	ce_ready ready_msg;
 	ce_done done_msg;
@@ -137,7 +138,7 @@ struct cfrt_ctx {
 	int ngroup;
 	int ce_open; /* CE transfers started and not yet waited on */
 
-	int *fifo_head, *fifo_tail; /* per peer: CE receives not issued */
+	xfer **fifo_head, **fifo_tail; /* per peer: CE receives not issued */
 	ipc_ev **ev; /* entries allocated once: MPI writes into them */
 	int nev;
 	cudaEvent_t **peer_ev; /* [peer][id]: opened events of peers */

@@ -224,12 +224,12 @@ static int start_recv(cfrt_ctx *ctx, xfer *x)
 		               ctx->base.comm, &x->mreq[0]), "MPI_Irecv");
 	if (rc != CFRT_OK)
 		return rc;
-	x->next_fifo = -1;
-	if (ctx->fifo_tail[p] >= 0)
-		ctx->x[ctx->fifo_tail[p]]->next_fifo = x->id;
+	x->next_fifo = NULL;
+	if (ctx->fifo_tail[p])
+		ctx->fifo_tail[p]->next_fifo = x;
 	else
-		ctx->fifo_head[p] = x->id;
-	ctx->fifo_tail[p] = x->id;
+		ctx->fifo_head[p] = x;
+	ctx->fifo_tail[p] = x;
 	return CFRT_OK;
 }
 
@@ -305,8 +305,8 @@ static int issue(cfrt_ctx *ctx, xfer *x)
 		               "MPI_Irecv");
 	x->issued = 1;
 	ctx->fifo_head[p] = x->next_fifo;
-	if (ctx->fifo_head[p] < 0)
-		ctx->fifo_tail[p] = -1;
+	if (!ctx->fifo_head[p])
+		ctx->fifo_tail[p] = NULL;
 	return rc;
 }
 
@@ -315,8 +315,8 @@ int cfrti_ce_progress(cfrt_ctx *ctx)
 {
 	int rc = CFRT_OK;
 	for (int p = 0; rc == CFRT_OK && p < ctx->base.size; p++)
-		while (rc == CFRT_OK && ctx->fifo_head[p] >= 0) {
-			xfer *x = ctx->x[ctx->fifo_head[p]];
+		while (rc == CFRT_OK && ctx->fifo_head[p]) {
+			xfer *x = ctx->fifo_head[p];
 			int flag = 0;
 			rc = cfrti_mpi(ctx, MPI_Test(&x->mreq[0], &flag,
 			               MPI_STATUS_IGNORE), "MPI_Test");

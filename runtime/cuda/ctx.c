@@ -204,15 +204,13 @@ int cfrti_ctx_setup(cfrt_ctx *ctx)
 		                 "CFRT_DEVICE names none)");
 	ctx->base.device = process_device;
 	ctx->ce = calloc((size_t)ctx->base.size, sizeof *ctx->ce);
-	ctx->fifo_head = malloc((size_t)ctx->base.size * sizeof *ctx->fifo_head);
-	ctx->fifo_tail = malloc((size_t)ctx->base.size * sizeof *ctx->fifo_tail);
+	ctx->fifo_head = calloc((size_t)ctx->base.size, sizeof *ctx->fifo_head);
+	ctx->fifo_tail = calloc((size_t)ctx->base.size, sizeof *ctx->fifo_tail);
 	ctx->peer_ev = calloc((size_t)ctx->base.size, sizeof *ctx->peer_ev);
 	ctx->npeer_ev = calloc((size_t)ctx->base.size, sizeof *ctx->npeer_ev);
 	if (!ctx->ce || !ctx->fifo_head || !ctx->fifo_tail || !ctx->peer_ev ||
 	    !ctx->npeer_ev)
 		return cfrti_err(ctx, CFRT_ENOMEM, "no memory for peer tables");
-	for (int p = 0; p < ctx->base.size; p++)
-		ctx->fifo_head[p] = ctx->fifo_tail[p] = -1;
 	return device_setup(ctx);
 }
 
