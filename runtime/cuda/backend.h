@@ -9,15 +9,15 @@
  * runtime/common (common.h: errors, view and argument checks, the public
  * transfer calls).
  *
- * Queues: compute calls go on ctx->cs, NCCL on ctx->xs (high priority),
- * copy-engine transfers from peer P on ctx->ce[P] (high priority). A
- * transfer starts after every compute call issued before it (an event of
- * cs that its stream waits on); cfrt_wait makes cs wait on the transfer's
- * completion event. The host never waits for the device except in
- * cfrt_wtime, cfrt_download, cfrt_upload, cfrt_sync and cfrt_finalize,
- * and, with CFRT_GEMM=tune, in the first GEMM of each shape (it times
- * the candidates on cs: every wait issued before it is then a blocking
- * one, which verified schedules allow). */
+ * Queues: compute calls go on ctx->dev.cs, NCCL on ctx->xt.s (high
+ * priority), copy-engine transfers from peer P on ctx->ce.s[P] (high
+ * priority). A transfer starts after every compute call issued before it
+ * (an event of cs that its stream waits on); cfrt_wait makes cs wait on
+ * the transfer's completion event. The host never waits for the device
+ * except in cfrt_wtime, cfrt_download, cfrt_upload, cfrt_sync and
+ * cfrt_finalize, and, with CFRT_GEMM=tune, in the first GEMM of each
+ * shape (it times the candidates on cs: every wait issued before it is
+ * then a blocking one, which verified schedules allow). */
 #ifndef CFRT_CUDA_BACKEND_H
 #define CFRT_CUDA_BACKEND_H
 
@@ -68,7 +68,7 @@ typedef struct ce_done {
  * cudaStreamWaitEvent on the previous record (busy until then), and its
  * entry is reused only when its MPI requests have completed. */
 typedef struct ipc_ev {
-	int id; /* index in ctx->ev */
+	int id; /* index in ctx->ce.ev */
 	int wait_ack; /* req[1] receives an ACK */
 	cudaEvent_t e;
 	cudaIpcEventHandle_t h;
@@ -83,7 +83,7 @@ typedef struct ipc_ev {
  * with the current gen (gen grows whenever the slot is released). */
 enum xstate { X_FREE, X_QUEUED, X_ACTIVE };
 typedef struct xfer {
-	int id; /* index in ctx->x */
+	int id; /* index in ctx->xt.x */
 	uint32_t gen;
 	int state;    /* X_QUEUED: in an open group, not issued yet */
 	xdesc d;
@@ -116,28 +116,32 @@ typedef struct remote_mem {
 	char *base;
 } remote_mem;
 
-struct cfrt_ctx {
-	cfrti_base base; /* first: what the shared code sees (common.h);
-	                  * base.device: the CUDA device */
+/* The context's state, one struct per file that uses it. */
 
-	cudaStream_t cs, xs; /* compute, NCCL transfers */
-	cudaStream_t *ce;    /* size entries: copies from peer P, or NULL */
-	cudaEvent_t fence;   /* cs, recorded before transfers start */
-	cublasHandle_t blas;
-	void *blas_ws; /* cuBLAS workspace, BLAS_WS bytes */
+/* ctx.c: the device, its compute stream and libraries, memory. */
+typedef struct dev_state {
+	cudaStream_t cs;      /* compute */
+	cublasHandle_t blas;  /* on cs */
+	void *blas_ws;        /* cuBLAS workspace, BLAS_WS bytes */
 	cublasLtHandle_t lt;
-	int gemm_mode; /* enum gmode */
-	lt_plan *plans; /* one per GEMM shape seen (lt.c) */
+	alloc_rec *al;        /* the buffers of cfrt_alloc */
+	int nal;
+	uint64_t serials;
+	void *ws; /* attention scores and probabilities, ws_bytes long */
+	size_t ws_bytes;
+} dev_state;
+
+/* lt.c: the GEMM plans. */
+typedef struct lt_state {
+	int mode;       /* enum gmode */
+	lt_plan *plans; /* one per GEMM shape seen */
 	int nplans;
-	ncclComm_t nccl;
-	int xmode; /* enum xmode */
+} lt_state;
 
-	xfer **x; /* slots, each allocated once: MPI writes into them */
-	int nx;
-	int *group; /* slots queued in the open group */
-	int ngroup;
-	int ce_open; /* CE transfers started and not yet waited on */
-
+/* ce.c: copy-engine transfers. */
+typedef struct ce_state {
+	cudaStream_t *s; /* size entries: copies from peer P, or NULL */
+	int open; /* CE transfers started and not yet waited on */
 	xfer **fifo_head, **fifo_tail; /* per peer: CE receives not issued */
 	ipc_ev **ev; /* entries allocated once: MPI writes into them */
 	int nev;
@@ -145,13 +149,27 @@ struct cfrt_ctx {
 	int *npeer_ev;
 	remote_mem *rmem;
 	int nrmem;
+} ce_state;
 
-	alloc_rec *al;
-	int nal;
-	uint64_t serials;
+/* xfer.c: the transfer table and NCCL. */
+typedef struct xfer_table {
+	int mode;          /* enum xmode */
+	ncclComm_t nccl;
+	cudaStream_t s;    /* NCCL transfers, high priority */
+	cudaEvent_t fence; /* on dev.cs, recorded before transfers start */
+	xfer **x; /* slots, each allocated once: MPI writes into them */
+	int nx;
+	int *group; /* slots queued in the open group */
+	int ngroup;
+} xfer_table;
 
-	void *ws; /* attention scores and probabilities, ws_bytes long */
-	size_t ws_bytes;
+struct cfrt_ctx {
+	cfrti_base base; /* first: what the shared code sees (common.h);
+	                  * base.device: the CUDA device */
+	dev_state dev;
+	lt_state lt;
+	ce_state ce;
+	xfer_table xt;
 };
 _Static_assert(offsetof(struct cfrt_ctx, base) == 0,
                "the shared code finds base at the start of a context");

@@ -29,7 +29,7 @@ int cfrti_nccl(cfrt_ctx *ctx, ncclResult_t e, const char *call)
 {
 	if (e == ncclSuccess)
 		return CFRT_OK;
-	const char *last = ctx->nccl ? ncclGetLastError(ctx->nccl) : "";
+	const char *last = ctx->xt.nccl ? ncclGetLastError(ctx->xt.nccl) : "";
 	return cfrti_err(ctx, CFRT_ECOMM, "%s failed: %s%s%s", call,
 	                 ncclGetErrorString(e), last && *last ? ": " : "",
 	                 last ? last : "");
@@ -50,7 +50,7 @@ int cfrti_blas(cfrt_ctx *ctx, cublasStatus_t e, const char *call)
 int cfrti_enter(cfrt_ctx *ctx, const char *api)
 {
 	ctx->base.api = api;
-	return ctx->ce_open > 0 ? cfrti_ce_progress(ctx) : CFRT_OK;
+	return ctx->ce.open > 0 ? cfrti_ce_progress(ctx) : CFRT_OK;
 }
 
 int cfrti_check_dtype(cfrt_ctx *ctx, cfrt_dtype t)
@@ -62,15 +62,15 @@ int cfrti_check_dtype(cfrt_ctx *ctx, cfrt_dtype t)
 
 int cfrti_ws_reserve(cfrt_ctx *ctx, size_t bytes)
 {
-	if (ctx->ws_bytes >= bytes)
+	if (ctx->dev.ws_bytes >= bytes)
 		return CFRT_OK;
 	/* cudaFree waits for the device: nothing still reads the old one */
-	cudaFree(ctx->ws);
-	ctx->ws = NULL;
-	ctx->ws_bytes = 0;
-	int rc = cfrti_cuda(ctx, cudaMalloc(&ctx->ws, bytes), "cudaMalloc");
+	cudaFree(ctx->dev.ws);
+	ctx->dev.ws = NULL;
+	ctx->dev.ws_bytes = 0;
+	int rc = cfrti_cuda(ctx, cudaMalloc(&ctx->dev.ws, bytes), "cudaMalloc");
 	if (rc == CFRT_OK)
-		ctx->ws_bytes = bytes;
+		ctx->dev.ws_bytes = bytes;
 	return rc;
 }
 
@@ -124,7 +124,7 @@ static int transfer_mode(cfrt_ctx *ctx)
 {
 	static const char *const names[] = {"nccl", "ce", "none"}; /* xmode */
 	return cfrti_env_choice(ctx, "CFRT_TRANSFER", names, 3, XM_NCCL,
-	                        &ctx->xmode);
+	                        &ctx->xt.mode);
 }
 
 /* NCCL over the context's ranks: rank 0's unique id, broadcast by MPI. */
@@ -144,7 +144,7 @@ static int nccl_setup(cfrt_ctx *ctx)
 	mrc = MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, ctx->base.comm);
 	if (mrc != MPI_SUCCESS)
 		return cfrti_mpi(ctx, mrc, "MPI_Bcast");
-	return cfrti_nccl(ctx, ncclCommInitRank(&ctx->nccl, ctx->base.size,
+	return cfrti_nccl(ctx, ncclCommInitRank(&ctx->xt.nccl, ctx->base.size,
 	                                        id, ctx->base.rank),
 	                  "ncclCommInitRank");
 }
@@ -158,29 +158,30 @@ static int device_setup(cfrt_ctx *ctx)
 		rc = cfrti_cuda(ctx, cudaDeviceGetStreamPriorityRange(&lo, &hi),
 		                "cudaDeviceGetStreamPriorityRange");
 	if (rc == CFRT_OK)
-		rc = cfrti_cuda(ctx, cudaStreamCreateWithPriority(&ctx->cs,
+		rc = cfrti_cuda(ctx, cudaStreamCreateWithPriority(&ctx->dev.cs,
 		                cudaStreamNonBlocking, lo), "cudaStreamCreate");
 	if (rc == CFRT_OK)
-		rc = cfrti_cuda(ctx, cudaStreamCreateWithPriority(&ctx->xs,
+		rc = cfrti_cuda(ctx, cudaStreamCreateWithPriority(&ctx->xt.s,
 		                cudaStreamNonBlocking, hi), "cudaStreamCreate");
 	if (rc == CFRT_OK)
-		rc = cfrti_cuda(ctx, cudaEventCreateWithFlags(&ctx->fence,
+		rc = cfrti_cuda(ctx, cudaEventCreateWithFlags(&ctx->xt.fence,
 		                cudaEventDisableTiming), "cudaEventCreate");
 	if (rc == CFRT_OK)
-		rc = cfrti_blas(ctx, cublasCreate(&ctx->blas), "cublasCreate");
+		rc = cfrti_blas(ctx, cublasCreate(&ctx->dev.blas), "cublasCreate");
 	if (rc == CFRT_OK)
-		rc = cfrti_blas(ctx, cublasSetStream(ctx->blas, ctx->cs),
+		rc = cfrti_blas(ctx, cublasSetStream(ctx->dev.blas, ctx->dev.cs),
 		                "cublasSetStream");
 	if (rc == CFRT_OK)
-		rc = cfrti_cuda(ctx, cudaMalloc(&ctx->blas_ws, BLAS_WS), "cudaMalloc");
+		rc = cfrti_cuda(ctx, cudaMalloc(&ctx->dev.blas_ws, BLAS_WS),
+		                "cudaMalloc");
 	if (rc == CFRT_OK)
-		rc = cfrti_blas(ctx, cublasSetWorkspace(ctx->blas, ctx->blas_ws,
+		rc = cfrti_blas(ctx, cublasSetWorkspace(ctx->dev.blas, ctx->dev.blas_ws,
 		                BLAS_WS), "cublasSetWorkspace");
 	if (rc == CFRT_OK)
-		rc = cfrti_blas(ctx, cublasLtCreate(&ctx->lt), "cublasLtCreate");
+		rc = cfrti_blas(ctx, cublasLtCreate(&ctx->dev.lt), "cublasLtCreate");
 	/* no TF32: f32 GEMMs round like f32 */
 	if (rc == CFRT_OK)
-		rc = cfrti_blas(ctx, cublasSetMathMode(ctx->blas,
+		rc = cfrti_blas(ctx, cublasSetMathMode(ctx->dev.blas,
 		                CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
 	if (rc == CFRT_OK)
 		rc = nccl_setup(ctx);
@@ -203,13 +204,13 @@ int cfrti_ctx_setup(cfrt_ctx *ctx)
 		return cfrti_err(ctx, CFRT_EDEVICE, "no CUDA device (or "
 		                 "CFRT_DEVICE names none)");
 	ctx->base.device = process_device;
-	ctx->ce = calloc((size_t)ctx->base.size, sizeof *ctx->ce);
-	ctx->fifo_head = calloc((size_t)ctx->base.size, sizeof *ctx->fifo_head);
-	ctx->fifo_tail = calloc((size_t)ctx->base.size, sizeof *ctx->fifo_tail);
-	ctx->peer_ev = calloc((size_t)ctx->base.size, sizeof *ctx->peer_ev);
-	ctx->npeer_ev = calloc((size_t)ctx->base.size, sizeof *ctx->npeer_ev);
-	if (!ctx->ce || !ctx->fifo_head || !ctx->fifo_tail || !ctx->peer_ev ||
-	    !ctx->npeer_ev)
+	ctx->ce.s = calloc((size_t)ctx->base.size, sizeof *ctx->ce.s);
+	ctx->ce.fifo_head = calloc((size_t)ctx->base.size, sizeof *ctx->ce.fifo_head);
+	ctx->ce.fifo_tail = calloc((size_t)ctx->base.size, sizeof *ctx->ce.fifo_tail);
+	ctx->ce.peer_ev = calloc((size_t)ctx->base.size, sizeof *ctx->ce.peer_ev);
+	ctx->ce.npeer_ev = calloc((size_t)ctx->base.size, sizeof *ctx->ce.npeer_ev);
+	if (!ctx->ce.s || !ctx->ce.fifo_head || !ctx->ce.fifo_tail || !ctx->ce.peer_ev ||
+	    !ctx->ce.npeer_ev)
 		return cfrti_err(ctx, CFRT_ENOMEM, "no memory for peer tables");
 	return device_setup(ctx);
 }
@@ -218,34 +219,34 @@ void cfrti_ctx_free(cfrt_ctx *ctx)
 {
 	cfrti_xfer_free_all(ctx);
 	cfrti_ce_free(ctx);
-	if (ctx->nccl)
-		ncclCommDestroy(ctx->nccl);
+	if (ctx->xt.nccl)
+		ncclCommDestroy(ctx->xt.nccl);
 	cfrti_lt_free(ctx);
-	if (ctx->lt)
-		cublasLtDestroy(ctx->lt);
-	if (ctx->blas)
-		cublasDestroy(ctx->blas);
-	for (int p = 0; ctx->ce && p < ctx->base.size; p++)
-		if (ctx->ce[p])
-			cudaStreamDestroy(ctx->ce[p]);
-	if (ctx->fence)
-		cudaEventDestroy(ctx->fence);
-	if (ctx->cs)
-		cudaStreamDestroy(ctx->cs);
-	if (ctx->xs)
-		cudaStreamDestroy(ctx->xs);
-	cudaFree(ctx->ws);
-	cudaFree(ctx->blas_ws);
-	for (int i = 0; i < ctx->nal; i++)
-		cudaFree(ctx->al[i].base);
+	if (ctx->dev.lt)
+		cublasLtDestroy(ctx->dev.lt);
+	if (ctx->dev.blas)
+		cublasDestroy(ctx->dev.blas);
+	for (int p = 0; ctx->ce.s && p < ctx->base.size; p++)
+		if (ctx->ce.s[p])
+			cudaStreamDestroy(ctx->ce.s[p]);
+	if (ctx->xt.fence)
+		cudaEventDestroy(ctx->xt.fence);
+	if (ctx->dev.cs)
+		cudaStreamDestroy(ctx->dev.cs);
+	if (ctx->xt.s)
+		cudaStreamDestroy(ctx->xt.s);
+	cudaFree(ctx->dev.ws);
+	cudaFree(ctx->dev.blas_ws);
+	for (int i = 0; i < ctx->dev.nal; i++)
+		cudaFree(ctx->dev.al[i].base);
 	MPI_Comm_free(&ctx->base.comm);
-	free(ctx->al);
-	free(ctx->ce);
-	free(ctx->fifo_head);
-	free(ctx->fifo_tail);
-	free(ctx->peer_ev);
-	free(ctx->npeer_ev);
-	free(ctx->group);
+	free(ctx->dev.al);
+	free(ctx->ce.s);
+	free(ctx->ce.fifo_head);
+	free(ctx->ce.fifo_tail);
+	free(ctx->ce.peer_ev);
+	free(ctx->ce.npeer_ev);
+	free(ctx->xt.group);
 	free(ctx);
 }
 
@@ -274,7 +275,7 @@ const char *cfrt_progress_name(const cfrt_ctx *ctx)
 double cfrt_wtime(cfrt_ctx *ctx)
 {
 	/* a failure here shows at the next call that checks */
-	cudaStreamSynchronize(ctx->cs);
+	cudaStreamSynchronize(ctx->dev.cs);
 	return cfrti_now();
 }
 
@@ -284,8 +285,8 @@ double cfrt_wtime(cfrt_ctx *ctx)
 const alloc_rec *cfrti_alloc_of(cfrt_ctx *ctx, const void *p, size_t bytes)
 {
 	const char *c = p;
-	for (int i = 0; i < ctx->nal; i++) {
-		const alloc_rec *a = &ctx->al[i];
+	for (int i = 0; i < ctx->dev.nal; i++) {
+		const alloc_rec *a = &ctx->dev.al[i];
 		if (c >= a->base && c + bytes <= a->base + a->bytes)
 			return a;
 	}
@@ -296,7 +297,7 @@ const alloc_rec *cfrti_alloc_of(cfrt_ctx *ctx, const void *p, size_t bytes)
 int cfrti_alloc_handle(cfrt_ctx *ctx, const alloc_rec *ca,
                        cudaIpcMemHandle_t *h)
 {
-	alloc_rec *a = &ctx->al[ca - ctx->al];
+	alloc_rec *a = &ctx->dev.al[ca - ctx->dev.al];
 	if (!a->has_handle) {
 		int rc = cfrti_cuda(ctx, cudaIpcGetMemHandle(&a->h, a->base),
 		                    "cudaIpcGetMemHandle");
@@ -310,12 +311,13 @@ int cfrti_alloc_handle(cfrt_ctx *ctx, const alloc_rec *ca,
 
 static int alloc_add(cfrt_ctx *ctx, void *p, size_t bytes)
 {
-	alloc_rec *n = realloc(ctx->al, (size_t)(ctx->nal + 1) * sizeof *n);
+	dev_state *d = &ctx->dev;
+	alloc_rec *n = realloc(d->al, (size_t)(d->nal + 1) * sizeof *n);
 	if (!n)
 		return cfrti_err(ctx, CFRT_ENOMEM, "no memory for the allocation "
 		                 "table");
-	ctx->al = n;
-	ctx->al[ctx->nal++] = (alloc_rec){p, bytes, ++ctx->serials, 0, {{0}}};
+	d->al = n;
+	d->al[d->nal++] = (alloc_rec){p, bytes, ++d->serials, 0, {{0}}};
 	return CFRT_OK;
 }
 
@@ -328,7 +330,7 @@ int cfrt_alloc(cfrt_ctx *ctx, void **ptr, size_t bytes)
 	void *p = NULL;
 	int rc = cfrti_cuda(ctx, cudaMalloc(&p, bytes), "cudaMalloc");
 	if (rc == CFRT_OK)
-		rc = cfrti_cuda(ctx, cudaMemsetAsync(p, 0, bytes, ctx->cs),
+		rc = cfrti_cuda(ctx, cudaMemsetAsync(p, 0, bytes, ctx->dev.cs),
 		                "cudaMemsetAsync");
 	if (rc == CFRT_OK)
 		rc = alloc_add(ctx, p, bytes);
@@ -345,9 +347,9 @@ int cfrt_free(cfrt_ctx *ctx, void *ptr)
 	ctx->base.api = "cfrt_free";
 	if (!ptr)
 		return CFRT_OK;
-	for (int i = 0; i < ctx->nal; i++)
-		if (ctx->al[i].base == ptr) {
-			ctx->al[i] = ctx->al[--ctx->nal];
+	for (int i = 0; i < ctx->dev.nal; i++)
+		if (ctx->dev.al[i].base == ptr) {
+			ctx->dev.al[i] = ctx->dev.al[--ctx->dev.nal];
 			/* cudaFree waits for the work that uses it */
 			return cfrti_cuda(ctx, cudaFree(ptr), "cudaFree");
 		}
@@ -365,10 +367,10 @@ static int host_copy(cfrt_ctx *ctx, const char *api, void *dst,
 		                 bytes);
 	if (bytes == 0)
 		return CFRT_OK;
-	int rc = cfrti_cuda(ctx, cudaMemcpyAsync(dst, src, bytes, kind, ctx->cs),
-	                    "cudaMemcpyAsync");
+	int rc = cfrti_cuda(ctx, cudaMemcpyAsync(dst, src, bytes, kind,
+	                    ctx->dev.cs), "cudaMemcpyAsync");
 	if (rc == CFRT_OK)
-		rc = cfrti_cuda(ctx, cudaStreamSynchronize(ctx->cs),
+		rc = cfrti_cuda(ctx, cudaStreamSynchronize(ctx->dev.cs),
 		                "cudaStreamSynchronize");
 	return rc;
 }
@@ -394,6 +396,6 @@ int cfrt_memset_zero(cfrt_ctx *ctx, void *dst, size_t bytes)
 		                 bytes);
 	if (bytes == 0)
 		return CFRT_OK;
-	return cfrti_cuda(ctx, cudaMemsetAsync(dst, 0, bytes, ctx->cs),
+	return cfrti_cuda(ctx, cudaMemsetAsync(dst, 0, bytes, ctx->dev.cs),
 	                  "cudaMemsetAsync");
 }

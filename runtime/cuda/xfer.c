@@ -1,7 +1,7 @@
 /* xfer.c: the transfer table, groups, waits, NCCL point-to-point and
  * collectives (the cfrti_xfer_start and cfrti_xfer_wait of
  * runtime/common/transfer.c, which holds the public transfer calls).
- * requires: ctx->nccl over the context's ranks, ctx->xs its stream.
+ * requires: ctx->xt.nccl over the context's ranks, ctx->xt.s its stream.
  * ensures: a transfer starts on its stream after an event of the compute
  * stream recorded when it is issued, so after every compute call before
  * it; the transfers of one cfrt group are one NCCL group (sends and
@@ -32,14 +32,14 @@ static ncclDataType_t nccl_type(cfrt_dtype t)
 
 static int slot_new(cfrt_ctx *ctx)
 {
-	xfer **n = realloc(ctx->x, (size_t)(ctx->nx + 1) * sizeof *n);
+	xfer **n = realloc(ctx->xt.x, (size_t)(ctx->xt.nx + 1) * sizeof *n);
 	if (!n)
 		return cfrti_err(ctx, CFRT_ENOMEM, "no memory for a transfer slot");
-	ctx->x = n;
+	ctx->xt.x = n;
 	xfer *x = calloc(1, sizeof *x);
 	if (!x)
 		return cfrti_err(ctx, CFRT_ENOMEM, "no memory for a transfer slot");
-	x->id = ctx->nx;
+	x->id = ctx->xt.nx;
 	int rc = cfrti_cuda(ctx, cudaEventCreateWithFlags(&x->done,
 	                    cudaEventDisableTiming), "cudaEventCreate");
 	if (rc == CFRT_OK)
@@ -51,7 +51,7 @@ static int slot_new(cfrt_ctx *ctx)
 		free(x);
 		return rc;
 	}
-	ctx->x[ctx->nx++] = x;
+	ctx->xt.x[ctx->xt.nx++] = x;
 	return CFRT_OK;
 }
 
@@ -59,10 +59,10 @@ static int slot_new(cfrt_ctx *ctx)
  * (message in ctx). */
 static xfer *slot_get(cfrt_ctx *ctx)
 {
-	for (int i = 0; i < ctx->nx; i++)
-		if (ctx->x[i]->state == X_FREE)
-			return ctx->x[i];
-	return slot_new(ctx) == CFRT_OK ? ctx->x[ctx->nx - 1] : NULL;
+	for (int i = 0; i < ctx->xt.nx; i++)
+		if (ctx->xt.x[i]->state == X_FREE)
+			return ctx->xt.x[i];
+	return slot_new(ctx) == CFRT_OK ? ctx->xt.x[ctx->xt.nx - 1] : NULL;
 }
 
 static void slot_release(xfer *x)
@@ -73,14 +73,14 @@ static void slot_release(xfer *x)
 
 void cfrti_xfer_free_all(cfrt_ctx *ctx)
 {
-	for (int i = 0; i < ctx->nx; i++) {
-		cudaEventDestroy(ctx->x[i]->done);
-		cudaEventDestroy(ctx->x[i]->ready);
-		free(ctx->x[i]);
+	for (int i = 0; i < ctx->xt.nx; i++) {
+		cudaEventDestroy(ctx->xt.x[i]->done);
+		cudaEventDestroy(ctx->xt.x[i]->ready);
+		free(ctx->xt.x[i]);
 	}
-	free(ctx->x);
-	ctx->x = NULL;
-	ctx->nx = 0;
+	free(ctx->xt.x);
+	ctx->xt.x = NULL;
+	ctx->xt.nx = 0;
 }
 
 /* ---- NCCL --------------------------------------------------------------- */
@@ -89,8 +89,8 @@ static ncclResult_t nccl_call(cfrt_ctx *ctx, const xdesc *d)
 {
 	ncclDataType_t dt = nccl_type(d->t);
 	size_t n = (size_t)d->count, es = cfrt_dtype_size(d->t);
-	ncclComm_t c = ctx->nccl;
-	cudaStream_t s = ctx->xs;
+	ncclComm_t c = ctx->xt.nccl;
+	cudaStream_t s = ctx->xt.s;
 	ncclResult_t r = ncclSuccess;
 	switch (d->kind) {
 	case T_SEND: return ncclSend(d->send, n, dt, d->peer, c, s);
@@ -114,10 +114,10 @@ static ncclResult_t nccl_call(cfrt_ctx *ctx, const xdesc *d)
 /* Issues slots[0..n) as one NCCL group on xs, after the compute so far. */
 static int nccl_issue(cfrt_ctx *ctx, xfer *const *slots, int n)
 {
-	int rc = cfrti_cuda(ctx, cudaEventRecord(ctx->fence, ctx->cs),
+	int rc = cfrti_cuda(ctx, cudaEventRecord(ctx->xt.fence, ctx->dev.cs),
 	                    "cudaEventRecord");
 	if (rc == CFRT_OK)
-		rc = cfrti_cuda(ctx, cudaStreamWaitEvent(ctx->xs, ctx->fence, 0),
+		rc = cfrti_cuda(ctx, cudaStreamWaitEvent(ctx->xt.s, ctx->xt.fence, 0),
 		                "cudaStreamWaitEvent");
 	if (rc == CFRT_OK)
 		rc = cfrti_nccl(ctx, ncclGroupStart(), "ncclGroupStart");
@@ -129,7 +129,7 @@ static int nccl_issue(cfrt_ctx *ctx, xfer *const *slots, int n)
 	int erc = cfrti_nccl(ctx, ncclGroupEnd(), "ncclGroupEnd");
 	rc = rc != CFRT_OK ? rc : erc;
 	for (int i = 0; rc == CFRT_OK && i < n; i++) {
-		rc = cfrti_cuda(ctx, cudaEventRecord(slots[i]->done, ctx->xs),
+		rc = cfrti_cuda(ctx, cudaEventRecord(slots[i]->done, ctx->xt.s),
 		                "cudaEventRecord");
 		slots[i]->state = X_ACTIVE;
 	}
@@ -141,11 +141,11 @@ static int nccl_issue(cfrt_ctx *ctx, xfer *const *slots, int n)
 /* Queues x in the open group. */
 static int group_add(cfrt_ctx *ctx, xfer *x)
 {
-	int *n = realloc(ctx->group, (size_t)(ctx->ngroup + 1) * sizeof *n);
+	int *n = realloc(ctx->xt.group, (size_t)(ctx->xt.ngroup + 1) * sizeof *n);
 	if (!n)
 		return cfrti_err(ctx, CFRT_ENOMEM, "no memory for the group");
-	ctx->group = n;
-	ctx->group[ctx->ngroup++] = x->id;
+	ctx->xt.group = n;
+	ctx->xt.group[ctx->xt.ngroup++] = x->id;
 	x->state = X_QUEUED;
 	return CFRT_OK;
 }
@@ -156,7 +156,7 @@ int cfrti_xfer_start(cfrt_ctx *ctx, const char *api, const xdesc *d,
 	int rc = cfrti_enter(ctx, api);
 	if (rc == CFRT_OK)
 		rc = cfrti_check_xfer(ctx, d, req, 0);
-	if (rc == CFRT_OK && ctx->xmode == XM_NONE) {
+	if (rc == CFRT_OK && ctx->xt.mode == XM_NONE) {
 		*req = (cfrt_req){0, 0}; /* nothing moves: the null request */
 		return CFRT_OK;
 	}
@@ -164,7 +164,7 @@ int cfrti_xfer_start(cfrt_ctx *ctx, const char *api, const xdesc *d,
 	if (!x)
 		return rc != CFRT_OK ? rc : CFRT_ENOMEM;
 	x->d = *d;
-	x->ce = ctx->xmode == XM_CE && d->kind <= T_RECV;
+	x->ce = ctx->xt.mode == XM_CE && d->kind <= T_RECV;
 	if (x->ce)
 		rc = cfrti_ce_start(ctx, x);
 	else if (ctx->base.in_group)
@@ -184,7 +184,7 @@ int cfrti_xfer_start(cfrt_ctx *ctx, const char *api, const xdesc *d,
 static int wait_slot(cfrt_ctx *ctx, xfer *x)
 {
 	int rc = x->ce ? cfrti_ce_wait(ctx, x) :
-	         cfrti_cuda(ctx, cudaStreamWaitEvent(ctx->cs, x->done, 0),
+	         cfrti_cuda(ctx, cudaStreamWaitEvent(ctx->dev.cs, x->done, 0),
 	                    "cudaStreamWaitEvent");
 	slot_release(x);
 	return rc;
@@ -196,10 +196,10 @@ int cfrti_xfer_wait(cfrt_ctx *ctx, cfrt_req *req)
 	uint32_t gen = req->gen;
 	if (i < 0)
 		return CFRT_OK;
-	if (i >= ctx->nx)
+	if (i >= ctx->xt.nx)
 		return cfrti_err(ctx, CFRT_EINVAL, "request %d does not exist",
 		                 req->slot);
-	xfer *x = ctx->x[i];
+	xfer *x = ctx->xt.x[i];
 	*req = (cfrt_req){0, 0};
 	if (x->state == X_FREE || x->gen != gen)
 		return CFRT_OK; /* completed by an earlier wait or sync */
@@ -212,14 +212,14 @@ int cfrti_xfer_wait(cfrt_ctx *ctx, cfrt_req *req)
 int cfrti_xfer_wait_all(cfrt_ctx *ctx)
 {
 	int rc = CFRT_OK;
-	for (int i = 0; rc == CFRT_OK && i < ctx->nx; i++) {
-		xfer *x = ctx->x[i];
+	for (int i = 0; rc == CFRT_OK && i < ctx->xt.nx; i++) {
+		xfer *x = ctx->xt.x[i];
 		if (x->state == X_QUEUED) /* a group never closed: not started */
 			slot_release(x);
 		if (x->state == X_ACTIVE)
 			rc = wait_slot(ctx, x);
 	}
-	ctx->ngroup = 0;
+	ctx->xt.ngroup = 0;
 	return rc;
 }
 
@@ -231,7 +231,7 @@ int cfrt_sync(cfrt_ctx *ctx)
 	if (rc == CFRT_OK)
 		rc = cfrti_xfer_wait_all(ctx);
 	if (rc == CFRT_OK)
-		rc = cfrti_cuda(ctx, cudaStreamSynchronize(ctx->cs),
+		rc = cfrti_cuda(ctx, cudaStreamSynchronize(ctx->dev.cs),
 		                "cudaStreamSynchronize");
 	return rc;
 }
@@ -242,7 +242,7 @@ int cfrt_group_begin(cfrt_ctx *ctx)
 	if (rc == CFRT_OK)
 		rc = cfrti_set_group(ctx, 1);
 	if (rc == CFRT_OK)
-		ctx->ngroup = 0;
+		ctx->xt.ngroup = 0;
 	return rc;
 }
 
@@ -256,15 +256,15 @@ int cfrt_group_end(cfrt_ctx *ctx)
 		rc = cfrti_set_group(ctx, 0);
 	if (rc != CFRT_OK)
 		return rc;
-	if (ctx->ngroup == 0)
+	if (ctx->xt.ngroup == 0)
 		return CFRT_OK;
-	if (ctx->ngroup > 16 && !(slots = malloc((size_t)ctx->ngroup *
+	if (ctx->xt.ngroup > 16 && !(slots = malloc((size_t)ctx->xt.ngroup *
 	                                         sizeof *slots)))
 		return cfrti_err(ctx, CFRT_ENOMEM, "no memory for the group");
-	for (int i = 0; i < ctx->ngroup; i++)
-		slots[i] = ctx->x[ctx->group[i]];
-	rc = nccl_issue(ctx, slots, ctx->ngroup);
-	ctx->ngroup = 0;
+	for (int i = 0; i < ctx->xt.ngroup; i++)
+		slots[i] = ctx->xt.x[ctx->xt.group[i]];
+	rc = nccl_issue(ctx, slots, ctx->xt.ngroup);
+	ctx->xt.ngroup = 0;
 	if (slots != stack)
 		free(slots);
 	return rc;
