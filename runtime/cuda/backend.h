@@ -180,10 +180,12 @@ _Static_assert(offsetof(struct cfrt_ctx, base) == 0,
 
 /* ctx.c; also cfrti_enter (common.h), which on this backend starts every
  * compute and transfer call and moves the copy-engine handshakes (the
- * memory calls and cfrt_barrier only name themselves). */
+ * memory calls and cfrt_barrier only name themselves). cfrti_dev_stream
+ * makes a non-blocking stream of the lowest priority, or of the highest
+ * when high. */
 int cfrti_cuda(cfrt_ctx *ctx, cudaError_t e, const char *call);
-int cfrti_nccl(cfrt_ctx *ctx, ncclResult_t e, const char *call);
 int cfrti_blas(cfrt_ctx *ctx, cublasStatus_t e, const char *call);
+int cfrti_dev_stream(cfrt_ctx *ctx, int high, cudaStream_t *s);
 int cfrti_ws_reserve(cfrt_ctx *ctx, size_t bytes);
 const alloc_rec *cfrti_alloc_of(cfrt_ctx *ctx, const void *p, size_t bytes);
 int cfrti_alloc_handle(cfrt_ctx *ctx, const alloc_rec *a,
@@ -191,21 +193,24 @@ int cfrti_alloc_handle(cfrt_ctx *ctx, const alloc_rec *a,
 
 /* lt.c: cfrti_lt_gemm runs g through cuBLASLt, or returns CFRT_ENOTSUP
  * having done nothing (cuBLAS runs it then). */
-int cfrti_gemm_mode(cfrt_ctx *ctx);
+int cfrti_lt_mode(cfrt_ctx *ctx);
 int cfrti_lt_gemm(cfrt_ctx *ctx, const gemm_args *g);
-void cfrti_lt_free(cfrt_ctx *ctx);
+void cfrti_lt_fini(cfrt_ctx *ctx);
 
 /* xfer.c */
+int cfrti_xfer_mode(cfrt_ctx *ctx);
+int cfrti_xfer_init(cfrt_ctx *ctx);
 int cfrti_xfer_wait_all(cfrt_ctx *ctx);
-void cfrti_xfer_free_all(cfrt_ctx *ctx);
+void cfrti_xfer_fini(cfrt_ctx *ctx);
 
 /* ce.c: copy-engine transfers. start: fills the slot and sends or posts
- * the handshake; issue_ready: enqueues the copies whose handshakes have
+ * the handshake; progress: enqueues the copies whose handshakes have
  * arrived; wait: orders the slot's transfer before later compute. */
+int cfrti_ce_init(cfrt_ctx *ctx);
 int cfrti_ce_start(cfrt_ctx *ctx, xfer *x);
 int cfrti_ce_progress(cfrt_ctx *ctx);
 int cfrti_ce_wait(cfrt_ctx *ctx, xfer *x);
 int cfrti_ce_drain(cfrt_ctx *ctx);
-void cfrti_ce_free(cfrt_ctx *ctx);
+void cfrti_ce_fini(cfrt_ctx *ctx);
 
 #endif /* CFRT_CUDA_BACKEND_H */

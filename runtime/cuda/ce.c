@@ -156,17 +156,12 @@ static int remote_ev_of(cfrt_ctx *ctx, int peer, int id,
 	return CFRT_OK;
 }
 
+/* The copy stream of peer, made on first use (high priority). */
 static int ce_stream(cfrt_ctx *ctx, int peer, cudaStream_t *s)
 {
-	int lo = 0, hi = 0, rc = CFRT_OK;
-	if (!ctx->ce.s[peer]) {
-		rc = cfrti_cuda(ctx, cudaDeviceGetStreamPriorityRange(&lo, &hi),
-		                "cudaDeviceGetStreamPriorityRange");
-		if (rc == CFRT_OK)
-			rc = cfrti_cuda(ctx, cudaStreamCreateWithPriority(
-			                &ctx->ce.s[peer], cudaStreamNonBlocking, hi),
-			                "cudaStreamCreate");
-	}
+	int rc = CFRT_OK;
+	if (!ctx->ce.s[peer])
+		rc = cfrti_dev_stream(ctx, 1, &ctx->ce.s[peer]);
 	*s = ctx->ce.s[peer];
 	return rc;
 }
@@ -393,23 +388,51 @@ int cfrti_ce_drain(cfrt_ctx *ctx)
 	return rc;
 }
 
-void cfrti_ce_free(cfrt_ctx *ctx)
+/* ---- init and fini ------------------------------------------------- */
+
+/* The tables per peer; streams, events and mappings are made on first
+ * use. */
+int cfrti_ce_init(cfrt_ctx *ctx)
 {
-	for (int i = 0; i < ctx->ce.nev; i++) {
-		cudaEventDestroy(ctx->ce.ev[i]->e);
-		free(ctx->ce.ev[i]);
+	ce_state *c = &ctx->ce;
+	size_t n = (size_t)ctx->base.size;
+	c->s = calloc(n, sizeof *c->s);
+	c->fifo_head = calloc(n, sizeof *c->fifo_head);
+	c->fifo_tail = calloc(n, sizeof *c->fifo_tail);
+	c->peer_ev = calloc(n, sizeof *c->peer_ev);
+	c->npeer_ev = calloc(n, sizeof *c->npeer_ev);
+	if (!c->s || !c->fifo_head || !c->fifo_tail || !c->peer_ev ||
+	    !c->npeer_ev)
+		return cfrti_err(ctx, CFRT_ENOMEM, "no memory for peer tables");
+	return CFRT_OK;
+}
+
+/* Releases this process's events, the peers' events and memory opened
+ * here, and the copy streams; after a failed init too. */
+void cfrti_ce_fini(cfrt_ctx *ctx)
+{
+	ce_state *c = &ctx->ce;
+	for (int i = 0; i < c->nev; i++) {
+		cudaEventDestroy(c->ev[i]->e);
+		free(c->ev[i]);
 	}
-	for (int p = 0; ctx->ce.peer_ev && p < ctx->base.size; p++) {
-		for (int i = 0; i < ctx->ce.npeer_ev[p]; i++)
-			if (ctx->ce.peer_ev[p][i])
-				cudaEventDestroy(ctx->ce.peer_ev[p][i]);
-		free(ctx->ce.peer_ev[p]);
+	for (int p = 0; c->peer_ev && c->npeer_ev && p < ctx->base.size; p++) {
+		for (int i = 0; i < c->npeer_ev[p]; i++)
+			if (c->peer_ev[p][i])
+				cudaEventDestroy(c->peer_ev[p][i]);
+		free(c->peer_ev[p]);
 	}
-	for (int i = 0; i < ctx->ce.nrmem; i++)
-		cudaIpcCloseMemHandle(ctx->ce.rmem[i].base);
-	free(ctx->ce.ev);
-	free(ctx->ce.rmem);
-	ctx->ce.ev = NULL;
-	ctx->ce.nev = 0;
-	ctx->ce.nrmem = 0;
+	for (int i = 0; i < c->nrmem; i++)
+		cudaIpcCloseMemHandle(c->rmem[i].base);
+	for (int p = 0; c->s && p < ctx->base.size; p++)
+		if (c->s[p])
+			cudaStreamDestroy(c->s[p]);
+	free(c->ev);
+	free(c->rmem);
+	free(c->s);
+	free(c->fifo_head);
+	free(c->fifo_tail);
+	free(c->peer_ev);
+	free(c->npeer_ev);
+	memset(c, 0, sizeof *c);
 }

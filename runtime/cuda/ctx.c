@@ -1,11 +1,10 @@
 /* ctx.c: this backend's part of the context life cycle (the hooks of
- * runtime/common/base.c), device choice, CUDA, NCCL and cuBLAS errors,
- * memory.
+ * runtime/common/base.c), device choice, CUDA and cuBLAS errors, memory.
  * ensures: a context holds one device (chosen once per process), a compute
- * stream, a high-priority NCCL stream, a cuBLAS handle on the compute
- * stream and an NCCL communicator over the context's duplicate of the
- * application's communicator; CUDA, NCCL, cuBLAS and MPI failures come
- * back as statuses with messages. */
+ * stream and a cuBLAS handle on it, and the state of lt.c, ce.c and xfer.c,
+ * each made by its own init and freed by its own fini (the NCCL
+ * communicator is xfer.c's); CUDA, cuBLAS and MPI failures come back as
+ * statuses with messages. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,16 +22,6 @@ int cfrti_cuda(cfrt_ctx *ctx, cudaError_t e, const char *call)
 	return cfrti_err(ctx, e == cudaErrorMemoryAllocation ? CFRT_ENOMEM :
 	                 CFRT_EDEVICE, "%s failed: %s", call,
 	                 cudaGetErrorString(e));
-}
-
-int cfrti_nccl(cfrt_ctx *ctx, ncclResult_t e, const char *call)
-{
-	if (e == ncclSuccess)
-		return CFRT_OK;
-	const char *last = ctx->xt.nccl ? ncclGetLastError(ctx->xt.nccl) : "";
-	return cfrti_err(ctx, CFRT_ECOMM, "%s failed: %s%s%s", call,
-	                 ncclGetErrorString(e), last && *last ? ": " : "",
-	                 last ? last : "");
 }
 
 int cfrti_blas(cfrt_ctx *ctx, cublasStatus_t e, const char *call)
@@ -119,73 +108,74 @@ static int choose_device(MPI_Comm comm, int *dev)
 
 /* ---- init and finalize ------------------------------------------------ */
 
-/* CFRT_TRANSFER: nccl (default), ce, or none (benchmarks only). */
-static int transfer_mode(cfrt_ctx *ctx)
-{
-	static const char *const names[] = {"nccl", "ce", "none"}; /* xmode */
-	return cfrti_env_choice(ctx, "CFRT_TRANSFER", names, 3, XM_NCCL,
-	                        &ctx->xt.mode);
-}
-
-/* NCCL over the context's ranks: rank 0's unique id, broadcast by MPI. */
-static int nccl_setup(cfrt_ctx *ctx)
-{
-	ncclUniqueId id;
-	int rc = CFRT_OK;
-	if (ctx->base.rank == 0)
-		rc = cfrti_nccl(ctx, ncclGetUniqueId(&id), "ncclGetUniqueId");
-	int ok = rc == CFRT_OK, all = 0;
-	int mrc = MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, ctx->base.comm);
-	if (mrc != MPI_SUCCESS)
-		return cfrti_mpi(ctx, mrc, "MPI_Allreduce");
-	if (!all)
-		return rc != CFRT_OK ? rc : cfrti_err(ctx, CFRT_ECOMM,
-		                                      "rank 0 has no NCCL id");
-	mrc = MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, ctx->base.comm);
-	if (mrc != MPI_SUCCESS)
-		return cfrti_mpi(ctx, mrc, "MPI_Bcast");
-	return cfrti_nccl(ctx, ncclCommInitRank(&ctx->xt.nccl, ctx->base.size,
-	                                        id, ctx->base.rank),
-	                  "ncclCommInitRank");
-}
-
-/* Streams, events, cuBLAS and NCCL on the chosen device. */
-static int device_setup(cfrt_ctx *ctx)
+int cfrti_dev_stream(cfrt_ctx *ctx, int high, cudaStream_t *s)
 {
 	int lo = 0, hi = 0;
-	int rc = cfrti_cuda(ctx, cudaSetDevice(ctx->base.device), "cudaSetDevice");
+	int rc = cfrti_cuda(ctx, cudaDeviceGetStreamPriorityRange(&lo, &hi),
+	                    "cudaDeviceGetStreamPriorityRange");
 	if (rc == CFRT_OK)
-		rc = cfrti_cuda(ctx, cudaDeviceGetStreamPriorityRange(&lo, &hi),
-		                "cudaDeviceGetStreamPriorityRange");
+		rc = cfrti_cuda(ctx, cudaStreamCreateWithPriority(s,
+		                cudaStreamNonBlocking, high ? hi : lo),
+		                "cudaStreamCreate");
+	return rc;
+}
+
+/* cuBLAS and cuBLASLt on the compute stream. */
+static int libraries(cfrt_ctx *ctx)
+{
+	dev_state *d = &ctx->dev;
+	int rc = cfrti_blas(ctx, cublasCreate(&d->blas), "cublasCreate");
 	if (rc == CFRT_OK)
-		rc = cfrti_cuda(ctx, cudaStreamCreateWithPriority(&ctx->dev.cs,
-		                cudaStreamNonBlocking, lo), "cudaStreamCreate");
-	if (rc == CFRT_OK)
-		rc = cfrti_cuda(ctx, cudaStreamCreateWithPriority(&ctx->xt.s,
-		                cudaStreamNonBlocking, hi), "cudaStreamCreate");
-	if (rc == CFRT_OK)
-		rc = cfrti_cuda(ctx, cudaEventCreateWithFlags(&ctx->xt.fence,
-		                cudaEventDisableTiming), "cudaEventCreate");
-	if (rc == CFRT_OK)
-		rc = cfrti_blas(ctx, cublasCreate(&ctx->dev.blas), "cublasCreate");
-	if (rc == CFRT_OK)
-		rc = cfrti_blas(ctx, cublasSetStream(ctx->dev.blas, ctx->dev.cs),
+		rc = cfrti_blas(ctx, cublasSetStream(d->blas, d->cs),
 		                "cublasSetStream");
 	if (rc == CFRT_OK)
-		rc = cfrti_cuda(ctx, cudaMalloc(&ctx->dev.blas_ws, BLAS_WS),
-		                "cudaMalloc");
+		rc = cfrti_cuda(ctx, cudaMalloc(&d->blas_ws, BLAS_WS), "cudaMalloc");
 	if (rc == CFRT_OK)
-		rc = cfrti_blas(ctx, cublasSetWorkspace(ctx->dev.blas, ctx->dev.blas_ws,
+		rc = cfrti_blas(ctx, cublasSetWorkspace(d->blas, d->blas_ws,
 		                BLAS_WS), "cublasSetWorkspace");
 	if (rc == CFRT_OK)
-		rc = cfrti_blas(ctx, cublasLtCreate(&ctx->dev.lt), "cublasLtCreate");
+		rc = cfrti_blas(ctx, cublasLtCreate(&d->lt), "cublasLtCreate");
 	/* no TF32: f32 GEMMs round like f32 */
 	if (rc == CFRT_OK)
-		rc = cfrti_blas(ctx, cublasSetMathMode(ctx->dev.blas,
+		rc = cfrti_blas(ctx, cublasSetMathMode(d->blas,
 		                CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
-	if (rc == CFRT_OK)
-		rc = nccl_setup(ctx);
 	return rc;
+}
+
+/* The device (chosen once per process), its compute stream (lowest
+ * priority) and libraries. */
+static int dev_init(cfrt_ctx *ctx)
+{
+	if (process_device < 0 && choose_device(ctx->base.comm, &process_device))
+		return cfrti_err(ctx, CFRT_EDEVICE, "no CUDA device (or "
+		                 "CFRT_DEVICE names none)");
+	ctx->base.device = process_device;
+	int rc = cfrti_cuda(ctx, cudaSetDevice(ctx->base.device),
+	                    "cudaSetDevice");
+	if (rc == CFRT_OK)
+		rc = cfrti_dev_stream(ctx, 0, &ctx->dev.cs);
+	if (rc == CFRT_OK)
+		rc = libraries(ctx);
+	return rc;
+}
+
+/* Frees the libraries, the compute stream and every buffer; after a
+ * failed init too. */
+static void dev_fini(cfrt_ctx *ctx)
+{
+	dev_state *d = &ctx->dev;
+	if (d->lt)
+		cublasLtDestroy(d->lt);
+	if (d->blas)
+		cublasDestroy(d->blas);
+	if (d->cs)
+		cudaStreamDestroy(d->cs);
+	cudaFree(d->ws);
+	cudaFree(d->blas_ws);
+	for (int i = 0; i < d->nal; i++)
+		cudaFree(d->al[i].base);
+	free(d->al);
+	memset(d, 0, sizeof *d);
 }
 
 cfrt_ctx *cfrti_ctx_new(void)
@@ -193,60 +183,30 @@ cfrt_ctx *cfrti_ctx_new(void)
 	return calloc(1, sizeof(cfrt_ctx));
 }
 
+/* The settings first, so that a bad one fails before any device work;
+ * then the modules from the bottom up. */
 int cfrti_ctx_setup(cfrt_ctx *ctx)
 {
-	int rc = transfer_mode(ctx);
+	int rc = cfrti_xfer_mode(ctx);
 	if (rc == CFRT_OK)
-		rc = cfrti_gemm_mode(ctx);
-	if (rc != CFRT_OK)
-		return rc;
-	if (process_device < 0 && choose_device(ctx->base.comm, &process_device))
-		return cfrti_err(ctx, CFRT_EDEVICE, "no CUDA device (or "
-		                 "CFRT_DEVICE names none)");
-	ctx->base.device = process_device;
-	ctx->ce.s = calloc((size_t)ctx->base.size, sizeof *ctx->ce.s);
-	ctx->ce.fifo_head = calloc((size_t)ctx->base.size, sizeof *ctx->ce.fifo_head);
-	ctx->ce.fifo_tail = calloc((size_t)ctx->base.size, sizeof *ctx->ce.fifo_tail);
-	ctx->ce.peer_ev = calloc((size_t)ctx->base.size, sizeof *ctx->ce.peer_ev);
-	ctx->ce.npeer_ev = calloc((size_t)ctx->base.size, sizeof *ctx->ce.npeer_ev);
-	if (!ctx->ce.s || !ctx->ce.fifo_head || !ctx->ce.fifo_tail || !ctx->ce.peer_ev ||
-	    !ctx->ce.npeer_ev)
-		return cfrti_err(ctx, CFRT_ENOMEM, "no memory for peer tables");
-	return device_setup(ctx);
+		rc = cfrti_lt_mode(ctx);
+	if (rc == CFRT_OK)
+		rc = dev_init(ctx);
+	if (rc == CFRT_OK)
+		rc = cfrti_ce_init(ctx);
+	if (rc == CFRT_OK)
+		rc = cfrti_xfer_init(ctx);
+	return rc;
 }
 
+/* The modules from the top down: each frees what it made. */
 void cfrti_ctx_free(cfrt_ctx *ctx)
 {
-	cfrti_xfer_free_all(ctx);
-	cfrti_ce_free(ctx);
-	if (ctx->xt.nccl)
-		ncclCommDestroy(ctx->xt.nccl);
-	cfrti_lt_free(ctx);
-	if (ctx->dev.lt)
-		cublasLtDestroy(ctx->dev.lt);
-	if (ctx->dev.blas)
-		cublasDestroy(ctx->dev.blas);
-	for (int p = 0; ctx->ce.s && p < ctx->base.size; p++)
-		if (ctx->ce.s[p])
-			cudaStreamDestroy(ctx->ce.s[p]);
-	if (ctx->xt.fence)
-		cudaEventDestroy(ctx->xt.fence);
-	if (ctx->dev.cs)
-		cudaStreamDestroy(ctx->dev.cs);
-	if (ctx->xt.s)
-		cudaStreamDestroy(ctx->xt.s);
-	cudaFree(ctx->dev.ws);
-	cudaFree(ctx->dev.blas_ws);
-	for (int i = 0; i < ctx->dev.nal; i++)
-		cudaFree(ctx->dev.al[i].base);
+	cfrti_xfer_fini(ctx);
+	cfrti_ce_fini(ctx);
+	cfrti_lt_fini(ctx);
+	dev_fini(ctx);
 	MPI_Comm_free(&ctx->base.comm);
-	free(ctx->dev.al);
-	free(ctx->ce.s);
-	free(ctx->ce.fifo_head);
-	free(ctx->ce.fifo_tail);
-	free(ctx->ce.peer_ev);
-	free(ctx->ce.npeer_ev);
-	free(ctx->xt.group);
 	free(ctx);
 }
 

@@ -37,8 +37,8 @@ struct lt_plan {
 	cublasLtMatmulAlgo_t algo;
 };
 
-/* CFRT_GEMM, read by cfrti_ctx_setup. */
-int cfrti_gemm_mode(cfrt_ctx *ctx)
+/* CFRT_GEMM. Touches no device: read before the modules' init. */
+int cfrti_lt_mode(cfrt_ctx *ctx)
 {
 	static const char *const names[] = {"tune", "heuristic", "cublas"};
 	return cfrti_env_choice(ctx, "CFRT_GEMM", names, 3, GM_TUNE,
@@ -272,7 +272,8 @@ int cfrti_lt_gemm(cfrt_ctx *ctx, const gemm_args *g)
 	return cfrti_blas(ctx, lt_run(ctx, p, &p->algo, g, g->c), "cublasLtMatmul");
 }
 
-void cfrti_lt_free(cfrt_ctx *ctx)
+/* The plans (made on first use: lt.c has no init). */
+void cfrti_lt_fini(cfrt_ctx *ctx)
 {
 	for (int i = 0; i < ctx->lt.nplans; i++)
 		plan_free(&ctx->lt.plans[i]);

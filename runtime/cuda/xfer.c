@@ -1,13 +1,14 @@
 /* xfer.c: the transfer table, groups, waits, NCCL point-to-point and
  * collectives (the cfrti_xfer_start and cfrti_xfer_wait of
  * runtime/common/transfer.c, which holds the public transfer calls).
- * requires: ctx->xt.nccl over the context's ranks, ctx->xt.s its stream.
- * ensures: a transfer starts on its stream after an event of the compute
- * stream recorded when it is issued, so after every compute call before
- * it; the transfers of one cfrt group are one NCCL group (sends and
- * receives of a step issued together, as NCCL needs to avoid deadlock);
- * cfrt_wait makes the compute stream wait on the transfer's completion
- * event and never blocks the host (copy-engine transfers: see ce.c). */
+ * ensures: after cfrti_xfer_init, ctx->xt.nccl spans the context's ranks
+ * and ctx->xt.s is its high-priority stream; a transfer starts on its
+ * stream after an event of the compute stream recorded when it is
+ * issued, so after every compute call before it; the transfers of one
+ * cfrt group are one NCCL group (sends and receives of a step issued
+ * together, as NCCL needs to avoid deadlock); cfrt_wait makes the compute
+ * stream wait on the transfer's completion event and never blocks the
+ * host (copy-engine transfers: see ce.c). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,6 +27,84 @@ static ncclDataType_t nccl_type(cfrt_dtype t)
 	case CFRT_F16: return ncclFloat16;
 	default: return ncclFloat32;
 	}
+}
+
+/* ---- the module: setting, NCCL, init and fini ------------------------ */
+
+/* CFRT_TRANSFER: nccl (default), ce, or none (benchmarks only). Touches
+ * no device: read before the modules' init. */
+int cfrti_xfer_mode(cfrt_ctx *ctx)
+{
+	static const char *const names[] = {"nccl", "ce", "none"}; /* xmode */
+	return cfrti_env_choice(ctx, "CFRT_TRANSFER", names, 3, XM_NCCL,
+	                        &ctx->xt.mode);
+}
+
+/* An NCCL result as a status (as cfrti_cuda): the message adds NCCL's
+ * last error. */
+static int nccl_status(cfrt_ctx *ctx, ncclResult_t e, const char *call)
+{
+	if (e == ncclSuccess)
+		return CFRT_OK;
+	const char *last = ctx->xt.nccl ? ncclGetLastError(ctx->xt.nccl) : "";
+	return cfrti_err(ctx, CFRT_ECOMM, "%s failed: %s%s%s", call,
+	                 ncclGetErrorString(e), last && *last ? ": " : "",
+	                 last ? last : "");
+}
+
+/* NCCL over the context's ranks: rank 0's unique id, broadcast by MPI. */
+static int nccl_setup(cfrt_ctx *ctx)
+{
+	ncclUniqueId id;
+	int rc = CFRT_OK;
+	if (ctx->base.rank == 0)
+		rc = nccl_status(ctx, ncclGetUniqueId(&id), "ncclGetUniqueId");
+	int ok = rc == CFRT_OK, all = 0;
+	int mrc = MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, ctx->base.comm);
+	if (mrc != MPI_SUCCESS)
+		return cfrti_mpi(ctx, mrc, "MPI_Allreduce");
+	if (!all)
+		return rc != CFRT_OK ? rc : cfrti_err(ctx, CFRT_ECOMM,
+		                                      "rank 0 has no NCCL id");
+	mrc = MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, ctx->base.comm);
+	if (mrc != MPI_SUCCESS)
+		return cfrti_mpi(ctx, mrc, "MPI_Bcast");
+	return nccl_status(ctx, ncclCommInitRank(&ctx->xt.nccl, ctx->base.size,
+	                                         id, ctx->base.rank),
+	                   "ncclCommInitRank");
+}
+
+/* The NCCL stream, the fence and the communicator (collective over the
+ * context's ranks). */
+int cfrti_xfer_init(cfrt_ctx *ctx)
+{
+	int rc = cfrti_dev_stream(ctx, 1, &ctx->xt.s);
+	if (rc == CFRT_OK)
+		rc = cfrti_cuda(ctx, cudaEventCreateWithFlags(&ctx->xt.fence,
+		                cudaEventDisableTiming), "cudaEventCreate");
+	if (rc == CFRT_OK)
+		rc = nccl_setup(ctx);
+	return rc;
+}
+
+/* Frees the slots and NCCL; after a failed init too. */
+void cfrti_xfer_fini(cfrt_ctx *ctx)
+{
+	xfer_table *t = &ctx->xt;
+	for (int i = 0; i < t->nx; i++) {
+		cudaEventDestroy(t->x[i]->done);
+		cudaEventDestroy(t->x[i]->ready);
+		free(t->x[i]);
+	}
+	free(t->x);
+	free(t->group);
+	if (t->nccl)
+		ncclCommDestroy(t->nccl);
+	if (t->fence)
+		cudaEventDestroy(t->fence);
+	if (t->s)
+		cudaStreamDestroy(t->s);
+	memset(t, 0, sizeof *t);
 }
 
 /* ---- slots -------------------------------------------------------------- */
@@ -71,18 +150,6 @@ static void slot_release(xfer *x)
 	x->gen++;
 }
 
-void cfrti_xfer_free_all(cfrt_ctx *ctx)
-{
-	for (int i = 0; i < ctx->xt.nx; i++) {
-		cudaEventDestroy(ctx->xt.x[i]->done);
-		cudaEventDestroy(ctx->xt.x[i]->ready);
-		free(ctx->xt.x[i]);
-	}
-	free(ctx->xt.x);
-	ctx->xt.x = NULL;
-	ctx->xt.nx = 0;
-}
-
 /* ---- NCCL --------------------------------------------------------------- */
 
 static ncclResult_t nccl_call(cfrt_ctx *ctx, const xdesc *d)
@@ -120,13 +187,13 @@ static int nccl_issue(cfrt_ctx *ctx, xfer *const *slots, int n)
 		rc = cfrti_cuda(ctx, cudaStreamWaitEvent(ctx->xt.s, ctx->xt.fence, 0),
 		                "cudaStreamWaitEvent");
 	if (rc == CFRT_OK)
-		rc = cfrti_nccl(ctx, ncclGroupStart(), "ncclGroupStart");
+		rc = nccl_status(ctx, ncclGroupStart(), "ncclGroupStart");
 	if (rc != CFRT_OK)
 		return rc;
 	for (int i = 0; rc == CFRT_OK && i < n; i++)
-		rc = cfrti_nccl(ctx, nccl_call(ctx, &slots[i]->d),
+		rc = nccl_status(ctx, nccl_call(ctx, &slots[i]->d),
 		                api_of[slots[i]->d.kind]);
-	int erc = cfrti_nccl(ctx, ncclGroupEnd(), "ncclGroupEnd");
+	int erc = nccl_status(ctx, ncclGroupEnd(), "ncclGroupEnd");
 	rc = rc != CFRT_OK ? rc : erc;
 	for (int i = 0; rc == CFRT_OK && i < n; i++) {
 		rc = cfrti_cuda(ctx, cudaEventRecord(slots[i]->done, ctx->xt.s),
