@@ -1,13 +1,27 @@
 /* backend.h: private to the CUDA + NCCL + cuBLAS backend of cfrt.
  *
- * Files: ctx.c (context hooks, device, CUDA errors, memory, clocks), ops.c
- * (elementwise, norms, scan, fill, copy), gemm.c (cuBLAS GEMM, matmul,
- * attention), lt.c (cuBLASLt GEMMs, their algorithm tuned per shape),
- * xfer.c (transfer table, waits, groups, NCCL p2p and collectives), ce.c
- * (copy-engine transfers through CUDA IPC), kernels.cu and flash.cu (the
- * device kernels, behind kern.h); with the shared code of
- * runtime/common (common.h: errors, view and argument checks, the public
- * transfer calls).
+ * Layers, top down. A file calls only files of lower layers, never one of
+ * its own layer or above; a module's state is its struct in cfrt_ctx,
+ * which only its file writes (files above may read it) and only its own
+ * fini frees:
+ *   4  ctx.c   the context's setup, drain and free (common.h's hooks):
+ *              the settings, then each module's init from the bottom
+ *              up; each module's fini from the top down
+ *   3  ops.c   elementwise ops, norms, scan, fill, copy
+ *      gemm.c  cuBLAS GEMM, matmul, attention
+ *      xfer.c  the transfer table (ctx->xt), waits, groups, NCCL p2p and
+ *              collectives (the communicator is xfer.c's)
+ *   2  lt.c    cuBLASLt GEMMs, their algorithm tuned per shape (ctx->lt)
+ *      ce.c    copy-engine transfers through CUDA IPC (ctx->ce), on the
+ *              slots that xfer.c hands it (struct xfer's copy-engine
+ *              fields are ce.c's); cfrti_enter, the entry of every
+ *              compute and transfer call, which moves their handshakes
+ *   1  dev.c   CUDA and cuBLAS errors, the device, its compute stream and
+ *              libraries, streams for the layers above, memory (ctx->dev)
+ *   0  kernels.cu and flash.cu (the device kernels, behind kern.h);
+ *      runtime/common (common.h: errors, view and argument checks, the
+ *      public transfer calls), which calls the backend only through the
+ *      hooks of common.h, each defined by the file that owns its work.
  *
  * Queues: compute calls go on ctx->dev.cs, NCCL on ctx->xt.s (high
  * priority), copy-engine transfers from peer P on ctx->ce.s[P] (high
@@ -116,9 +130,9 @@ typedef struct remote_mem {
 	char *base;
 } remote_mem;
 
-/* The context's state, one struct per file that uses it. */
+/* The context's state: one struct per module, written only by it. */
 
-/* ctx.c: the device, its compute stream and libraries, memory. */
+/* dev.c: the device, its compute stream and libraries, memory. */
 typedef struct dev_state {
 	cudaStream_t cs;      /* compute */
 	cublasHandle_t blas;  /* on cs */
@@ -178,11 +192,15 @@ _Static_assert(offsetof(struct cfrt_ctx, base) == 0,
  * it can pick the same kernels as cuBLASLt-based frameworks. */
 #define BLAS_WS ((size_t)32 << 20)
 
-/* ctx.c; also cfrti_enter (common.h), which on this backend starts every
- * compute and transfer call and moves the copy-engine handshakes (the
- * memory calls and cfrt_barrier only name themselves). cfrti_dev_stream
- * makes a non-blocking stream of the lowest priority, or of the highest
- * when high. */
+/* Each module: init makes its state (after the modules below it), fini
+ * frees it (before them; also after a failed or partial init); a *_mode
+ * reads a setting, touching no device, before any init. */
+
+/* dev.c; also cfrti_check_dtype (common.h). cfrti_dev_stream makes a
+ * non-blocking stream of the lowest priority, or of the highest when
+ * high. */
+int cfrti_dev_init(cfrt_ctx *ctx);
+void cfrti_dev_fini(cfrt_ctx *ctx);
 int cfrti_cuda(cfrt_ctx *ctx, cudaError_t e, const char *call);
 int cfrti_blas(cfrt_ctx *ctx, cublasStatus_t e, const char *call);
 int cfrti_dev_stream(cfrt_ctx *ctx, int high, cudaStream_t *s);
@@ -191,26 +209,32 @@ const alloc_rec *cfrti_alloc_of(cfrt_ctx *ctx, const void *p, size_t bytes);
 int cfrti_alloc_handle(cfrt_ctx *ctx, const alloc_rec *a,
                        cudaIpcMemHandle_t *h);
 
-/* lt.c: cfrti_lt_gemm runs g through cuBLASLt, or returns CFRT_ENOTSUP
- * having done nothing (cuBLAS runs it then). */
+/* lt.c (no init: plans are made on first use): cfrti_lt_gemm runs g
+ * through cuBLASLt, or returns CFRT_ENOTSUP having done nothing (cuBLAS
+ * runs it then). */
 int cfrti_lt_mode(cfrt_ctx *ctx);
 int cfrti_lt_gemm(cfrt_ctx *ctx, const gemm_args *g);
 void cfrti_lt_fini(cfrt_ctx *ctx);
 
-/* xfer.c */
-int cfrti_xfer_mode(cfrt_ctx *ctx);
-int cfrti_xfer_init(cfrt_ctx *ctx);
-int cfrti_xfer_wait_all(cfrt_ctx *ctx);
-void cfrti_xfer_fini(cfrt_ctx *ctx);
-
-/* ce.c: copy-engine transfers. start: fills the slot and sends or posts
- * the handshake; progress: enqueues the copies whose handshakes have
- * arrived; wait: orders the slot's transfer before later compute. */
+/* ce.c: copy-engine transfers; also cfrti_enter (common.h), which on
+ * this backend starts every compute and transfer call and moves the
+ * copy-engine handshakes (the memory calls and cfrt_barrier only name
+ * themselves). start: fills the slot and sends or posts the handshake;
+ * progress: enqueues the copies whose handshakes have arrived; wait:
+ * orders the slot's transfer before later compute; drain: until every
+ * handshake is answered. */
 int cfrti_ce_init(cfrt_ctx *ctx);
+void cfrti_ce_fini(cfrt_ctx *ctx);
 int cfrti_ce_start(cfrt_ctx *ctx, xfer *x);
 int cfrti_ce_progress(cfrt_ctx *ctx);
 int cfrti_ce_wait(cfrt_ctx *ctx, xfer *x);
 int cfrti_ce_drain(cfrt_ctx *ctx);
-void cfrti_ce_fini(cfrt_ctx *ctx);
+
+/* xfer.c; also cfrti_xfer_start and cfrti_xfer_wait (common.h).
+ * wait_all: waits on every transfer started and drops the open group's. */
+int cfrti_xfer_mode(cfrt_ctx *ctx);
+int cfrti_xfer_init(cfrt_ctx *ctx);
+void cfrti_xfer_fini(cfrt_ctx *ctx);
+int cfrti_xfer_wait_all(cfrt_ctx *ctx);
 
 #endif /* CFRT_CUDA_BACKEND_H */

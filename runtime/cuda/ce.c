@@ -325,6 +325,15 @@ int cfrti_ce_progress(cfrt_ctx *ctx)
 	return rc;
 }
 
+/* Entry of a public call: names it for messages, and moves the copy-engine
+ * handshakes that have arrived (a transfer starts as soon as its peer is
+ * ready, not only at its wait). */
+int cfrti_enter(cfrt_ctx *ctx, const char *api)
+{
+	ctx->base.api = api;
+	return ctx->ce.open > 0 ? cfrti_ce_progress(ctx) : CFRT_OK;
+}
+
 /* ---- 4: waiting -------------------------------------------------------- */
 
 static int wait_recv(cfrt_ctx *ctx, xfer *x)
@@ -388,7 +397,7 @@ int cfrti_ce_drain(cfrt_ctx *ctx)
 	return rc;
 }
 
-/* ---- init and fini ------------------------------------------------- */
+/* ---- init and fini ----------------------------------------------------- */
 
 /* The tables per peer; streams, events and mappings are made on first
  * use. */

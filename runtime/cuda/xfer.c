@@ -29,7 +29,7 @@ static ncclDataType_t nccl_type(cfrt_dtype t)
 	}
 }
 
-/* ---- the module: setting, NCCL, init and fini ------------------------ */
+/* ---- the module: setting, NCCL, init and fini --------------------------- */
 
 /* CFRT_TRANSFER: nccl (default), ce, or none (benchmarks only). Touches
  * no device: read before the modules' init. */
