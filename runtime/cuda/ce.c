@@ -234,11 +234,9 @@ int cfrti_ce_start(cfrt_ctx *ctx, xfer *x)
 	x->issued = 0;
 	x->mreq[0] = x->mreq[1] = MPI_REQUEST_NULL;
 	int rc = x->d.kind == T_SEND ? start_send(ctx, x) : start_recv(ctx, x);
-	if (rc != CFRT_OK)
-		return rc;
-	x->state = X_ACTIVE;
-	ctx->ce.open++;
-	return CFRT_OK;
+	if (rc == CFRT_OK)
+		ctx->ce.open++;
+	return rc;
 }
 
 /* ---- 3: issuing copies ------------------------------------------------- */

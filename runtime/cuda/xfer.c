@@ -242,6 +242,8 @@ int cfrti_xfer_start(cfrt_ctx *ctx, const char *api, const xdesc *d,
 		slot_release(x);
 		return rc;
 	}
+	if (x->ce) /* started at its call: copy engines need no group */
+		x->state = X_ACTIVE;
 	*req = (cfrt_req){x->id + 1, x->gen};
 	return CFRT_OK;
 }
