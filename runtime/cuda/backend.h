@@ -93,8 +93,10 @@ typedef struct ipc_ev {
 	int32_t ack;
 } ipc_ev;
 
-/* A transfer slot. Invariant: state X_FREE <=> no live handle refers to it
- * with the current gen (gen grows whenever the slot is released). */
+/* A transfer slot, made and released by xfer.c, which writes every field
+ * above the copy-engine state; ce.c writes that state. Invariant: state
+ * X_FREE <=> no live handle refers to it with the current gen (gen grows
+ * whenever the slot is released). */
 enum xstate { X_FREE, X_QUEUED, X_ACTIVE };
 typedef struct xfer {
 	int id; /* index in ctx->xt.x */
@@ -103,8 +105,8 @@ typedef struct xfer {
 	xdesc d;
 	cudaEvent_t done; /* slot-owned; NCCL: recorded after the transfer */
 	cudaEvent_t ready; /* slot-owned; CE receive: cs before the irecv */
+	int ce;           /* this transfer moves by copy engine */
 	/* copy-engine state */
-	int ce;         /* this transfer moves by copy engine */
 	int issued;     /* CE receive: copy enqueued */
 	int ev_id;      /* CE send: ready event; CE receive: done event */
 	struct xfer *next_fifo; /* CE receive: next receive from the same
