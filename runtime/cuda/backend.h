@@ -1,23 +1,37 @@
 /* backend.h: private to the CUDA + NCCL + cuBLAS backend of cfrt.
  *
- * Files: ctx.c (context hooks, device, CUDA errors, memory, clocks), ops.c
- * (elementwise, norms, scan, fill, copy), gemm.c (cuBLAS GEMM, matmul,
- * attention), lt.c (cuBLASLt GEMMs, their algorithm tuned per shape),
- * xfer.c (transfer table, waits, groups, NCCL p2p and collectives), ce.c
- * (copy-engine transfers through CUDA IPC), kernels.cu and flash.cu (the
- * device kernels, behind kern.h); with the shared code of
- * runtime/common (common.h: errors, view and argument checks, the public
- * transfer calls).
+ * Layers, top down. A file calls only files of lower layers, never one of
+ * its own layer or above; a module's state is its struct in cfrt_ctx,
+ * which only its file writes (files above may read it) and only its own
+ * fini frees:
+ *   4  ctx.c   the context's setup, drain and free (common.h's hooks):
+ *              the settings, then each module's init from the bottom
+ *              up; each module's fini from the top down
+ *   3  ops.c   elementwise ops, norms, scan, fill, copy
+ *      gemm.c  cuBLAS GEMM, matmul, attention
+ *      xfer.c  the transfer table (ctx->xt), waits, groups, NCCL p2p and
+ *              collectives (the communicator is xfer.c's)
+ *   2  lt.c    cuBLASLt GEMMs, their algorithm tuned per shape (ctx->lt)
+ *      ce.c    copy-engine transfers through CUDA IPC (ctx->ce), on the
+ *              slots that xfer.c hands it (struct xfer's copy-engine
+ *              fields are ce.c's); cfrti_enter, the entry of every
+ *              compute and transfer call, which moves their handshakes
+ *   1  dev.c   CUDA and cuBLAS errors, the device, its compute stream and
+ *              libraries, streams for the layers above, memory (ctx->dev)
+ *   0  kernels.cu and flash.cu (the device kernels, behind kern.h);
+ *      runtime/common (common.h: errors, view and argument checks, the
+ *      public transfer calls), which calls the backend only through the
+ *      hooks of common.h, each defined by the file that owns its work.
  *
- * Queues: compute calls go on ctx->cs, NCCL on ctx->xs (high priority),
- * copy-engine transfers from peer P on ctx->ce[P] (high priority). A
- * transfer starts after every compute call issued before it (an event of
- * cs that its stream waits on); cfrt_wait makes cs wait on the transfer's
- * completion event. The host never waits for the device except in
- * cfrt_wtime, cfrt_download, cfrt_upload, cfrt_sync and cfrt_finalize,
- * and, with CFRT_GEMM=tune, in the first GEMM of each shape (it times
- * the candidates on cs: every wait issued before it is then a blocking
- * one, which verified schedules allow). */
+ * Queues: compute calls go on ctx->dev.cs, NCCL on ctx->xt.s (high
+ * priority), copy-engine transfers from peer P on ctx->ce.s[P] (high
+ * priority). A transfer starts after every compute call issued before it
+ * (an event of cs that its stream waits on); cfrt_wait makes cs wait on
+ * the transfer's completion event. The host never waits for the device
+ * except in cfrt_wtime, cfrt_download, cfrt_upload, cfrt_sync and
+ * cfrt_finalize, and, with CFRT_GEMM=tune, in the first GEMM of each
+ * shape (it times the candidates on cs: every wait issued before it is
+ * then a blocking one, which verified schedules allow). */
 #ifndef CFRT_CUDA_BACKEND_H
 #define CFRT_CUDA_BACKEND_H
 
@@ -68,7 +82,7 @@ typedef struct ce_done {
  * cudaStreamWaitEvent on the previous record (busy until then), and its
  * entry is reused only when its MPI requests have completed. */
 typedef struct ipc_ev {
-	int id; /* index in ctx->ev */
+	int id; /* index in ctx->ce.ev */
 	int wait_ack; /* req[1] receives an ACK */
 	cudaEvent_t e;
 	cudaIpcEventHandle_t h;
@@ -79,21 +93,24 @@ typedef struct ipc_ev {
 	int32_t ack;
 } ipc_ev;
 
-/* A transfer slot. Invariant: state X_FREE <=> no live handle refers to it
- * with the current gen (gen grows whenever the slot is released). */
+/* A transfer slot, made and released by xfer.c, which writes every field
+ * above the copy-engine state; ce.c writes that state. Invariant: state
+ * X_FREE <=> no live handle refers to it with the current gen (gen grows
+ * whenever the slot is released). */
 enum xstate { X_FREE, X_QUEUED, X_ACTIVE };
 typedef struct xfer {
-	int id; /* index in ctx->x */
+	int id; /* index in ctx->xt.x */
 	uint32_t gen;
 	int state;    /* X_QUEUED: in an open group, not issued yet */
 	xdesc d;
 	cudaEvent_t done; /* slot-owned; NCCL: recorded after the transfer */
 	cudaEvent_t ready; /* slot-owned; CE receive: cs before the irecv */
+	int ce;           /* this transfer moves by copy engine */
 	/* copy-engine state */
-	int ce;         /* this transfer moves by copy engine */
 	int issued;     /* CE receive: copy enqueued */
 	int ev_id;      /* CE send: ready event; CE receive: done event */
-	int next_fifo;  /* CE receive: next receive from the same peer */
+	struct xfer *next_fifo; /* CE receive: next receive from the same
+	                         * peer (slots never move) */
 	MPI_Request mreq[2];
 	ce_ready ready_msg;
 	ce_done done_msg;
@@ -115,42 +132,60 @@ typedef struct remote_mem {
 	char *base;
 } remote_mem;
 
-struct cfrt_ctx {
-	cfrti_base base; /* first: what the shared code sees (common.h);
-	                  * base.device: the CUDA device */
+/* The context's state: one struct per module, written only by it. */
 
-	cudaStream_t cs, xs; /* compute, NCCL transfers */
-	cudaStream_t *ce;    /* size entries: copies from peer P, or NULL */
-	cudaEvent_t fence;   /* cs, recorded before transfers start */
-	cublasHandle_t blas;
-	void *blas_ws; /* cuBLAS workspace, BLAS_WS bytes */
+/* dev.c: the device, its compute stream and libraries, memory. */
+typedef struct dev_state {
+	cudaStream_t cs;      /* compute */
+	cublasHandle_t blas;  /* on cs */
+	void *blas_ws;        /* cuBLAS workspace, BLAS_WS bytes */
 	cublasLtHandle_t lt;
-	int gemm_mode; /* enum gmode */
-	lt_plan *plans; /* one per GEMM shape seen (lt.c) */
+	alloc_rec *al;        /* the buffers of cfrt_alloc */
+	int nal;
+	uint64_t serials;
+	void *ws; /* attention scores and probabilities, ws_bytes long */
+	size_t ws_bytes;
+} dev_state;
+
+/* lt.c: the GEMM plans. */
+typedef struct lt_state {
+	int mode;       /* enum gmode */
+	lt_plan *plans; /* one per GEMM shape seen */
 	int nplans;
-	ncclComm_t nccl;
-	int xmode; /* enum xmode */
+} lt_state;
 
-	xfer **x; /* slots, each allocated once: MPI writes into them */
-	int nx;
-	int *group; /* slots queued in the open group */
-	int ngroup;
-	int ce_open; /* CE transfers started and not yet waited on */
-
-	int *fifo_head, *fifo_tail; /* per peer: CE receives not issued */
+/* ce.c: copy-engine transfers. */
+typedef struct ce_state {
+	cudaStream_t *s; /* size entries: copies from peer P, or NULL */
+	int open; /* CE transfers started and not yet waited on */
+	xfer **fifo_head, **fifo_tail; /* per peer: CE receives not issued */
 	ipc_ev **ev; /* entries allocated once: MPI writes into them */
 	int nev;
 	cudaEvent_t **peer_ev; /* [peer][id]: opened events of peers */
 	int *npeer_ev;
 	remote_mem *rmem;
 	int nrmem;
+} ce_state;
 
-	alloc_rec *al;
-	int nal;
-	uint64_t serials;
+/* xfer.c: the transfer table and NCCL. */
+typedef struct xfer_table {
+	int mode;          /* enum xmode */
+	ncclComm_t nccl;
+	cudaStream_t s;    /* NCCL transfers, high priority */
+	cudaEvent_t fence; /* on dev.cs, recorded before transfers start */
+	xfer **x; /* slots, each allocated once: MPI writes into them */
+	int nx;
+	int *group; /* slots queued in the open group */
+	int ngroup;
+} xfer_table;
 
-	void *ws; /* attention scores and probabilities, ws_bytes long */
-	size_t ws_bytes;
+struct cfrt_ctx {
+	cfrti_base base; /* first: what the shared code sees (common.h);
+	                  * base.device: the CUDA device */
+	dev_state dev;
+	lt_state lt;
+	ce_state ce;
+	xfer_table xt;
 };
 _Static_assert(offsetof(struct cfrt_ctx, base) == 0,
                "the shared code finds base at the start of a context");
@@ -159,34 +194,49 @@ _Static_assert(offsetof(struct cfrt_ctx, base) == 0,
  * it can pick the same kernels as cuBLASLt-based frameworks. */
 #define BLAS_WS ((size_t)32 << 20)
 
-/* ctx.c; also cfrti_enter (common.h), which on this backend starts every
- * compute and transfer call and moves the copy-engine handshakes (the
- * memory calls and cfrt_barrier only name themselves). */
+/* Each module: init makes its state (after the modules below it), fini
+ * frees it (before them; also after a failed or partial init); a *_mode
+ * reads a setting, touching no device, before any init. */
+
+/* dev.c; also cfrti_check_dtype (common.h). cfrti_dev_stream makes a
+ * non-blocking stream of the lowest priority, or of the highest when
+ * high. */
+int cfrti_dev_init(cfrt_ctx *ctx);
+void cfrti_dev_fini(cfrt_ctx *ctx);
 int cfrti_cuda(cfrt_ctx *ctx, cudaError_t e, const char *call);
-int cfrti_nccl(cfrt_ctx *ctx, ncclResult_t e, const char *call);
 int cfrti_blas(cfrt_ctx *ctx, cublasStatus_t e, const char *call);
+int cfrti_dev_stream(cfrt_ctx *ctx, int high, cudaStream_t *s);
 int cfrti_ws_reserve(cfrt_ctx *ctx, size_t bytes);
 const alloc_rec *cfrti_alloc_of(cfrt_ctx *ctx, const void *p, size_t bytes);
 int cfrti_alloc_handle(cfrt_ctx *ctx, const alloc_rec *a,
                        cudaIpcMemHandle_t *h);
 
-/* lt.c: cfrti_lt_gemm runs g through cuBLASLt, or returns CFRT_ENOTSUP
- * having done nothing (cuBLAS runs it then). */
-int cfrti_gemm_mode(cfrt_ctx *ctx);
+/* lt.c (no init: plans are made on first use): cfrti_lt_gemm runs g
+ * through cuBLASLt, or returns CFRT_ENOTSUP having done nothing (cuBLAS
+ * runs it then). */
+int cfrti_lt_mode(cfrt_ctx *ctx);
 int cfrti_lt_gemm(cfrt_ctx *ctx, const gemm_args *g);
-void cfrti_lt_free(cfrt_ctx *ctx);
+void cfrti_lt_fini(cfrt_ctx *ctx);
 
-/* xfer.c */
-int cfrti_xfer_wait_all(cfrt_ctx *ctx);
-void cfrti_xfer_free_all(cfrt_ctx *ctx);
-
-/* ce.c: copy-engine transfers. start: fills the slot and sends or posts
- * the handshake; issue_ready: enqueues the copies whose handshakes have
- * arrived; wait: orders the slot's transfer before later compute. */
+/* ce.c: copy-engine transfers; also cfrti_enter (common.h), which on
+ * this backend starts every compute and transfer call and moves the
+ * copy-engine handshakes (the memory calls and cfrt_barrier only name
+ * themselves). start: fills the slot and sends or posts the handshake;
+ * progress: enqueues the copies whose handshakes have arrived; wait:
+ * orders the slot's transfer before later compute; drain: until every
+ * handshake is answered. */
+int cfrti_ce_init(cfrt_ctx *ctx);
+void cfrti_ce_fini(cfrt_ctx *ctx);
 int cfrti_ce_start(cfrt_ctx *ctx, xfer *x);
 int cfrti_ce_progress(cfrt_ctx *ctx);
 int cfrti_ce_wait(cfrt_ctx *ctx, xfer *x);
 int cfrti_ce_drain(cfrt_ctx *ctx);
-void cfrti_ce_free(cfrt_ctx *ctx);
+
+/* xfer.c; also cfrti_xfer_start and cfrti_xfer_wait (common.h).
+ * wait_all: waits on every transfer started and drops the open group's. */
+int cfrti_xfer_mode(cfrt_ctx *ctx);
+int cfrti_xfer_init(cfrt_ctx *ctx);
+void cfrti_xfer_fini(cfrt_ctx *ctx);
+int cfrti_xfer_wait_all(cfrt_ctx *ctx);
 
 #endif /* CFRT_CUDA_BACKEND_H */

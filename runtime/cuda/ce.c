@@ -32,14 +32,14 @@
 
 static int ev_new(cfrt_ctx *ctx)
 {
-	ipc_ev **n = realloc(ctx->ev, (size_t)(ctx->nev + 1) * sizeof *n);
+	ipc_ev **n = realloc(ctx->ce.ev, (size_t)(ctx->ce.nev + 1) * sizeof *n);
 	if (!n)
 		return cfrti_err(ctx, CFRT_ENOMEM, "no memory for an event");
-	ctx->ev = n;
+	ctx->ce.ev = n;
 	ipc_ev *e = calloc(1, sizeof *e);
 	if (!e)
 		return cfrti_err(ctx, CFRT_ENOMEM, "no memory for an event");
-	e->id = ctx->nev;
+	e->id = ctx->ce.nev;
 	e->req[0] = e->req[1] = MPI_REQUEST_NULL;
 	int rc = cfrti_cuda(ctx, cudaEventCreateWithFlags(&e->e,
 	                    cudaEventDisableTiming | cudaEventInterprocess),
@@ -53,7 +53,7 @@ static int ev_new(cfrt_ctx *ctx)
 		free(e);
 		return rc;
 	}
-	ctx->ev[ctx->nev++] = e;
+	ctx->ce.ev[ctx->ce.nev++] = e;
 	return CFRT_OK;
 }
 
@@ -66,15 +66,15 @@ static int ev_idle(const ipc_ev *e)
 /* An idle event, marked busy; NULL on failure. */
 static ipc_ev *ev_get(cfrt_ctx *ctx)
 {
-	for (int i = 0; i < ctx->nev; i++)
-		if (ev_idle(ctx->ev[i])) {
-			ctx->ev[i]->busy = 1;
-			return ctx->ev[i];
+	for (int i = 0; i < ctx->ce.nev; i++)
+		if (ev_idle(ctx->ce.ev[i])) {
+			ctx->ce.ev[i]->busy = 1;
+			return ctx->ce.ev[i];
 		}
 	if (ev_new(ctx) != CFRT_OK)
 		return NULL;
-	ctx->ev[ctx->nev - 1]->busy = 1;
-	return ctx->ev[ctx->nev - 1];
+	ctx->ce.ev[ctx->ce.nev - 1]->busy = 1;
+	return ctx->ce.ev[ctx->ce.nev - 1];
 }
 
 /* Tests an event's messages; an ACK that arrived releases the D it names. */
@@ -87,10 +87,10 @@ static int ev_test(cfrt_ctx *ctx, ipc_ev *e)
 		rc = MPI_Test(&e->req[1], &flag, MPI_STATUS_IGNORE);
 		if (rc == MPI_SUCCESS && flag && e->wait_ack) {
 			e->wait_ack = 0;
-			if (e->ack < 0 || e->ack >= ctx->nev)
+			if (e->ack < 0 || e->ack >= ctx->ce.nev)
 				return cfrti_err(ctx, CFRT_ECOMM, "ACK names event "
-				                 "%d of %d", e->ack, ctx->nev);
-			ctx->ev[e->ack]->busy = 0;
+				                 "%d of %d", e->ack, ctx->ce.nev);
+			ctx->ce.ev[e->ack]->busy = 0;
 		}
 	}
 	return cfrti_mpi(ctx, rc, "MPI_Test");
@@ -101,22 +101,23 @@ static int ev_test(cfrt_ctx *ctx, ipc_ev *e)
 static int remote_mem_of(cfrt_ctx *ctx, int peer, const ce_ready *m,
                          char **base)
 {
-	for (int i = 0; i < ctx->nrmem; i++)
-		if (ctx->rmem[i].peer == peer && ctx->rmem[i].serial == m->serial) {
-			*base = ctx->rmem[i].base;
+	ce_state *c = &ctx->ce;
+	for (int i = 0; i < c->nrmem; i++)
+		if (c->rmem[i].peer == peer && c->rmem[i].serial == m->serial) {
+			*base = c->rmem[i].base;
 			return CFRT_OK;
 		}
-	remote_mem *n = realloc(ctx->rmem, (size_t)(ctx->nrmem + 1) * sizeof *n);
+	remote_mem *n = realloc(c->rmem, (size_t)(c->nrmem + 1) * sizeof *n);
 	if (!n)
 		return cfrti_err(ctx, CFRT_ENOMEM, "no memory for a peer mapping");
-	ctx->rmem = n;
+	c->rmem = n;
 	void *p = NULL;
 	int rc = cfrti_cuda(ctx, cudaIpcOpenMemHandle(&p, m->mem,
 	                    cudaIpcMemLazyEnablePeerAccess),
 	                    "cudaIpcOpenMemHandle");
 	if (rc != CFRT_OK)
 		return rc;
-	ctx->rmem[ctx->nrmem++] = (remote_mem){peer, m->serial, p};
+	c->rmem[c->nrmem++] = (remote_mem){peer, m->serial, p};
 	*base = p;
 	return CFRT_OK;
 }
@@ -129,22 +130,22 @@ static int remote_ev_of(cfrt_ctx *ctx, int peer, int id,
 	if (id < 0)
 		return cfrti_err(ctx, CFRT_ECOMM, "bad event id %d", id);
 	if (peer == ctx->base.rank) {
-		if (id >= ctx->nev)
+		if (id >= ctx->ce.nev)
 			return cfrti_err(ctx, CFRT_ECOMM, "bad event id %d", id);
-		*e = ctx->ev[id]->e;
+		*e = ctx->ce.ev[id]->e;
 		return CFRT_OK;
 	}
-	if (id >= ctx->npeer_ev[peer]) {
-		cudaEvent_t *n = realloc(ctx->peer_ev[peer], (size_t)(id + 1) *
+	if (id >= ctx->ce.npeer_ev[peer]) {
+		cudaEvent_t *n = realloc(ctx->ce.peer_ev[peer], (size_t)(id + 1) *
 		                         sizeof *n);
 		if (!n)
 			return cfrti_err(ctx, CFRT_ENOMEM, "no memory for events");
-		for (int i = ctx->npeer_ev[peer]; i <= id; i++)
+		for (int i = ctx->ce.npeer_ev[peer]; i <= id; i++)
 			n[i] = NULL;
-		ctx->peer_ev[peer] = n;
-		ctx->npeer_ev[peer] = id + 1;
+		ctx->ce.peer_ev[peer] = n;
+		ctx->ce.npeer_ev[peer] = id + 1;
 	}
-	cudaEvent_t *slot = &ctx->peer_ev[peer][id];
+	cudaEvent_t *slot = &ctx->ce.peer_ev[peer][id];
 	if (!*slot) {
 		int rc = cfrti_cuda(ctx, cudaIpcOpenEventHandle(slot, *h),
 		                    "cudaIpcOpenEventHandle");
@@ -155,18 +156,13 @@ static int remote_ev_of(cfrt_ctx *ctx, int peer, int id,
 	return CFRT_OK;
 }
 
+/* The copy stream of peer, made on first use (high priority). */
 static int ce_stream(cfrt_ctx *ctx, int peer, cudaStream_t *s)
 {
-	int lo = 0, hi = 0, rc = CFRT_OK;
-	if (!ctx->ce[peer]) {
-		rc = cfrti_cuda(ctx, cudaDeviceGetStreamPriorityRange(&lo, &hi),
-		                "cudaDeviceGetStreamPriorityRange");
-		if (rc == CFRT_OK)
-			rc = cfrti_cuda(ctx, cudaStreamCreateWithPriority(
-			                &ctx->ce[peer], cudaStreamNonBlocking, hi),
-			                "cudaStreamCreate");
-	}
-	*s = ctx->ce[peer];
+	int rc = CFRT_OK;
+	if (!ctx->ce.s[peer])
+		rc = cfrti_dev_stream(ctx, 1, &ctx->ce.s[peer]);
+	*s = ctx->ce.s[peer];
 	return rc;
 }
 
@@ -197,7 +193,7 @@ static int start_send(cfrt_ctx *ctx, xfer *x)
 	x->ev_id = r->id;
 	m->ev = r->h;
 	m->ev_id = r->id;
-	int rc = cfrti_cuda(ctx, cudaEventRecord(r->e, ctx->cs),
+	int rc = cfrti_cuda(ctx, cudaEventRecord(r->e, ctx->dev.cs),
 	                    "cudaEventRecord");
 	if (rc == CFRT_OK)
 		rc = cfrti_mpi(ctx, MPI_Isend(m, (int)sizeof *m, MPI_BYTE,
@@ -216,7 +212,7 @@ static int start_send(cfrt_ctx *ctx, xfer *x)
 static int start_recv(cfrt_ctx *ctx, xfer *x)
 {
 	int p = x->d.peer;
-	int rc = cfrti_cuda(ctx, cudaEventRecord(x->ready, ctx->cs),
+	int rc = cfrti_cuda(ctx, cudaEventRecord(x->ready, ctx->dev.cs),
 	                    "cudaEventRecord");
 	if (rc == CFRT_OK)
 		rc = cfrti_mpi(ctx, MPI_Irecv(&x->ready_msg,
@@ -224,12 +220,12 @@ static int start_recv(cfrt_ctx *ctx, xfer *x)
 		               ctx->base.comm, &x->mreq[0]), "MPI_Irecv");
 	if (rc != CFRT_OK)
 		return rc;
-	x->next_fifo = -1;
-	if (ctx->fifo_tail[p] >= 0)
-		ctx->x[ctx->fifo_tail[p]]->next_fifo = x->id;
+	x->next_fifo = NULL;
+	if (ctx->ce.fifo_tail[p])
+		ctx->ce.fifo_tail[p]->next_fifo = x;
 	else
-		ctx->fifo_head[p] = x->id;
-	ctx->fifo_tail[p] = x->id;
+		ctx->ce.fifo_head[p] = x;
+	ctx->ce.fifo_tail[p] = x;
 	return CFRT_OK;
 }
 
@@ -238,11 +234,9 @@ int cfrti_ce_start(cfrt_ctx *ctx, xfer *x)
 	x->issued = 0;
 	x->mreq[0] = x->mreq[1] = MPI_REQUEST_NULL;
 	int rc = x->d.kind == T_SEND ? start_send(ctx, x) : start_recv(ctx, x);
-	if (rc != CFRT_OK)
-		return rc;
-	x->state = X_ACTIVE;
-	ctx->ce_open++;
-	return CFRT_OK;
+	if (rc == CFRT_OK)
+		ctx->ce.open++;
+	return rc;
 }
 
 /* ---- 3: issuing copies ------------------------------------------------- */
@@ -304,9 +298,9 @@ static int issue(cfrt_ctx *ctx, xfer *x)
 		               CE_TAG_ACK, ctx->base.comm, &d->req[1]),
 		               "MPI_Irecv");
 	x->issued = 1;
-	ctx->fifo_head[p] = x->next_fifo;
-	if (ctx->fifo_head[p] < 0)
-		ctx->fifo_tail[p] = -1;
+	ctx->ce.fifo_head[p] = x->next_fifo;
+	if (!ctx->ce.fifo_head[p])
+		ctx->ce.fifo_tail[p] = NULL;
 	return rc;
 }
 
@@ -315,8 +309,8 @@ int cfrti_ce_progress(cfrt_ctx *ctx)
 {
 	int rc = CFRT_OK;
 	for (int p = 0; rc == CFRT_OK && p < ctx->base.size; p++)
-		while (rc == CFRT_OK && ctx->fifo_head[p] >= 0) {
-			xfer *x = ctx->x[ctx->fifo_head[p]];
+		while (rc == CFRT_OK && ctx->ce.fifo_head[p]) {
+			xfer *x = ctx->ce.fifo_head[p];
 			int flag = 0;
 			rc = cfrti_mpi(ctx, MPI_Test(&x->mreq[0], &flag,
 			               MPI_STATUS_IGNORE), "MPI_Test");
@@ -324,9 +318,18 @@ int cfrti_ce_progress(cfrt_ctx *ctx)
 				break;
 			rc = issue(ctx, x);
 		}
-	for (int i = 0; rc == CFRT_OK && i < ctx->nev; i++)
-		rc = ev_test(ctx, ctx->ev[i]);
+	for (int i = 0; rc == CFRT_OK && i < ctx->ce.nev; i++)
+		rc = ev_test(ctx, ctx->ce.ev[i]);
 	return rc;
+}
+
+/* Entry of a public call: names it for messages, and moves the copy-engine
+ * handshakes that have arrived (a transfer starts as soon as its peer is
+ * ready, not only at its wait). */
+int cfrti_enter(cfrt_ctx *ctx, const char *api)
+{
+	ctx->base.api = api;
+	return ctx->ce.open > 0 ? cfrti_ce_progress(ctx) : CFRT_OK;
 }
 
 /* ---- 4: waiting -------------------------------------------------------- */
@@ -337,8 +340,8 @@ static int wait_recv(cfrt_ctx *ctx, xfer *x)
 	while (rc == CFRT_OK && !x->issued)
 		rc = cfrti_ce_progress(ctx);
 	if (rc == CFRT_OK)
-		rc = cfrti_cuda(ctx, cudaStreamWaitEvent(ctx->cs,
-		                ctx->ev[x->ev_id]->e, 0), "cudaStreamWaitEvent");
+		rc = cfrti_cuda(ctx, cudaStreamWaitEvent(ctx->dev.cs,
+		                ctx->ce.ev[x->ev_id]->e, 0), "cudaStreamWaitEvent");
 	return rc;
 }
 
@@ -359,9 +362,9 @@ static int wait_send(cfrt_ctx *ctx, xfer *x)
 		rc = remote_ev_of(ctx, x->d.peer, x->done_msg.ev_id,
 		                  &x->done_msg.ev, &d);
 	if (rc == CFRT_OK)
-		rc = cfrti_cuda(ctx, cudaStreamWaitEvent(ctx->cs, d, 0),
+		rc = cfrti_cuda(ctx, cudaStreamWaitEvent(ctx->dev.cs, d, 0),
 		                "cudaStreamWaitEvent");
-	ipc_ev *r = ctx->ev[x->ev_id];
+	ipc_ev *r = ctx->ce.ev[x->ev_id];
 	r->ack = x->done_msg.ev_id;
 	if (rc == CFRT_OK)
 		rc = cfrti_mpi(ctx, MPI_Isend(&r->ack, 1, MPI_INT32_T, x->d.peer,
@@ -373,7 +376,7 @@ static int wait_send(cfrt_ctx *ctx, xfer *x)
 
 int cfrti_ce_wait(cfrt_ctx *ctx, xfer *x)
 {
-	ctx->ce_open--;
+	ctx->ce.open--;
 	return x->d.kind == T_SEND ? wait_send(ctx, x) : wait_recv(ctx, x);
 }
 
@@ -386,29 +389,57 @@ int cfrti_ce_drain(cfrt_ctx *ctx)
 	while (rc == CFRT_OK && !idle) {
 		rc = cfrti_ce_progress(ctx);
 		idle = 1;
-		for (int i = 0; i < ctx->nev; i++)
-			idle &= ev_idle(ctx->ev[i]);
+		for (int i = 0; i < ctx->ce.nev; i++)
+			idle &= ev_idle(ctx->ce.ev[i]);
 	}
 	return rc;
 }
 
-void cfrti_ce_free(cfrt_ctx *ctx)
+/* ---- init and fini ----------------------------------------------------- */
+
+/* The tables per peer; streams, events and mappings are made on first
+ * use. */
+int cfrti_ce_init(cfrt_ctx *ctx)
 {
-	for (int i = 0; i < ctx->nev; i++) {
-		cudaEventDestroy(ctx->ev[i]->e);
-		free(ctx->ev[i]);
+	ce_state *c = &ctx->ce;
+	size_t n = (size_t)ctx->base.size;
+	c->s = calloc(n, sizeof *c->s);
+	c->fifo_head = calloc(n, sizeof *c->fifo_head);
+	c->fifo_tail = calloc(n, sizeof *c->fifo_tail);
+	c->peer_ev = calloc(n, sizeof *c->peer_ev);
+	c->npeer_ev = calloc(n, sizeof *c->npeer_ev);
+	if (!c->s || !c->fifo_head || !c->fifo_tail || !c->peer_ev ||
+	    !c->npeer_ev)
+		return cfrti_err(ctx, CFRT_ENOMEM, "no memory for peer tables");
+	return CFRT_OK;
+}
+
+/* Releases this process's events, the peers' events and memory opened
+ * here, and the copy streams; after a failed init too. */
+void cfrti_ce_fini(cfrt_ctx *ctx)
+{
+	ce_state *c = &ctx->ce;
+	for (int i = 0; i < c->nev; i++) {
+		cudaEventDestroy(c->ev[i]->e);
+		free(c->ev[i]);
 	}
-	for (int p = 0; ctx->peer_ev && p < ctx->base.size; p++) {
-		for (int i = 0; i < ctx->npeer_ev[p]; i++)
-			if (ctx->peer_ev[p][i])
-				cudaEventDestroy(ctx->peer_ev[p][i]);
-		free(ctx->peer_ev[p]);
+	for (int p = 0; c->peer_ev && c->npeer_ev && p < ctx->base.size; p++) {
+		for (int i = 0; i < c->npeer_ev[p]; i++)
+			if (c->peer_ev[p][i])
+				cudaEventDestroy(c->peer_ev[p][i]);
+		free(c->peer_ev[p]);
 	}
-	for (int i = 0; i < ctx->nrmem; i++)
-		cudaIpcCloseMemHandle(ctx->rmem[i].base);
-	free(ctx->ev);
-	free(ctx->rmem);
-	ctx->ev = NULL;
-	ctx->nev = 0;
-	ctx->nrmem = 0;
+	for (int i = 0; i < c->nrmem; i++)
+		cudaIpcCloseMemHandle(c->rmem[i].base);
+	for (int p = 0; c->s && p < ctx->base.size; p++)
+		if (c->s[p])
+			cudaStreamDestroy(c->s[p]);
+	free(c->ev);
+	free(c->rmem);
+	free(c->s);
+	free(c->fifo_head);
+	free(c->fifo_tail);
+	free(c->peer_ev);
+	free(c->npeer_ev);
+	memset(c, 0, sizeof *c);
 }

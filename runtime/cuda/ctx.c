@@ -1,256 +1,37 @@
-/* ctx.c: this backend's part of the context life cycle (the hooks of
- * runtime/common/base.c), device choice, CUDA, NCCL and cuBLAS errors,
- * memory.
- * ensures: a context holds one device (chosen once per process), a compute
- * stream, a high-priority NCCL stream, a cuBLAS handle on the compute
- * stream and an NCCL communicator over the context's duplicate of the
- * application's communicator; CUDA, NCCL, cuBLAS and MPI failures come
- * back as statuses with messages. */
+/* ctx.c: the top of the backend: its part of the context life cycle (the
+ * hooks of runtime/common/base.c). The only file that knows every module;
+ * the order below is the layering of backend.h.
+ * ensures: a context is set up module by module from the bottom up (dev,
+ * ce, xfer; lt has nothing to make) and freed from the top down, each
+ * module freeing only what it made; a failed setup is freed the same way
+ * (every fini accepts a module that was never, or only partly, made). */
 #include <stdlib.h>
-#include <string.h>
 
 #include "backend.h"
-
-/* The device of this process, chosen by its first context (-1: none yet):
- * a second context (the driver's serial reference on MPI_COMM_SELF) must
- * not move the process to another device. */
-static int process_device = -1;
-
-int cfrti_cuda(cfrt_ctx *ctx, cudaError_t e, const char *call)
-{
-	if (e == cudaSuccess)
-		return CFRT_OK;
-	return cfrti_err(ctx, e == cudaErrorMemoryAllocation ? CFRT_ENOMEM :
-	                 CFRT_EDEVICE, "%s failed: %s", call,
-	                 cudaGetErrorString(e));
-}
-
-int cfrti_nccl(cfrt_ctx *ctx, ncclResult_t e, const char *call)
-{
-	if (e == ncclSuccess)
-		return CFRT_OK;
-	const char *last = ctx->nccl ? ncclGetLastError(ctx->nccl) : "";
-	return cfrti_err(ctx, CFRT_ECOMM, "%s failed: %s%s%s", call,
-	                 ncclGetErrorString(e), last && *last ? ": " : "",
-	                 last ? last : "");
-}
-
-int cfrti_blas(cfrt_ctx *ctx, cublasStatus_t e, const char *call)
-{
-	if (e == CUBLAS_STATUS_SUCCESS)
-		return CFRT_OK;
-	return cfrti_err(ctx, e == CUBLAS_STATUS_ALLOC_FAILED ? CFRT_ENOMEM :
-	                 CFRT_EDEVICE, "%s failed: %s", call,
-	                 cublasGetStatusString(e));
-}
-
-/* Entry of a public call: names it for messages, and moves the copy-engine
- * handshakes that have arrived (a transfer starts as soon as its peer is
- * ready, not only at its wait). */
-int cfrti_enter(cfrt_ctx *ctx, const char *api)
-{
-	ctx->base.api = api;
-	return ctx->ce_open > 0 ? cfrti_ce_progress(ctx) : CFRT_OK;
-}
-
-int cfrti_check_dtype(cfrt_ctx *ctx, cfrt_dtype t)
-{
-	if (t == CFRT_F32 || t == CFRT_F64 || t == CFRT_BF16 || t == CFRT_F16)
-		return CFRT_OK;
-	return cfrti_err(ctx, CFRT_EINVAL, "unknown dtype %d", (int)t);
-}
-
-int cfrti_ws_reserve(cfrt_ctx *ctx, size_t bytes)
-{
-	if (ctx->ws_bytes >= bytes)
-		return CFRT_OK;
-	/* cudaFree waits for the device: nothing still reads the old one */
-	cudaFree(ctx->ws);
-	ctx->ws = NULL;
-	ctx->ws_bytes = 0;
-	int rc = cfrti_cuda(ctx, cudaMalloc(&ctx->ws, bytes), "cudaMalloc");
-	if (rc == CFRT_OK)
-		ctx->ws_bytes = bytes;
-	return rc;
-}
-
-/* ---- device choice ---------------------------------------------------- */
-
-/* This process's rank among the processes of its node, from the launcher's
- * environment, or -1. */
-static int env_local_rank(void)
-{
-	static const char *const names[] = {
-		"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
-		"MV2_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "PMI_LOCAL_RANK"
-	};
-	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-		const char *s = getenv(names[i]);
-		if (s && *s)
-			return atoi(s);
-	}
-	return -1;
-}
-
-/* CFRT_DEVICE, else the local rank (launcher, else the rank among the
- * ranks of comm that share this node) modulo the number of devices.
- * Collective over comm when the fallback is needed. */
-static int choose_device(MPI_Comm comm, int *dev)
-{
-	int n = 0, local = env_local_rank();
-	const char *s = getenv("CFRT_DEVICE");
-	if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1)
-		return -1;
-	if (s && *s) {
-		*dev = atoi(s);
-		return *dev >= 0 && *dev < n ? 0 : -1;
-	}
-	if (local < 0) {
-		MPI_Comm node;
-		if (MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0,
-		                        MPI_INFO_NULL, &node) != MPI_SUCCESS)
-			return -1;
-		MPI_Comm_rank(node, &local);
-		MPI_Comm_free(&node);
-	}
-	*dev = local % n;
-	return 0;
-}
-
-/* ---- init and finalize ------------------------------------------------ */
-
-/* CFRT_TRANSFER: nccl (default), ce, or none (benchmarks only). */
-static int transfer_mode(cfrt_ctx *ctx)
-{
-	static const char *const names[] = {"nccl", "ce", "none"}; /* xmode */
-	return cfrti_env_choice(ctx, "CFRT_TRANSFER", names, 3, XM_NCCL,
-	                        &ctx->xmode);
-}
-
-/* NCCL over the context's ranks: rank 0's unique id, broadcast by MPI. */
-static int nccl_setup(cfrt_ctx *ctx)
-{
-	ncclUniqueId id;
-	int rc = CFRT_OK;
-	if (ctx->base.rank == 0)
-		rc = cfrti_nccl(ctx, ncclGetUniqueId(&id), "ncclGetUniqueId");
-	int ok = rc == CFRT_OK, all = 0;
-	int mrc = MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, ctx->base.comm);
-	if (mrc != MPI_SUCCESS)
-		return cfrti_mpi(ctx, mrc, "MPI_Allreduce");
-	if (!all)
-		return rc != CFRT_OK ? rc : cfrti_err(ctx, CFRT_ECOMM,
-		                                      "rank 0 has no NCCL id");
-	mrc = MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, ctx->base.comm);
-	if (mrc != MPI_SUCCESS)
-		return cfrti_mpi(ctx, mrc, "MPI_Bcast");
-	return cfrti_nccl(ctx, ncclCommInitRank(&ctx->nccl, ctx->base.size,
-	                                        id, ctx->base.rank),
-	                  "ncclCommInitRank");
-}
-
-/* Streams, events, cuBLAS and NCCL on the chosen device. */
-static int device_setup(cfrt_ctx *ctx)
-{
-	int lo = 0, hi = 0;
-	int rc = cfrti_cuda(ctx, cudaSetDevice(ctx->base.device), "cudaSetDevice");
-	if (rc == CFRT_OK)
-		rc = cfrti_cuda(ctx, cudaDeviceGetStreamPriorityRange(&lo, &hi),
-		                "cudaDeviceGetStreamPriorityRange");
-	if (rc == CFRT_OK)
-		rc = cfrti_cuda(ctx, cudaStreamCreateWithPriority(&ctx->cs,
-		                cudaStreamNonBlocking, lo), "cudaStreamCreate");
-	if (rc == CFRT_OK)
-		rc = cfrti_cuda(ctx, cudaStreamCreateWithPriority(&ctx->xs,
-		                cudaStreamNonBlocking, hi), "cudaStreamCreate");
-	if (rc == CFRT_OK)
-		rc = cfrti_cuda(ctx, cudaEventCreateWithFlags(&ctx->fence,
-		                cudaEventDisableTiming), "cudaEventCreate");
-	if (rc == CFRT_OK)
-		rc = cfrti_blas(ctx, cublasCreate(&ctx->blas), "cublasCreate");
-	if (rc == CFRT_OK)
-		rc = cfrti_blas(ctx, cublasSetStream(ctx->blas, ctx->cs),
-		                "cublasSetStream");
-	if (rc == CFRT_OK)
-		rc = cfrti_cuda(ctx, cudaMalloc(&ctx->blas_ws, BLAS_WS), "cudaMalloc");
-	if (rc == CFRT_OK)
-		rc = cfrti_blas(ctx, cublasSetWorkspace(ctx->blas, ctx->blas_ws,
-		                BLAS_WS), "cublasSetWorkspace");
-	if (rc == CFRT_OK)
-		rc = cfrti_blas(ctx, cublasLtCreate(&ctx->lt), "cublasLtCreate");
-	/* no TF32: f32 GEMMs round like f32 */
-	if (rc == CFRT_OK)
-		rc = cfrti_blas(ctx, cublasSetMathMode(ctx->blas,
-		                CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
-	if (rc == CFRT_OK)
-		rc = nccl_setup(ctx);
-	return rc;
-}
 
 cfrt_ctx *cfrti_ctx_new(void)
 {
 	return calloc(1, sizeof(cfrt_ctx));
 }
 
+/* The settings first, so that a bad one fails before any device work;
+ * then the modules from the bottom up. */
 int cfrti_ctx_setup(cfrt_ctx *ctx)
 {
-	int rc = transfer_mode(ctx);
+	int rc = cfrti_xfer_mode(ctx);
 	if (rc == CFRT_OK)
-		rc = cfrti_gemm_mode(ctx);
-	if (rc != CFRT_OK)
-		return rc;
-	if (process_device < 0 && choose_device(ctx->base.comm, &process_device))
-		return cfrti_err(ctx, CFRT_EDEVICE, "no CUDA device (or "
-		                 "CFRT_DEVICE names none)");
-	ctx->base.device = process_device;
-	ctx->ce = calloc((size_t)ctx->base.size, sizeof *ctx->ce);
-	ctx->fifo_head = malloc((size_t)ctx->base.size * sizeof *ctx->fifo_head);
-	ctx->fifo_tail = malloc((size_t)ctx->base.size * sizeof *ctx->fifo_tail);
-	ctx->peer_ev = calloc((size_t)ctx->base.size, sizeof *ctx->peer_ev);
-	ctx->npeer_ev = calloc((size_t)ctx->base.size, sizeof *ctx->npeer_ev);
-	if (!ctx->ce || !ctx->fifo_head || !ctx->fifo_tail || !ctx->peer_ev ||
-	    !ctx->npeer_ev)
-		return cfrti_err(ctx, CFRT_ENOMEM, "no memory for peer tables");
-	for (int p = 0; p < ctx->base.size; p++)
-		ctx->fifo_head[p] = ctx->fifo_tail[p] = -1;
-	return device_setup(ctx);
+		rc = cfrti_lt_mode(ctx);
+	if (rc == CFRT_OK)
+		rc = cfrti_dev_init(ctx);
+	if (rc == CFRT_OK)
+		rc = cfrti_ce_init(ctx);
+	if (rc == CFRT_OK)
+		rc = cfrti_xfer_init(ctx);
+	return rc;
 }
 
-void cfrti_ctx_free(cfrt_ctx *ctx)
-{
-	cfrti_xfer_free_all(ctx);
-	cfrti_ce_free(ctx);
-	if (ctx->nccl)
-		ncclCommDestroy(ctx->nccl);
-	cfrti_lt_free(ctx);
-	if (ctx->lt)
-		cublasLtDestroy(ctx->lt);
-	if (ctx->blas)
-		cublasDestroy(ctx->blas);
-	for (int p = 0; ctx->ce && p < ctx->base.size; p++)
-		if (ctx->ce[p])
-			cudaStreamDestroy(ctx->ce[p]);
-	if (ctx->fence)
-		cudaEventDestroy(ctx->fence);
-	if (ctx->cs)
-		cudaStreamDestroy(ctx->cs);
-	if (ctx->xs)
-		cudaStreamDestroy(ctx->xs);
-	cudaFree(ctx->ws);
-	cudaFree(ctx->blas_ws);
-	for (int i = 0; i < ctx->nal; i++)
-		cudaFree(ctx->al[i].base);
-	MPI_Comm_free(&ctx->base.comm);
-	free(ctx->al);
-	free(ctx->ce);
-	free(ctx->fifo_head);
-	free(ctx->fifo_tail);
-	free(ctx->peer_ev);
-	free(ctx->npeer_ev);
-	free(ctx->group);
-	free(ctx);
-}
-
+/* Every transfer waited on, every copy-engine handshake answered, then
+ * all work of the device. */
 int cfrti_ctx_drain(cfrt_ctx *ctx)
 {
 	int rc = cfrti_xfer_wait_all(ctx);
@@ -262,6 +43,17 @@ int cfrti_ctx_drain(cfrt_ctx *ctx)
 	return rc;
 }
 
+/* The modules from the top down: each frees what it made. */
+void cfrti_ctx_free(cfrt_ctx *ctx)
+{
+	cfrti_xfer_fini(ctx);
+	cfrti_ce_fini(ctx);
+	cfrti_lt_fini(ctx);
+	cfrti_dev_fini(ctx);
+	MPI_Comm_free(&ctx->base.comm);
+	free(ctx);
+}
+
 const char *cfrt_backend_name(void)
 {
 	return "cuda+nccl+cublas";
@@ -271,131 +63,4 @@ const char *cfrt_progress_name(const cfrt_ctx *ctx)
 {
 	(void)ctx;
 	return "device";
-}
-
-double cfrt_wtime(cfrt_ctx *ctx)
-{
-	/* a failure here shows at the next call that checks */
-	cudaStreamSynchronize(ctx->cs);
-	return cfrti_now();
-}
-
-/* ---- memory ----------------------------------------------------------- */
-
-/* The allocation that holds [p, p+bytes), or NULL. */
-const alloc_rec *cfrti_alloc_of(cfrt_ctx *ctx, const void *p, size_t bytes)
-{
-	const char *c = p;
-	for (int i = 0; i < ctx->nal; i++) {
-		const alloc_rec *a = &ctx->al[i];
-		if (c >= a->base && c + bytes <= a->base + a->bytes)
-			return a;
-	}
-	return NULL;
-}
-
-/* The IPC handle of an allocation, made on first use. */
-int cfrti_alloc_handle(cfrt_ctx *ctx, const alloc_rec *ca,
-                       cudaIpcMemHandle_t *h)
-{
-	alloc_rec *a = &ctx->al[ca - ctx->al];
-	if (!a->has_handle) {
-		int rc = cfrti_cuda(ctx, cudaIpcGetMemHandle(&a->h, a->base),
-		                    "cudaIpcGetMemHandle");
-		if (rc != CFRT_OK)
-			return rc;
-		a->has_handle = 1;
-	}
-	*h = a->h;
-	return CFRT_OK;
-}
-
-static int alloc_add(cfrt_ctx *ctx, void *p, size_t bytes)
-{
-	alloc_rec *n = realloc(ctx->al, (size_t)(ctx->nal + 1) * sizeof *n);
-	if (!n)
-		return cfrti_err(ctx, CFRT_ENOMEM, "no memory for the allocation "
-		                 "table");
-	ctx->al = n;
-	ctx->al[ctx->nal++] = (alloc_rec){p, bytes, ++ctx->serials, 0, {{0}}};
-	return CFRT_OK;
-}
-
-int cfrt_alloc(cfrt_ctx *ctx, void **ptr, size_t bytes)
-{
-	ctx->base.api = "cfrt_alloc";
-	*ptr = NULL;
-	if (bytes == 0)
-		return CFRT_OK;
-	void *p = NULL;
-	int rc = cfrti_cuda(ctx, cudaMalloc(&p, bytes), "cudaMalloc");
-	if (rc == CFRT_OK)
-		rc = cfrti_cuda(ctx, cudaMemsetAsync(p, 0, bytes, ctx->cs),
-		                "cudaMemsetAsync");
-	if (rc == CFRT_OK)
-		rc = alloc_add(ctx, p, bytes);
-	if (rc != CFRT_OK) {
-		cudaFree(p);
-		return rc;
-	}
-	*ptr = p;
-	return CFRT_OK;
-}
-
-int cfrt_free(cfrt_ctx *ctx, void *ptr)
-{
-	ctx->base.api = "cfrt_free";
-	if (!ptr)
-		return CFRT_OK;
-	for (int i = 0; i < ctx->nal; i++)
-		if (ctx->al[i].base == ptr) {
-			ctx->al[i] = ctx->al[--ctx->nal];
-			/* cudaFree waits for the work that uses it */
-			return cfrti_cuda(ctx, cudaFree(ptr), "cudaFree");
-		}
-	return cfrti_err(ctx, CFRT_EINVAL, "%p is not a buffer of this context",
-	                 ptr);
-}
-
-/* A synchronous copy between host and device memory after earlier compute. */
-static int host_copy(cfrt_ctx *ctx, const char *api, void *dst,
-                     const void *src, size_t bytes, enum cudaMemcpyKind kind)
-{
-	ctx->base.api = api;
-	if (bytes > 0 && (!dst || !src))
-		return cfrti_err(ctx, CFRT_EINVAL, "null buffer for %zu bytes",
-		                 bytes);
-	if (bytes == 0)
-		return CFRT_OK;
-	int rc = cfrti_cuda(ctx, cudaMemcpyAsync(dst, src, bytes, kind, ctx->cs),
-	                    "cudaMemcpyAsync");
-	if (rc == CFRT_OK)
-		rc = cfrti_cuda(ctx, cudaStreamSynchronize(ctx->cs),
-		                "cudaStreamSynchronize");
-	return rc;
-}
-
-int cfrt_upload(cfrt_ctx *ctx, void *dst, const void *host_src, size_t bytes)
-{
-	return host_copy(ctx, "cfrt_upload", dst, host_src, bytes,
-	                 cudaMemcpyHostToDevice);
-}
-
-int cfrt_download(cfrt_ctx *ctx, void *host_dst, const void *src,
-                  size_t bytes)
-{
-	return host_copy(ctx, "cfrt_download", host_dst, src, bytes,
-	                 cudaMemcpyDeviceToHost);
-}
-
-int cfrt_memset_zero(cfrt_ctx *ctx, void *dst, size_t bytes)
-{
-	ctx->base.api = "cfrt_memset_zero";
-	if (bytes > 0 && !dst)
-		return cfrti_err(ctx, CFRT_EINVAL, "null buffer for %zu bytes",
-		                 bytes);
-	if (bytes == 0)
-		return CFRT_OK;
-	return cfrti_cuda(ctx, cudaMemsetAsync(dst, 0, bytes, ctx->cs),
-	                  "cudaMemsetAsync");
 }

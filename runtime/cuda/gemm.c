@@ -62,7 +62,7 @@ int cfrti_gemm_run(cfrt_ctx *ctx, const gemm_args *in)
 	cublasComputeType_t ct = dbl ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
 	const void *alpha = dbl ? (const void *)&g.alpha : (const void *)&af;
 	const void *beta = dbl ? (const void *)&g.beta : (const void *)&bf;
-	cublasStatus_t st = cublasGemmStridedBatchedEx(ctx->blas, op_of(g.tb),
+	cublasStatus_t st = cublasGemmStridedBatchedEx(ctx->dev.blas, op_of(g.tb),
 		op_of(g.ta), (int)g.n, (int)g.m, (int)g.k, alpha, g.b,
 		cuda_type(g.t), (int)g.ldb, g.sb, g.a, cuda_type(g.t), (int)g.lda,
 		g.sa, beta, g.c, cuda_type(g.ct), (int)g.ldc, g.sc, (int)g.batch,
@@ -135,10 +135,11 @@ static int attn_heads(cfrt_ctx *ctx, const cfrt_view *out, const cfrt_view *q,
 {
 	int64_t sq = q->dim[2], sk = k->dim[2], dh = q->dim[3];
 	cfrt_dtype st = q->t == CFRT_F64 ? CFRT_F64 : CFRT_F32;
-	char *probs = (char *)ctx->ws + (size_t)(nh * sq * sk) * cfrt_dtype_size(st);
+	char *probs = (char *)ctx->dev.ws +
+	              (size_t)(nh * sq * sk) * cfrt_dtype_size(st);
 	gemm_args s = {q->t, st, CFRT_NOTRANS, CFRT_TRANS, sq, sk, dh,
 	               1.0 / sqrt((double)dh), 0.0, cfrti_head_at(q, b, h0),
-	               cfrti_head_at(k, b, h0), ctx->ws, cfrti_head_ld(q),
+	               cfrti_head_at(k, b, h0), ctx->dev.ws, cfrti_head_ld(q),
 	               cfrti_head_ld(k), sk, q->stride[1], k->stride[1], sq * sk,
 	               nh};
 	gemm_args o = {q->t, q->t, CFRT_NOTRANS, CFRT_NOTRANS, sq, dh, sk, 1.0,
@@ -152,8 +153,8 @@ static int attn_heads(cfrt_ctx *ctx, const cfrt_view *out, const cfrt_view *q,
 	if (rc == CFRT_OK)
 		rc = cfrti_gemm_run(ctx, &s);
 	if (rc == CFRT_OK)
-		rc = cfrti_cuda(ctx, (cudaError_t)cfrtk_attn_softmax(ctx->cs, q->t,
-		                ctx->ws, probs, nh * sq, sq, sk, causal, q_offset),
+		rc = cfrti_cuda(ctx, (cudaError_t)cfrtk_attn_softmax(ctx->dev.cs, q->t,
+		                ctx->dev.ws, probs, nh * sq, sq, sk, causal, q_offset),
 		                "attention softmax kernel");
 	return rc != CFRT_OK ? rc : cfrti_gemm_run(ctx, &o);
 }
@@ -190,7 +191,7 @@ int cfrt_attention(cfrt_ctx *ctx, const cfrt_view *out, const cfrt_view *q,
 	if (cfrt_view_numel(q) == 0)
 		return CFRT_OK;
 	if (flash) {
-		cudaError_t e = (cudaError_t)cfrtk_flash_attn(ctx->cs, q->t,
+		cudaError_t e = (cudaError_t)cfrtk_flash_attn(ctx->dev.cs, q->t,
 			attn_kview(out), attn_kview(q), attn_kview(k), attn_kview(v),
 			causal, q_offset);
 		if (e != cudaErrorNotSupported)

@@ -12,7 +12,7 @@
  * leading dimensions, batch strides, whether beta is 0 and the pointers'
  * alignment. Tuned choices may differ between runs and ranks, and with
  * them the rounding of the sums; heuristic and cublas do not.
- * requires: g passed cfrti_gemm_check; runs on ctx->cs.
+ * requires: g passed cfrti_gemm_check; runs on ctx->dev.cs.
  * ensures: cfrti_lt_gemm returns CFRT_ENOTSUP, having launched nothing,
  * when cuBLASLt is off or has no algorithm for the shape. */
 #include <stdlib.h>
@@ -37,12 +37,12 @@ struct lt_plan {
 	cublasLtMatmulAlgo_t algo;
 };
 
-/* CFRT_GEMM, read by cfrti_ctx_setup. */
-int cfrti_gemm_mode(cfrt_ctx *ctx)
+/* CFRT_GEMM. Touches no device: read before the modules' init. */
+int cfrti_lt_mode(cfrt_ctx *ctx)
 {
 	static const char *const names[] = {"tune", "heuristic", "cublas"};
 	return cfrti_env_choice(ctx, "CFRT_GEMM", names, 3, GM_TUNE,
-	                        &ctx->gemm_mode);
+	                        &ctx->lt.mode);
 }
 
 /* The largest power of two up to 256 dividing every address. */
@@ -132,8 +132,8 @@ static int describe(cfrt_ctx *ctx, lt_plan *p, const gemm_args *g,
 		                                          sizeof al);
 	*nres = 0;
 	if (st == CUBLAS_STATUS_SUCCESS)
-		st = cublasLtMatmulAlgoGetHeuristic(ctx->lt, p->op, p->la, p->lb,
-			p->lc, p->lc, pref, ctx->gemm_mode == GM_TUNE ? LT_ANSWERS : 1,
+		st = cublasLtMatmulAlgoGetHeuristic(ctx->dev.lt, p->op, p->la, p->lb,
+			p->lc, p->lc, pref, ctx->lt.mode == GM_TUNE ? LT_ANSWERS : 1,
 			res, nres);
 	if (pref)
 		cublasLtMatmulPreferenceDestroy(pref);
@@ -147,9 +147,9 @@ static cublasStatus_t lt_run(cfrt_ctx *ctx, const lt_plan *p,
                              const gemm_args *g, void *d)
 {
 	float alpha = (float)g->alpha, beta = (float)g->beta;
-	return cublasLtMatmul(ctx->lt, p->op, &alpha, g->b, p->la, g->a, p->lb,
-	                      &beta, g->c, p->lc, d, p->lc, algo, ctx->blas_ws,
-	                      BLAS_WS, ctx->cs);
+	return cublasLtMatmul(ctx->dev.lt, p->op, &alpha, g->b, p->la, g->a, p->lb,
+	                      &beta, g->c, p->lc, d, p->lc, algo, ctx->dev.blas_ws,
+	                      BLAS_WS, ctx->dev.cs);
 }
 
 /* Bytes from C's first element to just past its last. */
@@ -175,7 +175,7 @@ static int fastest(cfrt_ctx *ctx, const lt_plan *p, const gemm_args *g,
 		float t[LT_REPS];
 		int ok = lt_run(ctx, p, &res[i].algo, g, d) == CUBLAS_STATUS_SUCCESS;
 		for (int r = 0; ok && r <= LT_REPS; r++) {
-			ok = cudaEventRecord(e[r], ctx->cs) == cudaSuccess;
+			ok = cudaEventRecord(e[r], ctx->dev.cs) == cudaSuccess;
 			if (ok && r < LT_REPS)
 				ok = lt_run(ctx, p, &res[i].algo, g, d) ==
 				     CUBLAS_STATUS_SUCCESS;
@@ -207,12 +207,12 @@ static int plan_new(cfrt_ctx *ctx, lt_plan *p, const gemm_args *g)
 	int rc = describe(ctx, p, g, res, &nres);
 	if (rc != CFRT_OK || nres == 0)
 		return rc;
-	if (ctx->gemm_mode == GM_TUNE && nres > 1) {
+	if (ctx->lt.mode == GM_TUNE && nres > 1) {
 		/* stream-ordered scratch: no device-wide synchronization */
 		void *d = NULL;
-		if (cudaMallocAsync(&d, c_span(g), ctx->cs) == cudaSuccess) {
+		if (cudaMallocAsync(&d, c_span(g), ctx->dev.cs) == cudaSuccess) {
 			pick = fastest(ctx, p, g, res, nres, d);
-			cudaFreeAsync(d, ctx->cs);
+			cudaFreeAsync(d, ctx->dev.cs);
 		} else {
 			cudaGetLastError(); /* no room to tune: the first answer */
 		}
@@ -241,19 +241,19 @@ static lt_plan *plan_of(cfrt_ctx *ctx, const gemm_args *g, int *rc)
 {
 	lt_key k = key_of(g);
 	*rc = CFRT_OK;
-	for (int i = 0; i < ctx->nplans; i++)
-		if (!memcmp(&ctx->plans[i].key, &k, sizeof k))
-			return &ctx->plans[i];
-	if (ctx->nplans == LT_MAXPLANS)
+	for (int i = 0; i < ctx->lt.nplans; i++)
+		if (!memcmp(&ctx->lt.plans[i].key, &k, sizeof k))
+			return &ctx->lt.plans[i];
+	if (ctx->lt.nplans == LT_MAXPLANS)
 		return NULL; /* more shapes than plans: cuBLAS runs the rest */
-	if (!ctx->plans) {
-		ctx->plans = calloc(LT_MAXPLANS, sizeof *ctx->plans);
-		if (!ctx->plans) {
+	if (!ctx->lt.plans) {
+		ctx->lt.plans = calloc(LT_MAXPLANS, sizeof *ctx->lt.plans);
+		if (!ctx->lt.plans) {
 			*rc = cfrti_err(ctx, CFRT_ENOMEM, "no memory for GEMM plans");
 			return NULL;
 		}
 	}
-	lt_plan *p = &ctx->plans[ctx->nplans++];
+	lt_plan *p = &ctx->lt.plans[ctx->lt.nplans++];
 	p->key = k;
 	*rc = plan_new(ctx, p, g);
 	return p;
@@ -262,7 +262,7 @@ static lt_plan *plan_of(cfrt_ctx *ctx, const gemm_args *g, int *rc)
 int cfrti_lt_gemm(cfrt_ctx *ctx, const gemm_args *g)
 {
 	int rc = CFRT_OK;
-	if (ctx->gemm_mode == GM_CUBLAS || (g->t != CFRT_BF16 && g->t != CFRT_F16))
+	if (ctx->lt.mode == GM_CUBLAS || (g->t != CFRT_BF16 && g->t != CFRT_F16))
 		return CFRT_ENOTSUP;
 	const lt_plan *p = plan_of(ctx, g, &rc);
 	if (rc != CFRT_OK)
@@ -272,11 +272,12 @@ int cfrti_lt_gemm(cfrt_ctx *ctx, const gemm_args *g)
 	return cfrti_blas(ctx, lt_run(ctx, p, &p->algo, g, g->c), "cublasLtMatmul");
 }
 
-void cfrti_lt_free(cfrt_ctx *ctx)
+/* The plans (made on first use: lt.c has no init). */
+void cfrti_lt_fini(cfrt_ctx *ctx)
 {
-	for (int i = 0; i < ctx->nplans; i++)
-		plan_free(&ctx->plans[i]);
-	free(ctx->plans);
-	ctx->plans = NULL;
-	ctx->nplans = 0;
+	for (int i = 0; i < ctx->lt.nplans; i++)
+		plan_free(&ctx->lt.plans[i]);
+	free(ctx->lt.plans);
+	ctx->lt.plans = NULL;
+	ctx->lt.nplans = 0;
 }

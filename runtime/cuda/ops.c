@@ -1,7 +1,7 @@
 /* ops.c: copy, deterministic fill, elementwise ops, norms, softmax and the
  * scan on the compute stream.
  * requires: views checked by cfrti_check_*; ensures: every op is enqueued
- * on ctx->cs after the calls before it; views reach the kernels with their
+ * on ctx->dev.cs after the calls before it; views reach the kernels with their
  * dims collapsed, so a contiguous tensor is one flat run whatever its
  * shape (and a contiguous copy is a cudaMemcpyAsync). */
 #include <string.h>
@@ -51,7 +51,7 @@ static int copy_fast(cfrt_ctx *ctx, kview d, kview s, size_t es, int *rc)
 		if (d.p != s.p)
 			*rc = cfrti_cuda(ctx, cudaMemcpyAsync(d.p, s.p,
 			                 (size_t)d.dim[0] * es,
-			                 cudaMemcpyDeviceToDevice, ctx->cs),
+			                 cudaMemcpyDeviceToDevice, ctx->dev.cs),
 			                 "cudaMemcpyAsync");
 		return 1;
 	}
@@ -60,7 +60,7 @@ static int copy_fast(cfrt_ctx *ctx, kview d, kview s, size_t es, int *rc)
 		*rc = cfrti_cuda(ctx, cudaMemcpy2DAsync(d.p, (size_t)d.st[0] * es,
 		                 s.p, (size_t)s.st[0] * es, (size_t)d.dim[1] * es,
 		                 (size_t)d.dim[0], cudaMemcpyDeviceToDevice,
-		                 ctx->cs), "cudaMemcpy2DAsync");
+		                 ctx->dev.cs), "cudaMemcpy2DAsync");
 		return 1;
 	}
 	return 0;
@@ -77,7 +77,7 @@ int cfrt_copy(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src)
 	collapse(v, 2);
 	if (copy_fast(ctx, v[0], v[1], cfrt_dtype_size(dst->t), &rc))
 		return rc;
-	rc = cfrtk_elementwise(ctx->cs, dst->t, K_COPY, v[0], v[1], v[1], 0.0);
+	rc = cfrtk_elementwise(ctx->dev.cs, dst->t, K_COPY, v[0], v[1], v[1], 0.0);
 	return cfrti_cuda(ctx, (cudaError_t)rc, "copy kernel");
 }
 
@@ -89,7 +89,8 @@ int cfrt_fill_global(cfrt_ctx *ctx, const cfrt_view *dst, uint64_t seed,
 		rc = cfrti_check_fill(ctx, dst, global_dims, offsets);
 	if (rc != CFRT_OK || cfrt_view_numel(dst) == 0)
 		return rc;
-	rc = cfrtk_fill(ctx->cs, dst->t, kv_of(dst), seed, global_dims, offsets);
+	rc = cfrtk_fill(ctx->dev.cs, dst->t, kv_of(dst), seed, global_dims,
+	                offsets);
 	return cfrti_cuda(ctx, (cudaError_t)rc, "fill kernel");
 }
 
@@ -103,7 +104,7 @@ static int unary(cfrt_ctx *ctx, const char *api, const cfrt_view *dst,
 		return rc;
 	kview v[2] = {kv_of(dst), kv_of(src)};
 	collapse(v, 2);
-	rc = cfrtk_elementwise(ctx->cs, dst->t, op, v[0], v[1], v[1], arg);
+	rc = cfrtk_elementwise(ctx->dev.cs, dst->t, op, v[0], v[1], v[1], arg);
 	return cfrti_cuda(ctx, (cudaError_t)rc, "elementwise kernel");
 }
 
@@ -140,7 +141,7 @@ static int binary(cfrt_ctx *ctx, const char *api, const cfrt_view *dst,
 		return rc;
 	kview v[3] = {kv_of(dst), kv_of(a), kv_of(&bb)};
 	collapse(v, 3);
-	rc = cfrtk_elementwise(ctx->cs, dst->t, op, v[0], v[1], v[2], 0.0);
+	rc = cfrtk_elementwise(ctx->dev.cs, dst->t, op, v[0], v[1], v[2], 0.0);
 	return cfrti_cuda(ctx, (cudaError_t)rc, "elementwise kernel");
 }
 
@@ -166,7 +167,7 @@ static int rows(cfrt_ctx *ctx, const char *api, int op, const cfrt_view *dst,
 		rc = cfrti_check_rows(ctx, dst, src, gamma, beta, eps);
 	if (rc != CFRT_OK || cfrt_view_numel(dst) == 0)
 		return rc;
-	rc = cfrtk_rows(ctx->cs, dst->t, op, kv_of(dst), kv_of(src),
+	rc = cfrtk_rows(ctx->dev.cs, dst->t, op, kv_of(dst), kv_of(src),
 	                gamma ? kv_of(gamma) : none, beta ? kv_of(beta) : none,
 	                eps);
 	return cfrti_cuda(ctx, (cudaError_t)rc, "row kernel");
@@ -198,6 +199,6 @@ int cfrt_scan(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src,
 		rc = cfrti_check_scan(ctx, dst, src, dim);
 	if (rc != CFRT_OK || cfrt_view_numel(dst) == 0)
 		return rc;
-	rc = cfrtk_scan(ctx->cs, dst->t, kv_of(dst), kv_of(src), dim, decay);
+	rc = cfrtk_scan(ctx->dev.cs, dst->t, kv_of(dst), kv_of(src), dim, decay);
 	return cfrti_cuda(ctx, (cudaError_t)rc, "scan kernel");
 }

@@ -1,13 +1,14 @@
 /* xfer.c: the transfer table, groups, waits, NCCL point-to-point and
  * collectives (the cfrti_xfer_start and cfrti_xfer_wait of
  * runtime/common/transfer.c, which holds the public transfer calls).
- * requires: ctx->nccl over the context's ranks, ctx->xs its stream.
- * ensures: a transfer starts on its stream after an event of the compute
- * stream recorded when it is issued, so after every compute call before
- * it; the transfers of one cfrt group are one NCCL group (sends and
- * receives of a step issued together, as NCCL needs to avoid deadlock);
- * cfrt_wait makes the compute stream wait on the transfer's completion
- * event and never blocks the host (copy-engine transfers: see ce.c). */
+ * ensures: after cfrti_xfer_init, ctx->xt.nccl spans the context's ranks
+ * and ctx->xt.s is its high-priority stream; a transfer starts on its
+ * stream after an event of the compute stream recorded when it is
+ * issued, so after every compute call before it; the transfers of one
+ * cfrt group are one NCCL group (sends and receives of a step issued
+ * together, as NCCL needs to avoid deadlock); cfrt_wait makes the compute
+ * stream wait on the transfer's completion event and never blocks the
+ * host (copy-engine transfers: see ce.c). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,18 +29,96 @@ static ncclDataType_t nccl_type(cfrt_dtype t)
 	}
 }
 
+/* ---- the module: setting, NCCL, init and fini --------------------------- */
+
+/* CFRT_TRANSFER: nccl (default), ce, or none (benchmarks only). Touches
+ * no device: read before the modules' init. */
+int cfrti_xfer_mode(cfrt_ctx *ctx)
+{
+	static const char *const names[] = {"nccl", "ce", "none"}; /* xmode */
+	return cfrti_env_choice(ctx, "CFRT_TRANSFER", names, 3, XM_NCCL,
+	                        &ctx->xt.mode);
+}
+
+/* An NCCL result as a status (as cfrti_cuda): the message adds NCCL's
+ * last error. */
+static int nccl_status(cfrt_ctx *ctx, ncclResult_t e, const char *call)
+{
+	if (e == ncclSuccess)
+		return CFRT_OK;
+	const char *last = ctx->xt.nccl ? ncclGetLastError(ctx->xt.nccl) : "";
+	return cfrti_err(ctx, CFRT_ECOMM, "%s failed: %s%s%s", call,
+	                 ncclGetErrorString(e), last && *last ? ": " : "",
+	                 last ? last : "");
+}
+
+/* NCCL over the context's ranks: rank 0's unique id, broadcast by MPI. */
+static int nccl_setup(cfrt_ctx *ctx)
+{
+	ncclUniqueId id;
+	int rc = CFRT_OK;
+	if (ctx->base.rank == 0)
+		rc = nccl_status(ctx, ncclGetUniqueId(&id), "ncclGetUniqueId");
+	int ok = rc == CFRT_OK, all = 0;
+	int mrc = MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, ctx->base.comm);
+	if (mrc != MPI_SUCCESS)
+		return cfrti_mpi(ctx, mrc, "MPI_Allreduce");
+	if (!all)
+		return rc != CFRT_OK ? rc : cfrti_err(ctx, CFRT_ECOMM,
+		                                      "rank 0 has no NCCL id");
+	mrc = MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, ctx->base.comm);
+	if (mrc != MPI_SUCCESS)
+		return cfrti_mpi(ctx, mrc, "MPI_Bcast");
+	return nccl_status(ctx, ncclCommInitRank(&ctx->xt.nccl, ctx->base.size,
+	                                         id, ctx->base.rank),
+	                   "ncclCommInitRank");
+}
+
+/* The NCCL stream, the fence and the communicator (collective over the
+ * context's ranks). */
+int cfrti_xfer_init(cfrt_ctx *ctx)
+{
+	int rc = cfrti_dev_stream(ctx, 1, &ctx->xt.s);
+	if (rc == CFRT_OK)
+		rc = cfrti_cuda(ctx, cudaEventCreateWithFlags(&ctx->xt.fence,
+		                cudaEventDisableTiming), "cudaEventCreate");
+	if (rc == CFRT_OK)
+		rc = nccl_setup(ctx);
+	return rc;
+}
+
+/* Frees the slots and NCCL; after a failed init too. */
+void cfrti_xfer_fini(cfrt_ctx *ctx)
+{
+	xfer_table *t = &ctx->xt;
+	for (int i = 0; i < t->nx; i++) {
+		cudaEventDestroy(t->x[i]->done);
+		cudaEventDestroy(t->x[i]->ready);
+		free(t->x[i]);
+	}
+	free(t->x);
+	free(t->group);
+	if (t->nccl)
+		ncclCommDestroy(t->nccl);
+	if (t->fence)
+		cudaEventDestroy(t->fence);
+	if (t->s)
+		cudaStreamDestroy(t->s);
+	memset(t, 0, sizeof *t);
+}
+
 /* ---- slots -------------------------------------------------------------- */
 
 static int slot_new(cfrt_ctx *ctx)
 {
-	xfer **n = realloc(ctx->x, (size_t)(ctx->nx + 1) * sizeof *n);
+	xfer **n = realloc(ctx->xt.x, (size_t)(ctx->xt.nx + 1) * sizeof *n);
 	if (!n)
 		return cfrti_err(ctx, CFRT_ENOMEM, "no memory for a transfer slot");
-	ctx->x = n;
+	ctx->xt.x = n;
 	xfer *x = calloc(1, sizeof *x);
 	if (!x)
 		return cfrti_err(ctx, CFRT_ENOMEM, "no memory for a transfer slot");
-	x->id = ctx->nx;
+	x->id = ctx->xt.nx;
 	int rc = cfrti_cuda(ctx, cudaEventCreateWithFlags(&x->done,
 	                    cudaEventDisableTiming), "cudaEventCreate");
 	if (rc == CFRT_OK)
@@ -51,7 +130,7 @@ static int slot_new(cfrt_ctx *ctx)
 		free(x);
 		return rc;
 	}
-	ctx->x[ctx->nx++] = x;
+	ctx->xt.x[ctx->xt.nx++] = x;
 	return CFRT_OK;
 }
 
@@ -59,10 +138,10 @@ static int slot_new(cfrt_ctx *ctx)
  * (message in ctx). */
 static xfer *slot_get(cfrt_ctx *ctx)
 {
-	for (int i = 0; i < ctx->nx; i++)
-		if (ctx->x[i]->state == X_FREE)
-			return ctx->x[i];
-	return slot_new(ctx) == CFRT_OK ? ctx->x[ctx->nx - 1] : NULL;
+	for (int i = 0; i < ctx->xt.nx; i++)
+		if (ctx->xt.x[i]->state == X_FREE)
+			return ctx->xt.x[i];
+	return slot_new(ctx) == CFRT_OK ? ctx->xt.x[ctx->xt.nx - 1] : NULL;
 }
 
 static void slot_release(xfer *x)
@@ -71,26 +150,14 @@ static void slot_release(xfer *x)
 	x->gen++;
 }
 
-void cfrti_xfer_free_all(cfrt_ctx *ctx)
-{
-	for (int i = 0; i < ctx->nx; i++) {
-		cudaEventDestroy(ctx->x[i]->done);
-		cudaEventDestroy(ctx->x[i]->ready);
-		free(ctx->x[i]);
-	}
-	free(ctx->x);
-	ctx->x = NULL;
-	ctx->nx = 0;
-}
-
 /* ---- NCCL --------------------------------------------------------------- */
 
 static ncclResult_t nccl_call(cfrt_ctx *ctx, const xdesc *d)
 {
 	ncclDataType_t dt = nccl_type(d->t);
 	size_t n = (size_t)d->count, es = cfrt_dtype_size(d->t);
-	ncclComm_t c = ctx->nccl;
-	cudaStream_t s = ctx->xs;
+	ncclComm_t c = ctx->xt.nccl;
+	cudaStream_t s = ctx->xt.s;
 	ncclResult_t r = ncclSuccess;
 	switch (d->kind) {
 	case T_SEND: return ncclSend(d->send, n, dt, d->peer, c, s);
@@ -114,22 +181,22 @@ static ncclResult_t nccl_call(cfrt_ctx *ctx, const xdesc *d)
 /* Issues slots[0..n) as one NCCL group on xs, after the compute so far. */
 static int nccl_issue(cfrt_ctx *ctx, xfer *const *slots, int n)
 {
-	int rc = cfrti_cuda(ctx, cudaEventRecord(ctx->fence, ctx->cs),
+	int rc = cfrti_cuda(ctx, cudaEventRecord(ctx->xt.fence, ctx->dev.cs),
 	                    "cudaEventRecord");
 	if (rc == CFRT_OK)
-		rc = cfrti_cuda(ctx, cudaStreamWaitEvent(ctx->xs, ctx->fence, 0),
+		rc = cfrti_cuda(ctx, cudaStreamWaitEvent(ctx->xt.s, ctx->xt.fence, 0),
 		                "cudaStreamWaitEvent");
 	if (rc == CFRT_OK)
-		rc = cfrti_nccl(ctx, ncclGroupStart(), "ncclGroupStart");
+		rc = nccl_status(ctx, ncclGroupStart(), "ncclGroupStart");
 	if (rc != CFRT_OK)
 		return rc;
 	for (int i = 0; rc == CFRT_OK && i < n; i++)
-		rc = cfrti_nccl(ctx, nccl_call(ctx, &slots[i]->d),
+		rc = nccl_status(ctx, nccl_call(ctx, &slots[i]->d),
 		                api_of[slots[i]->d.kind]);
-	int erc = cfrti_nccl(ctx, ncclGroupEnd(), "ncclGroupEnd");
+	int erc = nccl_status(ctx, ncclGroupEnd(), "ncclGroupEnd");
 	rc = rc != CFRT_OK ? rc : erc;
 	for (int i = 0; rc == CFRT_OK && i < n; i++) {
-		rc = cfrti_cuda(ctx, cudaEventRecord(slots[i]->done, ctx->xs),
+		rc = cfrti_cuda(ctx, cudaEventRecord(slots[i]->done, ctx->xt.s),
 		                "cudaEventRecord");
 		slots[i]->state = X_ACTIVE;
 	}
@@ -141,11 +208,11 @@ static int nccl_issue(cfrt_ctx *ctx, xfer *const *slots, int n)
 /* Queues x in the open group. */
 static int group_add(cfrt_ctx *ctx, xfer *x)
 {
-	int *n = realloc(ctx->group, (size_t)(ctx->ngroup + 1) * sizeof *n);
+	int *n = realloc(ctx->xt.group, (size_t)(ctx->xt.ngroup + 1) * sizeof *n);
 	if (!n)
 		return cfrti_err(ctx, CFRT_ENOMEM, "no memory for the group");
-	ctx->group = n;
-	ctx->group[ctx->ngroup++] = x->id;
+	ctx->xt.group = n;
+	ctx->xt.group[ctx->xt.ngroup++] = x->id;
 	x->state = X_QUEUED;
 	return CFRT_OK;
 }
@@ -156,7 +223,7 @@ int cfrti_xfer_start(cfrt_ctx *ctx, const char *api, const xdesc *d,
 	int rc = cfrti_enter(ctx, api);
 	if (rc == CFRT_OK)
 		rc = cfrti_check_xfer(ctx, d, req, 0);
-	if (rc == CFRT_OK && ctx->xmode == XM_NONE) {
+	if (rc == CFRT_OK && ctx->xt.mode == XM_NONE) {
 		*req = (cfrt_req){0, 0}; /* nothing moves: the null request */
 		return CFRT_OK;
 	}
@@ -164,7 +231,7 @@ int cfrti_xfer_start(cfrt_ctx *ctx, const char *api, const xdesc *d,
 	if (!x)
 		return rc != CFRT_OK ? rc : CFRT_ENOMEM;
 	x->d = *d;
-	x->ce = ctx->xmode == XM_CE && d->kind <= T_RECV;
+	x->ce = ctx->xt.mode == XM_CE && d->kind <= T_RECV;
 	if (x->ce)
 		rc = cfrti_ce_start(ctx, x);
 	else if (ctx->base.in_group)
@@ -175,6 +242,8 @@ int cfrti_xfer_start(cfrt_ctx *ctx, const char *api, const xdesc *d,
 		slot_release(x);
 		return rc;
 	}
+	if (x->ce) /* started at its call: copy engines need no group */
+		x->state = X_ACTIVE;
 	*req = (cfrt_req){x->id + 1, x->gen};
 	return CFRT_OK;
 }
@@ -184,7 +253,7 @@ int cfrti_xfer_start(cfrt_ctx *ctx, const char *api, const xdesc *d,
 static int wait_slot(cfrt_ctx *ctx, xfer *x)
 {
 	int rc = x->ce ? cfrti_ce_wait(ctx, x) :
-	         cfrti_cuda(ctx, cudaStreamWaitEvent(ctx->cs, x->done, 0),
+	         cfrti_cuda(ctx, cudaStreamWaitEvent(ctx->dev.cs, x->done, 0),
 	                    "cudaStreamWaitEvent");
 	slot_release(x);
 	return rc;
@@ -196,10 +265,10 @@ int cfrti_xfer_wait(cfrt_ctx *ctx, cfrt_req *req)
 	uint32_t gen = req->gen;
 	if (i < 0)
 		return CFRT_OK;
-	if (i >= ctx->nx)
+	if (i >= ctx->xt.nx)
 		return cfrti_err(ctx, CFRT_EINVAL, "request %d does not exist",
 		                 req->slot);
-	xfer *x = ctx->x[i];
+	xfer *x = ctx->xt.x[i];
 	*req = (cfrt_req){0, 0};
 	if (x->state == X_FREE || x->gen != gen)
 		return CFRT_OK; /* completed by an earlier wait or sync */
@@ -212,14 +281,14 @@ int cfrti_xfer_wait(cfrt_ctx *ctx, cfrt_req *req)
 int cfrti_xfer_wait_all(cfrt_ctx *ctx)
 {
 	int rc = CFRT_OK;
-	for (int i = 0; rc == CFRT_OK && i < ctx->nx; i++) {
-		xfer *x = ctx->x[i];
+	for (int i = 0; rc == CFRT_OK && i < ctx->xt.nx; i++) {
+		xfer *x = ctx->xt.x[i];
 		if (x->state == X_QUEUED) /* a group never closed: not started */
 			slot_release(x);
 		if (x->state == X_ACTIVE)
 			rc = wait_slot(ctx, x);
 	}
-	ctx->ngroup = 0;
+	ctx->xt.ngroup = 0;
 	return rc;
 }
 
@@ -231,7 +300,7 @@ int cfrt_sync(cfrt_ctx *ctx)
 	if (rc == CFRT_OK)
 		rc = cfrti_xfer_wait_all(ctx);
 	if (rc == CFRT_OK)
-		rc = cfrti_cuda(ctx, cudaStreamSynchronize(ctx->cs),
+		rc = cfrti_cuda(ctx, cudaStreamSynchronize(ctx->dev.cs),
 		                "cudaStreamSynchronize");
 	return rc;
 }
@@ -242,7 +311,7 @@ int cfrt_group_begin(cfrt_ctx *ctx)
 	if (rc == CFRT_OK)
 		rc = cfrti_set_group(ctx, 1);
 	if (rc == CFRT_OK)
-		ctx->ngroup = 0;
+		ctx->xt.ngroup = 0;
 	return rc;
 }
 
@@ -256,15 +325,15 @@ int cfrt_group_end(cfrt_ctx *ctx)
 		rc = cfrti_set_group(ctx, 0);
 	if (rc != CFRT_OK)
 		return rc;
-	if (ctx->ngroup == 0)
+	if (ctx->xt.ngroup == 0)
 		return CFRT_OK;
-	if (ctx->ngroup > 16 && !(slots = malloc((size_t)ctx->ngroup *
+	if (ctx->xt.ngroup > 16 && !(slots = malloc((size_t)ctx->xt.ngroup *
 	                                         sizeof *slots)))
 		return cfrti_err(ctx, CFRT_ENOMEM, "no memory for the group");
-	for (int i = 0; i < ctx->ngroup; i++)
-		slots[i] = ctx->x[ctx->group[i]];
-	rc = nccl_issue(ctx, slots, ctx->ngroup);
-	ctx->ngroup = 0;
+	for (int i = 0; i < ctx->xt.ngroup; i++)
+		slots[i] = ctx->xt.x[ctx->xt.group[i]];
+	rc = nccl_issue(ctx, slots, ctx->xt.ngroup);
+	ctx->xt.ngroup = 0;
 	if (slots != stack)
 		free(slots);
 	return rc;

@@ -1,0 +1,299 @@
+/* dev.c: the low layer of the backend: CUDA and cuBLAS errors, the
+ * device (chosen once per process), its compute stream and libraries,
+ * streams for the modules above, memory (cfrt_alloc's buffers, the
+ * attention workspace), host copies and the clock. Knows nothing of
+ * transfers or GEMM plans.
+ * ensures: after cfrti_dev_init the context holds the device, a compute
+ * stream of the lowest priority and a cuBLAS and a cuBLASLt handle on it;
+ * CUDA and cuBLAS failures come back as statuses with messages. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+
+/* The device of this process, chosen by its first context (-1: none yet):
+ * a second context (the driver's serial reference on MPI_COMM_SELF) must
+ * not move the process to another device. */
+static int process_device = -1;
+
+int cfrti_cuda(cfrt_ctx *ctx, cudaError_t e, const char *call)
+{
+	if (e == cudaSuccess)
+		return CFRT_OK;
+	return cfrti_err(ctx, e == cudaErrorMemoryAllocation ? CFRT_ENOMEM :
+	                 CFRT_EDEVICE, "%s failed: %s", call,
+	                 cudaGetErrorString(e));
+}
+
+int cfrti_blas(cfrt_ctx *ctx, cublasStatus_t e, const char *call)
+{
+	if (e == CUBLAS_STATUS_SUCCESS)
+		return CFRT_OK;
+	return cfrti_err(ctx, e == CUBLAS_STATUS_ALLOC_FAILED ? CFRT_ENOMEM :
+	                 CFRT_EDEVICE, "%s failed: %s", call,
+	                 cublasGetStatusString(e));
+}
+
+int cfrti_check_dtype(cfrt_ctx *ctx, cfrt_dtype t)
+{
+	if (t == CFRT_F32 || t == CFRT_F64 || t == CFRT_BF16 || t == CFRT_F16)
+		return CFRT_OK;
+	return cfrti_err(ctx, CFRT_EINVAL, "unknown dtype %d", (int)t);
+}
+
+int cfrti_ws_reserve(cfrt_ctx *ctx, size_t bytes)
+{
+	if (ctx->dev.ws_bytes >= bytes)
+		return CFRT_OK;
+	/* cudaFree waits for the device: nothing still reads the old one */
+	cudaFree(ctx->dev.ws);
+	ctx->dev.ws = NULL;
+	ctx->dev.ws_bytes = 0;
+	int rc = cfrti_cuda(ctx, cudaMalloc(&ctx->dev.ws, bytes), "cudaMalloc");
+	if (rc == CFRT_OK)
+		ctx->dev.ws_bytes = bytes;
+	return rc;
+}
+
+/* ---- device choice ---------------------------------------------------- */
+
+/* This process's rank among the processes of its node, from the launcher's
+ * environment, or -1. */
+static int env_local_rank(void)
+{
+	static const char *const names[] = {
+		"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+		"MV2_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "PMI_LOCAL_RANK"
+	};
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+		const char *s = getenv(names[i]);
+		if (s && *s)
+			return atoi(s);
+	}
+	return -1;
+}
+
+/* CFRT_DEVICE, else the local rank (launcher, else the rank among the
+ * ranks of comm that share this node) modulo the number of devices.
+ * Collective over comm when the fallback is needed. */
+static int choose_device(MPI_Comm comm, int *dev)
+{
+	int n = 0, local = env_local_rank();
+	const char *s = getenv("CFRT_DEVICE");
+	if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1)
+		return -1;
+	if (s && *s) {
+		*dev = atoi(s);
+		return *dev >= 0 && *dev < n ? 0 : -1;
+	}
+	if (local < 0) {
+		MPI_Comm node;
+		if (MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0,
+		                        MPI_INFO_NULL, &node) != MPI_SUCCESS)
+			return -1;
+		MPI_Comm_rank(node, &local);
+		MPI_Comm_free(&node);
+	}
+	*dev = local % n;
+	return 0;
+}
+
+/* ---- init and fini ---------------------------------------------------- */
+
+int cfrti_dev_stream(cfrt_ctx *ctx, int high, cudaStream_t *s)
+{
+	int lo = 0, hi = 0;
+	int rc = cfrti_cuda(ctx, cudaDeviceGetStreamPriorityRange(&lo, &hi),
+	                    "cudaDeviceGetStreamPriorityRange");
+	if (rc == CFRT_OK)
+		rc = cfrti_cuda(ctx, cudaStreamCreateWithPriority(s,
+		                cudaStreamNonBlocking, high ? hi : lo),
+		                "cudaStreamCreate");
+	return rc;
+}
+
+/* cuBLAS and cuBLASLt on the compute stream. */
+static int libraries(cfrt_ctx *ctx)
+{
+	dev_state *d = &ctx->dev;
+	int rc = cfrti_blas(ctx, cublasCreate(&d->blas), "cublasCreate");
+	if (rc == CFRT_OK)
+		rc = cfrti_blas(ctx, cublasSetStream(d->blas, d->cs),
+		                "cublasSetStream");
+	if (rc == CFRT_OK)
+		rc = cfrti_cuda(ctx, cudaMalloc(&d->blas_ws, BLAS_WS), "cudaMalloc");
+	if (rc == CFRT_OK)
+		rc = cfrti_blas(ctx, cublasSetWorkspace(d->blas, d->blas_ws,
+		                BLAS_WS), "cublasSetWorkspace");
+	if (rc == CFRT_OK)
+		rc = cfrti_blas(ctx, cublasLtCreate(&d->lt), "cublasLtCreate");
+	/* no TF32: f32 GEMMs round like f32 */
+	if (rc == CFRT_OK)
+		rc = cfrti_blas(ctx, cublasSetMathMode(d->blas,
+		                CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+	return rc;
+}
+
+/* The device (chosen once per process), its compute stream (lowest
+ * priority) and libraries. */
+int cfrti_dev_init(cfrt_ctx *ctx)
+{
+	if (process_device < 0 && choose_device(ctx->base.comm, &process_device))
+		return cfrti_err(ctx, CFRT_EDEVICE, "no CUDA device (or "
+		                 "CFRT_DEVICE names none)");
+	ctx->base.device = process_device;
+	int rc = cfrti_cuda(ctx, cudaSetDevice(ctx->base.device),
+	                    "cudaSetDevice");
+	if (rc == CFRT_OK)
+		rc = cfrti_dev_stream(ctx, 0, &ctx->dev.cs);
+	if (rc == CFRT_OK)
+		rc = libraries(ctx);
+	return rc;
+}
+
+/* Frees the libraries, the compute stream and every buffer; after a
+ * failed init too. */
+void cfrti_dev_fini(cfrt_ctx *ctx)
+{
+	dev_state *d = &ctx->dev;
+	if (d->lt)
+		cublasLtDestroy(d->lt);
+	if (d->blas)
+		cublasDestroy(d->blas);
+	if (d->cs)
+		cudaStreamDestroy(d->cs);
+	cudaFree(d->ws);
+	cudaFree(d->blas_ws);
+	for (int i = 0; i < d->nal; i++)
+		cudaFree(d->al[i].base);
+	free(d->al);
+	memset(d, 0, sizeof *d);
+}
+
+double cfrt_wtime(cfrt_ctx *ctx)
+{
+	/* a failure here shows at the next call that checks */
+	cudaStreamSynchronize(ctx->dev.cs);
+	return cfrti_now();
+}
+
+/* ---- memory ----------------------------------------------------------- */
+
+/* The allocation that holds [p, p+bytes), or NULL. */
+const alloc_rec *cfrti_alloc_of(cfrt_ctx *ctx, const void *p, size_t bytes)
+{
+	const char *c = p;
+	for (int i = 0; i < ctx->dev.nal; i++) {
+		const alloc_rec *a = &ctx->dev.al[i];
+		if (c >= a->base && c + bytes <= a->base + a->bytes)
+			return a;
+	}
+	return NULL;
+}
+
+/* The IPC handle of an allocation, made on first use. */
+int cfrti_alloc_handle(cfrt_ctx *ctx, const alloc_rec *ca,
+                       cudaIpcMemHandle_t *h)
+{
+	alloc_rec *a = &ctx->dev.al[ca - ctx->dev.al];
+	if (!a->has_handle) {
+		int rc = cfrti_cuda(ctx, cudaIpcGetMemHandle(&a->h, a->base),
+		                    "cudaIpcGetMemHandle");
+		if (rc != CFRT_OK)
+			return rc;
+		a->has_handle = 1;
+	}
+	*h = a->h;
+	return CFRT_OK;
+}
+
+static int alloc_add(cfrt_ctx *ctx, void *p, size_t bytes)
+{
+	dev_state *d = &ctx->dev;
+	alloc_rec *n = realloc(d->al, (size_t)(d->nal + 1) * sizeof *n);
+	if (!n)
+		return cfrti_err(ctx, CFRT_ENOMEM, "no memory for the allocation "
+		                 "table");
+	d->al = n;
+	d->al[d->nal++] = (alloc_rec){p, bytes, ++d->serials, 0, {{0}}};
+	return CFRT_OK;
+}
+
+int cfrt_alloc(cfrt_ctx *ctx, void **ptr, size_t bytes)
+{
+	ctx->base.api = "cfrt_alloc";
+	*ptr = NULL;
+	if (bytes == 0)
+		return CFRT_OK;
+	void *p = NULL;
+	int rc = cfrti_cuda(ctx, cudaMalloc(&p, bytes), "cudaMalloc");
+	if (rc == CFRT_OK)
+		rc = cfrti_cuda(ctx, cudaMemsetAsync(p, 0, bytes, ctx->dev.cs),
+		                "cudaMemsetAsync");
+	if (rc == CFRT_OK)
+		rc = alloc_add(ctx, p, bytes);
+	if (rc != CFRT_OK) {
+		cudaFree(p);
+		return rc;
+	}
+	*ptr = p;
+	return CFRT_OK;
+}
+
+int cfrt_free(cfrt_ctx *ctx, void *ptr)
+{
+	ctx->base.api = "cfrt_free";
+	if (!ptr)
+		return CFRT_OK;
+	for (int i = 0; i < ctx->dev.nal; i++)
+		if (ctx->dev.al[i].base == ptr) {
+			ctx->dev.al[i] = ctx->dev.al[--ctx->dev.nal];
+			/* cudaFree waits for the work that uses it */
+			return cfrti_cuda(ctx, cudaFree(ptr), "cudaFree");
+		}
+	return cfrti_err(ctx, CFRT_EINVAL, "%p is not a buffer of this context",
+	                 ptr);
+}
+
+/* A synchronous copy between host and device memory after earlier compute. */
+static int host_copy(cfrt_ctx *ctx, const char *api, void *dst,
+                     const void *src, size_t bytes, enum cudaMemcpyKind kind)
+{
+	ctx->base.api = api;
+	if (bytes > 0 && (!dst || !src))
+		return cfrti_err(ctx, CFRT_EINVAL, "null buffer for %zu bytes",
+		                 bytes);
+	if (bytes == 0)
+		return CFRT_OK;
+	int rc = cfrti_cuda(ctx, cudaMemcpyAsync(dst, src, bytes, kind,
+	                    ctx->dev.cs), "cudaMemcpyAsync");
+	if (rc == CFRT_OK)
+		rc = cfrti_cuda(ctx, cudaStreamSynchronize(ctx->dev.cs),
+		                "cudaStreamSynchronize");
+	return rc;
+}
+
+int cfrt_upload(cfrt_ctx *ctx, void *dst, const void *host_src, size_t bytes)
+{
+	return host_copy(ctx, "cfrt_upload", dst, host_src, bytes,
+	                 cudaMemcpyHostToDevice);
+}
+
+int cfrt_download(cfrt_ctx *ctx, void *host_dst, const void *src,
+                  size_t bytes)
+{
+	return host_copy(ctx, "cfrt_download", host_dst, src, bytes,
+	                 cudaMemcpyDeviceToHost);
+}
+
+int cfrt_memset_zero(cfrt_ctx *ctx, void *dst, size_t bytes)
+{
+	ctx->base.api = "cfrt_memset_zero";
+	if (bytes > 0 && !dst)
+		return cfrti_err(ctx, CFRT_EINVAL, "null buffer for %zu bytes",
+		                 bytes);
+	if (bytes == 0)
+		return CFRT_OK;
+	return cfrti_cuda(ctx, cudaMemsetAsync(dst, 0, bytes, ctx->dev.cs),
+	                  "cudaMemsetAsync");
+}
