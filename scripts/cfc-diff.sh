@@ -17,8 +17,8 @@ run() { # name args...
 		d=$out/$w/$name
 		mkdir -p "$d"
 		(cd "$d" && "$cfc" "$@" >stdout 2>stderr; echo $? >status)
-		for f in "$d"/*; do # outputs written with -o land in $d
-			[ -f "$f" ] && sed -i "s|$d|DIR|g" "$f"
+		for out_f in "$d"/*; do # outputs written with -o land in $d
+			[ -f "$out_f" ] && sed -i "s|$d|DIR|g" "$out_f"
 		done
 	done
 	n=$((n + 1))
