@@ -31,6 +31,20 @@ char *arena_strndup(Arena *a, const char *s, size_t n);
 char *arena_printf(Arena *a, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 void arena_free(Arena *a);
+/* The scratch arena of a: passes take their temporary memory from it
+ * between a mark and its release; it is freed with a. */
+Arena *arena_scratch(Arena *a);
+typedef struct ArenaMark {
+	void *block;
+	size_t used;
+} ArenaMark;
+ArenaMark arena_mark(Arena *a);
+/* Frees everything allocated since m. */
+void arena_release(Arena *a, ArenaMark m);
+/* p, an array of *cap elements of size sz of which n are used, with room
+ * for one more: a copy of twice the capacity (first at the start) when
+ * full; the old array stays behind in the arena. */
+void *arena_grow(Arena *a, void *p, int n, int *cap, int first, size_t sz);
 
 /* A growable array of pointers living in an arena. */
 typedef struct Vec {

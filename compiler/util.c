@@ -18,6 +18,7 @@ struct Block {
 
 struct Arena {
 	Block *head;
+	Arena *scratch; /* arena_scratch's, freed with this one */
 };
 
 const char *const dtype_name[NDTYPE] = {
@@ -82,6 +83,7 @@ arena_new(void)
 	Arena *a = xmalloc(sizeof *a);
 
 	a->head = NULL;
+	a->scratch = NULL;
 	return a;
 }
 
@@ -145,11 +147,51 @@ arena_free(Arena *a)
 {
 	if (!a)
 		return;
+	arena_free(a->scratch);
 	for (Block *b = a->head, *next; b; b = next) {
 		next = b->next;
 		free(b);
 	}
 	free(a);
+}
+
+Arena *
+arena_scratch(Arena *a)
+{
+	if (!a->scratch)
+		a->scratch = arena_new();
+	return a->scratch;
+}
+
+ArenaMark
+arena_mark(Arena *a)
+{
+	return (ArenaMark){a->head, a->head ? a->head->used : 0};
+}
+
+void
+arena_release(Arena *a, ArenaMark m)
+{
+	while (a->head && a->head != m.block) {
+		Block *next = a->head->next;
+		free(a->head);
+		a->head = next;
+	}
+	if (a->head)
+		a->head->used = m.used;
+}
+
+void *
+arena_grow(Arena *a, void *p, int n, int *cap, int first, size_t sz)
+{
+	if (n < *cap)
+		return p;
+	int c = *cap ? 2 * *cap : first;
+	void *q = arena_alloc(a, (size_t)c * sz);
+	if (n)
+		memcpy(q, p, (size_t)n * sz);
+	*cap = c;
+	return q;
 }
 
 /* Grows by doubling inside the arena; the old array is simply left behind. */
