@@ -1,455 +1,239 @@
-/* cg_par.c: --emit=c, the parallel forward pass of one rank, from the
- * verified schedule. Plain stages become one runtime call on whole per-rank
- * tensors; a lowered collective becomes its step loop: for each phase a
- * loop over rounds i, the lanes unrolled inside, each item guarded by its
- * rounds and index expressions spelt in r and i, as sched.h describes.
- * A library collective is handed its tensors in place where their blocks
- * already lie in the library's order; only the other sides go through
- * staging in the workspace.
- * requires: a schedule that verify_sched accepted.
+/* cg_par.c: --emit=c, the parallel forward pass of one rank, printed from
+ * the verified schedule and its memory plan. Plain stages become one
+ * runtime call on the views the plan gives; a lowered collective becomes
+ * its step loop: for each phase a loop over rounds i (none when there is
+ * one round), the lanes unrolled inside, each item guarded by its rounds
+ * and spelt in r and i as sched.h describes, its operands the plan's
+ * views. Nothing here decides anything about memory: every buffer,
+ * offset, cut, staging slot and request slot comes from the plan
+ * (compiler/plan.c), which verify_mem.c proved.
+ * requires: a schedule and plan that verify_sched accepted.
  * ensures: C that compiles warning-free with -std=c11 -Wall -Wextra -Werror
- * against cfrt.h; every transfer posted is waited before its stage ends;
- * the same schedule always gives the same text. */
-#include <stdlib.h>
+ * against cfrt.h; the same plan always gives the same text. */
 #include <string.h>
 
 #include "cgen.h"
-#include "sched.h"
-
-/* What the code needs to know about one transfer label of a collective. */
-typedef struct Label {
-	int used;
-	int slots;   /* rounds in flight at once: requests rotate over them */
-	/* Staging has two parts: part 0 is what is sent (a point-to-point
-	 * transfer's only part, whichever way it goes), part 1 what a
-	 * collective receives. A part is reserved only when some item of the
-	 * label goes through it; a collective's side that is one contiguous
-	 * region in the library's block order uses its tensor in place. */
-	int staged[2];
-	int unpack;  /* some receive of this label is unpacked at its wait */
-	int coll;    /* posted by an IT_COLL item */
-	int blocking; /* only blocking collectives: no requests to keep */
-	int usebase; /* the unpack at the wait needs the chunk's base slice */
-	const Item *collitem;
-	int64_t stage_elems[2]; /* staging elements of one slot, by part */
-	int64_t stage_off[2];   /* workspace offset of slot 0, by part */
-} Label;
+#include "plan.h"
 
 typedef struct Par {
 	Cg *cg;
+	const Plan *plan;
 	const Coll *c;
-	Label *lab;
-	int nlab;
-	int64_t tmp_off;   /* workspace where the collectives' scratch starts */
-	int64_t tmp_end;   /* the end of this collective's scratch */
-	int inblock;       /* the item's guard already opened a block */
-	int64_t *buf_off;  /* BK_TEMP offsets of this collective, by buffer */
-	int step0;         /* step number of the current phase's round 0 */
+	const PColl *pc;
+	int ci;             /* the collective's index in the schedule */
+	const char **lab;   /* by label: the stem of its request arrays */
+	const char **temp;  /* by buffer: the C name of a scratch set */
+	int one;            /* the phase has one round: i is 0 */
+	int inblock;        /* the item's guard already opened a block */
+	int step0;          /* step number of the current phase's round 0 */
+	int atwait;         /* printing an unpack: the base is the saved one */
+	const char *k;      /* the slot expression of the item ("k" or "0") */
 } Par;
 
-/* ---- index expressions ---- */
+static const char *
+L(const Par *P, CgLocal k)
+{
+	return P->cg->loc[k];
+}
+
+/* ---- integer expressions ---- */
 
 /* Appends "+ k*name" to buf, spelt as a person would. */
 static size_t
-term(char *buf, size_t n, size_t cap, int k, const char *name)
+term(char *buf, size_t n, size_t cap, int64_t k, const char *name)
 {
-	if (!k)
+	if (!k || n >= cap)
 		return n;
 	const char *sign = k < 0 ? (n ? " - " : "-") : (n ? " + " : "");
-	int m = k < 0 ? -k : k;
+	long long m = k < 0 ? -k : k;
 	if (!*name)
-		return n + (size_t)snprintf(buf + n, cap - n, "%s%d", sign, m);
+		return n + (size_t)snprintf(buf + n, cap - n, "%s%lld", sign, m);
 	if (m == 1)
 		return n + (size_t)snprintf(buf + n, cap - n, "%s%s", sign, name);
-	return n + (size_t)snprintf(buf + n, cap - n, "%s%d * %s", sign, m, name);
+	return n + (size_t)snprintf(buf + n, cap - n, "%s%s * %lld", sign, name, m);
 }
 
+/* An index expression; in a phase of one round, i is 0. */
 static const char *
-ix_c(Arena *a, const Ix *x)
+ix_c(Par *P, const Ix *x)
 {
-	char buf[128] = "";
+	Arena *a = P->cg->a;
+	char buf[256] = "";
 	size_t n = 0;
+	int b = P->one ? 0 : x->b, c = x->c;
 
 	if (x->kind == IX_PARTNER) {
-		n = term(buf, n, sizeof buf, x->b, "i");
-		n = term(buf, n, sizeof buf, x->c, "");
-		return arena_printf(a, "cf_partner(r, %s, %d)", n ? buf : "0", x->n);
+		n = term(buf, n, sizeof buf, b, L(P, LC_I));
+		n = term(buf, n, sizeof buf, c, "");
+		return arena_printf(a, "cf_partner(%s, %s, %d)", L(P, LC_R), n ? buf : "0", x->n);
 	}
-	n = term(buf, n, sizeof buf, x->a, "r");
-	n = term(buf, n, sizeof buf, x->b, "i");
-	n = term(buf, n, sizeof buf, x->c, "");
+	if (P->one && x->b && !x->a && x->n) {
+		/* a constant after all */
+		long long v = ((long long)c % x->n + x->n) % x->n;
+		return arena_printf(a, "%lld", x->n ? v : (long long)c);
+	}
+	n = term(buf, n, sizeof buf, x->a, L(P, LC_R));
+	n = term(buf, n, sizeof buf, b, L(P, LC_I));
+	n = term(buf, n, sizeof buf, c, "");
 	if (!n)
 		return "0";
-	/* r itself, and constants in range, need no mod */
-	if (x->n == 0 || (x->a == 1 && !x->b && !x->c) ||
-	    (!x->a && !x->b && x->c >= 0 && x->c < x->n))
+	Ix y = *x;
+	y.b = b;
+	if (!plan_ix_mod(&y))
 		return arena_strdup(a, buf);
 	return arena_printf(a, "cf_mod(%s, %d)", buf, x->n);
 }
 
-/* The slice index of element u (a C expression) of sel. */
+/* The first slice of sel (plus u * stride in a loop over u). */
 static const char *
-sel_c(Arena *a, const Sel *s, const char *u)
+sel_c(Par *P, const Sel *s, int loop)
 {
-	const char *lo = ix_c(a, &s->lo), *hi = ix_c(a, &s->hi);
-	const char *base = lo;
+	Arena *a = P->cg->a;
+	const char *lo = ix_c(P, &s->lo), *hi = ix_c(P, &s->hi), *base = lo;
+
 	if (s->per && strcmp(hi, "0")) {
 		hi = s->per == 1 ? hi : arena_printf(a, "(%s) * %d", hi, s->per);
 		base = strcmp(lo, "0") ? arena_printf(a, "%s + %s", hi, lo) : hi;
 	}
-	if (s->cnt == 1 || !u)
+	if (!loop)
 		return base;
-	return arena_printf(a, "%s + %s * %d", base, u, s->stride);
+	if (!strcmp(base, "0"))
+		return arena_printf(a, "%s * %d", L(P, LC_U), s->stride);
+	return arena_printf(a, "%s + %s * %d", base, L(P, LC_U), s->stride);
 }
 
-/* ---- buffers ---- */
-
-static const Buf *
-buf_of(const Coll *c, int b)
-{
-	return c->bufs.v[b];
-}
-
-/* Extent of one slice of buffer b along its dim. */
-static int64_t
-slice_ext(const Par *P, const Buf *b)
-{
-	int64_t ext = value_rank_extent(b->v, b->dim);
-	return b->kind == BK_TEMP ? ext / P->c->nslices : ext / b->nslots;
-}
-
-/* The buffer a ref names: "cb[base + rot]". */
+/* The name of run-time integer v in an item's printed form. */
 static const char *
-ref_buf(Par *P, const BufRef *r)
+var_c(Par *P, int v)
+{
+	static const CgLocal loc[NPV] = {LC_S, LC_R, LC_PART, LC_U, LC_BASE};
+
+	return L(P, loc[v]);
+}
+
+/* mul * (c . vars + add), as (s - r * 4) * 16. */
+static const char *
+pe_c(Par *P, const PExpr *e)
 {
 	Arena *a = P->cg->a;
-	const char *rot = ix_c(a, &r->rot);
+	char buf[256] = "";
+	size_t n = 0;
+	int nterm = 0, plain = 0;
 
-	if (!strcmp(rot, "0"))
-		return arena_printf(a, "cb[%d]", r->buf);
-	return arena_printf(a, "cb[%d + %s]", r->buf, rot);
+	for (int v = 0; v < NPV; v++)
+		if (e->c[v]) {
+			n = term(buf, n, sizeof buf, e->c[v], var_c(P, v));
+			nterm++;
+			plain = e->c[v] == 1;
+		}
+	if (!nterm)
+		return arena_printf(a, "%lld", (long long)(e->mul * e->add));
+	n = term(buf, n, sizeof buf, e->add, "");
+	if (e->mul == 1)
+		return arena_strdup(a, buf);
+	if (nterm == 1 && plain && !e->add)
+		return arena_printf(a, "%s * %lld", buf, (long long)e->mul);
+	return arena_printf(a, "(%s) * %lld", buf, (long long)e->mul);
 }
 
-/* A C expression of the view of cnt slices from slice expression s. */
+/* ---- views ---- */
+
 static const char *
-ref_view(Par *P, const BufRef *r, const char *s, int cnt)
+ws_temp(Par *P, int b)
+{
+	return arena_printf(P->cg->a, "CF_WS_%s_%d", P->temp[((Buf *)P->c->bufs.v[b])->set],
+	                    b - ((Buf *)P->c->bufs.v[b])->set);
+}
+
+static const char *
+ws_stage(Par *P, int lb, int side)
+{
+	return arena_printf(P->cg->a, "CF_WS_%s_%s", P->cg->cname[P->c->node->out->id],
+	                    side ? arena_printf(P->cg->a, "%s_rstage", P->lab[lb]) :
+	                    arena_printf(P->cg->a, "%s_stage", P->lab[lb]));
+}
+
+static const char *
+dims_c(Par *P, int nd, const int64_t *dims)
+{
+	char buf[256];
+	size_t n = 0;
+
+	buf[n++] = '{';
+	for (int d = 0; d < nd && n < sizeof buf; d++)
+		n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%lld", d ? ", " : "",
+		                      (long long)dims[d]);
+	snprintf(buf + n, sizeof buf - n, "}");
+	return arena_strdup(P->cg->a, buf);
+}
+
+/* The address of slot k of a label's staging (side 1: what a collective
+ * receives). */
+static const char *
+stage_at(Par *P, int lb, int side)
+{
+	const PLabel *l = &P->pc->lab[lb];
+	const char *at = arena_printf(P->cg->a, "(char *)%s + %s", L(P, LC_WS), ws_stage(P, lb, side));
+
+	if (l->slots > 1)
+		at = arena_printf(P->cg->a, "%s + %s * %lld", at, P->k, (long long)l->slot_bytes[side]);
+	return at;
+}
+
+static const char *
+view_c(Par *P, const PView *v)
 {
 	Arena *a = P->cg->a;
-	const Buf *b = buf_of(P->c, r->buf);
-	const char *v = ref_buf(P, r);
-	int64_t se = slice_ext(P, b);
-
-	if (b->kind == BK_VALUE) {
-		const char *slot = b->own ? arena_printf(a, "(%s) - r * %d", s, b->nslots) : s;
-		if (cnt < b->nslots)
-			v = arena_printf(a, "cfrt_view_slice(%s, %d, (%s) * %lld, %lld)", v, b->dim,
-			                 slot, (long long)se, (long long)se * cnt);
-	}
-	if (b->nparts > 1) {
-		int64_t pe = value_rank_extent(b->v, b->pdim) / b->nparts;
-		v = arena_printf(a, "cfrt_view_slice(%s, %d, (%s) * %lld, %lld)", v, b->pdim,
-		                 ix_c(a, &r->part), (long long)pe, (long long)pe);
-	}
-	return v;
-}
-
-/* Whether cnt slices of buffer b (one part when parted) are one
- * contiguous block: every dim before the outermost one the view cuts has
- * extent 1. All the slots of a value cut nothing along its dim. */
-static int
-ref_contig(const Par *P, const BufRef *r, int cnt)
-{
-	const Buf *b = buf_of(P->c, r->buf);
-	int first = b->dim;
-
-	if (b->kind == BK_TEMP && b->nparts <= 1)
-		return 1; /* a scratch buffer holds exactly one slice */
-	if (b->kind == BK_VALUE && cnt >= b->nslots)
-		first = b->v->ndim; /* the whole value along dim */
-	if (b->nparts > 1 && b->pdim < first)
-		first = b->pdim;
-	if (first == b->v->ndim)
-		return 1; /* nothing cut: the whole value, itself contiguous */
-	for (int d = 0; d < first; d++)
-		if (value_rank_extent(b->v, d) != 1)
-			return 0;
-	if (b->nparts > 1 && b->dim > b->pdim && cnt < b->nslots)
-		return 0;
-	return 1;
-}
-
-/* Elements of cnt slices of the buffer a ref names (one part of it). */
-static int64_t
-ref_elems(const Par *P, const BufRef *r, int cnt)
-{
-	const Buf *b = buf_of(P->c, r->buf);
-	return b->kind == BK_TEMP ? b->elems : b->slot_elems * cnt;
-}
-
-/* ---- library collectives: their tensors in place, or staging ---- */
-
-/* A collective's chunk as a reference to the buffer of one side. */
-static BufRef
-coll_ref(const Item *it, int recv)
-{
-	BufRef br = {recv ? it->u.coll.dst : it->u.coll.src, {IX_AFFINE, 0, 0, 0, 0},
-	             it->u.coll.sel, {IX_AFFINE, 0, 0, 0, 0}};
-	return br;
-}
-
-/* Whether one side of a collective (recv: what it receives, else what
- * it sends) is a single block: this rank's slice of an all_gather's input
- * or of a reduce_scatter's result, or an all_reduce's chunk. */
-static int
-coll_one_block(const Item *it, int recv)
-{
-	int op = it->u.coll.op;
-	return op == OP_ALL_REDUCE || it->u.coll.sel.cnt == 1 ||
-	       (op == OP_ALL_GATHER && !recv) || (op == OP_REDUCE_SCATTER && recv);
-}
-
-/* Elements one side of a collective moves: one block, or N of them. */
-static int64_t
-coll_side_elems(const Par *P, const Item *it, int recv)
-{
-	const Buf *b = buf_of(P->c, recv ? it->u.coll.dst : it->u.coll.src);
-	return b->slot_elems * (coll_one_block(it, recv) ? 1 : it->u.coll.sel.cnt);
-}
-
-/* Whether a side of a collective can be the tensor itself: the library
- * wants block u (rank u's) at u * count, so the side's blocks must make
- * one contiguous region in that order. Only a value's storage qualifies:
- * it stays put until the wait, and the verifier proved nothing touches a
- * slot of it while a collective reads or writes that slot (scratch may
- * rotate, so it is staged). send and recv are then different tensors:
- * they never overlap, as cfrt.h requires. */
-static int
-coll_direct(const Par *P, const Item *it, int recv)
-{
-	BufRef br = coll_ref(it, recv);
-	const Buf *b = buf_of(P->c, br.buf);
-	const Sel *sel = &it->u.coll.sel;
-
-	if (b->kind != BK_VALUE)
-		return 0;
-	if (coll_one_block(it, recv))
-		return ref_contig(P, &br, 1);
-	if (it->u.coll.op == OP_ALL_TO_ALL && recv)
-		/* block u is part u of this rank's slot: in place when the
-		 * slot is the whole buffer and each part is contiguous, so
-		 * the parts follow each other */
-		return b->nparts == sel->cnt && b->nslots == 1 && ref_contig(P, &br, 1);
-	/* blocks are slices base + u * stride: consecutive slices, each
-	 * contiguous, follow each other in memory */
-	return !b->own && b->nparts <= 1 && sel->stride == 1 && ref_contig(P, &br, 1);
-}
-
-/* The view a direct side of a collective hands the library, its chunk
- * having base slice expression `base`. */
-static const char *
-coll_view(Par *P, const Item *it, const char *base, int recv)
-{
-	BufRef br = coll_ref(it, recv);
-	int op = it->u.coll.op, cnt = it->u.coll.sel.cnt;
-	int mine = recv ? op == OP_REDUCE_SCATTER || op == OP_ALL_TO_ALL : op == OP_ALL_GATHER;
-
-	if (op == OP_ALL_TO_ALL && recv && cnt > 1)
-		return ref_buf(P, &br); /* every part of the only slot */
-	if (mine)
-		return ref_view(P, &br, arena_printf(P->cg->a, "(%s) + r * %d", base,
-		                                     it->u.coll.sel.stride), 1);
-	return ref_view(P, &br, base, cnt);
-}
-
-/* ---- labels: how many rounds of one label are in flight at once ---- */
-
-/* Notes that part `part` of label's staging holds elems per slot, or
- * (staged 0) that the item needs none there. */
-static void
-lab_note(Par *P, int label, const Item *it, int part, int staged, int64_t elems)
-{
-	Label *l = &P->lab[label];
-
-	l->used = 1;
-	l->unpack |= staged && it->kind == IT_RECV;
-	if (it->kind == IT_COLL) {
-		l->coll = 1;
-		l->collitem = it;
-		l->blocking = it->u.coll.blocking;
-	}
-	if (!staged)
-		return;
-	l->staged[part] = 1;
-	if (elems > l->stage_elems[part])
-		l->stage_elems[part] = elems;
-}
-
-/* Bytes of one slot of part `part` of label l's staging: the layout's
- * stride and the addressing's alike. */
-static int64_t
-slot_bytes(const Par *P, const Label *l, int part)
-{
-	return cg_align(l->stage_elems[part] * dtype_size[P->c->node->in[0]->dtype]);
-}
-
-/* The label of a transfer or wait item, its round in *round; -1 for any
- * other item. */
-static int
-item_label(const Item *it, const Ix **round)
-{
-	switch (it->kind) {
-	case IT_SEND:
-	case IT_RECV: *round = &it->u.xfer.round; return it->u.xfer.label;
-	case IT_COLL: *round = &it->u.coll.round; return it->u.coll.label;
-	case IT_WAIT: *round = &it->u.wait.round; return it->u.wait.label;
-	default: return -1;
-	}
-}
-
-/* Item it of rank r in round i: a post marks its round in its label's
- * row of posted and widens the label's window back to the oldest round
- * still posted; a wait clears its round. */
-static void
-lab_track(Par *P, char *posted, int maxround, const Item *it, int r, int i)
-{
-	const Ix *x;
-	int lb = item_label(it, &x);
-
-	if (lb < 0)
-		return;
-	char *row = posted + lb * maxround;
-	int rd = sched_ix(x, r, i);
-	if (it->kind == IT_WAIT) {
-		if (rd >= 0 && rd < maxround)
-			row[rd] = 0;
-		return;
-	}
-	if (rd < 0 || rd >= maxround)
-		die("codegen: round %d of label %d out of range", rd, lb);
-	row[rd] = 1;
-	int first = 0;
-	while (!row[first])
-		first++; /* rd at the latest */
-	if (rd - first + 1 > P->lab[lb].slots)
-		P->lab[lb].slots = rd - first + 1;
-}
-
-/* Simulates every rank: the rounds of one label posted and not yet
- * waited always fit in a window of `slots` consecutive rounds. */
-static void
-lab_windows(Par *P)
-{
 	const Coll *c = P->c;
-	char *posted = NULL;
-	int maxround = 1;
+	const char *s;
 
-	for (int k = 0; k < c->phases.n; k++)
-		maxround += ((Phase *)c->phases.v[k])->nrounds + 3;
-	posted = calloc((size_t)P->nlab * (size_t)maxround, 1);
-	for (int r = 0; r < c->N; r++) {
-		memset(posted, 0, (size_t)P->nlab * (size_t)maxround);
-		for (int k = 0; k < c->phases.n; k++) {
-			const Phase *ph = c->phases.v[k];
-			for (int i = 0; i < ph->nrounds; i++)
-				for (int t = 0; t < ph->nlanes; t++)
-					for (int j = 0; j < ph->lanes[t].n; j++) {
-						const Item *it = ph->lanes[t].v[j];
-						if (sched_guard(&it->g, r, i, c->N))
-							lab_track(P, posted, maxround, it, r, i);
-					}
-		}
+	if (v->base == PB_STAGE) {
+		int es = plan_esize(c);
+		const char *at = stage_at(P, v->id, v->side);
+		if (v->blk)
+			at = arena_printf(a, "%s + %s * %lld", at, L(P, LC_U), (long long)(v->blk * es));
+		return arena_printf(a, "cfrt_view_contig(%s, %s, %d, (int64_t[])%s)", at,
+		                    cg_dtype(c->node->in[0]->dtype), v->nd, dims_c(P, v->nd, v->dims));
 	}
-	for (int lb = 0; lb < P->nlab; lb++)
-		if (P->lab[lb].slots < 1)
-			P->lab[lb].slots = 1;
-	free(posted);
+	if (v->base == PB_TEMP) {
+		const Buf *b = c->bufs.v[v->id];
+		s = P->temp[v->id];
+		return b->nset > 1 ? arena_printf(a, "%s[%s]", s, ix_c(P, &v->rot)) : s;
+	}
+	s = P->cg->cname[v->id];
+	for (int k = 0; k < v->ncut; k++) {
+		const PCut *x = &v->cut[k];
+		s = arena_printf(a, "cfrt_view_slice(%s, %d, %s, %lld)", s, x->dim, pe_c(P, &x->start),
+		                 (long long)x->len);
+	}
+	return s;
 }
 
-static void emit_coll_blocks(Par *P, const Item *it, const char *base, int unpack);
-
-/* Whether unpacking a collective's chunk depends on which chunk it was:
- * a dry emission tells. */
-static int
-unpack_uses_base(Par *P, const Label *l)
-{
-	char *text = NULL;
-	size_t len = 0;
-	FILE *m = open_memstream(&text, &len);
-	Emitter real = P->cg->e;
-
-	emit_init(&P->cg->e, m, NULL, NULL);
-	emit_coll_blocks(P, l->collitem, "CHUNK_BASE", 1);
-	fclose(m);
-	P->cg->e = real;
-	int uses = strstr(text, "CHUNK_BASE") != NULL;
-	free(text);
-	return uses;
-}
-
-/* Finds the labels, their staging needs, the scratch layout, and which
- * waits unpack by their chunk's base. */
+/* Declares the locals an item's views use: its slice, its part, or the
+ * collective chunk's base. */
 static void
-par_plan(Par *P)
+item_locals(Par *P, const Item *it, const PItem *p, const Sel *sel, int loop)
 {
-	const Coll *c = P->c;
-	int dt = dtype_size[c->node->in[0]->dtype];
+	Emitter *e = &P->cg->e;
+	unsigned vars = plan_item_vars(p);
 
-	P->nlab = 0;
-	for (int k = 0; k < c->phases.n; k++) {
-		const Phase *ph = c->phases.v[k];
-		for (int t = 0; t < ph->nlanes; t++)
-			for (int j = 0; j < ph->lanes[t].n; j++) {
-				const Ix *x;
-				int lb = item_label(ph->lanes[t].v[j], &x);
-				if (lb >= P->nlab)
-					P->nlab = lb + 1;
+	if (vars & 1u << PV_S)
+		emit(e, "int %s = %s; /* slice */\n", L(P, LC_S), sel_c(P, sel, loop));
+	if (vars & 1u << PV_BASE && !P->atwait)
+		emit(e, "int %s = %s; /* the chunk's first slice */\n", L(P, LC_BASE),
+		     sel_c(P, &it->u.coll.sel, 0));
+	if (vars & 1u << PV_PART) {
+		for (int k = 0; k < p->nview; k++)
+			if (p->view[k].ncut && p->view[k].cut[p->view[k].ncut - 1].start.c[PV_PART]) {
+				emit(e, "int %s = %s; /* the sender's part */\n", L(P, LC_PART),
+				     ix_c(P, &p->view[k].part));
+				break;
 			}
 	}
-	P->lab = arena_alloc(P->cg->a, (size_t)(P->nlab + 1) * sizeof *P->lab);
-	for (int k = 0; k < c->phases.n; k++) {
-		const Phase *ph = c->phases.v[k];
-		for (int t = 0; t < ph->nlanes; t++)
-			for (int j = 0; j < ph->lanes[t].n; j++) {
-				const Item *it = ph->lanes[t].v[j];
-				if (it->kind == IT_SEND || it->kind == IT_RECV)
-					lab_note(P, it->u.xfer.label, it, 0, !ref_contig(P, &it->u.xfer.buf, 1),
-					         ref_elems(P, &it->u.xfer.buf, 1));
-				else if (it->kind == IT_COLL)
-					for (int part = 0; part < 2; part++)
-						lab_note(P, it->u.coll.label, it, part, !coll_direct(P, it, part),
-						         coll_side_elems(P, it, part));
-			}
-	}
-	lab_windows(P);
-	int64_t off = P->tmp_off;
-	P->buf_off = arena_alloc(P->cg->a, (size_t)(c->bufs.n + 1) * sizeof *P->buf_off);
-	for (int b = 0; b < c->bufs.n; b++) {
-		const Buf *bf = c->bufs.v[b];
-		if (bf->kind == BK_TEMP) {
-			P->buf_off[b] = off;
-			off += cg_align(bf->elems * dt);
-		}
-	}
-	for (int lb = 0; lb < P->nlab; lb++) {
-		Label *l = &P->lab[lb];
-		for (int part = 0; part < 2; part++) {
-			if (!l->staged[part])
-				continue;
-			l->stage_off[part] = off;
-			off += slot_bytes(P, l, part) * l->slots;
-		}
-	}
-	P->tmp_end = off;
-	for (int lb = 0; lb < P->nlab; lb++) {
-		Label *l = &P->lab[lb];
-		l->usebase = l->used && !l->blocking && l->coll && l->staged[1] &&
-		             unpack_uses_base(P, l);
-	}
 }
 
-/* ---- emission ---- */
+/* ---- items ---- */
 
-/* An item's locals live in a block: the guard's, or one of its own. */
 static void
 item_begin(Par *P)
 {
@@ -464,334 +248,189 @@ item_end(Par *P)
 		emit_close(&P->cg->e, "");
 }
 
-static void
-emit_bufs(Par *P)
-{
-	Cg *cg = P->cg;
-	const Coll *c = P->c;
-
-	emit(&cg->e, "cfrt_view cb[%d]; /* the stage's buffers */\n", c->bufs.n);
-	for (int b = 0; b < c->bufs.n; b++) {
-		const Buf *bf = c->bufs.v[b];
-		if (bf->kind == BK_VALUE) {
-			emit(&cg->e, "cb[%d] = %s; /* %s%s */\n", b, cg->cname[bf->v->id], bf->name,
-			     bf->own ? ", this rank's slices" : "");
-			continue;
-		}
-		emit(&cg->e, "cb[%d] = cfrt_view_contig((char *)ws + %lld, %s, %d, (int64_t[]){",
-		     b, (long long)P->buf_off[b], cg_dtype(bf->v->dtype), bf->v->ndim);
-		for (int d = 0; d < bf->v->ndim; d++)
-			emit(&cg->e, "%s%lld", d ? ", " : "", (long long)(d == bf->dim ?
-			     slice_ext(P, bf) : value_rank_extent(bf->v, d)));
-		emit(&cg->e, "}); /* %s: one slice of %s */\n", bf->name, bf->v->name);
-	}
-}
-
-static void
-emit_labels(Par *P)
-{
-	Emitter *e = &P->cg->e;
-
-	for (int lb = 0; lb < P->nlab; lb++) {
-		const Label *l = &P->lab[lb];
-		if (!l->used || l->blocking)
-			continue;
-		emit(e, "cfrt_req rq%d[%d];\nint rd%d[%d];\n", lb, l->slots, lb, l->slots);
-		if (l->unpack)
-			emit(e, "cfrt_view up%d[%d];\nint upon%d[%d];\n", lb, l->slots, lb, l->slots);
-		if (l->usebase)
-			emit(e, "int cbase%d[%d];\n", lb, l->slots);
-		emit_open(e, "for (int k = 0; k < %d; k++)", l->slots);
-		emit(e, "rq%d[k] = (cfrt_req){0, 0};\nrd%d[k] = -1;\n", lb, lb);
-		if (l->unpack)
-			emit(e, "upon%d[k] = 0;\nup%d[k] = cb[0];\n", lb, lb);
-		if (l->usebase)
-			emit(e, "cbase%d[k] = 0;\n", lb);
-		emit_close(e, "");
-	}
-}
-
-/* The staging view of slot k (a C expression) of label lb, shaped like
- * the view named shape (contiguous); part 0 is what is sent (or the only
- * part), part 1 what a collective receives; block: the u-th block of
- * `elems` elements inside the slot, or NULL. */
+/* The array element of label lb's request state `what` at slot k, or the
+ * scalar when the label has one slot. */
 static const char *
-stage_view(Par *P, int lb, const char *k, int part, const char *shape, const char *block,
-           int64_t elems)
+lab_at(Par *P, int lb, const char *what)
 {
-	const Label *l = &P->lab[lb];
-	int dt = dtype_size[P->c->node->in[0]->dtype];
-	int64_t slot = slot_bytes(P, l, part);
-	const char *at = arena_printf(P->cg->a, "(char *)ws + %lld + (%s) * %lld%s",
-	                              (long long)l->stage_off[part], k,
-	                              (long long)slot, block ? arena_printf(P->cg->a,
-	                              " + (%s) * %lld", block, (long long)(elems * dt)) : "");
-	return arena_printf(P->cg->a, "cfrt_view_contig(%s, %s, %s.nd, %s.dim)", at,
-	                    cg_dtype(P->c->node->in[0]->dtype), shape, shape);
+	const PLabel *l = &P->pc->lab[lb];
+
+	if (l->slots == 1)
+		return arena_printf(P->cg->a, "%s_%s", P->lab[lb], what);
+	return arena_printf(P->cg->a, "%s_%s[%s]", P->lab[lb], what, L(P, LC_K));
 }
 
+/* Declares rd (the round) and k (its slot) of a transfer or wait. */
 static void
-emit_guard_open(Par *P, const Phase *ph, const Guard *g)
+round_locals(Par *P, int lb, const Ix *round)
 {
+	const PLabel *l = &P->pc->lab[lb];
 	Emitter *e = &P->cg->e;
-	char cond[256] = "";
-	size_t n = 0;
 
-	if (g->lo == g->hi && ph->nrounds > 1)
-		n += (size_t)snprintf(cond, sizeof cond, "i == %d", g->lo);
-	else {
-		if (g->lo > 0)
-			n += (size_t)snprintf(cond + n, sizeof cond - n, "i >= %d", g->lo);
-		if (g->hi < ph->nrounds - 1)
-			n += (size_t)snprintf(cond + n, sizeof cond - n, "%si <= %d", n ? " && " : "", g->hi);
-	}
-	if (g->active)
-		n += (size_t)snprintf(cond + n, sizeof cond - n, "%scf_partner(r, i + %d, N) >= 0",
-		                      n ? " && " : "", g->aoff);
-	emit_open(e, "if (%s)", n ? cond : "1");
+	emit(e, "int %s = %s;\n", L(P, LC_RD), ix_c(P, round));
+	if (l->slots > 1)
+		emit(e, "int %s = %s %% %d;\n", L(P, LC_K), L(P, LC_RD), l->slots);
+	P->k = l->slots > 1 ? L(P, LC_K) : "0";
 }
 
-static int
-guard_trivial(const Phase *ph, const Guard *g)
-{
-	return !g->active && g->lo <= 0 && g->hi >= ph->nrounds - 1;
-}
-
-/* One region node on the slices of sel (looping when they are apart). */
 static void
-emit_compute(Par *P, const Item *it)
+emit_compute(Par *P, const Item *it, const PItem *p)
 {
 	Cg *cg = P->cg;
-	Arena *a = cg->a;
-	const Coll *c = P->c;
-	const RNode *rn = c->region.v[it->u.comp.rn];
+	const RNode *rn = P->c->region.v[it->u.comp.rn];
 	const Node *n = rn->node;
-	const Sel *sel = &it->u.comp.sel;
-	int loop = sel->cnt > 1 && sel->stride != 1, cnt = loop ? 1 : sel->cnt;
-	const char *in[MAXIN], *s;
+	const char *in[MAXIN];
 
 	cg_comment(cg, n);
-	if (loop)
-		emit_open(&cg->e, "for (int u = 0; u < %d; u++)", sel->cnt);
-	s = sel_c(a, sel, loop ? "u" : NULL);
-	const char *ov = ref_view(P, &it->u.comp.dst, "s", cnt), *iv[MAXIN];
-	int need_s = cg_mentions(ov, "s");
-	for (int j = 0; j < n->nin; j++) {
-		const char *v;
-		if (rn->inbuf[j] >= 0) {
-			BufRef br = {rn->inbuf[j], {IX_AFFINE, 0, 0, 0, 0}, *sel, {IX_AFFINE, 0, 0, 0, 0}};
-			v = rn->idim[j] < 0 ? ref_buf(P, &br) : ref_view(P, &br, "s", cnt);
-		} else {
-			const Value *x = n->in[j];
-			int64_t se = value_rank_extent(x, rn->idim[j] < 0 ? 0 : rn->idim[j]) / c->nslices;
-			v = rn->idim[j] < 0 ? cg->cname[x->id] :
-			    arena_printf(a, "cfrt_view_slice(%s, %d, s * %lld, %lld)", cg->cname[x->id],
-			                 rn->idim[j], (long long)se, (long long)se * cnt);
-		}
-		iv[j] = v;
-		need_s |= cg_mentions(v, "s");
-		in[j] = arena_printf(a, "in%d", j);
-	}
-	const char *qoff = NULL;
-	if (n->op == OP_ATTENTION && rn->idim[0] >= 0 && n->a.causal)
-		qoff = arena_printf(a, "s * %lld", (long long)(value_rank_extent(n->in[0], rn->idim[0]) /
-		                                              c->nslices));
-	need_s |= qoff != NULL;
-	if (!loop)
+	if (p->loop)
+		emit_open(&cg->e, "for (int %s = 0; %s < %d; %s++)", L(P, LC_U), L(P, LC_U),
+		          it->u.comp.sel.cnt, L(P, LC_U));
+	else
 		item_begin(P);
-	if (need_s)
-		emit(&cg->e, "int s = %s; /* slice */\n", s);
-	emit(&cg->e, "cfrt_view o = %s;\n", ov);
-	for (int j = 0; j < n->nin; j++)
-		emit(&cg->e, "cfrt_view in%d = %s;\n", j, iv[j]);
-	cg_op(cg, n, "o", in, qoff, it->u.comp.beta);
-	if (loop)
+	item_locals(P, it, p, &it->u.comp.sel, p->loop);
+	emit(&cg->e, "cfrt_view %s = %s;\n", L(P, LC_OUT), view_c(P, &p->view[0]));
+	for (int j = 0; j < n->nin; j++) {
+		in[j] = arena_printf(cg->a, "%s%d", L(P, LC_IN), j);
+		emit(&cg->e, "cfrt_view %s = %s;\n", in[j], view_c(P, &p->view[1 + j]));
+	}
+	cg_op(cg, n, L(P, LC_OUT), in, p->qoff ? pe_c(P, &p->qstart) : NULL, it->u.comp.beta);
+	if (p->loop)
 		emit_close(&cg->e, "");
 	else
 		item_end(P);
 }
 
 static void
-emit_move(Par *P, const Item *it)
+emit_move(Par *P, const Item *it, const PItem *p)
 {
 	Cg *cg = P->cg;
-	const char *s = sel_c(cg->a, &it->u.move.dst.sel, NULL);
-	const char *d = ref_view(P, &it->u.move.dst, "s", it->u.move.dst.sel.cnt);
-
-	const char *sv = it->kind == IT_ZERO ? "" :
-	                 ref_view(P, &it->u.move.src, "s", it->u.move.src.sel.cnt);
+	const char *ctx = L(P, LC_CTX), *dst = L(P, LC_DST), *src = L(P, LC_SRC);
 
 	item_begin(P);
-	if (cg_mentions(d, "s") || cg_mentions(sv, "s"))
-		emit(&cg->e, "int s = %s; /* slice */\n", s);
-	emit(&cg->e, "cfrt_view dst = %s;\n", d);
+	item_locals(P, it, p, &it->u.move.dst.sel, 0);
+	emit(&cg->e, "cfrt_view %s = %s;\n", dst, view_c(P, &p->view[0]));
 	if (it->kind == IT_ZERO) {
-		emit(&cg->e, "CFRT_TRY(ctx, cfrt_scale(ctx, &dst, &dst, 0.0));\n");
+		emit(&cg->e, "CFRT_TRY(%s, cfrt_scale(%s, &%s, &%s, 0.0));\n", ctx, ctx, dst, dst);
 	} else {
-		emit(&cg->e, "cfrt_view src = %s;\n", sv);
+		emit(&cg->e, "cfrt_view %s = %s;\n", src, view_c(P, &p->view[1]));
 		if (it->kind == IT_ADD)
-			emit(&cg->e, "CFRT_TRY(ctx, cfrt_add(ctx, &dst, &dst, &src));\n");
+			emit(&cg->e, "CFRT_TRY(%s, cfrt_add(%s, &%s, &%s, &%s));\n", ctx, ctx, dst, dst, src);
 		else
-			emit(&cg->e, "CFRT_TRY(ctx, cfrt_copy(ctx, &dst, &src));\n");
+			emit(&cg->e, "CFRT_TRY(%s, cfrt_copy(%s, &%s, &%s));\n", ctx, ctx, dst, src);
 	}
 	item_end(P);
 }
 
 static void
-emit_xfer(Par *P, const Item *it)
+emit_xfer(Par *P, const Item *it, const PItem *p)
 {
 	Cg *cg = P->cg;
-	Arena *a = cg->a;
-	const Label *l = &P->lab[it->u.xfer.label];
 	int lb = it->u.xfer.label, send = it->kind == IT_SEND;
-	int contig = ref_contig(P, &it->u.xfer.buf, 1);
-	int64_t n = ref_elems(P, &it->u.xfer.buf, 1);
-	const char *dt = cg_dtype(buf_of(P->c, it->u.xfer.buf.buf)->v->dtype);
-
-	const char *bv = ref_view(P, &it->u.xfer.buf, "s", 1);
+	const PLabel *l = &P->pc->lab[lb];
+	const char *ctx = L(P, LC_CTX), *b = L(P, LC_DATA), *st = L(P, LC_STAGE);
 
 	item_begin(P);
-	if (cg_mentions(bv, "s"))
-		emit(&cg->e, "int s = %s; /* slice */\n", sel_c(a, &it->u.xfer.buf.sel, NULL));
-	emit(&cg->e, "int peer = %s, rd = %s, k = cf_mod(rd, %d);\n", ix_c(a, &it->u.xfer.peer),
-	     ix_c(a, &it->u.xfer.round), l->slots);
-	emit(&cg->e, "cfrt_view b = %s;\n", bv);
-	if (!contig) {
-		emit(&cg->e, "cfrt_view st = %s;\n", stage_view(P, lb, "k", 0, "b", NULL, n));
+	item_locals(P, it, p, &it->u.xfer.buf.sel, 0);
+	emit(&cg->e, "int %s = %s;\n", L(P, LC_PEER), ix_c(P, &it->u.xfer.peer));
+	round_locals(P, lb, &it->u.xfer.round);
+	emit(&cg->e, "cfrt_view %s = %s;\n", b, view_c(P, &p->view[0]));
+	if (p->staged) {
+		emit(&cg->e, "cfrt_view %s = %s;\n", st, view_c(P, &p->stage));
 		if (send)
-			emit(&cg->e, "CFRT_TRY(ctx, cfrt_copy(ctx, &st, &b)); /* pack */\n");
+			emit(&cg->e, "CFRT_TRY(%s, cfrt_copy(%s, &%s, &%s)); /* pack */\n", ctx, ctx, st, b);
 		else
-			emit(&cg->e, "up%d[k] = b;\nupon%d[k] = 1;\n", lb, lb);
+			emit(&cg->e, "%s = %s;\n%s = 1;\n", lab_at(P, lb, "up"), b, lab_at(P, lb, "upon"));
 	} else if (l->unpack && !send) {
-		emit(&cg->e, "upon%d[k] = 0;\n", lb);
+		emit(&cg->e, "%s = 0;\n", lab_at(P, lb, "upon"));
 	}
-	emit(&cg->e, "rd%d[k] = rd;\n", lb);
-	emit(&cg->e, "CFRT_TRY(ctx, cfrt_%s(ctx, %s.p, %lld, %s, peer, %d, &rq%d[k]));\n",
-	     send ? "isend" : "irecv", contig ? "b" : "st", (long long)n, dt, it->u.xfer.tag, lb);
+	emit(&cg->e, "%s = %s;\n", lab_at(P, lb, "rd"), L(P, LC_RD));
+	emit(&cg->e, "CFRT_TRY(%s, cfrt_%s(%s, %s.p, %lld, %s, %s, %d, &%s));\n", ctx,
+	     send ? "isend" : "irecv", ctx, p->staged ? st : b, (long long)p->count,
+	     cg_dtype(P->c->node->in[0]->dtype), L(P, LC_PEER), it->u.xfer.tag,
+	     lab_at(P, lb, "rq"));
 	item_end(P);
 }
 
-/* Copies view expression blk into staging slot k (pack), or out of it
- * (unpack: part 1); block: "u" for the u-th block of elems elements in
- * the slot, or NULL. */
+/* Copies the blocks of one side of a collective between the tensor and
+ * staging slot k: into it (pack) or out of it (unpack). */
 static void
-stage_copy(Par *P, int lb, const char *blk, const char *block, int64_t elems, int unpack)
-{
-	Emitter *e = &P->cg->e;
-
-	emit(e, "cfrt_view blk = %s;\n", blk);
-	emit(e, "cfrt_view st = %s;\n", stage_view(P, lb, "k", unpack, "blk", block, elems));
-	emit(e, "CFRT_TRY(ctx, cfrt_copy(ctx, %s));\n", unpack ? "&blk, &st" : "&st, &blk");
-}
-
-/* Packs (send) or unpacks (receive) the N blocks of a collective's chunk
- * with base slice expression `base` through staging slot k. */
-static void
-emit_coll_blocks(Par *P, const Item *it, const char *base, int unpack)
+emit_blocks(Par *P, const PItem *p, int recv)
 {
 	Cg *cg = P->cg;
-	Arena *a = cg->a;
-	const Coll *c = P->c;
-	int op = it->u.coll.op, lb = it->u.coll.label;
-	const Buf *src = buf_of(c, it->u.coll.src), *dst = buf_of(c, it->u.coll.dst);
-	const Sel *sel = &it->u.coll.sel;
-	int64_t se = (unpack ? dst : src)->slot_elems;
-	BufRef side = coll_ref(it, unpack);
-	const char *stride = arena_printf(a, "%d", sel->stride);
-	int gather_in = op == OP_ALL_GATHER && !unpack, scatter_out = op == OP_REDUCE_SCATTER && unpack;
+	const PSide *sd = &p->side[recv];
+	const char *ctx = L(P, LC_CTX), *blk = L(P, LC_BLK), *st = L(P, LC_STAGE);
 
-	if (op == OP_ALL_REDUCE || gather_in || scatter_out) {
-		/* one block: the chunk (all_reduce), or this rank's slice */
-		const char *s = op == OP_ALL_REDUCE ? base : arena_printf(a, "(%s) + r * %s", base, stride);
-		stage_copy(P, lb, ref_view(P, &side, s, 1), NULL, se, unpack);
-		return;
-	}
-	emit_open(&cg->e, "for (int u = 0; u < N; u++)");
-	const char *blk;
-	if (op == OP_ALL_TO_ALL && unpack) {
-		/* rank u's block: part u of this rank's slot of the chunk */
-		int64_t pe = value_rank_extent(dst->v, dst->pdim) / dst->nparts;
-		blk = arena_printf(a, "cfrt_view_slice(cb[%d], %d, u * %lld, %lld)", it->u.coll.dst,
-		                   dst->pdim, (long long)pe, (long long)pe);
-		if (dst->nslots > 1) {
-			int64_t de = value_rank_extent(dst->v, dst->dim) / dst->nslots;
-			blk = arena_printf(a, "cfrt_view_slice(%s, %d, ((%s) + r * %s - r * %d) * %lld, %lld)",
-			                   blk, dst->dim, base, stride, dst->nslots, (long long)de,
-			                   (long long)de);
-		}
-	} else {
-		blk = ref_view(P, &side, arena_printf(a, "(%s) + u * %s", base, stride), 1);
-	}
-	stage_copy(P, lb, blk, "u", se, unpack);
+	if (sd->nblock > 1)
+		emit_open(&cg->e, "for (int %s = 0; %s < %d; %s++)", L(P, LC_U), L(P, LC_U), sd->nblock,
+		          L(P, LC_U));
+	else
+		emit_begin(&cg->e);
+	emit(&cg->e, "cfrt_view %s = %s;\n", blk, view_c(P, &sd->view));
+	emit(&cg->e, "cfrt_view %s = %s;\n", st, view_c(P, &sd->stage));
+	emit(&cg->e, "CFRT_TRY(%s, cfrt_copy(%s, &%s, &%s));\n", ctx, ctx, recv ? blk : st,
+	     recv ? st : blk);
 	emit_close(&cg->e, "");
 }
 
-/* Declares sst (what the collective sends) or rst (recv: where it
- * receives): the tensor itself when its blocks already lie in the
- * library's order, else staging slot k, packed here when it is sent. */
+/* Declares sst (what the collective sends) or rst (where it receives). */
 static void
-emit_coll_side(Par *P, const Item *it, const char *base, int recv)
+emit_side(Par *P, const Item *it, const PItem *p, int recv)
 {
 	Cg *cg = P->cg;
-	const Label *l = &P->lab[it->u.coll.label];
-	const char *name = recv ? "rst" : "sst", *why;
-	const char *bn = buf_of(P->c, coll_ref(it, recv).buf)->name;
-	int one = coll_one_block(it, recv), stride = it->u.coll.sel.stride;
+	const PSide *sd = &p->side[recv];
+	const char *name = L(P, recv ? LC_RECV : LC_SEND);
+	const Buf *b = P->c->bufs.v[recv ? it->u.coll.dst : it->u.coll.src];
 
-	if (!l->staged[recv]) {
+	const char *why, *what = sd->nblock == 1 ? "block is" : "blocks are";
+
+	if (!sd->staged) {
 		emit(&cg->e, "void *%s = %s.p; /* %s's %s contiguous: %s in place */\n", name,
-		     coll_view(P, it, base, recv), bn, one ? "block is" : "blocks are",
-		     recv ? "received" : "sent");
+		     view_c(P, &sd->view), b->name, what, recv ? "received" : "sent");
 		return;
 	}
-	if (one)
+	if (sd->nblock == 1)
 		why = "block is not contiguous";
-	else if (stride > 1 && !(it->u.coll.op == OP_ALL_TO_ALL && recv))
-		why = arena_printf(cg->a, "blocks are %d slices apart", stride);
+	else if (it->u.coll.sel.stride > 1 && !(it->u.coll.op == OP_ALL_TO_ALL && recv))
+		why = arena_printf(cg->a, "blocks are %d slices apart", it->u.coll.sel.stride);
 	else
 		why = "blocks are not one contiguous run in rank order";
-	emit(&cg->e, "/* %s's %s: %s */\n", bn, why,
-	     !recv ? "packed into staging" : it->u.coll.blocking ?
-	     "received in staging, unpacked after the call" :
+	emit(&cg->e, "/* %s's %s: %s */\n", b->name, why, !recv ? "packed into staging" :
+	     it->u.coll.blocking ? "received in staging, unpacked after the call" :
 	     "received in staging, unpacked at the wait");
 	if (!recv)
-		emit_coll_blocks(P, it, base, 0);
-	emit(&cg->e, "void *%s = (char *)ws + %lld + k * %lld;\n", name,
-	     (long long)l->stage_off[recv], (long long)slot_bytes(P, l, recv));
+		emit_blocks(P, p, 0);
+	emit(&cg->e, "void *%s = %s;\n", name, stage_at(P, it->u.coll.label, recv));
 }
 
 static void
-emit_coll(Par *P, const Item *it)
+emit_coll(Par *P, const Item *it, const PItem *p)
 {
 	Cg *cg = P->cg;
-	Arena *a = cg->a;
-	const Coll *c = P->c;
 	int lb = it->u.coll.label, op = it->u.coll.op, blocking = it->u.coll.blocking;
-	const Label *l = &P->lab[lb];
-	const Buf *src = buf_of(c, it->u.coll.src);
-	int64_t cnt = src->slot_elems; /* elements of one rank's block */
-	const char *dt = cg_dtype(c->node->in[0]->dtype);
-	const char *base = sel_c(a, &it->u.coll.sel, NULL);
+	const PLabel *l = &P->pc->lab[lb];
+	const char *ctx = L(P, LC_CTX), *dt = cg_dtype(P->c->node->in[0]->dtype);
 
 	/* the runtime's collectives bear the ops' names: cfrt_[i]all_gather, ... */
 	item_begin(P);
+	item_locals(P, it, p, &it->u.coll.sel, 0);
 	if (!blocking)
-		emit(&cg->e, "int rd = %s, k = cf_mod(rd, %d);\n", ix_c(a, &it->u.coll.round), l->slots);
-	else if (l->staged[0] || l->staged[1])
-		emit(&cg->e, "const int k = 0;\n");
-	emit_coll_side(P, it, base, 0);
-	emit_coll_side(P, it, base, 1);
+		round_locals(P, lb, &it->u.coll.round);
+	else
+		P->k = "0";
+	emit_side(P, it, p, 0);
+	emit_side(P, it, p, 1);
 	if (blocking) {
-		emit(&cg->e, "CFRT_TRY(ctx, cfrt_%s(ctx, sst, rst, %lld, %s));\n", op_info[op].name,
-		     (long long)cnt, dt);
-		if (l->staged[1])
-			emit_coll_blocks(P, it, base, 1);
+		emit(&cg->e, "CFRT_TRY(%s, cfrt_%s(%s, %s, %s, %lld, %s));\n", ctx, op_info[op].name, ctx,
+		     L(P, LC_SEND), L(P, LC_RECV), (long long)p->count, dt);
+		if (p->side[1].staged)
+			emit_blocks(P, p, 1);
 	} else {
-		emit(&cg->e, "rd%d[k] = rd;\n", lb);
+		emit(&cg->e, "%s = %s;\n", lab_at(P, lb, "rd"), L(P, LC_RD));
 		if (l->usebase)
-			emit(&cg->e, "cbase%d[k] = %s;\n", lb, base);
-		emit(&cg->e, "CFRT_TRY(ctx, cfrt_i%s(ctx, sst, rst, %lld, %s, &rq%d[k]));\n",
-		     op_info[op].name, (long long)cnt, dt, lb);
+			emit(&cg->e, "%s = %s;\n", lab_at(P, lb, "base"), L(P, LC_BASE));
+		emit(&cg->e, "CFRT_TRY(%s, cfrt_i%s(%s, %s, %s, %lld, %s, &%s));\n", ctx,
+		     op_info[op].name, ctx, L(P, LC_SEND), L(P, LC_RECV), (long long)p->count, dt,
+		     lab_at(P, lb, "rq"));
 	}
 	item_end(P);
 }
@@ -801,39 +440,78 @@ emit_wait(Par *P, const Item *it)
 {
 	Cg *cg = P->cg;
 	int lb = it->u.wait.label;
-	const Label *l = &P->lab[lb];
+	const PLabel *l = &P->pc->lab[lb];
+	const char *ctx = L(P, LC_CTX);
 
 	item_begin(P);
-	emit(&cg->e, "int rd = %s, k = cf_mod(rd, %d);\n", ix_c(cg->a, &it->u.wait.round), l->slots);
-	emit_open(&cg->e, "if (rd%d[k] == rd)", lb);
-	emit(&cg->e, "CFRT_TRY(ctx, cfrt_wait(ctx, &rq%d[k]));\nrd%d[k] = -1;\n", lb, lb);
-	if (l->coll && l->staged[1]) {
-		const char *base = l->usebase ? arena_printf(cg->a, "cbase%d[k]", lb) : "0";
-		emit_coll_blocks(P, l->collitem, base, 1);
+	round_locals(P, lb, &it->u.wait.round);
+	emit_open(&cg->e, "if (%s == %s)", lab_at(P, lb, "rd"), L(P, LC_RD));
+	emit(&cg->e, "CFRT_TRY(%s, cfrt_wait(%s, &%s));\n%s = -1;\n", ctx, ctx, lab_at(P, lb, "rq"),
+	     lab_at(P, lb, "rd"));
+	if (l->kind == IT_COLL && l->staged[1]) {
+		const PItem *p = P->pc->item[l->coll->id];
+		if (l->usebase)
+			emit(&cg->e, "int %s = %s;\n", L(P, LC_BASE), lab_at(P, lb, "base"));
+		P->atwait = 1;
+		emit_blocks(P, p, 1);
+		P->atwait = 0;
 	} else if (l->unpack) {
-		emit_open(&cg->e, "if (upon%d[k])", lb);
-		emit(&cg->e, "cfrt_view st = %s;\n", stage_view(P, lb, "k", 0, arena_printf(cg->a,
-		     "up%d[k]", lb), NULL, l->stage_elems[0]));
-		emit(&cg->e, "CFRT_TRY(ctx, cfrt_copy(ctx, &up%d[k], &st)); /* unpack */\n", lb);
+		const char *st = L(P, LC_STAGE), *up = lab_at(P, lb, "up");
+		emit_open(&cg->e, "if (%s)", lab_at(P, lb, "upon"));
+		P->k = L(P, LC_K);
+		emit(&cg->e, "cfrt_view %s = cfrt_view_contig(%s, %s, %s.nd, %s.dim);\n", st,
+		     stage_at(P, lb, 0), cg_dtype(P->c->node->in[0]->dtype), up, up);
+		emit(&cg->e, "CFRT_TRY(%s, cfrt_copy(%s, &%s, &%s)); /* unpack */\n", ctx, ctx, up, st);
 		emit_close(&cg->e, "");
 	}
 	emit_close(&cg->e, "");
 	item_end(P);
 }
 
+static int
+guard_trivial(const Phase *ph, const Guard *g)
+{
+	return !g->active && g->lo <= 0 && g->hi >= ph->nrounds - 1;
+}
+
+static void
+emit_guard_open(Par *P, const Phase *ph, const Guard *g)
+{
+	char cond[256] = "";
+	size_t n = 0;
+	const char *i = L(P, LC_I);
+
+	if (g->lo == g->hi && ph->nrounds > 1)
+		n += (size_t)snprintf(cond, sizeof cond, "%s == %d", i, g->lo);
+	else {
+		if (g->lo > 0)
+			n += (size_t)snprintf(cond + n, sizeof cond - n, "%s >= %d", i, g->lo);
+		if (g->hi < ph->nrounds - 1)
+			n += (size_t)snprintf(cond + n, sizeof cond - n, "%s%s <= %d", n ? " && " : "", i,
+			                      g->hi);
+	}
+	if (g->active) {
+		Ix k = {IX_PARTNER, 0, 1, g->aoff, P->c->N};
+		n += (size_t)snprintf(cond + n, sizeof cond - n, "%s%s >= 0", n ? " && " : "",
+		                      ix_c(P, &k));
+	}
+	emit_open(&P->cg->e, "if (%s)", cond);
+}
+
 static void
 emit_item(Par *P, const Phase *ph, const Item *it)
 {
+	const PItem *p = P->pc->item[it->id];
 	int g = !guard_trivial(ph, &it->g);
 
 	if (g)
 		emit_guard_open(P, ph, &it->g);
 	P->inblock = g;
 	switch (it->kind) {
-	case IT_COMPUTE: emit_compute(P, it); break;
-	case IT_ADD: case IT_COPY: case IT_ZERO: emit_move(P, it); break;
-	case IT_SEND: case IT_RECV: emit_xfer(P, it); break;
-	case IT_COLL: emit_coll(P, it); break;
+	case IT_COMPUTE: emit_compute(P, it, p); break;
+	case IT_ADD: case IT_COPY: case IT_ZERO: emit_move(P, it, p); break;
+	case IT_SEND: case IT_RECV: emit_xfer(P, it, p); break;
+	case IT_COLL: emit_coll(P, it, p); break;
 	case IT_WAIT: emit_wait(P, it); break;
 	}
 	if (g)
@@ -850,14 +528,21 @@ static void
 emit_phase(Par *P, const Phase *ph)
 {
 	Emitter *e = &P->cg->e;
+	const char *i = L(P, LC_I), *ctx = L(P, LC_CTX), *name = P->c->node->out->name;
 
 	emit(e, "/* %s: %d round%s x %d lane%s */\n", ph->name, ph->nrounds,
 	     ph->nrounds == 1 ? "" : "s", ph->nlanes, ph->nlanes == 1 ? "" : "s");
-	emit_open(e, "for (int i = 0; i < %d; i++)", ph->nrounds);
-	if (P->step0)
-		emit(e, "cfrt_where(ctx, \"%s\", %d + i);\n", P->c->node->out->name, P->step0);
-	else
-		emit(e, "cfrt_where(ctx, \"%s\", i);\n", P->c->node->out->name);
+	P->one = ph->nrounds == 1;
+	if (P->one) {
+		emit_begin(e);
+		emit(e, "cfrt_where(%s, \"%s\", %d);\n", ctx, name, P->step0);
+	} else {
+		emit_open(e, "for (int %s = 0; %s < %d; %s++)", i, i, ph->nrounds, i);
+		if (P->step0)
+			emit(e, "cfrt_where(%s, \"%s\", %d + %s);\n", ctx, name, P->step0, i);
+		else
+			emit(e, "cfrt_where(%s, \"%s\", %s);\n", ctx, name, i);
+	}
 	for (int t = 0; t < ph->nlanes; t++) {
 		const Vec *items = &ph->lanes[t];
 		if (ph->nlanes > 1)
@@ -867,14 +552,129 @@ emit_phase(Par *P, const Phase *ph)
 			int x = is_p2p(items->v[j]), first = x && (j == 0 || !is_p2p(items->v[j - 1]));
 			int last = x && (j == items->n - 1 || !is_p2p(items->v[j + 1]));
 			if (first)
-				emit(e, "CFRT_TRY(ctx, cfrt_group_begin(ctx));\n");
+				emit(e, "CFRT_TRY(%s, cfrt_group_begin(%s));\n", ctx, ctx);
 			emit_item(P, ph, items->v[j]);
 			if (last)
-				emit(e, "CFRT_TRY(ctx, cfrt_group_end(ctx));\n");
+				emit(e, "CFRT_TRY(%s, cfrt_group_end(%s));\n", ctx, ctx);
 		}
 	}
 	emit_close(e, "");
+	P->one = 0;
 	P->step0 += ph->nrounds;
+}
+
+/* ---- a collective's stage ---- */
+
+/* The stems of the label arrays: send, recv, coll (and the lane, when a
+ * phase has several), unique in the stage. */
+static void
+name_labels(Par *P)
+{
+	Cg *cg = P->cg;
+	const Coll *c = P->c;
+
+	P->lab = arena_alloc(cg->a, (size_t)(P->pc->nlab + 1) * sizeof *P->lab);
+	for (int lb = 0; lb < P->pc->nlab; lb++) {
+		const PLabel *l = &P->pc->lab[lb];
+		const char *stem = l->kind == IT_SEND ? "send" : l->kind == IT_RECV ? "recv" : "coll";
+		if (c->P > 1 && l->kind != IT_COLL)
+			stem = arena_printf(cg->a, "%s%d", stem, l->lane);
+		const char *s = stem;
+		for (int k = 2, clash = 1; clash; k++) {
+			clash = 0;
+			for (int j = 0; j < lb; j++)
+				clash |= !strcmp(P->lab[j], s);
+			if (clash)
+				s = arena_printf(cg->a, "%s_%c", stem, 'a' + k - 1);
+		}
+		P->lab[lb] = cg_avoid(cg, s);
+	}
+}
+
+/* Scratch sets are named after the value they hold one slice of, and
+ * their role: p_part[2], q_send. */
+static void
+name_temps(Par *P)
+{
+	Cg *cg = P->cg;
+	const Coll *c = P->c;
+
+	P->temp = arena_alloc(cg->a, (size_t)(c->bufs.n + 1) * sizeof *P->temp);
+	for (int b = 0; b < c->bufs.n; b++) {
+		const Buf *bf = c->bufs.v[b];
+		if (bf->kind != BK_TEMP || bf->set != b)
+			continue;
+		const char *s = arena_printf(cg->a, "%s_%s", cg->cname[bf->v->id], bf->stem);
+		if (c->P > 1)
+			s = arena_printf(cg->a, "%s%d", s, bf->lane);
+		P->temp[b] = cg_avoid(cg, s);
+	}
+}
+
+static void
+emit_temps(Par *P)
+{
+	Cg *cg = P->cg;
+	const Coll *c = P->c;
+
+	for (int b = 0; b < c->bufs.n; b++) {
+		const Buf *bf = c->bufs.v[b];
+		if (bf->kind != BK_TEMP || bf->set != b || P->pc->off[b] < 0)
+			continue;
+		int64_t dims[MAXDIM];
+		for (int d = 0; d < bf->v->ndim; d++)
+			dims[d] = plan_temp_extent(c, bf, d);
+		const char *one = arena_printf(cg->a, "%s, %d, (int64_t[])%s)", cg_dtype(bf->v->dtype),
+		                               bf->v->ndim, dims_c(P, bf->v->ndim, dims));
+		if (bf->nset == 1) {
+			emit(&cg->e, "cfrt_view %s = cfrt_view_contig((char *)%s + %s, %s; /* one slice "
+			     "of %s */\n", P->temp[b], L(P, LC_WS), ws_temp(P, b), one, bf->v->name);
+			continue;
+		}
+		emit(&cg->e, "cfrt_view %s[%d] = { /* one slice of %s each */\n", P->temp[b], bf->nset,
+		     bf->v->name);
+		cg->e.indent++;
+		for (int k = 0; k < bf->nset; k++)
+			emit(&cg->e, "cfrt_view_contig((char *)%s + %s, %s,\n", L(P, LC_WS), ws_temp(P, b + k),
+			     one);
+		cg->e.indent--;
+		emit(&cg->e, "};\n");
+	}
+}
+
+/* A list "x, x, x" of n copies. */
+static const char *
+repeat(Arena *a, const char *x, int n)
+{
+	const char *s = x;
+
+	for (int k = 1; k < n; k++)
+		s = arena_printf(a, "%s, %s", s, x);
+	return s;
+}
+
+static void
+emit_labels(Par *P)
+{
+	Cg *cg = P->cg;
+
+	for (int lb = 0; lb < P->pc->nlab; lb++) {
+		const PLabel *l = &P->pc->lab[lb];
+		const char *n = P->lab[lb];
+		int k = l->slots;
+		if (!l->used || l->blocking)
+			continue;
+		const char *dim = k > 1 ? arena_printf(cg->a, "[%d]", k) : "";
+		const char *brace = k > 1 ? "{" : "", *end = k > 1 ? "}" : "";
+		emit(&cg->e, "cfrt_req %s_rq%s = %s%s%s;\n", n, dim, brace, repeat(cg->a, "{0, 0}", k), end);
+		emit(&cg->e, "int %s_rd%s = %s%s%s; /* the round in flight, -1: none */\n", n, dim,
+		     brace, repeat(cg->a, "-1", k), end);
+		if (l->unpack)
+			emit(&cg->e, "cfrt_view %s_up%s;\nint %s_upon%s = %s%s%s; /* unpack at the wait */\n",
+			     n, dim, n, dim, brace, repeat(cg->a, "0", k), end);
+		if (l->usebase)
+			emit(&cg->e, "int %s_base%s; /* the chunk's first slice */\n", n, dim);
+	}
 }
 
 static void
@@ -885,10 +685,10 @@ emit_stage_coll(Par *P)
 	const Node *n = c->node;
 
 	emit_line(&cg->e, n->loc);
-	emit(&cg->e, "/* %s = %s(%s) over %s: %s */\n", n->out->name, op_info[n->op].name,
-	     n->in[0]->name, n->a.coll.group->name, sched_kind_str(cg->a, &c->how));
+	emit(&cg->e, "/* %s = %s over %s: %s */\n", n->out->name, graph_node_str(cg->a, n),
+	     n->a.coll.group->name, graph_sched_str(cg->a, &c->how));
 	emit_begin(&cg->e);
-	emit_bufs(P);
+	emit_temps(P);
 	emit_labels(P);
 	P->step0 = 0;
 	for (int k = 0; k < c->phases.n; k++)
@@ -898,73 +698,46 @@ emit_stage_coll(Par *P)
 
 /* ---- plain stages: one op on whole per-rank tensors ---- */
 
-/* The view of input j of n as this rank uses it: a replicated operand of
- * an op whose result is split is cut to this rank's window. */
-static const char *
-plain_input(Cg *cg, const Node *n, int j)
-{
-	const Value *x = n->in[j], *o = n->out;
-	const char *v = cg->cname[x->id];
-
-	if (o->dist.kind != DI_SPLIT || x->dist.kind != DI_REPL)
-		return v;
-	int d = o->dist.dim, xd = n->inmap[j][d];
-	if (op_info[n->op].cls == CL_EW && xd < 0) {
-		xd = d - (o->ndim - x->ndim);
-		if (xd < 0 || x->shape[xd] != o->shape[d])
-			return v; /* broadcast along d */
-	}
-	if (xd < 0)
-		return v;
-	int64_t le = value_rank_extent(o, d);
-	return arena_printf(cg->a, "cfrt_view_slice(%s, %d, r * %lld, %lld)", v, xd,
-	                    (long long)le, (long long)le);
-}
-
 static void
-emit_stage_node(Cg *cg, const Node *n)
+emit_stage_node(Par *P, const Node *n, const PItem *p)
 {
+	Cg *cg = P->cg;
 	const char *in[MAXIN];
-	int slice = 0;
+	int cut = 0;
 
 	emit_line(&cg->e, n->loc);
 	cg_comment(cg, n);
-	for (int j = 0; j < n->nin; j++) {
-		in[j] = plain_input(cg, n, j);
-		slice |= in[j] != cg->cname[n->in[j]->id];
-	}
-	if (slice) {
+	for (int j = 0; j < n->nin; j++)
+		cut |= p->view[1 + j].ncut > 0;
+	if (cut)
 		emit_begin(&cg->e);
-		for (int j = 0; j < n->nin; j++) {
-			emit(&cg->e, "cfrt_view in%d = %s;\n", j, in[j]);
-			in[j] = arena_printf(cg->a, "in%d", j);
-		}
+	for (int j = 0; j < n->nin; j++) {
+		in[j] = cg->cname[n->in[j]->id];
+		if (!cut)
+			continue;
+		in[j] = arena_printf(cg->a, "%s%d", L(P, LC_IN), j);
+		emit(&cg->e, "cfrt_view %s = %s;\n", in[j], view_c(P, &p->view[1 + j]));
 	}
-	const char *qoff = NULL;
-	const Value *q = n->in[0];
-	if (n->op == OP_ATTENTION && q->dist.kind == DI_SPLIT && q->dist.dim == q->ndim - 2)
-		qoff = arena_printf(cg->a, "r * %lld", (long long)value_rank_extent(q, q->ndim - 2));
-	cg_op(cg, n, cg->cname[n->out->id], in, qoff, 0);
-	if (slice)
+	cg_op(cg, n, cg->cname[n->out->id], in, p->qoff ? pe_c(P, &p->qstart) : NULL, 0);
+	if (cut)
 		emit_close(&cg->e, "");
 }
 
 /* ---- the file ---- */
 
-/* cf_mod where the stages use it (blocking collectives alone do not) or
- * cf_partner does, cf_partner where they use it (pairwise exchanges). */
+/* cf_mod and cf_partner where the plan's indexes use them. */
 static void
-helpers(Cg *cg, int mod, int pair)
+helpers(Cg *cg, unsigned need)
 {
 	Emitter *e = &cg->e;
 
-	if (!mod && !pair)
-		return;
-	emit(e, "/* x mod n in [0, n). */\n");
-	emit_func(e, "static inline int\ncf_mod(int x, int n)");
-	emit(e, "int m = x %% n;\n\nreturn m < 0 ? m + n : m;\n");
-	emit_close(e, "\n");
-	if (!pair)
+	if (need & PN_MOD || need & PN_PARTNER) {
+		emit(e, "/* x mod n in [0, n). */\n");
+		emit_func(e, "static inline int\ncf_mod(int x, int n)");
+		emit(e, "int m = x %% n;\n\nreturn m < 0 ? m + n : m;\n");
+		emit_close(e, "\n");
+	}
+	if (!(need & PN_PARTNER))
 		return;
 	emit(e, "/* The partner of r in round k of a round-robin tournament over n\n"
 	        " * ranks (circle method), -1 when r sits the round out. */\n");
@@ -980,85 +753,92 @@ helpers(Cg *cg, int mod, int pair)
 	emit_close(e, "\n");
 }
 
-/* Values first, then the largest scratch any collective needs: the
- * collectives run one after the other, so their scratch is shared. */
-static Par *
-plan_all(Cg *cg, const Sched *s)
+/* The workspace layout as named offsets: every value that lives there,
+ * every scratch buffer and staging area. */
+static void
+ws_defines(Cg *cg, Par *pars)
 {
-	Par *pars = arena_alloc(cg->a, (size_t)(s->colls.n + 1) * sizeof *pars);
-	int64_t end = cg->wsbytes;
+	const Plan *plan = cg->plan;
+	const Graph *g = cg->g;
+	Emitter *e = &cg->e;
 
-	for (int k = 0; k < s->colls.n; k++) {
-		pars[k] = (Par){.cg = cg, .c = s->colls.v[k], .tmp_off = cg->wsbytes};
-		par_plan(&pars[k]);
-		if (pars[k].tmp_end > end)
-			end = pars[k].tmp_end;
+	if (!plan->wsbytes)
+		return;
+	emit(e, "/* The workspace (%lld bytes): where each tensor and scratch buffer\n"
+	        " * lives, bytes from its start; tensors whose stages do not overlap\n"
+	        " * share memory. */\n", (long long)plan->wsbytes);
+	for (int i = 0; i < g->values.n; i++)
+		if (plan->used[i] && plan->off[i] >= 0)
+			emit(e, "#define %s %lld /* %s */\n", cg_ws_name(cg, g->values.v[i]),
+			     (long long)plan->off[i], ((Value *)g->values.v[i])->name);
+	for (int k = 0; k < plan->s->colls.n; k++) {
+		Par *P = &pars[k];
+		for (int b = 0; b < P->c->bufs.n; b++)
+			if (P->pc->off[b] >= 0)
+				emit(e, "#define %s %lld\n", ws_temp(P, b), (long long)P->pc->off[b]);
+		for (int lb = 0; lb < P->pc->nlab; lb++)
+			for (int side = 0; side < 2; side++)
+				if (P->pc->lab[lb].staged[side])
+					emit(e, "#define %s %lld\n", ws_stage(P, lb, side),
+					     (long long)P->pc->lab[lb].stage_off[side]);
 	}
-	cg->wsbytes = end;
-	return pars;
+	emit(e, "\n");
 }
 
-static void
-stages(Cg *cg, const Sched *s, Par *pars)
+static int
+uses_role(const Cg *cg, const char *used, Role r)
 {
-	for (int k = 0, ci = 0; k < s->stages.n; k++) {
-		const Stage *st = s->stages.v[k];
-		emit(&cg->e, "\n");
-		if (st->kind == ST_COMPUTE)
-			emit_stage_node(cg, st->u.node);
-		else
-			emit_stage_coll(&pars[ci++]);
-	}
+	for (int i = 0; i < cg->g->values.n; i++)
+		if (used[i] && ((Value *)cg->g->values.v[i])->role == r)
+			return 1;
+	return 0;
 }
 
 void
-cg_parallel(FILE *f, Arena *a, const Sched *s, const char *src, int lines)
+cg_parallel(FILE *f, Arena *a, const Plan *plan, const char *src, int lines)
 {
 	Cg cg;
+	const Sched *s = plan->s;
 	const Graph *g = s->g;
+	Par *pars = arena_alloc(a, (size_t)(s->colls.n + 1) * sizeof *pars);
 
-	cg_init(&cg, a, g, f, src, lines, 0);
+	cg_init(&cg, a, g, plan, f, src, lines, 0);
+	for (int k = 0; k < s->colls.n; k++) {
+		pars[k] = (Par){.cg = &cg, .plan = plan, .c = s->colls.v[k], .pc = plan->coll[k],
+		                .ci = k, .k = "0"};
+		name_labels(&pars[k]);
+		name_temps(&pars[k]);
+	}
 	Emitter *e = &cg.e;
 	e->out = arena_printf(a, "%s.c", g->name);
 	emit(e, "/* Parallel forward pass of model %s, one rank of a group of %d.\n"
 	        " * Generated by cfc %s from %s; do not edit. */\n", g->name,
 	     g->groups.n ? ((Group *)g->groups.v[0])->size : 1, CF_VERSION, g->file);
-	emit(e, "#include \"%s.h\"\n\n#define N %s_GROUP_SIZE\n\n", g->name, cg.upper);
-	cg_layout(&cg);
-	Par *pars = plan_all(&cg, s);
-	/* a first pass finds what the stages use: only those helpers are
-	 * defined, only those tensors get a view, and r and ws are declared
-	 * or marked unused accordingly */
-	char *body = NULL;
-	size_t len = 0;
-	FILE *m = open_memstream(&body, &len);
-	Emitter real = cg.e;
-	emit_init(&cg.e, m, NULL, NULL);
-	stages(&cg, s, pars);
-	fclose(m);
-	cg.e = real;
+	emit(e, "#include \"%s.h\"\n\n", g->name);
+	ws_defines(&cg, pars);
 	emit_func(e, "size_t\n%s_workspace_bytes(void)", cg.prefix);
-	emit(e, "return %lld;\n", (long long)cg.wsbytes);
+	emit(e, "return %lld;\n", (long long)plan->wsbytes);
 	emit_close(e, "\n");
-	helpers(&cg, cg_mentions(body, "cf_mod"), cg_mentions(body, "cf_partner"));
+	helpers(&cg, plan->need);
 	cg_helpers(&cg);
-	emit_func(e, "int\n%s_forward(cfrt_ctx *ctx, const %s_weights *w, const %s_io *io,\n"
-	          "    void *ws)", cg.prefix, cg.prefix, cg.prefix);
-	cg.used = arena_alloc(a, (size_t)g->values.n);
-	int need_ws = cg_mentions(body, "ws");
-	for (int i = 0; i < g->values.n; i++) {
-		cg.used[i] = cg_mentions(body, cg.cname[i]);
-		need_ws |= cg.used[i] && cg.off[i] >= 0;
+	emit_func(e, "int\n%s_forward(cfrt_ctx *%s, const %s_weights *%s, const %s_io *%s,\n"
+	          "    void *%s)", cg.prefix, cg.loc[LC_CTX], cg.prefix, cg.loc[LC_W], cg.prefix,
+	          cg.loc[LC_IO], cg.loc[LC_WS]);
+	if (plan->need & PN_R)
+		emit(e, "const int %s = cfrt_rank(%s);\n\n", cg.loc[LC_R], cg.loc[LC_CTX]);
+	if (!uses_role(&cg, plan->used, R_WEIGHT))
+		emit(e, "(void)%s;\n", cg.loc[LC_W]);
+	if (!plan->wsbytes)
+		emit(e, "(void)%s;\n", cg.loc[LC_WS]);
+	cg_views(&cg, plan->used, plan->off);
+	Par plain = {.cg = &cg, .plan = plan, .k = "0"};
+	for (int k = 0, ci = 0; k < s->stages.n; k++) {
+		emit(e, "\n");
+		if (plan->plain[k])
+			emit_stage_node(&plain, ((Stage *)s->stages.v[k])->u.node, plan->plain[k]);
+		else
+			emit_stage_coll(&pars[ci++]);
 	}
-	if (cg_mentions(body, "r"))
-		emit(e, "const int r = cfrt_rank(ctx);\n\n");
-	free(body);
-	if (!g->weights.n)
-		emit(e, "(void)w;\n");
-	if (!need_ws)
-		emit(e, "(void)ws;\n");
-	cg_views(&cg);
-	stages(&cg, s, pars);
 	emit_line_out(e);
 	emit(e, "return CFRT_OK;\n");
 	emit_close(e, "");

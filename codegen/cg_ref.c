@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cgen.h"
+#include "plan.h"
 
 static void
 banner(Cg *c, const char *what)
@@ -83,7 +84,7 @@ cg_header(FILE *f, Arena *a, const Graph *g)
 {
 	Cg c;
 
-	cg_init(&c, a, g, f, NULL, 0, 0);
+	cg_init(&c, a, g, NULL, f, NULL, 0, 0);
 	Emitter *e = &c.e;
 	banner(&c, "Interface");
 	emit(e, "#ifndef CF_%s_H\n#define CF_%s_H\n\n#include <stddef.h>\n\n"
@@ -127,11 +128,11 @@ ref_node(Cg *c, const Node *n)
 	emit_line(&c->e, n->loc);
 	cg_comment(c, n);
 	if (op_info[n->op].cls == CL_COLL) {
-		/* the identity: its result is its input's view (cg_views),
+		/* the identity: its result is its input's view (ref_views),
 		 * an output aside */
 		if (n->out->role == R_OUT)
-			emit(&c->e, "CFRT_TRY(ctx, cfrt_copy(ctx, &%s, &%s));\n",
-			     c->cname[n->out->id], c->cname[n->in[0]->id]);
+			emit(&c->e, "CFRT_TRY(%s, cfrt_copy(%s, &%s, &%s));\n", c->loc[LC_CTX],
+			     c->loc[LC_CTX], c->cname[n->out->id], c->cname[n->in[0]->id]);
 		return;
 	}
 	for (int i = 0; i < n->nin; i++)
@@ -139,29 +140,54 @@ ref_node(Cg *c, const Node *n)
 	cg_op(c, n, c->cname[n->out->id], in, NULL, 0);
 }
 
+/* Every value the program touches: an alias of the value whose storage
+ * it shares, or its own view. */
+static void
+ref_views(Cg *c, const Plan *p)
+{
+	for (int i = 0; i < c->g->values.n; i++) {
+		const Value *v = c->g->values.v[i];
+		int computed = v->def && op_info[v->def->op].cls != CL_LEAF;
+		if (!v->uses.n && !computed && v->role != R_OUT)
+			continue; /* never read nor written here */
+		if (p->ref_alias[i] >= 0)
+			emit(&c->e, "cfrt_view %s = %s;\n", c->cname[i], c->cname[p->ref_alias[i]]);
+		else
+			cg_view(c, v);
+	}
+}
+
 void
-cg_reference(FILE *f, Arena *a, const Graph *g, const char *src, int lines)
+cg_reference(FILE *f, Arena *a, const Plan *p, const char *src, int lines)
 {
 	Cg c;
+	const Graph *g = p->s->g;
 
-	cg_init(&c, a, g, f, src, lines, 1);
+	cg_init(&c, a, g, p, f, src, lines, 1);
 	Emitter *e = &c.e;
 	e->out = arena_printf(a, "%s_ref.c", g->name);
 	banner(&c, "Serial reference");
 	emit(e, "#include \"%s.h\"\n\n", g->name);
-	cg_layout(&c);
+	if (p->ref_wsbytes)
+		emit(e, "/* The workspace (%lld bytes): where each tensor lives, bytes from\n"
+		        " * its start. */\n", (long long)p->ref_wsbytes);
+	for (int i = 0; i < g->values.n; i++)
+		if (p->ref_off[i] >= 0)
+			emit(e, "#define %s %lld\n", cg_ws_name(&c, g->values.v[i]), (long long)p->ref_off[i]);
+	emit(e, "%s", p->ref_wsbytes ? "\n" : "");
 	emit_func(e, "size_t\n%s_ref_workspace_bytes(void)", c.prefix);
-	emit(e, "return %lld;\n", (long long)c.wsbytes);
+	emit(e, "return %lld;\n", (long long)p->ref_wsbytes);
 	emit_close(e, "\n");
 	cg_helpers(&c);
-	emit_func(e, "int\n%s_ref_forward(cfrt_ctx *ctx, const %s_weights *w, "
-	          "const %s_io *io,\n    void *ws)", c.prefix, c.prefix, c.prefix);
+	emit_func(e, "int\n%s_ref_forward(cfrt_ctx *%s, const %s_weights *%s, "
+	          "const %s_io *%s,\n    void *%s)", c.prefix, c.loc[LC_CTX], c.prefix, c.loc[LC_W],
+	          c.prefix, c.loc[LC_IO], c.loc[LC_WS]);
 	if (!g->weights.n)
-		emit(e, "(void)w;\n");
-	if (!c.wsbytes)
-		emit(e, "(void)ws;\n");
-	cg_views(&c);
-	emit(e, "cfrt_where(ctx, \"%s_ref\", 0);\n\n", c.prefix);
+		emit(e, "(void)%s;\n", c.loc[LC_W]);
+	if (!p->ref_wsbytes)
+		emit(e, "(void)%s;\n", c.loc[LC_WS]);
+	ref_views(&c, p);
+	emit(e, "cfrt_where(%s, \"%s_ref\", 0);\n\n", c.loc[LC_CTX], c.prefix);
 	for (int i = 0; i < g->nodes.n; i++)
 		ref_node(&c, g->nodes.v[i]);
 	emit_line_out(e);

@@ -3,49 +3,58 @@
  * requires: a checked graph. ensures: the same graph always gives the same
  * text (names and offsets depend only on graph order). */
 #include <ctype.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cgen.h"
 
-/* Names the generated functions use for themselves, and C keywords. */
-static const char *const reserved[] = {
+/* C keywords: a tensor of such a name gets its id appended. */
+static const char *const keywords[] = {
 	"auto", "break", "case", "char", "const", "continue", "default", "do",
 	"double", "else", "enum", "extern", "float", "for", "goto", "if",
 	"inline", "int", "long", "register", "restrict", "return", "short",
 	"signed", "sizeof", "static", "struct", "switch", "typedef", "union",
-	"unsigned", "void", "volatile", "while", "ctx", "w", "io", "ws", "r",
-	"i", "N", "req", "step", "main", "slice", "peer", "tmp", "at", "bt", "hv",
-	"o4", "q4", "k4", "v4", "s", "k", "u", "b", "o", "st", "blk", "sst", "rst",
-	"base", "dst", "src", "cb", NULL,
+	"unsigned", "void", "volatile", "while", NULL,
 };
-
-/* The generated code's own numbered locals: rq0, rd1, up2, upon3, cbase0,
- * in1 (requests, rounds, unpack targets, chunk bases, operands). */
-static int
-numbered_local(const char *s)
-{
-	static const char *const stem[] = {"rq", "rd", "up", "upon", "cbase", "in", NULL};
-
-	for (int i = 0; stem[i]; i++) {
-		size_t n = strlen(stem[i]);
-		if (!strncmp(s, stem[i], n) && s[n] && strspn(s + n, "0123456789") == strlen(s + n))
-			return 1;
-	}
-	return !strncmp(s, "cf_", 3);
-}
 
 static int
 taken(Cg *c, const char *s, int upto)
 {
-	for (int i = 0; reserved[i]; i++)
-		if (!strcmp(reserved[i], s))
+	for (int i = 0; keywords[i]; i++)
+		if (!strcmp(keywords[i], s))
 			return 1;
-	if (numbered_local(s))
-		return 1;
 	for (int i = 0; i < upto; i++)
 		if (c->cname[i] && !strcmp(c->cname[i], s))
 			return 1;
 	return 0;
+}
+
+static int
+cmp_str(const void *x, const void *y)
+{
+	return strcmp(*(const char *const *)x, *(const char *const *)y);
+}
+
+/* Is s the C name of a tensor, or (stem "in") in0, in1, ...? */
+static int
+tensor_name(const Cg *c, const char *s, int numbered)
+{
+	size_t n = strlen(s);
+
+	if (bsearch(&s, c->sorted, (size_t)c->g->values.n, sizeof *c->sorted, cmp_str))
+		return 1;
+	for (int i = 0; numbered && i < c->g->values.n; i++) {
+		const char *t = c->sorted[i];
+		if (!strncmp(t, s, n) && t[n] && strspn(t + n, "0123456789") == strlen(t + n))
+			return 1;
+	}
+	return 0;
+}
+
+const char *
+cg_avoid(Cg *c, const char *want)
+{
+	return tensor_name(c, want, 0) ? arena_printf(c->a, "cf_%s", want) : want;
 }
 
 static void
@@ -64,15 +73,33 @@ name_values(Cg *c)
 			s = arena_printf(c->a, "%s_%d", s, v->id);
 		c->cname[i] = s;
 	}
+	c->sorted = arena_alloc(c->a, (size_t)(g->values.n + 1) * sizeof *c->sorted);
+	memcpy(c->sorted, c->cname, (size_t)g->values.n * sizeof *c->sorted);
+	qsort(c->sorted, (size_t)g->values.n, sizeof *c->sorted, cmp_str);
+}
+
+static void
+name_locals(Cg *c)
+{
+	static const char *const want[NLOCAL] = {
+#define X(id, s) s,
+		CG_LOCALS(X)
+#undef X
+	};
+
+	for (int k = 0; k < NLOCAL; k++)
+		c->loc[k] = tensor_name(c, want[k], k == LC_IN) ? arena_printf(c->a, "cf_%s", want[k])
+		                                                : want[k];
 }
 
 void
-cg_init(Cg *c, Arena *a, const Graph *g, FILE *f, const char *srcname,
-        int lines, int whole)
+cg_init(Cg *c, Arena *a, const Graph *g, const struct Plan *plan, FILE *f,
+        const char *srcname, int lines, int whole)
 {
 	memset(c, 0, sizeof *c);
 	c->a = a;
 	c->g = g;
+	c->plan = plan;
 	c->whole = whole;
 	c->prefix = g->name;
 	char *up = arena_strdup(a, g->name);
@@ -81,21 +108,13 @@ cg_init(Cg *c, Arena *a, const Graph *g, FILE *f, const char *srcname,
 	c->upper = up;
 	emit_init(&c->e, f, lines ? srcname : NULL, NULL);
 	name_values(c);
-	c->off = arena_alloc(a, (size_t)g->values.n * sizeof *c->off);
-	for (int i = 0; i < g->values.n; i++)
-		c->off[i] = -1;
+	name_locals(c);
 }
 
 int64_t
 cg_extent(const Cg *c, const Value *v, int d)
 {
 	return c->whole ? v->shape[d] : value_rank_extent(v, d);
-}
-
-int64_t
-cg_bytes(const Cg *c, const Value *v)
-{
-	return dtype_size[v->dtype] * (c->whole ? value_elems(v) : value_rank_elems(v));
 }
 
 const char *
@@ -199,7 +218,7 @@ call(Cg *c, const char *fmt, ...)
 {
 	va_list ap;
 
-	emit(&c->e, "CFRT_TRY(ctx, ");
+	emit(&c->e, "CFRT_TRY(%s, ", c->loc[LC_CTX]);
 	va_start(ap, fmt);
 	emit_v(&c->e, fmt, ap);
 	va_end(ap);
@@ -214,13 +233,13 @@ op_matmul(Cg *c, const Node *n, const char *out, const char *const *in, int beta
 	if (n->a.mm.ta || n->a.mm.tb) {
 		emit_begin(&c->e);
 		if (n->a.mm.ta)
-			emit(&c->e, "cfrt_view at = cf_transpose(%s);\n", in[0]);
+			emit(&c->e, "cfrt_view %s = cf_transpose(%s);\n", c->loc[LC_AT], in[0]);
 		if (n->a.mm.tb)
-			emit(&c->e, "cfrt_view bt = cf_transpose(%s);\n", in[1]);
-		a = n->a.mm.ta ? "at" : a;
-		b = n->a.mm.tb ? "bt" : b;
+			emit(&c->e, "cfrt_view %s = cf_transpose(%s);\n", c->loc[LC_BT], in[1]);
+		a = n->a.mm.ta ? c->loc[LC_AT] : a;
+		b = n->a.mm.tb ? c->loc[LC_BT] : b;
 	}
-	call(c, "cfrt_matmul(ctx, &%s, &%s, &%s, 1.0, %s)", out, a, b, beta ? "1.0" : "0.0");
+	call(c, "cfrt_matmul(%s, &%s, &%s, &%s, 1.0, %s)", c->loc[LC_CTX], out, a, b, beta ? "1.0" : "0.0");
 	if (n->a.mm.ta || n->a.mm.tb)
 		emit_close(&c->e, "");
 }
@@ -236,9 +255,10 @@ op_attention(Cg *c, const Node *n, const char *out, const char *const *in,
              const char *q_offset)
 {
 	emit_begin(&c->e);
-	emit(&c->e, "cfrt_view o4 = cf_4d(%s), q4 = cf_4d(%s), k4 = cf_4d(%s), v4 = cf_4d(%s);\n",
-	     out, in[0], in[1], in[2]);
-	call(c, "cfrt_attention(ctx, &o4, &q4, &k4, &v4, %d, %s)", n->a.causal,
+	emit(&c->e, "cfrt_view %s = cf_4d(%s), %s = cf_4d(%s), %s = cf_4d(%s), %s = cf_4d(%s);\n",
+	     c->loc[LC_O4], out, c->loc[LC_Q4], in[0], c->loc[LC_K4], in[1], c->loc[LC_V4], in[2]);
+	call(c, "cfrt_attention(%s, &%s, &%s, &%s, &%s, %d, %s)", c->loc[LC_CTX], c->loc[LC_O4],
+	     c->loc[LC_Q4], c->loc[LC_K4], c->loc[LC_V4], n->a.causal,
 	     q_offset ? q_offset : "0");
 	emit_close(&c->e, "");
 }
@@ -251,35 +271,37 @@ cg_op(Cg *c, const Node *n, const char *out, const char *const *in,
 
 	switch (n->op) {
 	case OP_MATMUL: op_matmul(c, n, out, in, beta); break;
-	case OP_ADD: call(c, "cfrt_add(ctx, &%s, &%s, &%s)", out, in[0], in[1]); break;
-	case OP_MUL: call(c, "cfrt_mul(ctx, &%s, &%s, &%s)", out, in[0], in[1]); break;
-	case OP_SCALE: call(c, "cfrt_scale(ctx, &%s, &%s, %.17g)", out, in[0], n->a.scale); break;
-	case OP_GELU: call(c, "cfrt_gelu(ctx, &%s, &%s)", out, in[0]); break;
-	case OP_SILU: call(c, "cfrt_silu(ctx, &%s, &%s)", out, in[0]); break;
-	case OP_RELU: call(c, "cfrt_relu(ctx, &%s, &%s)", out, in[0]); break;
+	case OP_ADD: call(c, "cfrt_add(%s, &%s, &%s, &%s)", c->loc[LC_CTX], out, in[0], in[1]); break;
+	case OP_MUL: call(c, "cfrt_mul(%s, &%s, &%s, &%s)", c->loc[LC_CTX], out, in[0], in[1]); break;
+	case OP_SCALE: call(c, "cfrt_scale(%s, &%s, &%s, %.17g)", c->loc[LC_CTX], out, in[0], n->a.scale); break;
+	case OP_GELU: call(c, "cfrt_gelu(%s, &%s, &%s)", c->loc[LC_CTX], out, in[0]); break;
+	case OP_SILU: call(c, "cfrt_silu(%s, &%s, &%s)", c->loc[LC_CTX], out, in[0]); break;
+	case OP_RELU: call(c, "cfrt_relu(%s, &%s, &%s)", c->loc[LC_CTX], out, in[0]); break;
 	case OP_LAYERNORM:
-		call(c, "cfrt_layernorm(ctx, &%s, &%s, %s, %s, 1e-5)", out, in[0],
+		call(c, "cfrt_layernorm(%s, &%s, &%s, %s, %s, 1e-5)", c->loc[LC_CTX], out, in[0],
 		     opt(n, 1, in, a), opt(n, 2, in, a));
 		break;
 	case OP_RMSNORM:
-		call(c, "cfrt_rmsnorm(ctx, &%s, &%s, %s, 1e-5)", out, in[0], opt(n, 1, in, a));
+		call(c, "cfrt_rmsnorm(%s, &%s, &%s, %s, 1e-5)", c->loc[LC_CTX], out, in[0], opt(n, 1, in, a));
 		break;
-	case OP_SOFTMAX: call(c, "cfrt_softmax(ctx, &%s, &%s)", out, in[0]); break;
+	case OP_SOFTMAX: call(c, "cfrt_softmax(%s, &%s, &%s)", c->loc[LC_CTX], out, in[0]); break;
 	case OP_SPLIT_HEADS:
 		emit_begin(&c->e);
-		emit(&c->e, "cfrt_view hv = cf_heads(%s, %s.dim[%s.nd - 3]);\n", in[0], out, out);
-		call(c, "cfrt_copy(ctx, &%s, &hv)", out);
+		emit(&c->e, "cfrt_view %s = cf_heads(%s, %s.dim[%s.nd - 3]);\n", c->loc[LC_HV], in[0],
+		     out, out);
+		call(c, "cfrt_copy(%s, &%s, &%s)", c->loc[LC_CTX], out, c->loc[LC_HV]);
 		emit_close(&c->e, "");
 		break;
 	case OP_MERGE_HEADS:
 		emit_begin(&c->e);
-		emit(&c->e, "cfrt_view hv = cf_heads(%s, %s.dim[%s.nd - 3]);\n", out, in[0], in[0]);
-		call(c, "cfrt_copy(ctx, &hv, &%s)", in[0]);
+		emit(&c->e, "cfrt_view %s = cf_heads(%s, %s.dim[%s.nd - 3]);\n", c->loc[LC_HV], out,
+		     in[0], in[0]);
+		call(c, "cfrt_copy(%s, &%s, &%s)", c->loc[LC_CTX], c->loc[LC_HV], in[0]);
 		emit_close(&c->e, "");
 		break;
 	case OP_ATTENTION: op_attention(c, n, out, in, q_offset); break;
 	case OP_SCAN:
-		call(c, "cfrt_scan(ctx, &%s, &%s, %d, %.17g)", out, in[0], n->a.scan.dim,
+		call(c, "cfrt_scan(%s, &%s, &%s, %d, %.17g)", c->loc[LC_CTX], out, in[0], n->a.scan.dim,
 		     n->a.scan.decay);
 		break;
 	default:
@@ -287,94 +309,37 @@ cg_op(Cg *c, const Node *n, const char *out, const char *const *in,
 	}
 }
 
-static int
-is_io(const Value *v)
+const char *
+cg_ws_name(Cg *c, const Value *v)
 {
-	return v->role == R_IN || v->role == R_WEIGHT || v->role == R_OUT;
-}
-
-int64_t
-cg_align(int64_t bytes)
-{
-	return (bytes + CG_ALIGN - 1) / CG_ALIGN * CG_ALIGN;
-}
-
-/* On whole tensors a collective passes its input on unchanged: its
- * result is a second name of its input's view, unless it is an output
- * (cg_reference copies into those). */
-static int
-alias(const Cg *c, const Value *v)
-{
-	return c->whole && v->def && op_info[v->def->op].cls == CL_COLL && v->role != R_OUT;
-}
-
-void
-cg_layout(Cg *c)
-{
-	int64_t off = 0;
-
-	for (int i = 0; i < c->g->values.n; i++) {
-		const Value *v = c->g->values.v[i];
-		if (is_io(v) || alias(c, v))
-			continue;
-		c->off[i] = off;
-		off += cg_align(cg_bytes(c, v));
-	}
-	c->wsbytes = off;
+	return arena_printf(c->a, "CF_WS_%s", c->cname[v->id]);
 }
 
 static const char *
 storage(Cg *c, const Value *v)
 {
 	switch (v->role) {
-	case R_IN: return arena_printf(c->a, "(void *)io->%s", c->cname[v->id]);
-	case R_OUT: return arena_printf(c->a, "io->%s", c->cname[v->id]);
-	case R_WEIGHT: return arena_printf(c->a, "w->%s", c->cname[v->id]);
-	default: return arena_printf(c->a, "(char *)ws + %lld", (long long)c->off[v->id]);
+	case R_IN: return arena_printf(c->a, "(void *)%s->%s", c->loc[LC_IO], c->cname[v->id]);
+	case R_OUT: return arena_printf(c->a, "%s->%s", c->loc[LC_IO], c->cname[v->id]);
+	case R_WEIGHT: return arena_printf(c->a, "%s->%s", c->loc[LC_W], c->cname[v->id]);
+	default: return arena_printf(c->a, "(char *)%s + %s", c->loc[LC_WS], cg_ws_name(c, v));
 	}
 }
 
 void
-cg_views(Cg *c)
+cg_view(Cg *c, const Value *v)
+{
+	emit(&c->e, "cfrt_view %s = cfrt_view_contig(%s, %s, %d, (int64_t[])%s);\n",
+	     c->cname[v->id], storage(c, v), cg_dtype(v->dtype), v->ndim, cg_dims(c, v));
+}
+
+void
+cg_views(Cg *c, const char *used, const int64_t *off)
 {
 	for (int i = 0; i < c->g->values.n; i++) {
 		const Value *v = c->g->values.v[i];
-		int computed = v->def && op_info[v->def->op].cls != CL_LEAF && !alias(c, v);
-		if (!v->uses.n && !computed && v->role != R_OUT)
-			continue; /* never read nor written here */
-		if (c->used && !c->used[i])
-			continue;
-		if (alias(c, v)) {
-			emit(&c->e, "cfrt_view %s = %s;\n", c->cname[i],
-			     c->cname[v->def->in[0]->id]);
-			continue;
-		}
-		emit(&c->e, "cfrt_view %s = cfrt_view_contig(%s, %s, %d, (int64_t[])%s);\n",
-		     c->cname[i], storage(c, v), cg_dtype(v->dtype), v->ndim, cg_dims(c, v));
+		int io = v->role == R_IN || v->role == R_WEIGHT || v->role == R_OUT;
+		if (used[i] && (io || off[i] >= 0))
+			cg_view(c, v);
 	}
-}
-
-/* Comments are skipped: a tensor named only in a comment is not used. */
-int
-cg_mentions(const char *text, const char *name)
-{
-	size_t n = strlen(name);
-
-	for (const char *p = text; *p; p++) {
-		if (p[0] == '/' && p[1] == '*') {
-			const char *e = strstr(p + 2, "*/");
-			if (!e)
-				return 0;
-			p = e + 1;
-			continue;
-		}
-		if (strncmp(p, name, n))
-			continue;
-		int before = p > text && (isalnum((unsigned char)p[-1]) || p[-1] == '_' ||
-		                          p[-1] == '.' || (p > text + 1 && p[-1] == '>' && p[-2] == '-'));
-		int after = isalnum((unsigned char)p[n]) || p[n] == '_';
-		if (!before && !after)
-			return 1;
-	}
-	return 0;
 }

@@ -5,28 +5,41 @@
 #include "cf.h"
 #include "emit.h"
 
+/* The generated code's own locals, by role. Each is spelt as below
+ * unless a tensor of the model has that C name; then it is cf_ and the
+ * name (the language keeps names beginning with cf_ for generated code). */
+#define CG_LOCALS(X) \
+	X(CTX, "ctx") X(W, "w") X(IO, "io") X(WS, "ws") X(R, "r") X(I, "i") \
+	X(S, "s") X(U, "u") X(K, "k") X(RD, "rd") X(PEER, "peer") X(PART, "part") \
+	X(BASE, "base") X(DST, "dst") X(SRC, "src") X(OUT, "o") X(IN, "in") \
+	X(DATA, "b") X(STAGE, "st") X(BLK, "blk") X(SEND, "sst") X(RECV, "rst") \
+	X(AT, "at") X(BT, "bt") X(HV, "hv") X(O4, "o4") X(Q4, "q4") X(K4, "k4") X(V4, "v4")
+typedef enum CgLocal {
+#define X(id, s) LC_##id,
+	CG_LOCALS(X)
+#undef X
+	NLOCAL
+} CgLocal;
+
 typedef struct Cg {
 	Arena *a;
 	const Graph *g;
+	const struct Plan *plan;
 	Emitter e;
 	const char *prefix;  /* C prefix of every public name: the model name */
 	const char *upper;   /* the same in upper case, for macros */
 	const char **cname;  /* C name of each value, by Value.id */
-	int64_t *off;        /* workspace offset of each value (-1: none) */
-	int64_t wsbytes;     /* workspace size */
+	const char **sorted; /* the C names, sorted: which names are taken */
+	const char *loc[NLOCAL]; /* the spelling of each local */
 	int whole;           /* serial reference: every tensor whole */
-	char *used;          /* by value id: declare a view (NULL: all) */
 } Cg;
 
-enum { CG_ALIGN = 256 }; /* workspace alignment of every tensor, bytes */
-/* bytes rounded up to a multiple of CG_ALIGN */
-int64_t cg_align(int64_t bytes);
-
-void cg_init(Cg *c, Arena *a, const Graph *g, FILE *f, const char *srcname,
-             int lines, int whole);
+void cg_init(Cg *c, Arena *a, const Graph *g, const struct Plan *plan, FILE *f,
+             const char *srcname, int lines, int whole);
+/* want, or cf_ and want when a tensor has that C name. */
+const char *cg_avoid(Cg *c, const char *want);
 /* Extent of dim d of v as this program holds it (whole or per rank). */
 int64_t cg_extent(const Cg *c, const Value *v, int d);
-int64_t cg_bytes(const Cg *c, const Value *v);
 /* "{2, 64, 64}" */
 const char *cg_dims(const Cg *c, const Value *v);
 const char *cg_dtype(DType t);
@@ -39,21 +52,19 @@ void cg_op(Cg *c, const Node *n, const char *out, const char *const *in,
 void cg_comment(Cg *c, const Node *n);
 /* The static helpers every generated file starts with. */
 void cg_helpers(Cg *c);
-/* Workspace layout: every value that is neither in, weight nor output and
- * no alias gets an aligned offset. The serial reference (whole) aliases
- * the result of a collective, outputs aside, to its input. */
-void cg_layout(Cg *c);
-/* Declares the view local of every value. */
-void cg_views(Cg *c);
-
-/* Whether C text mentions identifier name as a token. */
-int cg_mentions(const char *text, const char *name);
+/* Declares the view local of every value used[id] marks, at its place:
+ * its io or weight pointer, or the workspace at the named offset
+ * (cg_ws_name). */
+void cg_views(Cg *c, const char *used, const int64_t *off);
+void cg_view(Cg *c, const Value *v);
+/* The macro naming a value's workspace offset. */
+const char *cg_ws_name(Cg *c, const Value *v);
 
 /* The entry points, one per --emit kind. */
-void cg_header(FILE *f, Arena *a, const Graph *g);
-void cg_reference(FILE *f, Arena *a, const Graph *g, const char *src, int lines);
-void cg_driver(FILE *f, Arena *a, const Graph *g);
 struct Sched;
-void cg_parallel(FILE *f, Arena *a, const struct Sched *s, const char *src, int lines);
+void cg_header(FILE *f, Arena *a, const Graph *g);
+void cg_reference(FILE *f, Arena *a, const struct Plan *p, const char *src, int lines);
+void cg_driver(FILE *f, Arena *a, const Graph *g);
+void cg_parallel(FILE *f, Arena *a, const struct Plan *p, const char *src, int lines);
 
 #endif

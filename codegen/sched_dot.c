@@ -111,7 +111,6 @@ dot_messages(Dot *D, const Coll *c, int first)
 			fprintf(D->f, "  n%d_%d -> n%d_%d [style=dashed, color=\"#c0392b\", "
 			        "fontcolor=\"#c0392b\", constraint=false, label=\"%d\"];\n", m[k].src,
 			        first + m[k].sstep, m[k].dst, first + m[k].dstep, m[k].slice);
-	free(m);
 }
 
 static void

@@ -402,7 +402,7 @@ tx_summary(FILE *f, Arena *a, const Coll *c)
 	VerifyStats st = c->stats;
 	char err[1024];
 
-	if (!c->verified && verify_coll(c, &st, err, sizeof err)) {
+	if (!c->verified && verify_coll(c, NULL, &st, err, sizeof err)) {
 		fprintf(f, "verify: FAILED collective=%s schedule=%s: %s\n", c->node->out->name,
 		        sched_kind_str(a, &c->how), err);
 		return;

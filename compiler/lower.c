@@ -257,6 +257,8 @@ lw_buf(Lower *L, const char *name, BufKind k, Value *v, int dim, int nslots)
 	b->nslots = nslots;
 	b->nparts = 1;
 	b->pdim = -1;
+	b->set = c->bufs.n;
+	b->nset = 1;
 	b->elems = value_rank_elems(v) / (k == BK_TEMP ? c->nslices : 1);
 	b->slot_elems = b->elems / nslots;
 	vec_push(L->a, &c->bufs, b);
@@ -292,8 +294,13 @@ lw_temps(Lower *L, const char *base, int count, Value *v)
 	for (int k = 0; k < count; k++) {
 		const char *name = L->c->P > 1 ? arena_printf(L->a, "%s%d_%d", base, L->lane, k)
 		                               : arena_printf(L->a, "%s%d", base, k);
-		int b = lw_buf(L, name, BK_TEMP, v, L->c->dim, 1);
-		((Buf *)L->c->bufs.v[b])->xfer = 1;
+		int id = lw_buf(L, name, BK_TEMP, v, L->c->dim, 1);
+		Buf *b = L->c->bufs.v[id];
+		b->xfer = 1;
+		b->set = first;
+		b->nset = count;
+		b->stem = base;
+		b->lane = L->lane;
 	}
 	return first;
 }
@@ -833,6 +840,9 @@ lw_coll_lower(Lower *L, Coll *c)
 		lw_prune(ph);
 		if (lw_computes(ph))
 			c->nsteps += ph->nrounds * ph->nlanes;
+		for (int t = 0; t < ph->nlanes; t++)
+			for (int j = 0; j < ph->lanes[t].n; j++)
+				((Item *)ph->lanes[t].v[j])->id = c->nitems++;
 	}
 }
 
@@ -853,8 +863,9 @@ lw_stage_of(const Node *n, Coll **owner)
 static void
 lw_order(Lower *L, Sched *s, Coll **owner, Coll **byid)
 {
-	int n = L->g->nodes.n, *need = calloc((size_t)n + 1, sizeof *need), left = 0;
-	char *done = calloc((size_t)n + 1, 1);
+	Arena *t = arena_scratch(L->a);
+	int n = L->g->nodes.n, *need = arena_alloc(t, ((size_t)n + 1) * sizeof *need), left = 0;
+	char *done = arena_alloc(t, (size_t)n + 1);
 
 	for (int k = 0; k < n; k++) {
 		Node *nd = L->g->nodes.v[k];
@@ -886,8 +897,6 @@ lw_order(Lower *L, Sched *s, Coll **owner, Coll **byid)
 				need[me] -= lw_stage_of(nd->in[i]->def, owner) == k && me != k;
 		}
 	}
-	free(need);
-	free(done);
 }
 
 static Coll *
@@ -895,6 +904,7 @@ lw_coll_new(Lower *L, Node *n)
 {
 	Coll *c = arena_alloc(L->a, sizeof *c);
 
+	c->arena = L->a;
 	c->node = n;
 	c->want = *n->sched;
 	c->N = n->a.coll.group->size;
@@ -911,8 +921,11 @@ lower_graph(Graph *g, Diag *d)
 {
 	Lower L = {.g = g, .a = g->arena, .d = d};
 	int n = g->nodes.n, ncoll = 0, before = d->nerr;
-	Coll **owner = calloc((size_t)n + 1, sizeof *owner);
-	Coll **byid = calloc((size_t)n + 1, sizeof *byid), **colls = calloc((size_t)n + 1, sizeof *colls);
+	Arena *t = arena_scratch(L.a);
+	ArenaMark mark = arena_mark(t);
+	Coll **owner = arena_alloc(t, ((size_t)n + 1) * sizeof *owner);
+	Coll **byid = arena_alloc(t, ((size_t)n + 1) * sizeof *byid);
+	Coll **colls = arena_alloc(t, ((size_t)n + 1) * sizeof *colls);
 	Sched *s = arena_alloc(L.a, sizeof *s);
 
 	s->g = g;
@@ -930,8 +943,6 @@ lower_graph(Graph *g, Diag *d)
 	}
 	if (d->nerr == before)
 		lw_order(&L, s, owner, byid);
-	free(owner);
-	free(byid);
-	free(colls);
+	arena_release(t, mark);
 	return d->nerr == before ? s : NULL;
 }

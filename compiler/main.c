@@ -10,7 +10,7 @@
 
 #include "cf.h"
 #include "cgen.h"
-#include "sched.h"
+#include "plan.h"
 
 enum { EX_INPUT = 1, EX_USAGE = 2, EX_INTERNAL = 70 };
 
@@ -21,6 +21,7 @@ typedef struct Comp {
 	Program *prog;
 	Graph *graph;
 	Sched *sched;
+	Plan *plan;
 	int lines;  /* #line directives in generated C */
 } Comp;
 
@@ -42,7 +43,7 @@ static void emit_driver(FILE *f, Comp *c) { cg_driver(f, c->arena, c->graph); }
 static void
 emit_ref(FILE *f, Comp *c)
 {
-	cg_reference(f, c->arena, c->graph, c->src.name, c->lines);
+	cg_reference(f, c->arena, c->plan, c->src.name, c->lines);
 }
 
 static void emit_sched(FILE *f, Comp *c) { sched_print(f, c->sched); }
@@ -51,7 +52,7 @@ static void emit_sched_dot(FILE *f, Comp *c) { sched_dot(f, c->sched); }
 static void
 emit_c(FILE *f, Comp *c)
 {
-	cg_parallel(f, c->arena, c->sched, c->src.name, c->lines);
+	cg_parallel(f, c->arena, c->plan, c->src.name, c->lines);
 }
 
 static const Emit emits[] = {
@@ -364,7 +365,8 @@ compile(Comp *c, Cli *cl)
 		return EX_INPUT;
 	if (!(c->sched = lower_graph(c->graph, &c->diag)))
 		return EX_INPUT;
-	if (verify_sched(c->sched, &c->diag))
+	c->plan = plan_sched(c->sched);
+	if (verify_sched(c->sched, c->plan, &c->diag))
 		return EX_INTERNAL;
 	if (cl->explain)
 		sched_explain(stderr, c->sched);

@@ -423,8 +423,11 @@ region_find(Graph *g, Arena *a, Coll **colls, int ncoll, Coll **owner)
 {
 	Finder F = {.g = g, .a = a, .owner = owner};
 
-	F.vdim = calloc((size_t)g->values.n + 1, sizeof *F.vdim);
-	F.taint = calloc((size_t)g->values.n + 1, 1);
+	Arena *t = arena_scratch(a);
+	ArenaMark mark = arena_mark(t);
+
+	F.vdim = arena_alloc(t, ((size_t)g->values.n + 1) * sizeof *F.vdim);
+	F.taint = arena_alloc(t, (size_t)g->values.n + 1);
 	for (int i = 0; i < ncoll; i++) {
 		Coll *c = colls[i];
 		const Node *n = c->node;
@@ -443,6 +446,5 @@ region_find(Graph *g, Arena *a, Coll **colls, int ncoll, Coll **owner)
 		}
 	for (int i = 0; i < ncoll; i++)
 		rg_link(a, colls[i]);
-	free(F.vdim);
-	free(F.taint);
+	arena_release(t, mark);
 }

@@ -81,6 +81,10 @@ typedef struct Buf {
 	int own;          /* holds only this rank's slices r*nslots .. */
 	int nparts, pdim; /* > 1: also cut in nparts blocks along pdim */
 	int xfer;         /* moved or reduced: the verifier tracks its data */
+	int set, nset;    /* BK_TEMP: one of the rotating set bufs[set ..
+	                   * set + nset) that a BufRef.rot picks from */
+	const char *stem; /* BK_TEMP: its role ("part", "acc", "send") */
+	int lane;         /* BK_TEMP: the lane it serves */
 	int64_t elems;      /* per rank */
 	int64_t slot_elems; /* one slice (of one part) */
 } Buf;
@@ -105,6 +109,7 @@ typedef enum ItemKind {
 
 typedef struct Item {
 	ItemKind kind;
+	int id;            /* index among the items of its collective */
 	Guard g;
 	union {
 		/* Computes node region[rn] on the slices of sel. Its inputs
@@ -158,6 +163,7 @@ typedef struct VerifyStats {
 
 /* One collective with its region, lowered. */
 typedef struct Coll {
+	Arena *arena;      /* the compilation's */
 	Node *node;
 	SchedChoice want;  /* as the spec (or --schedule) asks */
 	SchedChoice how;   /* as lowered */
@@ -174,6 +180,7 @@ typedef struct Coll {
 	int bin, bout;     /* buffers of the input and of the result */
 	Vec phases;        /* Phase* */
 	int nsteps;        /* compute steps: rounds * lanes of phases that compute */
+	int nitems;        /* items, numbered by Item.id */
 	int verified;      /* verify_sched proved it; stats are its findings */
 	VerifyStats stats;
 } Coll;
@@ -221,12 +228,18 @@ typedef struct VerifyMsg {
 	int slice;
 } VerifyMsg;
 
-/* Proves every collective (those identical to one already proved share
- * its proof) and records the findings in Coll.verified and .stats. */
-int verify_sched(const Sched *s, Diag *d);
-/* Proves one collective; 0 ok. err (if not NULL) gets the message. */
-int verify_coll(const Coll *c, VerifyStats *st, char *err, size_t errlen);
-/* The matched messages of c, in the order they complete. */
+struct Plan;
+struct PColl;
+/* verify_prog.c: proves every collective (those identical to one already
+ * proved share its proof) and, unless plan is NULL, the memory plan:
+ * every collective's with it, then the plain stages and the workspace.
+ * Records the findings in Coll.verified and .stats. */
+int verify_sched(const Sched *s, const struct Plan *plan, Diag *d);
+/* Proves one collective and, unless pc is NULL, its plan; 0 ok. err (if
+ * not NULL) gets the message. */
+int verify_coll(const Coll *c, const struct PColl *pc, VerifyStats *st, char *err,
+                size_t errlen);
+/* The matched messages of c, in the order they complete (in c's arena). */
 int verify_messages(const Coll *c, VerifyMsg **msgs, int *nmsg);
 
 /* ---- sched.c-level helpers (lower.c) ---- */

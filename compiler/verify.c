@@ -22,82 +22,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sched.h"
-
-enum { ORG_NONE = -1, ORG_ALL = -2, ORG_MULTI = -3 };
-enum { RUN_OK, RUN_BLOCKED, RUN_ERR };
-
-/* What one slot holds: slice (-1: nothing) and its contributors: one rank
- * (org >= 0), none (zeroed), all, or (org <= ORG_MULTI) the bitset
- * ORG_MULTI - org of the pool. Sets are kept canonical: a single rank is
- * never a bitset, all ranks (N > 1) never anything but ORG_ALL. */
-typedef struct Cell {
-	int32_t slice, org;
-	uint16_t nsend, nrecv; /* transfers in flight reading / writing it */
-} Cell;
-
-typedef struct Xfer {
-	ItemKind kind;    /* IT_SEND, IT_RECV */
-	int rank, peer, tag, label, round;
-	int buf, slot, slice, step, comp;
-	int64_t size;
-	int match;        /* the other side's record, or -1 */
-	int refs;         /* sides that have yet to wait */
-	int waited;
-	int grp;          /* its group: the rank's grp-th */
-	int fin;          /* moved: both groups ran */
-} Xfer;
-
-/* The k-th library collective of the stage, as every rank posts it. */
-typedef struct CollInst {
-	const Item *it;
-	int label, round;
-	int cnt, *s;      /* the chunk's slices; element u is rank u's */
-	int nposted;
-	int *comp;        /* by rank: compute count at its post */
-	char *state;      /* by rank: 0 not posted, 1 in flight, 2 waited */
-} CollInst;
-
-typedef struct Rank {
-	int ph, i, t, k, step, done;
-	int ncomp, nrun, inrun;
-	int lastpost;     /* ncomp at the last post, -1: none */
-	int exposed, exp_run;
-	Cell **cells;     /* by buffer; NULL for buffers nothing moves */
-	unsigned char **made; /* by region node: slices computed */
-	int *live, nlive, cap; /* Xfer records this rank waits for */
-	int ncoll;        /* collectives posted */
-	int pend;         /* a blocking collective posted, not yet done, or -1 */
-	int ngrp, gdone;  /* transfer groups posted; run to completion */
-	int open;         /* the last group takes the next transfer */
-} Rank;
-
-typedef struct V {
-	const Coll *c;
-	int N, W;         /* ranks, 64-bit words of a rank bitset */
-	Rank *rk;
-	int *base;        /* by phase: its first step */
-	Xfer *x;
-	int nx, capx, freex;
-	CollInst *ci;
-	int nci;
-	uint64_t *pool;
-	int npool, cappool, freepool;
-	uint64_t *t1, *t2; /* scratch bitsets */
-	char *err;
-	size_t errlen;
-	int failed;
-	VerifyMsg *msgs;
-	int nmsg, capmsg, want_msgs;
-} V;
+#include "verify.h"
 
 /* ---- errors ---- */
 
-static int
-vf_fail(V *v, int r, int slice, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
-static int
+int
 vf_fail(V *v, int r, int slice, const char *fmt, ...)
 {
 	va_list ap;
@@ -115,18 +44,6 @@ vf_fail(V *v, int r, int slice, const char *fmt, ...)
 	return RUN_ERR;
 }
 
-/* p, an array of *cap elements of size sz of which n are used, with room
- * for one more: doubled (from first) when full. */
-static void *
-vf_grow(void *p, int n, int *cap, int first, size_t sz)
-{
-	if (n < *cap)
-		return p;
-	*cap = *cap ? 2 * *cap : first;
-	if (!(p = realloc(p, (size_t)*cap * sz)))
-		die("verify: out of memory");
-	return p;
-}
 
 static const Buf *
 vf_buf(const V *v, int b)
@@ -168,7 +85,7 @@ vf_pool_new(V *v)
 		v->freepool = (int)vf_pool(v, m)[0];
 		return m;
 	}
-	v->pool = vf_grow(v->pool, v->npool, &v->cappool, 64, (size_t)v->W * sizeof *v->pool);
+	v->pool = arena_grow(v->t, v->pool, v->npool, &v->cappool, 64, (size_t)v->W * sizeof *v->pool);
 	return v->npool++;
 }
 
@@ -316,7 +233,7 @@ vf_slot(V *v, int r, int b, int s, int part)
 }
 
 /* The slices of sel for rank r in round i (cnt of them) into out. */
-static int
+int
 vf_sel(const Sel *sel, int r, int i, int *out, int max)
 {
 	int first = sched_ix(&sel->hi, r, i) * sel->per + sched_ix(&sel->lo, r, i);
@@ -529,14 +446,14 @@ vf_xnew(V *v)
 		v->freex = v->x[k].match;
 		return k;
 	}
-	v->x = vf_grow(v->x, v->nx, &v->capx, 256, sizeof *v->x);
+	v->x = arena_grow(v->t, v->x, v->nx, &v->capx, 256, sizeof *v->x);
 	return v->nx++;
 }
 
 static void
-vf_live_add(Rank *R, int k)
+vf_live_add(V *v, Rank *R, int k)
 {
-	R->live = vf_grow(R->live, R->nlive, &R->cap, 16, sizeof *R->live);
+	R->live = arena_grow(v->t, R->live, R->nlive, &R->cap, 16, sizeof *R->live);
 	R->live[R->nlive++] = k;
 }
 
@@ -591,7 +508,7 @@ vf_pair(V *v, int s, int q)
 		               xs->rank, xq->slice, vf_cell_str(v, from, tmp, sizeof tmp), xs->rank,
 		               xs->step);
 	vf_copy(v, to, from);
-	return RUN_OK;
+	return v->pc ? vm_pair(v, xs, xq) : RUN_OK;
 }
 
 static int
@@ -614,10 +531,13 @@ vf_post(V *v, int r, int i, const Item *it)
 	if (!R->open)
 		R->ngrp++, R->open = 1;
 	v->x[k] = (Xfer){it->kind, r, peer, it->u.xfer.tag, it->u.xfer.label, round, b, slot, s,
-	                 R->step, R->ncomp, vf_buf(v, b)->slot_elems, -1, 2, 0, R->ngrp - 1, 0};
+	                 sched_ix(&it->u.xfer.buf.part, r, i), R->step, R->ncomp,
+	                 vf_buf(v, b)->slot_elems, -1, 2, 0, R->ngrp - 1, 0};
 	send ? c->nsend++ : c->nrecv++;
-	vf_live_add(R, k);
+	vf_live_add(v, R, k);
 	R->lastpost = R->ncomp;
+	if (v->pc && vm_post(v, r, i, it, &v->x[k]))
+		return RUN_ERR;
 	int other = vf_oldest(v, peer, send ? IT_RECV : IT_SEND, r, it->u.xfer.tag);
 	if (other < 0)
 		return RUN_OK;
@@ -662,7 +582,7 @@ vf_msg(V *v, const Xfer *q)
 
 	if (!v->want_msgs)
 		return;
-	v->msgs = vf_grow(v->msgs, v->nmsg, &v->capmsg, 64, sizeof *v->msgs);
+	v->msgs = arena_grow(v->t, v->msgs, v->nmsg, &v->capmsg, 64, sizeof *v->msgs);
 	v->msgs[v->nmsg++] = (VerifyMsg){s->rank, s->step, q->rank, v->rk[q->rank].step, q->slice};
 }
 
@@ -745,7 +665,7 @@ vf_device(V *v, int *progress)
 
 /* Element e of collective ci on rank r: the slice (and part) it reads
  * (dir 0) or writes (dir 1); 0 when the element does not touch r. */
-static int
+int
 vf_elem(const CollInst *ci, int r, int dir, int e, int *s, int *part)
 {
 	*part = 0;
@@ -822,20 +742,16 @@ vf_coll_apply(V *v, const CollInst *ci)
 					               op_info[op].name, s);
 			}
 		}
-	return RUN_OK;
+	return v->pc ? vm_coll_apply(v, ci) : RUN_OK;
 }
 
 static CollInst *
 vf_ci_new(V *v, const Item *it, int label, int round, const int *s, int n)
 {
-	v->ci = realloc(v->ci, (size_t)(v->nci + 1) * sizeof *v->ci);
-	if (!v->ci)
-		die("verify: out of memory");
+	v->ci = arena_grow(v->t, v->ci, v->nci, &v->capci, 8, sizeof *v->ci);
 	CollInst *ci = &v->ci[v->nci++];
-	*ci = (CollInst){it, label, round, n, malloc((size_t)n * sizeof(int)), 0,
-	                 calloc((size_t)v->N, sizeof(int)), calloc((size_t)v->N, 1)};
-	if (!ci->s || !ci->comp || !ci->state)
-		die("verify: out of memory");
+	*ci = (CollInst){it, label, round, n, arena_alloc(v->t, (size_t)n * sizeof(int)), 0,
+	                 arena_alloc(v->t, (size_t)v->N * sizeof(int)), arena_alloc(v->t, (size_t)v->N)};
 	memcpy(ci->s, s, (size_t)n * sizeof(int));
 	return ci;
 }
@@ -844,7 +760,7 @@ static int
 vf_coll_post(V *v, int r, int i, const Item *it)
 {
 	Rank *R = &v->rk[r];
-	int k = R->ncoll++, n, *s = malloc(MAXGROUP * sizeof *s);
+	int k = R->ncoll++, n, *s = v->sel;
 	int round = sched_ix(&it->u.coll.round, r, i), rc = RUN_OK;
 	CollInst *ci;
 
@@ -858,12 +774,13 @@ vf_coll_post(V *v, int r, int i, const Item *it)
 	if (ci && (ci->it->u.coll.op != it->u.coll.op || ci->cnt != n || ci->label != it->u.coll.label ||
 	           ci->round != round || memcmp(ci->s, s, (size_t)n * sizeof *s)))
 		rc = vf_fail(v, r, s[0], "collective #%d differs from the one the first rank posted", k);
-	free(s);
 	if (rc || vf_coll_mark(v, ci, r, 1))
 		return RUN_ERR;
 	ci->state[r] = 1;
 	ci->comp[r] = R->ncomp;
 	R->lastpost = R->ncomp;
+	if (v->pc && vm_coll_post(v, r, i, it, ci))
+		return RUN_ERR;
 	if (it->u.coll.blocking)
 		R->pend = k;
 	if (++ci->nposted == v->N)
@@ -882,7 +799,7 @@ vf_coll_wait(V *v, int r, int k)
 		return RUN_ERR;
 	ci->state[r] = 2;
 	vf_exposure(&v->rk[r], ci->comp[r]);
-	return RUN_OK;
+	return v->pc ? vm_coll_wait(v, r, ci) : RUN_OK;
 }
 
 /* The collective rank r posted as (label, round) and has not waited, or
@@ -902,10 +819,18 @@ vf_wait(V *v, int r, int i, const Item *it)
 	int round = sched_ix(&it->u.wait.round, r, i);
 	int k = vf_find(v, r, it->u.wait.label, round);
 
-	if (k >= 0)
-		return vf_wait_xfer(v, r, k);
+	if (k >= 0) {
+		const Xfer x = v->x[k];
+		int rc = vf_wait_xfer(v, r, k);
+		if (rc == RUN_OK && v->pc)
+			return vm_wait(v, r, it->u.wait.label, round, &x);
+		return rc;
+	}
 	k = vf_coll_find(v, r, it->u.wait.label, round);
-	return k >= 0 ? vf_coll_wait(v, r, k) : RUN_OK;
+	if (k >= 0)
+		return vf_coll_wait(v, r, k);
+	return v->pc && v->pc->lab[it->u.wait.label].kind != IT_COLL ?
+	       vm_wait(v, r, it->u.wait.label, round, NULL) : RUN_OK;
 }
 
 /* ---- running the ranks ---- */
@@ -962,11 +887,15 @@ vf_item(V *v, int r, const Item *it)
 		return RUN_OK;
 	switch (it->kind) {
 	case IT_COMPUTE:
-		return vf_compute(v, r, i, it);
+		if (vf_compute(v, r, i, it))
+			return RUN_ERR;
+		return v->pc ? vm_compute(v, r, i, it) : RUN_OK;
 	case IT_ADD:
 	case IT_COPY:
 	case IT_ZERO:
-		return vf_move(v, r, i, it);
+		if (vf_move(v, r, i, it))
+			return RUN_ERR;
+		return v->pc ? vm_move(v, r, i, it) : RUN_OK;
 	case IT_SEND:
 	case IT_RECV:
 		return vf_post(v, r, i, it);
@@ -1138,7 +1067,7 @@ vf_stats(const V *v, VerifyStats *st)
 
 /* Buffers holding a value produced before the stage start out with this
  * rank's part of every slice they hold. */
-static int
+int
 vf_outside(const Coll *c, const Buf *b)
 {
 	if (b->kind != BK_VALUE || b->v == c->node->out)
@@ -1156,21 +1085,21 @@ vf_rank_init(V *v, int r)
 	Rank *R = &v->rk[r];
 
 	R->lastpost = R->exp_run = R->pend = -1;
-	R->cells = calloc((size_t)c->bufs.n, sizeof *R->cells);
-	R->made = calloc((size_t)c->region.n + 1, sizeof *R->made);
+	R->cells = arena_alloc(v->t, (size_t)c->bufs.n * sizeof *R->cells);
+	R->made = arena_alloc(v->t, (size_t)(c->region.n + 1) * sizeof *R->made);
 	for (int b = 0; b < c->bufs.n; b++) {
 		const Buf *bf = c->bufs.v[b];
 		int n = bf->nslots * bf->nparts, lo = bf->own ? r * bf->nslots : 0;
 		if (!bf->xfer)
 			continue;
-		R->cells[b] = malloc((size_t)n * sizeof **R->cells);
+		R->cells[b] = arena_alloc(v->t, (size_t)n * sizeof **R->cells);
 		for (int j = 0; j < n; j++)
 			R->cells[b][j] = (Cell){-1, ORG_NONE, 0, 0};
 		for (int j = 0; vf_outside(c, bf) && j < n; j++)
 			R->cells[b][j] = (Cell){lo + j % bf->nslots, r, 0, 0};
 	}
 	for (int k = 0; k < c->region.n; k++)
-		R->made[k] = calloc((size_t)c->nslices / 8 + 1, 1);
+		R->made[k] = arena_alloc(v->t, (size_t)c->nslices / 8 + 1);
 	R->done = c->phases.n == 0;
 	R->k = -1;
 	if (!R->done)
@@ -1178,52 +1107,36 @@ vf_rank_init(V *v, int r)
 }
 
 static void
-vf_init(V *v, const Coll *c, char *err, size_t errlen)
+vf_init(V *v, const Coll *c, const PColl *pc, char *err, size_t errlen)
 {
 	memset(v, 0, sizeof *v);
+	v->t = arena_scratch(c->arena);
+	v->mark = arena_mark(v->t);
 	v->c = c;
+	v->pc = pc;
+	v->plan = pc ? pc->plan : NULL;
 	v->N = c->N;
 	v->W = (c->N + 63) / 64;
 	v->err = err;
 	v->errlen = errlen;
 	v->freex = v->freepool = -1;
-	v->t1 = calloc((size_t)v->W, sizeof *v->t1);
-	v->t2 = calloc((size_t)v->W, sizeof *v->t2);
-	v->base = calloc((size_t)c->phases.n + 1, sizeof *v->base);
+	v->t1 = arena_alloc(v->t, (size_t)v->W * sizeof *v->t1);
+	v->t2 = arena_alloc(v->t, (size_t)v->W * sizeof *v->t2);
+	v->sel = arena_alloc(v->t, MAXGROUP * sizeof *v->sel);
+	v->base = arena_alloc(v->t, (size_t)(c->phases.n + 1) * sizeof *v->base);
 	for (int ph = 0; ph < c->phases.n; ph++)
 		v->base[ph + 1] = v->base[ph] + vf_phase(v, ph)->nrounds * vf_phase(v, ph)->nlanes;
-	v->rk = calloc((size_t)v->N, sizeof *v->rk);
-	if (!v->t1 || !v->t2 || !v->base || !v->rk)
-		die("verify: out of memory");
+	v->rk = arena_alloc(v->t, (size_t)v->N * sizeof *v->rk);
 	for (int r = 0; r < v->N; r++)
 		vf_rank_init(v, r);
+	if (pc)
+		vm_init(v);
 }
 
 static void
 vf_free(V *v)
 {
-	for (int r = 0; r < v->N; r++) {
-		Rank *R = &v->rk[r];
-		for (int b = 0; b < v->c->bufs.n; b++)
-			free(R->cells[b]);
-		for (int k = 0; k < v->c->region.n; k++)
-			free(R->made[k]);
-		free(R->cells);
-		free(R->made);
-		free(R->live);
-	}
-	for (int k = 0; k < v->nci; k++) {
-		free(v->ci[k].s);
-		free(v->ci[k].comp);
-		free(v->ci[k].state);
-	}
-	free(v->ci);
-	free(v->rk);
-	free(v->base);
-	free(v->x);
-	free(v->pool);
-	free(v->t1);
-	free(v->t2);
+	arena_release(v->t, v->mark);
 }
 
 static int
@@ -1240,12 +1153,12 @@ vf_check(V *v)
 }
 
 int
-verify_coll(const Coll *c, VerifyStats *st, char *err, size_t errlen)
+verify_coll(const Coll *c, const PColl *pc, VerifyStats *st, char *err, size_t errlen)
 {
 	V v;
 	char local[512];
 
-	vf_init(&v, c, err ? err : local, err ? errlen : sizeof local);
+	vf_init(&v, c, pc, err ? err : local, err ? errlen : sizeof local);
 	int rc = vf_check(&v);
 	if (!rc && st)
 		vf_stats(&v, st);
@@ -1259,106 +1172,13 @@ verify_messages(const Coll *c, VerifyMsg **msgs, int *nmsg)
 	V v;
 	char err[512];
 
-	vf_init(&v, c, err, sizeof err);
+	vf_init(&v, c, NULL, err, sizeof err);
 	v.want_msgs = 1;
 	int rc = vf_check(&v);
-	*msgs = v.msgs;
 	*nmsg = v.nmsg;
+	*msgs = arena_alloc(c->arena, ((size_t)v.nmsg + 1) * sizeof **msgs);
+	memcpy(*msgs, v.msgs, (size_t)v.nmsg * sizeof **msgs);
 	vf_free(&v);
 	return rc != RUN_OK;
 }
 
-/* ---- verifying a whole schedule ---- */
-
-typedef struct Print {
-	unsigned char *b;
-	size_t n, cap;
-} Print;
-
-static void
-vf_put(Print *p, const void *x, size_t n)
-{
-	if (p->n + n > p->cap) {
-		p->cap = 2 * (p->n + n) + 256;
-		p->b = realloc(p->b, p->cap);
-		if (!p->b)
-			die("verify: out of memory");
-	}
-	memcpy(p->b + p->n, x, n);
-	p->n += n;
-}
-
-static void
-vf_put_int(Print *p, int64_t x)
-{
-	vf_put(p, &x, sizeof x);
-}
-
-/* Everything the proof of c reads, as bytes: two collectives with the
- * same fingerprint have the same proof (the layers of a model repeat).
- * Items come from the zeroing arena, so their bytes are all defined. */
-static void
-vf_fingerprint(const Coll *c, Print *p)
-{
-	int64_t head[] = {c->N, c->nslices, c->node->op, c->bin, c->bout, c->region.n,
-	                  c->bufs.n, c->phases.n};
-
-	p->n = 0;
-	vf_put(p, head, sizeof head);
-	for (int b = 0; b < c->bufs.n; b++) {
-		const Buf *bf = c->bufs.v[b];
-		int64_t x[] = {bf->kind, bf->own, bf->nslots, bf->nparts, bf->xfer, bf->slot_elems,
-		               vf_outside(c, bf)};
-		vf_put(p, x, sizeof x);
-	}
-	for (int k = 0; k < c->region.n; k++) {
-		const RNode *rn = c->region.v[k];
-		vf_put_int(p, rn->node->nin);
-		vf_put(p, rn->from, sizeof rn->from);
-		vf_put(p, rn->inbuf, sizeof rn->inbuf);
-	}
-	for (int k = 0; k < c->phases.n; k++) {
-		const Phase *ph = c->phases.v[k];
-		vf_put_int(p, ph->nrounds);
-		vf_put_int(p, ph->nlanes);
-		for (int t = 0; t < ph->nlanes; t++) {
-			vf_put_int(p, ph->lanes[t].n);
-			for (int j = 0; j < ph->lanes[t].n; j++)
-				vf_put(p, ph->lanes[t].v[j], sizeof(Item));
-		}
-	}
-}
-
-int
-verify_sched(const Sched *s, Diag *d)
-{
-	char err[1024];
-	FILE *f = d && d->out ? d->out : stderr;
-	Print *fp = calloc((size_t)s->colls.n + 1, sizeof *fp);
-	int rc = 0;
-
-	for (int k = 0; k < s->colls.n && !rc; k++) {
-		Coll *c = s->colls.v[k];
-		int j = 0;
-		vf_fingerprint(c, &fp[k]);
-		while (j < k && (fp[j].n != fp[k].n || memcmp(fp[j].b, fp[k].b, fp[k].n)))
-			j++;
-		if (j < k) {
-			c->stats = ((Coll *)s->colls.v[j])->stats;
-			c->verified = 1;
-			continue;
-		}
-		if (!(rc = verify_coll(c, &c->stats, err, sizeof err))) {
-			c->verified = 1;
-			continue;
-		}
-		fprintf(f, "cfc: internal error: verify: collective %s schedule %s: %s\n",
-		        c->node->out->name, sched_kind_str(s->arena, &c->how), err);
-		if (d)
-			d->nerr++;
-	}
-	for (int k = 0; k < s->colls.n; k++)
-		free(fp[k].b);
-	free(fp);
-	return rc;
-}

@@ -78,15 +78,17 @@ if [ -z "$SANFLAGS" ]; then
 		err_ok "$t/oot.out"
 fi
 
-# -- golden generated C: the forward pass per schedule; the header and the
-# serial reference do not depend on the schedule, so both schedules must
-# give the same ones
-for s in vanilla "fuse(ring)"; do
-	n=$(echo "$s" | tr -d ')' | tr '(' '-')
-	"$CFC" examples/mlp.cf --schedule="$s" --emit=c,ref -o "$t/gold-$n"
-	golden "apps: golden $n/mlp.c" "$t/gold-$n/mlp.c" "tests/golden/c/$n/mlp.c"
-	for f in mlp.h mlp_ref.c; do
-		golden "apps: golden $f under $s" "$t/gold-$n/$f" "tests/golden/c/$f"
+# -- golden generated C: the forward pass of each case; the header and the
+# serial reference do not depend on the schedule, so every schedule of an
+# example must give the same ones
+for c in "mlp vanilla" "mlp fuse(ring)" "mlp fuse(pairwise)" "mlp fuse(ring, m = 2)" \
+         "attention fuse(ring, split = query)" "ulysses fuse(ring)" "ulysses fuse(ring, m = 2)"; do
+	ex=${c%% *} s=${c#* }
+	n=$(echo "$s" | tr -d ' )' | tr '(,=' '---' | sed 's/--*/-/g')
+	"$CFC" "examples/$ex.cf" --schedule="$s" --emit=c,ref -o "$t/gold-$ex-$n"
+	golden "apps: golden $n/$ex.c" "$t/gold-$ex-$n/$ex.c" "tests/golden/c/$n/$ex.c"
+	for f in "$ex.h" "${ex}_ref.c"; do
+		golden "apps: golden $f under $s" "$t/gold-$ex-$n/$f" "tests/golden/c/$f"
 	done
 done
 

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "cf.h"
-#include "sched.h"
+#include "plan.h"
 
 typedef struct SRun {
 	Arena *a;
@@ -19,6 +19,7 @@ typedef struct SRun {
 	size_t errlen;
 	Graph *g;
 	Sched *s;
+	Plan *p;     /* st_plan */
 } SRun;
 
 /* Compiles text down to a schedule; force: a --schedule choice or NULL.
@@ -34,6 +35,7 @@ st_build(SRun *r, const char *text, const char *force)
 	r->err = NULL;
 	r->g = NULL;
 	r->s = NULL;
+	r->p = NULL;
 	ef = open_memstream(&r->err, &r->errlen);
 	diag_init(&r->d, &r->src, ef);
 	if (force) {
@@ -45,6 +47,26 @@ st_build(SRun *r, const char *text, const char *force)
 	r->s = r->g ? lower_graph(r->g, &r->d) : NULL;
 	fclose(ef);
 	return r->s;
+}
+
+/* st_build, then the memory plan (r->p). */
+static inline Plan *
+st_plan(SRun *r, const char *text, const char *force)
+{
+	Sched *s = st_build(r, text, force);
+
+	return r->p = s ? plan_sched(s) : NULL;
+}
+
+/* The plan of collective c. */
+static inline PColl *
+st_pcoll(const Plan *p, const Coll *c)
+{
+	for (int k = 0; k < p->s->colls.n; k++)
+		if (p->coll[k]->c == c)
+			return p->coll[k];
+	CU_FAIL_FATAL("no plan of that collective");
+	return NULL;
 }
 
 /* The text of examples/NAME.cf (malloc'd), read from the repository root. */

@@ -1,0 +1,945 @@
+/* plan.c: the memory plan (plan.h). For every item of every lowered
+ * collective and every plain stage: the views of its operands; for every
+ * transfer whether it goes through staging; for every transfer label how
+ * many rounds are in flight at once; and the workspace layout, where a
+ * value lives from the first to the last stage that touches it and a
+ * collective's scratch during its stage, objects whose stages overlap
+ * placed apart.
+ * requires: a lowered schedule (lower.c).
+ * ensures: every item and plain stage planned; every value some stage
+ * touches (and is no input, weight or output) and every scratch buffer
+ * and staging area placed in [0, wsbytes), aligned to PLAN_ALIGN;
+ * verify_mem.c proves all of it. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan.h"
+
+typedef struct Pl {
+	Plan *p;
+	Arena *a;
+	const Coll *c;
+	PColl *pc;
+} Pl;
+
+int64_t
+plan_align(int64_t bytes)
+{
+	return (bytes + PLAN_ALIGN - 1) / PLAN_ALIGN * PLAN_ALIGN;
+}
+
+int64_t
+plan_eval(const PExpr *e, const int64_t val[NPV])
+{
+	int64_t x = e->add;
+
+	for (int v = 0; v < NPV; v++)
+		x += e->c[v] * val[v];
+	return e->mul * x;
+}
+
+int
+plan_esize(const Coll *c)
+{
+	return dtype_size[c->node->in[0]->dtype];
+}
+
+int64_t
+plan_temp_extent(const Coll *c, const Buf *b, int d)
+{
+	int64_t e = value_rank_extent(b->v, d);
+
+	return d == b->dim ? e / c->nslices : e;
+}
+
+int
+plan_ix_mod(const Ix *x)
+{
+	if (x->kind == IX_PARTNER || x->n == 0)
+		return 0;
+	/* r itself and constants in range need no mod */
+	return !((x->a == 1 && !x->b && !x->c) || (!x->a && !x->b && x->c >= 0 && x->c < x->n));
+}
+
+static Ix
+ix_const(int k)
+{
+	return (Ix){IX_AFFINE, 0, 0, k, 0};
+}
+
+/* ---- views ---- */
+
+static PExpr
+pe_slices(int64_t ext) /* ext * s */
+{
+	PExpr e = {.mul = ext};
+
+	e.c[PV_S] = 1;
+	return e;
+}
+
+static void
+pv_cut(PView *v, int dim, PExpr start, int64_t len)
+{
+	if (v->ncut == MAXCUT)
+		die("plan: more than %d cuts of one view", MAXCUT);
+	v->cut[v->ncut++] = (PCut){dim, start, len};
+}
+
+static PView
+pv_value(const Value *v)
+{
+	PView w = {.base = PB_VALUE, .id = v->id, .rot = ix_const(0), .part = ix_const(0)};
+
+	return w;
+}
+
+/* The dims of view v (full: those of its base, uncut). */
+static int
+pv_dims(const Pl *L, const PView *v, int64_t *dims, int64_t *full)
+{
+	const Value *val;
+	int nd;
+
+	if (v->base == PB_STAGE) {
+		memcpy(dims, v->dims, sizeof v->dims[0] * (size_t)v->nd);
+		memcpy(full, v->dims, sizeof v->dims[0] * (size_t)v->nd);
+		return v->nd;
+	}
+	if (v->base == PB_TEMP) {
+		const Buf *b = L->c->bufs.v[v->id];
+		nd = b->v->ndim;
+		for (int d = 0; d < nd; d++)
+			dims[d] = full[d] = plan_temp_extent(L->c, b, d);
+		return nd;
+	}
+	val = L->p->s->g->values.v[v->id];
+	nd = val->ndim;
+	for (int d = 0; d < nd; d++)
+		dims[d] = full[d] = value_rank_extent(val, d);
+	for (int k = 0; k < v->ncut; k++)
+		dims[v->cut[k].dim] = v->cut[k].len;
+	return nd;
+}
+
+/* Is view v one contiguous run: every dim before the outermost cut one
+ * has extent 1, every dim after it is whole? */
+static int
+pv_contig(const Pl *L, const PView *v)
+{
+	int64_t dims[MAXDIM], full[MAXDIM];
+	int nd = pv_dims(L, v, dims, full), j = 0;
+
+	while (j < nd && dims[j] == full[j])
+		j++;
+	if (j == nd)
+		return 1; /* nothing cut */
+	for (int d = 0; d < j; d++)
+		if (dims[d] != 1)
+			return 0;
+	for (int d = j + 1; d < nd; d++)
+		if (dims[d] != full[d])
+			return 0;
+	return 1;
+}
+
+static int64_t
+pv_elems(const Pl *L, const PView *v)
+{
+	int64_t dims[MAXDIM], full[MAXDIM], n = 1;
+	int nd = pv_dims(L, v, dims, full);
+
+	for (int d = 0; d < nd; d++)
+		n *= dims[d];
+	return n;
+}
+
+/* A view of the slices s .. s+cnt-1 (PV_S) of buffer reference r; slot
+ * (an expression of the first slot's slice index) overrides PV_S when
+ * given. */
+static PView
+pv_ref_at(const Pl *L, const BufRef *r, int cnt, const PExpr *slot)
+{
+	const Coll *c = L->c;
+	const Buf *b = c->bufs.v[r->buf];
+	PView v;
+
+	if (b->kind == BK_TEMP) {
+		v = (PView){.base = PB_TEMP, .id = b->set, .rot = r->rot, .part = ix_const(0)};
+		if (r->buf != b->set) {
+			if (r->rot.kind != IX_AFFINE || r->rot.a || r->rot.b || r->rot.c)
+				die("plan: a rotated reference to member %d of a set", r->buf - b->set);
+			v.rot = ix_const(r->buf - b->set);
+		}
+		if (cnt != 1)
+			die("plan: %d slices of scratch buffer %s", cnt, b->name);
+		return v;
+	}
+	v = pv_value(b->v);
+	if (cnt < b->nslots) {
+		int64_t se = value_rank_extent(b->v, b->dim) / b->nslots;
+		PExpr st = slot ? *slot : pe_slices(se);
+		st.mul = se;
+		if (b->own)
+			st.c[PV_R] -= b->nslots;
+		pv_cut(&v, b->dim, st, se * cnt);
+	}
+	if (b->nparts > 1) {
+		int64_t pe = value_rank_extent(b->v, b->pdim) / b->nparts;
+		PExpr st = {.mul = pe};
+		st.c[PV_PART] = 1;
+		v.part = r->part;
+		pv_cut(&v, b->pdim, st, pe);
+	}
+	return v;
+}
+
+/* All of buffer b: the value, or the scratch buffer. */
+static PView
+pv_whole(const Pl *L, int b)
+{
+	const Buf *bf = L->c->bufs.v[b];
+
+	if (bf->kind == BK_VALUE)
+		return pv_value(bf->v);
+	return (PView){.base = PB_TEMP, .id = bf->set, .rot = ix_const(b - bf->set),
+	               .part = ix_const(0)};
+}
+
+static PView
+pv_ref(const Pl *L, const BufRef *r, int cnt)
+{
+	return pv_ref_at(L, r, cnt, NULL);
+}
+
+/* A contiguous staging view of label lb's side, shaped like v; block:
+ * the view is block u of blk elements in the slot. */
+static PView
+pv_stage(const Pl *L, int lb, int side, const PView *like, int64_t blk)
+{
+	PView s = {.base = PB_STAGE, .id = lb, .rot = ix_const(0), .part = ix_const(0),
+	           .side = side, .blk = blk};
+	int64_t full[MAXDIM];
+
+	s.nd = pv_dims(L, like, s.dims, full);
+	return s;
+}
+
+static unsigned
+pe_vars(const PExpr *e)
+{
+	unsigned m = 0;
+
+	for (int v = 0; v < NPV; v++)
+		m |= e->c[v] ? 1u << v : 0;
+	return m;
+}
+
+/* The PV_* a view's offsets use, as bits. */
+static unsigned
+pv_vars(const PView *v)
+{
+	unsigned m = 0;
+
+	for (int k = 0; k < v->ncut; k++)
+		m |= pe_vars(&v->cut[k].start);
+	return m;
+}
+
+/* ---- items ---- */
+
+static PLabel *
+pl_label(Pl *L, int lb)
+{
+	if (lb < 0 || lb >= L->pc->nlab)
+		die("plan: label %d out of range", lb);
+	return &L->pc->lab[lb];
+}
+
+static void
+pl_stage_need(Pl *L, int lb, int side, int64_t elems)
+{
+	PLabel *l = pl_label(L, lb);
+
+	l->staged[side] = 1;
+	if (elems > l->stage_elems[side])
+		l->stage_elems[side] = elems;
+}
+
+static void
+pl_compute(Pl *L, const Item *it, PItem *p)
+{
+	const Coll *c = L->c;
+	const RNode *rn = c->region.v[it->u.comp.rn];
+	const Node *n = rn->node;
+	const Sel *sel = &it->u.comp.sel;
+	int cnt;
+
+	p->loop = sel->cnt > 1 && sel->stride != 1;
+	cnt = p->loop ? 1 : sel->cnt;
+	p->view[0] = pv_ref(L, &it->u.comp.dst, cnt);
+	for (int j = 0; j < n->nin; j++) {
+		PView *v = &p->view[1 + j];
+		if (rn->inbuf[j] >= 0) {
+			BufRef br = {rn->inbuf[j], ix_const(0), *sel, ix_const(0)};
+			*v = rn->idim[j] < 0 ? pv_whole(L, rn->inbuf[j]) : pv_ref(L, &br, cnt);
+			continue;
+		}
+		*v = pv_value(n->in[j]);
+		if (rn->idim[j] >= 0) {
+			int64_t se = value_rank_extent(n->in[j], rn->idim[j]) / c->nslices;
+			pv_cut(v, rn->idim[j], pe_slices(se), se * cnt);
+		}
+	}
+	p->nview = 1 + n->nin;
+	if (n->op == OP_ATTENTION && n->a.causal && rn->idim[0] >= 0) {
+		p->qoff = 1;
+		p->qstart = pe_slices(value_rank_extent(n->in[0], rn->idim[0]) / c->nslices);
+	}
+}
+
+static void
+pl_move(Pl *L, const Item *it, PItem *p)
+{
+	p->view[0] = pv_ref(L, &it->u.move.dst, it->u.move.dst.sel.cnt);
+	p->nview = 1;
+	if (it->kind != IT_ZERO)
+		p->view[p->nview++] = pv_ref(L, &it->u.move.src, it->u.move.src.sel.cnt);
+}
+
+static void
+pl_xfer(Pl *L, const Item *it, PItem *p)
+{
+	int lb = it->u.xfer.label;
+	PLabel *l = pl_label(L, lb);
+
+	l->kind = it->kind;
+	l->lane = it->u.xfer.tag;
+	p->view[0] = pv_ref(L, &it->u.xfer.buf, 1);
+	p->nview = 1;
+	p->count = pv_elems(L, &p->view[0]);
+	if (pv_contig(L, &p->view[0]))
+		return;
+	p->staged = 1;
+	p->stage = pv_stage(L, lb, 0, &p->view[0], 0);
+	pl_stage_need(L, lb, 0, p->count);
+	l->unpack |= it->kind == IT_RECV;
+}
+
+/* ---- library collectives ---- */
+
+/* Whether one side of a collective is a single block: this rank's slice
+ * of an all_gather's input or of a reduce_scatter's result, or an
+ * all_reduce's chunk. */
+static int
+coll_one_block(const Item *it, int recv)
+{
+	int op = it->u.coll.op;
+
+	return op == OP_ALL_REDUCE || it->u.coll.sel.cnt == 1 ||
+	       (op == OP_ALL_GATHER && !recv) || (op == OP_REDUCE_SCATTER && recv);
+}
+
+/* The chunk's slice base + k_u * u + k_r * r (the slot index expression
+ * of a block). */
+static PExpr
+pe_block(int64_t ku, int64_t kr)
+{
+	PExpr e = {.mul = 1};
+
+	e.c[PV_BASE] = 1;
+	e.c[PV_U] = ku;
+	e.c[PV_R] = kr;
+	return e;
+}
+
+/* Block u of one side: rank u's slice base + u * stride, this rank's
+ * slice base + r * stride, the chunk itself (all_reduce), or, for what an
+ * all_to_all receives, part u of this rank's slot. */
+static PView
+pl_block(Pl *L, const Item *it, int recv, int one)
+{
+	const Buf *b = L->c->bufs.v[recv ? it->u.coll.dst : it->u.coll.src];
+	int op = it->u.coll.op, stride = it->u.coll.sel.stride;
+	BufRef br = {recv ? it->u.coll.dst : it->u.coll.src, ix_const(0), it->u.coll.sel, ix_const(0)};
+	PExpr slot;
+	PView v;
+
+	if (op == OP_ALL_REDUCE)
+		slot = pe_block(0, 0);
+	else if (one || (op == OP_ALL_TO_ALL && recv))
+		slot = pe_block(0, stride);
+	else
+		slot = pe_block(stride, 0);
+	v = pv_ref_at(L, &br, 1, &slot);
+	if (op == OP_ALL_TO_ALL && recv && !one) {
+		/* the part is rank u's: PV_PART stands for u */
+		for (int k = 0; k < v.ncut; k++)
+			if (v.cut[k].dim == b->pdim && b->nparts > 1) {
+				v.cut[k].start.c[PV_PART] = 0;
+				v.cut[k].start.c[PV_U] = 1;
+			}
+	}
+	return v;
+}
+
+/* Whether the N blocks of a side lie in one contiguous run in rank order
+ * (the library's layout), and the view of that run. */
+static int
+pl_run(Pl *L, const Item *it, int recv, PView *run)
+{
+	const Buf *b = L->c->bufs.v[recv ? it->u.coll.dst : it->u.coll.src];
+	const Sel *sel = &it->u.coll.sel;
+	PView blk = pl_block(L, it, recv, 0);
+
+	if (it->u.coll.op == OP_ALL_TO_ALL && recv) {
+		/* block u is part u of the only slot: the whole buffer */
+		*run = pv_value(b->v);
+		return b->nparts == sel->cnt && b->nslots == 1 && pv_contig(L, &blk);
+	}
+	if (b->own || b->nparts > 1 || sel->stride != 1 || !pv_contig(L, &blk))
+		return 0;
+	PExpr base = pe_block(0, 0);
+	BufRef br = {recv ? it->u.coll.dst : it->u.coll.src, ix_const(0), *sel, ix_const(0)};
+	*run = pv_ref_at(L, &br, sel->cnt, &base);
+	return 1;
+}
+
+static void
+pl_side(Pl *L, const Item *it, PItem *p, int recv)
+{
+	const Buf *b = L->c->bufs.v[recv ? it->u.coll.dst : it->u.coll.src];
+	PSide *s = &p->side[recv];
+	int one = coll_one_block(it, recv);
+
+	s->nblock = one ? 1 : it->u.coll.sel.cnt;
+	if (b->kind == BK_VALUE) {
+		if (one) {
+			s->view = pl_block(L, it, recv, 1);
+			if (pv_contig(L, &s->view))
+				return;
+		} else if (pl_run(L, it, recv, &s->view)) {
+			return;
+		}
+	}
+	s->staged = 1;
+	s->view = pl_block(L, it, recv, one);
+	s->stage = pv_stage(L, it->u.coll.label, recv, &s->view, one ? 0 : p->count);
+	pl_stage_need(L, it->u.coll.label, recv, p->count * s->nblock);
+}
+
+static void
+pl_coll(Pl *L, const Item *it, PItem *p)
+{
+	PLabel *l = pl_label(L, it->u.coll.label);
+	const Buf *src = L->c->bufs.v[it->u.coll.src];
+
+	l->kind = IT_COLL;
+	l->coll = it;
+	l->blocking = it->u.coll.blocking;
+	p->count = src->slot_elems;
+	for (int recv = 0; recv < 2; recv++)
+		pl_side(L, it, p, recv);
+	if (p->side[1].staged && !l->blocking)
+		l->usebase = pv_vars(&p->side[1].view) >> PV_BASE & 1;
+}
+
+static void
+pl_item(Pl *L, const Item *it)
+{
+	PItem *p = arena_alloc(L->a, sizeof *p);
+
+	L->pc->item[it->id] = p;
+	switch (it->kind) {
+	case IT_COMPUTE: pl_compute(L, it, p); break;
+	case IT_ADD: case IT_COPY: case IT_ZERO: pl_move(L, it, p); break;
+	case IT_SEND: case IT_RECV: pl_xfer(L, it, p); break;
+	case IT_COLL: pl_coll(L, it, p); break;
+	case IT_WAIT: pl_label(L, it->u.wait.label); break;
+	}
+}
+
+/* ---- labels: how many rounds of one label are in flight at once ---- */
+
+/* The label of a transfer or wait item, its round in *round; -1 for any
+ * other item. */
+static int
+item_label(const Item *it, const Ix **round)
+{
+	switch (it->kind) {
+	case IT_SEND:
+	case IT_RECV: *round = &it->u.xfer.round; return it->u.xfer.label;
+	case IT_COLL: *round = &it->u.coll.round; return it->u.coll.label;
+	case IT_WAIT: *round = &it->u.wait.round; return it->u.wait.label;
+	default: return -1;
+	}
+}
+
+/* Walks every item of c in program order for rank r, calling fn on those
+ * its guard admits. */
+static void
+pl_walk(const Coll *c, int r, void (*fn)(void *, const Item *, int, int), void *arg)
+{
+	for (int k = 0; k < c->phases.n; k++) {
+		const Phase *ph = c->phases.v[k];
+		for (int i = 0; i < ph->nrounds; i++)
+			for (int t = 0; t < ph->nlanes; t++)
+				for (int j = 0; j < ph->lanes[t].n; j++) {
+					const Item *it = ph->lanes[t].v[j];
+					if (sched_guard(&it->g, r, i, c->N))
+						fn(arg, it, r, i);
+				}
+	}
+}
+
+typedef struct Win {
+	Pl *L;
+	char *posted; /* [label][round]: posted, not waited */
+	int maxround;
+} Win;
+
+/* A post marks its round and widens its label's window back to the
+ * oldest round still posted; a wait clears its round. */
+static void
+win_track(void *arg, const Item *it, int r, int i)
+{
+	Win *w = arg;
+	const Ix *x;
+	int lb = item_label(it, &x);
+
+	if (lb < 0)
+		return;
+	char *row = w->posted + (size_t)lb * (size_t)w->maxround;
+	int rd = sched_ix(x, r, i);
+	if (rd < 0 || rd >= w->maxround)
+		die("plan: round %d of label %d out of range", rd, lb);
+	if (it->kind == IT_WAIT) {
+		row[rd] = 0;
+		return;
+	}
+	row[rd] = 1;
+	int first = 0;
+	while (!row[first])
+		first++;
+	PLabel *l = &w->L->pc->lab[lb];
+	if (rd - first + 1 > l->slots)
+		l->slots = rd - first + 1;
+}
+
+static void
+pl_windows(Pl *L)
+{
+	const Coll *c = L->c;
+	Win w = {L, NULL, 1};
+
+	for (int k = 0; k < c->phases.n; k++)
+		w.maxround += ((Phase *)c->phases.v[k])->nrounds + 3;
+	Arena *t = arena_scratch(L->a);
+	ArenaMark mark = arena_mark(t);
+	w.posted = arena_alloc(t, (size_t)L->pc->nlab * (size_t)w.maxround + 1);
+	for (int r = 0; r < c->N; r++) {
+		memset(w.posted, 0, (size_t)L->pc->nlab * (size_t)w.maxround);
+		pl_walk(c, r, win_track, &w);
+	}
+	arena_release(t, mark);
+	for (int lb = 0; lb < L->pc->nlab; lb++)
+		if (L->pc->lab[lb].slots < 1)
+			L->pc->lab[lb].slots = 1;
+}
+
+static void
+pl_coll_plan(Pl *L, const Coll *c)
+{
+	PColl *pc = arena_alloc(L->a, sizeof *pc);
+	int nlab = 0;
+
+	L->c = c;
+	L->pc = pc;
+	pc->plan = L->p;
+	pc->c = c;
+	pc->item = arena_alloc(L->a, (size_t)(c->nitems + 1) * sizeof *pc->item);
+	for (int k = 0; k < c->phases.n; k++) {
+		const Phase *ph = c->phases.v[k];
+		for (int t = 0; t < ph->nlanes; t++)
+			for (int j = 0; j < ph->lanes[t].n; j++) {
+				const Ix *x;
+				int lb = item_label(ph->lanes[t].v[j], &x);
+				if (lb >= nlab)
+					nlab = lb + 1;
+			}
+	}
+	pc->nlab = nlab;
+	pc->lab = arena_alloc(L->a, (size_t)(nlab + 1) * sizeof *pc->lab);
+	for (int k = 0; k < c->phases.n; k++) {
+		const Phase *ph = c->phases.v[k];
+		for (int t = 0; t < ph->nlanes; t++)
+			for (int j = 0; j < ph->lanes[t].n; j++) {
+				const Item *it = ph->lanes[t].v[j];
+				const Ix *x;
+				int lb = item_label(it, &x);
+				pl_item(L, it);
+				if (lb >= 0)
+					pc->lab[lb].used = 1;
+			}
+	}
+	pl_windows(L);
+	for (int lb = 0; lb < nlab; lb++)
+		for (int side = 0; side < 2; side++)
+			pc->lab[lb].slot_bytes[side] = plan_align(pc->lab[lb].stage_elems[side] *
+			                                          plan_esize(c));
+	pc->off = arena_alloc(L->a, (size_t)(c->bufs.n + 1) * sizeof *pc->off);
+}
+
+/* ---- plain stages: one op on whole per-rank tensors ---- */
+
+/* The view of input j of n as this rank uses it: a replicated operand of
+ * an op whose result is split is cut to this rank's window. */
+static PView
+pl_plain_input(const Node *n, int j)
+{
+	const Value *x = n->in[j], *o = n->out;
+	PView v = pv_value(x);
+
+	if (o->dist.kind != DI_SPLIT || x->dist.kind != DI_REPL)
+		return v;
+	int d = o->dist.dim, xd = n->inmap[j][d];
+	if (op_info[n->op].cls == CL_EW && xd < 0) {
+		xd = d - (o->ndim - x->ndim);
+		if (xd < 0 || x->shape[xd] != o->shape[d])
+			return v; /* broadcast along d */
+	}
+	if (xd < 0)
+		return v;
+	int64_t le = value_rank_extent(o, d);
+	PExpr st = {.mul = le};
+	st.c[PV_R] = 1;
+	pv_cut(&v, xd, st, le);
+	return v;
+}
+
+static PItem *
+pl_plain(const Node *n, Arena *a)
+{
+	PItem *p = arena_alloc(a, sizeof *p);
+	const Value *q = n->in[0];
+
+	p->view[0] = pv_value(n->out);
+	for (int j = 0; j < n->nin; j++)
+		p->view[1 + j] = pl_plain_input(n, j);
+	p->nview = 1 + n->nin;
+	if (n->op == OP_ATTENTION && q->dist.kind == DI_SPLIT && q->dist.dim == q->ndim - 2) {
+		p->qoff = 1;
+		p->qstart = (PExpr){.mul = value_rank_extent(q, q->ndim - 2)};
+		p->qstart.c[PV_R] = 1;
+	}
+	return p;
+}
+
+/* ---- what the printer needs ---- */
+
+static unsigned
+ix_need(const Ix *x)
+{
+	if (x->kind == IX_PARTNER)
+		return PN_R | PN_PARTNER;
+	return (x->a ? PN_R : 0) | (plan_ix_mod(x) ? PN_MOD : 0);
+}
+
+static unsigned
+sel_need(const Sel *s)
+{
+	return ix_need(&s->lo) | (s->per ? ix_need(&s->hi) : 0);
+}
+
+static unsigned
+view_need(const Coll *c, const PView *v)
+{
+	unsigned n = 0;
+
+	if (v->base == PB_TEMP && c && ((Buf *)c->bufs.v[v->id])->nset > 1)
+		n |= ix_need(&v->rot);
+	for (int k = 0; k < v->ncut; k++) {
+		n |= v->cut[k].start.c[PV_R] ? PN_R : 0;
+		n |= v->cut[k].start.c[PV_PART] ? ix_need(&v->part) : 0;
+	}
+	return n;
+}
+
+unsigned
+plan_item_vars(const PItem *p)
+{
+	unsigned m = p->qoff ? pe_vars(&p->qstart) : 0;
+
+	for (int k = 0; k < p->nview; k++)
+		m |= pv_vars(&p->view[k]);
+	for (int k = 0; k < 2; k++)
+		m |= p->side[k].nblock ? pv_vars(&p->side[k].view) : 0;
+	return m;
+}
+
+static const Sel *
+item_sel(const Item *it)
+{
+	switch (it->kind) {
+	case IT_COMPUTE: return &it->u.comp.sel;
+	case IT_ADD: case IT_COPY: case IT_ZERO: return &it->u.move.dst.sel;
+	case IT_SEND: case IT_RECV: return &it->u.xfer.buf.sel;
+	case IT_COLL: return &it->u.coll.sel;
+	default: return NULL;
+	}
+}
+
+static unsigned
+item_need(const Coll *c, const Item *it, const PItem *p)
+{
+	unsigned n = it->g.active ? PN_R | PN_PARTNER : 0;
+	const Ix *rd;
+
+	if (item_label(it, &rd) >= 0)
+		n |= ix_need(rd);
+	if (it->kind == IT_SEND || it->kind == IT_RECV)
+		n |= ix_need(&it->u.xfer.peer);
+	if (it->kind == IT_WAIT)
+		return n;
+	if (plan_item_vars(p) & (1u << PV_S | 1u << PV_BASE))
+		n |= sel_need(item_sel(it));
+	for (int k = 0; k < p->nview; k++)
+		n |= view_need(c, &p->view[k]);
+	for (int s = 0; it->kind == IT_COLL && s < 2; s++)
+		n |= view_need(c, &p->side[s].view);
+	return n;
+}
+
+static void
+pl_need(Plan *P)
+{
+	const Sched *s = P->s;
+
+	for (int k = 0; k < s->stages.n; k++)
+		if (P->plain[k])
+			for (int j = 0; j < P->plain[k]->nview; j++)
+				P->need |= view_need(NULL, &P->plain[k]->view[j]);
+	for (int k = 0; k < s->colls.n; k++) {
+		const Coll *c = s->colls.v[k];
+		for (int ph = 0; ph < c->phases.n; ph++) {
+			const Phase *f = c->phases.v[ph];
+			for (int t = 0; t < f->nlanes; t++)
+				for (int j = 0; j < f->lanes[t].n; j++) {
+					const Item *it = f->lanes[t].v[j];
+					P->need |= item_need(c, it, P->coll[k]->item[it->id]);
+				}
+		}
+	}
+}
+
+/* ---- the workspace ---- */
+
+/* An object to place: bytes, live from stage lo to stage hi. */
+typedef struct Obj {
+	int64_t bytes, off;
+	int lo, hi;
+	int64_t *out; /* where its offset goes */
+} Obj;
+
+typedef struct Ws {
+	Arena *t;
+	Obj *o;
+	int n, cap;
+	int64_t end;
+} Ws;
+
+static void
+ws_add(Ws *w, int64_t bytes, int lo, int hi, int64_t *out)
+{
+	w->o = arena_grow(w->t, w->o, w->n, &w->cap, 64, sizeof *w->o);
+	w->o[w->n++] = (Obj){plan_align(bytes), -1, lo, hi, out};
+}
+
+static int
+cmp_off(const void *x, const void *y)
+{
+	const Obj *a = *(Obj *const *)x, *b = *(Obj *const *)y;
+
+	return (a->off > b->off) - (a->off < b->off);
+}
+
+/* First fit: each object, in the order added, at the lowest offset where
+ * it overlaps no placed object whose stages overlap its own. */
+static void
+ws_place(Ws *w)
+{
+	Obj **live = arena_alloc(w->t, ((size_t)w->n + 1) * sizeof *live);
+
+	for (int k = 0; k < w->n; k++) {
+		Obj *o = &w->o[k];
+		int n = 0;
+		for (int j = 0; j < k; j++)
+			if (w->o[j].lo <= o->hi && o->lo <= w->o[j].hi)
+				live[n++] = &w->o[j];
+		qsort(live, (size_t)n, sizeof *live, cmp_off);
+		int64_t at = 0;
+		for (int j = 0; j < n; j++) {
+			if (live[j]->off >= at + o->bytes)
+				break;
+			if (live[j]->off + live[j]->bytes > at)
+				at = live[j]->off + live[j]->bytes;
+		}
+		o->off = at;
+		*o->out = at;
+		if (at + o->bytes > w->end)
+			w->end = at + o->bytes;
+	}
+}
+
+static int
+is_io(const Value *v)
+{
+	return v->role == R_IN || v->role == R_WEIGHT || v->role == R_OUT;
+}
+
+static void
+pl_touch(Plan *P, const PView *v, int stage)
+{
+	if (v->base != PB_VALUE)
+		return;
+	P->used[v->id] = 1;
+	if (P->first[v->id] < 0)
+		P->first[v->id] = stage;
+	P->last[v->id] = stage;
+}
+
+/* The stages that touch every value. */
+static void
+pl_liveness(Plan *P)
+{
+	const Sched *s = P->s;
+
+	for (int k = 0, ci = 0; k < s->stages.n; k++) {
+		if (P->plain[k]) {
+			for (int j = 0; j < P->plain[k]->nview; j++)
+				pl_touch(P, &P->plain[k]->view[j], k);
+			continue;
+		}
+		const PColl *pc = P->coll[ci++];
+		for (int id = 0; id < pc->c->nitems; id++) {
+			const PItem *p = pc->item[id];
+			for (int j = 0; j < p->nview; j++)
+				pl_touch(P, &p->view[j], k);
+			for (int side = 0; side < 2; side++)
+				if (p->side[side].nblock)
+					pl_touch(P, &p->side[side].view, k);
+		}
+	}
+}
+
+/* By buffer: the rotating sets some item's view names (a phase pruned of
+ * every item leaves its scratch unused). */
+static char *
+pl_temps_used(Arena *t, const PColl *pc)
+{
+	char *used = arena_alloc(t, (size_t)pc->c->bufs.n + 1);
+
+	for (int id = 0; id < pc->c->nitems; id++) {
+		const PItem *p = pc->item[id];
+		for (int k = 0; k < p->nview; k++)
+			if (p->view[k].base == PB_TEMP)
+				used[p->view[k].id] = 1;
+	}
+	return used;
+}
+
+static void
+pl_workspace(Plan *P)
+{
+	const Sched *s = P->s;
+	const Graph *g = s->g;
+	Ws w = {arena_scratch(s->arena), NULL, 0, 0, 0};
+	ArenaMark mark = arena_mark(w.t);
+
+	for (int k = 0, ci = 0; k < s->stages.n; k++) {
+		for (int i = 0; i < g->values.n; i++) {
+			const Value *v = g->values.v[i];
+			if (P->used[i] && !is_io(v) && P->first[i] == k)
+				ws_add(&w, dtype_size[v->dtype] * value_rank_elems(v), k, P->last[i],
+				       &P->off[i]);
+		}
+		if (P->plain[k])
+			continue;
+		PColl *pc = P->coll[ci++];
+		const Coll *c = pc->c;
+		char *used = pl_temps_used(w.t, pc);
+		for (int b = 0; b < c->bufs.n; b++) {
+			const Buf *bf = c->bufs.v[b];
+			pc->off[b] = -1;
+			if (bf->kind == BK_TEMP && used[bf->set])
+				ws_add(&w, bf->elems * plan_esize(c), k, k, &pc->off[b]);
+		}
+		for (int lb = 0; lb < pc->nlab; lb++)
+			for (int side = 0; side < 2; side++)
+				if (pc->lab[lb].staged[side])
+					ws_add(&w, pc->lab[lb].slot_bytes[side] * pc->lab[lb].slots, k, k,
+					       &pc->lab[lb].stage_off[side]);
+	}
+	ws_place(&w);
+	P->wsbytes = w.end;
+	arena_release(w.t, mark);
+}
+
+/* The serial reference: every value but the io ones whole in its own
+ * place; a collective's result (an output aside) shares its input's. */
+static void
+pl_reference(Plan *P, Arena *a)
+{
+	const Graph *g = P->s->g;
+	int64_t off = 0;
+
+	P->ref_off = arena_alloc(a, (size_t)(g->values.n + 1) * sizeof *P->ref_off);
+	P->ref_alias = arena_alloc(a, (size_t)(g->values.n + 1) * sizeof *P->ref_alias);
+	for (int i = 0; i < g->values.n; i++) {
+		const Value *v = g->values.v[i];
+		P->ref_off[i] = P->ref_alias[i] = -1;
+		if (v->def && op_info[v->def->op].cls == CL_COLL && v->role != R_OUT) {
+			int x = v->def->in[0]->id;
+			P->ref_alias[i] = P->ref_alias[x] >= 0 ? P->ref_alias[x] : x;
+			continue;
+		}
+		if (is_io(v))
+			continue;
+		P->ref_off[i] = off;
+		off += plan_align(dtype_size[v->dtype] * value_elems(v));
+	}
+	P->ref_wsbytes = off;
+}
+
+Plan *
+plan_sched(const Sched *s)
+{
+	Arena *a = s->arena;
+	Plan *P = arena_alloc(a, sizeof *P);
+	int nv = s->g->values.n;
+	Pl L = {.p = P, .a = a};
+
+	P->s = s;
+	P->off = arena_alloc(a, (size_t)(nv + 1) * sizeof *P->off);
+	P->used = arena_alloc(a, (size_t)nv + 1);
+	P->first = arena_alloc(a, (size_t)(nv + 1) * sizeof *P->first);
+	P->last = arena_alloc(a, (size_t)(nv + 1) * sizeof *P->last);
+	for (int i = 0; i < nv; i++)
+		P->off[i] = P->first[i] = P->last[i] = -1;
+	P->coll = arena_alloc(a, (size_t)(s->colls.n + 1) * sizeof *P->coll);
+	P->plain = arena_alloc(a, (size_t)(s->stages.n + 1) * sizeof *P->plain);
+	for (int k = 0, ci = 0; k < s->stages.n; k++) {
+		const Stage *st = s->stages.v[k];
+		if (st->kind == ST_COMPUTE) {
+			P->plain[k] = pl_plain(st->u.node, a);
+			continue;
+		}
+		pl_coll_plan(&L, st->u.coll);
+		P->coll[ci++] = L.pc;
+	}
+	pl_liveness(P);
+	pl_workspace(P);
+	pl_reference(P, a);
+	pl_need(P);
+	return P;
+}

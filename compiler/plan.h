@@ -1,0 +1,164 @@
+/* plan.h: the memory plan of the parallel program.
+ *
+ * plan.c decides every question about memory that the lowered schedule
+ * leaves open: which memory each operand of every item is (a value's
+ * storage, a scratch buffer or a staging slot, cut along which dims at
+ * which offsets), which transfers go through staging and how, how many
+ * rounds of each transfer label are in flight at once (request and
+ * staging slots), and where every value, scratch buffer and staging area
+ * lives in the workspace (values and scratch share it by liveness).
+ * verify_mem.c proves the plan element by element against the schedule
+ * that verify.c proves; cg_par.c prints it and decides nothing.
+ *
+ * Everything stays symbolic in the rank r and the round i, like the
+ * schedule: an offset is a linear form over the few run-time integers an
+ * item has (PExpr), evaluated by the verifier for every rank and round
+ * and printed as C by the code generator. */
+#ifndef PLAN_H
+#define PLAN_H
+
+#include "sched.h"
+
+enum { PLAN_ALIGN = 256 }; /* workspace alignment of every object, bytes */
+int64_t plan_align(int64_t bytes);
+
+/* The run-time integers an offset may use. */
+typedef enum PVar {
+	PV_S,    /* the item's slice: sel.hi * per + sel.lo (+ u * stride) */
+	PV_R,    /* the rank */
+	PV_PART, /* the value of the view's part index (PView.part) */
+	PV_U,    /* block u of a collective's chunk, or slice u of a loop */
+	PV_BASE, /* a collective chunk's first slice; at a wait, as saved at
+	          * its post */
+	NPV
+} PVar;
+
+/* mul * (c[PV_S] * s + c[PV_R] * r + ... + add): an element offset along
+ * one dimension, kept in the form a person writes: (s - r * 4) * 16. */
+typedef struct PExpr {
+	int64_t mul;
+	int64_t c[NPV];
+	int64_t add;
+} PExpr;
+
+int64_t plan_eval(const PExpr *e, const int64_t val[NPV]);
+
+/* Elements [start, start + len) of dimension dim (cfrt_view_slice). */
+typedef struct PCut {
+	int dim;
+	PExpr start;
+	int64_t len;
+} PCut;
+
+typedef enum PBase {
+	PB_VALUE, /* the per-rank storage of a graph value (id: Value.id) */
+	PB_TEMP,  /* a scratch buffer of the collective (id: the first buffer
+	           * of its rotating set; rot picks the member) */
+	PB_STAGE  /* slot k of a label's staging (id: the label) */
+} PBase;
+
+enum { MAXCUT = 2 };
+
+/* A view: a base, then cuts applied in order (PB_VALUE only). A staging
+ * view is contiguous with dims[0..nd), at block u (PV_U) of blk elements
+ * into slot k when blk > 0. */
+typedef struct PView {
+	PBase base;
+	int id;
+	Ix rot;      /* PB_TEMP: bufs[id + rot] */
+	Ix part;     /* what PV_PART stands for in the cuts */
+	int side;    /* PB_STAGE: 0 what is sent, 1 what a collective receives */
+	int64_t blk; /* PB_STAGE: elements of one block, or 0 */
+	int nd;      /* PB_STAGE: its dims */
+	int64_t dims[MAXDIM];
+	int ncut;
+	PCut cut[MAXCUT];
+} PView;
+
+/* One side of a library collective: the memory handed to the library
+ * (direct), or nblock blocks (1 or N, u = 0 .. nblock-1) copied between
+ * view and stage, block u of the library's buffer at u * count. */
+typedef struct PSide {
+	int staged;
+	int nblock;
+	PView view;  /* direct: the library's buffer; staged: block u */
+	PView stage; /* staged: where block u goes in the slot */
+} PSide;
+
+/* The plan of one item (or of a plain stage: view[0] its result, then its
+ * inputs). */
+typedef struct PItem {
+	int nview;
+	PView view[MAXIN + 1]; /* compute: out, in[0..]; add/copy: dst, src;
+	                         * zero: dst; send/recv: its data */
+	int loop;      /* compute: one call per slice u of the chunk */
+	int qoff;      /* attention with a causal mask: qstart is used */
+	PExpr qstart;  /* the global row of the first query */
+	int staged;    /* send/recv: packed into or unpacked from stage */
+	PView stage;
+	int64_t count; /* send/recv: elements; collective: of one block */
+	PSide side[2]; /* collective: what it sends (0) and receives (1) */
+} PItem;
+
+/* A transfer label: the (label, round) pairs of one lane and direction. */
+typedef struct PLabel {
+	ItemKind kind;     /* IT_SEND, IT_RECV or IT_COLL */
+	int lane;          /* IT_SEND, IT_RECV: the lane (the tag) */
+	int used;
+	int slots;         /* rounds in flight at once: slot k = round mod slots */
+	int blocking;      /* IT_COLL: only blocking posts, no requests kept */
+	int unpack;        /* some receive is unpacked at its wait */
+	int usebase;       /* the unpack at the wait needs the chunk's base */
+	const Item *coll;  /* IT_COLL: the posting item */
+	int staged[2];     /* staging of side 0 (sent, or p2p) and 1 */
+	int64_t stage_elems[2], slot_bytes[2], stage_off[2];
+} PLabel;
+
+/* The plan of one lowered collective. */
+typedef struct PColl {
+	const struct Plan *plan;
+	const Coll *c;
+	PItem **item;      /* by Item.id */
+	PLabel *lab;
+	int nlab;
+	int64_t *off;      /* by buffer: workspace offset of a BK_TEMP that some
+	                    * item uses, else -1 */
+} PColl;
+
+/* Facts about the program that its printer needs up front. */
+enum {
+	PN_R = 1,        /* some expression uses the rank */
+	PN_MOD = 2,      /* some index needs x mod n */
+	PN_PARTNER = 4   /* some index is a round-robin partner */
+};
+
+typedef struct Plan {
+	const Sched *s;
+	int64_t *off;      /* by Value.id: workspace offset, -1: none (io) */
+	int64_t wsbytes;
+	char *used;        /* by Value.id: some stage reads or writes it */
+	int *first, *last; /* by Value.id: the stages that access it */
+	PColl **coll;      /* by Sched.colls index */
+	PItem **plain;     /* by Sched.stages index; NULL for a collective */
+	unsigned need;     /* PN_* */
+	/* the serial reference: whole tensors, collectives the identity */
+	int64_t *ref_off;  /* by Value.id, -1: none (io, or an alias) */
+	int *ref_alias;    /* by Value.id: the value whose storage it shares, or -1 */
+	int64_t ref_wsbytes;
+} Plan;
+
+/* plan.c: requires a lowered schedule; ensures every stage and item
+ * planned as above (verify_mem.c proves it). */
+Plan *plan_sched(const Sched *s);
+
+/* The locals an item's printed form defines: bit PV_* for s, part, ...
+ * used by some view of it. */
+unsigned plan_item_vars(const PItem *p);
+/* Does a printed index expression need x mod n? */
+int plan_ix_mod(const Ix *x);
+/* The storage extent of dim d of a scratch buffer: one slice. */
+int64_t plan_temp_extent(const Coll *c, const Buf *b, int d);
+/* Bytes of one element of the collective's data. */
+int plan_esize(const Coll *c);
+
+#endif

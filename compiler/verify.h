@@ -1,0 +1,120 @@
+/* verify.h: private to the verifier (verify.c, the machine that runs
+ * every rank's program; verify_mem.c, the checks of the memory plan that
+ * the machine calls at each item). */
+#ifndef VERIFY_H
+#define VERIFY_H
+
+#include <stdint.h>
+
+#include "plan.h"
+
+enum { ORG_NONE = -1, ORG_ALL = -2, ORG_MULTI = -3 };
+enum { RUN_OK, RUN_BLOCKED, RUN_ERR };
+
+/* What one slot holds: slice (-1: nothing) and its contributors: one rank
+ * (org >= 0), none (zeroed), all, or (org <= ORG_MULTI) the bitset
+ * ORG_MULTI - org of the pool. Sets are kept canonical: a single rank is
+ * never a bitset, all ranks (N > 1) never anything but ORG_ALL. */
+typedef struct Cell {
+	int32_t slice, org;
+	uint16_t nsend, nrecv; /* transfers in flight reading / writing it */
+} Cell;
+
+typedef struct Xfer {
+	ItemKind kind;    /* IT_SEND, IT_RECV */
+	int rank, peer, tag, label, round;
+	int buf, slot, slice, part, step, comp;
+	int64_t size;
+	int match;        /* the other side's record, or -1 */
+	int refs;         /* sides that have yet to wait */
+	int waited;
+	int grp;          /* its group: the rank's grp-th */
+	int fin;          /* moved: both groups ran */
+} Xfer;
+
+/* The k-th library collective of the stage, as every rank posts it. */
+typedef struct CollInst {
+	const Item *it;
+	int label, round;
+	int cnt, *s;      /* the chunk's slices; element u is rank u's */
+	int nposted;
+	int *comp;        /* by rank: compute count at its post */
+	char *state;      /* by rank: 0 not posted, 1 in flight, 2 waited */
+} CollInst;
+
+/* A concrete view: the elements off + sum idx[d] * stride[d] of object
+ * obj (verify_mem.c numbers the objects of a stage). */
+typedef struct MView {
+	int obj;
+	int64_t off;
+	int nd;
+	int64_t dim[MAXDIM], stride[MAXDIM];
+} MView;
+
+typedef struct Rank {
+	int ph, i, t, k, step, done;
+	int ncomp, nrun, inrun;
+	int lastpost;     /* ncomp at the last post, -1: none */
+	int exposed, exp_run;
+	Cell **cells;     /* by buffer; NULL for buffers nothing moves */
+	unsigned char **made; /* by region node: slices computed */
+	int *live, nlive, cap; /* Xfer records this rank waits for */
+	int ncoll;        /* collectives posted */
+	int pend;         /* a blocking collective posted, not yet done, or -1 */
+	int ngrp, gdone;  /* transfer groups posted; run to completion */
+	int open;         /* the last group takes the next transfer */
+	/* the memory plan (verify_mem.c), by label * V.maxslots + slot: */
+	int *req;         /* the round whose request is in slot k, or -1 */
+	MView *up;        /* a staged receive's target, unpacked at its wait */
+	int64_t *cbase;   /* a collective's chunk base, saved at its post */
+} Rank;
+
+typedef struct V {
+	const Coll *c;
+	int N, W;         /* ranks, 64-bit words of a rank bitset */
+	Rank *rk;
+	int *base;        /* by phase: its first step */
+	Xfer *x;
+	int nx, capx, freex;
+	CollInst *ci;
+	int nci, capci;
+	uint64_t *pool;
+	int npool, cappool, freepool;
+	uint64_t *t1, *t2; /* scratch bitsets */
+	char *err;
+	size_t errlen;
+	int failed;
+	VerifyMsg *msgs;
+	int nmsg, capmsg, want_msgs;
+	Arena *t;         /* scratch, released at the end */
+	ArenaMark mark;
+	int *sel;         /* room for the slices of one chunk */
+	const Plan *plan; /* the memory plan of the schedule, or NULL */
+	const PColl *pc;  /* c's plan, when plan is set */
+	int stage;        /* c's stage */
+	int maxslots;     /* most slots of a label of c */
+} V;
+
+int vf_fail(V *v, int r, int slice, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+int vf_sel(const Sel *sel, int r, int i, int *out, int max);
+int vf_elem(const CollInst *ci, int r, int dir, int e, int *s, int *part);
+
+/* verify_mem.c: the checks of the plan at each item of rank r in round
+ * i, after the schedule's own checks passed; RUN_OK or RUN_ERR (through
+ * vf_fail). */
+void vm_init(V *v);
+int vm_compute(V *v, int r, int i, const Item *it);
+int vm_move(V *v, int r, int i, const Item *it);
+int vm_post(V *v, int r, int i, const Item *it, const Xfer *x);
+int vm_pair(V *v, const Xfer *s, const Xfer *q);
+int vm_wait(V *v, int r, int label, int round, const Xfer *x);
+int vm_coll_post(V *v, int r, int i, const Item *it, const CollInst *ci);
+int vm_coll_apply(V *v, const CollInst *ci);
+int vm_coll_wait(V *v, int r, const CollInst *ci);
+/* A plain stage (no collective: v->c is NULL) on every rank. */
+int vm_plain(V *v, const Node *n, const PItem *p);
+int vf_outside(const Coll *c, const Buf *b);
+
+#endif

@@ -1,0 +1,860 @@
+/* verify_mem.c: the proof of the memory plan, element by element.
+ *
+ * The machine of verify.c runs every rank's program and calls these
+ * checks at each item, with the item's slices, parts and rounds resolved
+ * for that rank. Every object a stage touches (a value's per-rank
+ * storage, each scratch buffer, each label's staging) is a dense row-major
+ * array; a view of it is an affine map from the view's indexes to the
+ * object's elements. The schedule says which block of which object each
+ * operand is (slice s of a buffer along its dim, part p along its part
+ * dim, or the whole); these checks derive that block here, from the
+ * buffer's definition, and require the view the plan builds (its cuts
+ * applied as cfrt_view_slice applies them) to be the same map: the same
+ * elements in the same order. On top of that:
+ *  - a transfer handed to the library as count elements from a pointer
+ *    is one contiguous run of exactly those elements; a staged one packs
+ *    and unpacks its block through a staging slot inside its staging;
+ *  - both ends of every message, and the blocks of every library
+ *    collective, are the same elements of the global tensor (the same box
+ *    of global indexes);
+ *  - request and staging slots: a post takes slot round mod slots, which
+ *    must be free, and the wait finds its round there;
+ *  - a causal attention's query offset is the global row of its first
+ *    query;
+ *  - plain stages read exactly the rows of each input that the rows of
+ *    their result need (the op's slice-locality), on every rank;
+ *  - the workspace: every object inside it and aligned, and objects that
+ *    overlap in memory never touched in a common stage.
+ * requires: the schedule's own checks of verify.c passed at the item.
+ * ensures: RUN_ERR through vf_fail, naming rank, step, slice and element,
+ * for any planned access that is not the schedule's. */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "verify.h"
+
+/* A block of an object: per dim, elements [lo, lo + ext). */
+typedef struct Box {
+	int obj;
+	int nd;
+	int64_t lo[MAXDIM], ext[MAXDIM];
+} Box;
+
+/* ---- objects ---- */
+
+static int
+vm_nvalues(const V *v)
+{
+	return v->plan->s->g->values.n;
+}
+
+static const Value *
+vm_value(const V *v, int id)
+{
+	return v->plan->s->g->values.v[id];
+}
+
+/* Object numbers: values by Value.id, then the collective's buffers, then
+ * two staging areas per label. */
+static int
+vm_obj_temp(const V *v, int b)
+{
+	return vm_nvalues(v) + b;
+}
+
+static int
+vm_obj_stage(const V *v, int label, int side)
+{
+	return vm_nvalues(v) + v->c->bufs.n + 2 * label + side;
+}
+
+static int64_t
+vm_slot_elems(const V *v, int label, int side)
+{
+	return v->pc->lab[label].slot_bytes[side] / plan_esize(v->c);
+}
+
+/* The dims of object o. */
+static int
+vm_obj_dims(const V *v, int o, int64_t *dims)
+{
+	int nv = vm_nvalues(v);
+
+	if (o < nv) {
+		const Value *x = vm_value(v, o);
+		for (int d = 0; d < x->ndim; d++)
+			dims[d] = value_rank_extent(x, d);
+		return x->ndim;
+	}
+	if (o < nv + v->c->bufs.n) {
+		const Buf *b = v->c->bufs.v[o - nv];
+		for (int d = 0; d < b->v->ndim; d++)
+			dims[d] = plan_temp_extent(v->c, b, d);
+		return b->v->ndim;
+	}
+	int lb = (o - nv - v->c->bufs.n) / 2, side = (o - nv - v->c->bufs.n) % 2;
+	dims[0] = v->pc->lab[lb].slots * vm_slot_elems(v, lb, side);
+	return 1;
+}
+
+static const char *
+vm_obj_name(const V *v, int o, char *buf, size_t n)
+{
+	int nv = vm_nvalues(v);
+
+	if (o < nv)
+		snprintf(buf, n, "%s", vm_value(v, o)->name);
+	else if (o < nv + v->c->bufs.n)
+		snprintf(buf, n, "scratch %s", ((Buf *)v->c->bufs.v[o - nv])->name);
+	else
+		snprintf(buf, n, "the staging of transfer #%d", (o - nv - v->c->bufs.n) / 2);
+	return buf;
+}
+
+/* The whole of object o as a box. */
+static Box
+vm_whole(const V *v, int o)
+{
+	Box x = {.obj = o};
+
+	x.nd = vm_obj_dims(v, o, x.ext);
+	return x;
+}
+
+/* The view of a box: the object's row-major strides. */
+static MView
+vm_box_view(const V *v, const Box *x)
+{
+	int64_t dims[MAXDIM], st = 1;
+	MView m = {.obj = x->obj, .nd = x->nd};
+
+	vm_obj_dims(v, x->obj, dims);
+	for (int d = x->nd - 1; d >= 0; d--) {
+		m.dim[d] = x->ext[d];
+		m.stride[d] = st;
+		m.off += x->lo[d] * st;
+		st *= dims[d];
+	}
+	return m;
+}
+
+/* ---- what the schedule says ---- */
+
+/* cnt slices from slice s (part `part`) of buffer b on rank r: the
+ * buffer's definition (sched.h): a value holds slices along its dim
+ * (this rank's only, when own) and, when parted, nparts blocks along
+ * pdim; a scratch buffer holds one slice. */
+static Box
+vm_box_ref(const V *v, int r, int b, int s, int part, int cnt)
+{
+	const Buf *bf = v->c->bufs.v[b];
+
+	if (bf->kind == BK_TEMP)
+		return vm_whole(v, vm_obj_temp(v, b));
+	Box x = vm_whole(v, bf->v->id);
+	int64_t se = x.ext[bf->dim] / bf->nslots;
+	x.lo[bf->dim] = (s - (bf->own ? r * bf->nslots : 0)) * se;
+	x.ext[bf->dim] = se * cnt;
+	if (bf->nparts > 1) {
+		int64_t pe = x.ext[bf->pdim] / bf->nparts;
+		if (bf->pdim == bf->dim)
+			die("verify: buffer %s parted along its own dim", bf->name);
+		x.lo[bf->pdim] = part * pe;
+		x.ext[bf->pdim] = pe;
+	}
+	return x;
+}
+
+/* The global indexes a box of rank r covers: a value split along d over
+ * its group holds rows r * extent ... of d; a scratch buffer holding slice
+ * s of its value sits at that slice's rows. */
+static Box
+vm_global(const V *v, int r, const Box *x, int s)
+{
+	Box g = *x;
+	const Value *val;
+	int nv = vm_nvalues(v);
+
+	if (x->obj < nv) {
+		val = vm_value(v, x->obj);
+	} else {
+		const Buf *b = v->c->bufs.v[x->obj - nv];
+		val = b->v;
+		g.lo[b->dim] += (int64_t)s * plan_temp_extent(v->c, b, b->dim);
+	}
+	g.obj = val->id;
+	if (val->dist.kind == DI_SPLIT)
+		g.lo[val->dist.dim] += r * value_rank_extent(val, val->dist.dim);
+	return g;
+}
+
+/* Do two boxes of global indexes cover the same elements (of the same
+ * tensor, or of a collective's input and result)? */
+static int
+vm_global_eq(const Box *a, const Box *b)
+{
+	if (a->nd != b->nd)
+		return 0;
+	for (int d = 0; d < a->nd; d++)
+		if (a->lo[d] != b->lo[d] || a->ext[d] != b->ext[d])
+			return 0;
+	return 1;
+}
+
+static const char *
+vm_box_str(const Box *x, char *buf, size_t n)
+{
+	size_t k = 0;
+
+	k += (size_t)snprintf(buf, n, "[");
+	for (int d = 0; d < x->nd && k < n; d++)
+		k += (size_t)snprintf(buf + k, n - k, "%s%lld:%lld", d ? ", " : "",
+		                      (long long)x->lo[d], (long long)(x->lo[d] + x->ext[d]));
+	if (k < n)
+		snprintf(buf + k, n - k, "]");
+	return buf;
+}
+
+/* ---- what the plan builds ---- */
+
+static int64_t
+vm_volume(const MView *m)
+{
+	int64_t n = 1;
+
+	for (int d = 0; d < m->nd; d++)
+		n *= m->dim[d];
+	return n;
+}
+
+/* The same map with extent-1 dims dropped and dims that continue each
+ * other merged: two views are the same elements in the same order iff
+ * their canonical forms are equal. */
+static MView
+vm_canon(const MView *m)
+{
+	MView c = {.obj = m->obj, .off = m->off};
+
+	for (int d = 0; d < m->nd; d++) {
+		if (m->dim[d] == 1)
+			continue;
+		if (c.nd && c.stride[c.nd - 1] == m->dim[d] * m->stride[d]) {
+			c.dim[c.nd - 1] *= m->dim[d];
+			c.stride[c.nd - 1] = m->stride[d];
+			continue;
+		}
+		c.dim[c.nd] = m->dim[d];
+		c.stride[c.nd++] = m->stride[d];
+	}
+	return c;
+}
+
+static int
+vm_same(const MView *a, const MView *b)
+{
+	MView x = vm_canon(a), y = vm_canon(b);
+
+	if (vm_volume(&x) == 0 || vm_volume(&y) == 0)
+		return vm_volume(&x) == vm_volume(&y);
+	if (x.obj != y.obj || x.off != y.off || x.nd != y.nd)
+		return 0;
+	for (int d = 0; d < x.nd; d++)
+		if (x.dim[d] != y.dim[d] || x.stride[d] != y.stride[d])
+			return 0;
+	return 1;
+}
+
+/* One contiguous run of elements (or none). */
+static int
+vm_contig(const MView *m)
+{
+	MView c = vm_canon(m);
+
+	return vm_volume(&c) == 0 || c.nd == 0 || (c.nd == 1 && c.stride[0] == 1);
+}
+
+/* The element of view m at row-major position k of its dims. */
+static int64_t
+vm_addr(const MView *m, int64_t k)
+{
+	int64_t a = m->off;
+
+	for (int d = m->nd - 1; d >= 0; d--) {
+		a += k % m->dim[d] * m->stride[d];
+		k /= m->dim[d];
+	}
+	return a;
+}
+
+static int vm_fail(V *v, int r, int s, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+static int
+vm_fail(V *v, int r, int s, const char *fmt, ...)
+{
+	char msg[384];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	return vf_fail(v, r, s, "memory plan: %s", msg);
+}
+
+/* Requires the planned view `got` of an operand to be the block `want`
+ * of the schedule; else names the first element where they part. */
+static int
+vm_check(V *v, int r, int s, const char *what, const MView *got, const Box *want)
+{
+	MView w = vm_box_view(v, want);
+	char gn[96], wn[96], bs[160];
+	int64_t n = vm_volume(got);
+
+	if (vm_same(got, &w))
+		return RUN_OK;
+	vm_obj_name(v, want->obj, wn, sizeof wn);
+	vm_obj_name(v, got->obj, gn, sizeof gn);
+	vm_box_str(want, bs, sizeof bs);
+	if (n != vm_volume(&w))
+		return vm_fail(v, r, s, "%s has %lld elements where the schedule has %lld (%s%s)", what,
+		               (long long)n, (long long)vm_volume(&w), wn, bs);
+	for (int64_t k = 0; k < n; k++) {
+		int64_t a = vm_addr(got, k), b = vm_addr(&w, k);
+		if (got->obj != w.obj || a != b)
+			return vm_fail(v, r, s, "%s: element %lld is %s[%lld], but the schedule's "
+			               "block %s%s has %s[%lld] there", what, (long long)k, gn, (long long)a,
+			               wn, bs, wn, (long long)b);
+	}
+	return vm_fail(v, r, s, "%s: same elements in another order", what);
+}
+
+/* The run-time integers of an item of rank r in round i. */
+static void
+vm_vals(int64_t *val, int r, int64_t s, int64_t part, int64_t u, int64_t base)
+{
+	val[PV_S] = s;
+	val[PV_R] = r;
+	val[PV_PART] = part;
+	val[PV_U] = u;
+	val[PV_BASE] = base;
+}
+
+/* The view pv builds for rank r in round i with the integers val, in
+ * slot k of a staging; RUN_ERR when a cut leaves its base. */
+static int
+vm_view(V *v, int r, int i, const PView *pv, int64_t *val, int k, MView *m)
+{
+	int64_t dims[MAXDIM], st = 1;
+	char name[96];
+
+	*m = (MView){0};
+	if (pv->base == PB_STAGE) {
+		int64_t se = vm_slot_elems(v, pv->id, pv->side), n = 1;
+		m->obj = vm_obj_stage(v, pv->id, pv->side);
+		m->off = k * se + (pv->blk ? val[PV_U] * pv->blk : 0);
+		m->nd = pv->nd;
+		for (int d = pv->nd - 1; d >= 0; d--) {
+			m->dim[d] = pv->dims[d];
+			m->stride[d] = n;
+			n *= pv->dims[d];
+		}
+		if (k < 0 || k >= v->pc->lab[pv->id].slots || m->off < k * se || m->off + n > (k + 1) * se)
+			return vm_fail(v, r, (int)val[PV_S], "a staging view of %lld elements at %lld "
+			               "leaves slot %d of transfer #%d (%lld elements)", (long long)n,
+			               (long long)m->off, k, pv->id, (long long)se);
+		return RUN_OK;
+	}
+	if (pv->base == PB_TEMP) {
+		const Buf *b = v->c->bufs.v[pv->id];
+		int rot = sched_ix(&pv->rot, r, i);
+		if (rot < 0 || rot >= b->nset)
+			return vm_fail(v, r, (int)val[PV_S], "scratch %s has %d members, not %d", b->name,
+			               b->nset, rot + 1);
+		m->obj = vm_obj_temp(v, pv->id + rot);
+	} else {
+		m->obj = pv->id;
+	}
+	m->nd = vm_obj_dims(v, m->obj, dims);
+	for (int d = m->nd - 1; d >= 0; d--) {
+		m->dim[d] = dims[d];
+		m->stride[d] = st;
+		st *= dims[d];
+	}
+	val[PV_PART] = sched_ix(&pv->part, r, i);
+	for (int c = 0; c < pv->ncut; c++) {
+		const PCut *x = &pv->cut[c];
+		int64_t at = plan_eval(&x->start, val);
+		if (x->dim < 0 || x->dim >= m->nd || at < 0 || x->len < 0 || at + x->len > m->dim[x->dim])
+			return vm_fail(v, r, (int)val[PV_S], "a cut [%lld, %lld) of dim %d leaves %s "
+			               "(extent %lld)", (long long)at, (long long)(at + x->len), x->dim,
+			               vm_obj_name(v, m->obj, name, sizeof name),
+			               x->dim >= 0 && x->dim < m->nd ? (long long)m->dim[x->dim] : 0LL);
+		m->off += at * m->stride[x->dim];
+		m->dim[x->dim] = x->len;
+	}
+	return RUN_OK;
+}
+
+/* A transfer handed to the library as count elements from the first of
+ * view m (the schedule's block want) moves exactly the block only when the
+ * block is one run; else names the first element the run gets wrong. */
+static int
+vm_run(V *v, int r, int s, const char *what, const MView *m, const Box *want)
+{
+	char name[96];
+	int64_t n = vm_volume(m);
+
+	if (vm_contig(m))
+		return RUN_OK;
+	vm_obj_name(v, m->obj, name, sizeof name);
+	for (int64_t k = 0; k < n; k++)
+		if (vm_addr(m, k) != m->off + k) {
+			char bs[160];
+			return vm_fail(v, r, s, "%s is %lld elements from one pointer, but its block "
+			               "%s of %s is strided: element %lld of the run is %s[%lld], where the "
+			               "block has %s[%lld]", what, (long long)n,
+			               vm_box_str(want, bs, sizeof bs), name, (long long)k, name,
+			               (long long)(m->off + k), name, (long long)vm_addr(m, k));
+		}
+	return RUN_OK;
+}
+
+/* Builds the planned view and checks it against the schedule's block. */
+static int
+vm_operand(V *v, int r, int i, const PView *pv, int64_t *val, const Box *want, const char *what)
+{
+	MView m;
+
+	if (vm_view(v, r, i, pv, val, 0, &m))
+		return RUN_ERR;
+	return vm_check(v, r, (int)val[PV_S], what, &m, want);
+}
+
+/* ---- compute and moves ---- */
+
+static const PItem *
+vm_item(const V *v, const Item *it)
+{
+	return v->pc->item[it->id];
+}
+
+static int
+vm_rotated(const BufRef *br, int r, int i)
+{
+	return br->buf + sched_ix(&br->rot, r, i);
+}
+
+/* The block input j of region node rn reads for cnt slices from s. */
+static Box
+vm_input(const V *v, int r, const RNode *rn, int j, int s, int cnt)
+{
+	const Value *x = rn->node->in[j];
+
+	if (rn->inbuf[j] >= 0) {
+		const Buf *b = v->c->bufs.v[rn->inbuf[j]];
+		if (rn->idim[j] < 0)
+			return vm_whole(v, b->kind == BK_TEMP ? vm_obj_temp(v, rn->inbuf[j]) : b->v->id);
+		return vm_box_ref(v, r, rn->inbuf[j], s, 0, cnt);
+	}
+	Box w = vm_whole(v, x->id);
+	if (rn->idim[j] >= 0) {
+		int64_t se = w.ext[rn->idim[j]] / v->c->nslices;
+		w.lo[rn->idim[j]] = s * se;
+		w.ext[rn->idim[j]] = se * cnt;
+	}
+	return w;
+}
+
+/* An attention's query offset must be the global row of its first query. */
+static int
+vm_qoff(V *v, int r, const Node *n, const PItem *p, const int64_t *val, const Box *q, int s)
+{
+	int qd = n->in[0]->ndim - 2;
+	int64_t want = vm_global(v, r, q, s).lo[qd];
+	int64_t got = p->qoff ? plan_eval(&p->qstart, val) : 0;
+
+	if (!n->a.causal || got == want)
+		return RUN_OK;
+	return vm_fail(v, r, s, "%s gets query offset %lld, but its first query is global row %lld",
+	               n->out->name, (long long)got, (long long)want);
+}
+
+int
+vm_compute(V *v, int r, int i, const Item *it)
+{
+	const RNode *rn = v->c->region.v[it->u.comp.rn];
+	const Node *n = rn->node;
+	const PItem *p = vm_item(v, it);
+	const Sel *sel = &it->u.comp.sel;
+	int s0, calls = p->loop ? sel->cnt : 1, cnt = p->loop ? 1 : sel->cnt;
+	const BufRef *d = &it->u.comp.dst;
+	char what[128];
+
+	vf_sel(sel, r, i, &s0, 1);
+	for (int u = 0; u < calls; u++) {
+		int s = s0 + u * sel->stride;
+		int64_t val[NPV];
+		vm_vals(val, r, s, 0, u, 0);
+		Box out = vm_box_ref(v, r, vm_rotated(d, r, i), s, sched_ix(&d->part, r, i), cnt);
+		snprintf(what, sizeof what, "the result of %s", n->out->name);
+		if (vm_operand(v, r, i, &p->view[0], val, &out, what))
+			return RUN_ERR;
+		for (int j = 0; j < n->nin; j++) {
+			Box in = vm_input(v, r, rn, j, s, cnt);
+			snprintf(what, sizeof what, "input %d (%s) of %s", j, n->in[j]->name, n->out->name);
+			if (vm_operand(v, r, i, &p->view[1 + j], val, &in, what))
+				return RUN_ERR;
+			if (j == 0 && n->op == OP_ATTENTION && vm_qoff(v, r, n, p, val, &in, s))
+				return RUN_ERR;
+		}
+	}
+	return RUN_OK;
+}
+
+int
+vm_move(V *v, int r, int i, const Item *it)
+{
+	const PItem *p = vm_item(v, it);
+	int s;
+
+	vf_sel(&it->u.move.dst.sel, r, i, &s, 1);
+	for (int k = 0; k < p->nview; k++) {
+		const BufRef *br = k ? &it->u.move.src : &it->u.move.dst;
+		int64_t val[NPV];
+		vm_vals(val, r, s, 0, 0, 0);
+		Box want = vm_box_ref(v, r, vm_rotated(br, r, i), s, sched_ix(&br->part, r, i),
+		                      br->sel.cnt);
+		if (vm_operand(v, r, i, &p->view[k], val, &want, k ? "the source of a copy" :
+		               "the destination of a copy"))
+			return RUN_ERR;
+	}
+	return RUN_OK;
+}
+
+/* ---- request and staging slots ---- */
+
+static int *
+vm_req(V *v, int r, int label, int k)
+{
+	return &v->rk[r].req[label * v->maxslots + k];
+}
+
+/* The slot of (label, round), after checking the round can have one. */
+static int
+vm_slot(V *v, int r, int label, int round, int s)
+{
+	const PLabel *l = &v->pc->lab[label];
+
+	if (l->blocking)
+		return 0;
+	if (round < 0)
+		return vm_fail(v, r, s, "round %d of transfer #%d has no request slot", round, label), -1;
+	return round % l->slots;
+}
+
+/* A post takes its slot, which must be free. */
+static int
+vm_take(V *v, int r, int label, int round, int s)
+{
+	int k = vm_slot(v, r, label, round, s);
+
+	if (k < 0)
+		return -1;
+	if (v->pc->lab[label].blocking)
+		return k;
+	int *q = vm_req(v, r, label, k);
+	if (*q >= 0)
+		return vm_fail(v, r, s, "transfer #%d of round %d takes slot %d, which still holds "
+		               "round %d: its request would be lost", label, round, k, *q), -1;
+	*q = round;
+	return k;
+}
+
+/* ---- point-to-point transfers ---- */
+
+int
+vm_post(V *v, int r, int i, const Item *it, const Xfer *x)
+{
+	const PItem *p = vm_item(v, it);
+	int64_t val[NPV];
+	MView m, st;
+	Box want = vm_box_ref(v, r, x->buf, x->slice, x->part, 1);
+	const char *what = it->kind == IT_SEND ? "the data of a send" : "the data of a receive";
+	int k = vm_take(v, r, x->label, x->round, x->slice);
+
+	vm_vals(val, r, x->slice, 0, 0, 0);
+	if (k < 0 || vm_view(v, r, i, &p->view[0], val, 0, &m) || vm_check(v, r, x->slice, what, &m, &want))
+		return RUN_ERR;
+	if (p->count != vm_volume(&m))
+		return vm_fail(v, r, x->slice, "%s passes %lld elements; its block has %lld", what,
+		               (long long)p->count, (long long)vm_volume(&m));
+	if (!p->staged)
+		return vm_run(v, r, x->slice, what, &m, &want);
+	if (vm_view(v, r, i, &p->stage, val, k, &st))
+		return RUN_ERR;
+	if (vm_volume(&st) != p->count || !vm_contig(&st))
+		return vm_fail(v, r, x->slice, "%s is staged in %lld elements, not its %lld", what,
+		               (long long)vm_volume(&st), (long long)p->count);
+	if (it->kind == IT_RECV)
+		v->rk[r].up[x->label * v->maxslots + k] = m;
+	return RUN_OK;
+}
+
+/* Both ends of a message are the same global elements. */
+int
+vm_pair(V *v, const Xfer *s, const Xfer *q)
+{
+	Box bs = vm_box_ref(v, s->rank, s->buf, s->slice, s->part, 1);
+	Box bq = vm_box_ref(v, q->rank, q->buf, q->slice, q->part, 1);
+	Box gs = vm_global(v, s->rank, &bs, s->slice), gq = vm_global(v, q->rank, &bq, q->slice);
+	char a[160], b[160];
+
+	if (vm_global_eq(&gs, &gq))
+		return RUN_OK;
+	return vm_fail(v, q->rank, q->slice, "receives global elements %s of %s from rank %d, which "
+	               "sends %s of %s", vm_box_str(&gq, b, sizeof b), vm_value(v, gq.obj)->name,
+	               s->rank, vm_box_str(&gs, a, sizeof a), vm_value(v, gs.obj)->name);
+}
+
+/* A wait finds its round in its slot (x: the transfer it completes, or
+ * NULL when this rank posted none of that round). */
+int
+vm_wait(V *v, int r, int label, int round, const Xfer *x)
+{
+	const PLabel *l = &v->pc->lab[label];
+
+	if (l->blocking || round < 0)
+		return RUN_OK;
+	int k = round % l->slots, *q = vm_req(v, r, label, k);
+	if (!x)
+		return *q == round ? vm_fail(v, r, -1, "waits for round %d of transfer #%d, which "
+		                             "it did not post, but slot %d says it did", round, label, k)
+		                   : RUN_OK;
+	if (*q != round)
+		return vm_fail(v, r, x->slice, "waits for round %d of transfer #%d in slot %d, which "
+		               "holds round %d: the wait would be skipped", round, label, k, *q);
+	*q = -1;
+	return RUN_OK;
+}
+
+/* ---- library collectives ---- */
+
+/* The block the schedule gives element e of collective ci on side dir,
+ * for rank r; 0 when the element does not touch r. */
+static int
+vm_coll_block(V *v, const CollInst *ci, int r, int dir, int e, Box *b, int *s)
+{
+	int part, buf = dir ? ci->it->u.coll.dst : ci->it->u.coll.src;
+
+	if (!vf_elem(ci, r, dir, e, s, &part))
+		return 0;
+	*b = vm_box_ref(v, r, buf, *s, part, 1);
+	return 1;
+}
+
+/* Checks one side of a collective: block u of the library's buffer (at
+ * u * count) must be the u-th block the schedule names for this rank,
+ * through the view handed over or through staging slot k. base: the
+ * chunk base the plan's views get. */
+static int
+vm_side(V *v, int r, int i, const CollInst *ci, int dir, int k, int64_t base)
+{
+	const PItem *p = vm_item(v, ci->it);
+	const PSide *sd = &p->side[dir];
+	const char *what = dir ? "what a collective receives" : "what a collective sends";
+	int64_t val[NPV];
+	MView run, m;
+	Box want;
+	int u = 0, s;
+	char bs[160], name[96];
+
+	vm_vals(val, r, 0, 0, 0, base);
+	if (!sd->staged && vm_view(v, r, i, &sd->view, val, 0, &run))
+		return RUN_ERR;
+	if (!sd->staged && (!vm_contig(&run) || vm_volume(&run) != p->count * sd->nblock))
+		return vm_fail(v, r, -1, "%s is handed over as %lld elements from one pointer, which "
+		               "are not one run of %d block%s of %lld", what, (long long)vm_volume(&run),
+		               sd->nblock, sd->nblock == 1 ? "" : "s", (long long)p->count);
+	for (int e = 0; e < ci->cnt; e++) {
+		if (!vm_coll_block(v, ci, r, dir, e, &want, &s))
+			continue;
+		if (u >= sd->nblock)
+			return vm_fail(v, r, s, "%s has more blocks than the plan's %d", what, sd->nblock);
+		if (!sd->staged) {
+			MView blk = vm_box_view(v, &want), w = vm_canon(&blk);
+			int64_t at = vm_canon(&run).off + u * p->count;
+			if (!vm_contig(&blk) || vm_volume(&blk) != p->count || blk.obj != run.obj ||
+			    (p->count && w.off != at))
+				return vm_fail(v, r, s, "%s: block %d of the library's buffer is not the "
+				               "schedule's block %s of %s", what, u,
+				               vm_box_str(&want, bs, sizeof bs),
+				               vm_obj_name(v, want.obj, name, sizeof name));
+		} else {
+			vm_vals(val, r, s, 0, u, base);
+			MView st;
+			if (vm_view(v, r, i, &sd->view, val, 0, &m) || vm_check(v, r, s, what, &m, &want) ||
+			    vm_view(v, r, i, &sd->stage, val, k, &st))
+				return RUN_ERR;
+			MView canon = vm_canon(&st);
+			int64_t at = vm_volume(&canon) ? canon.off : 0;
+			if (!vm_contig(&st) || vm_volume(&st) != p->count ||
+			    at != k * vm_slot_elems(v, ci->it->u.coll.label, dir) + u * p->count)
+				return vm_fail(v, r, s, "%s: block %d is staged at element %lld, not at block "
+				               "%d of slot %d", what, u, (long long)at, u, k);
+		}
+		u++;
+	}
+	if (u != sd->nblock)
+		return vm_fail(v, r, -1, "%s has %d blocks, the plan %d", what, u, sd->nblock);
+	return RUN_OK;
+}
+
+int
+vm_coll_post(V *v, int r, int i, const Item *it, const CollInst *ci)
+{
+	int k = vm_take(v, r, ci->label, ci->round, ci->s[0]);
+	const PLabel *l = &v->pc->lab[ci->label];
+
+	if (k < 0 || vm_side(v, r, i, ci, 0, k, ci->s[0]))
+		return RUN_ERR;
+	(void)it;
+	if (!l->blocking) {
+		v->rk[r].cbase[ci->label * v->maxslots + k] = ci->s[0];
+		/* what is received in place is checked now; what is staged at the
+		 * wait, where it is unpacked */
+		if (!vm_item(v, ci->it)->side[1].staged)
+			return vm_side(v, r, i, ci, 1, k, ci->s[0]);
+		return RUN_OK;
+	}
+	return vm_side(v, r, i, ci, 1, k, ci->s[0]);
+}
+
+/* The unpack at the wait builds its views from the saved base, or from
+ * 0 when the plan says the unpack does not depend on it. */
+int
+vm_coll_wait(V *v, int r, const CollInst *ci)
+{
+	const PLabel *l = &v->pc->lab[ci->label];
+	int k = vm_slot(v, r, ci->label, ci->round, ci->s[0]);
+
+	if (l->blocking)
+		return RUN_OK;
+	if (k < 0)
+		return RUN_ERR;
+	int *q = vm_req(v, r, ci->label, k);
+	if (*q != ci->round)
+		return vm_fail(v, r, ci->s[0], "waits for round %d of collective #%d in slot %d, which "
+		               "holds round %d", ci->round, ci->label, k, *q);
+	*q = -1;
+	if (!vm_item(v, ci->it)->side[1].staged)
+		return RUN_OK;
+	int64_t base = l->usebase ? v->rk[r].cbase[ci->label * v->maxslots + k] : 0;
+	return vm_side(v, r, 0, ci, 1, k, base);
+}
+
+/* Every block a collective delivers is the same global elements as the
+ * block it comes from. */
+int
+vm_coll_apply(V *v, const CollInst *ci)
+{
+	int op = ci->it->u.coll.op, gather = op == OP_ALL_GATHER || op == OP_ALL_TO_ALL;
+	char a[160], b[160];
+
+	for (int q = 0; q < v->N; q++)
+		for (int e = 0, s, t; e < ci->cnt; e++) {
+			Box got, from;
+			if (!vm_coll_block(v, ci, q, 1, e, &got, &s))
+				continue;
+			Box gg = vm_global(v, q, &got, s);
+			/* the source element: rank e's own (all_gather), rank e's
+			 * element q (all_to_all), every rank's element e (sums) */
+			int se = op == OP_ALL_TO_ALL ? q : e;
+			for (int u = gather ? e : 0; u < (gather ? e + 1 : v->N); u++) {
+				if (!vm_coll_block(v, ci, u, 0, se, &from, &t))
+					return vm_fail(v, u, s, "gives no block %d to %s", se, op_info[op].name);
+				Box gf = vm_global(v, u, &from, t);
+				if (!vm_global_eq(&gg, &gf))
+					return vm_fail(v, q, s, "%s delivers global elements %s of rank %d's %s "
+					               "where %s of %s belong", op_info[op].name,
+					               vm_box_str(&gf, a, sizeof a), u, vm_value(v, gf.obj)->name,
+					               vm_box_str(&gg, b, sizeof b), vm_value(v, gg.obj)->name);
+			}
+		}
+	return RUN_OK;
+}
+
+/* ---- setup ---- */
+
+void
+vm_init(V *v)
+{
+	v->maxslots = 1;
+	for (int lb = 0; lb < v->pc->nlab; lb++)
+		if (v->pc->lab[lb].slots > v->maxslots)
+			v->maxslots = v->pc->lab[lb].slots;
+	size_t n = (size_t)(v->pc->nlab + 1) * (size_t)v->maxslots;
+	for (int r = 0; r < v->N; r++) {
+		Rank *R = &v->rk[r];
+		R->req = arena_alloc(v->t, n * sizeof *R->req);
+		R->up = arena_alloc(v->t, n * sizeof *R->up);
+		R->cbase = arena_alloc(v->t, n * sizeof *R->cbase);
+		for (size_t j = 0; j < n; j++)
+			R->req[j] = -1;
+	}
+}
+
+/* ---- plain stages ---- */
+
+/* The block of input j that a plain stage needs on rank r: along the
+ * dim that the result's split dim maps to (the op's slice-locality, or a
+ * right-aligned broadcast of an elementwise operand), the result's
+ * global rows; every other dim whole. */
+static Box
+vm_plain_want(const V *v, const Node *n, int j, int r)
+{
+	const Value *o = n->out, *x = n->in[j];
+	Box b = vm_whole(v, x->id);
+
+	if (o->dist.kind != DI_SPLIT)
+		return b;
+	int d = o->dist.dim, xd = n->inmap[j][d];
+	if (xd < 0 && op_info[n->op].cls == CL_EW && d - (o->ndim - x->ndim) >= 0 &&
+	    x->shape[d - (o->ndim - x->ndim)] == o->shape[d])
+		xd = d - (o->ndim - x->ndim);
+	if (xd < 0)
+		return b;
+	/* rows of o map to rows of x in proportion (head split and merge
+	 * turn D = H * Dh rows into H heads) */
+	int64_t le = value_rank_extent(o, d), xs = x->shape[xd], os = o->shape[d];
+	int64_t held = x->dist.kind == DI_SPLIT && x->dist.dim == xd ?
+	               r * value_rank_extent(x, xd) : 0;
+	b.lo[xd] = r * le * xs / os - held;
+	b.ext[xd] = le * xs / os;
+	return b;
+}
+
+int
+vm_plain(V *v, const Node *n, const PItem *p)
+{
+	char what[128];
+
+	for (int r = 0; r < v->N; r++) {
+		int64_t val[NPV];
+		vm_vals(val, r, -1, 0, 0, 0);
+		Box out = vm_whole(v, n->out->id);
+		snprintf(what, sizeof what, "the result of %s", n->out->name);
+		if (p->nview != n->nin + 1 || vm_operand(v, r, 0, &p->view[0], val, &out, what))
+			return p->nview != n->nin + 1 ? vm_fail(v, r, -1, "%s has %d operands planned, "
+			                                         "not %d", n->out->name, p->nview,
+			                                         n->nin + 1) : RUN_ERR;
+		for (int j = 0; j < n->nin; j++) {
+			Box in = vm_plain_want(v, n, j, r);
+			snprintf(what, sizeof what, "input %d (%s) of %s", j, n->in[j]->name, n->out->name);
+			if (vm_operand(v, r, 0, &p->view[1 + j], val, &in, what))
+				return RUN_ERR;
+			if (j == 0 && n->op == OP_ATTENTION && vm_qoff(v, r, n, p, val, &in, 0))
+				return RUN_ERR;
+		}
+	}
+	return RUN_OK;
+}

@@ -1,0 +1,219 @@
+/* Unit tests of plan.c and of its proof (verify_mem.c, verify_prog.c):
+ * the plan of every example under every schedule kind is proved, the
+ * plan makes the choices the bugs it fixed need, and the verifier
+ * rejects planted mistakes in the plan (an offset off by one element, a
+ * contiguous receive into a strided view, overlapping workspace, a
+ * request slot reused while in flight, a wrong query offset), naming the
+ * rank, the step and the element. */
+#include "sched_test.h"
+
+/* all_to_all with m = 2 on [B, S]: rank r's slot of B is cut along S into
+ * the parts of each sender, so a part is strided (issue: a contiguous
+ * receive there overwrote its neighbours). */
+static const char a2a_text[] =
+	"model a2a {\n  size B = 8, S = 2;\n  group sp = 2;\n  type f32;\n"
+	"  in x : [B, S] split S over sp;\n  y = all_to_all(x, S, B);\n  out y;\n"
+	"  schedule { default fuse(ring, m = 2); }\n}\n";
+
+static void
+test_examples(void)
+{
+	static const char *const ex[] = {"mlp", "attention", "mamba", "ulysses", "zero_dp", "transformer"};
+	static const char *const kinds[] = {"fuse(ring)", "fuse(bidir)", "fuse(pairwise)",
+	                                    "fuse(ring, m = 2)", "fuse(pairwise, m = 2)", "slice(2)",
+	                                    "slice(4)", "vanilla", "auto"};
+
+	for (size_t e = 0; e < sizeof ex / sizeof *ex; e++) {
+		char *text = st_example(ex[e]);
+		for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
+			SRun r;
+			Plan *p = st_plan(&r, text, kinds[k]);
+			CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+			CU_ASSERT_EQUAL(verify_sched(r.s, p, &r.d), 0);
+			st_done(&r);
+		}
+		free(text);
+	}
+}
+
+/* The first item of kind k in lane t of phase ph of c. */
+static const Item *
+item(const Coll *c, int ph, int t, ItemKind k)
+{
+	const Phase *f = c->phases.v[ph];
+
+	for (int j = 0; j < f->lanes[t].n; j++)
+		if (((Item *)f->lanes[t].v[j])->kind == k)
+			return f->lanes[t].v[j];
+	CU_FAIL_FATAL("no such item");
+	return NULL;
+}
+
+/* The plan must reject c's plan, with want in a message naming the
+ * rank, the step and the slice. */
+static void
+rejects(const Coll *c, const PColl *pc, const char *want)
+{
+	char err[1024];
+
+	CU_ASSERT_FATAL(verify_coll(c, pc, NULL, err, sizeof err) != 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "rank "));
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, " step "));
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "memory plan: "));
+	if (!strstr(err, want))
+		fprintf(stderr, "\nwanted '%s' in: %s\n", want, err);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, want));
+}
+
+/* The receive of the all_to_all goes through staging, and the proof
+ * holds; planted as one contiguous receive, it is rejected at the first
+ * element the run gets wrong. */
+static void
+test_strided_receive(void)
+{
+	SRun r;
+	Plan *p = st_plan(&r, a2a_text, NULL);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+	const Coll *c = st_coll(r.s, "y");
+	PColl *pc = st_pcoll(p, c);
+	PItem *recv = pc->item[item(c, 0, 0, IT_RECV)->id];
+
+	CU_ASSERT(recv->staged);
+	CU_ASSERT_EQUAL(verify_coll(c, pc, NULL, NULL, 0), 0);
+	recv->staged = 0;
+	rejects(c, pc, "of y is strided: element 1 of the run is y[");
+	st_done(&r);
+}
+
+/* A cut one element off: the first element of the view is not the
+ * schedule's. */
+static void
+test_off_by_one(void)
+{
+	SRun r;
+	Plan *p = st_plan(&r, st_mlp(4, "fuse(ring)"), NULL);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+	const Coll *c = st_coll(r.s, "xa");
+	PColl *pc = st_pcoll(p, c);
+	PItem *mm = pc->item[item(c, 0, 0, IT_COMPUTE)->id];
+	PExpr *st = &mm->view[0].cut[0].start;
+
+	CU_ASSERT_EQUAL_FATAL(mm->view[0].ncut, 1);
+	CU_ASSERT_EQUAL(st->c[PV_S], 1);
+	st->c[PV_S] = st->mul;
+	st->mul = 1;
+	st->add = 1;
+	CU_ASSERT_EQUAL(verify_coll(c, pc, NULL, NULL, 0) != 0, 1);
+	rejects(c, pc, "the result of t1: element 0 is t1[");
+	st_done(&r);
+}
+
+/* Two scratch buffers of one stage in the same place. */
+static void
+test_overlapping_workspace(void)
+{
+	SRun r;
+	Plan *p = st_plan(&r, st_mlp(4, "fuse(ring)"), NULL);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+	PColl *pc = st_pcoll(p, st_coll(r.s, "y"));
+	int first = -1, second = -1;
+
+	for (int b = 0; b < pc->c->bufs.n; b++) {
+		if (pc->off[b] < 0)
+			continue;
+		if (first < 0)
+			first = b;
+		else if (second < 0)
+			second = b;
+	}
+	CU_ASSERT_FATAL(first >= 0 && second >= 0);
+	char *msg = NULL;
+	size_t len = 0;
+	r.d.out = open_memstream(&msg, &len);
+	CU_ASSERT_EQUAL(verify_sched(r.s, p, &r.d), 0);
+	pc->off[second] = pc->off[first];
+	CU_ASSERT_NOT_EQUAL(verify_sched(r.s, p, &r.d), 0);
+	fclose(r.d.out);
+	CU_ASSERT_PTR_NOT_NULL(strstr(msg, "overlap, and stage"));
+	free(msg);
+	st_done(&r);
+}
+
+/* A label given fewer request slots than the rounds it has in flight:
+ * a post would overwrite a request not yet waited. */
+static void
+test_slot_window(void)
+{
+	SRun r;
+	Plan *p = st_plan(&r, st_mlp(4, "fuse(ring)"), NULL);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+	const Coll *c = st_coll(r.s, "xa");
+	PColl *pc = st_pcoll(p, c);
+	PLabel *l = &pc->lab[item(c, 0, 0, IT_SEND)->u.xfer.label];
+
+	CU_ASSERT_EQUAL_FATAL(l->slots, 2);
+	l->slots = 1;
+	rejects(c, pc, "which still holds round 0: its request would be lost");
+	st_done(&r);
+}
+
+/* A causal attention split by queries told the wrong first query. */
+static void
+test_query_offset(void)
+{
+	SRun r;
+	char *text = st_example("attention");
+	Plan *p = st_plan(&r, text, "fuse(ring, split = query)");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+	const Coll *c = st_coll(r.s, "y");
+	PColl *pc = st_pcoll(p, c);
+	int found = 0;
+
+	for (int id = 0; id < c->nitems; id++)
+		if (pc->item[id]->qoff) {
+			pc->item[id]->qstart.add += 1;
+			found = 1;
+		}
+	CU_ASSERT_FATAL(found);
+	rejects(c, pc, "but its first query is global row");
+	st_done(&r);
+	free(text);
+}
+
+/* Values whose stages do not overlap share the workspace: the mlp's
+ * gathered input is dead after its stage, and the reduce-scatter's
+ * scratch reuses its place. */
+static void
+test_workspace_reuse(void)
+{
+	SRun r;
+	Plan *p = st_plan(&r, st_mlp(4, "fuse(ring)"), NULL);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+	const Value *xa = st_coll(r.s, "xa")->node->out;
+	PColl *pc = st_pcoll(p, st_coll(r.s, "y"));
+	int shared = 0;
+
+	for (int b = 0; b < pc->c->bufs.n; b++)
+		shared |= pc->off[b] == p->off[xa->id];
+	CU_ASSERT(shared);
+	CU_ASSERT_EQUAL(verify_sched(r.s, p, &r.d), 0);
+	st_done(&r);
+}
+
+void test_plan_register(void);
+
+void
+test_plan_register(void)
+{
+	CU_pSuite s = CU_add_suite("plan", NULL, NULL);
+
+	CU_add_test(s, "every example under every kind proves", test_examples);
+	CU_add_test(s, "a strided receive is staged", test_strided_receive);
+	CU_add_test(s, "workspace is shared by liveness", test_workspace_reuse);
+	s = CU_add_suite("plan_mutation", NULL, NULL);
+	CU_add_test(s, "an offset one element off", test_off_by_one);
+	CU_add_test(s, "a contiguous receive into a strided view", test_strided_receive);
+	CU_add_test(s, "overlapping workspace", test_overlapping_workspace);
+	CU_add_test(s, "a request slot reused in flight", test_slot_window);
+	CU_add_test(s, "a wrong query offset", test_query_offset);
+}
