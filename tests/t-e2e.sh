@@ -24,6 +24,40 @@ sizes3() { # the -D options that make example $1 divide by 3
 	esac
 }
 
+# e2e NAME DIR N SPEC ARGS...: builds SPEC with ARGS into DIR, runs it twice
+# on N ranks, and checks the error against the reference and the checksums
+# against each other.
+e2e() {
+	name=$1 dir=$2 n=$3 spec=$4
+	shift 4
+	if ! sh scripts/build-model.sh "$B" "$dir" "$spec" "$@" >"$dir.log" 2>&1; then
+		fail "$name (build)"
+		tail -n 20 "$dir.log"
+		return
+	fi
+	ok=1
+	for k in 1 2; do
+		if ! $MPIRUN -n "$n" "$dir/run" --check --iters 1 --warmup 0 >"$dir.run$k" 2>&1; then
+			ok=0
+			tail -n 20 "$dir.run$k"
+		fi
+	done
+	[ $ok = 1 ] || { fail "$name (run)"; return; }
+	err=$(sed -n 's/.*max_rel_err=\([^ ]*\).*/\1/p' "$dir.run1")
+	s1=$(sed -n 's/.*checksum=\([^ ]*\).*/\1/p' "$dir.run1")
+	s2=$(sed -n 's/.*checksum=\([^ ]*\).*/\1/p' "$dir.run2")
+	if ! awk -v e="$err" 'BEGIN { exit !(e != "" && e <= 1e-5) }'; then
+		fail "$name (max_rel_err $err)"
+	elif [ -z "$s1" ] || [ "$s1" != "$s2" ]; then
+		fail "$name (runs differ: $s1 $s2)"
+	else
+		pass "$name"
+	fi
+}
+
+# tag "fuse(ring, m = 2)" -> fuse_ring_m-2
+tag() { echo "$1" | tr -d ' ' | tr '(),=' '___-' | sed 's/_*$//'; }
+
 for f in examples/*.cf; do
 	ex=$(basename "$f" .cf)
 	g=$(group "$ex")
@@ -33,33 +67,22 @@ for f in examples/*.cf; do
 		extra="-D $g=$n"
 		[ $n -eq 3 ] && extra="$extra $(sizes3 "$ex")"
 		for s in spec vanilla "slice(2)" "fuse(ring)" "fuse(bidir)" "fuse(pairwise)" "fuse(ring, m = 2)"; do
-			t=$(echo "$s" | tr -d ' ' | tr '(),=' '___-' | sed 's/_*$//')
-			name="e2e: $ex $s N=$n"
-			dir=$out/$ex-$t-$n
 			if [ "$s" = spec ]; then set -- $extra; else set -- $extra "--schedule=$s"; fi
-			if ! sh scripts/build-model.sh "$B" "$dir" "$f" "$@" >"$dir.log" 2>&1; then
-				fail "$name (build)"
-				tail -n 20 "$dir.log"
-				continue
-			fi
-			ok=1
-			for k in 1 2; do
-				if ! $MPIRUN -n $n "$dir/run" --check --iters 1 --warmup 0 >"$dir.run$k" 2>&1; then
-					ok=0
-					tail -n 20 "$dir.run$k"
-				fi
-			done
-			[ $ok = 1 ] || { fail "$name (run)"; continue; }
-			err=$(sed -n 's/.*max_rel_err=\([^ ]*\).*/\1/p' "$dir.run1")
-			s1=$(sed -n 's/.*checksum=\([^ ]*\).*/\1/p' "$dir.run1")
-			s2=$(sed -n 's/.*checksum=\([^ ]*\).*/\1/p' "$dir.run2")
-			if ! awk -v e="$err" 'BEGIN { exit !(e != "" && e <= 1e-5) }'; then
-				fail "$name (max_rel_err $err)"
-			elif [ -z "$s1" ] || [ "$s1" != "$s2" ]; then
-				fail "$name (runs differ: $s1 $s2)"
-			else
-				pass "$name"
-			fi
+			e2e "e2e: $ex $s N=$n" "$out/$ex-$(tag "$s")-$n" $n "$f" "$@"
+		done
+	done
+done
+
+# all_to_all with slots cut into the parts of each sender (m >= 2), whose
+# parts are strided: 2-D, and 4-D behind a leading dim of extent 1 and 2
+for c in "a2a2d" "a2a3d" "a2a3d -D A=2"; do
+	spec=tests/e2e/${c%% *}.cf
+	set -- $c
+	shift
+	for n in 2 3 4; do
+		for s in "fuse(ring, m = 2)" "fuse(ring, m = 3)" "fuse(pairwise, m = 2)"; do
+			e2e "e2e: $c $s N=$n" "$out/$(echo "$c" | tr -d ' =')-$(tag "$s")-$n" $n "$spec" \
+				"$@" -D sp=$n "--schedule=$s"
 		done
 	done
 done
