@@ -206,85 +206,121 @@ call(Cg *c, const char *fmt, ...)
 	emit(&c->e, ");\n");
 }
 
+/* The operands of one op's call: C expressions of cfrt_view lvalues;
+ * q_offset: the global index of the first query row (attention); beta:
+ * 1 to accumulate into out (matmul). */
+typedef struct Operands {
+	const char *out;
+	const char *const *in;
+	const char *q_offset;
+	int beta;
+} Operands;
+
 static void
-op_matmul(Cg *c, const Node *n, const char *out, const char *const *in, int beta)
+op_matmul(Cg *c, const Node *n, const Operands *x)
 {
-	const char *a = in[0], *b = in[1];
+	const char *a = x->in[0], *b = x->in[1];
 
 	if (n->a.mm.ta || n->a.mm.tb) {
 		emit_begin(&c->e);
 		if (n->a.mm.ta)
-			emit(&c->e, "cfrt_view at = cf_transpose(%s);\n", in[0]);
+			emit(&c->e, "cfrt_view at = cf_transpose(%s);\n", x->in[0]);
 		if (n->a.mm.tb)
-			emit(&c->e, "cfrt_view bt = cf_transpose(%s);\n", in[1]);
+			emit(&c->e, "cfrt_view bt = cf_transpose(%s);\n", x->in[1]);
 		a = n->a.mm.ta ? "at" : a;
 		b = n->a.mm.tb ? "bt" : b;
 	}
-	call(c, "cfrt_matmul(ctx, &%s, &%s, &%s, 1.0, %s)", out, a, b, beta ? "1.0" : "0.0");
+	call(c, "cfrt_matmul(ctx, &%s, &%s, &%s, 1.0, %s)", x->out, a, b, x->beta ? "1.0" : "0.0");
 	if (n->a.mm.ta || n->a.mm.tb)
 		emit_close(&c->e, "");
 }
 
-static const char *
-opt(const Node *n, int i, const char *const *in, Arena *a)
+/* add, mul: cfrt_NAME(ctx, out, a, b) */
+static void
+op_binary(Cg *c, const Node *n, const Operands *x)
 {
-	return i < n->nin ? arena_printf(a, "&%s", in[i]) : "NULL";
+	call(c, "cfrt_%s(ctx, &%s, &%s, &%s)", op_info[n->op].name, x->out, x->in[0], x->in[1]);
+}
+
+/* gelu, silu, relu, softmax: cfrt_NAME(ctx, out, x) */
+static void
+op_unary(Cg *c, const Node *n, const Operands *x)
+{
+	call(c, "cfrt_%s(ctx, &%s, &%s)", op_info[n->op].name, x->out, x->in[0]);
 }
 
 static void
-op_attention(Cg *c, const Node *n, const char *out, const char *const *in,
-             const char *q_offset)
+op_scale(Cg *c, const Node *n, const Operands *x)
+{
+	call(c, "cfrt_scale(ctx, &%s, &%s, %.17g)", x->out, x->in[0], n->a.scale);
+}
+
+/* layernorm, rmsnorm: cfrt_NAME(ctx, out, x, then each optional operand
+ * (gamma, beta) or NULL, eps) */
+static void
+op_norm(Cg *c, const Node *n, const Operands *x)
+{
+	const char *opt = "";
+
+	for (int i = 1; i < op_info[n->op].maxarg; i++)
+		opt = arena_printf(c->a, "%s, %s", opt, i < n->nin ?
+		                   arena_printf(c->a, "&%s", x->in[i]) : "NULL");
+	call(c, "cfrt_%s(ctx, &%s, &%s%s, 1e-5)", op_info[n->op].name, x->out, x->in[0], opt);
+}
+
+/* split_heads, merge_heads: one cfrt_copy between the [..., S, H*Dh]
+ * tensor seen as its heads [..., H, S, Dh] (cf_heads) and the heads. */
+static void
+op_heads(Cg *c, const Node *n, const Operands *x)
+{
+	int split = n->op == OP_SPLIT_HEADS;
+	const char *flat = split ? x->in[0] : x->out, *heads = split ? x->out : x->in[0];
+
+	emit_begin(&c->e);
+	emit(&c->e, "cfrt_view hv = cf_heads(%s, %s.dim[%s.nd - 3]);\n", flat, heads, heads);
+	if (split)
+		call(c, "cfrt_copy(ctx, &%s, &hv)", heads);
+	else
+		call(c, "cfrt_copy(ctx, &hv, &%s)", heads);
+	emit_close(&c->e, "");
+}
+
+static void
+op_attention(Cg *c, const Node *n, const Operands *x)
 {
 	emit_begin(&c->e);
 	emit(&c->e, "cfrt_view o4 = cf_4d(%s), q4 = cf_4d(%s), k4 = cf_4d(%s), v4 = cf_4d(%s);\n",
-	     out, in[0], in[1], in[2]);
+	     x->out, x->in[0], x->in[1], x->in[2]);
 	call(c, "cfrt_attention(ctx, &o4, &q4, &k4, &v4, %d, %s)", n->a.causal,
-	     q_offset ? q_offset : "0");
+	     x->q_offset ? x->q_offset : "0");
 	emit_close(&c->e, "");
 }
+
+static void
+op_scan(Cg *c, const Node *n, const Operands *x)
+{
+	call(c, "cfrt_scan(ctx, &%s, &%s, %d, %.17g)", x->out, x->in[0], n->a.scan.dim,
+	     n->a.scan.decay);
+}
+
+typedef void (*OpEmit)(Cg *, const Node *, const Operands *);
+
+/* The emit column of ops.def: NULL for leaves and collectives. */
+static const OpEmit op_emit[NOP] = {
+#define OP(id, name, lo, hi, cls, tensors, infer, emit) [OP_##id] = emit,
+#include "ops.def"
+#undef OP
+};
 
 void
 cg_op(Cg *c, const Node *n, const char *out, const char *const *in,
       const char *q_offset, int beta)
 {
-	Arena *a = c->a;
+	const Operands x = {out, in, q_offset, beta};
 
-	switch (n->op) {
-	case OP_MATMUL: op_matmul(c, n, out, in, beta); break;
-	case OP_ADD: call(c, "cfrt_add(ctx, &%s, &%s, &%s)", out, in[0], in[1]); break;
-	case OP_MUL: call(c, "cfrt_mul(ctx, &%s, &%s, &%s)", out, in[0], in[1]); break;
-	case OP_SCALE: call(c, "cfrt_scale(ctx, &%s, &%s, %.17g)", out, in[0], n->a.scale); break;
-	case OP_GELU: call(c, "cfrt_gelu(ctx, &%s, &%s)", out, in[0]); break;
-	case OP_SILU: call(c, "cfrt_silu(ctx, &%s, &%s)", out, in[0]); break;
-	case OP_RELU: call(c, "cfrt_relu(ctx, &%s, &%s)", out, in[0]); break;
-	case OP_LAYERNORM:
-		call(c, "cfrt_layernorm(ctx, &%s, &%s, %s, %s, 1e-5)", out, in[0],
-		     opt(n, 1, in, a), opt(n, 2, in, a));
-		break;
-	case OP_RMSNORM:
-		call(c, "cfrt_rmsnorm(ctx, &%s, &%s, %s, 1e-5)", out, in[0], opt(n, 1, in, a));
-		break;
-	case OP_SOFTMAX: call(c, "cfrt_softmax(ctx, &%s, &%s)", out, in[0]); break;
-	case OP_SPLIT_HEADS:
-		emit_begin(&c->e);
-		emit(&c->e, "cfrt_view hv = cf_heads(%s, %s.dim[%s.nd - 3]);\n", in[0], out, out);
-		call(c, "cfrt_copy(ctx, &%s, &hv)", out);
-		emit_close(&c->e, "");
-		break;
-	case OP_MERGE_HEADS:
-		emit_begin(&c->e);
-		emit(&c->e, "cfrt_view hv = cf_heads(%s, %s.dim[%s.nd - 3]);\n", out, in[0], in[0]);
-		call(c, "cfrt_copy(ctx, &hv, &%s)", in[0]);
-		emit_close(&c->e, "");
-		break;
-	case OP_ATTENTION: op_attention(c, n, out, in, q_offset); break;
-	case OP_SCAN:
-		call(c, "cfrt_scan(ctx, &%s, &%s, %d, %.17g)", out, in[0], n->a.scan.dim,
-		     n->a.scan.decay);
-		break;
-	default:
+	if (!op_emit[n->op])
 		die("cg_op: %s is no compute op", op_info[n->op].name);
-	}
+	op_emit[n->op](c, n, &x);
 }
 
 static int

@@ -217,7 +217,7 @@ Expr *parse_choice(Arena *a, Diag *d, const Src *src);
 /* ---- ops ---- */
 typedef enum OpClass { CL_LEAF, CL_EW, CL_ROW, CL_MM, CL_ATTN, CL_HEADS, CL_SCAN, CL_COLL } OpClass;
 typedef enum OpKind {
-#define OP(id, s, lo, hi, cl) OP_##id,
+#define OP(id, name, lo, hi, cls, tensors, infer, emit) OP_##id,
 #include "ops.def"
 #undef OP
 	NOP
@@ -226,6 +226,7 @@ typedef struct OpInfo {
 	const char *name;
 	int minarg, maxarg;
 	OpClass cls;
+	int tensors; /* leading arguments that are tensors; -1: all */
 } OpInfo;
 extern const OpInfo op_info[NOP];
 int op_lookup(const char *name); /* OpKind, or -1 */

@@ -31,17 +31,6 @@ sema_number(const Expr *e, double *f)
 	return 1;
 }
 
-/* How many leading arguments of op are tensors. */
-static int
-tensor_args(OpKind op, int nargs)
-{
-	switch (op) {
-	case OP_SPLIT_HEADS: case OP_SCALE: case OP_SCAN: return 1;
-	case OP_ATTENTION: return 3;
-	default: return op_info[op].cls == CL_COLL ? 1 : nargs;
-	}
-}
-
 static int
 arity(Sema *S, const Expr *e, const char *what, int lo, int hi, int n)
 {
@@ -90,7 +79,7 @@ apply(Sema *S, Scope *sc, const Expr *e, OpKind op, const char *fn,
 	const OpInfo *oi = &op_info[op];
 	Call c = {.e = e, .fn = fn, .sc = sc, .nargs = nargs};
 	Node *n = sema_node_new(S, sc, op, e->loc);
-	int nt = tensor_args(op, nargs), ok = 1;
+	int nt = oi->tensors < 0 ? nargs : oi->tensors, ok = 1;
 
 	if (!arity(S, e, fn, oi->minarg, oi->maxarg, nargs) || !no_kwargs(S, args, nargs))
 		return NULL;

@@ -566,28 +566,16 @@ infer_all_to_all(Sema *S, Call *c, Node *n)
 
 typedef Value *(*Infer)(Sema *, Call *, Node *);
 
-static Infer
-infer_fn(OpKind op)
-{
-	switch (op) {
-	case OP_MATMUL: return infer_matmul;
-	case OP_ADD: case OP_MUL: return infer_ew;
-	case OP_SCALE: case OP_GELU: case OP_SILU: case OP_RELU: return infer_unary;
-	case OP_LAYERNORM: case OP_RMSNORM: case OP_SOFTMAX: return infer_row;
-	case OP_SPLIT_HEADS: return infer_split_heads;
-	case OP_MERGE_HEADS: return infer_merge_heads;
-	case OP_ATTENTION: return infer_attention;
-	case OP_SCAN: return infer_scan;
-	case OP_ALL_GATHER: return infer_all_gather;
-	case OP_REDUCE_SCATTER: return infer_reduce_scatter;
-	case OP_ALL_REDUCE: return infer_all_reduce;
-	case OP_ALL_TO_ALL: return infer_all_to_all;
-	default: die("no inference for op %s", op_info[op].name);
-	}
-}
+static const Infer infer_fn[NOP] = {
+#define OP(id, name, lo, hi, cls, tensors, infer, emit) [OP_##id] = infer,
+#include "ops.def"
+#undef OP
+};
 
 Value *
 sema_infer(Sema *S, Call *c, Node *n)
 {
-	return infer_fn(n->op)(S, c, n);
+	if (!infer_fn[n->op])
+		die("no inference for op %s", op_info[n->op].name);
+	return infer_fn[n->op](S, c, n);
 }
