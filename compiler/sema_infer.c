@@ -308,8 +308,12 @@ infer_split_heads(Sema *S, Call *c, Node *n)
 	r->label[nd] = x->label[nd - 1] && r->label[nd - 2] ? arena_printf(S->a,
 	               "%s/%s", x->label[nd - 1], r->label[nd - 2]) : NULL;
 	n->a.heads = (int)h;
-	if (x->dist.kind == DI_SPLIT && x->dist.dim >= nd - 2) {
-		r->dist.dim = x->dist.dim == nd - 1 ? nd - 2 : nd - 1;
+	/* a split of S stays on S; a split of D moves onto the heads, which
+	 * must then divide over the group */
+	if (x->dist.kind == DI_SPLIT && x->dist.dim == nd - 2)
+		r->dist.dim = nd - 1;
+	if (x->dist.kind == DI_SPLIT && x->dist.dim == nd - 1) {
+		r->dist.dim = nd - 2;
 		if (h % x->dist.group->size) {
 			diag_error(S->d, c->arg[1]->loc, "split_heads: %lld heads do not divide "
 			           "evenly over group %s (%d)", (long long)h,

@@ -201,3 +201,18 @@ printf 'model ln {\n  size S = 8, D = 16;\n  type f32;\n  in %sa : [S, D];\n  we
 "$CFC" "$t/long.cf" --emit=h,c,ref -o "$t/long"
 check "apps: a layernorm on 250-character names compiles" sh -c \
 	"for c in ln.c ln_ref.c; do mpicc -std=c11 -Wall -Wextra -Werror -Iruntime -I'$t/long' -c '$t/long/'\$c -o /dev/null || exit 1; done"
+
+# -- specs each of which a fixed bug once kept from compiling: they compile
+# and run right on 4 ranks (tests/e2e/NAME.cf says what each one shows)
+for run in "heads_seq|tests/e2e/heads_seq.cf"; do
+	name=${run%%|*}
+	d=$t/fixed-$name
+	# shellcheck disable=SC2086
+	if sh scripts/build-model.sh "$B" "$d" ${run#*|} >"$d.log" 2>&1; then
+		$MPIRUN -n 4 "$d/run" --check --iters 1 --warmup 0 >"$d.out" 2>&1
+		cat "$d.out"
+	else
+		cat "$d.log"
+	fi
+	check "apps: fixed bug runs right: $name" err_ok "$d.out"
+done

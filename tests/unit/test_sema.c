@@ -525,6 +525,14 @@ test_heads(void)
 	CU_ASSERT_STRING_EQUAL(m->label[2], "D");
 	CU_ASSERT(is_split(n, 1, "tp"));
 	sh_done(&r);
+	/* a split of S stays on S: the heads need not divide over the group
+	 * (split_heads once demanded it whenever the split was on S or D) */
+	g = expect_ok(&r, XS "  q = split_heads(x, 2);\n  y = merge_heads(q);\n  out q, y;\n");
+	q = sh_val(g, "q");
+	CU_ASSERT(SHAPE(q, 2, 2, 256, 64));
+	CU_ASSERT(is_split(q, 2, "tp"));
+	CU_ASSERT(is_split(sh_val(g, "y"), 1, "tp"));
+	sh_done(&r);
 	expect_error(XS "  y = split_heads(x, 3);\n  out y;\n",
 	             "split_heads: D (128) does not divide into 3 heads");
 	expect_error("  in x : [B, S, D] split D over tp;\n  y = split_heads(x, 2);\n  out y;\n",
