@@ -235,8 +235,10 @@ def_assign(Sema *S, Scope *sc, const Stmt *st)
 	s->bad = !v;
 	if (!v)
 		return;
-	if (!v->name) /* a fresh result takes the name; else y = x is an alias */
+	if (!v->name) { /* a fresh result takes the name; else y = x is an alias */
 		v->name = sema_qualify(S, sc, name);
+		v->expr = NULL;
+	}
 	if (sc->layer)
 		bind(S, sc, name, v);
 }

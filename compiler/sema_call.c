@@ -106,6 +106,7 @@ apply(Sema *S, Scope *sc, const Expr *e, OpKind op, const char *fn,
 	if (!r)
 		return NULL;
 	r->loc = e->loc;
+	r->expr = sema_text(S, e);
 	return sema_commit(S, n, r, NULL, e);
 }
 

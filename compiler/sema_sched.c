@@ -261,46 +261,33 @@ earlier_entry(const Decl *m, const Stmt *st)
 	return NULL;
 }
 
-/* The dimension a fuse or slice schedule cuts into pieces, or -1. */
+/* Was the problem of choice c on a node at n's position told already?
+ * Instances of one layer share their positions: each is told once. */
 static int
-sched_dim(const Node *n, const SchedChoice *c)
+told_before(Sema *S, Vec *told, const SchedChoice *c, const Node *n)
 {
-	if (c->kind == SK_FUSE && n->op == OP_ALL_TO_ALL)
-		return n->a.coll.dim2;
-	if (n->op == OP_ALL_GATHER || n->op == OP_REDUCE_SCATTER)
-		return c->kind == SK_FUSE || c->kind == SK_SLICE ? n->a.coll.dim : -1;
-	return -1;
-}
-
-/* fuse needs the dim in N*m slices (2*N*m for bidir), slice(k) in N*k.
- * Instances of one layer share their locs: each problem is told once. */
-static void
-sched_fits(Sema *S, Node *n, Vec *told)
-{
-	const SchedChoice *c = n->sched;
-	int d = sched_dim(n, c);
-	int64_t pieces = (int64_t)n->a.coll.group->size * sched_lanes(c);
-
-	if (c->query && n->op != OP_REDUCE_SCATTER && c != &S->g->defsched) {
-		diag_error(S->d, c->loc, "split = query splits the attention feeding a "
-		           "reduce_scatter, but %s is the result of %s", n->out->name,
-		           op_info[n->op].name);
-		return;
-	}
-	if (d < 0 || n->out->shape[d] % pieces == 0)
-		return;
 	for (int i = 0; i + 1 < told->n; i += 2)
 		if (told->v[i] == c && ((Node *)told->v[i + 1])->loc.line == n->loc.line &&
 		    ((Node *)told->v[i + 1])->loc.col == n->loc.col)
-			return;
+			return 1;
 	vec_push(S->a, told, (void *)c);
-	vec_push(S->a, told, n);
+	vec_push(S->a, told, (void *)n);
+	return 0;
+}
+
+/* The schedule rules (sched_use) on the choice of collective n, before
+ * regions are known: what they refuse does not depend on them. */
+static void
+sched_check(Sema *S, Node *n, Vec *told)
+{
+	const SchedChoice *c = n->sched;
+	SchedUse u = sched_use(S->a, n, c, NULL);
+
+	if (!u.err || told_before(S, told, c, n))
+		return;
 	int given = c->loc.line > 0 && !S->o->force;
-	diag_error(S->d, given ? c->loc : n->loc, "%s%s on %s needs %s (%lld) to "
-	           "divide into %lld slices", S->o->force ? "--schedule " : "",
-	           graph_sched_str(S->a, c), n->out->name,
-	           value_dim_name(S->a, n->out, d), (long long)n->out->shape[d],
-	           (long long)pieces);
+	diag_error(S->d, given ? c->loc : n->loc, "%s%s", S->o->force ? "--schedule " : "",
+	           u.err);
 }
 
 void
@@ -310,13 +297,15 @@ sema_schedules(Sema *S)
 	Claim *cl = arena_alloc(S->a, ((size_t)g->nodes.n + 1) * sizeof *cl);
 	Vec told = {0};
 
-	g->defsched = (SchedChoice){.kind = SK_FUSE, .topo = TP_RING, .m = 1};
+	g->defsched = (SchedChoice){.kind = SK_FUSE, .topo = TP_RING, .m = 1, .from = SF_BUILTIN};
 	for (int i = 0; i < S->model->body.n; i++) {
 		const Stmt *st = S->model->body.v[i], *old;
 		const SchedEntry *se = &st->u.sched;
 		if (st->kind != S_SCHED)
 			continue;
 		SchedChoice *c = choice(S, se->choice);
+		if (c)
+			c->from = se->key ? SF_NAMED : SF_DEFAULT;
 		if ((old = earlier_entry(S->model, st))) {
 			if (se->key)
 				diag_error(S->d, se->kloc, "a second schedule for %s", se->key);
@@ -338,6 +327,7 @@ sema_schedules(Sema *S)
 		S->forcing = 0;
 		if (c) {
 			g->defsched = *c;
+			g->defsched.from = SF_DEFAULT;
 			/* a position in the command line is none in the file */
 			g->defsched.loc = (Loc){0, 0, 0, 0};
 		}
@@ -348,6 +338,6 @@ sema_schedules(Sema *S)
 			continue;
 		if (!n->sched || S->o->force)
 			n->sched = &g->defsched;
-		sched_fits(S, n, &told);
+		sched_check(S, n, &told);
 	}
 }

@@ -203,10 +203,16 @@ check "apps: a layernorm on 250-character names compiles" sh -c \
 	"for c in ln.c ln_ref.c; do mpicc -std=c11 -Wall -Wextra -Werror -Iruntime -I'$t/long' -c '$t/long/'\$c -o /dev/null || exit 1; done"
 
 # -- specs each of which a fixed bug once kept from compiling: they compile
-# and run right on 4 ranks (tests/e2e/NAME.cf says what each one shows)
-for run in "heads_seq|tests/e2e/heads_seq.cf"; do
+# and run right on 4 ranks (tests/e2e/NAME.cf says what each one shows;
+# fuse(bidir) on ulysses' all_to_alls with H = N runs as fuse(ring), whose
+# slices divide)
+for run in "heads_seq|tests/e2e/heads_seq.cf" \
+	"allreduce_odd default|tests/e2e/allreduce_odd.cf" \
+	"allreduce_odd auto|tests/e2e/allreduce_odd.cf --schedule=auto" \
+	"allreduce_odd slice(2)|tests/e2e/allreduce_odd.cf --schedule=slice(2)" \
+	"ulysses H=4 fuse(bidir)|examples/ulysses.cf -D H=4 --schedule=fuse(bidir)"; do
 	name=${run%%|*}
-	d=$t/fixed-$name
+	d=$t/fixed-$(echo "$name" | tr ' ()=' '__-_')
 	# shellcheck disable=SC2086
 	if sh scripts/build-model.sh "$B" "$d" ${run#*|} >"$d.log" 2>&1; then
 		$MPIRUN -n 4 "$d/run" --check --iters 1 --warmup 0 >"$d.out" 2>&1
@@ -216,3 +222,7 @@ for run in "heads_seq|tests/e2e/heads_seq.cf"; do
 	fi
 	check "apps: fixed bug runs right: $name" err_ok "$d.out"
 done
+"$CFC" tests/e2e/allreduce_odd.cf --explain 2>"$t/odd.explain"
+check "apps: --explain says the default fell back to vanilla, and why" grep -q \
+	"all_reduce y: vanilla (asked fuse(ring)) .*; the built-in default fuse(ring) needs a dimension of h @ w2 (\[6,10\]) that divides into 4 slices: vanilla used" \
+	"$t/odd.explain"
