@@ -19,6 +19,20 @@ err_ok() {
 	awk -v e="$e" 'BEGIN { exit !(e != "" && e <= 1e-5) }'
 }
 
+# runs_right NAME DIR SPEC [cfc args...]: builds SPEC into DIR and runs it
+# on 4 ranks; check NAME passes when it matches the serial reference.
+runs_right() {
+	rname=$1 rdir=$2
+	shift 2
+	if sh scripts/build-model.sh "$B" "$rdir" "$@" >"$rdir.log" 2>&1; then
+		$MPIRUN -n 4 "$rdir/run" --check --iters 1 --warmup 0 >"$rdir.out" 2>&1
+		cat "$rdir.out"
+	else
+		cat "$rdir.log"
+	fi
+	check "$rname" err_ok "$rdir.out"
+}
+
 # -- two groups of 2 from MPI_Comm_split, each with its own data
 "$CFC" examples/mlp.cf -D tp=2 --emit=h,c,ref -o "$t/split"
 mpicc -std=c11 -O2 -Wall -Wextra -Werror $SANFLAGS -Iruntime -I"$t/split" -o "$t/split/app" \
@@ -142,15 +156,9 @@ for run in "rs_gemm vanilla|bench/rs_gemm.cf --type=f32 --schedule=vanilla" \
 	"allreduce slice(2)|tests/e2e/allreduce.cf --schedule=slice(2)" \
 	"allreduce B=3 slice(2)|tests/e2e/allreduce.cf -D B=3 --schedule=slice(2)"; do
 	name=${run%%|*}
-	d=$c/$(echo "$name" | tr ' ()=' '__-_')
 	# shellcheck disable=SC2086
-	if sh scripts/build-model.sh "$B" "$d" ${run#*|} >"$d.log" 2>&1; then
-		$MPIRUN -n 4 "$d/run" --check --iters 1 --warmup 0 >"$d.out" 2>&1
-		cat "$d.out"
-	else
-		cat "$d.log"
-	fi
-	check "apps: in-place collectives run right: $name" err_ok "$d.out"
+	runs_right "apps: in-place collectives run right: $name" \
+		"$c/$(echo "$name" | tr ' ()=' '__-_')" ${run#*|}
 done
 
 # -- the Makefile's pattern rule: dir/NAME.c and dir/NAME.h from dir/NAME.cf
@@ -212,15 +220,9 @@ for run in "heads_seq|tests/e2e/heads_seq.cf" \
 	"allreduce_odd slice(2)|tests/e2e/allreduce_odd.cf --schedule=slice(2)" \
 	"ulysses H=4 fuse(bidir)|examples/ulysses.cf -D H=4 --schedule=fuse(bidir)"; do
 	name=${run%%|*}
-	d=$t/fixed-$(echo "$name" | tr ' ()=' '__-_')
 	# shellcheck disable=SC2086
-	if sh scripts/build-model.sh "$B" "$d" ${run#*|} >"$d.log" 2>&1; then
-		$MPIRUN -n 4 "$d/run" --check --iters 1 --warmup 0 >"$d.out" 2>&1
-		cat "$d.out"
-	else
-		cat "$d.log"
-	fi
-	check "apps: fixed bug runs right: $name" err_ok "$d.out"
+	runs_right "apps: fixed bug runs right: $name" \
+		"$t/fixed-$(echo "$name" | tr ' ()=' '__-_')" ${run#*|}
 done
 "$CFC" tests/e2e/allreduce_odd.cf --explain 2>"$t/odd.explain"
 check "apps: --explain says the default fell back to vanilla, and why" grep -q \

@@ -269,6 +269,23 @@ test_stage_order(void)
 	free(text);
 }
 
+/* text (under --schedule=force when given) gives the all_reduce z
+ * vanilla, its one slice, the matmul that feeds it and the note note. */
+static void
+expect_vanilla(const char *text, const char *force, const char *note)
+{
+	SRun r;
+	Sched *s = st_build(&r, text, force);
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+	Coll *c = st_coll(s, "z");
+	CU_ASSERT_EQUAL(c->how.kind, SK_VANILLA);
+	CU_ASSERT_EQUAL(c->nslices, 1);
+	CU_ASSERT_EQUAL(c->pre.n, 1);
+	CU_ASSERT_STRING_EQUAL(c->note, note);
+	st_done(&r);
+}
+
 /* An all_reduce of a [3, 3] partial sum on 4 ranks: no dimension divides
  * into fuse(ring)'s 4 slices. The built-in default and auto, the
  * compiler's own choices, fall back to vanilla and say why (both once
@@ -285,25 +302,12 @@ test_no_dim(void)
 	SRun r;
 
 	snprintf(text, sizeof text, m, "");
-	Sched *s = st_build(&r, text, NULL);
-	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-	Coll *c = st_coll(s, "z");
-	CU_ASSERT_EQUAL(c->how.kind, SK_VANILLA);
-	CU_ASSERT_EQUAL(c->nslices, 1);
-	CU_ASSERT_EQUAL(c->pre.n, 1);
 	snprintf(note, sizeof note, "the built-in default fuse(ring) %s: vanilla used", why);
-	CU_ASSERT_STRING_EQUAL(c->note, note);
-	st_done(&r);
-
-	s = st_build(&r, text, "auto");
-	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-	c = st_coll(s, "z");
-	CU_ASSERT_EQUAL(c->how.kind, SK_VANILLA);
+	expect_vanilla(text, NULL, note);
 	snprintf(note, sizeof note, "auto: vanilla, fuse(ring) %s", why);
-	CU_ASSERT_STRING_EQUAL(c->note, note);
-	st_done(&r);
+	expect_vanilla(text, "auto", note);
 
-	s = st_build(&r, text, "slice(3)");
+	Sched *s = st_build(&r, text, "slice(3)");
 	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
 	CU_ASSERT_EQUAL(st_coll(s, "z")->how.kind, SK_SLICE);
 	st_done(&r);
