@@ -211,102 +211,144 @@ cg_comment(Cg *c, const Node *n)
 }
 
 static void
-call(Cg *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+call(Cg *c, const char *fn, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* CFRT_TRY(ctx, fn(ctx, args)); with the arguments after ctx as fmt. */
 static void
-call(Cg *c, const char *fmt, ...)
+call(Cg *c, const char *fn, const char *fmt, ...)
 {
 	va_list ap;
 
-	emit(&c->e, "CFRT_TRY(%s, ", c->loc[LC_CTX]);
+	emit(&c->e, "CFRT_TRY(%s, %s(%s, ", c->loc[LC_CTX], fn, c->loc[LC_CTX]);
 	va_start(ap, fmt);
 	emit_v(&c->e, fmt, ap);
 	va_end(ap);
-	emit(&c->e, ");\n");
+	emit(&c->e, "));\n");
 }
 
-static void
-op_matmul(Cg *c, const Node *n, const char *out, const char *const *in, int beta)
+static const char *
+fn_name(Cg *c, const Node *n)
 {
-	const char *a = in[0], *b = in[1];
+	return arena_printf(c->a, "cfrt_%s", op_info[n->op].name);
+}
+
+/* The operands of one op's call: C expressions of cfrt_view lvalues;
+ * q_offset: the global index of the first query row (attention); beta:
+ * 1 to accumulate into out (matmul). */
+typedef struct Operands {
+	const char *out;
+	const char *const *in;
+	const char *q_offset;
+	int beta;
+} Operands;
+
+static void
+op_matmul(Cg *c, const Node *n, const Operands *x)
+{
+	const char *a = x->in[0], *b = x->in[1];
 
 	if (n->a.mm.ta || n->a.mm.tb) {
 		emit_begin(&c->e);
 		if (n->a.mm.ta)
-			emit(&c->e, "cfrt_view %s = cf_transpose(%s);\n", c->loc[LC_AT], in[0]);
+			emit(&c->e, "cfrt_view %s = cf_transpose(%s);\n", c->loc[LC_AT], x->in[0]);
 		if (n->a.mm.tb)
-			emit(&c->e, "cfrt_view %s = cf_transpose(%s);\n", c->loc[LC_BT], in[1]);
+			emit(&c->e, "cfrt_view %s = cf_transpose(%s);\n", c->loc[LC_BT], x->in[1]);
 		a = n->a.mm.ta ? c->loc[LC_AT] : a;
 		b = n->a.mm.tb ? c->loc[LC_BT] : b;
 	}
-	call(c, "cfrt_matmul(%s, &%s, &%s, &%s, 1.0, %s)", c->loc[LC_CTX], out, a, b, beta ? "1.0" : "0.0");
+	call(c, "cfrt_matmul", "&%s, &%s, &%s, 1.0, %s", x->out, a, b, x->beta ? "1.0" : "0.0");
 	if (n->a.mm.ta || n->a.mm.tb)
 		emit_close(&c->e, "");
 }
 
-static const char *
-opt(const Node *n, int i, const char *const *in, Arena *a)
+/* add, mul: cfrt_NAME(ctx, out, a, b) */
+static void
+op_binary(Cg *c, const Node *n, const Operands *x)
 {
-	return i < n->nin ? arena_printf(a, "&%s", in[i]) : "NULL";
+	call(c, fn_name(c, n), "&%s, &%s, &%s", x->out, x->in[0], x->in[1]);
+}
+
+/* gelu, silu, relu, softmax: cfrt_NAME(ctx, out, x) */
+static void
+op_unary(Cg *c, const Node *n, const Operands *x)
+{
+	call(c, fn_name(c, n), "&%s, &%s", x->out, x->in[0]);
 }
 
 static void
-op_attention(Cg *c, const Node *n, const char *out, const char *const *in,
-             const char *q_offset)
+op_scale(Cg *c, const Node *n, const Operands *x)
 {
+	call(c, "cfrt_scale", "&%s, &%s, %.17g", x->out, x->in[0], n->a.scale);
+}
+
+/* layernorm, rmsnorm: cfrt_NAME(ctx, out, x, then each optional operand
+ * (gamma, beta) or NULL, eps) */
+static void
+op_norm(Cg *c, const Node *n, const Operands *x)
+{
+	const char *opt = "";
+
+	for (int i = 1; i < op_info[n->op].maxarg; i++)
+		opt = arena_printf(c->a, "%s, %s", opt, i < n->nin ?
+		                   arena_printf(c->a, "&%s", x->in[i]) : "NULL");
+	call(c, fn_name(c, n), "&%s, &%s%s, 1e-5", x->out, x->in[0], opt);
+}
+
+/* split_heads, merge_heads: one cfrt_copy between the [..., S, H*Dh]
+ * tensor seen as its heads [..., H, S, Dh] (cf_heads) and the heads. */
+static void
+op_heads(Cg *c, const Node *n, const Operands *x)
+{
+	int split = n->op == OP_SPLIT_HEADS;
+	const char *flat = split ? x->in[0] : x->out, *heads = split ? x->out : x->in[0];
+
 	emit_begin(&c->e);
-	emit(&c->e, "cfrt_view %s = cf_4d(%s), %s = cf_4d(%s), %s = cf_4d(%s), %s = cf_4d(%s);\n",
-	     c->loc[LC_O4], out, c->loc[LC_Q4], in[0], c->loc[LC_K4], in[1], c->loc[LC_V4], in[2]);
-	call(c, "cfrt_attention(%s, &%s, &%s, &%s, &%s, %d, %s)", c->loc[LC_CTX], c->loc[LC_O4],
-	     c->loc[LC_Q4], c->loc[LC_K4], c->loc[LC_V4], n->a.causal,
-	     q_offset ? q_offset : "0");
+	emit(&c->e, "cfrt_view %s = cf_heads(%s, %s.dim[%s.nd - 3]);\n", c->loc[LC_HV], flat, heads,
+	     heads);
+	if (split)
+		call(c, "cfrt_copy", "&%s, &%s", heads, c->loc[LC_HV]);
+	else
+		call(c, "cfrt_copy", "&%s, &%s", c->loc[LC_HV], heads);
 	emit_close(&c->e, "");
 }
+
+static void
+op_attention(Cg *c, const Node *n, const Operands *x)
+{
+	const char *const *l = c->loc;
+
+	emit_begin(&c->e);
+	emit(&c->e, "cfrt_view %s = cf_4d(%s), %s = cf_4d(%s), %s = cf_4d(%s), %s = cf_4d(%s);\n",
+	     l[LC_O4], x->out, l[LC_Q4], x->in[0], l[LC_K4], x->in[1], l[LC_V4], x->in[2]);
+	call(c, "cfrt_attention", "&%s, &%s, &%s, &%s, %d, %s", l[LC_O4], l[LC_Q4], l[LC_K4],
+	     l[LC_V4], n->a.causal, x->q_offset ? x->q_offset : "0");
+	emit_close(&c->e, "");
+}
+
+static void
+op_scan(Cg *c, const Node *n, const Operands *x)
+{
+	call(c, "cfrt_scan", "&%s, &%s, %d, %.17g", x->out, x->in[0], n->a.scan.dim, n->a.scan.decay);
+}
+
+typedef void (*OpEmit)(Cg *, const Node *, const Operands *);
+
+/* The emit column of ops.def: NULL for leaves and collectives. */
+static const OpEmit op_emit[NOP] = {
+#define OP(id, name, lo, hi, cls, tensors, infer, emit) [OP_##id] = emit,
+#include "ops.def"
+#undef OP
+};
 
 void
 cg_op(Cg *c, const Node *n, const char *out, const char *const *in,
       const char *q_offset, int beta)
 {
-	Arena *a = c->a;
+	const Operands x = {out, in, q_offset, beta};
 
-	switch (n->op) {
-	case OP_MATMUL: op_matmul(c, n, out, in, beta); break;
-	case OP_ADD: call(c, "cfrt_add(%s, &%s, &%s, &%s)", c->loc[LC_CTX], out, in[0], in[1]); break;
-	case OP_MUL: call(c, "cfrt_mul(%s, &%s, &%s, &%s)", c->loc[LC_CTX], out, in[0], in[1]); break;
-	case OP_SCALE: call(c, "cfrt_scale(%s, &%s, &%s, %.17g)", c->loc[LC_CTX], out, in[0], n->a.scale); break;
-	case OP_GELU: call(c, "cfrt_gelu(%s, &%s, &%s)", c->loc[LC_CTX], out, in[0]); break;
-	case OP_SILU: call(c, "cfrt_silu(%s, &%s, &%s)", c->loc[LC_CTX], out, in[0]); break;
-	case OP_RELU: call(c, "cfrt_relu(%s, &%s, &%s)", c->loc[LC_CTX], out, in[0]); break;
-	case OP_LAYERNORM:
-		call(c, "cfrt_layernorm(%s, &%s, &%s, %s, %s, 1e-5)", c->loc[LC_CTX], out, in[0],
-		     opt(n, 1, in, a), opt(n, 2, in, a));
-		break;
-	case OP_RMSNORM:
-		call(c, "cfrt_rmsnorm(%s, &%s, &%s, %s, 1e-5)", c->loc[LC_CTX], out, in[0], opt(n, 1, in, a));
-		break;
-	case OP_SOFTMAX: call(c, "cfrt_softmax(%s, &%s, &%s)", c->loc[LC_CTX], out, in[0]); break;
-	case OP_SPLIT_HEADS:
-		emit_begin(&c->e);
-		emit(&c->e, "cfrt_view %s = cf_heads(%s, %s.dim[%s.nd - 3]);\n", c->loc[LC_HV], in[0],
-		     out, out);
-		call(c, "cfrt_copy(%s, &%s, &%s)", c->loc[LC_CTX], out, c->loc[LC_HV]);
-		emit_close(&c->e, "");
-		break;
-	case OP_MERGE_HEADS:
-		emit_begin(&c->e);
-		emit(&c->e, "cfrt_view %s = cf_heads(%s, %s.dim[%s.nd - 3]);\n", c->loc[LC_HV], out,
-		     in[0], in[0]);
-		call(c, "cfrt_copy(%s, &%s, &%s)", c->loc[LC_CTX], c->loc[LC_HV], in[0]);
-		emit_close(&c->e, "");
-		break;
-	case OP_ATTENTION: op_attention(c, n, out, in, q_offset); break;
-	case OP_SCAN:
-		call(c, "cfrt_scan(%s, &%s, &%s, %d, %.17g)", c->loc[LC_CTX], out, in[0], n->a.scan.dim,
-		     n->a.scan.decay);
-		break;
-	default:
+	if (!op_emit[n->op])
 		die("cg_op: %s is no compute op", op_info[n->op].name);
-	}
+	op_emit[n->op](c, n, &x);
 }
 
 const char *

@@ -231,7 +231,7 @@ Expr *parse_choice(Arena *a, Diag *d, const Src *src);
 /* ---- ops ---- */
 typedef enum OpClass { CL_LEAF, CL_EW, CL_ROW, CL_MM, CL_ATTN, CL_HEADS, CL_SCAN, CL_COLL } OpClass;
 typedef enum OpKind {
-#define OP(id, s, lo, hi, cl) OP_##id,
+#define OP(id, name, lo, hi, cls, tensors, infer, emit) OP_##id,
 #include "ops.def"
 #undef OP
 	NOP
@@ -240,6 +240,7 @@ typedef struct OpInfo {
 	const char *name;
 	int minarg, maxarg;
 	OpClass cls;
+	int tensors; /* leading arguments that are tensors; -1: all */
 } OpInfo;
 extern const OpInfo op_info[NOP];
 int op_lookup(const char *name); /* OpKind, or -1 */
@@ -278,6 +279,8 @@ typedef struct Node Node;
 typedef struct Value {
 	int id;             /* index in Graph.values */
 	const char *name;   /* source name, or "t<N>" for a temporary */
+	const char *expr;   /* a temporary: its expression as written, which
+	                     * messages name instead of "t<N>"; else NULL */
 	DType dtype;
 	int ndim;
 	int64_t shape[MAXDIM];       /* global shape */
@@ -323,18 +326,53 @@ typedef enum SchedKind { SK_VANILLA, SK_SLICE, SK_FUSE, SK_AUTO } SchedKind;
 typedef enum Topo { TP_RING, TP_BIDIR, TP_PAIRWISE, NTOPO } Topo;
 extern const char *const topo_name[NTOPO]; /* "ring", "bidir", "pairwise" */
 
+/* Who made a choice: the rules (schedrule.c) hold the user to a choice
+ * written, and adapt the compiler's own to each collective. */
+typedef enum SchedFrom {
+	SF_BUILTIN, /* the built-in default fuse(ring): the compiler's own */
+	SF_DEFAULT, /* a default entry or --schedule: every collective */
+	SF_NAMED    /* an entry naming its collectives ("y", "layer.y") */
+} SchedFrom;
+
 typedef struct SchedChoice {
 	SchedKind kind;
 	int k;          /* SK_SLICE: chunks */
 	Topo topo;      /* SK_FUSE */
 	int m;          /* SK_FUSE: granularity, slices = m * N */
 	int query;      /* SK_FUSE: split = query */
+	SchedFrom from;
 	Loc loc;
 } SchedChoice;
 /* sched.c: the lanes of a step: m (2 * m for bidir) under fuse, k under
  * slice(k), else 1; a collective's dimension is cut into N times as many
  * slices. */
 int sched_lanes(const SchedChoice *s);
+
+/* What region discovery found for a collective (lower.c). */
+typedef struct SchedRegion {
+	int ops;       /* ops fused with it: compute to hide its transfers under */
+	int post;      /* of those, the ops it feeds */
+	int attention; /* the region feeding it reaches an attention */
+} SchedRegion;
+
+/* How a collective is scheduled (schedrule.c). */
+typedef struct SchedUse {
+	SchedChoice how;  /* the choice used */
+	int64_t nslices;  /* its dimension is cut into */
+	int dim;          /* that dimension; all_reduce: the first that divides
+	                   * (region.c picks among those the largest region) */
+	const char *note; /* for --explain: why how is not what was asked */
+	const char *err;  /* a choice written for it cannot apply: why */
+} SchedUse;
+
+/* schedrule.c: every schedule rule in one place. The choice that
+ * collective n uses for the one asked (want): auto resolved, a choice
+ * that does not apply replaced by the nearest one that does (with a
+ * note), or err set when the user wrote one that cannot apply. rg is
+ * NULL before region discovery (sema's check; lowering before it looks
+ * for regions), then what it found (auto, split = query and the gather
+ * half of an all_reduce depend on the region). */
+SchedUse sched_use(Arena *a, const Node *n, const SchedChoice *want, const SchedRegion *rg);
 
 typedef struct Graph {
 	Arena *arena;
@@ -377,6 +415,8 @@ int64_t value_rank_extent(const Value *v, int d); /* per-rank extent of dim d */
 int64_t value_elems(const Value *v);              /* global element count */
 int64_t value_rank_elems(const Value *v);         /* per-rank element count */
 const char *dist_str(Arena *a, const Value *v);
+/* v for messages: its name, or a temporary's expression ("a @ w") */
+const char *value_what(const Value *v);
 /* dim d's label when it names only d, else its position ("1") */
 const char *value_dim_name(Arena *a, const Value *v, int d);
 /* "fuse(bidir, m = 2)", "slice(4)", "vanilla", ... */

@@ -39,6 +39,12 @@ value_rank_elems(const Value *v)
 }
 
 const char *
+value_what(const Value *v)
+{
+	return v->expr ? v->expr : v->name;
+}
+
+const char *
 value_dim_name(Arena *a, const Value *v, int d)
 {
 	const char *l = d >= 0 && d < v->ndim ? v->label[d] : NULL;

@@ -3,7 +3,8 @@
  * FuseAG; ring, bidir, pairwise; granularity m) or into the vanilla and
  * slice(k) baselines, and orders all stages.
  * requires: a graph with locality; every collective's Node.sched set.
- * ensures: every collective lowered per its SchedChoice (auto resolved),
+ * ensures: every collective lowered per the choice the schedule rules
+ * give it (sched_use: auto resolved, what does not apply replaced),
  * stages in an order that respects every dependency; NULL after errors,
  * every one reported. verify.c proves the result. */
 #include <limits.h>
@@ -715,11 +716,11 @@ lw_fuse(Lower *L)
 /* ---- choices ---- */
 
 static void
-lw_set_how(Coll *c, SchedChoice how)
+lw_set_how(Coll *c, const SchedUse *u)
 {
-	c->how = how;
-	c->P = sched_lanes(&how);
-	c->nslices = c->node->op == OP_ALL_REDUCE && how.kind != SK_FUSE ? c->P : c->N * c->P;
+	c->how = u->how;
+	c->P = sched_lanes(&u->how);
+	c->nslices = (int)u->nslices;
 }
 
 /* Adds a note for --explain to the ones c has. */
@@ -729,68 +730,28 @@ lw_note(Lower *L, Coll *c, const char *s)
 	c->note = c->note ? arena_printf(L->a, "%s; %s", c->note, s) : s;
 }
 
-/* Resolves auto and the combinations that do not apply. */
+/* The choice c gets now that its region is known (the schedule rules:
+ * schedrule.c); sema refused those that cannot apply. */
 static void
 lw_resolve(Lower *L, Coll *c)
 {
-	SchedChoice h = c->want;
-	int op = c->node->op, n = op == OP_ALL_GATHER ? c->post.n : c->pre.n + c->post.n;
+	int op = c->node->op;
+	SchedRegion rg = {
+		.ops = op == OP_ALL_GATHER ? c->post.n : c->pre.n + c->post.n,
+		.post = c->post.n,
+		.attention = region_has(&c->pre, OP_ATTENTION),
+	};
+	SchedUse u = sched_use(L->a, c->node, &c->want, &rg);
+	const Value *v = c->node->in[0];
 
-	if (h.kind == SK_AUTO) {
-		SchedChoice f = {.kind = SK_FUSE, .topo = TP_RING, .m = 1, .loc = h.loc};
-		h = n ? f : (SchedChoice){.kind = SK_VANILLA, .loc = h.loc};
-		lw_note(L, c, n ? arena_printf(L->a, "auto: fuse(ring), %d op%s to hide the transfers "
-		                               "under", n, n == 1 ? "" : "s")
-		                : "auto: vanilla, no compute to hide the transfers under");
-	}
-	if (h.kind == SK_FUSE && h.query && op != OP_REDUCE_SCATTER && op != OP_ALL_REDUCE) {
-		h.query = 0;
-		lw_note(L, c, "split=query applies to reductions only");
-	}
-	if (h.query && !region_has(&c->pre, OP_ATTENTION))
-		h.query = 0; /* region.c fell back to the row-parallel region, and says so */
-	if (h.kind == SK_FUSE && op == OP_ALL_REDUCE && !c->post.n)
-		lw_note(L, c, "its all_gather half has no compute to hide under");
-	if (h.kind == SK_FUSE && h.topo == TP_BIDIR && op == OP_ALL_TO_ALL) {
-		h.topo = TP_RING;
-		lw_note(L, c, "bidir: all_to_all already sends straight to each rank (Algorithm 5); "
-		        "ring order used");
-	}
-	lw_set_how(c, h);
-}
-
-/* The extent the collective cuts along c->dim, or -1. */
-static int64_t
-lw_extent(const Coll *c)
-{
-	const Node *n = c->node;
-	const Value *v = n->op == OP_ALL_GATHER ? n->out : n->in[0];
-
-	return c->dim < 0 ? -1 : v->shape[c->dim];
-}
-
-static int
-lw_check(Lower *L, Coll *c)
-{
-	int64_t ext = lw_extent(c);
-	Loc at = c->want.loc.line > 0 ? c->want.loc : c->node->loc;
-
-	if (c->how.kind == SK_FUSE && c->P > MAXLANE) {
-		diag_error(L->d, at, "%s on %s: at most %d slices per rank",
-		           sched_kind_str(L->a, &c->how), c->node->out->name, MAXLANE);
-		return 0;
-	}
-	if (ext > 0 && ext % c->nslices == 0)
-		return 1;
-	if (c->dim < 0)
-		diag_error(L->d, at, "%s on %s: no dimension of %s divides into %d slices",
-		           sched_kind_str(L->a, &c->how), c->node->out->name,
-		           c->node->in[0]->name, c->nslices);
-	else
-		diag_error(L->d, at, "%s on %s needs %s (%lld) to divide into %d slices",
-		           sched_kind_str(L->a, &c->how), c->node->out->name,
-		           value_dim_name(L->a, c->node->out, c->dim), (long long)ext, c->nslices);
-	return 0;
+	if (u.err)
+		die("lower: %s, which sema let through", u.err);
+	if (c->dim < 0 || v->shape[c->dim] % u.nslices)
+		die("lower: %s cuts no dimension of %s into %lld slices", graph_sched_str(L->a, &u.how),
+		    c->node->out->name, (long long)u.nslices);
+	if (u.note)
+		lw_note(L, c, u.note);
+	lw_set_how(c, &u);
 }
 
 /* Drops items whose guard admits no round and clamps the rest. */
@@ -909,10 +870,11 @@ lw_coll_new(Lower *L, Node *n)
 	c->want = *n->sched;
 	c->N = n->a.coll.group->size;
 	c->bin = c->bout = -1;
-	SchedChoice guess = c->want;
-	if (guess.kind == SK_AUTO)
-		guess = (SchedChoice){.kind = SK_FUSE, .topo = TP_RING, .m = 1};
-	lw_set_how(c, guess);
+	/* what region discovery needs: the slices and (but for all_reduce)
+	 * the dimension; auto counts on a region until one is known */
+	SchedUse u = sched_use(L->a, n, &c->want, NULL);
+	lw_set_how(c, &u);
+	c->dim = u.dim;
 	return c;
 }
 
@@ -938,8 +900,7 @@ lower_graph(Graph *g, Diag *d)
 	region_find(g, L.a, colls, ncoll, owner);
 	for (int i = 0; i < ncoll; i++) {
 		lw_resolve(&L, colls[i]);
-		if (lw_check(&L, colls[i]))
-			lw_coll_lower(&L, colls[i]);
+		lw_coll_lower(&L, colls[i]);
 	}
 	if (d->nerr == before)
 		lw_order(&L, s, owner, byid);

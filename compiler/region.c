@@ -3,11 +3,13 @@
  * that feed a reduce_scatter, all_reduce or all_to_all) and downstream (the
  * ops an all_gather or all_reduce feeds).
  * requires: a graph with locality (graph_fill_locality); every Coll's
- * node, want, N and nslices set.
- * ensures: c->dim, c->pre, c->post, c->region (pre then post, each in
- * topological order, RNode.from resolved) and c->stops filled; every node
- * in at most one region (owner[node id]); no region reads a value that
- * depends on its own collective from outside the region. */
+ * node, want, N, nslices and (but for all_reduce, whose dim is the one
+ * with the largest region) dim set, by the schedule rules.
+ * ensures: an all_reduce's c->dim; c->pre, c->post, c->region (pre then
+ * post, each in topological order, RNode.from resolved) and c->stops
+ * filled; every node in at most one region (owner[node id]); no region
+ * reads a value that depends on its own collective from outside the
+ * region. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -428,12 +430,9 @@ region_find(Graph *g, Arena *a, Coll **colls, int ncoll, Coll **owner)
 
 	F.vdim = arena_alloc(t, ((size_t)g->values.n + 1) * sizeof *F.vdim);
 	F.taint = arena_alloc(t, (size_t)g->values.n + 1);
-	for (int i = 0; i < ncoll; i++) {
-		Coll *c = colls[i];
-		const Node *n = c->node;
-		c->dim = n->op == OP_ALL_TO_ALL ? n->a.coll.dim2 :
-		         n->op == OP_ALL_REDUCE ? rg_ar_dim(&F, c) : n->a.coll.dim;
-	}
+	for (int i = 0; i < ncoll; i++)
+		if (colls[i]->node->op == OP_ALL_REDUCE)
+			colls[i]->dim = rg_ar_dim(&F, colls[i]);
 	for (int i = 0; i < ncoll; i++)
 		if (rg_is_up(colls[i]->node) && colls[i]->dim >= 0) {
 			F.nslices = colls[i]->nslices;

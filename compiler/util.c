@@ -40,7 +40,7 @@ const char *const role_name[NROLE] = {"in", "weight", "act", "out"};
 const char *const topo_name[NTOPO] = {"ring", "bidir", "pairwise"};
 
 const OpInfo op_info[NOP] = {
-#define OP(id, s, lo, hi, cl) {s, lo, hi, cl},
+#define OP(id, name, lo, hi, cls, tensors, infer, emit) {name, lo, hi, cls, tensors},
 #include "ops.def"
 #undef OP
 };

@@ -8,7 +8,9 @@ set -u
 old=$(realpath "$1") new=$(realpath "$2") out=${3:-/tmp/cfc-diff}
 rm -rf "$out"
 mkdir -p "$out/old" "$out/new"
-n=0 bad=0
+n=0 bad=0 good=0
+# run() shares the variables of the loops that call it: its own names
+# (name, w, cfc, d, o) must be none of theirs.
 run() { # name args...
 	name=$1
 	shift
@@ -17,11 +19,12 @@ run() { # name args...
 		d=$out/$w/$name
 		mkdir -p "$d"
 		(cd "$d" && "$cfc" "$@" >stdout 2>stderr; echo $? >status)
-		for out_f in "$d"/*; do # outputs written with -o land in $d
-			[ -f "$out_f" ] && sed -i "s|$d|DIR|g" "$out_f"
+		for o in "$d"/*; do # outputs written with -o land in $d
+			[ -f "$o" ] && sed -i "s|$d|DIR|g" "$o"
 		done
 	done
 	n=$((n + 1))
+	[ "$(cat "$out/new/$name/status")" = 0 ] && good=$((good + 1))
 	if ! diff -r "$out/old/$name" "$out/new/$name" >/dev/null; then
 		bad=$((bad + 1))
 		echo "differs: $name: $*"
@@ -48,5 +51,5 @@ for f in tests/errors/*.cf; do
 	k=$((k + 1))
 	run "c$k" "$root/$f" --emit=c -o x.c
 done
-echo "$n cases, $bad differ"
+echo "$n cases ($good compile with the new cfc), $bad differ"
 [ "$bad" -eq 0 ]

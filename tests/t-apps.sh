@@ -19,6 +19,20 @@ err_ok() {
 	awk -v e="$e" 'BEGIN { exit !(e != "" && e <= 1e-5) }'
 }
 
+# runs_right NAME DIR SPEC [cfc args...]: builds SPEC into DIR and runs it
+# on 4 ranks; check NAME passes when it matches the serial reference.
+runs_right() {
+	rname=$1 rdir=$2
+	shift 2
+	if sh scripts/build-model.sh "$B" "$rdir" "$@" >"$rdir.log" 2>&1; then
+		$MPIRUN -n 4 "$rdir/run" --check --iters 1 --warmup 0 >"$rdir.out" 2>&1
+		cat "$rdir.out"
+	else
+		cat "$rdir.log"
+	fi
+	check "$rname" err_ok "$rdir.out"
+}
+
 # -- two groups of 2 from MPI_Comm_split, each with its own data
 "$CFC" examples/mlp.cf -D tp=2 --emit=h,c,ref -o "$t/split"
 mpicc -std=c11 -O2 -Wall -Wextra -Werror $SANFLAGS -Iruntime -I"$t/split" -o "$t/split/app" \
@@ -144,15 +158,9 @@ for run in "rs_gemm vanilla|bench/rs_gemm.cf --type=f32 --schedule=vanilla" \
 	"allreduce slice(2)|tests/e2e/allreduce.cf --schedule=slice(2)" \
 	"allreduce B=3 slice(2)|tests/e2e/allreduce.cf -D B=3 --schedule=slice(2)"; do
 	name=${run%%|*}
-	d=$c/$(echo "$name" | tr ' ()=' '__-_')
 	# shellcheck disable=SC2086
-	if sh scripts/build-model.sh "$B" "$d" ${run#*|} >"$d.log" 2>&1; then
-		$MPIRUN -n 4 "$d/run" --check --iters 1 --warmup 0 >"$d.out" 2>&1
-		cat "$d.out"
-	else
-		cat "$d.log"
-	fi
-	check "apps: in-place collectives run right: $name" err_ok "$d.out"
+	runs_right "apps: in-place collectives run right: $name" \
+		"$c/$(echo "$name" | tr ' ()=' '__-_')" ${run#*|}
 done
 
 # -- the Makefile's pattern rule: dir/NAME.c and dir/NAME.h from dir/NAME.cf
@@ -203,3 +211,22 @@ printf 'model ln {\n  size S = 8, D = 16;\n  type f32;\n  in %sa : [S, D];\n  we
 "$CFC" "$t/long.cf" --emit=h,c,ref -o "$t/long"
 check "apps: a layernorm on 250-character names compiles" sh -c \
 	"for c in ln.c ln_ref.c; do mpicc -std=c11 -Wall -Wextra -Werror -Iruntime -I'$t/long' -c '$t/long/'\$c -o /dev/null || exit 1; done"
+
+# -- specs each of which a fixed bug once kept from compiling: they compile
+# and run right on 4 ranks (tests/e2e/NAME.cf says what each one shows;
+# fuse(bidir) on ulysses' all_to_alls with H = N runs as fuse(ring), whose
+# slices divide)
+for run in "heads_seq|tests/e2e/heads_seq.cf" \
+	"allreduce_odd default|tests/e2e/allreduce_odd.cf" \
+	"allreduce_odd auto|tests/e2e/allreduce_odd.cf --schedule=auto" \
+	"allreduce_odd slice(2)|tests/e2e/allreduce_odd.cf --schedule=slice(2)" \
+	"ulysses H=4 fuse(bidir)|examples/ulysses.cf -D H=4 --schedule=fuse(bidir)"; do
+	name=${run%%|*}
+	# shellcheck disable=SC2086
+	runs_right "apps: fixed bug runs right: $name" \
+		"$t/fixed-$(echo "$name" | tr ' ()=' '__-_')" ${run#*|}
+done
+"$CFC" tests/e2e/allreduce_odd.cf --explain 2>"$t/odd.explain"
+check "apps: --explain says the default fell back to vanilla, and why" grep -q \
+	"all_reduce y: vanilla (asked fuse(ring)) .*; the built-in default fuse(ring) needs a dimension of h @ w2 (\[6,10\]) that divides into 4 slices: vanilla used" \
+	"$t/odd.explain"

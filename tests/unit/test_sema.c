@@ -525,6 +525,14 @@ test_heads(void)
 	CU_ASSERT_STRING_EQUAL(m->label[2], "D");
 	CU_ASSERT(is_split(n, 1, "tp"));
 	sh_done(&r);
+	/* a split of S stays on S: the heads need not divide over the group
+	 * (split_heads once demanded it whenever the split was on S or D) */
+	g = expect_ok(&r, XS "  q = split_heads(x, 2);\n  y = merge_heads(q);\n  out q, y;\n");
+	q = sh_val(g, "q");
+	CU_ASSERT(SHAPE(q, 2, 2, 256, 64));
+	CU_ASSERT(is_split(q, 2, "tp"));
+	CU_ASSERT(is_split(sh_val(g, "y"), 1, "tp"));
+	sh_done(&r);
 	expect_error(XS "  y = split_heads(x, 3);\n  out y;\n",
 	             "split_heads: D (128) does not divide into 3 heads");
 	expect_error("  in x : [B, S, D] split D over tp;\n  y = split_heads(x, 2);\n  out y;\n",
@@ -773,6 +781,15 @@ test_schedules(void)
 	CU_ASSERT_EQUAL(xa->sched->kind, SK_VANILLA);
 	sh_done(&r);
 
+	/* split = query applies to an all_reduce too (lowering runs it; sema
+	 * once refused it when written for one) */
+	g = expect_ok(&r, XS "  weight wq : [D, D] split 1 over tp;\n  weight w : [D, D] split 0 over tp;\n"
+	              "  q = split_heads(all_gather(x, S) @ wq, H);\n"
+	              "  y = all_reduce(merge_heads(attention(q, q, q)) @ w);\n  out y;\n"
+	              "  schedule { y: fuse(ring, split = query); }\n");
+	CU_ASSERT(sh_val(g, "y")->def->sched->query);
+	sh_done(&r);
+
 	g = expect_ok(&r, XS "  y = all_gather(x, S);\n  out y;\n");
 	CU_ASSERT_EQUAL(g->defsched.kind, SK_FUSE);
 	CU_ASSERT_EQUAL(g->defsched.topo, TP_RING);
@@ -813,8 +830,11 @@ test_schedule_errors(void)
 	      "fuse(pairwise, m = 3) on y needs S (256) to divide into 12 slices");
 	SCHED("nope.y: vanilla;", "unknown layer 'nope'");
 	SCHED("y: fuse(ring, split = query);", "split = query splits the attention feeding a "
-	      "reduce_scatter, but y is the result of all_gather");
+	      "reduce_scatter or an all_reduce, but y is the result of all_gather");
 #undef SCHED
+	expect_error("  in xl : [B, 1040, D] split 1 over tp;\n  y = all_gather(xl, 1);\n  out y;\n"
+	             "  schedule { y: fuse(ring, m = 65); }\n",
+	             "fuse(ring, m = 65) on y needs 65 slices per rank, but at most 64 are supported");
 	ShRun r;
 	CU_ASSERT_PTR_NULL(sh_build(&r, MLP HEAD XS "  y = mlp(x);\n  out y;\n"
 	                            "  schedule { mlp.h: vanilla; mlp.q: vanilla; }\n}\n", NULL));
@@ -842,6 +862,15 @@ test_schedule_force(void)
 	CU_ASSERT_EQUAL(g->defsched.topo, TP_BIDIR);
 	CU_ASSERT_EQUAL(g->defsched.m, 2);
 	CU_ASSERT_PTR_EQUAL(sh_val(g, "y")->def->sched, &g->defsched);
+	sh_done(&r);
+
+	/* a collective's result the user never named is told by its
+	 * expression, not by its temporary's name */
+	Src ss = {"--schedule", "slice(3)", 8};
+	o.force = parse_choice(fa, &fd, &ss);
+	CU_ASSERT_PTR_NULL(sh_build(&r, HEAD XS "  y = relu(all_gather(x, S));\n  out y;\n}\n", &o));
+	CU_ASSERT_STRING_EQUAL(first_msg(&r), "--schedule slice(3) on all_gather(x, S) needs S "
+	                       "(256) to divide into 12 slices");
 	sh_done(&r);
 
 	Src bs = {"--schedule", "fuse(star)", 10};

@@ -1,0 +1,585 @@
+/* sema_infer.c: shape and distribution inference, one function per op
+ * kind, by the rules of docs/LANGUAGE.md ("How values are spread over a
+ * group").
+ * requires: a checked call: arity, tensor arguments evaluated, one dtype.
+ * ensures: the result's shape, labels and distribution, and the node's
+ * attributes (transposes aside); or NULL with the error reported. */
+#include <limits.h>
+#include <string.h>
+
+#include "sema.h"
+
+/* Each infer_* function gets the checked call (tensor arguments in c->v,
+ * same dtype) and the pending node n (inputs set) and returns the result,
+ * not yet committed. */
+
+static int
+dist_eq(Dist a, Dist b)
+{
+	if (a.kind != b.kind)
+		return 0;
+	if (a.kind == DI_REPL)
+		return 1;
+	return a.group == b.group && (a.kind == DI_PARTIAL || a.dim == b.dim);
+}
+
+static int
+whole_sum(Sema *S, const Call *c, int i)
+{
+	if (c->v[i]->dist.kind != DI_PARTIAL)
+		return 1;
+	diag_error(S->d, c->arg[i]->loc, "%s of a partial sum: reduce it first "
+	           "(reduce_scatter or all_reduce)", c->fn);
+	return 0;
+}
+
+/* A matmul operand with its transpose applied. */
+typedef struct View {
+	int n;
+	int64_t shape[MAXDIM];
+	const char *label[MAXDIM];
+	Dist dist;
+} View;
+
+static View
+view(const Value *v, int t)
+{
+	View w = {.n = v->ndim, .dist = v->dist};
+
+	memcpy(w.shape, v->shape, sizeof w.shape);
+	memcpy(w.label, v->label, sizeof w.label);
+	if (t && v->ndim >= 2) {
+		int a = v->ndim - 2, b = v->ndim - 1;
+		int64_t s = w.shape[a];
+		const char *l = w.label[a];
+		w.shape[a] = w.shape[b], w.shape[b] = s;
+		w.label[a] = w.label[b], w.label[b] = l;
+		if (w.dist.kind == DI_SPLIT && w.dist.dim >= a)
+			w.dist.dim = a + b - w.dist.dim;
+	}
+	return w;
+}
+
+static int
+mm_shapes(Sema *S, const Call *c, const Node *n, const View *a, const View *b)
+{
+	const char *sa = sema_shape_str(S, c->v[0]), *sb = sema_shape_str(S, c->v[1]);
+	const char *ta = n->a.mm.ta ? ".T" : "", *tb = n->a.mm.tb ? ".T" : "";
+	int64_t k = a->shape[a->n - 1], kb = b->shape[b->n - 2];
+
+	if (b->n > 2 && b->n != a->n) {
+		diag_error(S->d, c->e->loc, "matmul shapes %s%s and %s%s do not match: a "
+		           "batched right operand needs as many dimensions as the left",
+		           sa, ta, sb, tb);
+		return 0;
+	}
+	if (k != kb) {
+		diag_error(S->d, c->e->loc, "matmul shapes %s%s and %s%s do not match: "
+		           "%lld != %lld", sa, ta, sb, tb, (long long)k, (long long)kb);
+		return 0;
+	}
+	for (int d = 0; d < b->n - 2; d++)
+		if (a->shape[d] != b->shape[d]) {
+			diag_error(S->d, c->e->loc, "matmul shapes %s%s and %s%s do not "
+			           "match: the batch dimensions differ", sa, ta, sb, tb);
+			return 0;
+		}
+	return 1;
+}
+
+/* The matmul rules of LANGUAGE.md, on the transposed views. */
+static int
+mm_dist(Sema *S, const Call *c, const View *a, const View *b, Dist *r)
+{
+	Dist da = a->dist, db = b->dist;
+	int ak = a->n - 1, bk = b->n - 2, bn = b->n - 1, batched = b->n > 2;
+
+	*r = (Dist){DI_REPL, 0, NULL};
+	if (da.kind == DI_REPL && db.kind == DI_REPL)
+		return 1;
+	if (da.kind == DI_PARTIAL && db.kind == DI_REPL) {
+		*r = da;
+		return 1;
+	}
+	if (da.kind == DI_REPL && db.kind == DI_PARTIAL) {
+		*r = db;
+		return 1;
+	}
+	if (da.kind == DI_SPLIT && db.kind == DI_REPL && da.dim != ak) {
+		*r = da;
+		return 1;
+	}
+	if (da.kind == DI_REPL && db.kind == DI_SPLIT &&
+	    (db.dim == bn || (batched && db.dim < bk))) {
+		*r = (Dist){DI_SPLIT, db.dim == bn ? a->n - 1 : db.dim, db.group};
+		return 1;
+	}
+	if (da.kind == DI_SPLIT && db.kind == DI_SPLIT && da.group == db.group) {
+		if (da.dim == ak && db.dim == bk) {
+			*r = (Dist){DI_PARTIAL, 0, da.group};
+			return 1;
+		}
+		if (batched && da.dim == db.dim && da.dim < bk) {
+			*r = da;
+			return 1;
+		}
+	}
+	diag_error(S->d, c->e->loc, "cannot multiply %s (%s) by %s (%s): split the "
+	           "rows of the left or the columns of the right with the other "
+	           "replicated, or both along K over one group",
+	           sema_text(S, c->arg[0]), dist_str(S->a, c->v[0]),
+	           sema_text(S, c->arg[1]), dist_str(S->a, c->v[1]));
+	return 0;
+}
+
+static Value *
+infer_matmul(Sema *S, Call *c, Node *n)
+{
+	for (int i = 0; i < 2; i++)
+		if (c->v[i]->ndim < 2) {
+			diag_error(S->d, c->arg[i]->loc, "matmul needs operands of 2 or more "
+			           "dimensions, but %s has 1", sema_text(S, c->arg[i]));
+			return NULL;
+		}
+	View a = view(c->v[0], n->a.mm.ta), b = view(c->v[1], n->a.mm.tb);
+	if (!mm_shapes(S, c, n, &a, &b))
+		return NULL;
+	Value *r = sema_proto(S, NULL);
+	r->dtype = c->v[0]->dtype;
+	r->ndim = a.n;
+	for (int d = 0; d < a.n - 1; d++) {
+		r->shape[d] = a.shape[d];
+		r->label[d] = a.label[d];
+	}
+	r->shape[a.n - 1] = b.shape[b.n - 1];
+	r->label[a.n - 1] = b.label[b.n - 1];
+	return mm_dist(S, c, &a, &b, &r->dist) ? r : NULL;
+}
+
+/* Elementwise a (op) b, b's dist already moved into a's dims. */
+static int
+ew_dist(Sema *S, const Call *c, OpKind op, Dist a, Dist b, Dist *r)
+{
+	const char *verb = op == OP_ADD ? "add" : "multiply", *x, *y, *dx, *dy;
+
+	if (dist_eq(a, b) && !(a.kind == DI_PARTIAL && op == OP_MUL)) {
+		*r = a;
+		return 1;
+	}
+	if ((a.kind == DI_REPL && b.kind == DI_SPLIT) ||
+	    (a.kind == DI_SPLIT && b.kind == DI_REPL)) {
+		*r = a.kind == DI_SPLIT ? a : b;
+		return 1;
+	}
+	if (op == OP_MUL && ((a.kind == DI_PARTIAL && b.kind == DI_REPL) ||
+	                     (a.kind == DI_REPL && b.kind == DI_PARTIAL))) {
+		*r = a.kind == DI_PARTIAL ? a : b;
+		return 1;
+	}
+	x = sema_text(S, c->arg[0]), y = sema_text(S, c->arg[1]);
+	dx = dist_str(S->a, c->v[0]), dy = dist_str(S->a, c->v[1]);
+	if (a.kind == DI_PARTIAL && b.kind == DI_PARTIAL && op == OP_MUL)
+		diag_error(S->d, c->e->loc, "cannot multiply %s (%s) by %s (%s): a product "
+		           "of partial sums is no partial sum; reduce one first", x, dx, y, dy);
+	else if (op == OP_ADD && (a.kind == DI_PARTIAL || b.kind == DI_PARTIAL) &&
+	         (a.kind == DI_REPL || b.kind == DI_REPL))
+		diag_error(S->d, c->e->loc, "cannot add %s (%s) and %s (%s): the "
+		           "replicated value would be counted once per rank; reduce the "
+		           "partial sum first (reduce_scatter or all_reduce)", x, dx, y, dy);
+	else
+		diag_error(S->d, c->e->loc, "cannot %s %s (%s) and %s (%s): they are "
+		           "spread differently; gather or reduce one first", verb, x, dx, y, dy);
+	return 0;
+}
+
+/* add, mul: equal shapes, or one a suffix of the other (broadcast); the
+ * larger goes first (both ops commute exactly). */
+static Value *
+infer_ew(Sema *S, Call *c, Node *n)
+{
+	int big = c->v[1]->ndim > c->v[0]->ndim;
+	Value *a = c->v[big], *b = c->v[!big];
+	int off = a->ndim - b->ndim;
+
+	n->in[0] = a;
+	n->in[1] = b;
+	for (int d = 0; d < b->ndim; d++)
+		if (b->shape[d] != a->shape[d + off]) {
+			diag_error(S->d, c->e->loc, "%s shapes %s and %s do not match: they "
+			           "must be equal, or one a suffix of the other", c->fn,
+			           sema_shape_str(S, c->v[0]), sema_shape_str(S, c->v[1]));
+			return NULL;
+		}
+	Value *r = sema_proto(S, a);
+	for (int d = 0; d < b->ndim; d++)
+		if (!r->label[d + off])
+			r->label[d + off] = b->label[d];
+	Dist bd = b->dist;
+	if (bd.kind == DI_SPLIT)
+		bd.dim += off;
+	return ew_dist(S, c, n->op, a->dist, bd, &r->dist) ? r : NULL;
+}
+
+/* gelu, silu, relu, scale */
+static Value *
+infer_unary(Sema *S, Call *c, Node *n)
+{
+	if (n->op != OP_SCALE && !whole_sum(S, c, 0))
+		return NULL;
+	return sema_proto(S, c->v[0]);
+}
+
+/* layernorm, rmsnorm, softmax: over the last dimension */
+static Value *
+infer_row(Sema *S, Call *c, Node *n)
+{
+	static const char *const pname[] = {"", "gamma", "beta"};
+	const Value *x = c->v[0];
+	int last = x->ndim - 1;
+
+	(void)n;
+	if (!whole_sum(S, c, 0))
+		return NULL;
+	if (x->dist.kind == DI_SPLIT && x->dist.dim == last) {
+		diag_error(S->d, c->arg[0]->loc, "%s needs the whole last dimension, but "
+		           "%s is %s: all_gather it first", c->fn, sema_text(S, c->arg[0]),
+		           sema_dist_desc(S, x));
+		return NULL;
+	}
+	for (int i = 1; i < c->nargs; i++) {
+		const Value *p = c->v[i];
+		if (p->ndim != 1 || p->shape[0] != x->shape[last]) {
+			diag_error(S->d, c->arg[i]->loc, "the %s of %s must have shape "
+			           "[%lld], but %s has %s", pname[i], c->fn,
+			           (long long)x->shape[last], sema_text(S, c->arg[i]), sema_shape_str(S, p));
+			return NULL;
+		}
+		if (p->dist.kind != DI_REPL) {
+			diag_error(S->d, c->arg[i]->loc, "the %s of %s must be replicated, "
+			           "but %s is %s", pname[i], c->fn, sema_text(S, c->arg[i]),
+			           sema_dist_desc(S, p));
+			return NULL;
+		}
+	}
+	return sema_proto(S, x);
+}
+
+static int
+heads_count(Sema *S, Call *c, int64_t *h)
+{
+	if (!sema_eval(S, c->sc, c->arg[1], h))
+		return 0;
+	if (*h <= 0 || *h > INT_MAX) {
+		diag_error(S->d, c->arg[1]->loc, "split_heads needs 1 to %d heads, but "
+		           "%s is %lld", INT_MAX, sema_text(S, c->arg[1]), (long long)*h);
+		return 0;
+	}
+	return 1;
+}
+
+/* split_heads: [..., S, D] -> [..., H, S, D/H] */
+static Value *
+infer_split_heads(Sema *S, Call *c, Node *n)
+{
+	const Value *x = c->v[0];
+	int nd = x->ndim;
+	int64_t h;
+
+	if (!heads_count(S, c, &h) || !whole_sum(S, c, 0))
+		return NULL;
+	if (nd < 2 || nd >= MAXDIM) {
+		diag_error(S->d, c->arg[0]->loc, "split_heads needs [..., S, D] with 2 to "
+		           "%d dimensions, but %s has %d", MAXDIM - 1, sema_text(S, c->arg[0]), nd);
+		return NULL;
+	}
+	if (x->shape[nd - 1] % h) {
+		diag_error(S->d, c->arg[1]->loc, "split_heads: %s (%lld) does not divide "
+		           "into %lld heads", value_dim_name(S->a, x, nd - 1),
+		           (long long)x->shape[nd - 1], (long long)h);
+		return NULL;
+	}
+	Value *r = sema_proto(S, x);
+	r->ndim = nd + 1;
+	r->shape[nd - 2] = h;
+	r->label[nd - 2] = c->arg[1]->kind == E_NAME ? c->arg[1]->u.name : NULL;
+	r->shape[nd - 1] = x->shape[nd - 2];
+	r->label[nd - 1] = x->label[nd - 2];
+	r->shape[nd] = x->shape[nd - 1] / h;
+	r->label[nd] = x->label[nd - 1] && r->label[nd - 2] ? arena_printf(S->a,
+	               "%s/%s", x->label[nd - 1], r->label[nd - 2]) : NULL;
+	n->a.heads = (int)h;
+	/* a split of S stays on S; a split of D moves onto the heads, which
+	 * must then divide over the group */
+	if (x->dist.kind == DI_SPLIT && x->dist.dim == nd - 2)
+		r->dist.dim = nd - 1;
+	if (x->dist.kind == DI_SPLIT && x->dist.dim == nd - 1) {
+		r->dist.dim = nd - 2;
+		if (h % x->dist.group->size) {
+			diag_error(S->d, c->arg[1]->loc, "split_heads: %lld heads do not divide "
+			           "evenly over group %s (%d)", (long long)h,
+			           x->dist.group->name, x->dist.group->size);
+			return NULL;
+		}
+	}
+	return r;
+}
+
+/* The label of H*Dh: D when Dh is split_heads' "D/H", else "H*Dh". */
+static const char *
+merged_label(Sema *S, const char *h, const char *dh)
+{
+	size_t n = dh ? strlen(dh) : 0, k = h ? strlen(h) : 0;
+
+	if (!h || !dh)
+		return NULL;
+	if (n > k + 1 && dh[n - k - 1] == '/' && strcmp(dh + n - k, h) == 0)
+		return arena_strndup(S->a, dh, n - k - 1);
+	return arena_printf(S->a, "%s*%s", h, dh);
+}
+
+/* merge_heads: [..., H, S, Dh] -> [..., S, H*Dh] */
+static Value *
+infer_merge_heads(Sema *S, Call *c, Node *n)
+{
+	const Value *x = c->v[0];
+	int nd = x->ndim;
+
+	(void)n;
+	if (!whole_sum(S, c, 0))
+		return NULL;
+	if (nd < 3) {
+		diag_error(S->d, c->arg[0]->loc, "merge_heads needs [..., H, S, Dh], but "
+		           "%s has %d dimension%s", sema_text(S, c->arg[0]), nd, nd == 1 ? "" : "s");
+		return NULL;
+	}
+	if (x->dist.kind == DI_SPLIT && x->dist.dim == nd - 1) {
+		diag_error(S->d, c->arg[0]->loc, "merge_heads needs whole heads, but %s is %s",
+		           sema_text(S, c->arg[0]), sema_dist_desc(S, x));
+		return NULL;
+	}
+	Value *r = sema_proto(S, x);
+	r->ndim = nd - 1;
+	r->shape[nd - 3] = x->shape[nd - 2];
+	r->label[nd - 3] = x->label[nd - 2];
+	r->shape[nd - 2] = x->shape[nd - 3] * x->shape[nd - 1];
+	r->label[nd - 2] = merged_label(S, x->label[nd - 3], x->label[nd - 1]);
+	r->label[nd - 1] = NULL;
+	r->shape[nd - 1] = 0;
+	if (x->dist.kind == DI_SPLIT && x->dist.dim >= nd - 3)
+		r->dist.dim = x->dist.dim == nd - 3 ? nd - 2 : nd - 3;
+	return r;
+}
+
+static int
+attn_shapes(Sema *S, const Call *c, int causal)
+{
+	const Value *q = c->v[0], *k = c->v[1], *v = c->v[2];
+	int nd = q->ndim, ok = nd >= 2 && k->ndim == nd && v->ndim == nd;
+
+	for (int d = 0; ok && d < nd; d++)
+		ok = k->shape[d] == v->shape[d] && (d == nd - 2 || q->shape[d] == k->shape[d]);
+	if (!ok) {
+		diag_error(S->d, c->e->loc, "attention shapes %s, %s and %s do not match: "
+		           "q must be [..., Sq, Dh] and k, v [..., Sk, Dh]",
+		           sema_shape_str(S, q), sema_shape_str(S, k), sema_shape_str(S, v));
+		return 0;
+	}
+	if (causal && q->shape[nd - 2] != k->shape[nd - 2]) {
+		diag_error(S->d, c->e->loc, "causal attention needs as many queries as "
+		           "keys, but has %lld and %lld", (long long)q->shape[nd - 2],
+		           (long long)k->shape[nd - 2]);
+		return 0;
+	}
+	return 1;
+}
+
+/* q split along Sq (k, v whole), or all split along one leading dim. */
+static int
+attn_dist(Sema *S, const Call *c, Dist *r)
+{
+	int nd = c->v[0]->ndim;
+	const Value *ref = NULL;
+
+	for (int i = 0; i < 3; i++) {
+		const Value *x = c->v[i];
+		if (!whole_sum(S, c, i))
+			return 0;
+		if (x->dist.kind != DI_SPLIT)
+			continue;
+		if (i > 0 && x->dist.dim == nd - 2) {
+			diag_error(S->d, c->arg[i]->loc, "attention needs the whole keys and "
+			           "values along the sequence: all_gather them first");
+			return 0;
+		}
+		if (x->dist.dim == nd - 1) {
+			diag_error(S->d, c->arg[i]->loc, "attention needs whole heads, but %s "
+			           "is %s", sema_text(S, c->arg[i]), sema_dist_desc(S, x));
+			return 0;
+		}
+		if (ref && !dist_eq(ref->dist, x->dist)) {
+			diag_error(S->d, c->e->loc, "attention operands are split differently: "
+			           "%s (%s), %s (%s), %s (%s)",
+			           sema_text(S, c->arg[0]), dist_str(S->a, c->v[0]),
+			           sema_text(S, c->arg[1]), dist_str(S->a, c->v[1]),
+			           sema_text(S, c->arg[2]), dist_str(S->a, c->v[2]));
+			return 0;
+		}
+		ref = x;
+	}
+	*r = ref ? ref->dist : (Dist){DI_REPL, 0, NULL};
+	return 1;
+}
+
+static Value *
+infer_attention(Sema *S, Call *c, Node *n)
+{
+	if (c->nargs == 4) {
+		const Expr *ce = c->arg[3];
+		if (ce->kind != E_NAME || strcmp(ce->u.name, "causal") != 0) {
+			diag_error(S->d, ce->loc, "the fourth argument of attention can only "
+			           "be 'causal'");
+			return NULL;
+		}
+		n->a.causal = 1;
+	}
+	if (!attn_shapes(S, c, n->a.causal))
+		return NULL;
+	Value *r = sema_proto(S, c->v[0]);
+	return attn_dist(S, c, &r->dist) ? r : NULL;
+}
+
+static Value *
+infer_scan(Sema *S, Call *c, Node *n)
+{
+	const Value *x = c->v[0];
+	int d = sema_find_dim(S, x, c->arg[1], NULL, c->arg[0]);
+
+	n->a.scan.decay = 0.5;
+	if (c->nargs == 3 && !sema_number(c->arg[2], &n->a.scan.decay)) {
+		diag_error(S->d, c->arg[2]->loc, "the decay of scan must be a number, "
+		           "such as 0.9");
+		return NULL;
+	}
+	if (d < 0 || !whole_sum(S, c, 0))
+		return NULL;
+	if (x->dist.kind == DI_SPLIT && x->dist.dim == d) {
+		diag_error(S->d, c->arg[0]->loc, "scan along %s needs the whole sequence, "
+		           "but %s is %s: all_gather it first", value_dim_name(S->a, x, d),
+		           sema_text(S, c->arg[0]), sema_dist_desc(S, x));
+		return NULL;
+	}
+	n->a.scan.dim = d;
+	return sema_proto(S, x);
+}
+
+/* ---- collectives ---- */
+
+/* The collective's input must be split along d (its argument 1): "all_gather
+ * along S needs x split along S, but x is ...", with partial appended when
+ * x is a partial sum. */
+static int
+need_split(Sema *S, const Call *c, int d, const char *prep, const char *partial)
+{
+	const Value *x = c->v[0];
+
+	if (x->dist.kind == DI_SPLIT && x->dist.dim == d)
+		return 1;
+	const char *dn = value_dim_name(S->a, x, d), *xs = sema_text(S, c->arg[0]);
+	diag_error(S->d, x->dist.kind == DI_SPLIT ? c->arg[1]->loc : c->arg[0]->loc,
+	           "%s %s %s needs %s split along %s, but %s is %s%s", c->fn, prep, dn,
+	           xs, dn, xs, sema_dist_desc(S, x), x->dist.kind == DI_PARTIAL ? partial : "");
+	return 0;
+}
+
+static Value *
+infer_all_gather(Sema *S, Call *c, Node *n)
+{
+	const Value *x = c->v[0];
+	int d = sema_find_dim(S, x, c->arg[1], NULL, c->arg[0]);
+
+	if (d < 0 || !need_split(S, c, d, "along", ": reduce it with reduce_scatter or all_reduce"))
+		return NULL;
+	Value *r = sema_proto(S, x);
+	r->dist = (Dist){DI_REPL, 0, NULL};
+	n->a.coll.dim = d;
+	n->a.coll.group = x->dist.group;
+	return r;
+}
+
+static int
+need_partial(Sema *S, const Call *c)
+{
+	if (c->v[0]->dist.kind == DI_PARTIAL)
+		return 1;
+	diag_error(S->d, c->arg[0]->loc, "%s needs a partial sum, but %s is %s",
+	           c->fn, sema_text(S, c->arg[0]), sema_dist_desc(S, c->v[0]));
+	return 0;
+}
+
+static Value *
+infer_reduce_scatter(Sema *S, Call *c, Node *n)
+{
+	const Value *x = c->v[0];
+	int d = sema_find_dim(S, x, c->arg[1], NULL, c->arg[0]);
+	Group *g = x->dist.group;
+
+	if (d < 0 || !need_partial(S, c) ||
+	    !sema_divides(S, x, d, g, c->arg[1]->loc, NULL, c->arg[0]))
+		return NULL;
+	Value *r = sema_proto(S, x);
+	r->dist = (Dist){DI_SPLIT, d, g};
+	n->a.coll.dim = d;
+	n->a.coll.group = g;
+	return r;
+}
+
+static Value *
+infer_all_reduce(Sema *S, Call *c, Node *n)
+{
+	if (!need_partial(S, c))
+		return NULL;
+	Value *r = sema_proto(S, c->v[0]);
+	r->dist = (Dist){DI_REPL, 0, NULL};
+	n->a.coll.group = c->v[0]->dist.group;
+	return r;
+}
+
+static Value *
+infer_all_to_all(Sema *S, Call *c, Node *n)
+{
+	const Value *x = c->v[0];
+	int d1 = sema_find_dim(S, x, c->arg[1], NULL, c->arg[0]);
+	int d2 = sema_find_dim(S, x, c->arg[2], NULL, c->arg[0]);
+
+	if (d1 < 0 || d2 < 0)
+		return NULL;
+	if (d1 == d2) {
+		diag_error(S->d, c->arg[2]->loc, "all_to_all needs two different dimensions");
+		return NULL;
+	}
+	if (!need_split(S, c, d1, "from", "") ||
+	    !sema_divides(S, x, d2, x->dist.group, c->arg[2]->loc, NULL, c->arg[0]))
+		return NULL;
+	Value *r = sema_proto(S, x);
+	r->dist.dim = d2;
+	n->a.coll.dim = d1;
+	n->a.coll.dim2 = d2;
+	n->a.coll.group = x->dist.group;
+	return r;
+}
+
+typedef Value *(*Infer)(Sema *, Call *, Node *);
+
+static const Infer infer_fn[NOP] = {
+#define OP(id, name, lo, hi, cls, tensors, infer, emit) [OP_##id] = infer,
+#include "ops.def"
+#undef OP
+};
+
+Value *
+sema_infer(Sema *S, Call *c, Node *n)
+{
+	if (!infer_fn[n->op])
+		die("no inference for op %s", op_info[n->op].name);
+	return infer_fn[n->op](S, c, n);
+}
