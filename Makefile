@@ -41,8 +41,8 @@ all: $(B)/cfc
 # ---- the compiler ----
 GEN = $(B)/grammar/parser.c $(B)/grammar/parser.h $(B)/grammar/lexer.c $(B)/grammar/lexer.h
 CF_SRC = $(wildcard compiler/*.c codegen/*.c)
-CF_OBJ = $(CF_SRC:%.c=$(B)/%.o) $(B)/grammar/parser.o $(B)/grammar/lexer.o
-CF_LIBOBJ = $(filter-out $(B)/compiler/main.o,$(CF_OBJ))
+CF_LIBOBJ = $(CF_SRC:%.c=$(B)/%.o) $(B)/grammar/parser.o $(B)/grammar/lexer.o
+CF_OBJ = $(CF_LIBOBJ) $(B)/cli/cfc.o
 CF_INC = -Icompiler -Icodegen -I$(B)/grammar -Iruntime
 
 $(B)/grammar/parser.c $(B)/grammar/parser.h &: grammar/parser.y
@@ -66,6 +66,11 @@ $(B)/compiler/%.o: compiler/%.c $(GEN)
 $(B)/codegen/%.o: codegen/%.c $(GEN)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) $(GVC_CFLAGS) $(CF_INC) -I$(B)/codegen -c -o $@ $<
+
+# The command-line driver stands above the compiler and the code generator.
+$(B)/cli/%.o: cli/%.c $(GEN)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) $(CF_INC) -c -o $@ $<
 
 # The driver's fixed part, kept as C source, embedded as a string literal.
 $(B)/codegen/driver.inc: codegen/driver_main.c.in

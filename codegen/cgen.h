@@ -3,6 +3,7 @@
 #define CGEN_H
 
 #include "cf.h"
+#include "codegen.h"
 #include "emit.h"
 
 /* The generated code's own locals, by role. Each is spelt as below
@@ -59,12 +60,5 @@ void cg_views(Cg *c, const char *used, const int64_t *off);
 void cg_view(Cg *c, const Value *v);
 /* The macro naming a value's workspace offset. */
 const char *cg_ws_name(Cg *c, const Value *v);
-
-/* The entry points, one per --emit kind. */
-struct Sched;
-void cg_header(FILE *f, Arena *a, const Graph *g);
-void cg_reference(FILE *f, Arena *a, const struct Plan *p, const char *src, int lines);
-void cg_driver(FILE *f, Arena *a, const Graph *g);
-void cg_parallel(FILE *f, Arena *a, const struct Plan *p, const char *src, int lines);
 
 #endif

@@ -7,7 +7,7 @@
  * instance (nested as the instances are), a sink per output. */
 #include <string.h>
 
-#include "cf.h"
+#include "codegen.h"
 
 void
 dot_escape(FILE *f, const char *s)

@@ -14,7 +14,7 @@
 #include <gvc.h>
 #include <gvplugin.h>
 
-#include "sched.h"
+#include "codegen.h"
 
 extern gvplugin_library_t gvplugin_dot_layout_LTX_library __attribute__((weak));
 extern gvplugin_library_t gvplugin_core_LTX_library __attribute__((weak));

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sched.h"
+#include "codegen.h"
 
 enum { MAXLANES = 8 };
 

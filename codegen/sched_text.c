@@ -7,7 +7,7 @@
 #include <ctype.h>
 #include <string.h>
 
-#include "sched.h"
+#include "codegen.h"
 
 enum { SHOWRANKS = 2, ORDERRANKS = 8 }; /* ranks listed step by step / by slice order */
 

@@ -424,9 +424,4 @@ const char *graph_sched_str(Arena *a, const SchedChoice *s);
 /* node n as a call: "matmul(xa.T, w1)", "all_gather(x, S)" */
 const char *graph_node_str(Arena *a, const Node *n);
 
-/* dot.c */
-void dot_graph(FILE *f, const Graph *g);
-/* Writes s escaped for the inside of a DOT string (codegen/dot.c). */
-void dot_escape(FILE *f, const char *s);
-
 #endif

@@ -715,13 +715,6 @@ lw_fuse(Lower *L)
 
 /* ---- choices ---- */
 
-static void
-lw_set_how(Coll *c, const SchedUse *u)
-{
-	c->how = u->how;
-	c->P = sched_lanes(&u->how);
-	c->nslices = (int)u->nslices;
-}
 
 /* Adds a note for --explain to the ones c has. */
 static void
@@ -751,7 +744,7 @@ lw_resolve(Lower *L, Coll *c)
 		    c->node->out->name, (long long)u.nslices);
 	if (u.note)
 		lw_note(L, c, u.note);
-	lw_set_how(c, &u);
+	sched_set_how(c, &u);
 }
 
 /* Drops items whose guard admits no round and clamps the rest. */
@@ -812,98 +805,121 @@ lw_coll_lower(Lower *L, Coll *c)
 /* The stage a node belongs to: its collective's (by the collective's node
  * id) or its own; -1 for leaves. */
 static int
-lw_stage_of(const Node *n, Coll **owner)
+lw_stage_of(const Sched *s, const Node *n)
 {
 	if (op_info[n->op].cls == CL_LEAF)
 		return -1;
-	return owner[n->id] ? owner[n->id]->node->id : n->id;
+	return s->owner[n->id] ? s->owner[n->id]->node->id : n->id;
+}
+
+/* A min-heap of stage ids ready to run. */
+typedef struct Heap {
+	int *v, n;
+} Heap;
+
+static void
+heap_push(Heap *h, int x)
+{
+	int k = h->n++;
+
+	for (; k > 0 && h->v[(k - 1) / 2] > x; k = (k - 1) / 2)
+		h->v[k] = h->v[(k - 1) / 2];
+	h->v[k] = x;
+}
+
+static int
+heap_pop(Heap *h)
+{
+	int top = h->v[0], x = h->v[--h->n], k = 0;
+
+	for (int c; (c = 2 * k + 1) < h->n; k = c) {
+		if (c + 1 < h->n && h->v[c + 1] < h->v[c])
+			c++;
+		if (x <= h->v[c])
+			break;
+		h->v[k] = h->v[c];
+	}
+	h->v[k] = x;
+	return top;
+}
+
+static void
+lw_push_stage(Lower *L, Sched *s, int k)
+{
+	Stage *st = arena_alloc(L->a, sizeof *st);
+
+	st->kind = s->byid[k] ? ST_COLL : ST_COMPUTE;
+	if (s->byid[k])
+		st->u.coll = s->byid[k], vec_push(L->a, &s->colls, s->byid[k]);
+	else
+		st->u.node = L->g->nodes.v[k];
+	vec_push(L->a, &s->stages, st);
 }
 
 /* Kahn's algorithm over stages, the lowest node id first among those
- * ready: regions are contracted into their collective's stage. */
+ * ready: regions are contracted into their collective's stage. An edge
+ * runs from the stage of each input's producer to the stage reading it. */
 static void
-lw_order(Lower *L, Sched *s, Coll **owner, Coll **byid)
+lw_order(Lower *L, Sched *s)
 {
 	Arena *t = arena_scratch(L->a);
-	int n = L->g->nodes.n, *need = arena_alloc(t, ((size_t)n + 1) * sizeof *need), left = 0;
-	char *done = arena_alloc(t, (size_t)n + 1);
+	ArenaMark mark = arena_mark(t);
+	int n = L->g->nodes.n, left = 0, ne = 0;
+	int *need = arena_alloc(t, ((size_t)n + 1) * sizeof *need);
+	int *first = arena_alloc(t, ((size_t)n + 2) * sizeof *first);
+	Heap h = {arena_alloc(t, ((size_t)n + 1) * sizeof *h.v), 0};
 
 	for (int k = 0; k < n; k++) {
-		Node *nd = L->g->nodes.v[k];
-		int me = lw_stage_of(nd, owner);
+		const Node *nd = L->g->nodes.v[k];
+		int me = lw_stage_of(s, nd);
 		left += me == nd->id;
 		for (int i = 0; me >= 0 && i < nd->nin; i++) {
-			int from = lw_stage_of(nd->in[i]->def, owner);
-			need[me] += from >= 0 && from != me;
+			int from = lw_stage_of(s, nd->in[i]->def);
+			if (from >= 0 && from != me)
+				need[me]++, first[from + 1]++, ne++;
 		}
 	}
-	while (left > 0) {
-		int k = 0;
-		while (k < n && (done[k] || need[k] || lw_stage_of(L->g->nodes.v[k], owner) != k))
-			k++;
-		if (k == n)
-			die("lower: the stages of %s depend on each other in a cycle", L->g->name);
-		done[k] = 1, left--;
-		Stage *st = arena_alloc(L->a, sizeof *st);
-		st->kind = byid[k] ? ST_COLL : ST_COMPUTE;
-		if (byid[k])
-			st->u.coll = byid[k], vec_push(L->a, &s->colls, byid[k]);
-		else
-			st->u.node = L->g->nodes.v[k];
-		vec_push(L->a, &s->stages, st);
-		for (int j = 0; j < n; j++) {
-			Node *nd = L->g->nodes.v[j];
-			int me = lw_stage_of(nd, owner);
-			for (int i = 0; me >= 0 && i < nd->nin; i++)
-				need[me] -= lw_stage_of(nd->in[i]->def, owner) == k && me != k;
-		}
-	}
-}
-
-static Coll *
-lw_coll_new(Lower *L, Node *n)
-{
-	Coll *c = arena_alloc(L->a, sizeof *c);
-
-	c->arena = L->a;
-	c->node = n;
-	c->want = *n->sched;
-	c->N = n->a.coll.group->size;
-	c->bin = c->bout = -1;
-	/* what region discovery needs: the slices and (but for all_reduce)
-	 * the dimension; auto counts on a region until one is known */
-	SchedUse u = sched_use(L->a, n, &c->want, NULL);
-	lw_set_how(c, &u);
-	c->dim = u.dim;
-	return c;
-}
-
-Sched *
-lower_graph(Graph *g, Diag *d)
-{
-	Lower L = {.g = g, .a = g->arena, .d = d};
-	int n = g->nodes.n, ncoll = 0, before = d->nerr;
-	Arena *t = arena_scratch(L.a);
-	ArenaMark mark = arena_mark(t);
-	Coll **owner = arena_alloc(t, ((size_t)n + 1) * sizeof *owner);
-	Coll **byid = arena_alloc(t, ((size_t)n + 1) * sizeof *byid);
-	Coll **colls = arena_alloc(t, ((size_t)n + 1) * sizeof *colls);
-	Sched *s = arena_alloc(L.a, sizeof *s);
-
-	s->g = g;
-	s->arena = L.a;
+	for (int k = 0; k < n; k++)
+		first[k + 1] += first[k];
+	int *succ = arena_alloc(t, ((size_t)ne + 1) * sizeof *succ);
+	int *fill = arena_alloc(t, ((size_t)n + 1) * sizeof *fill);
 	for (int k = 0; k < n; k++) {
-		Node *nd = g->nodes.v[k];
-		if (op_info[nd->op].cls == CL_COLL)
-			byid[k] = colls[ncoll++] = lw_coll_new(&L, nd);
+		const Node *nd = L->g->nodes.v[k];
+		int me = lw_stage_of(s, nd);
+		for (int i = 0; me >= 0 && i < nd->nin; i++) {
+			int from = lw_stage_of(s, nd->in[i]->def);
+			if (from >= 0 && from != me)
+				succ[first[from] + fill[from]++] = me;
+		}
+		if (me == k && !need[k])
+			heap_push(&h, k);
 	}
-	region_find(g, L.a, colls, ncoll, owner);
-	for (int i = 0; i < ncoll; i++) {
-		lw_resolve(&L, colls[i]);
-		lw_coll_lower(&L, colls[i]);
+	for (; h.n; left--) {
+		int k = heap_pop(&h);
+		lw_push_stage(L, s, k);
+		for (int e = first[k]; e < first[k + 1]; e++)
+			if (--need[succ[e]] == 0)
+				heap_push(&h, succ[e]);
+	}
+	if (left)
+		die("lower: the stages of %s depend on each other in a cycle", L->g->name);
+	arena_release(t, mark);
+}
+
+int
+lower_sched(Sched *s, Diag *d)
+{
+	Lower L = {.g = s->g, .a = s->arena, .d = d};
+	int before = d->nerr;
+
+	for (int k = 0; k < s->g->nodes.n; k++) {
+		Coll *c = s->byid[k];
+		if (!c)
+			continue;
+		lw_resolve(&L, c);
+		lw_coll_lower(&L, c);
 	}
 	if (d->nerr == before)
-		lw_order(&L, s, owner, byid);
-	arena_release(t, mark);
-	return d->nerr == before ? s : NULL;
+		lw_order(&L, s);
+	return d->nerr != before;
 }

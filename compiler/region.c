@@ -1,10 +1,10 @@
-/* region.c: region discovery. For every collective, the maximal
- * slice-local region of compute it can be fused with: upstream (the ops
- * that feed a reduce_scatter, all_reduce or all_to_all) and downstream (the
- * ops an all_gather or all_reduce feeds).
- * requires: a graph with locality (graph_fill_locality); every Coll's
- * node, want, N, nslices and (but for all_reduce, whose dim is the one
- * with the largest region) dim set, by the schedule rules.
+/* region.c: region discovery (region_sched). A Coll for every collective,
+ * and for each the maximal slice-local region of compute it can be fused
+ * with: upstream (the ops that feed a reduce_scatter, all_reduce or
+ * all_to_all) and downstream (the ops an all_gather or all_reduce feeds).
+ * requires: a graph with locality (graph_fill_locality); the schedule
+ * rules give every Coll's N, nslices and (but for all_reduce, whose dim is
+ * the one with the largest region) dim.
  * ensures: an all_reduce's c->dim; c->pre, c->post, c->region (pre then
  * post, each in topological order, RNode.from resolved) and c->stops
  * filled; every node in at most one region (owner[node id]); no region
@@ -420,7 +420,7 @@ rg_is_down(const Node *n)
 	return n->op == OP_ALL_GATHER || n->op == OP_ALL_REDUCE;
 }
 
-void
+static void
 region_find(Graph *g, Arena *a, Coll **colls, int ncoll, Coll **owner)
 {
 	Finder F = {.g = g, .a = a, .owner = owner};
@@ -446,4 +446,46 @@ region_find(Graph *g, Arena *a, Coll **colls, int ncoll, Coll **owner)
 	for (int i = 0; i < ncoll; i++)
 		rg_link(a, colls[i]);
 	arena_release(t, mark);
+}
+
+/* A collective as asked, cut as its first guess needs for the search:
+ * the slices and (but for all_reduce) the dimension; auto counts on a
+ * region until one is known. */
+static Coll *
+rg_coll_new(Arena *a, Node *n)
+{
+	Coll *c = arena_alloc(a, sizeof *c);
+
+	c->arena = a;
+	c->node = n;
+	c->want = *n->sched;
+	c->N = n->a.coll.group->size;
+	c->bin = c->bout = -1;
+	SchedUse u = sched_use(a, n, &c->want, NULL);
+	sched_set_how(c, &u);
+	c->dim = u.dim;
+	return c;
+}
+
+Sched *
+region_sched(Graph *g)
+{
+	Arena *a = g->arena, *t = arena_scratch(a);
+	ArenaMark mark = arena_mark(t);
+	int n = g->nodes.n, ncoll = 0;
+	Sched *s = arena_alloc(a, sizeof *s);
+	Coll **colls = arena_alloc(t, ((size_t)n + 1) * sizeof *colls);
+
+	s->g = g;
+	s->arena = a;
+	s->byid = arena_alloc(a, ((size_t)n + 1) * sizeof *s->byid);
+	s->owner = arena_alloc(a, ((size_t)n + 1) * sizeof *s->owner);
+	for (int k = 0; k < n; k++) {
+		Node *nd = g->nodes.v[k];
+		if (op_info[nd->op].cls == CL_COLL)
+			s->byid[k] = colls[ncoll++] = rg_coll_new(a, nd);
+	}
+	region_find(g, a, colls, ncoll, s->owner);
+	arena_release(t, mark);
+	return s;
 }

@@ -60,6 +60,14 @@ sched_guard(const Guard *g, int r, int i, int n)
 	return !g->active || sched_partner(r, i + g->aoff, n) >= 0;
 }
 
+void
+sched_set_how(Coll *c, const SchedUse *u)
+{
+	c->how = u->how;
+	c->P = sched_lanes(&u->how);
+	c->nslices = (int)u->nslices;
+}
+
 int
 sched_lanes(const SchedChoice *s)
 {

@@ -201,20 +201,27 @@ typedef struct Stage {
 typedef struct Sched {
 	Graph *g;
 	Arena *arena;
+	Coll **byid;       /* by Node.id: a collective node's Coll, else NULL */
+	Coll **owner;      /* by Node.id: the Coll whose region holds the node */
 	Vec stages;        /* of Stage*, in execution order */
 	Vec colls;         /* of Coll*, in execution order */
 } Sched;
 
-/* ---- lower.c: requires a graph with locality; ensures every collective
- * lowered per its SchedChoice (NULL after errors, all reported). ---- */
-Sched *lower_graph(Graph *g, Diag *d);
-
-/* ---- region.c ---- */
-/* Finds every collective's region (c->dim, pre, post, region, stops);
- * owner[node id] gets the Coll whose region holds the node, or NULL. */
-void region_find(Graph *g, Arena *a, Coll **colls, int ncoll, Coll **owner);
+/* ---- region.c: requires a graph with locality (graph_fill_locality).
+ * ensures: a Sched with a Coll per collective (its choice as asked, the
+ * slices of its first guess), every collective's region found (c->dim,
+ * pre, post, region, stops; Sched.owner), no stage ordered yet. ---- */
+Sched *region_sched(Graph *g);
 /* Does side (pre, post or region: of RNode*) hold an op of kind op? */
 int region_has(const Vec *side, OpKind op);
+
+/* ---- lower.c: requires region_sched's Sched; ensures every collective's
+ * choice resolved (schedrule.c) and lowered into phases of items, the
+ * stages ordered so that every dependency is respected; nonzero after
+ * errors, every one reported. ---- */
+int lower_sched(Sched *s, Diag *d);
+/* sched.c: how c is cut, from the choice it gets. */
+void sched_set_how(Coll *c, const SchedUse *u);
 
 /* ---- verify.c: requires a lowered schedule; ensures the four
  * properties (exactness, matching and deadlock freedom, no buffer touched
@@ -248,16 +255,5 @@ int sched_partner(int r, int round, int n);
 int sched_rounds(int n);   /* rounds of the round-robin over n ranks */
 int sched_guard(const Guard *g, int r, int i, int n);
 const char *sched_kind_str(Arena *a, const SchedChoice *s); /* "fuse(bidir,m=2)" */
-
-/* ---- emitters ---- */
-void sched_explain(FILE *f, const Sched *s);
-void sched_print(FILE *f, const Sched *s);   /* --emit=sched */
-void sched_dot(FILE *f, const Sched *s);     /* --emit=sched-dot */
-/* What rank r runs in step (phase p, round i, lane t): compute lines and
- * a line of transfers joined by sep; NULL when nothing runs. */
-const char *sched_step_label(Arena *a, const Coll *c, int r, int p, int i, int t, const char *sep);
-/* codegen/render.c: DOT text to svg or png through libgvc: 0 with the
- * picture in *out (malloc'd, *outlen bytes), else an error reported. */
-int render_dot(const char *dot_text, const char *format, char **out, size_t *outlen, Diag *d);
 
 #endif

@@ -44,7 +44,13 @@ st_build(SRun *r, const char *text, const char *force)
 	}
 	Program *p = parse_program(r->a, &r->d, &r->src);
 	r->g = p ? sema_build(r->a, &r->d, p, &o) : NULL;
-	r->s = r->g ? lower_graph(r->g, &r->d) : NULL;
+	if (r->g) {
+		graph_fill_locality(r->g);
+		graph_check(r->g);
+		r->s = region_sched(r->g);
+		if (lower_sched(r->s, &r->d))
+			r->s = NULL;
+	}
 	fclose(ef);
 	return r->s;
 }

@@ -6,6 +6,7 @@
 
 #include "cf.h"
 #include "sched.h"
+#include "codegen.h"
 
 typedef struct GRun {
 	Arena *a;
@@ -28,6 +29,10 @@ build(GRun *r, const char *text, Options *o)
 	diag_init(&r->d, &r->src, ef);
 	Program *p = parse_program(r->a, &r->d, &r->src);
 	r->g = p ? sema_build(r->a, &r->d, p, o) : NULL;
+	if (r->g) {
+		graph_fill_locality(r->g);
+		graph_check(r->g);
+	}
 	fclose(ef);
 	if (!r->g)
 		fprintf(stderr, "\n--- unexpected errors:\n%s", r->err);

@@ -30,6 +30,10 @@ sh_build(ShRun *r, const char *text, Options *o)
 	diag_init(&r->d, &r->src, ef);
 	Program *p = parse_program(r->a, &r->d, &r->src);
 	r->g = p ? sema_build(r->a, &r->d, p, o) : NULL;
+	if (r->g) {
+		graph_fill_locality(r->g);
+		graph_check(r->g);
+	}
 	fclose(ef);
 	return r->g;
 }

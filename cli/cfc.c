@@ -1,16 +1,16 @@
-/* main.c: the cfc command line, and the whole pipeline in one function.
- * Exit codes: 0 ok, 1 errors in the input, 2 usage, 70 internal error.
- * Outputs are written to a temporary file and renamed into place only
- * when the whole compilation succeeded: never a partial output file. */
+/* cfc.c: the cfc command line, and the whole pipeline in one function
+ * (compile). It stands above the compiler (compiler/), whose passes it
+ * runs, and the code generator (codegen/), whose emitters print their
+ * results. Exit codes: 0 ok, 1 errors in the input, 2 usage, 70 internal
+ * error. Outputs are written to a temporary file and renamed into place
+ * only when the whole compilation succeeded: never a partial output file. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cf.h"
-#include "cgen.h"
-#include "plan.h"
+#include "codegen.h"
 
 enum { EX_INPUT = 1, EX_USAGE = 2, EX_INTERNAL = 70 };
 
@@ -348,7 +348,7 @@ write_outputs(Comp *c, Cli *cl)
 	return ok;
 }
 
-/* The pipeline. */
+/* The pipeline: every pass, in order. */
 static int
 compile(Comp *c, Cli *cl)
 {
@@ -359,17 +359,28 @@ compile(Comp *c, Cli *cl)
 		if (!(cl->opt.force = parse_choice(c->arena, &fd, &fs)))
 			return EX_USAGE;
 	}
+	/* parse */
 	if (!(c->prog = parse_program(c->arena, &c->diag, &c->src)))
 		return EX_INPUT;
+	/* semantic checks: names, sizes, shapes, distributions, schedules */
 	if (!(c->graph = sema_build(c->arena, &c->diag, c->prog, &cl->opt)))
 		return EX_INPUT;
-	if (!(c->sched = lower_graph(c->graph, &c->diag)))
+	/* graph facts: slice-locality, invariants */
+	graph_fill_locality(c->graph);
+	graph_check(c->graph);
+	/* regions: each collective and the compute it can be fused with */
+	c->sched = region_sched(c->graph);
+	/* lowering: the step programs, the stages in order */
+	if (lower_sched(c->sched, &c->diag))
 		return EX_INPUT;
+	/* plan: every decision about memory */
 	c->plan = plan_sched(c->sched);
+	/* verify: the schedule and its plan, else nothing is emitted */
 	if (verify_sched(c->sched, c->plan, &c->diag))
 		return EX_INTERNAL;
 	if (cl->explain)
 		sched_explain(stderr, c->sched);
+	/* emit */
 	return write_outputs(c, cl) ? 0 : EX_INPUT;
 }
 

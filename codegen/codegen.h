@@ -1,0 +1,38 @@
+/* codegen.h: the emitters, one per --emit kind, that the command-line
+ * driver (cli/cfc.c) calls with the compiler's results. The compiler
+ * (compiler/) knows nothing of this folder; each emitter only prints what
+ * the passes decided. */
+#ifndef CODEGEN_H
+#define CODEGEN_H
+
+#include "plan.h"
+
+/* dot.c: the dependency graph as graphviz DOT (--emit=dot). */
+void dot_graph(FILE *f, const Graph *g);
+/* Writes s escaped for the inside of a DOT string. */
+void dot_escape(FILE *f, const char *s);
+
+/* sched_text.c: --emit=sched (every rank's steps and the verify line of
+ * each collective), and --explain. */
+void sched_print(FILE *f, const Sched *s);
+void sched_explain(FILE *f, const Sched *s);
+/* What rank r runs in step (phase p, round i, lane t): compute lines and
+ * a line of transfers joined by sep; NULL when nothing runs. */
+const char *sched_step_label(Arena *a, const Coll *c, int r, int p, int i, int t,
+                             const char *sep);
+/* sched_dot.c: the schedule as per-rank swimlanes in DOT (--emit=sched-dot). */
+void sched_dot(FILE *f, const Sched *s);
+
+/* render.c: DOT text to svg or png through libgvc: 0 with the picture in
+ * *out (malloc'd, *outlen bytes), else an error reported. */
+int render_dot(const char *dot_text, const char *format, char **out, size_t *outlen, Diag *d);
+
+/* The C of a model (cgen.c and the cg_*.c files): its header (--emit=h),
+ * the parallel program (--emit=c) printed from the plan, the serial
+ * reference (--emit=ref), a driver with main (--emit=driver). */
+void cg_header(FILE *f, Arena *a, const Graph *g);
+void cg_parallel(FILE *f, Arena *a, const Plan *p, const char *src, int lines);
+void cg_reference(FILE *f, Arena *a, const Plan *p, const char *src, int lines);
+void cg_driver(FILE *f, Arena *a, const Graph *g);
+
+#endif
