@@ -494,8 +494,11 @@ pl_walk(const Coll *c, int r, void (*fn)(void *, const Item *, int, int), void *
 
 typedef struct Win {
 	Pl *L;
-	char *posted; /* [label][round]: posted, not waited */
-	int maxround;
+	int *posted;  /* [label][round]: 1 + the rank that posted it and has
+	               * not waited, else anything else */
+	int *lo;      /* by label: the oldest round posted (maxround: none) */
+	int *n;       /* by label: rounds posted and not waited */
+	int maxround, r;
 } Win;
 
 /* A post marks its round and widens its label's window back to the
@@ -509,36 +512,51 @@ win_track(void *arg, const Item *it, int r, int i)
 
 	if (lb < 0)
 		return;
-	char *row = w->posted + (size_t)lb * (size_t)w->maxround;
+	int *row = w->posted + (size_t)lb * (size_t)w->maxround, mine = 1 + r;
 	int rd = sched_ix(x, r, i);
 	if (rd < 0 || rd >= w->maxround)
 		die("plan: round %d of label %d out of range", rd, lb);
 	if (it->kind == IT_WAIT) {
+		if (row[rd] != mine)
+			return; /* never posted: the wait is skipped */
 		row[rd] = 0;
+		if (--w->n[lb] == 0)
+			w->lo[lb] = w->maxround;
+		while (w->lo[lb] < w->maxround && row[w->lo[lb]] != mine)
+			w->lo[lb]++;
 		return;
 	}
-	row[rd] = 1;
-	int first = 0;
-	while (!row[first])
-		first++;
+	if (row[rd] != mine)
+		w->n[lb]++;
+	row[rd] = mine;
+	if (rd < w->lo[lb])
+		w->lo[lb] = rd;
+	while (row[w->lo[lb]] != mine)
+		w->lo[lb]++;
 	PLabel *l = &w->L->pc->lab[lb];
-	if (rd - first + 1 > l->slots)
-		l->slots = rd - first + 1;
+	if (rd - w->lo[lb] + 1 > l->slots)
+		l->slots = rd - w->lo[lb] + 1;
 }
 
+/* Simulates every rank: the rounds of one label posted and not yet
+ * waited always fit in a window of `slots` consecutive rounds. */
 static void
 pl_windows(Pl *L)
 {
 	const Coll *c = L->c;
-	Win w = {L, NULL, 1};
+	Win w = {L, NULL, NULL, NULL, 1, 0};
+	Arena *t = arena_scratch(L->a);
+	ArenaMark mark = arena_mark(t);
 
 	for (int k = 0; k < c->phases.n; k++)
 		w.maxround += ((Phase *)c->phases.v[k])->nrounds + 3;
-	Arena *t = arena_scratch(L->a);
-	ArenaMark mark = arena_mark(t);
-	w.posted = arena_alloc(t, (size_t)L->pc->nlab * (size_t)w.maxround + 1);
-	for (int r = 0; r < c->N; r++) {
-		memset(w.posted, 0, (size_t)L->pc->nlab * (size_t)w.maxround);
+	w.posted = arena_alloc(t, ((size_t)L->pc->nlab * (size_t)w.maxround + 1) * sizeof *w.posted);
+	w.lo = arena_alloc(t, ((size_t)L->pc->nlab + 1) * sizeof *w.lo);
+	w.n = arena_alloc(t, ((size_t)L->pc->nlab + 1) * sizeof *w.n);
+	/* a symmetric program's ranks have the same windows (sched.h) */
+	for (int r = 0, nr = sched_symmetric(c) ? 1 : c->N; r < nr; r++) {
+		for (int lb = 0; lb < L->pc->nlab; lb++)
+			w.lo[lb] = w.maxround, w.n[lb] = 0;
 		pl_walk(c, r, win_track, &w);
 	}
 	arena_release(t, mark);

@@ -60,6 +60,78 @@ sched_guard(const Guard *g, int r, int i, int n)
 	return !g->active || sched_partner(r, i + g->aoff, n) >= 0;
 }
 
+/* Is x (r + b*i + c) mod N: a rank, or the rank part of a slice, that
+ * turns with r? */
+static int
+turns(const Ix *x, int N)
+{
+	return x->kind == IX_AFFINE && x->a == 1 && x->n == N;
+}
+
+/* Is x the same on every rank (a round, a member of a rotating set)? */
+static int
+fixed(const Ix *x)
+{
+	return x->kind == IX_AFFINE && x->a == 0;
+}
+
+/* One slice whose owner turns with r and whose lane does not. */
+static int
+sym_sel(const Sel *s, int N)
+{
+	return s->cnt == 1 && s->per > 0 && turns(&s->hi, N) && fixed(&s->lo);
+}
+
+static int
+sym_ref(const Coll *c, const BufRef *b)
+{
+	const Buf *bf = c->bufs.v[b->buf];
+
+	return sym_sel(&b->sel, c->N) && fixed(&b->rot) &&
+	       (bf->nparts > 1 ? turns(&b->part, c->N) : fixed(&b->part));
+}
+
+static int
+sym_item(const Coll *c, const Item *it)
+{
+	if (it->g.active)
+		return 0;
+	switch (it->kind) {
+	case IT_COMPUTE:
+		return sym_sel(&it->u.comp.sel, c->N) && sym_ref(c, &it->u.comp.dst);
+	case IT_ADD: case IT_COPY: case IT_ZERO:
+		return sym_ref(c, &it->u.move.dst) && (it->kind == IT_ZERO || sym_ref(c, &it->u.move.src));
+	case IT_SEND: case IT_RECV:
+		return sym_ref(c, &it->u.xfer.buf) && turns(&it->u.xfer.peer, c->N) &&
+		       fixed(&it->u.xfer.round);
+	case IT_WAIT:
+		return fixed(&it->u.wait.round);
+	default:
+		return 0;
+	}
+}
+
+int
+sched_symmetric(const Coll *c)
+{
+	for (int k = 0; k < c->phases.n; k++) {
+		const Phase *ph = c->phases.v[k];
+		for (int t = 0; t < ph->nlanes; t++)
+			for (int j = 0; j < ph->lanes[t].n; j++)
+				if (!sym_item(c, ph->lanes[t].v[j]))
+					return 0;
+	}
+	return 1;
+}
+
+int
+sched_turn(const Coll *c, int s, int d)
+{
+	int P = c->nslices / c->N, q = s / P;
+
+	return ((q + d) % c->N + c->N) % c->N * P + s % P;
+}
+
 void
 sched_set_how(Coll *c, const SchedUse *u)
 {

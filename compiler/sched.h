@@ -222,6 +222,14 @@ int region_has(const Vec *side, OpKind op);
 int lower_sched(Sched *s, Diag *d);
 /* sched.c: how c is cut, from the choice it gets. */
 void sched_set_how(Coll *c, const SchedUse *u);
+/* Is c's program the same on every rank up to the turn r -> r + d: every
+ * peer, slice owner and part of the form (r + b*i + c) mod N, every round
+ * and rotation independent of r, no round-robin guard, no library
+ * collective? Then rank r + d's state is rank r's turned by d, and one
+ * rank's run proves them all (verify.c). */
+int sched_symmetric(const Coll *c);
+/* Slice s of c turned by d ranks: owner q becomes q + d (mod N). */
+int sched_turn(const Coll *c, int s, int d);
 
 /* ---- verify.c: requires a lowered schedule; ensures the four
  * properties (exactness, matching and deadlock freedom, no buffer touched
@@ -246,6 +254,10 @@ int verify_sched(const Sched *s, const struct Plan *plan, Diag *d);
  * not NULL) gets the message. */
 int verify_coll(const Coll *c, const struct PColl *pc, VerifyStats *st, char *err,
                 size_t errlen);
+/* verify_coll, running every rank even when the program is symmetric
+ * (sched_symmetric): the reference the one-rank proof is tested against. */
+int verify_coll_full(const Coll *c, const struct PColl *pc, VerifyStats *st, char *err,
+                     size_t errlen);
 /* The matched messages of c, in the order they complete (in c's arena). */
 int verify_messages(const Coll *c, VerifyMsg **msgs, int *nmsg);
 

@@ -34,8 +34,9 @@ vf_fail(V *v, int r, int slice, const char *fmt, ...)
 
 	if (v->failed++)
 		return RUN_ERR;
+	/* a symmetric run has rank 0 alone, every rank at its step */
 	n = (size_t)snprintf(v->err, v->errlen, "rank %d step %d slice %d: ", r,
-	                     r >= 0 ? v->rk[r].step : 0, slice);
+	                     r >= 0 ? v->rk[r < v->nr ? r : 0].step : 0, slice);
 	if (n < v->errlen) {
 		va_start(ap, fmt);
 		vsnprintf(v->err + n, v->errlen - n, fmt, ap);
@@ -145,6 +146,30 @@ vf_copy(V *v, Cell *dst, const Cell *src)
 	vf_bits(v, src, v->t1);
 	dst->slice = src->slice;
 	vf_set_bits(v, dst, v->t1);
+}
+
+/* dst = src turned by d ranks: its slice's owner and every contributor
+ * q become q + d (mod N). dst is a fresh cell: drop it after use. */
+static void
+vf_turn(V *v, Cell *dst, const Cell *src, int d)
+{
+	int N = v->N;
+
+	*dst = (Cell){src->slice < 0 ? -1 : sched_turn(v->c, src->slice, d), ORG_NONE, 0, 0};
+	if (src->org >= 0) {
+		dst->org = ((src->org + d) % N + N) % N;
+	} else if (src->org == ORG_ALL || src->org == ORG_NONE) {
+		dst->org = src->org;
+	} else {
+		vf_bits(v, src, v->t1);
+		memset(v->t2, 0, (size_t)v->W * sizeof *v->t2);
+		for (int w = 0; w < v->W; w++)
+			for (uint64_t b = v->t1[w]; b; b &= b - 1) {
+				int q = ((w * 64 + __builtin_ctzll(b) + d) % N + N) % N;
+				v->t2[q / 64] |= 1ULL << (q % 64);
+			}
+		vf_set_bits(v, dst, v->t2);
+	}
 }
 
 /* dst's contributors += src's; 0 when they overlap (counted twice). */
@@ -497,6 +522,11 @@ vf_pair(V *v, int s, int q)
 	Cell *to = &vf_cells(v, xq->rank, xq->buf)[xq->slot];
 	char tmp[128];
 
+	Cell got = *from;
+
+	if (v->sym) /* what rank 0 receives is what rank -d sends: turned by -d */
+		vf_turn(v, &got, from, -xs->peer);
+	from = &got;
 	xs->match = q, xq->match = s;
 	if (xs->size != xq->size)
 		return vf_fail(v, xq->rank, xq->slice, "receives %lld elements from rank %d, which "
@@ -508,6 +538,8 @@ vf_pair(V *v, int s, int q)
 		               xs->rank, xq->slice, vf_cell_str(v, from, tmp, sizeof tmp), xs->rank,
 		               xs->step);
 	vf_copy(v, to, from);
+	if (v->sym)
+		vf_drop(v, &got);
 	return v->pc ? vm_pair(v, xs, xq) : RUN_OK;
 }
 
@@ -538,7 +570,11 @@ vf_post(V *v, int r, int i, const Item *it)
 	R->lastpost = R->ncomp;
 	if (v->pc && vm_post(v, r, i, it, &v->x[k]))
 		return RUN_ERR;
-	int other = vf_oldest(v, peer, send ? IT_RECV : IT_SEND, r, it->u.xfer.tag);
+	/* the other side: on rank peer, its oldest from r; turned, rank 0's
+	 * oldest from -peer (rank peer's from 0, turned back by peer) */
+	int other = v->sym ? vf_oldest(v, 0, send ? IT_RECV : IT_SEND, (v->N - peer) % v->N,
+	                               it->u.xfer.tag)
+	                   : vf_oldest(v, peer, send ? IT_RECV : IT_SEND, r, it->u.xfer.tag);
 	if (other < 0)
 		return RUN_OK;
 	return send ? vf_pair(v, k, other) : vf_pair(v, other, k);
@@ -638,7 +674,7 @@ vf_device(V *v, int *progress)
 {
 	for (int moved = 1; moved;) {
 		moved = 0;
-		for (int r = 0; r < v->N; r++) {
+		for (int r = 0; r < v->nr; r++) {
 			Rank *R = &v->rk[r];
 			if (!vf_launched(R, R->gdone))
 				continue;
@@ -749,6 +785,14 @@ static CollInst *
 vf_ci_new(V *v, const Item *it, int label, int round, const int *s, int n)
 {
 	v->ci = arena_grow(v->t, v->ci, v->nci, &v->capci, 8, sizeof *v->ci);
+	if (label < 0 || label >= v->nlabel || round < 0)
+		die("verify: collective #%d of round %d", label, round);
+	CiMap *m = &v->cimap[label];
+	while (m->n <= round) {
+		m->k = arena_grow(v->t, m->k, m->n, &m->cap, 16, sizeof *m->k);
+		m->k[m->n++] = -1;
+	}
+	m->k[round] = v->nci;
 	CollInst *ci = &v->ci[v->nci++];
 	*ci = (CollInst){it, label, round, n, arena_alloc(v->t, (size_t)n * sizeof(int)), 0,
 	                 arena_alloc(v->t, (size_t)v->N * sizeof(int)), arena_alloc(v->t, (size_t)v->N)};
@@ -807,10 +851,10 @@ vf_coll_wait(V *v, int r, int k)
 static int
 vf_coll_find(const V *v, int r, int label, int round)
 {
-	for (int k = 0; k < v->nci; k++)
-		if (v->ci[k].label == label && v->ci[k].round == round && v->ci[k].state[r] == 1)
-			return k;
-	return -1;
+	if (label < 0 || label >= v->nlabel || round < 0 || round >= v->cimap[label].n)
+		return -1;
+	int k = v->cimap[label].k[round];
+	return k >= 0 && v->ci[k].state[r] == 1 ? k : -1;
 }
 
 static int
@@ -965,16 +1009,16 @@ vf_run(V *v)
 {
 	for (;;) {
 		int progress = 0, done = 1;
-		for (int r = 0; r < v->N; r++)
+		for (int r = 0; r < v->nr; r++)
 			if (vf_run_rank(v, r, &progress))
 				return RUN_ERR;
 		vf_device(v, &progress);
-		for (int r = 0; r < v->N; r++)
+		for (int r = 0; r < v->nr; r++)
 			done &= v->rk[r].done;
 		if (done)
 			return RUN_OK;
 		if (!progress)
-			for (int r = 0; r < v->N; r++)
+			for (int r = 0; r < v->nr; r++)
 				if (!v->rk[r].done)
 					return vf_deadlock(v, r);
 	}
@@ -1052,7 +1096,7 @@ vf_stats(const V *v, VerifyStats *st)
 {
 	st->exposed = 0;
 	st->tailfree = 1;
-	for (int r = 0; r < v->N; r++) {
+	for (int r = 0; r < v->nr; r++) {
 		const Rank *R = &v->rk[r];
 		if (R->exposed > st->exposed)
 			st->exposed = R->exposed;
@@ -1106,8 +1150,9 @@ vf_rank_init(V *v, int r)
 		vf_advance(v, R);
 }
 
+/* full: run every rank even when the program is symmetric. */
 static void
-vf_init(V *v, const Coll *c, const PColl *pc, char *err, size_t errlen)
+vf_init(V *v, const Coll *c, const PColl *pc, int full, char *err, size_t errlen)
 {
 	memset(v, 0, sizeof *v);
 	v->t = arena_scratch(c->arena);
@@ -1126,8 +1171,19 @@ vf_init(V *v, const Coll *c, const PColl *pc, char *err, size_t errlen)
 	v->base = arena_alloc(v->t, (size_t)(c->phases.n + 1) * sizeof *v->base);
 	for (int ph = 0; ph < c->phases.n; ph++)
 		v->base[ph + 1] = v->base[ph] + vf_phase(v, ph)->nrounds * vf_phase(v, ph)->nlanes;
-	v->rk = arena_alloc(v->t, (size_t)v->N * sizeof *v->rk);
-	for (int r = 0; r < v->N; r++)
+	v->sym = !full && c->N > 1 && sched_symmetric(c);
+	v->nr = v->sym ? 1 : v->N;
+	v->rk = arena_alloc(v->t, (size_t)v->nr * sizeof *v->rk);
+	for (int ph = 0; ph < c->phases.n; ph++)
+		for (int t = 0; t < vf_phase(v, ph)->nlanes; t++)
+			for (int j = 0; j < vf_phase(v, ph)->lanes[t].n; j++) {
+				const Item *it = vf_phase(v, ph)->lanes[t].v[j];
+				int lb = it->kind == IT_COLL ? it->u.coll.label : -1;
+				if (lb >= v->nlabel)
+					v->nlabel = lb + 1;
+			}
+	v->cimap = arena_alloc(v->t, ((size_t)v->nlabel + 1) * sizeof *v->cimap);
+	for (int r = 0; r < v->nr; r++)
 		vf_rank_init(v, r);
 	if (pc)
 		vm_init(v);
@@ -1144,7 +1200,7 @@ vf_check(V *v)
 {
 	if (vf_run(v))
 		return RUN_ERR;
-	for (int r = 0; r < v->N; r++) {
+	for (int r = 0; r < v->nr; r++) {
 		v->rk[r].step = v->base[v->c->phases.n];
 		if (vf_end_xfers(v, r) || vf_end_result(v, r) || vf_end_region(v, r))
 			return RUN_ERR;
@@ -1152,13 +1208,13 @@ vf_check(V *v)
 	return RUN_OK;
 }
 
-int
-verify_coll(const Coll *c, const PColl *pc, VerifyStats *st, char *err, size_t errlen)
+static int
+vf_prove(const Coll *c, const PColl *pc, int full, VerifyStats *st, char *err, size_t errlen)
 {
 	V v;
 	char local[512];
 
-	vf_init(&v, c, pc, err ? err : local, err ? errlen : sizeof local);
+	vf_init(&v, c, pc, full, err ? err : local, err ? errlen : sizeof local);
 	int rc = vf_check(&v);
 	if (!rc && st)
 		vf_stats(&v, st);
@@ -1167,12 +1223,24 @@ verify_coll(const Coll *c, const PColl *pc, VerifyStats *st, char *err, size_t e
 }
 
 int
+verify_coll(const Coll *c, const PColl *pc, VerifyStats *st, char *err, size_t errlen)
+{
+	return vf_prove(c, pc, 0, st, err, errlen);
+}
+
+int
+verify_coll_full(const Coll *c, const PColl *pc, VerifyStats *st, char *err, size_t errlen)
+{
+	return vf_prove(c, pc, 1, st, err, errlen);
+}
+
+int
 verify_messages(const Coll *c, VerifyMsg **msgs, int *nmsg)
 {
 	V v;
 	char err[512];
 
-	vf_init(&v, c, NULL, err, sizeof err);
+	vf_init(&v, c, NULL, 1, err, sizeof err);
 	v.want_msgs = 1;
 	int rc = vf_check(&v);
 	*nmsg = v.nmsg;

@@ -69,15 +69,26 @@ typedef struct Rank {
 	int64_t *cbase;   /* a collective's chunk base, saved at its post */
 } Rank;
 
+/* By round: the collective instance posted as (label, round), or -1. */
+typedef struct CiMap {
+	int *k;
+	int n, cap;
+} CiMap;
+
 typedef struct V {
 	const Coll *c;
 	int N, W;         /* ranks, 64-bit words of a rank bitset */
+	int sym;          /* sched_symmetric: rank 0 alone is run, every other
+	                   * rank being rank 0 turned */
+	int nr;           /* ranks run: N, or 1 when sym */
 	Rank *rk;
 	int *base;        /* by phase: its first step */
 	Xfer *x;
 	int nx, capx, freex;
 	CollInst *ci;
 	int nci, capci;
+	CiMap *cimap;     /* by collective label */
+	int nlabel;
 	uint64_t *pool;
 	int npool, cappool, freepool;
 	uint64_t *t1, *t2; /* scratch bitsets */
@@ -93,6 +104,8 @@ typedef struct V {
 	const PColl *pc;  /* c's plan, when plan is set */
 	int stage;        /* c's stage */
 	int maxslots;     /* most slots of a label of c */
+	int64_t (*odims)[MAXDIM]; /* by object (verify_mem.c): its dims */
+	int *ond;
 } V;
 
 int vf_fail(V *v, int r, int slice, const char *fmt, ...)
@@ -105,6 +118,7 @@ int vf_elem(const CollInst *ci, int r, int dir, int e, int *s, int *part);
  * i, after the schedule's own checks passed; RUN_OK or RUN_ERR (through
  * vf_fail). */
 void vm_init(V *v);
+void vm_objects(V *v);
 int vm_compute(V *v, int r, int i, const Item *it);
 int vm_move(V *v, int r, int i, const Item *it);
 int vm_post(V *v, int r, int i, const Item *it, const Xfer *x);

@@ -381,8 +381,9 @@ vp_plain(const Plan *P, char *err, size_t n, const Node **at)
 	for (int k = 0; k < s->g->groups.n; k++)
 		if (((Group *)s->g->groups.v[k])->size > N)
 			N = ((Group *)s->g->groups.v[k])->size;
-	V v = {.N = N, .plan = P, .err = err, .errlen = n};
-	v.rk = arena_alloc(arena_scratch(s->arena), (size_t)N * sizeof *v.rk);
+	V v = {.N = N, .plan = P, .err = err, .errlen = n, .t = arena_scratch(s->arena)};
+	v.rk = arena_alloc(v.t, (size_t)N * sizeof *v.rk);
+	vm_objects(&v);
 	int rc = 0;
 	for (int k = 0; k < s->stages.n && !rc; k++) {
 		const Stage *st = s->stages.v[k];

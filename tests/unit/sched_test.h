@@ -22,13 +22,24 @@ typedef struct SRun {
 	Plan *p;     /* st_plan */
 } SRun;
 
-/* Compiles text down to a schedule; force: a --schedule choice or NULL.
- * NULL with the diagnostics in r->err after errors. */
+/* Compiles text down to a schedule; force: a --schedule choice or NULL;
+ * defs: "NAME=VALUE ..." size and group overrides (-D) or NULL. NULL with
+ * the diagnostics in r->err after errors. */
 static inline Sched *
-st_build(SRun *r, const char *text, const char *force)
+st_build_defs(SRun *r, const char *text, const char *force, const char *defs)
 {
 	Options o = {0};
+	Define d[16];
 	FILE *ef;
+
+	for (const char *p = defs; p && *p && o.ndefs < 16;) {
+		int n = (int)strcspn(p, "=");
+		d[o.ndefs] = (Define){strndup(p, (size_t)n), strtoll(p + n + 1, NULL, 10), 0};
+		o.ndefs++;
+		p += n + 1 + strcspn(p + n + 1, " ");
+		p += strspn(p, " ");
+	}
+	o.defs = d;
 
 	r->a = arena_new();
 	r->src = (Src){"t.cf", text, strlen(text)};
@@ -52,16 +63,30 @@ st_build(SRun *r, const char *text, const char *force)
 			r->s = NULL;
 	}
 	fclose(ef);
+	for (int k = 0; k < o.ndefs; k++)
+		free((char *)d[k].name);
 	return r->s;
 }
 
-/* st_build, then the memory plan (r->p). */
+static inline Sched *
+st_build(SRun *r, const char *text, const char *force)
+{
+	return st_build_defs(r, text, force, NULL);
+}
+
+/* st_build_defs, then the memory plan (r->p). */
+static inline Plan *
+st_plan_defs(SRun *r, const char *text, const char *force, const char *defs)
+{
+	Sched *s = st_build_defs(r, text, force, defs);
+
+	return r->p = s ? plan_sched(s) : NULL;
+}
+
 static inline Plan *
 st_plan(SRun *r, const char *text, const char *force)
 {
-	Sched *s = st_build(r, text, force);
-
-	return r->p = s ? plan_sched(s) : NULL;
+	return st_plan_defs(r, text, force, NULL);
 }
 
 /* The plan of collective c. */

@@ -200,6 +200,76 @@ test_workspace_reuse(void)
 	st_done(&r);
 }
 
+/* The one-rank proof of a symmetric program agrees with running every
+ * rank: same verdict, same exposure, for every example, kind and N from
+ * 1 to 12 (sizes that divide for each). */
+static void
+test_symmetric_agrees(void)
+{
+	static const char *const ex[] = {"mlp", "attention", "ulysses", "zero_dp", "transformer"};
+	static const char *const kinds[] = {"fuse(ring)", "fuse(bidir)", "fuse(ring, m = 2)",
+	                                    "fuse(bidir, m = 2)", "fuse(ring, split = query)"};
+	int sym = 0, none = 0;
+
+	for (size_t e = 0; e < sizeof ex / sizeof *ex; e++) {
+		char *text = st_example(ex[e]);
+		for (int N = 1; N <= 12; N++)
+			for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
+				SRun r;
+				char defs[256];
+				if (!strcmp(ex[e], "zero_dp"))
+					snprintf(defs, sizeof defs, "dp=%d T=%d D=%d", N, 24 * N, 16 * N);
+				else if (!strcmp(ex[e], "mlp"))
+					snprintf(defs, sizeof defs, "tp=%d B=1 S=%d D=%d", N, 24 * N, 16 * N);
+				else
+					snprintf(defs, sizeof defs, "%s=%d B=1 S=%d D=%d H=%d",
+					         strcmp(ex[e], "ulysses") ? "tp" : "sp", N, 24 * N, 16 * N, 2 * N);
+				Plan *p = st_plan_defs(&r, text, kinds[k], defs);
+				if (!p) {
+					fprintf(stderr, "\n%s %s N=%d: %s\n", ex[e], kinds[k], N, r.err);
+					none++;
+					st_done(&r);
+					continue;
+				}
+				for (int j = 0; j < r.s->colls.n; j++) {
+					const Coll *c = r.s->colls.v[j];
+					const PColl *pc = st_pcoll(p, c);
+					VerifyStats a, b;
+					int x = verify_coll(c, pc, &a, NULL, 0);
+					int y = verify_coll_full(c, pc, &b, NULL, 0);
+					sym += sched_symmetric(c);
+					CU_ASSERT_EQUAL(x, 0);
+					CU_ASSERT_EQUAL(y, 0);
+					CU_ASSERT_EQUAL(a.exposed, b.exposed);
+					CU_ASSERT_EQUAL(a.tailfree, b.tailfree);
+				}
+				st_done(&r);
+			}
+		free(text);
+	}
+	CU_ASSERT_EQUAL(none, 0);
+	CU_ASSERT(sym > 500);
+}
+
+/* A cut right on rank 0 but off by a slice on every other rank: only
+ * the turned checks of a symmetric run see it. */
+static void
+test_wrong_off_rank0(void)
+{
+	SRun r;
+	Plan *p = st_plan(&r, st_mlp(4, "fuse(ring)"), NULL);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+	const Coll *c = st_coll(r.s, "xa");
+	PColl *pc = st_pcoll(p, c);
+	PItem *mm = pc->item[item(c, 0, 0, IT_COMPUTE)->id];
+
+	CU_ASSERT_FATAL(sched_symmetric(c));
+	mm->view[1].cut[0].start.c[PV_R] = 1;
+	rejects(c, pc, "input 0 (xa) of t1");
+	CU_ASSERT_NOT_EQUAL(verify_coll_full(c, pc, NULL, NULL, 0), 0);
+	st_done(&r);
+}
+
 void test_plan_register(void);
 
 void
@@ -210,10 +280,12 @@ test_plan_register(void)
 	CU_add_test(s, "every example under every kind proves", test_examples);
 	CU_add_test(s, "a strided receive is staged", test_strided_receive);
 	CU_add_test(s, "workspace is shared by liveness", test_workspace_reuse);
+	CU_add_test(s, "the one-rank proof agrees with every rank's", test_symmetric_agrees);
 	s = CU_add_suite("plan_mutation", NULL, NULL);
 	CU_add_test(s, "an offset one element off", test_off_by_one);
 	CU_add_test(s, "a contiguous receive into a strided view", test_strided_receive);
 	CU_add_test(s, "overlapping workspace", test_overlapping_workspace);
 	CU_add_test(s, "a request slot reused in flight", test_slot_window);
 	CU_add_test(s, "a wrong query offset", test_query_offset);
+	CU_add_test(s, "an offset right on rank 0 only", test_wrong_off_rank0);
 }
