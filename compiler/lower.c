@@ -906,6 +906,28 @@ lw_order(Lower *L, Sched *s)
 	arena_release(t, mark);
 }
 
+/* A program that is not symmetric (sched_symmetric) is proved by running
+ * all N ranks, each through all its rounds: more than MAXPROOF items is
+ * refused, naming the schedules that are proved on one rank. */
+static void
+lw_proof_size(Lower *L, const Coll *c)
+{
+	int64_t items = 0;
+
+	for (int k = 0; k < c->phases.n; k++) {
+		const Phase *ph = c->phases.v[k];
+		for (int t = 0; t < ph->nlanes; t++)
+			items += (int64_t)ph->nrounds * ph->lanes[t].n;
+	}
+	if (items * c->N <= MAXPROOF || sched_symmetric(c))
+		return;
+	diag_error(L->d, c->want.loc.line > 0 ? c->want.loc : c->node->loc, "%s on %s: proving "
+	           "it means running %d ranks through %lld items each, more than cfc proves "
+	           "(%lld in all); fuse(ring) and fuse(bidir), vanilla and slice(k) are proved on "
+	           "one rank", graph_sched_str(L->a, &c->how), c->node->out->name, c->N,
+	           (long long)items, (long long)MAXPROOF);
+}
+
 int
 lower_sched(Sched *s, Diag *d)
 {
@@ -918,6 +940,7 @@ lower_sched(Sched *s, Diag *d)
 			continue;
 		lw_resolve(&L, c);
 		lw_coll_lower(&L, c);
+		lw_proof_size(&L, c);
 	}
 	if (d->nerr == before)
 		lw_order(&L, s);

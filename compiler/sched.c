@@ -82,12 +82,23 @@ sym_sel(const Sel *s, int N)
 	return s->cnt == 1 && s->per > 0 && turns(&s->hi, N) && fixed(&s->lo);
 }
 
+/* A chunk the same on every rank, that the turn maps onto itself: the
+ * slices of every owner at one lane, or every slice. */
 static int
-sym_ref(const Coll *c, const BufRef *b)
+sym_set(const Coll *c, const Sel *s)
+{
+	int P = c->nslices / c->N;
+
+	return s->per == 0 && fixed(&s->lo) && c->nslices % c->N == 0 &&
+	       ((s->stride == P && s->cnt == c->N) || (s->stride == 1 && s->cnt == c->nslices));
+}
+
+static int
+sym_ref(const Coll *c, const BufRef *b, int set)
 {
 	const Buf *bf = c->bufs.v[b->buf];
 
-	return sym_sel(&b->sel, c->N) && fixed(&b->rot) &&
+	return (sym_sel(&b->sel, c->N) || (set && sym_set(c, &b->sel))) && fixed(&b->rot) &&
 	       (bf->nparts > 1 ? turns(&b->part, c->N) : fixed(&b->part));
 }
 
@@ -98,17 +109,21 @@ sym_item(const Coll *c, const Item *it)
 		return 0;
 	switch (it->kind) {
 	case IT_COMPUTE:
-		return sym_sel(&it->u.comp.sel, c->N) && sym_ref(c, &it->u.comp.dst);
+		return (sym_sel(&it->u.comp.sel, c->N) || sym_set(c, &it->u.comp.sel)) &&
+		       sym_ref(c, &it->u.comp.dst, 1);
 	case IT_ADD: case IT_COPY: case IT_ZERO:
-		return sym_ref(c, &it->u.move.dst) && (it->kind == IT_ZERO || sym_ref(c, &it->u.move.src));
+		return sym_ref(c, &it->u.move.dst, 0) &&
+		       (it->kind == IT_ZERO || sym_ref(c, &it->u.move.src, 0));
 	case IT_SEND: case IT_RECV:
-		return sym_ref(c, &it->u.xfer.buf) && turns(&it->u.xfer.peer, c->N) &&
+		return sym_ref(c, &it->u.xfer.buf, 0) && turns(&it->u.xfer.peer, c->N) &&
 		       fixed(&it->u.xfer.round);
+	case IT_COLL:
+		return it->u.coll.op != OP_ALL_REDUCE && sym_set(c, &it->u.coll.sel) &&
+		       fixed(&it->u.coll.round);
 	case IT_WAIT:
 		return fixed(&it->u.wait.round);
-	default:
-		return 0;
 	}
+	return 0;
 }
 
 int
@@ -122,6 +137,17 @@ sched_symmetric(const Coll *c)
 					return 0;
 	}
 	return 1;
+}
+
+int
+sched_turns(const Coll *c, const Item *it)
+{
+	switch (it->kind) {
+	case IT_COMPUTE: return sym_sel(&it->u.comp.sel, c->N);
+	case IT_ADD: case IT_COPY: case IT_ZERO: return sym_sel(&it->u.move.dst.sel, c->N);
+	case IT_SEND: case IT_RECV: return sym_sel(&it->u.xfer.buf.sel, c->N);
+	default: return 0;
+	}
 }
 
 int

@@ -34,6 +34,11 @@
 #include "cf.h"
 
 enum { MAXLANE = 64 }; /* most lanes of a phase: 2 * m for bidir */
+/* Most items the proof of a schedule that is not symmetric may run, over
+ * all its ranks and rounds (a few seconds): a round-robin schedule on
+ * thousands of ranks is refused with a diagnostic rather than proved for
+ * minutes. */
+#define MAXPROOF ((int64_t)1 << 24)
 
 /* An index expression, symbolic in the rank r and the round i. */
 typedef enum IxKind {
@@ -223,11 +228,15 @@ int lower_sched(Sched *s, Diag *d);
 /* sched.c: how c is cut, from the choice it gets. */
 void sched_set_how(Coll *c, const SchedUse *u);
 /* Is c's program the same on every rank up to the turn r -> r + d: every
- * peer, slice owner and part of the form (r + b*i + c) mod N, every round
- * and rotation independent of r, no round-robin guard, no library
- * collective? Then rank r + d's state is rank r's turned by d, and one
- * rank's run proves them all (verify.c). */
+ * peer, slice owner and part of the form (r + b*i + c) mod N or a chunk
+ * that the turn maps onto itself, every round and rotation independent
+ * of r, no round-robin guard, no all_reduce by the library? Then rank
+ * r + d's state is rank r's turned by d, and one rank's run proves them
+ * all (verify.c). */
 int sched_symmetric(const Coll *c);
+/* Does item it name one slice that turns with the rank (else a chunk that
+ * is the same on every rank)? */
+int sched_turns(const Coll *c, const Item *it);
 /* Slice s of c turned by d ranks: owner q becomes q + d (mod N). */
 int sched_turn(const Coll *c, int s, int d);
 

@@ -745,6 +745,23 @@ vf_coll_mark(V *v, const CollInst *ci, int r, int delta)
 	return RUN_OK;
 }
 
+/* The cell of slice s of buffer b (part 0) on rank u; in a symmetric run,
+ * rank 0's cell of that slice turned back by u, turned by u, in *tmp (the
+ * caller drops it). NULL after an error. */
+static const Cell *
+vf_cell_of(V *v, int u, int b, int s, Cell *tmp)
+{
+	int at = v->sym ? 0 : u, s0 = v->sym ? sched_turn(v->c, s, -u) : s;
+	int slot = vf_slot(v, at, b, s0, 0);
+
+	if (slot < 0)
+		return NULL;
+	if (!v->sym)
+		return &vf_cells(v, u, b)[slot];
+	vf_turn(v, tmp, &vf_cells(v, 0, b)[slot], u);
+	return tmp;
+}
+
 /* The collective's effect, once every rank has posted it: element e of
  * rank q's result is rank e's slice (gathers, all_to_all) or the union of
  * every rank's contribution (reductions). */
@@ -755,7 +772,7 @@ vf_coll_apply(V *v, const CollInst *ci)
 	int gather = op == OP_ALL_GATHER || op == OP_ALL_TO_ALL;
 	char tmp[128];
 
-	for (int q = 0; q < v->N; q++)
+	for (int q = 0; q < v->nr; q++)
 		for (int e = 0, s, part; e < ci->cnt; e++) {
 			if (!vf_elem(ci, q, 1, e, &s, &part))
 				continue;
@@ -766,16 +783,19 @@ vf_coll_apply(V *v, const CollInst *ci)
 			vf_drop(v, d);
 			d->slice = s;
 			for (int u = gather ? e : 0; u < (gather ? e + 1 : v->N); u++) {
-				int us = vf_slot(v, u, src, s, 0);
-				if (us < 0)
+				Cell turned;
+				const Cell *sc = vf_cell_of(v, u, src, s, &turned);
+				if (!sc)
 					return RUN_ERR;
-				const Cell *sc = &vf_cells(v, u, src)[us];
-				if (sc->slice != s)
-					return vf_fail(v, u, s, "gives %s slice %d but holds %s",
-					               op_info[op].name, s, vf_cell_str(v, sc, tmp, sizeof tmp));
-				if (!vf_union(v, d, sc))
-					return vf_fail(v, q, s, "%s counts a part of slice %d twice",
-					               op_info[op].name, s);
+				int rc = sc->slice != s ? vf_fail(v, u, s, "gives %s slice %d but holds %s",
+				                                  op_info[op].name, s,
+				                                  vf_cell_str(v, sc, tmp, sizeof tmp)) :
+				         !vf_union(v, d, sc) ? vf_fail(v, q, s, "%s counts a part of slice "
+				                                       "%d twice", op_info[op].name, s) : RUN_OK;
+				if (v->sym)
+					vf_drop(v, &turned);
+				if (rc)
+					return rc;
 			}
 		}
 	return v->pc ? vm_coll_apply(v, ci) : RUN_OK;
@@ -827,7 +847,9 @@ vf_coll_post(V *v, int r, int i, const Item *it)
 		return RUN_ERR;
 	if (it->u.coll.blocking)
 		R->pend = k;
-	if (++ci->nposted == v->N)
+	/* in a symmetric run every rank posts it with rank 0 */
+	ci->nposted = v->sym ? v->N : ci->nposted + 1;
+	if (ci->nposted == v->N)
 		return vf_coll_apply(v, ci);
 	return RUN_OK;
 }
@@ -929,6 +951,7 @@ vf_item(V *v, int r, const Item *it)
 	}
 	if (!sched_guard(&it->g, r, i, v->N))
 		return RUN_OK;
+	v->turns = v->sym && sched_turns(v->c, it);
 	switch (it->kind) {
 	case IT_COMPUTE:
 		if (vf_compute(v, r, i, it))

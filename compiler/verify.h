@@ -81,6 +81,8 @@ typedef struct V {
 	int sym;          /* sched_symmetric: rank 0 alone is run, every other
 	                   * rank being rank 0 turned */
 	int nr;           /* ranks run: N, or 1 when sym */
+	int turns;        /* the item being checked names a slice that turns
+	                   * with the rank (sched_turns), not a chunk */
 	Rank *rk;
 	int *base;        /* by phase: its first step */
 	Xfer *x;

@@ -124,9 +124,12 @@ vm_obj_name(const V *v, int o, char *buf, size_t n)
 static Box
 vm_whole(const V *v, int o)
 {
-	Box x = {.obj = o};
+	Box x;
 
-	x.nd = vm_obj_dims(v, o, x.ext);
+	x.obj = o;
+	x.nd = v->ond[o];
+	memcpy(x.ext, v->odims[o], (size_t)x.nd * sizeof x.ext[0]);
+	memset(x.lo, 0, (size_t)x.nd * sizeof x.lo[0]);
 	return x;
 }
 
@@ -503,15 +506,27 @@ vm_turns(const V *v, int s, int part, int *ds)
  * item with the slice and the part turned by d: the view must be the
  * schedule's block there too (vm_turns says at which d to look; a part
  * must be indexed alike). */
+static const char *vm_what(char *buf, size_t n, const Node *nd, int j, const char *what);
+
 static int
-vm_sym(V *v, int i, const PView *pv, int s0, const Want *w, const char *what)
+vm_sym(V *v, int i, const PView *pv, int s0, const Want *w, const Node *nd, int j,
+       const char *what)
 {
-	int ds[5], part = w->part && pv->ncut ? sched_ix(w->part, 0, i) : -1;
+	char buf[128];
+
+	int ds[5], part = w->part && pv->ncut ? sched_ix(w->part, 0, i) : -1, n;
 
 	if (part >= 0 && memcmp(&pv->part, w->part, sizeof pv->part))
-		return vm_fail(v, 0, s0, "%s: its part is not indexed as the schedule's", what);
-	for (int k = 0, n = vm_turns(v, s0, part, ds); k < n; k++) {
-		int d = ds[k], s = sched_turn(v->c, s0, d);
+		return vm_fail(v, 0, s0, "%s: its part is not indexed as the schedule's",
+		               vm_what(buf, sizeof buf, nd, j, what));
+	if (v->turns) {
+		n = vm_turns(v, s0, part, ds);
+	} else { /* a chunk the same on every rank: affine in the rank alone */
+		ds[0] = 1, ds[1] = v->N - 1;
+		n = 1 + (v->N > 2);
+	}
+	for (int k = 0; k < n; k++) {
+		int d = ds[k], s = v->turns ? sched_turn(v->c, s0, d) : s0;
 		int64_t val[NPV];
 		MView m, e;
 		vm_vals(val, d, s, 0, 0, 0);
@@ -519,43 +534,43 @@ vm_sym(V *v, int i, const PView *pv, int s0, const Want *w, const char *what)
 			return RUN_ERR;
 		Box b = vm_want(v, w, d, s, w->part ? sched_ix(w->part, d, i) : 0);
 		e = vm_box_view(v, &b);
-		if (!vm_same(&m, &e) && vm_check(v, d, s, what, &m, &b))
+		if (!vm_same(&m, &e) && vm_check(v, d, s, vm_what(buf, sizeof buf, nd, j, what), &m, &b))
 			return RUN_ERR;
 	}
 	return RUN_OK;
 }
 
+/* How to name an operand: what, or the result (j < 0) or input j of nd. */
+static const char *
+vm_what(char *buf, size_t n, const Node *nd, int j, const char *what)
+{
+	if (!nd)
+		return what;
+	if (j < 0)
+		snprintf(buf, n, "the result of %s", nd->out->name);
+	else
+		snprintf(buf, n, "input %d (%s) of %s", j, nd->in[j]->name, nd->out->name);
+	return buf;
+}
+
 /* Builds the planned view of an operand and checks it against what the
- * schedule says (for every rank, in a symmetric run); what: how to name
- * it, with n and j when j >= -1 (-1: n's result, else its input j). */
+ * schedule says (for every rank, in a symmetric run); named by what, or
+ * (n set) as the result (j = -1) or input j of n, when it fails. */
 static int
 vm_operand(V *v, int r, int i, const PView *pv, int64_t *val, const Want *w, const Node *n,
            int j, const char *what)
 {
 	MView m, e;
 	char buf[128];
-	Box want = vm_want(v, w, r, val[PV_S], 0);
+	Box want = vm_want(v, w, r, val[PV_S], w->part ? sched_ix(w->part, r, i) : 0);
 
 	if (vm_view(v, r, i, pv, val, 0, &m))
 		return RUN_ERR;
-	if (w->part)
-		want = vm_want(v, w, r, val[PV_S], sched_ix(w->part, r, i));
 	e = vm_box_view(v, &want);
-	if (n && j < 0)
-		snprintf(buf, sizeof buf, "the result of %s", n->out->name);
-	else if (n)
-		snprintf(buf, sizeof buf, "input %d (%s) of %s", j, n->in[j]->name, n->out->name);
-	if (n && vm_same(&m, &e))
-		what = NULL; /* named only when it fails */
-	else if (n)
-		what = buf;
-	if (what && vm_check(v, r, (int)val[PV_S], what, &m, &want))
+	if (!vm_same(&m, &e) && vm_check(v, r, (int)val[PV_S], vm_what(buf, sizeof buf, n, j, what),
+	                                 &m, &want))
 		return RUN_ERR;
-	if (!what && n)
-		what = j < 0 ? (snprintf(buf, sizeof buf, "the result of %s", n->out->name), buf) :
-		       (snprintf(buf, sizeof buf, "input %d (%s) of %s", j, n->in[j]->name,
-		                 n->out->name), buf);
-	if (v->sym && vm_sym(v, i, pv, (int)val[PV_S], w, what))
+	if (v->sym && vm_sym(v, i, pv, (int)val[PV_S], w, n, j, what))
 		return RUN_ERR;
 	return RUN_OK;
 }
@@ -807,7 +822,7 @@ vm_coll_block(V *v, const CollInst *ci, int r, int dir, int e, Box *b, int *s)
  * through the view handed over or through staging slot k. base: the
  * chunk base the plan's views get. */
 static int
-vm_side(V *v, int r, int i, const CollInst *ci, int dir, int k, int64_t base)
+vm_side_at(V *v, int r, int i, const CollInst *ci, int dir, int k, int64_t base)
 {
 	const PItem *p = vm_item(v, ci->it);
 	const PSide *sd = &p->side[dir];
@@ -856,6 +871,19 @@ vm_side(V *v, int r, int i, const CollInst *ci, int dir, int k, int64_t base)
 	}
 	if (u != sd->nblock)
 		return vm_fail(v, r, -1, "%s has %d blocks, the plan %d", what, u, sd->nblock);
+	return RUN_OK;
+}
+
+/* vm_side_at for rank r and, in a symmetric run (every rank posts the
+ * same chunk; its blocks are affine in the rank), for ranks 1 and N - 1. */
+static int
+vm_side(V *v, int r, int i, const CollInst *ci, int dir, int k, int64_t base)
+{
+	int rs[3] = {r, 1, v->N - 1};
+
+	for (int j = 0; j < (v->sym ? 3 : 1); j++)
+		if ((!j || rs[j] != rs[j - 1]) && vm_side_at(v, rs[j], i, ci, dir, k, base))
+			return RUN_ERR;
 	return RUN_OK;
 }
 
@@ -909,10 +937,15 @@ vm_coll_apply(V *v, const CollInst *ci)
 {
 	int op = ci->it->u.coll.op, gather = op == OP_ALL_GATHER || op == OP_ALL_TO_ALL;
 	char a[160], b[160];
+	int qs[3] = {0, 1, v->N - 1};
 
-	for (int q = 0; q < v->N; q++)
-		for (int e = 0, s, t; e < ci->cnt; e++) {
+	/* in a symmetric run the boxes are affine in the receiving rank: its
+	 * first two and its last prove the others */
+	for (int j = 0, nq = v->sym ? 3 : v->N; j < nq; j++)
+		for (int e = 0, s, t, q = v->sym ? qs[j] : j; e < ci->cnt; e++) {
 			Box got, from;
+			if (v->sym && j && q == qs[j - 1])
+				break;
 			if (!vm_coll_block(v, ci, q, 1, e, &got, &s))
 				continue;
 			Box gg = vm_global(v, q, &got, s);

@@ -201,14 +201,16 @@ test_workspace_reuse(void)
 }
 
 /* The one-rank proof of a symmetric program agrees with running every
- * rank: same verdict, same exposure, for every example, kind and N from
- * 1 to 12 (sizes that divide for each). */
+ * rank: same verdict, same exposure, for every example, every symmetric
+ * kind (fused rings, library collectives) and N from 1 to 12 (sizes that
+ * divide for each). */
 static void
 test_symmetric_agrees(void)
 {
 	static const char *const ex[] = {"mlp", "attention", "ulysses", "zero_dp", "transformer"};
 	static const char *const kinds[] = {"fuse(ring)", "fuse(bidir)", "fuse(ring, m = 2)",
-	                                    "fuse(bidir, m = 2)", "fuse(ring, split = query)"};
+	                                    "fuse(bidir, m = 2)", "fuse(ring, split = query)",
+	                                    "vanilla", "slice(2)", "slice(3)"};
 	int sym = 0, none = 0;
 
 	for (size_t e = 0; e < sizeof ex / sizeof *ex; e++) {
@@ -218,12 +220,12 @@ test_symmetric_agrees(void)
 				SRun r;
 				char defs[256];
 				if (!strcmp(ex[e], "zero_dp"))
-					snprintf(defs, sizeof defs, "dp=%d T=%d D=%d", N, 24 * N, 16 * N);
+					snprintf(defs, sizeof defs, "dp=%d T=%d D=%d", N, 24 * N, 48 * N);
 				else if (!strcmp(ex[e], "mlp"))
-					snprintf(defs, sizeof defs, "tp=%d B=1 S=%d D=%d", N, 24 * N, 16 * N);
+					snprintf(defs, sizeof defs, "tp=%d B=1 S=%d D=%d", N, 24 * N, 48 * N);
 				else
 					snprintf(defs, sizeof defs, "%s=%d B=1 S=%d D=%d H=%d",
-					         strcmp(ex[e], "ulysses") ? "tp" : "sp", N, 24 * N, 16 * N, 2 * N);
+					         strcmp(ex[e], "ulysses") ? "tp" : "sp", N, 24 * N, 48 * N, 6 * N);
 				Plan *p = st_plan_defs(&r, text, kinds[k], defs);
 				if (!p) {
 					fprintf(stderr, "\n%s %s N=%d: %s\n", ex[e], kinds[k], N, r.err);
