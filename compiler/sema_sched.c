@@ -10,7 +10,9 @@
 #include "sema.h"
 
 enum {
-	MAXSLICES = 1 << 20 /* largest slice(k) or m = K */
+	MAXSLICES = 4096 /* largest slice(k) or m = K: every chunk of slice(k)
+	                  * can be in flight at once, each with its request
+	                  * in the generated code's frame */
 };
 
 static const char *
