@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
 """reduce.py: shrinks a failing spec while it keeps failing the same way.
 
-    reduce.py SPEC [-o OUT] [--grep REGEX] [--build B]
+    reduce.py SPEC [-o OUT] [--grep REGEX] [--build B] [--time SECONDS]
 
 Runs tests/gen/run.sh on candidates (from the repository root) and keeps
 one that still prints a FAIL line whose output matches REGEX: by default
 the failure's kind, read from the first run (the cfc exit status, the
 runtime call that failed, the build error, or max_rel_err). It deletes
-statements (chunks, then one at a time), names from 'out' lists and
-schedule entries, until no deletion keeps the failure. The header lines
-(// ranks:, // args:, // mode:) stay. Writes OUT (default SPEC.min.cf).
+whole layers, statements (chunks, then one at a time: schedule entries
+too) and names from 'out' lists, until no deletion keeps the failure.
+The header lines (// ranks:, // args:, // mode:) stay. Writes OUT
+(default SPEC.min.cf), the best so far after every step.
 """
 import argparse
 import os
@@ -17,8 +18,9 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 
-HEADER = re.compile(r"^// (cfgen seed|ranks|args|mode|run|features)")
+HEADER = re.compile(r"^// (cfgen seed|ranks|args|mode|run|features|failure)")
 
 
 def run(path, build, work):
@@ -35,10 +37,10 @@ def kind(out):
         e = re.search(r"error: (.*)", out)
         if not e:
             return re.escape(m.group(0)[5:])
-        words = [r"\S+" if re.search(r"[0-9_]", w) else re.escape(w)
+        words = [re.escape(w) if re.match(r"^[a-z]+$", w) else r"\S+"
                  for w in e.group(1).split()]
         return r"error: " + r"\s+".join(words)
-    m = re.search(r"cfrt: rank \d+: op \S+ step \d+: (\w+: [a-z ]+)", out)
+    m = re.search(r"cfrt: rank \d+: op \S+ step -?\d+: (\w+: [a-z ]+)", out)
     if m:
         return re.escape(m.group(1))
     m = re.search(r"error: (.*?)\[(-Werror=[\w-]+)\]", out)
@@ -62,34 +64,48 @@ def candidates(lines):
     return [i for i, l in enumerate(lines) if not structural(l)]
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("spec")
-    ap.add_argument("-o", "--out")
-    ap.add_argument("--grep")
-    ap.add_argument("--build", default=os.environ.get("B", "build"))
-    a = ap.parse_args()
-    out_path = a.out or re.sub(r"\.cf$", "", a.spec) + ".min.cf"
-    lines = open(a.spec).read().split("\n")
+def layer_spans(lines):
+    """(first, last) line indices of every layer definition."""
+    spans, start = [], None
+    for i, l in enumerate(lines):
+        if l.startswith("layer "):
+            start = i
+        elif l.startswith("}") and start is not None:
+            spans.append((start, i))
+            start = None
+    return spans
+
+
+def shrink(spec, out_path, pat, build="build", deadline=None, log=sys.stderr):
+    """Writes to out_path the smallest spec found that still fails like
+    spec (its run.sh output matching pat); returns the number of tries."""
+    lines = open(spec).read().split("\n")
     tmp = tempfile.mkdtemp(prefix="cfreduce")
     cand_path = os.path.join(tmp, os.path.basename(out_path))
-    first = run(a.spec, a.build, tmp)
-    if not re.search(r"^FAIL ", first, re.M):
-        sys.exit("reduce: %s does not fail" % a.spec)
-    pat = a.grep or kind(first)
-    print("reduce: keeping failures matching /%s/" % pat, file=sys.stderr)
     tries = [0]
 
     def interesting(ls):
+        if deadline and time.time() > deadline:
+            return False
         tries[0] += 1
         with open(cand_path, "w") as f:
             f.write("\n".join(ls))
-        o = run(cand_path, a.build, tmp)
-        return bool(re.search(r"^FAIL ", o, re.M)) and (not pat or re.search(pat, o))
+        o = run(cand_path, build, tmp)
+        ok = bool(re.search(r"^FAIL ", o, re.M)) and (not pat or re.search(pat, o))
+        if ok:  # the best so far, in case we are stopped
+            with open(out_path, "w") as f:
+                f.write("\n".join(ls))
+        return ok
 
+    with open(out_path, "w") as f:
+        f.write("\n".join(lines))
     changed = True
-    while changed:
+    while changed and not (deadline and time.time() > deadline):
         changed = False
+        for a, b in reversed(layer_spans(lines)):  # whole layers
+            trial = lines[:a] + lines[b + 1:]
+            if interesting(trial):
+                lines, changed = trial, True
         idx = candidates(lines)
         n = max(1, len(idx) // 2)
         while n >= 1:
@@ -119,7 +135,25 @@ def main():
                     lines, names, changed = trial, rest, True
     with open(out_path, "w") as f:
         f.write("\n".join(lines))
-    print("reduce: %s (%d tries)" % (out_path, tries[0]), file=sys.stderr)
+    return tries[0]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("spec")
+    ap.add_argument("-o", "--out")
+    ap.add_argument("--grep")
+    ap.add_argument("--build", default=os.environ.get("B", "build"))
+    ap.add_argument("--time", type=float, help="give up after this many seconds")
+    a = ap.parse_args()
+    out_path = a.out or re.sub(r"\.cf$", "", a.spec) + ".min.cf"
+    first = run(a.spec, a.build, tempfile.mkdtemp(prefix="cfreduce"))
+    if not re.search(r"^FAIL ", first, re.M):
+        sys.exit("reduce: %s does not fail" % a.spec)
+    pat = a.grep or kind(first)
+    print("reduce: keeping failures matching /%s/" % pat, file=sys.stderr)
+    n = shrink(a.spec, out_path, pat, a.build, time.time() + a.time if a.time else None)
+    print("reduce: %s (%d tries)" % (out_path, n), file=sys.stderr)
 
 
 if __name__ == "__main__":
