@@ -49,6 +49,12 @@ SIZE_NAMES = ["B", "S", "D", "E", "F", "H", "K", "M", "P", "Q", "R", "U", "V",
               "W", "Z", "C", "G", "J", "N1", "N2", "N3", "N4", "N5", "N6", "N7",
               "N8", "N9"]
 GROUP_NAMES = ["tp", "sp", "dp", "cp", "grp", "ranks"]
+ROWS = (("layernorm", 0), ("rmsnorm", 1), ("softmax", 0), ("layernorm", 2),
+        ("rmsnorm", 0), ("layernorm", 1))
+CHOICES = (("fuse", "ring", 1, False), ("vanilla",), ("fuse", "bidir", 2, False),
+           ("slice", 2), ("fuse", "pairwise", 2, False), ("auto",),
+           ("fuse", "ring", 1, True), ("fuse", "ring", 2, False), ("fuse", "bidir", 1, False),
+           ("slice", 3), ("fuse", "pairwise", 1, False), ("fuse", "pairwise", 3, True))
 FOCI = (None, "block_mlp", "gather", "block_tpsp", "reduce", "a2a", "block_ulysses",
         "attention", "scan", "block_zero", "layer", "split_heads", "row")
 COLLS = ("all_gather", "reduce_scatter", "all_reduce", "all_to_all")
@@ -200,7 +206,7 @@ class Gen:
             return 1
         if not cut and r < 0.35:
             return self.pick([1, 2, 3, 5, 6, 7])
-        return N * self.pick([1, 2, 2, 3, 4, 4, 6, 8])
+        return N * self.pick([1, 2, 2, 3, 4, 4, 4, 6, 8])
 
     # ---- dims ----
     def dim_ref(self, v, d):
@@ -535,10 +541,11 @@ class Gen:
         x = self.choose(sc, lambda v: v.dist[0] != "P" and v.dist != ("S", v.nd - 1))
         if x is None:
             return None
-        op = self.pick(["layernorm", "rmsnorm", "softmax"])
+        # the op and its number of parameters cycle with the seed (and the
+        # row ops so far), so that a few seeds cover all six
+        self.nrow += 1
+        op, k = ROWS[(self.seed + self.nrow) % len(ROWS)]
         last = x.shape[-1]
-        nparams = {"layernorm": 2, "rmsnorm": 1, "softmax": 0}[op]
-        k = self.r.randint(0, nparams)
         params = []
         for _ in range(k):
             have = [u for u in sc.pool if u.nd == 1 and u.shape == [last] and u.dist == ("R",)]
@@ -565,7 +572,7 @@ class Gen:
             hs = [h for h in hs if h % self.N == 0]
         if not hs:
             return None
-        h = self.pick(hs)
+        h = 1 if 1 in hs and self.chance(0.2) else self.pick(hs)
         if h == 1:
             self.feat("heads-1")
         if self.chance(0.7):
@@ -941,7 +948,7 @@ class Gen:
 
     # ---- layers ----
     def op_layer(self, sc):
-        if sc.kind == "layer" and (sc.depth >= 2 or self.chance(0.5)):
+        if sc.kind == "layer" and (sc.depth >= 2 or (self.focus != "layer" and self.chance(0.5))):
             return None
         if self.nlayer >= 3:
             return None
@@ -959,7 +966,7 @@ class Gen:
         if ret is None:
             return None
         same = ret.typ() == x.typ() and nparams == 1
-        if same and self.chance(0.6):
+        if same and (self.focus == "layer" or self.chance(0.6)):
             n = self.pick([1, 2, 3])
             v = Val(ret.shape, ret.labels, ret.dist,
                     expr="repeat(%d, %s, {0})" % (n, lname), args=[x], op="repeat")
@@ -989,11 +996,13 @@ class Gen:
             pv = Val(a.shape, a.labels, a.dist, name=p, role="param")
             sc.pool.append(pv)
         params = list(sc.pool)
+        if self.focus == "layer" and sc.depth == 1:
+            self.op_layer(sc)  # a nested layer, at least tried
         self.walk(sc, self.r.randint(2, 6))
         # return something of the parameter's type when that is easy (repeat)
         last = self.choose(sc, lambda v: v.role != "weight", recent=False)
         ret = None
-        if last is not None and self.chance(0.7):
+        if last is not None and (self.focus == "layer" or self.chance(0.7)):
             ret = self.coerce(sc, [v for v in sc.pool if v.role != "weight"][-1], params[0])
         if ret is None:
             ret = self.choose(sc, lambda v: v.role != "weight") or params[0]
@@ -1099,7 +1108,8 @@ class Gen:
         # every tenth seed is compile-only (bf16, f16), so any ten
         # consecutive seeds hold one
         compile_only = self.mode == "compile" or (self.mode is None and self.seed % 10 == 0)
-        self.N = self.pick([1, 2, 2, 3, 3, 4, 4, 5, 6])
+        # the group size cycles with the seed: 1 to 6 in any 9 seeds
+        self.N = (2, 3, 4, 1, 4, 5, 6, 2, 3)[self.seed % 9]
         self.gname = self.pick(GROUP_NAMES)
         self.global_names.add(self.gname)
         if compile_only:
@@ -1114,6 +1124,7 @@ class Gen:
         self.model = Scope(self, "model", self.pick(["m", "net", "model1", "g"]))
         self.model.depth = 0
         self.colls = []
+        self.nrow = 0
         self.instances = {}
         self.layer_scopes = []
         sc = self.model
@@ -1190,7 +1201,11 @@ class Gen:
         lanes = m * (2 if topo == "bidir" else 1)
         return any(e % (N * lanes) == 0 for e in exts)
 
-    def rand_choice(self):
+    def rand_choice(self, first=False):
+        """A schedule choice; first: the spec's first, which cycles with the
+        seed through every kind, so that a few seeds cover them all."""
+        if first:
+            return CHOICES[self.seed % len(CHOICES)]
         r = self.r.random()
         if r < 0.15:
             return ("vanilla",)
@@ -1198,8 +1213,8 @@ class Gen:
             return ("auto",)
         if r < 0.45:
             return ("slice", self.pick([1, 2, 2, 3, 4]))
-        topo = self.pick(["ring", "ring", "bidir", "pairwise"])
-        m = self.pick([1, 1, 1, 2, 2, 3])
+        topo = self.pick(["ring", "ring", "bidir", "bidir", "pairwise"])
+        m = self.pick([1, 1, 2, 2, 3])
         query = self.chance(0.15)
         return ("fuse", topo, m, query)
 
@@ -1240,8 +1255,9 @@ class Gen:
             else:
                 key = "%s.%s" % (c.scope.name, c.name)
                 group = [d for d in colls if d.scope is c.scope and d.name == c.name]
-            for _ in range(10):
-                ch = self.rand_choice()
+            for i in range(10):
+                ch = CHOICES[(self.seed + 5 + len(entries)) % len(CHOICES)] if i == 0 \
+                    else self.rand_choice()
                 if all(self.valid(d, ch) for d in group):
                     break
             else:
@@ -1256,8 +1272,8 @@ class Gen:
             c.by_default = True
         default = None
         if self.chance(0.75):
-            for _ in range(10):
-                ch = self.rand_choice()
+            for i in range(10):
+                ch = self.rand_choice(first=i == 0)
                 if all(self.valid(c, ch) for c in rest):
                     default = ch
                     break
