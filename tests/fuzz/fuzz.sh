@@ -128,5 +128,5 @@ bad=$(grep -c '^FAIL ' "$W/gen.log" 2>/dev/null)
 echo "fuzz: the generator ran ${ran:-0} specs (seeds $first..), ${bad:-0} failed"
 grep '^FAIL ' "$W/gen.log" 2>/dev/null | sed 's/^/  /'
 python3 tests/fuzz/triage.py "$W/gen.log" "$W/gen" "$R" --build "$B" \
-	--time "${FUZZ_REDUCE_TIME:-600}" --max "${FUZZ_REDUCE_MAX:-4}"
+	--time "${FUZZ_REDUCE_TIME:-300}" --max "${FUZZ_REDUCE_MAX:-3}"
 echo "fuzz: $new new AFL finds; see $R and tests/fuzz/README.md"
