@@ -38,13 +38,9 @@ import re
 import sys
 
 MAXEL = 4096          # most elements of any tensor (whole, not per rank)
-KEYWORDS = {"model", "layer", "size", "group", "type", "in", "weight", "out",
-            "return", "split", "over", "schedule", "default", "f32", "f64",
-            "bf16", "f16"}
-BUILTINS = {"matmul", "linear", "add", "mul", "scale", "gelu", "silu", "relu",
-            "layernorm", "rmsnorm", "softmax", "split_heads", "merge_heads",
-            "attention", "scan", "all_gather", "reduce_scatter", "all_reduce",
-            "all_to_all", "repeat", "causal", "query", "T"}
+# Tensor names are a prefix and a number (x1, w2, h3, p4), sizes come from
+# SIZE_NAMES, groups from GROUP_NAMES: none is a keyword, a type or a
+# built-in, and none collides with another.
 SIZE_NAMES = ["B", "S", "D", "E", "F", "H", "K", "M", "P", "Q", "R", "U", "V",
               "W", "Z", "C", "G", "J", "N1", "N2", "N3", "N4", "N5", "N6", "N7",
               "N8", "N9"]
@@ -57,7 +53,6 @@ CHOICES = (("fuse", "ring", 1, False), ("vanilla",), ("fuse", "bidir", 2, False)
            ("slice", 3), ("fuse", "pairwise", 1, False), ("fuse", "pairwise", 3, True))
 FOCI = (None, "block_mlp", "gather", "block_tpsp", "reduce", "a2a", "block_ulysses",
         "attention", "scan", "block_zero", "layer", "split_heads", "row")
-COLLS = ("all_gather", "reduce_scatter", "all_reduce", "all_to_all")
 
 
 def numel(shape):
@@ -118,7 +113,6 @@ class Scope:
         self.pool = []            # values ops may use
         self.names = set()
         self.ntemp = 0
-        self.colls = []           # collective results named in this scope
 
     def all_sizes(self):
         s = list(self.sizes)
@@ -141,7 +135,7 @@ class Gen:
         self.r = random.Random(seed)
         self.features = set()
         self.global_names = set()
-        self.layers = []          # (name, text)
+        self.layers = []          # the text of every layer
         self.nlayer = 0
         self.size_names = list(SIZE_NAMES)
         self.r.shuffle(self.size_names)
@@ -158,13 +152,12 @@ class Gen:
         self.features.add(f)
 
     # ---- sizes ----
-    def size_for(self, sc, value, new=False):
+    def size_for(self, sc, value):
         """A size name whose value is `value`, declared when needed (in the
         layer, sometimes, when sc is one)."""
-        if not new:
-            have = [s for s in sc.all_sizes() if s[1] == value]
-            if have and self.chance(0.8):
-                return self.pick(have)[0]
+        have = [s for s in sc.all_sizes() if s[1] == value]
+        if have and self.chance(0.8):
+            return self.pick(have)[0]
         if not self.size_names:
             return None
         name = self.size_names.pop(0)
@@ -575,43 +568,28 @@ class Gen:
         h = 1 if 1 in hs and self.chance(0.2) else self.pick(hs)
         if h == 1:
             self.feat("heads-1")
-        if self.chance(0.7):
-            hname = self.size_for(sc, h)
-            htext = hname
-        else:
-            hname, htext = None, str(h)
-        shape = x.shape[:nd - 2] + [h, x.shape[nd - 2], D // h]
-        lx = x.labels
+        return self.split_heads_of(sc, x, h)
+
+    def split_heads_of(self, sc, x, h, name_it=None):
+        """split_heads(x, h): [..., S, D] -> [..., h, S, D/h]; a split along
+        S or D moves with it. h is a size's name or a number."""
+        hname = self.size_for(sc, h) if self.chance(0.7) else None
+        nd, lx = x.nd, x.labels
+        shape = x.shape[:nd - 2] + [h, x.shape[nd - 2], x.shape[-1] // h]
         labels = lx[:nd - 2] + [hname, lx[nd - 2],
-                                "%s/%s" % (lx[nd - 1], hname) if lx[nd - 1] and hname else None]
+                                "%s/%s" % (lx[-1], hname) if lx[-1] and hname else None]
         dist = x.dist
         if dist[0] == "S" and dist[1] >= nd - 2:
             dist = ("S", nd - 2 if dist[1] == nd - 1 else nd - 1)
-        v = Val(shape, labels, dist, expr="split_heads({0}, %s)" % htext, args=[x],
-                op="split_heads")
-        return self.emit(sc, v)
+        return self.apply(sc, x, "split_heads", "split_heads({0}, %s)" % (hname or h),
+                          shape=shape, labels=labels, dist=dist, name_it=name_it)
 
     def op_merge_heads(self, sc):
         x = self.choose(sc, lambda v: v.nd >= 3 and v.dist[0] != "P" and
                         v.dist != ("S", v.nd - 1))
         if x is None:
             return None
-        nd = x.nd
-        lx = x.labels
-        h, dh = lx[nd - 3], lx[nd - 1]
-        if not h or not dh:
-            merged = None
-        elif dh.endswith("/" + h) and len(dh) > len(h) + 1:
-            merged = dh[:len(dh) - len(h) - 1]
-        else:
-            merged = "%s*%s" % (h, dh)
-        shape = x.shape[:nd - 3] + [x.shape[nd - 2], x.shape[nd - 3] * x.shape[nd - 1]]
-        labels = lx[:nd - 3] + [lx[nd - 2], merged]
-        dist = x.dist
-        if dist[0] == "S" and dist[1] >= nd - 3:
-            dist = ("S", nd - 2 if dist[1] == nd - 3 else nd - 3)
-        v = Val(shape, labels, dist, expr="merge_heads({0})", args=[x], op="merge_heads")
-        return self.emit(sc, v)
+        return self.merge_heads_of(sc, x)
 
     def op_attention(self, sc):
         q = self.choose(sc, lambda v: v.nd >= 2 and v.dist[0] != "P" and
@@ -812,39 +790,33 @@ class Gen:
         Dq = H * dh
         if numel(xa.shape[:-1]) * Dq > MAXEL:
             return None
-        hname = self.size_for(sc, H) if self.chance(0.7) else None
-        htext = hname or str(H)
         qkv = []
         for _ in range(3):
             if self.chance(0.25):
                 w = self.new_leaf(sc, [Dq, D], ("S", 0), [None, xa.labels[-1]])
-                mm = "{0} @ {1}.T"
+                mm, lw = "{0} @ {1}.T", w.labels[0]
             else:
                 w = self.new_leaf(sc, [D, Dq], ("S", 1), [xa.labels[-1], None])
-                mm = "{0} @ {1}"
+                mm, lw = "{0} @ {1}", w.labels[-1]
             t = self.apply(sc, xa, "matmul", mm, shape=xa.shape[:-1] + [Dq],
-                           labels=xa.labels[:-1] + [w.labels[-1] if mm == "{0} @ {1}" else w.labels[0]],
-                           dist=("S", nd - 1), args=[xa, w], name_it=self.chance(0.3))
-            lx = t.labels
-            q = self.apply(sc, t, "split_heads", "split_heads({0}, %s)" % htext,
-                           shape=t.shape[:nd - 2] + [H, t.shape[nd - 2], dh],
-                           labels=lx[:nd - 2] + [hname, lx[nd - 2],
-                                                 "%s/%s" % (lx[-1], hname) if lx[-1] and hname else None],
-                           dist=("S", nd - 2))
-            qkv.append(q)
+                           labels=xa.labels[:-1] + [lw], dist=("S", nd - 1), args=[xa, w],
+                           name_it=self.chance(0.3))
+            qkv.append(self.split_heads_of(sc, t, H))
         causal = self.chance(0.5)
         q, k, v = qkv
         o = self.apply(sc, q, "attention", "attention({0}, {1}, {2}%s)" % (", causal" if causal else ""),
                        args=[q, k, v])
         self.feat("attention-causal" if causal else "attention-full")
-        m = self.op_merge_heads_of(sc, o)
+        m = self.merge_heads_of(sc, o)
         p = self.op_matmul(sc, want="P", x=m)
         if p is None:
             return m
         self.feat("block-tpsp")
         return self.reduce_any(sc, p, home if home is not None else nd - 2)
 
-    def op_merge_heads_of(self, sc, x):
+    def merge_heads_of(self, sc, x):
+        """merge_heads(x): [..., H, S, Dh] -> [..., S, H*Dh], the label D
+        back when Dh's is "D/H"; a split along H or S moves with it."""
         nd, lx = x.nd, x.labels
         h, dh = lx[nd - 3], lx[nd - 1]
         merged = None
@@ -880,20 +852,13 @@ class Gen:
         Dq = H * dh
         if numel(x.shape[:-1]) * Dq > MAXEL:
             return None
-        hname = self.size_for(sc, H) if self.chance(0.7) else None
-        htext = hname or str(H)
         heads = []
         for _ in range(3):
             w = self.new_leaf(sc, [D, Dq], ("R",), [x.labels[-1], None])
             t = self.apply(sc, x, "matmul", "{0} @ {1}", shape=x.shape[:-1] + [Dq],
                            labels=x.labels[:-1] + [w.labels[-1]], args=[x, w],
                            name_it=self.chance(0.3))
-            lx = t.labels
-            q = self.apply(sc, t, "split_heads", "split_heads({0}, %s)" % htext,
-                           shape=t.shape[:nd - 2] + [H, t.shape[nd - 2], dh],
-                           labels=lx[:nd - 2] + [hname, lx[nd - 2],
-                                                 "%s/%s" % (lx[-1], hname) if lx[-1] and hname else None],
-                           dist=("S", nd - 1))
+            q = self.split_heads_of(sc, t, H)
             heads.append(self.coll(sc, q, "all_to_all", nd - 1, nd - 2))
         causal = self.chance(0.5)
         q, k, v = heads
@@ -901,7 +866,7 @@ class Gen:
                        args=[q, k, v])
         self.feat("attention-causal" if causal else "attention-full")
         back = self.coll(sc, o, "all_to_all", nd - 2, nd - 1)
-        m = self.op_merge_heads_of(sc, back)
+        m = self.merge_heads_of(sc, back)
         self.feat("block-ulysses")
         if self.chance(0.6):
             return self.op_matmul(sc, x=m) or m
@@ -962,7 +927,7 @@ class Gen:
             if y is None:
                 return None
             args.append(y)
-        lname, ret, keep = self.gen_layer(sc, args)
+        lname, ret = self.gen_layer(sc, args)
         if ret is None:
             return None
         same = ret.typ() == x.typ() and nparams == 1
@@ -971,19 +936,17 @@ class Gen:
             v = Val(ret.shape, ret.labels, ret.dist,
                     expr="repeat(%d, %s, {0})" % (n, lname), args=[x], op="repeat")
             self.feat("repeat")
-            self.instances[lname] = self.instances.get(lname, 0) + n
         else:
             e = "%s(%s)" % (lname, ", ".join("{%d}" % i for i in range(nparams)))
             v = Val(ret.shape, ret.labels, ret.dist, expr=e, args=args, op="layer-call")
-            self.instances[lname] = self.instances.get(lname, 0) + 1
             self.feat("layer-call-%dparam" % nparams)
         if sc.kind == "layer":
             self.feat("layer-nested")
         return self.emit(sc, v)
 
     def gen_layer(self, caller, args):
-        """A layer of len(args) parameters typed like args; returns its name,
-        the type it returns (a Val) and its text."""
+        """A layer of len(args) parameters typed like args; returns its name
+        and what it returns (a Val of the layer's scope)."""
         self.nlayer += 1
         lname = "%s%d" % (self.pick(["blk", "mlp", "attn", "mix", "f"]), self.nlayer)
         self.global_names.add(lname)
@@ -1000,9 +963,8 @@ class Gen:
             self.op_layer(sc)  # a nested layer, at least tried
         self.walk(sc, self.r.randint(2, 6))
         # return something of the parameter's type when that is easy (repeat)
-        last = self.choose(sc, lambda v: v.role != "weight", recent=False)
         ret = None
-        if last is not None and (self.focus == "layer" or self.chance(0.7)):
+        if self.focus == "layer" or self.chance(0.7):
             ret = self.coerce(sc, [v for v in sc.pool if v.role != "weight"][-1], params[0])
         if ret is None:
             ret = self.choose(sc, lambda v: v.role != "weight") or params[0]
@@ -1019,29 +981,27 @@ class Gen:
         lines.append("  return %s;" % self.text(ret))
         lines.append("}")
         self.layers.append("\n".join(lines))
-        self.layer_scopes.append(sc)
-        return lname, ret, None
+        return lname, ret
 
     def coerce(self, sc, v, target):
         """Ops turning v into target's type (shape, dist), or None."""
         if v.nd != target.nd or v.shape[:-1] != target.shape[:-1]:
             return None
         if v.shape[-1] != target.shape[-1]:
-            want = "P" if v.dist == ("S", v.nd - 1) else None
-            w = Val([v.shape[-1], target.shape[-1]], [v.labels[-1], target.labels[-1]],
-                    ("S", 0) if want == "P" else ("R",))
-            t = self.mm_infer(v, w, 0, 0)
+            # a matmul to the last dim: row-parallel when v is split along it
+            lab = [l if (l is None or l.isidentifier()) else None
+                   for l in (v.labels[-1], target.labels[-1])]
+            u = self.leaf(sc, [v.shape[-1], target.shape[-1]], lab,
+                          ("S", 0) if v.dist == ("S", v.nd - 1) else ("R",))
+            t = self.mm_infer(v, u, 0, 0)
             if t is None:
                 return None
-            lab = [l if (l is None or l.isidentifier()) else None for l in w.labels]
-            u = self.leaf(sc, w.shape, lab, w.dist)
-            t = self.mm_infer(v, u, 0, 0)
             v = self.emit(sc, Val(t[0], t[1], t[2], expr="{0} @ {1}", args=[v, u], op="matmul"))
             v.atomic = False
         td = target.dist
         if v.dist == td:
-            pass
-        elif v.dist[0] == "P":
+            return v if v.shape == target.shape else None
+        if v.dist[0] == "P":
             if td[0] == "S":
                 v = self.coll(sc, v, "reduce_scatter", td[1])
             else:
@@ -1057,13 +1017,7 @@ class Gen:
                                   op="add"))
             v.atomic = False
             self.feat("residual")
-        if v.typ()[0] != target.typ()[0] or v.dist != td:
-            return None
-        if tuple(v.labels) != tuple(target.labels):
-            # labels differ (a literal dim): repeat needs the same type
-            # only for its shape and dist, which match
-            pass
-        return v
+        return v if v.shape == target.shape and v.dist == td else None
 
     # ---- the walk ----
     ACTIONS = [("unary", 3), ("ew", 3), ("matmul", 5), ("row", 2), ("split_heads", 1.5),
@@ -1125,8 +1079,6 @@ class Gen:
         self.model.depth = 0
         self.colls = []
         self.nrow = 0
-        self.instances = {}
-        self.layer_scopes = []
         sc = self.model
         nd = self.pick([2, 3, 3, 3, 4, 4])
         self.feat("layout-%dd" % nd)
