@@ -1,9 +1,10 @@
 #!/bin/sh
-# Installs the Debian packages CommFuse needs, only those missing.
+# Installs the Debian packages CommFuse needs, only those missing; with
+# arguments, those packages instead (make fuzz: afl++).
 # Needs root or sudo. Safe to run again: does nothing when all are present.
 set -eu
-PKGS="build-essential clang pkg-config flex bison libgraphviz-dev graphviz \
-libopenmpi-dev openmpi-bin libcunit1-dev libopenblas-dev python3"
+PKGS=${*:-"build-essential clang pkg-config flex bison libgraphviz-dev graphviz \
+libopenmpi-dev openmpi-bin libcunit1-dev libopenblas-dev python3"}
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||

@@ -31,3 +31,17 @@ check: $(CHECK_DEPS)
 
 FORCE:
 .PHONY: FORCE
+
+# make gen SEEDS=1-400: a bigger batch of random specs (tests/t-gen.sh runs
+# the fixed batch 1-40 in make test).
+SEEDS ?= 1-200
+gen: $(CHECK_DEPS)
+	@B=$(B) SAN=$(SAN) GEN_SEEDS=$(SEEDS) sh tests/run.sh tests/t-gen.sh
+
+# make fuzz FUZZ_TIME=600: afl-fuzz on cfc under ASan and UBSan, and the
+# spec generator alongside; finds go to tests/fuzz/regress/ (tests/fuzz/).
+FUZZ_TIME ?= 600
+fuzz:
+	@B=$(B) FUZZ_TIME=$(FUZZ_TIME) sh tests/fuzz/fuzz.sh
+
+.PHONY: gen fuzz

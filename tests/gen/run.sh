@@ -1,0 +1,114 @@
+#!/bin/sh
+# run.sh SPEC...: checks specs written by cfgen.py (or any spec with its
+# "// ranks:", "// args:" and "// mode:" header lines), one PASS or FAIL
+# line each, named after the spec's seed:
+#   - cfc accepts the spec: exit 0 (1 is a rejection of a valid spec, 70 an
+#     internal error such as a schedule the verifier could not prove, 124 a
+#     hang, above 128 a crash);
+#   - mode run: the generated C compiles with -Werror and links
+#     (scripts/build-model.sh), runs on N ranks under mpirun twice, matches
+#     the serial reference (max_rel_err <= 1e-5 for f32, <= 1e-9 for f64)
+#     and both runs give the same checksum;
+#   - mode compile (bf16, f16: the CPU runtime has neither): the header,
+#     parallel C, reference and driver compile with -Werror.
+# Work files go under $B/tests/gen/work (GEN_WORK); a failing spec's logs
+# stay there. GEN_KEEP=1 keeps passing ones too.
+. tests/lib.sh
+export CF_OPT="${CF_OPT:--O1}"
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
+MPIRUN="mpirun --allow-run-as-root --oversubscribe --timeout 120"
+work=${GEN_WORK:-$B/tests/gen/work}
+mkdir -p "$work"
+
+# show FILE: the lines of a log that say what went wrong.
+show() { grep -m 6 -E 'cfrt:|error|rror:|Abort|signal' "$1" || tail -n 12 "$1"; }
+
+# hdr SPEC KEY: the value of the header line "// KEY: value".
+hdr() { sed -n "s|^// $2: ||p" "$1" | head -n 1; }
+
+# why RC: what an exit status of cfc means.
+why() {
+	case $1 in
+	1) echo "exit 1: rejected a valid spec" ;;
+	2) echo "exit 2: usage error" ;;
+	70) echo "exit 70: internal error" ;;
+	124) echo "hang: killed after 60 s" ;;
+	*) if [ "$1" -gt 128 ]; then echo "crash: signal $(($1 - 128))"; else echo "exit $1"; fi ;;
+	esac
+}
+
+# tol SPEC ARGS: the tolerance of the spec's element type.
+tol() {
+	t=$(echo "$2" | sed -n 's/.*--type=\([a-z0-9]*\).*/\1/p')
+	[ -n "$t" ] || t=$(sed -n 's/^ *type \([a-z0-9]*\);.*/\1/p' "$1" | head -n 1)
+	case $t in f64) echo 1e-9 ;; *) echo 1e-5 ;; esac
+}
+
+one() {
+	spec=$1
+	base=$(basename "$spec" .cf)
+	seed=$(sed -n 's/^\/\/ cfgen seed=\([0-9]*\).*/\1/p' "$spec" | head -n 1)
+	n=$(hdr "$spec" ranks)
+	args=$(hdr "$spec" args)
+	mode=$(hdr "$spec" mode)
+	[ -n "$n" ] || n=1
+	[ -n "$mode" ] || mode=run
+	name="${GEN_LABEL:-gen}: ${seed:+seed=$seed }$base N=$n $mode"
+	dir=$work/$base
+	rm -rf "$dir"
+	mkdir -p "$dir"
+	eval "set -- $args"
+	timeout 60 "$CFC" "$spec" "$@" >"$dir/cfc.out" 2>"$dir/cfc.err"
+	rc=$?
+	if [ $rc -ne 0 ]; then
+		fail "$name (cfc $(why $rc))"
+		head -n 12 "$dir/cfc.err"
+		return
+	fi
+	if [ "$mode" = compile ]; then
+		if ! "$CFC" "$spec" "$@" --emit=h,c,ref,driver -o "$dir" >"$dir/build.log" 2>&1; then
+			fail "$name (emit)"
+			tail -n 12 "$dir/build.log"
+			return
+		fi
+		for c in "$dir"/*.c; do
+			if ! mpicc -std=c11 -O1 -Wall -Wextra -Werror -Iruntime -I"$dir" -c "$c" \
+				-o "${c%.c}.o" >>"$dir/build.log" 2>&1; then
+				fail "$name (C does not compile: $(basename "$c"))"
+				tail -n 12 "$dir/build.log"
+				return
+			fi
+		done
+		pass "$name"
+		[ "${GEN_KEEP:-0}" = 1 ] || rm -rf "$dir"
+		return
+	fi
+	if ! timeout 300 sh scripts/build-model.sh "$B" "$dir" "$spec" "$@" >"$dir/build.log" 2>&1; then
+		fail "$name (build)"
+		show "$dir/build.log"
+		return
+	fi
+	for k in 1 2; do
+		if ! $MPIRUN -n "$n" "$dir/run" --check --iters 1 --warmup 0 >"$dir/run$k" 2>&1; then
+			fail "$name (run $k failed)"
+			show "$dir/run$k"
+			return
+		fi
+	done
+	err=$(sed -n 's/.*max_rel_err=\([^ ]*\).*/\1/p' "$dir/run1")
+	s1=$(sed -n 's/.*checksum=\([^ ]*\).*/\1/p' "$dir/run1")
+	s2=$(sed -n 's/.*checksum=\([^ ]*\).*/\1/p' "$dir/run2")
+	t=$(tol "$spec" "$args")
+	if ! awk -v e="$err" -v t="$t" 'BEGIN { exit !(e != "" && e + 0 == e && e <= t + 0) }'; then
+		fail "$name (max_rel_err $err > $t)"
+	elif [ -z "$s1" ] || [ "$s1" != "$s2" ]; then
+		fail "$name (runs differ: $s1 $s2)"
+	else
+		pass "$name (max_rel_err $err)"
+		[ "${GEN_KEEP:-0}" = 1 ] || rm -rf "$dir"
+	fi
+}
+
+for spec in "$@"; do
+	one "$spec"
+done
