@@ -266,6 +266,9 @@ pl_stage_need(Pl *L, int lb, int side, int64_t elems)
 		l->stage_elems[side] = elems;
 }
 
+static void pl_window(const Node *n, int j, PView *v);
+static void pl_qoff(const Node *n, PItem *p);
+
 static void
 pl_compute(Pl *L, const Item *it, PItem *p)
 {
@@ -291,11 +294,10 @@ pl_compute(Pl *L, const Item *it, PItem *p)
 			pv_cut(v, rn->idim[j], pe_slices(se), se * cnt);
 		}
 	}
+	for (int j = 0; j < n->nin; j++)
+		pl_window(n, j, &p->view[1 + j]);
 	p->nview = 1 + n->nin;
-	if (n->op == OP_ATTENTION && n->a.causal && rn->idim[0] >= 0) {
-		p->qoff = 1;
-		p->qstart = pe_slices(value_rank_extent(n->in[0], rn->idim[0]) / c->nslices);
-	}
+	pl_qoff(n, p);
 }
 
 static void
@@ -610,46 +612,90 @@ pl_coll_plan(Pl *L, const Coll *c)
 
 /* ---- plain stages: one op on whole per-rank tensors ---- */
 
-/* The view of input j of n as this rank uses it: a replicated operand of
- * an op whose result is split is cut to this rank's window. */
-static PView
-pl_plain_input(const Node *n, int j)
+/* The dim of input j of n that the rows of n's result along d map to (its
+ * slice-locality, or a right-aligned broadcast of an elementwise operand),
+ * or -1. */
+static int
+pl_maps(const Node *n, int j, int d)
 {
 	const Value *x = n->in[j], *o = n->out;
-	PView v = pv_value(x);
+	int xd = n->inmap[j][d];
 
-	if (o->dist.kind != DI_SPLIT || x->dist.kind != DI_REPL)
-		return v;
-	int d = o->dist.dim, xd = n->inmap[j][d];
-	if (op_info[n->op].cls == CL_EW && xd < 0) {
+	if (xd < 0 && op_info[n->op].cls == CL_EW) {
 		xd = d - (o->ndim - x->ndim);
 		if (xd < 0 || x->shape[xd] != o->shape[d])
-			return v; /* broadcast along d */
+			return -1; /* broadcast along d */
 	}
-	if (xd < 0)
-		return v;
-	int64_t le = value_rank_extent(o, d);
+	return xd;
+}
+
+/* Cuts view v of input j of n to this rank's window: where n's result is
+ * split along d and the input holds all of the dim d maps to, the rows of
+ * that dim for the result's rows (in proportion: head split and merge
+ * turn D = H * Dh rows into H heads). */
+static void
+pl_window(const Node *n, int j, PView *v)
+{
+	const Value *x = n->in[j], *o = n->out;
+
+	if (o->dist.kind != DI_SPLIT)
+		return;
+	int d = o->dist.dim, xd = pl_maps(n, j, d);
+	if (xd < 0 || (x->dist.kind == DI_SPLIT && x->dist.dim == xd))
+		return;
+	int64_t le = value_rank_extent(o, d) * x->shape[xd] / o->shape[d];
 	PExpr st = {.mul = le};
 	st.c[PV_R] = 1;
-	pv_cut(&v, xd, st, le);
-	return v;
+	pv_cut(v, xd, st, le);
+}
+
+/* The global row of the first query of attention n, whose query operand
+ * (input 0) this rank views as q: the starts of q's cuts along the query
+ * dim, and the rows before this rank's when q is split along it. */
+static PExpr
+pl_qstart(const Node *n, const PView *q)
+{
+	const Value *x = n->in[0];
+	int qd = x->ndim - 2;
+	PExpr e = {.mul = 1};
+
+	for (int k = 0; k < q->ncut; k++) {
+		const PCut *c = &q->cut[k];
+		if (c->dim != qd)
+			continue;
+		for (int v = 0; v < NPV; v++)
+			e.c[v] += c->start.mul * c->start.c[v];
+		e.add += c->start.mul * c->start.add;
+	}
+	if (x->dist.kind == DI_SPLIT && x->dist.dim == qd)
+		e.c[PV_R] += value_rank_extent(x, qd);
+	return e;
+}
+
+/* A causal attention's query offset, when it is not 0. */
+static void
+pl_qoff(const Node *n, PItem *p)
+{
+	if (n->op != OP_ATTENTION || !n->a.causal)
+		return;
+	p->qstart = pl_qstart(n, &p->view[1]);
+	for (int v = 0; v < NPV; v++)
+		p->qoff |= p->qstart.c[v] != 0;
+	p->qoff |= p->qstart.add != 0;
 }
 
 static PItem *
 pl_plain(const Node *n, Arena *a)
 {
 	PItem *p = arena_alloc(a, sizeof *p);
-	const Value *q = n->in[0];
 
 	p->view[0] = pv_value(n->out);
-	for (int j = 0; j < n->nin; j++)
-		p->view[1 + j] = pl_plain_input(n, j);
-	p->nview = 1 + n->nin;
-	if (n->op == OP_ATTENTION && q->dist.kind == DI_SPLIT && q->dist.dim == q->ndim - 2) {
-		p->qoff = 1;
-		p->qstart = (PExpr){.mul = value_rank_extent(q, q->ndim - 2)};
-		p->qstart.c[PV_R] = 1;
+	for (int j = 0; j < n->nin; j++) {
+		p->view[1 + j] = pv_value(n->in[j]);
+		pl_window(n, j, &p->view[1 + j]);
 	}
+	p->nview = 1 + n->nin;
+	pl_qoff(n, p);
 	return p;
 }
 
@@ -721,6 +767,8 @@ item_need(const Coll *c, const Item *it, const PItem *p)
 		return n;
 	if (plan_item_vars(p) & (1u << PV_S | 1u << PV_BASE))
 		n |= sel_need(item_sel(it));
+	if (plan_item_vars(p) & 1u << PV_R)
+		n |= PN_R;
 	for (int k = 0; k < p->nview; k++)
 		n |= view_need(c, &p->view[k]);
 	for (int s = 0; it->kind == IT_COLL && s < 2; s++)
@@ -733,10 +781,13 @@ pl_need(Plan *P)
 {
 	const Sched *s = P->s;
 
-	for (int k = 0; k < s->stages.n; k++)
-		if (P->plain[k])
-			for (int j = 0; j < P->plain[k]->nview; j++)
-				P->need |= view_need(NULL, &P->plain[k]->view[j]);
+	for (int k = 0; k < s->stages.n; k++) {
+		const PItem *p = P->plain[k];
+		for (int j = 0; p && j < p->nview; j++)
+			P->need |= view_need(NULL, &p->view[j]);
+		if (p && plan_item_vars(p) & 1u << PV_R)
+			P->need |= PN_R;
+	}
 	for (int k = 0; k < s->colls.n; k++) {
 		const Coll *c = s->colls.v[k];
 		for (int ph = 0; ph < c->phases.n; ph++) {

@@ -57,7 +57,7 @@ typedef enum PBase {
 	PB_STAGE  /* slot k of a label's staging (id: the label) */
 } PBase;
 
-enum { MAXCUT = 2 };
+enum { MAXCUT = 3 };
 
 /* A view: a base, then cuts applied in order (PB_VALUE only). A staging
  * view is contiguous with dims[0..nd), at block u (PV_U) of blk elements

@@ -120,6 +120,17 @@ rg_outside(const Finder *F, const Node *n, int i, int f)
 	return f >= 0 ? rg_cut(F, v, f) : NULL;
 }
 
+/* A result split along the region's dim has rows of its own on each rank,
+ * not the region's slices. */
+static const char *
+rg_own_split(const Finder *F, const Value *v, int d)
+{
+	if (!rg_split_along(v, d))
+		return NULL;
+	return arena_printf(F->a, "%s is split along %s over %s: its rows are not the region's "
+	                    "slices", v->name, rg_dim(F, v, d), v->dist.group->name);
+}
+
 static const char *
 rg_unlocal(const Finder *F, const Node *n, int e)
 {
@@ -149,7 +160,7 @@ rg_down_dim(const Finder *F, const Node *n, int e)
 			                            rg_dim(F, v, have)) : rg_unlocal(F, n, e);
 		}
 	}
-	return NULL;
+	return rg_own_split(F, n->out, e);
 }
 
 /* The dim of n's output that follows the region, or -1 with *why: the
@@ -275,6 +286,11 @@ rg_up_block(const Finder *F, const Coll *c, const Node *n, int f)
 	for (int i = 0; i < n->nin; i++)
 		if ((why = rg_outside(F, n, i, n->inmap[i][f])))
 			return why;
+	if ((why = rg_own_split(F, n->out, f)))
+		return why;
+	if (n->out == c->node->in[0] && n->out->role == R_OUT)
+		return arena_printf(F->a, "%s is an output of the model, so it is computed whole",
+		                    n->out->name);
 	return rg_cut(F, n->out, f);
 }
 

@@ -589,19 +589,17 @@ vm_rotated(const BufRef *br, int r, int i)
 	return br->buf + sched_ix(&br->rot, r, i);
 }
 
-/* The block input j of region node rn reads for cnt slices from s. */
+/* The block input j of region node rn reads for cnt slices from s: the
+ * rows the rank's share of the result needs (vm_plain_want), cut along
+ * the region's dim to the slices; a scratch buffer holds just that. */
 static Box
 vm_input(const V *v, int r, const RNode *rn, int j, int s, int cnt)
 {
-	const Value *x = rn->node->in[j];
+	int b = rn->inbuf[j];
 
-	if (rn->inbuf[j] >= 0) {
-		const Buf *b = v->c->bufs.v[rn->inbuf[j]];
-		if (rn->idim[j] < 0)
-			return vm_whole(v, b->kind == BK_TEMP ? vm_obj_temp(v, rn->inbuf[j]) : b->v->id);
-		return vm_box_ref(v, r, rn->inbuf[j], s, 0, cnt);
-	}
-	Box w = vm_whole(v, x->id);
+	if (b >= 0 && ((Buf *)v->c->bufs.v[b])->kind == BK_TEMP)
+		return vm_whole(v, vm_obj_temp(v, b));
+	Box w = vm_plain_want(v, rn->node, j, r);
 	if (rn->idim[j] >= 0) {
 		int64_t se = w.ext[rn->idim[j]] / v->c->nslices;
 		w.lo[rn->idim[j]] = s * se;
