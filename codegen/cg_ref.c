@@ -140,18 +140,49 @@ ref_node(Cg *c, const Node *n)
 	cg_op(c, n, c->cname[n->out->id], in, NULL, 0);
 }
 
+/* By value: whether the reference touches it. It writes every value an
+ * op computes and every output, and reads the inputs of every op; a
+ * collective is the identity, so its input is needed where its result is
+ * (an alias), and nothing is needed for a collective whose result no one
+ * reads. */
+static char *
+ref_needed(Cg *c)
+{
+	const Graph *g = c->g;
+	char *need = arena_alloc(c->a, (size_t)g->values.n + 1);
+
+	for (int k = g->nodes.n - 1; k >= 0; k--) {
+		const Node *n = g->nodes.v[k];
+		int coll = op_info[n->op].cls == CL_COLL;
+		if (op_info[n->op].cls == CL_LEAF)
+			continue;
+		need[n->out->id] |= !coll || n->out->role == R_OUT;
+		for (int j = 0; j < n->nin; j++)
+			need[n->in[j]->id] |= !coll || need[n->out->id];
+	}
+	return need;
+}
+
+static int
+ref_reads_weights(const Graph *g, const char *need)
+{
+	for (int i = 0; i < g->weights.n; i++)
+		if (need[((Value *)g->weights.v[i])->id])
+			return 1;
+	return 0;
+}
+
 /* Every value the program touches: an alias of the value whose storage
  * it shares, or its own view. */
 static void
-ref_views(Cg *c, const Plan *p)
+ref_views(Cg *c, const Plan *p, const char *need)
 {
 	for (int i = 0; i < c->g->values.n; i++) {
 		const Value *v = c->g->values.v[i];
-		int computed = v->def && op_info[v->def->op].cls != CL_LEAF;
-		if (!v->uses.n && !computed && v->role != R_OUT)
-			continue; /* never read nor written here */
-		if (p->ref_alias[i] >= 0)
-			emit(&c->e, "cfrt_view %s = %s;\n", c->cname[i], c->cname[p->ref_alias[i]]);
+		if (!need[i])
+			continue;
+		if (p->ref_alias[i] >= 0) /* the view of the collective's input */
+			emit(&c->e, "cfrt_view %s = %s;\n", c->cname[i], c->cname[v->def->in[0]->id]);
 		else
 			cg_view(c, v);
 	}
@@ -182,11 +213,12 @@ cg_reference(FILE *f, Arena *a, const Plan *p, const char *src, int lines)
 	emit_func(e, "int\n%s_ref_forward(cfrt_ctx *%s, const %s_weights *%s, "
 	          "const %s_io *%s,\n    void *%s)", c.prefix, c.loc[LC_CTX], c.prefix, c.loc[LC_W],
 	          c.prefix, c.loc[LC_IO], c.loc[LC_WS]);
-	if (!g->weights.n)
+	char *need = ref_needed(&c);
+	if (!ref_reads_weights(g, need))
 		emit(e, "(void)%s;\n", c.loc[LC_W]);
 	if (!p->ref_wsbytes)
 		emit(e, "(void)%s;\n", c.loc[LC_WS]);
-	ref_views(&c, p);
+	ref_views(&c, p, need);
 	emit(e, "cfrt_where(%s, \"%s_ref\", 0);\n\n", c.loc[LC_CTX], c.prefix);
 	for (int i = 0; i < g->nodes.n; i++)
 		ref_node(&c, g->nodes.v[i]);
