@@ -138,11 +138,15 @@ pe_c(Par *P, const PExpr *e)
 
 /* ---- views ---- */
 
+/* The macro of scratch buffer b's offset: named after the collective too,
+ * since scratch names repeat from stage to stage. */
 static const char *
 ws_temp(Par *P, int b)
 {
-	return arena_printf(P->cg->a, "CF_WS_%s_%d", P->temp[((Buf *)P->c->bufs.v[b])->set],
-	                    b - ((Buf *)P->c->bufs.v[b])->set);
+	const Buf *bf = P->c->bufs.v[b];
+
+	return arena_printf(P->cg->a, "CF_WS_%s_%s_%d", P->cg->cname[P->c->node->out->id],
+	                    P->temp[bf->set], b - bf->set);
 }
 
 static const char *

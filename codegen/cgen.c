@@ -186,7 +186,9 @@ cg_helpers(Cg *c)
 		emit_close(e, "\n");
 	}
 	if (uses_op(c->g, is_attn)) {
-		emit(e, "/* v with leading dims of extent 1 added up to 4 dims (attention). */\n");
+		emit(e, "/* v as [B, H, S, Dh] for attention: leading dims of extent 1 added,\n"
+		        " * or two leading dims that continue each other merged, until it\n"
+		        " * has 4. */\n");
 		emit_func(e, "static cfrt_view\ncf_4d(cfrt_view v)");
 		emit_open(e, "while (v.nd < 4)");
 		emit_open(e, "for (int d = v.nd; d > 0; d--)");
@@ -195,6 +197,16 @@ cg_helpers(Cg *c)
 		emit(e, "v.dim[0] = 1;\n");
 		emit(e, "v.stride[0] = v.stride[1] * v.dim[1];\n");
 		emit(e, "v.nd++;\n");
+		emit_close(e, "");
+		emit_open(e, "for (int d = 0; v.nd > 4 && d < v.nd - 3;)");
+		emit_open(e, "if (v.stride[d] != v.dim[d + 1] * v.stride[d + 1])");
+		emit(e, "d++;\ncontinue;\n");
+		emit_close(e, "");
+		emit(e, "v.dim[d] *= v.dim[d + 1];\nv.stride[d] = v.stride[d + 1];\n");
+		emit_open(e, "for (int k = d + 1; k < v.nd - 1; k++)");
+		emit(e, "v.dim[k] = v.dim[k + 1];\nv.stride[k] = v.stride[k + 1];\n");
+		emit_close(e, "");
+		emit(e, "v.nd--;\n");
 		emit_close(e, "");
 		emit(e, "return v;\n");
 		emit_close(e, "\n");
