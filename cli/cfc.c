@@ -23,6 +23,7 @@ typedef struct Comp {
 	Sched *sched;
 	Plan *plan;
 	int lines;  /* #line directives in generated C */
+	CgFiles files; /* of the output being written */
 } Comp;
 
 typedef struct Emit {
@@ -38,12 +39,12 @@ static void emit_ast(FILE *f, Comp *c) { ast_dump(f, c->prog); }
 static void emit_graph(FILE *f, Comp *c) { graph_dump(f, c->graph); }
 static void emit_dot(FILE *f, Comp *c) { dot_graph(f, c->graph); }
 static void emit_h(FILE *f, Comp *c) { cg_header(f, c->arena, c->graph); }
-static void emit_driver(FILE *f, Comp *c) { cg_driver(f, c->arena, c->graph); }
+static void emit_driver(FILE *f, Comp *c) { cg_driver(f, c->arena, c->graph, &c->files); }
 
 static void
 emit_ref(FILE *f, Comp *c)
 {
-	cg_reference(f, c->arena, c->plan, c->src.name, c->lines);
+	cg_reference(f, c->arena, c->plan, &c->files);
 }
 
 static void emit_sched(FILE *f, Comp *c) { sched_print(f, c->sched); }
@@ -52,7 +53,7 @@ static void emit_sched_dot(FILE *f, Comp *c) { sched_dot(f, c->sched); }
 static void
 emit_c(FILE *f, Comp *c)
 {
-	cg_parallel(f, c->arena, c->plan, c->src.name, c->lines);
+	cg_parallel(f, c->arena, c->plan, &c->files);
 }
 
 static const Emit emits[] = {
@@ -324,26 +325,64 @@ beside_path(Comp *c, const char *path, const Emit *e, const Emit *b)
 	return arena_printf(c->arena, "%.*s%s", (int)n, path, b->ext);
 }
 
+/* The last part of a path. */
+static const char *
+base_name(const char *path)
+{
+	const char *s = strrchr(path, '/');
+
+	return s ? s + 1 : path;
+}
+
+/* Where kind e goes: -o PATH, or PATH/MODEL.EXT when PATH is a directory
+ * (several kinds, an existing directory, or a name ending in '/'), or
+ * standard output. Sets what the C files call each other: their own name
+ * and their header's, after that path. */
+static const char *
+out_path(Comp *c, Cli *cl, const Emit *e, int dir)
+{
+	const char *model = c->graph ? c->graph->name : "out", *path = cl->out ? cl->out : "-";
+	const Emit *h = &emits[emit_index("h")];
+
+	if (dir)
+		path = arena_printf(c->arena, "%s%s%s%s", cl->out,
+		                    cl->out[strlen(cl->out) - 1] == '/' ? "" : "/", model, e->ext);
+	c->files.src = c->lines ? c->src.name : NULL;
+	c->files.self = strcmp(path, "-") ? base_name(path) : arena_printf(c->arena, "%s%s", model,
+	                                                                    e->ext);
+	c->files.header = strcmp(path, "-") ? base_name(beside_path(c, path, e, h)) :
+	                  arena_printf(c->arena, "%s.h", model);
+	return path;
+}
+
+static int
+is_dir(const char *path)
+{
+	struct stat st;
+
+	return path && (path[strlen(path) - 1] == '/' || (!stat(path, &st) && S_ISDIR(st.st_mode)));
+}
+
 static int
 write_outputs(Comp *c, Cli *cl)
 {
-	int ok = 1;
+	int ok = 1, dir = cl->nwant > 1 || is_dir(cl->out);
 
-	if (cl->nwant > 1 && mkdir(cl->out, 0777) && errno != EEXIST) {
+	if (dir && mkdir(cl->out, 0777) && errno != EEXIST) {
 		fprintf(stderr, "cfc: error: cannot create %s: %s\n", cl->out, strerror(errno));
 		return 0;
 	}
 	for (int i = 0; i < NEMIT && ok; i++) {
 		if (!cl->want[i])
 			continue;
-		const char *path = cl->out ? cl->out : "-";
-		if (cl->nwant > 1)
-			path = arena_printf(c->arena, "%s/%s%s", cl->out, c->graph ?
-			                    c->graph->name : "out", emits[i].ext);
+		const char *path = out_path(c, cl, &emits[i], dir);
 		ok = write_output(c, &emits[i], path);
 		int b = emits[i].beside ? emit_index(emits[i].beside) : -1;
-		if (ok && b >= 0 && !cl->want[b])
-			ok = write_output(c, &emits[b], beside_path(c, path, &emits[i], &emits[b]));
+		if (ok && b >= 0 && !cl->want[b]) {
+			const char *bp = beside_path(c, path, &emits[i], &emits[b]);
+			c->files.self = base_name(bp);
+			ok = write_output(c, &emits[b], bp);
+		}
 	}
 	return ok;
 }

@@ -58,23 +58,24 @@ bind(Cg *c)
 	emit_close(e, "\n");
 }
 
+/* The model's entry points under the driver's own names (cf_ and CF_: no
+ * tensor's name can be one of them, cnames.c). */
 static void
 entry_points(Cg *c)
 {
 	Emitter *e = &c->e;
 	const char *p = c->prefix;
 
-	emit(e, "#define MODEL_NAME \"%s\"\n#define GROUP_SIZE %s_GROUP_SIZE\n"
-	        "#define DTYPE %s_DTYPE\n", p, c->upper, c->upper);
-	emit(e, "typedef %s_weights model_weights;\ntypedef %s_io model_io;\n", p, p);
-	emit(e, "#define model_forward %s_forward\n#define model_ref_forward %s_ref_forward\n",
-	     p, p);
-	emit(e, "#define model_workspace_bytes %s_workspace_bytes\n"
-	        "#define model_ref_workspace_bytes %s_ref_workspace_bytes\n\n", p, p);
+	emit(e, "#define CF_MODEL_NAME \"%s\"\n#define CF_GROUP_SIZE %s_GROUP_SIZE\n"
+	        "#define CF_DTYPE %s_DTYPE\n", p, c->upper, c->upper);
+	emit(e, "typedef %s_weights cf_weights;\ntypedef %s_io cf_io;\n", p, p);
+	emit(e, "#define cf_forward %s_forward\n#define cf_ref_forward %s_ref_forward\n", p, p);
+	emit(e, "#define cf_workspace_bytes %s_workspace_bytes\n"
+	        "#define cf_ref_workspace_bytes %s_ref_workspace_bytes\n\n", p, p);
 }
 
 void
-cg_driver(FILE *f, Arena *a, const Graph *g)
+cg_driver(FILE *f, Arena *a, const Graph *g, const CgFiles *files)
 {
 	Cg c;
 
@@ -85,7 +86,7 @@ cg_driver(FILE *f, Arena *a, const Graph *g)
 	        " * usage: mpirun -n %d ./%s_main [--iters N] [--warmup N] [--check]\n"
 	        " *        [--fault RANK] */\n", g->name, CF_VERSION, g->file,
 	     g->groups.n ? ((Group *)g->groups.v[0])->size : 1, g->name);
-	emit(e, "#include <stdint.h>\n\n#include \"%s.h\"\n\n", g->name);
+	emit(e, "#include <stdint.h>\n\n#include \"%s\"\n\n", files->header);
 	emit(e, "typedef struct cf_tensor {\n\tconst char *name;\n\tint kind; "
 	        "/* 0 input, 1 weight, 2 output */\n\tint nd;\n\tint64_t dims[CFRT_MAX_DIMS];\n"
 	        "\tint64_t rank_dims[CFRT_MAX_DIMS];\n\tint split;\n} cf_tensor;\n\n");

@@ -127,6 +127,7 @@ ref_node(Cg *c, const Node *n)
 		return;
 	emit_line(&c->e, n->loc);
 	cg_comment(c, n);
+	emit(&c->e, "cfrt_where(%s, \"%s\", 0);\n", c->loc[LC_CTX], n->out->name);
 	if (op_info[n->op].cls == CL_COLL) {
 		/* the identity: its result is its input's view (ref_views),
 		 * an output aside */
@@ -189,16 +190,16 @@ ref_views(Cg *c, const Plan *p, const char *need)
 }
 
 void
-cg_reference(FILE *f, Arena *a, const Plan *p, const char *src, int lines)
+cg_reference(FILE *f, Arena *a, const Plan *p, const CgFiles *files)
 {
 	Cg c;
 	const Graph *g = p->s->g;
 
-	cg_init(&c, a, g, p, f, src, lines, 1);
+	cg_init(&c, a, g, p, f, files->src, files->src != NULL, 1);
 	Emitter *e = &c.e;
-	e->out = arena_printf(a, "%s_ref.c", g->name);
+	e->out = files->self;
 	banner(&c, "Serial reference");
-	emit(e, "#include \"%s.h\"\n\n", g->name);
+	emit(e, "#include \"%s\"\n\n", files->header);
 	if (p->ref_wsbytes)
 		emit(e, "/* The workspace (%lld bytes): where each tensor lives, bytes from\n"
 		        " * its start. */\n", (long long)p->ref_wsbytes);
@@ -216,10 +217,8 @@ cg_reference(FILE *f, Arena *a, const Plan *p, const char *src, int lines)
 	char *need = ref_needed(&c);
 	if (!ref_reads_weights(g, need))
 		emit(e, "(void)%s;\n", c.loc[LC_W]);
-	if (!p->ref_wsbytes)
-		emit(e, "(void)%s;\n", c.loc[LC_WS]);
+	cg_check_args(&c, arena_printf(a, "%s_ref_forward", c.prefix), need, p->ref_wsbytes);
 	ref_views(&c, p, need);
-	emit(e, "cfrt_where(%s, \"%s_ref\", 0);\n\n", c.loc[LC_CTX], c.prefix);
 	for (int i = 0; i < g->nodes.n; i++)
 		ref_node(&c, g->nodes.v[i]);
 	emit_line_out(e);

@@ -8,27 +8,6 @@
 
 #include "cgen.h"
 
-/* C keywords: a tensor of such a name gets its id appended. */
-static const char *const keywords[] = {
-	"auto", "break", "case", "char", "const", "continue", "default", "do",
-	"double", "else", "enum", "extern", "float", "for", "goto", "if",
-	"inline", "int", "long", "register", "restrict", "return", "short",
-	"signed", "sizeof", "static", "struct", "switch", "typedef", "union",
-	"unsigned", "void", "volatile", "while", NULL,
-};
-
-static int
-taken(Cg *c, const char *s, int upto)
-{
-	for (int i = 0; keywords[i]; i++)
-		if (!strcmp(keywords[i], s))
-			return 1;
-	for (int i = 0; i < upto; i++)
-		if (c->cname[i] && !strcmp(c->cname[i], s))
-			return 1;
-	return 0;
-}
-
 static int
 cmp_str(const void *x, const void *y)
 {
@@ -57,6 +36,8 @@ cg_avoid(Cg *c, const char *want)
 	return tensor_name(c, want, 0) ? arena_printf(c->a, "cf_%s", want) : want;
 }
 
+/* Every tensor under its name, or its output name (sema checked that these
+ * may reach the C and differ: cnames.c). */
 static void
 name_values(Cg *c)
 {
@@ -65,17 +46,14 @@ name_values(Cg *c)
 	c->cname = arena_alloc(c->a, (size_t)g->values.n * sizeof *c->cname);
 	for (int i = 0; i < g->values.n; i++) {
 		const Value *v = g->values.v[i];
-		char *s = arena_strdup(c->a, v->name);
-		for (char *p = s; *p; p++)
-			if (!isalnum((unsigned char)*p) && *p != '_')
-				*p = '_';
-		if (taken(c, s, i))
-			s = arena_printf(c->a, "%s_%d", s, v->id);
-		c->cname[i] = s;
+		c->cname[i] = cname_of(c->a, v->outname ? v->outname : v->name);
 	}
 	c->sorted = arena_alloc(c->a, (size_t)(g->values.n + 1) * sizeof *c->sorted);
 	memcpy(c->sorted, c->cname, (size_t)g->values.n * sizeof *c->sorted);
 	qsort(c->sorted, (size_t)g->values.n, sizeof *c->sorted, cmp_str);
+	for (int i = 1; i < g->values.n; i++)
+		if (!strcmp(c->sorted[i - 1], c->sorted[i]))
+			die("codegen: two tensors named %s", c->sorted[i]);
 }
 
 static void
@@ -361,6 +339,30 @@ cg_op(Cg *c, const Node *n, const char *out, const char *const *in,
 	if (!op_emit[n->op])
 		die("cg_op: %s is no compute op", op_info[n->op].name);
 	op_emit[n->op](c, n, &x);
+}
+
+void
+cg_check_args(Cg *c, const char *fn, const char *used, int64_t wsbytes)
+{
+	const char *ctx = c->loc[LC_CTX];
+
+	emit(&c->e, "cfrt_where(%s, \"%s\", 0);\n", ctx, fn);
+	for (int i = 0; i < c->g->values.n; i++) {
+		const Value *v = c->g->values.v[i];
+		if (!used[i] || v->role == R_ACT)
+			continue;
+		int64_t n = dtype_size[v->dtype] * (c->whole ? value_elems(v) : value_rank_elems(v));
+		emit(&c->e, "CFRT_TRY(%s, cfrt_check_arg(%s, %s->%s, %lld, \"%s %s\"));\n", ctx, ctx,
+		     c->loc[v->role == R_WEIGHT ? LC_W : LC_IO], c->cname[i], (long long)n,
+		     v->role == R_IN ? "input" : v->role == R_OUT ? "output" : "weight",
+		     v->outname ? v->outname : v->name);
+	}
+	if (wsbytes)
+		emit(&c->e, "CFRT_TRY(%s, cfrt_check_arg(%s, %s, %lld, \"the workspace\"));\n", ctx,
+		     ctx, c->loc[LC_WS], (long long)wsbytes);
+	else
+		emit(&c->e, "(void)%s;\n", c->loc[LC_WS]);
+	emit(&c->e, "\n");
 }
 
 const char *

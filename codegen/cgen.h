@@ -58,6 +58,10 @@ void cg_helpers(Cg *c);
  * (cg_ws_name). */
 void cg_views(Cg *c, const char *used, const int64_t *off);
 void cg_view(Cg *c, const Value *v);
+/* cfrt_where naming the function fn, then a check of every io tensor
+ * used[id] marks (with the bytes a rank holds of it, its role and name)
+ * and of the workspace: a wrong argument fails naming the tensor. */
+void cg_check_args(Cg *c, const char *fn, const char *used, int64_t wsbytes);
 /* The macro naming a value's workspace offset. */
 const char *cg_ws_name(Cg *c, const Value *v);
 

@@ -27,12 +27,19 @@ void sched_dot(FILE *f, const Sched *s);
  * *out (malloc'd, *outlen bytes), else an error reported. */
 int render_dot(const char *dot_text, const char *format, char **out, size_t *outlen, Diag *d);
 
+/* The files of a model's C, as the command line names them. */
+typedef struct CgFiles {
+	const char *src;    /* the .cf file, for #line (NULL: no #line) */
+	const char *self;   /* the file being written, for #line back to it */
+	const char *header; /* the header's file name, for #include */
+} CgFiles;
+
 /* The C of a model (cgen.c and the cg_*.c files): its header (--emit=h),
  * the parallel program (--emit=c) printed from the plan, the serial
  * reference (--emit=ref), a driver with main (--emit=driver). */
 void cg_header(FILE *f, Arena *a, const Graph *g);
-void cg_parallel(FILE *f, Arena *a, const Plan *p, const char *src, int lines);
-void cg_reference(FILE *f, Arena *a, const Plan *p, const char *src, int lines);
-void cg_driver(FILE *f, Arena *a, const Graph *g);
+void cg_parallel(FILE *f, Arena *a, const Plan *p, const CgFiles *files);
+void cg_reference(FILE *f, Arena *a, const Plan *p, const CgFiles *files);
+void cg_driver(FILE *f, Arena *a, const Graph *g, const CgFiles *files);
 
 #endif

@@ -290,6 +290,9 @@ typedef struct Value {
 	Node *def;          /* producing node */
 	Vec uses;           /* of Node* */
 	Loc loc;
+	Loc nloc;           /* where its name is written (or loc) */
+	const char *outname; /* an output: the name `out` gives it, which the
+	                      * generated C uses (else NULL) */
 } Value;
 
 /* Attributes, by op kind. */
@@ -402,6 +405,13 @@ typedef struct Options {
 	Expr *force;   /* --schedule: replaces every schedule choice, or NULL */
 	DType type;    /* --type: replaces the model's element type, or DT_NONE */
 } Options;
+
+/* cnames.c: the C spelling of a value's name (dots as underscores), and
+ * why a name may not reach the C (NULL: it may), for a tensor of model
+ * `model` and for a model. */
+const char *cname_of(Arena *a, const char *name);
+const char *cname_refused(Arena *a, const char *name, const char *model);
+const char *cname_model_refused(Arena *a, const char *name);
 
 /* sema.c: checks the program and builds the graph of its model;
  * NULL after errors (all reported). */

@@ -207,7 +207,7 @@ def_tensor(Sema *S, Scope *sc, const Stmt *st)
 
 	v->role = role;
 	v->name = sema_qualify(S, sc, name);
-	v->loc = st->u.tensor.nloc;
+	v->loc = v->nloc = st->u.tensor.nloc;
 	v->dtype = st->u.tensor.dtype != DT_NONE ? st->u.tensor.dtype : S->g->dtype;
 	int ok = !(sc->layer && role == R_IN); /* reported by sema_check_layer */
 	ok = ok && tensor_shape(S, sc, st, v);
@@ -239,6 +239,7 @@ def_assign(Sema *S, Scope *sc, const Stmt *st)
 	if (!v->name) { /* a fresh result takes the name; else y = x is an alias */
 		v->name = sema_qualify(S, sc, name);
 		v->expr = NULL;
+		v->nloc = st->u.def.nloc;
 	}
 	if (sc->layer)
 		bind(S, sc, name, v);
@@ -372,6 +373,8 @@ add_output(Sema *S, const Expr *ne)
 		           "first (reduce_scatter or all_reduce)", name, v->dist.group->name);
 	else {
 		v->role = R_OUT;
+		v->outname = name;
+		v->nloc = ne->loc;
 		vec_push(S->a, &S->g->outputs, v);
 	}
 }
@@ -474,6 +477,8 @@ build_model(Sema *S)
 	outputs(S);
 	name_temps(S);
 	sema_schedules(S);
+	if (S->d->nerr == S->nerr0) /* a name defined twice is told once */
+		sema_cnames(S);
 }
 
 Graph *

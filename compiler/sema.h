@@ -140,5 +140,7 @@ Value *sema_infer(Sema *S, Call *c, Node *n);
 /* ---- sema_sched.c ---- */
 /* Every collective's schedule choice (Node.sched), checked. */
 void sema_schedules(Sema *S);
+/* sema_names.c: every name that reaches the generated C may (cnames.c). */
+void sema_cnames(Sema *S);
 
 #endif

@@ -17,7 +17,7 @@ else
 fi
 mkdir -p "$DIR"
 "$B/cfc" "$SPEC" "$@" --emit=h,c,ref,driver -o "$DIR"
-name=$(sed -n 's/^#define MODEL_NAME "\(.*\)"$/\1/p' "$DIR"/*_main.c)
+name=$(sed -n 's/^#define CF_MODEL_NAME "\(.*\)"$/\1/p' "$DIR"/*_main.c)
 mpicc -std=c11 ${CF_OPT:--O2} -g -Wall -Wextra -Werror ${SANFLAGS:-} -Iruntime -I"$DIR" \
 	-o "$DIR/${CF_RUN:-run}" "$DIR/$name.c" "$DIR/${name}_ref.c" "$DIR/${name}_main.c" \
 	${CF_LINK:-} $LIBS

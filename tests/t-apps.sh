@@ -42,6 +42,19 @@ cat "$t/split.out"
 check "apps: split job, two groups of 2" sh -c "test \$(grep -c 'max_rel_err' '$t/split.out') -eq 4 &&
 	awk -F'max_rel_err=' '/max_rel_err/ { if (\$2 + 0 > 1e-5) bad = 1 } END { exit bad }' '$t/split.out'"
 
+# -- a null weight handed to the forward pass: the job ends, and the message
+# names the weight as the spec does, and the function
+mkdir -p "$t/null"
+"$CFC" examples/mlp.cf -D tp=2 --emit=c -o "$t/null/mlp.c"
+mpicc -std=c11 -O2 -Wall -Wextra -Werror $SANFLAGS -Iruntime -I"$t/null" -o "$t/null/app" \
+	tests/e2e/null_arg.c "$t/null/mlp.c" "$B/libcfrt.a" $BLAS -lm -pthread
+$MPIRUN -n 2 "$t/null/app" >"$t/null.out" 2>&1; rc=$?
+cat "$t/null.out"
+check "apps: a null weight ends the job" [ $rc -ne 0 ]
+check "apps: a null weight is named as the spec names it" grep -q \
+	"cfrt: rank [01]: op mlp_forward step 0: cfrt_check_arg: weight w2 (32768 bytes) is a null pointer" "$t/null.out"
+check "apps: the forward pass did not go on" sh -c "! grep -q 'returned' '$t/null.out'"
+
 # -- the driver of mlp (group of 4) for the fault tests
 sh scripts/build-model.sh "$B" "$t/mlp" examples/mlp.cf >"$t/mlp.log" 2>&1 || cat "$t/mlp.log"
 $MPIRUN -n 3 "$t/mlp/run" >"$t/wrong.out" 2>&1; rc=$?
@@ -189,7 +202,7 @@ if command -v clang >/dev/null 2>&1; then
 	done
 fi
 
-# -- tensors named like C keywords and like the generated code's locals
+# -- tensors named like the generated code's locals and parameters
 for s in "fuse(ring)" "fuse(bidir)" vanilla; do
 	n=$(echo "$s" | tr -d ')' | tr '(' '-')
 	if sh scripts/build-model.sh "$B" "$t/names-$n" tests/e2e/names.cf --schedule="$s" \
@@ -201,6 +214,43 @@ for s in "fuse(ring)" "fuse(bidir)" vanilla; do
 	fi
 	check "apps: names that shadow nothing under $s" err_ok "$t/names-$n.out"
 done
+
+# -- every name a spec may use that the generated code or the headers
+# also know (its locals and parameters, the driver's own identifiers,
+# library function names): a chain of tensors so named compiles without a
+# warning as C11, GNU C and (the header) C++, and runs right
+names="r i s u k rd peer part base dst src o in0 in1 b st blk sst rst at bt hv o4 q4 k4 v4
+ctx w io ws tensors bind numel reference opts main exp log index time y0 j0 abs div signal
+DTYPE MODEL_NAME GROUP_SIZE SEED NTENSOR model_forward model_io model_weights send_rq recv_rd"
+{
+	printf 'model nm {\n  size B = 2, S = 16, D = 8;\n  group tp = 2;\n  type f32;\n'
+	printf '  in x : [B, S, D] split S over tp;\n  weight wt : [D, D] split 1 over tp;\n'
+	printf '  first = all_gather(x, S) @ wt;\n'
+	prev=first
+	for n in $names; do
+		printf '  %s = gelu(%s);\n' "$n" "$prev"
+		prev=$n
+	done
+	printf '  last = reduce_scatter(%s @ wt.T, S);\n  out last;\n}\n' "$prev"
+} >"$t/nm.cf"
+ok=1
+for std in c11 gnu11; do
+	for s in "fuse(ring)" vanilla; do
+		d=$t/nm-$std-$(echo "$s" | tr -d ')' | tr '(' '-')
+		sh scripts/build-model.sh "$B" "$d" "$t/nm.cf" --schedule="$s" >"$d.log" 2>&1 ||
+			{ ok=0; cat "$d.log"; continue; }
+		mpicc -std=$std -Wall -Wextra -Werror -Iruntime -I"$d" -c "$d/nm.c" -o /dev/null &&
+			mpicc -std=$std -Wall -Wextra -Werror -Iruntime -I"$d" -c "$d/nm_ref.c" -o /dev/null &&
+			mpicc -std=$std -Wall -Wextra -Werror -Iruntime -I"$d" -c "$d/nm_main.c" -o /dev/null ||
+			ok=0
+		$MPIRUN -n 2 "$d/run" --check --iters 1 >"$d.out" 2>&1
+		err_ok "$d.out" || { ok=0; cat "$d.out"; }
+	done
+done
+check "apps: tensors named like the code's locals and the headers' functions compile and run" [ $ok = 1 ]
+printf '#include "nm.h"\nint main(void) { return 0; }\n' >"$t/nm.cc"
+check "apps: the header of those names compiles as C++" sh -c \
+	"OMPI_CXX=g++ mpicxx -std=c++17 -Wall -Wextra -Werror -DOMPI_SKIP_MPICXX -Iruntime -I'$t/nm-c11-vanilla' -c '$t/nm.cc' -o /dev/null"
 
 # -- a call on four names of 250 characters (the lexer takes 255) is
 # emitted whole: a fixed 1 KiB buffer once cut it short, C that did not

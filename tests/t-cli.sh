@@ -41,6 +41,21 @@ check "cli: -D with a bad value exits 2" [ $rc -eq 2 ]
 "$CFC" examples/mlp.cf --emit=ast,graph,dot -o "$t/dir"
 check "cli: -o DIR holds one file per kind" sh -c "test -s '$t/dir/mlp.ast' && test -s '$t/dir/mlp.graph' && test -s '$t/dir/mlp.dot'"
 
+# -o DIR with one kind: DIR/MODEL.EXT; -o FILE: the C files name each
+# other after FILE, whatever the model is called.
+mkdir -p "$t/one"
+"$CFC" examples/mlp.cf --emit=c -o "$t/one"
+check "cli: -o DIR with one kind writes DIR/MODEL.c and its header" sh -c \
+	"test -s '$t/one/mlp.c' && test -s '$t/one/mlp.h'"
+"$CFC" examples/mlp.cf --emit=c,ref -o "$t/one/"
+check "cli: -o DIR/ holds the reference too" test -s "$t/one/mlp_ref.c"
+"$CFC" examples/mlp.cf --emit=c -o "$t/foo.c"
+check "cli: -o foo.c: foo.c includes foo.h and its #line names foo.c" sh -c \
+	"test -s '$t/foo.h' && grep -q '#include \"foo.h\"' '$t/foo.c' &&
+	 grep -q '^#line [0-9]* \"foo.c\"' '$t/foo.c' && ! grep -q 'mlp\\.[ch]\"' '$t/foo.c'"
+"$CFC" examples/mlp.cf --emit=ref -o "$t/bar_ref.c"
+check "cli: -o bar_ref.c includes bar.h" grep -q '#include "bar.h"' "$t/bar_ref.c"
+
 # A failed compile leaves an existing output untouched; a write that
 # fails after its temporary file exists (renamed onto a directory), text
 # or picture, leaves no temporary behind.
@@ -49,12 +64,12 @@ printf 'model m { size S = 0; }\n' >"$t/bad.cf"
 "$CFC" "$t/bad.cf" --emit=graph -o "$t/keep.graph" 2>/dev/null; rc=$?
 check "cli: failed compile exits 1" [ $rc -eq 1 ]
 check "cli: failed compile keeps the old output" sh -c "[ \"\$(cat '$t/keep.graph')\" = keep ]"
-mkdir "$t/isdir"
+mkdir -p "$t/isdir/mlp.graph" "$t/isdir/mlp.svg"
 "$CFC" examples/mlp.cf --emit=graph -o "$t/isdir" 2>/dev/null; rc=$?
 check "cli: failed write exits 1" [ $rc -eq 1 ]
 "$CFC" examples/mlp.cf --emit=svg -o "$t/isdir" 2>/dev/null; rc=$?
 check "cli: failed picture write exits 1" [ $rc -eq 1 ]
-check "cli: no temporary files left" sh -c "! ls '$t' | grep -q tmp"
+check "cli: no temporary files left" sh -c "! ls '$t' '$t/isdir' | grep -q tmp"
 "$CFC" examples/mlp.cf --emit=graph -o "$t/no/such/dir/x.graph" 2>/dev/null; rc=$?
 check "cli: unwritable output exits 1" [ $rc -eq 1 ]
 

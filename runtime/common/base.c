@@ -214,3 +214,15 @@ void cfrt_fail(cfrt_ctx *ctx, int status)
 		MPI_Abort(MPI_COMM_WORLD, code);
 	_Exit(code);
 }
+
+int cfrt_check_arg(cfrt_ctx *ctx, const void *p, size_t bytes, const char *what)
+{
+	cfrti_base_of(ctx)->api = "cfrt_check_arg";
+	if (!what)
+		what = "an argument";
+	if (!bytes)
+		return CFRT_OK;
+	if (!p)
+		return cfrti_err(ctx, CFRT_EINVAL, "%s (%zu bytes) is a null pointer", what, bytes);
+	return cfrti_check_mem(ctx, p, bytes, what);
+}

@@ -179,6 +179,22 @@ double cfrt_wtime(cfrt_ctx *ctx)
 
 /* ---- memory ----------------------------------------------------------- */
 
+/* Device (or managed) memory: what a kernel or cuBLAS can read. */
+int cfrti_check_mem(cfrt_ctx *ctx, const void *p, size_t bytes, const char *what)
+{
+	struct cudaPointerAttributes at;
+
+	if (cudaPointerGetAttributes(&at, p) != cudaSuccess) {
+		cudaGetLastError(); /* clear it: the pointer is the user's error */
+		return cfrti_err(ctx, CFRT_EINVAL, "%s (%zu bytes) is no pointer CUDA knows", what,
+		                 bytes);
+	}
+	if (at.type != cudaMemoryTypeDevice && at.type != cudaMemoryTypeManaged)
+		return cfrti_err(ctx, CFRT_EINVAL, "%s (%zu bytes) is host memory, not device "
+		                 "memory (cfrt_alloc)", what, bytes);
+	return CFRT_OK;
+}
+
 /* The allocation that holds [p, p+bytes), or NULL. */
 const alloc_rec *cfrti_alloc_of(cfrt_ctx *ctx, const void *p, size_t bytes)
 {

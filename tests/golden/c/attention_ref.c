@@ -35,7 +35,9 @@ cf_heads(cfrt_view v, int64_t heads)
 	return cfrt_view_permute(v, perm);
 }
 
-/* v with leading dims of extent 1 added up to 4 dims (attention). */
+/* v as [B, H, S, Dh] for attention: leading dims of extent 1 added,
+ * or two leading dims that continue each other merged, until it
+ * has 4. */
 static cfrt_view
 cf_4d(cfrt_view v)
 {
@@ -48,6 +50,19 @@ cf_4d(cfrt_view v)
 		v.stride[0] = v.stride[1] * v.dim[1];
 		v.nd++;
 	}
+	for (int d = 0; v.nd > 4 && d < v.nd - 3;) {
+		if (v.stride[d] != v.dim[d + 1] * v.stride[d + 1]) {
+			d++;
+			continue;
+		}
+		v.dim[d] *= v.dim[d + 1];
+		v.stride[d] = v.stride[d + 1];
+		for (int k = d + 1; k < v.nd - 1; k++) {
+			v.dim[k] = v.dim[k + 1];
+			v.stride[k] = v.stride[k + 1];
+		}
+		v.nd--;
+	}
 	return v;
 }
 
@@ -55,6 +70,15 @@ int
 attention_ref_forward(cfrt_ctx *ctx, const attention_weights *w, const attention_io *io,
     void *ws)
 {
+	cfrt_where(ctx, "attention_ref_forward", 0);
+	CFRT_TRY(ctx, cfrt_check_arg(ctx, io->x, 32768, "input x"));
+	CFRT_TRY(ctx, cfrt_check_arg(ctx, w->wq, 16384, "weight wq"));
+	CFRT_TRY(ctx, cfrt_check_arg(ctx, w->wk, 16384, "weight wk"));
+	CFRT_TRY(ctx, cfrt_check_arg(ctx, w->wv, 16384, "weight wv"));
+	CFRT_TRY(ctx, cfrt_check_arg(ctx, w->wo, 16384, "weight wo"));
+	CFRT_TRY(ctx, cfrt_check_arg(ctx, io->y, 32768, "output y"));
+	CFRT_TRY(ctx, cfrt_check_arg(ctx, ws, 294912, "the workspace"));
+
 	cfrt_view x = cfrt_view_contig((void *)io->x, CFRT_F32, 3, (int64_t[]){2, 64, 64});
 	cfrt_view wq = cfrt_view_contig(w->wq, CFRT_F32, 2, (int64_t[]){64, 64});
 	cfrt_view wk = cfrt_view_contig(w->wk, CFRT_F32, 2, (int64_t[]){64, 64});
@@ -71,55 +95,64 @@ attention_ref_forward(cfrt_ctx *ctx, const attention_weights *w, const attention
 	cfrt_view o = cfrt_view_contig((char *)ws + CF_WS_o, CFRT_F32, 3, (int64_t[]){2, 64, 64});
 	cfrt_view p = cfrt_view_contig((char *)ws + CF_WS_p, CFRT_F32, 3, (int64_t[]){2, 64, 64});
 	cfrt_view y = cfrt_view_contig(io->y, CFRT_F32, 3, (int64_t[]){2, 64, 64});
-	cfrt_where(ctx, "attention_ref", 0);
-
 #line 20 "examples/attention.cf"
 	/* xa = all_gather(x)  examples/attention.cf:20 */
+	cfrt_where(ctx, "xa", 0);
 #line 21 "examples/attention.cf"
 	/* t1 = matmul(xa, wq)  examples/attention.cf:21 */
+	cfrt_where(ctx, "t1", 0);
 	CFRT_TRY(ctx, cfrt_matmul(ctx, &t1, &xa, &wq, 1.0, 0.0));
 #line 21 "examples/attention.cf"
 	/* q = split_heads(t1)  examples/attention.cf:21 */
+	cfrt_where(ctx, "q", 0);
 	{
 		cfrt_view hv = cf_heads(t1, q.dim[q.nd - 3]);
 		CFRT_TRY(ctx, cfrt_copy(ctx, &q, &hv));
 	}
 #line 22 "examples/attention.cf"
 	/* t2 = matmul(xa, wk)  examples/attention.cf:22 */
+	cfrt_where(ctx, "t2", 0);
 	CFRT_TRY(ctx, cfrt_matmul(ctx, &t2, &xa, &wk, 1.0, 0.0));
 #line 22 "examples/attention.cf"
 	/* k = split_heads(t2)  examples/attention.cf:22 */
+	cfrt_where(ctx, "k", 0);
 	{
 		cfrt_view hv = cf_heads(t2, k.dim[k.nd - 3]);
 		CFRT_TRY(ctx, cfrt_copy(ctx, &k, &hv));
 	}
 #line 23 "examples/attention.cf"
 	/* t3 = matmul(xa, wv)  examples/attention.cf:23 */
+	cfrt_where(ctx, "t3", 0);
 	CFRT_TRY(ctx, cfrt_matmul(ctx, &t3, &xa, &wv, 1.0, 0.0));
 #line 23 "examples/attention.cf"
 	/* v = split_heads(t3)  examples/attention.cf:23 */
+	cfrt_where(ctx, "v", 0);
 	{
 		cfrt_view hv = cf_heads(t3, v.dim[v.nd - 3]);
 		CFRT_TRY(ctx, cfrt_copy(ctx, &v, &hv));
 	}
 #line 24 "examples/attention.cf"
 	/* t4 = attention(q, k, v)  examples/attention.cf:24 */
+	cfrt_where(ctx, "t4", 0);
 	{
 		cfrt_view o4 = cf_4d(t4), q4 = cf_4d(q), k4 = cf_4d(k), v4 = cf_4d(v);
 		CFRT_TRY(ctx, cfrt_attention(ctx, &o4, &q4, &k4, &v4, 1, 0));
 	}
 #line 24 "examples/attention.cf"
 	/* o = merge_heads(t4)  examples/attention.cf:24 */
+	cfrt_where(ctx, "o", 0);
 	{
 		cfrt_view hv = cf_heads(o, t4.dim[t4.nd - 3]);
 		CFRT_TRY(ctx, cfrt_copy(ctx, &hv, &t4));
 	}
 #line 25 "examples/attention.cf"
 	/* p = matmul(o, wo)  examples/attention.cf:25 */
+	cfrt_where(ctx, "p", 0);
 	CFRT_TRY(ctx, cfrt_matmul(ctx, &p, &o, &wo, 1.0, 0.0));
 #line 26 "examples/attention.cf"
 	/* y = reduce_scatter(p)  examples/attention.cf:26 */
+	cfrt_where(ctx, "y", 0);
 	CFRT_TRY(ctx, cfrt_copy(ctx, &y, &p));
-#line 124 "attention_ref.c"
+#line 157 "attention_ref.c"
 	return CFRT_OK;
 }

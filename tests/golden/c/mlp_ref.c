@@ -18,6 +18,13 @@ int
 mlp_ref_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
     void *ws)
 {
+	cfrt_where(ctx, "mlp_ref_forward", 0);
+	CFRT_TRY(ctx, cfrt_check_arg(ctx, io->x, 32768, "input x"));
+	CFRT_TRY(ctx, cfrt_check_arg(ctx, w->w1, 65536, "weight w1"));
+	CFRT_TRY(ctx, cfrt_check_arg(ctx, w->w2, 65536, "weight w2"));
+	CFRT_TRY(ctx, cfrt_check_arg(ctx, io->y, 32768, "output y"));
+	CFRT_TRY(ctx, cfrt_check_arg(ctx, ws, 294912, "the workspace"));
+
 	cfrt_view x = cfrt_view_contig((void *)io->x, CFRT_F32, 3, (int64_t[]){2, 64, 64});
 	cfrt_view w1 = cfrt_view_contig(w->w1, CFRT_F32, 2, (int64_t[]){64, 256});
 	cfrt_view w2 = cfrt_view_contig(w->w2, CFRT_F32, 2, (int64_t[]){256, 64});
@@ -26,22 +33,25 @@ mlp_ref_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 	cfrt_view h = cfrt_view_contig((char *)ws + CF_WS_h, CFRT_F32, 3, (int64_t[]){2, 64, 256});
 	cfrt_view p = cfrt_view_contig((char *)ws + CF_WS_p, CFRT_F32, 3, (int64_t[]){2, 64, 64});
 	cfrt_view y = cfrt_view_contig(io->y, CFRT_F32, 3, (int64_t[]){2, 64, 64});
-	cfrt_where(ctx, "mlp_ref", 0);
-
 #line 18 "examples/mlp.cf"
 	/* xa = all_gather(x)  examples/mlp.cf:18 */
+	cfrt_where(ctx, "xa", 0);
 #line 19 "examples/mlp.cf"
 	/* t1 = matmul(xa, w1)  examples/mlp.cf:19 */
+	cfrt_where(ctx, "t1", 0);
 	CFRT_TRY(ctx, cfrt_matmul(ctx, &t1, &xa, &w1, 1.0, 0.0));
 #line 19 "examples/mlp.cf"
 	/* h = gelu(t1)  examples/mlp.cf:19 */
+	cfrt_where(ctx, "h", 0);
 	CFRT_TRY(ctx, cfrt_gelu(ctx, &h, &t1));
 #line 20 "examples/mlp.cf"
 	/* p = matmul(h, w2)  examples/mlp.cf:20 */
+	cfrt_where(ctx, "p", 0);
 	CFRT_TRY(ctx, cfrt_matmul(ctx, &p, &h, &w2, 1.0, 0.0));
 #line 21 "examples/mlp.cf"
 	/* y = reduce_scatter(p)  examples/mlp.cf:21 */
+	cfrt_where(ctx, "y", 0);
 	CFRT_TRY(ctx, cfrt_copy(ctx, &y, &p));
-#line 46 "mlp_ref.c"
+#line 56 "mlp_ref.c"
 	return CFRT_OK;
 }

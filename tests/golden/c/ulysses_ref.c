@@ -34,7 +34,9 @@ cf_heads(cfrt_view v, int64_t heads)
 	return cfrt_view_permute(v, perm);
 }
 
-/* v with leading dims of extent 1 added up to 4 dims (attention). */
+/* v as [B, H, S, Dh] for attention: leading dims of extent 1 added,
+ * or two leading dims that continue each other merged, until it
+ * has 4. */
 static cfrt_view
 cf_4d(cfrt_view v)
 {
@@ -47,6 +49,19 @@ cf_4d(cfrt_view v)
 		v.stride[0] = v.stride[1] * v.dim[1];
 		v.nd++;
 	}
+	for (int d = 0; v.nd > 4 && d < v.nd - 3;) {
+		if (v.stride[d] != v.dim[d + 1] * v.stride[d + 1]) {
+			d++;
+			continue;
+		}
+		v.dim[d] *= v.dim[d + 1];
+		v.stride[d] = v.stride[d + 1];
+		for (int k = d + 1; k < v.nd - 1; k++) {
+			v.dim[k] = v.dim[k + 1];
+			v.stride[k] = v.stride[k + 1];
+		}
+		v.nd--;
+	}
 	return v;
 }
 
@@ -54,6 +69,15 @@ int
 ulysses_ref_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
     void *ws)
 {
+	cfrt_where(ctx, "ulysses_ref_forward", 0);
+	CFRT_TRY(ctx, cfrt_check_arg(ctx, io->x, 32768, "input x"));
+	CFRT_TRY(ctx, cfrt_check_arg(ctx, w->wq, 16384, "weight wq"));
+	CFRT_TRY(ctx, cfrt_check_arg(ctx, w->wk, 16384, "weight wk"));
+	CFRT_TRY(ctx, cfrt_check_arg(ctx, w->wv, 16384, "weight wv"));
+	CFRT_TRY(ctx, cfrt_check_arg(ctx, w->wo, 16384, "weight wo"));
+	CFRT_TRY(ctx, cfrt_check_arg(ctx, io->y, 32768, "output y"));
+	CFRT_TRY(ctx, cfrt_check_arg(ctx, ws, 262144, "the workspace"));
+
 	cfrt_view x = cfrt_view_contig((void *)io->x, CFRT_F32, 3, (int64_t[]){2, 64, 64});
 	cfrt_view wq = cfrt_view_contig(w->wq, CFRT_F32, 2, (int64_t[]){64, 64});
 	cfrt_view wk = cfrt_view_contig(w->wk, CFRT_F32, 2, (int64_t[]){64, 64});
@@ -72,58 +96,69 @@ ulysses_ref_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *i
 	cfrt_view o = oh;
 	cfrt_view t4 = cfrt_view_contig((char *)ws + CF_WS_t4, CFRT_F32, 3, (int64_t[]){2, 64, 64});
 	cfrt_view y = cfrt_view_contig(io->y, CFRT_F32, 3, (int64_t[]){2, 64, 64});
-	cfrt_where(ctx, "ulysses_ref", 0);
-
 #line 19 "examples/ulysses.cf"
 	/* t1 = matmul(x, wq)  examples/ulysses.cf:19 */
+	cfrt_where(ctx, "t1", 0);
 	CFRT_TRY(ctx, cfrt_matmul(ctx, &t1, &x, &wq, 1.0, 0.0));
 #line 19 "examples/ulysses.cf"
 	/* q = split_heads(t1)  examples/ulysses.cf:19 */
+	cfrt_where(ctx, "q", 0);
 	{
 		cfrt_view hv = cf_heads(t1, q.dim[q.nd - 3]);
 		CFRT_TRY(ctx, cfrt_copy(ctx, &q, &hv));
 	}
 #line 20 "examples/ulysses.cf"
 	/* t2 = matmul(x, wk)  examples/ulysses.cf:20 */
+	cfrt_where(ctx, "t2", 0);
 	CFRT_TRY(ctx, cfrt_matmul(ctx, &t2, &x, &wk, 1.0, 0.0));
 #line 20 "examples/ulysses.cf"
 	/* k = split_heads(t2)  examples/ulysses.cf:20 */
+	cfrt_where(ctx, "k", 0);
 	{
 		cfrt_view hv = cf_heads(t2, k.dim[k.nd - 3]);
 		CFRT_TRY(ctx, cfrt_copy(ctx, &k, &hv));
 	}
 #line 21 "examples/ulysses.cf"
 	/* t3 = matmul(x, wv)  examples/ulysses.cf:21 */
+	cfrt_where(ctx, "t3", 0);
 	CFRT_TRY(ctx, cfrt_matmul(ctx, &t3, &x, &wv, 1.0, 0.0));
 #line 21 "examples/ulysses.cf"
 	/* v = split_heads(t3)  examples/ulysses.cf:21 */
+	cfrt_where(ctx, "v", 0);
 	{
 		cfrt_view hv = cf_heads(t3, v.dim[v.nd - 3]);
 		CFRT_TRY(ctx, cfrt_copy(ctx, &v, &hv));
 	}
 #line 22 "examples/ulysses.cf"
 	/* qh = all_to_all(q)  examples/ulysses.cf:22 */
+	cfrt_where(ctx, "qh", 0);
 #line 23 "examples/ulysses.cf"
 	/* kh = all_to_all(k)  examples/ulysses.cf:23 */
+	cfrt_where(ctx, "kh", 0);
 #line 24 "examples/ulysses.cf"
 	/* vh = all_to_all(v)  examples/ulysses.cf:24 */
+	cfrt_where(ctx, "vh", 0);
 #line 25 "examples/ulysses.cf"
 	/* oh = attention(qh, kh, vh)  examples/ulysses.cf:25 */
+	cfrt_where(ctx, "oh", 0);
 	{
 		cfrt_view o4 = cf_4d(oh), q4 = cf_4d(qh), k4 = cf_4d(kh), v4 = cf_4d(vh);
 		CFRT_TRY(ctx, cfrt_attention(ctx, &o4, &q4, &k4, &v4, 1, 0));
 	}
 #line 26 "examples/ulysses.cf"
 	/* o = all_to_all(oh)  examples/ulysses.cf:26 */
+	cfrt_where(ctx, "o", 0);
 #line 27 "examples/ulysses.cf"
 	/* t4 = merge_heads(o)  examples/ulysses.cf:27 */
+	cfrt_where(ctx, "t4", 0);
 	{
 		cfrt_view hv = cf_heads(t4, o.dim[o.nd - 3]);
 		CFRT_TRY(ctx, cfrt_copy(ctx, &hv, &o));
 	}
 #line 27 "examples/ulysses.cf"
 	/* y = matmul(t4, wo)  examples/ulysses.cf:27 */
+	cfrt_where(ctx, "y", 0);
 	CFRT_TRY(ctx, cfrt_matmul(ctx, &y, &t4, &wo, 1.0, 0.0));
-#line 128 "ulysses_ref.c"
+#line 163 "ulysses_ref.c"
 	return CFRT_OK;
 }

@@ -10,12 +10,12 @@
 #define CF_WS_h 65536 /* h */
 #define CF_WS_xa_send_stage 98304
 #define CF_WS_xa_recv_stage 122880
-#define CF_WS_p_send_0 0
-#define CF_WS_p_send_1 8192
-#define CF_WS_p_send_2 16384
-#define CF_WS_p_recv_0 24576
-#define CF_WS_p_recv_1 32768
-#define CF_WS_p_recv_2 40960
+#define CF_WS_y_p_send_0 0
+#define CF_WS_y_p_send_1 8192
+#define CF_WS_y_p_send_2 16384
+#define CF_WS_y_p_recv_0 24576
+#define CF_WS_y_p_recv_1 32768
+#define CF_WS_y_p_recv_2 40960
 
 size_t
 mlp_workspace_bytes(void)
@@ -56,6 +56,13 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
     void *ws)
 {
 	const int r = cfrt_rank(ctx);
+
+	cfrt_where(ctx, "mlp_forward", 0);
+	CFRT_TRY(ctx, cfrt_check_arg(ctx, io->x, 8192, "input x"));
+	CFRT_TRY(ctx, cfrt_check_arg(ctx, w->w1, 16384, "weight w1"));
+	CFRT_TRY(ctx, cfrt_check_arg(ctx, w->w2, 16384, "weight w2"));
+	CFRT_TRY(ctx, cfrt_check_arg(ctx, io->y, 8192, "output y"));
+	CFRT_TRY(ctx, cfrt_check_arg(ctx, ws, 147456, "the workspace"));
 
 	cfrt_view x = cfrt_view_contig((void *)io->x, CFRT_F32, 3, (int64_t[]){2, 16, 64});
 	cfrt_view w1 = cfrt_view_contig(w->w1, CFRT_F32, 2, (int64_t[]){64, 64});
@@ -217,14 +224,14 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 	/* y = reduce_scatter(p, S) over tp: fuse(pairwise) */
 	{
 		cfrt_view p_send[3] = { /* one slice of p each */
-			cfrt_view_contig((char *)ws + CF_WS_p_send_0, CFRT_F32, 3, (int64_t[]){2, 16, 64}),
-			cfrt_view_contig((char *)ws + CF_WS_p_send_1, CFRT_F32, 3, (int64_t[]){2, 16, 64}),
-			cfrt_view_contig((char *)ws + CF_WS_p_send_2, CFRT_F32, 3, (int64_t[]){2, 16, 64}),
+			cfrt_view_contig((char *)ws + CF_WS_y_p_send_0, CFRT_F32, 3, (int64_t[]){2, 16, 64}),
+			cfrt_view_contig((char *)ws + CF_WS_y_p_send_1, CFRT_F32, 3, (int64_t[]){2, 16, 64}),
+			cfrt_view_contig((char *)ws + CF_WS_y_p_send_2, CFRT_F32, 3, (int64_t[]){2, 16, 64}),
 		};
 		cfrt_view p_recv[3] = { /* one slice of p each */
-			cfrt_view_contig((char *)ws + CF_WS_p_recv_0, CFRT_F32, 3, (int64_t[]){2, 16, 64}),
-			cfrt_view_contig((char *)ws + CF_WS_p_recv_1, CFRT_F32, 3, (int64_t[]){2, 16, 64}),
-			cfrt_view_contig((char *)ws + CF_WS_p_recv_2, CFRT_F32, 3, (int64_t[]){2, 16, 64}),
+			cfrt_view_contig((char *)ws + CF_WS_y_p_recv_0, CFRT_F32, 3, (int64_t[]){2, 16, 64}),
+			cfrt_view_contig((char *)ws + CF_WS_y_p_recv_1, CFRT_F32, 3, (int64_t[]){2, 16, 64}),
+			cfrt_view_contig((char *)ws + CF_WS_y_p_recv_2, CFRT_F32, 3, (int64_t[]){2, 16, 64}),
 		};
 		cfrt_req send_rq[3] = {{0, 0}, {0, 0}, {0, 0}};
 		int send_rd[3] = {-1, -1, -1}; /* the round in flight, -1: none */
@@ -340,6 +347,6 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 			}
 		}
 	}
-#line 344 "mlp.c"
+#line 351 "mlp.c"
 	return CFRT_OK;
 }

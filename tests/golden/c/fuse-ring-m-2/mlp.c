@@ -12,10 +12,10 @@
 #define CF_WS_xa_recv0_stage 106496
 #define CF_WS_xa_send1_stage 110592
 #define CF_WS_xa_recv1_stage 118784
-#define CF_WS_p_acc0_0 0
-#define CF_WS_p_acc0_1 4096
-#define CF_WS_p_acc1_0 8192
-#define CF_WS_p_acc1_1 12288
+#define CF_WS_y_p_acc0_0 0
+#define CF_WS_y_p_acc0_1 4096
+#define CF_WS_y_p_acc1_0 8192
+#define CF_WS_y_p_acc1_1 12288
 #define CF_WS_y_recv0_stage 16384
 #define CF_WS_y_recv1_stage 20480
 
@@ -39,6 +39,13 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
     void *ws)
 {
 	const int r = cfrt_rank(ctx);
+
+	cfrt_where(ctx, "mlp_forward", 0);
+	CFRT_TRY(ctx, cfrt_check_arg(ctx, io->x, 8192, "input x"));
+	CFRT_TRY(ctx, cfrt_check_arg(ctx, w->w1, 16384, "weight w1"));
+	CFRT_TRY(ctx, cfrt_check_arg(ctx, w->w2, 16384, "weight w2"));
+	CFRT_TRY(ctx, cfrt_check_arg(ctx, io->y, 8192, "output y"));
+	CFRT_TRY(ctx, cfrt_check_arg(ctx, ws, 122880, "the workspace"));
 
 	cfrt_view x = cfrt_view_contig((void *)io->x, CFRT_F32, 3, (int64_t[]){2, 16, 64});
 	cfrt_view w1 = cfrt_view_contig(w->w1, CFRT_F32, 2, (int64_t[]){64, 64});
@@ -203,12 +210,12 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 	/* y = reduce_scatter(p, S) over tp: fuse(ring, m = 2) */
 	{
 		cfrt_view p_acc0[2] = { /* one slice of p each */
-			cfrt_view_contig((char *)ws + CF_WS_p_acc0_0, CFRT_F32, 3, (int64_t[]){2, 8, 64}),
-			cfrt_view_contig((char *)ws + CF_WS_p_acc0_1, CFRT_F32, 3, (int64_t[]){2, 8, 64}),
+			cfrt_view_contig((char *)ws + CF_WS_y_p_acc0_0, CFRT_F32, 3, (int64_t[]){2, 8, 64}),
+			cfrt_view_contig((char *)ws + CF_WS_y_p_acc0_1, CFRT_F32, 3, (int64_t[]){2, 8, 64}),
 		};
 		cfrt_view p_acc1[2] = { /* one slice of p each */
-			cfrt_view_contig((char *)ws + CF_WS_p_acc1_0, CFRT_F32, 3, (int64_t[]){2, 8, 64}),
-			cfrt_view_contig((char *)ws + CF_WS_p_acc1_1, CFRT_F32, 3, (int64_t[]){2, 8, 64}),
+			cfrt_view_contig((char *)ws + CF_WS_y_p_acc1_0, CFRT_F32, 3, (int64_t[]){2, 8, 64}),
+			cfrt_view_contig((char *)ws + CF_WS_y_p_acc1_1, CFRT_F32, 3, (int64_t[]){2, 8, 64}),
 		};
 		cfrt_req send0_rq = {0, 0};
 		int send0_rd = -1; /* the round in flight, -1: none */
@@ -369,6 +376,6 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 			CFRT_TRY(ctx, cfrt_group_end(ctx));
 		}
 	}
-#line 373 "mlp.c"
+#line 380 "mlp.c"
 	return CFRT_OK;
 }

@@ -16,9 +16,9 @@
 #define CF_WS_o 8192 /* o */
 #define CF_WS_xa_send_stage 81920
 #define CF_WS_xa_recv_stage 98304
-#define CF_WS_p_part_0 16384
-#define CF_WS_p_part_1 24576
-#define CF_WS_p_recv_0 32768
+#define CF_WS_y_p_part_0 16384
+#define CF_WS_y_p_part_1 24576
+#define CF_WS_y_p_recv_0 32768
 
 size_t
 attention_workspace_bytes(void)
@@ -50,7 +50,9 @@ cf_heads(cfrt_view v, int64_t heads)
 	return cfrt_view_permute(v, perm);
 }
 
-/* v with leading dims of extent 1 added up to 4 dims (attention). */
+/* v as [B, H, S, Dh] for attention: leading dims of extent 1 added,
+ * or two leading dims that continue each other merged, until it
+ * has 4. */
 static cfrt_view
 cf_4d(cfrt_view v)
 {
@@ -63,6 +65,19 @@ cf_4d(cfrt_view v)
 		v.stride[0] = v.stride[1] * v.dim[1];
 		v.nd++;
 	}
+	for (int d = 0; v.nd > 4 && d < v.nd - 3;) {
+		if (v.stride[d] != v.dim[d + 1] * v.stride[d + 1]) {
+			d++;
+			continue;
+		}
+		v.dim[d] *= v.dim[d + 1];
+		v.stride[d] = v.stride[d + 1];
+		for (int k = d + 1; k < v.nd - 1; k++) {
+			v.dim[k] = v.dim[k + 1];
+			v.stride[k] = v.stride[k + 1];
+		}
+		v.nd--;
+	}
 	return v;
 }
 
@@ -71,6 +86,15 @@ attention_forward(cfrt_ctx *ctx, const attention_weights *w, const attention_io 
     void *ws)
 {
 	const int r = cfrt_rank(ctx);
+
+	cfrt_where(ctx, "attention_forward", 0);
+	CFRT_TRY(ctx, cfrt_check_arg(ctx, io->x, 8192, "input x"));
+	CFRT_TRY(ctx, cfrt_check_arg(ctx, w->wq, 4096, "weight wq"));
+	CFRT_TRY(ctx, cfrt_check_arg(ctx, w->wk, 4096, "weight wk"));
+	CFRT_TRY(ctx, cfrt_check_arg(ctx, w->wv, 4096, "weight wv"));
+	CFRT_TRY(ctx, cfrt_check_arg(ctx, w->wo, 4096, "weight wo"));
+	CFRT_TRY(ctx, cfrt_check_arg(ctx, io->y, 8192, "output y"));
+	CFRT_TRY(ctx, cfrt_check_arg(ctx, ws, 106496, "the workspace"));
 
 	cfrt_view x = cfrt_view_contig((void *)io->x, CFRT_F32, 3, (int64_t[]){2, 16, 64});
 	cfrt_view wq = cfrt_view_contig(w->wq, CFRT_F32, 2, (int64_t[]){64, 16});
@@ -210,10 +234,10 @@ attention_forward(cfrt_ctx *ctx, const attention_weights *w, const attention_io 
 	/* y = reduce_scatter(p, S) over tp: fuse(ring, split = query) */
 	{
 		cfrt_view p_part[2] = { /* one slice of p each */
-			cfrt_view_contig((char *)ws + CF_WS_p_part_0, CFRT_F32, 3, (int64_t[]){2, 16, 64}),
-			cfrt_view_contig((char *)ws + CF_WS_p_part_1, CFRT_F32, 3, (int64_t[]){2, 16, 64}),
+			cfrt_view_contig((char *)ws + CF_WS_y_p_part_0, CFRT_F32, 3, (int64_t[]){2, 16, 64}),
+			cfrt_view_contig((char *)ws + CF_WS_y_p_part_1, CFRT_F32, 3, (int64_t[]){2, 16, 64}),
 		};
-		cfrt_view p_recv = cfrt_view_contig((char *)ws + CF_WS_p_recv_0, CFRT_F32, 3, (int64_t[]){2, 16, 64}); /* one slice of p */
+		cfrt_view p_recv = cfrt_view_contig((char *)ws + CF_WS_y_p_recv_0, CFRT_F32, 3, (int64_t[]){2, 16, 64}); /* one slice of p */
 		cfrt_req send_rq[2] = {{0, 0}, {0, 0}};
 		int send_rd[2] = {-1, -1}; /* the round in flight, -1: none */
 		cfrt_req recv_rq = {0, 0};
@@ -333,6 +357,6 @@ attention_forward(cfrt_ctx *ctx, const attention_weights *w, const attention_io 
 			}
 		}
 	}
-#line 337 "attention.c"
+#line 361 "attention.c"
 	return CFRT_OK;
 }

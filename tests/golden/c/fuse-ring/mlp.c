@@ -10,9 +10,9 @@
 #define CF_WS_h 65536 /* h */
 #define CF_WS_xa_send_stage 98304
 #define CF_WS_xa_recv_stage 114688
-#define CF_WS_p_part_0 0
-#define CF_WS_p_part_1 8192
-#define CF_WS_p_recv_0 16384
+#define CF_WS_y_p_part_0 0
+#define CF_WS_y_p_part_1 8192
+#define CF_WS_y_p_recv_0 16384
 
 size_t
 mlp_workspace_bytes(void)
@@ -34,6 +34,13 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
     void *ws)
 {
 	const int r = cfrt_rank(ctx);
+
+	cfrt_where(ctx, "mlp_forward", 0);
+	CFRT_TRY(ctx, cfrt_check_arg(ctx, io->x, 8192, "input x"));
+	CFRT_TRY(ctx, cfrt_check_arg(ctx, w->w1, 16384, "weight w1"));
+	CFRT_TRY(ctx, cfrt_check_arg(ctx, w->w2, 16384, "weight w2"));
+	CFRT_TRY(ctx, cfrt_check_arg(ctx, io->y, 8192, "output y"));
+	CFRT_TRY(ctx, cfrt_check_arg(ctx, ws, 122880, "the workspace"));
 
 	cfrt_view x = cfrt_view_contig((void *)io->x, CFRT_F32, 3, (int64_t[]){2, 16, 64});
 	cfrt_view w1 = cfrt_view_contig(w->w1, CFRT_F32, 2, (int64_t[]){64, 64});
@@ -126,10 +133,10 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 	/* y = reduce_scatter(p, S) over tp: fuse(ring) */
 	{
 		cfrt_view p_part[2] = { /* one slice of p each */
-			cfrt_view_contig((char *)ws + CF_WS_p_part_0, CFRT_F32, 3, (int64_t[]){2, 16, 64}),
-			cfrt_view_contig((char *)ws + CF_WS_p_part_1, CFRT_F32, 3, (int64_t[]){2, 16, 64}),
+			cfrt_view_contig((char *)ws + CF_WS_y_p_part_0, CFRT_F32, 3, (int64_t[]){2, 16, 64}),
+			cfrt_view_contig((char *)ws + CF_WS_y_p_part_1, CFRT_F32, 3, (int64_t[]){2, 16, 64}),
 		};
-		cfrt_view p_recv = cfrt_view_contig((char *)ws + CF_WS_p_recv_0, CFRT_F32, 3, (int64_t[]){2, 16, 64}); /* one slice of p */
+		cfrt_view p_recv = cfrt_view_contig((char *)ws + CF_WS_y_p_recv_0, CFRT_F32, 3, (int64_t[]){2, 16, 64}); /* one slice of p */
 		cfrt_req send_rq[2] = {{0, 0}, {0, 0}};
 		int send_rd[2] = {-1, -1}; /* the round in flight, -1: none */
 		cfrt_req recv_rq = {0, 0};
@@ -205,6 +212,6 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 			}
 		}
 	}
-#line 209 "mlp.c"
+#line 216 "mlp.c"
 	return CFRT_OK;
 }

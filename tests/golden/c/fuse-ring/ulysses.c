@@ -13,17 +13,17 @@
 #define CF_WS_vh 24576 /* vh */
 #define CF_WS_o 0 /* o */
 #define CF_WS_t4 8192 /* t4 */
-#define CF_WS_q_send_0 16384
-#define CF_WS_q_send_1 18432
+#define CF_WS_qh_q_send_0 16384
+#define CF_WS_qh_q_send_1 18432
 #define CF_WS_qh_recv_stage 20480
-#define CF_WS_k_send_0 24576
-#define CF_WS_k_send_1 26624
+#define CF_WS_kh_k_send_0 24576
+#define CF_WS_kh_k_send_1 26624
 #define CF_WS_kh_recv_stage 28672
-#define CF_WS_v_send_0 32768
-#define CF_WS_v_send_1 34816
+#define CF_WS_vh_v_send_0 32768
+#define CF_WS_vh_v_send_1 34816
 #define CF_WS_vh_recv_stage 36864
-#define CF_WS_oh_send_0 32768
-#define CF_WS_oh_send_1 34816
+#define CF_WS_o_oh_send_0 32768
+#define CF_WS_o_oh_send_1 34816
 #define CF_WS_o_recv_stage 36864
 
 size_t
@@ -56,7 +56,9 @@ cf_heads(cfrt_view v, int64_t heads)
 	return cfrt_view_permute(v, perm);
 }
 
-/* v with leading dims of extent 1 added up to 4 dims (attention). */
+/* v as [B, H, S, Dh] for attention: leading dims of extent 1 added,
+ * or two leading dims that continue each other merged, until it
+ * has 4. */
 static cfrt_view
 cf_4d(cfrt_view v)
 {
@@ -69,6 +71,19 @@ cf_4d(cfrt_view v)
 		v.stride[0] = v.stride[1] * v.dim[1];
 		v.nd++;
 	}
+	for (int d = 0; v.nd > 4 && d < v.nd - 3;) {
+		if (v.stride[d] != v.dim[d + 1] * v.stride[d + 1]) {
+			d++;
+			continue;
+		}
+		v.dim[d] *= v.dim[d + 1];
+		v.stride[d] = v.stride[d + 1];
+		for (int k = d + 1; k < v.nd - 1; k++) {
+			v.dim[k] = v.dim[k + 1];
+			v.stride[k] = v.stride[k + 1];
+		}
+		v.nd--;
+	}
 	return v;
 }
 
@@ -77,6 +92,15 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
     void *ws)
 {
 	const int r = cfrt_rank(ctx);
+
+	cfrt_where(ctx, "ulysses_forward", 0);
+	CFRT_TRY(ctx, cfrt_check_arg(ctx, io->x, 8192, "input x"));
+	CFRT_TRY(ctx, cfrt_check_arg(ctx, w->wq, 16384, "weight wq"));
+	CFRT_TRY(ctx, cfrt_check_arg(ctx, w->wk, 16384, "weight wk"));
+	CFRT_TRY(ctx, cfrt_check_arg(ctx, w->wv, 16384, "weight wv"));
+	CFRT_TRY(ctx, cfrt_check_arg(ctx, w->wo, 16384, "weight wo"));
+	CFRT_TRY(ctx, cfrt_check_arg(ctx, io->y, 8192, "output y"));
+	CFRT_TRY(ctx, cfrt_check_arg(ctx, ws, 40960, "the workspace"));
 
 	cfrt_view x = cfrt_view_contig((void *)io->x, CFRT_F32, 3, (int64_t[]){2, 16, 64});
 	cfrt_view wq = cfrt_view_contig(w->wq, CFRT_F32, 2, (int64_t[]){64, 64});
@@ -97,8 +121,8 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 	/* qh = all_to_all(q, S, H) over sp: fuse(ring) */
 	{
 		cfrt_view q_send[2] = { /* one slice of q each */
-			cfrt_view_contig((char *)ws + CF_WS_q_send_0, CFRT_F32, 4, (int64_t[]){2, 4, 16, 4}),
-			cfrt_view_contig((char *)ws + CF_WS_q_send_1, CFRT_F32, 4, (int64_t[]){2, 4, 16, 4}),
+			cfrt_view_contig((char *)ws + CF_WS_qh_q_send_0, CFRT_F32, 4, (int64_t[]){2, 4, 16, 4}),
+			cfrt_view_contig((char *)ws + CF_WS_qh_q_send_1, CFRT_F32, 4, (int64_t[]){2, 4, 16, 4}),
 		};
 		cfrt_req send_rq[2] = {{0, 0}, {0, 0}};
 		int send_rd[2] = {-1, -1}; /* the round in flight, -1: none */
@@ -203,8 +227,8 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 	/* kh = all_to_all(k, S, H) over sp: fuse(ring) */
 	{
 		cfrt_view k_send[2] = { /* one slice of k each */
-			cfrt_view_contig((char *)ws + CF_WS_k_send_0, CFRT_F32, 4, (int64_t[]){2, 4, 16, 4}),
-			cfrt_view_contig((char *)ws + CF_WS_k_send_1, CFRT_F32, 4, (int64_t[]){2, 4, 16, 4}),
+			cfrt_view_contig((char *)ws + CF_WS_kh_k_send_0, CFRT_F32, 4, (int64_t[]){2, 4, 16, 4}),
+			cfrt_view_contig((char *)ws + CF_WS_kh_k_send_1, CFRT_F32, 4, (int64_t[]){2, 4, 16, 4}),
 		};
 		cfrt_req send_rq[2] = {{0, 0}, {0, 0}};
 		int send_rd[2] = {-1, -1}; /* the round in flight, -1: none */
@@ -309,8 +333,8 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 	/* vh = all_to_all(v, S, H) over sp: fuse(ring) */
 	{
 		cfrt_view v_send[2] = { /* one slice of v each */
-			cfrt_view_contig((char *)ws + CF_WS_v_send_0, CFRT_F32, 4, (int64_t[]){2, 4, 16, 4}),
-			cfrt_view_contig((char *)ws + CF_WS_v_send_1, CFRT_F32, 4, (int64_t[]){2, 4, 16, 4}),
+			cfrt_view_contig((char *)ws + CF_WS_vh_v_send_0, CFRT_F32, 4, (int64_t[]){2, 4, 16, 4}),
+			cfrt_view_contig((char *)ws + CF_WS_vh_v_send_1, CFRT_F32, 4, (int64_t[]){2, 4, 16, 4}),
 		};
 		cfrt_req send_rq[2] = {{0, 0}, {0, 0}};
 		int send_rd[2] = {-1, -1}; /* the round in flight, -1: none */
@@ -415,8 +439,8 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 	/* o = all_to_all(oh, H, S) over sp: fuse(ring) */
 	{
 		cfrt_view oh_send[2] = { /* one slice of oh each */
-			cfrt_view_contig((char *)ws + CF_WS_oh_send_0, CFRT_F32, 4, (int64_t[]){2, 4, 16, 4}),
-			cfrt_view_contig((char *)ws + CF_WS_oh_send_1, CFRT_F32, 4, (int64_t[]){2, 4, 16, 4}),
+			cfrt_view_contig((char *)ws + CF_WS_o_oh_send_0, CFRT_F32, 4, (int64_t[]){2, 4, 16, 4}),
+			cfrt_view_contig((char *)ws + CF_WS_o_oh_send_1, CFRT_F32, 4, (int64_t[]){2, 4, 16, 4}),
 		};
 		cfrt_req send_rq[2] = {{0, 0}, {0, 0}};
 		int send_rd[2] = {-1, -1}; /* the round in flight, -1: none */
@@ -507,6 +531,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 
 #line 27 "examples/ulysses.cf"
 	/* t4 = merge_heads(o)  examples/ulysses.cf:27 */
+	cfrt_where(ctx, "t4", 0);
 	{
 		cfrt_view hv = cf_heads(t4, o.dim[o.nd - 3]);
 		CFRT_TRY(ctx, cfrt_copy(ctx, &hv, &o));
@@ -514,7 +539,8 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 
 #line 27 "examples/ulysses.cf"
 	/* y = matmul(t4, wo)  examples/ulysses.cf:27 */
+	cfrt_where(ctx, "y", 0);
 	CFRT_TRY(ctx, cfrt_matmul(ctx, &y, &t4, &wo, 1.0, 0.0));
-#line 519 "ulysses.c"
+#line 545 "ulysses.c"
 	return CFRT_OK;
 }

@@ -22,6 +22,13 @@ int
 mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
     void *ws)
 {
+	cfrt_where(ctx, "mlp_forward", 0);
+	CFRT_TRY(ctx, cfrt_check_arg(ctx, io->x, 8192, "input x"));
+	CFRT_TRY(ctx, cfrt_check_arg(ctx, w->w1, 16384, "weight w1"));
+	CFRT_TRY(ctx, cfrt_check_arg(ctx, w->w2, 16384, "weight w2"));
+	CFRT_TRY(ctx, cfrt_check_arg(ctx, io->y, 8192, "output y"));
+	CFRT_TRY(ctx, cfrt_check_arg(ctx, ws, 131072, "the workspace"));
+
 	cfrt_view x = cfrt_view_contig((void *)io->x, CFRT_F32, 3, (int64_t[]){2, 16, 64});
 	cfrt_view w1 = cfrt_view_contig(w->w1, CFRT_F32, 2, (int64_t[]){64, 64});
 	cfrt_view w2 = cfrt_view_contig(w->w2, CFRT_F32, 2, (int64_t[]){64, 64});
@@ -93,6 +100,6 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 			}
 		}
 	}
-#line 97 "mlp.c"
+#line 104 "mlp.c"
 	return CFRT_OK;
 }
