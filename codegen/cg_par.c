@@ -28,12 +28,15 @@ typedef struct Par {
 	int step0;          /* step number of the current phase's round 0 */
 	int atwait;         /* printing an unpack: the base is the saved one */
 	const char *k;      /* the slot expression of the item ("k" or "0") */
+	const char *r;      /* the rank the stage means (several groups: in
+	                     * its group), or NULL: the local r */
+	int group;          /* with r: the collective's group's index */
 } Par;
 
 static const char *
 L(const Par *P, CgLocal k)
 {
-	return P->cg->loc[k];
+	return k == LC_R && P->r ? P->r : P->cg->loc[k];
 }
 
 /* ---- integer expressions ---- */
@@ -698,6 +701,9 @@ emit_stage_coll(Par *P)
 	emit_line(&cg->e, n->loc);
 	emit(&cg->e, "/* %s = %s over %s: %s */\n", n->out->name, graph_node_str(cg->a, n),
 	     n->a.coll.group->name, graph_sched_str(cg->a, &c->how));
+	if (P->r)
+		emit(&cg->e, "CFRT_TRY(%s, cfrt_use_group(%s, %d));\n", L(P, LC_CTX), L(P, LC_CTX),
+		     P->group);
 	emit_begin(&cg->e);
 	emit_temps(P);
 	emit_labels(P);
@@ -797,6 +803,33 @@ ws_defines(Cg *cg, Par *pars)
 	emit(e, "\n");
 }
 
+/* Several groups: the context is checked against the model's grid, and
+ * each group whose rank some stage uses has a local r_NAME; NULL with one
+ * group (the stages use r). */
+static const char **
+group_ranks(Cg *cg)
+{
+	const Graph *g = cg->g;
+	Emitter *e = &cg->e;
+	const char *ctx = cg->loc[LC_CTX];
+
+	if (g->groups.n <= 1)
+		return NULL;
+	const char **name = arena_alloc(cg->a, (size_t)g->groups.n * sizeof *name);
+	emit(e, "CFRT_TRY(%s, cfrt_check_groups(%s, %d, (int[]){", ctx, ctx, g->groups.n);
+	for (int k = 0; k < g->groups.n; k++)
+		emit(e, "%s%d", k ? ", " : "", ((Group *)g->groups.v[k])->size);
+	emit(e, "}));\n");
+	for (int k = 0; k < g->groups.n; k++) {
+		const Group *gr = g->groups.v[k];
+		name[k] = cg_avoid(cg, arena_printf(cg->a, "r_%s", gr->name));
+		if (cg->plan->rank_used[k])
+			emit(e, "const int %s = cfrt_group_rank(%s, %d);\n", name[k], ctx, k);
+	}
+	emit(e, "\n");
+	return name;
+}
+
 static int
 uses_role(const Cg *cg, const char *used, Role r)
 {
@@ -836,21 +869,30 @@ cg_parallel(FILE *f, Arena *a, const Plan *plan, const CgFiles *files)
 	emit_func(e, "int\n%s_forward(cfrt_ctx *%s, const %s_weights *%s, const %s_io *%s,\n"
 	          "    void *%s)", cg.prefix, cg.loc[LC_CTX], cg.prefix, cg.loc[LC_W], cg.prefix,
 	          cg.loc[LC_IO], cg.loc[LC_WS]);
-	if (plan->need & PN_R)
+	if (plan->need & PN_R && g->groups.n <= 1)
 		emit(e, "const int %s = cfrt_rank(%s);\n\n", cg.loc[LC_R], cg.loc[LC_CTX]);
 	if (!uses_role(&cg, plan->used, R_WEIGHT))
 		emit(e, "(void)%s;\n", cg.loc[LC_W]);
 	cg_check_args(&cg, arena_printf(a, "%s_forward", cg.prefix), plan->used, plan->wsbytes);
+	const char **grank = group_ranks(&cg);
 	cg_views(&cg, plan->used, plan->off);
 	Par plain = {.cg = &cg, .plan = plan, .k = "0"};
 	for (int k = 0, ci = 0; k < s->stages.n; k++) {
+		const char *r = grank && plan->group[k] >= 0 ? grank[plan->group[k]] : NULL;
 		emit(e, "\n");
-		if (plan->plain[k])
+		if (plan->plain[k]) {
+			plain.r = r;
 			emit_stage_node(&plain, ((Stage *)s->stages.v[k])->u.node, plan->plain[k]);
-		else
-			emit_stage_coll(&pars[ci++]);
+			continue;
+		}
+		pars[ci].r = r;
+		pars[ci].group = plan->group[k];
+		emit_stage_coll(&pars[ci++]);
 	}
 	emit_line_out(e);
-	emit(e, "return CFRT_OK;\n");
+	if (grank)
+		emit(e, "return cfrt_use_group(%s, 0);\n", cg.loc[LC_CTX]);
+	else
+		emit(e, "return CFRT_OK;\n");
 	emit_close(e, "");
 }

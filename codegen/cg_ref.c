@@ -53,8 +53,54 @@ describe(Cg *c, const Value *v)
 	emit(e, "#define %s_%s_NDIM %d\n", up, cn, v->ndim);
 	emit(e, "#define %s_%s_DIMS %s\n", up, cn, cg_dims(&whole, v));
 	emit(e, "#define %s_%s_RANK_DIMS %s\n", up, cn, cg_dims(c, v));
-	emit(e, "#define %s_%s_SPLIT %d\n\n", up, cn,
+	emit(e, "#define %s_%s_SPLIT %d\n", up, cn,
 	     v->dist.kind == DI_SPLIT ? v->dist.dim : -1);
+	if (c->g->groups.n > 1)
+		emit(e, "#define %s_%s_GROUP %d\n", up, cn, cg_group_index(c->g, v));
+	emit(e, "\n");
+}
+
+/* One group: its size. Several: the grid (cfrt.h, SEVERAL GROUPS). */
+static void
+groups(Cg *c)
+{
+	Emitter *e = &c->e;
+	const Graph *g = c->g;
+	Group *grp = g->groups.n ? g->groups.v[0] : NULL;
+	long long job = 1;
+
+	if (g->groups.n <= 1) {
+		emit(e, "#define %s_GROUP_SIZE %d /* ranks in group %s */\n", c->upper,
+		     grp ? grp->size : 1, grp ? grp->name : "-");
+		return;
+	}
+	emit(e, "/* Groups %s", grp->name);
+	for (int k = 1; k < g->groups.n; k++)
+		emit(e, ", %s", ((Group *)g->groups.v[k])->name);
+	emit(e, ": the job is a grid of ");
+	for (int k = 0; k < g->groups.n; k++) {
+		int n = ((Group *)g->groups.v[k])->size;
+		emit(e, "%s%d", k ? " x " : "", n);
+		job *= n;
+	}
+	emit(e, " = %lld ranks, %s varying fastest:\n * job rank w is rank", job, grp->name);
+	long long stride = 1;
+	for (int k = 0; k < g->groups.n; k++) {
+		const Group *q = g->groups.v[k];
+		if (stride == 1)
+			emit(e, " w %% %d in %s", q->size, q->name);
+		else
+			emit(e, "%s (w / %lld) %% %d in %s", k + 1 == g->groups.n ? " and" : ",", stride,
+			     q->size, q->name);
+		stride *= q->size;
+	}
+	emit(e, ". A tensor split over\n * a group is replicated over the others; "
+	        "_GROUP says which group (-1: none). */\n");
+	emit(e, "#define %s_NGROUPS %d\n#define %s_GROUP_SIZES {", c->upper, g->groups.n,
+	     c->upper);
+	for (int k = 0; k < g->groups.n; k++)
+		emit(e, "%s%d", k ? ", " : "", ((Group *)g->groups.v[k])->size);
+	emit(e, "}\n#define %s_JOB_SIZE %lld\n", c->upper, job);
 }
 
 static void
@@ -90,12 +136,10 @@ cg_header(FILE *f, Arena *a, const Graph *g)
 	emit(e, "#ifndef CF_%s_H\n#define CF_%s_H\n\n#include <stddef.h>\n\n"
 	        "#include <cfrt.h>\n\n", c.upper, c.upper);
 	version_check(&c);
-	Group *grp = g->groups.n ? g->groups.v[0] : NULL;
 	emit(e, "\n/* Memory layout: every tensor is a dense row-major array of %s.\n"
 	        " * Buffers come from cfrt_alloc (device memory on GPUs). */\n",
 	     dtype_name[g->dtype]);
-	emit(e, "#define %s_GROUP_SIZE %d /* ranks in group %s */\n", c.upper,
-	     grp ? grp->size : 1, grp ? grp->name : "-");
+	groups(&c);
 	emit(e, "#define %s_DTYPE %s\n\n", c.upper, cg_dtype(g->dtype));
 	for (int i = 0; i < g->values.n; i++) {
 		const Value *v = g->values.v[i];
@@ -105,11 +149,17 @@ cg_header(FILE *f, Arena *a, const Graph *g)
 	structs(&c);
 	emit(e, "\n/* Bytes of workspace one forward pass needs on each rank. */\n"
 	        "size_t %s_workspace_bytes(void);\n\n", c.prefix);
-	emit(e, "/* One forward pass on this rank; ctx from cfrt_init over the group's\n"
-	        " * communicator with %s_GROUP_SIZE ranks. Collective over the group.\n"
-	        " * A runtime failure ends the job naming rank, op and step. */\n"
-	        "int %s_forward(cfrt_ctx *ctx, const %s_weights *w, const %s_io *io,\n"
-	        "               void *workspace);\n\n", c.upper, c.prefix, c.prefix, c.prefix);
+	if (g->groups.n > 1)
+		emit(e, "/* One forward pass on this rank; ctx from cfrt_init_groups over the\n"
+		        " * job's communicator with %s_NGROUPS groups of %s_GROUP_SIZES ranks.\n"
+		        " * Collective over the job; leaves group 0 current. A runtime\n"
+		        " * failure ends the job naming rank, op and step. */\n", c.upper, c.upper);
+	else
+		emit(e, "/* One forward pass on this rank; ctx from cfrt_init over the group's\n"
+		        " * communicator with %s_GROUP_SIZE ranks. Collective over the group.\n"
+		        " * A runtime failure ends the job naming rank, op and step. */\n", c.upper);
+	emit(e, "int %s_forward(cfrt_ctx *ctx, const %s_weights *w, const %s_io *io,\n"
+	        "               void *workspace);\n\n", c.prefix, c.prefix, c.prefix);
 	emit(e, "/* The serial reference: one process (a context of one rank), every\n"
 	        " * tensor whole, every collective the identity. */\n"
 	        "size_t %s_ref_workspace_bytes(void);\n"

@@ -776,28 +776,67 @@ item_need(const Coll *c, const Item *it, const PItem *p)
 	return n;
 }
 
+/* A plain stage's expressions: the rank is its result's in the group the
+ * result is split over (the window of an operand is cut to it). */
+static unsigned
+plain_need(const PItem *p)
+{
+	unsigned n = 0;
+
+	for (int j = 0; j < p->nview; j++)
+		n |= view_need(NULL, &p->view[j]);
+	if (plan_item_vars(p) & 1u << PV_R)
+		n |= PN_R;
+	return n;
+}
+
+static unsigned
+coll_need(const Coll *c, const PColl *pc)
+{
+	unsigned n = 0;
+
+	for (int ph = 0; ph < c->phases.n; ph++) {
+		const Phase *f = c->phases.v[ph];
+		for (int t = 0; t < f->nlanes; t++)
+			for (int j = 0; j < f->lanes[t].n; j++) {
+				const Item *it = f->lanes[t].v[j];
+				n |= item_need(c, it, pc->item[it->id]);
+			}
+	}
+	return n;
+}
+
+/* Index of group g in the graph's groups, or -1. */
+static int
+group_index(const Graph *g, const Group *gr)
+{
+	for (int k = 0; gr && k < g->groups.n; k++)
+		if (g->groups.v[k] == gr)
+			return k;
+	return -1;
+}
+
 static void
 pl_need(Plan *P)
 {
 	const Sched *s = P->s;
 
-	for (int k = 0; k < s->stages.n; k++) {
-		const PItem *p = P->plain[k];
-		for (int j = 0; p && j < p->nview; j++)
-			P->need |= view_need(NULL, &p->view[j]);
-		if (p && plan_item_vars(p) & 1u << PV_R)
-			P->need |= PN_R;
-	}
-	for (int k = 0; k < s->colls.n; k++) {
-		const Coll *c = s->colls.v[k];
-		for (int ph = 0; ph < c->phases.n; ph++) {
-			const Phase *f = c->phases.v[ph];
-			for (int t = 0; t < f->nlanes; t++)
-				for (int j = 0; j < f->lanes[t].n; j++) {
-					const Item *it = f->lanes[t].v[j];
-					P->need |= item_need(c, it, P->coll[k]->item[it->id]);
-				}
+	for (int k = 0, ci = 0; k < s->stages.n; k++) {
+		const Stage *st = s->stages.v[k];
+		const Group *gr;
+		unsigned n;
+		if (st->kind == ST_COMPUTE) {
+			const Value *out = st->u.node->out;
+			gr = out->dist.kind == DI_SPLIT ? out->dist.group : NULL;
+			n = plain_need(P->plain[k]);
+		} else {
+			gr = st->u.coll->node->a.coll.group;
+			n = coll_need(st->u.coll, P->coll[ci++]);
 		}
+		P->group[k] = group_index(s->g, gr);
+		if (n & PN_R && P->group[k] >= 0)
+			P->rank_used[P->group[k]] = 1;
+		P->need |= n;
 	}
 }
 
@@ -997,6 +1036,8 @@ plan_sched(const Sched *s)
 		P->off[i] = P->first[i] = P->last[i] = -1;
 	P->coll = arena_alloc(a, (size_t)(s->colls.n + 1) * sizeof *P->coll);
 	P->plain = arena_alloc(a, (size_t)(s->stages.n + 1) * sizeof *P->plain);
+	P->group = arena_alloc(a, (size_t)(s->stages.n + 1) * sizeof *P->group);
+	P->rank_used = arena_alloc(a, (size_t)s->g->groups.n + 1);
 	for (int k = 0, ci = 0; k < s->stages.n; k++) {
 		const Stage *st = s->stages.v[k];
 		if (st->kind == ST_COMPUTE) {

@@ -141,6 +141,12 @@ typedef struct Plan {
 	PColl **coll;      /* by Sched.colls index */
 	PItem **plain;     /* by Sched.stages index; NULL for a collective */
 	unsigned need;     /* PN_* */
+	int *group;        /* by Sched.stages index: the group (index in
+	                    * Graph.groups) whose rank the stage's expressions
+	                    * mean, and whose ranks a collective runs on; -1:
+	                    * none (a plain stage whose result is not split) */
+	char *rank_used;   /* by group index: some stage's expression uses the
+	                    * rank in that group */
 	/* the serial reference: whole tensors, collectives the identity */
 	int64_t *ref_off;  /* by Value.id, -1: none (io, or an alias) */
 	int *ref_alias;    /* by Value.id: the value whose storage it shares, or -1 */

@@ -244,13 +244,40 @@ static inline double cfrt_uniform(uint64_t seed, uint64_t index, cfrt_dtype t)
 int cfrt_init(cfrt_ctx **ctx, MPI_Comm comm, int expected_size,
               const char *model_name);
 
+/* SEVERAL GROUPS. A model may name several groups (group tp = 2; group
+ * dp = 4;). Its job is a grid with one axis per group, in the order the
+ * model declares them, the first varying fastest: the rank of comm is
+ *     w = c[0] + sizes[0] * (c[1] + sizes[1] * (c[2] + ...)),
+ * and c[g] is the rank in group g. So with tp = 2 and dp = 4 on 8 ranks,
+ * ranks {0, 1}, {2, 3}, ... are the tp groups and {0, 2, 4, 6} and
+ * {1, 3, 5, 7} the dp groups. A collective over group g runs in every
+ * copy of g at once. cfrt_init_groups makes such a context (comm must have
+ * the product of sizes ranks; at most CFRT_MAX_GROUPS groups); cfrt_init
+ * is the case of one group. Group 0 is current after init. cfrt_use_group
+ * makes group g current: cfrt_rank, cfrt_size, peers of transfers and the
+ * collectives are then those of group g (transfers already started keep
+ * their group); not inside a transfer group. cfrt_group_rank is the rank
+ * in group g (c[g] above), cfrt_group_count the number of groups.
+ * cfrt_barrier is over the whole job. The CUDA backend runs contexts of
+ * one group only (CFRT_ENOTSUP). */
+#define CFRT_MAX_GROUPS 8
+int cfrt_init_groups(cfrt_ctx **ctx, MPI_Comm comm, int ngroups,
+                     const int *sizes, const char *model_name);
+int cfrt_use_group(cfrt_ctx *ctx, int g);
+int cfrt_group_rank(const cfrt_ctx *ctx, int g);
+int cfrt_group_count(const cfrt_ctx *ctx);
+/* CFRT_OK when ctx was made for ngroups groups of these sizes, else
+ * CFRT_ESIZE naming both layouts (generated code checks its context). */
+int cfrt_check_groups(cfrt_ctx *ctx, int ngroups, const int *sizes);
+
 /* Waits for every outstanding transfer, writes the trace (CFRT_TRACE), frees
  * the context and everything it holds. Collective. ctx may be NULL. The
  * context is gone even on failure: cfrt_last_error(NULL) has the message,
  * and CFRT_TRY(NULL, cfrt_finalize(ctx)) reports it. */
 int cfrt_finalize(cfrt_ctx *ctx);
 
-/* Rank of this process in the context's communicator, and its size. */
+/* Rank of this process in the context's current group, and its size (with
+ * one group: in the context's communicator). */
 int cfrt_rank(const cfrt_ctx *ctx);
 int cfrt_size(const cfrt_ctx *ctx);
 
@@ -263,7 +290,8 @@ const char *cfrt_progress_name(const cfrt_ctx *ctx);
  * has finished (GPU: synchronises the compute queue). For benchmarks. */
 double cfrt_wtime(cfrt_ctx *ctx);
 
-/* Blocks until every rank of the context has called it. For benchmarks. */
+/* Blocks until every rank of the context (of the whole job, whatever the
+ * current group) has called it. For benchmarks. */
 int cfrt_barrier(cfrt_ctx *ctx);
 
 /* ------------------------------------------------------------------------

@@ -73,6 +73,22 @@ for f in examples/*.cf; do
 	done
 done
 
+# several groups of different sizes: the job is their grid (tp x dp ranks)
+for s in spec vanilla "slice(2)" "fuse(ring)" "fuse(bidir)" "fuse(pairwise)" "fuse(ring, m = 2)"; do
+	if [ "$s" = spec ]; then set --; else set -- "--schedule=$s"; fi
+	e2e "e2e: groups 2x3 $s" "$out/groups-$(tag "$s")" 6 tests/e2e/groups.cf "$@"
+done
+for s in spec "fuse(bidir)"; do
+	if [ "$s" = spec ]; then set --; else set -- "--schedule=$s"; fi
+	e2e "e2e: groups 3x2 $s" "$out/groups32-$(tag "$s")" 6 tests/e2e/groups.cf \
+		-D tp=3 -D dp=2 "$@"
+done
+e2e "e2e: groups 2x4, an all_gather over each" "$out/groups_ag" 8 tests/e2e/groups_ag.cf
+$MPIRUN -n 4 "$out/groups-spec/run" --check >"$out/groups-wrong.out" 2>&1
+check "e2e: a grid of 6 ranks run on 4 is refused" grep -q \
+	"model groups was compiled for groups of 2 x 3 = 6 ranks, but the communicator has 4" \
+	"$out/groups-wrong.out"
+
 # all_to_all with slots cut into the parts of each sender (m >= 2), whose
 # parts are strided: 2-D, and 4-D behind a leading dim of extent 1 and 2
 for c in "a2a2d" "a2a3d" "a2a3d -D A=2"; do

@@ -79,9 +79,45 @@ static int init_fail(int status, const char *fmt, ...)
 	return status;
 }
 
+/* The communicators of the grid's groups: group g's ranks share every
+ * coordinate but c[g] (cfrt.h); one group is the job itself. */
+static int split_groups(cfrti_base *b, const int *sizes)
+{
+	int stride = 1;
+	for (int g = 0; g < b->ngroups; g++) {
+		struct cfrti_group *q = &b->grp[g];
+		int c = b->job_rank / stride % sizes[g];
+		q->rank = c;
+		q->size = sizes[g];
+		q->comm = b->job;
+		if (b->ngroups > 1) {
+			int rc = MPI_Comm_split(b->job, b->job_rank - c * stride, c,
+			                        &q->comm);
+			if (rc != MPI_SUCCESS) {
+				q->comm = b->job;
+				return init_fail(CFRT_ECOMM, "MPI_Comm_split failed (%d)", rc);
+			}
+			MPI_Comm_set_errhandler(q->comm, MPI_ERRORS_RETURN);
+		}
+		stride *= sizes[g];
+	}
+	return CFRT_OK;
+}
+
+void cfrti_free_comms(cfrt_ctx *ctx)
+{
+	cfrti_base *b = cfrti_base_of(ctx);
+	for (int g = 0; g < b->ngroups; g++)
+		if (b->grp[g].comm != MPI_COMM_NULL && b->grp[g].comm != b->job)
+			MPI_Comm_free(&b->grp[g].comm);
+	if (b->job != MPI_COMM_NULL)
+		MPI_Comm_free(&b->job);
+	b->comm = MPI_COMM_NULL;
+}
+
 /* The shared fields of a fresh context on the duplicated communicator,
  * then the backend's setup. */
-static int ctx_setup(cfrt_ctx *ctx, const char *model)
+static int ctx_setup(cfrt_ctx *ctx, const char *model, const int *sizes)
 {
 	cfrti_base *b = cfrti_base_of(ctx);
 	snprintf(b->model, sizeof b->model, "%s", model);
@@ -89,44 +125,131 @@ static int ctx_setup(cfrt_ctx *ctx, const char *model)
 	b->step = -1;
 	b->device = -1;
 	b->api = "cfrt_init";
-	MPI_Comm_rank(b->comm, &b->rank);
-	MPI_Comm_size(b->comm, &b->size);
+	MPI_Comm_rank(b->job, &b->job_rank);
+	MPI_Comm_size(b->job, &b->job_size);
 	MPI_Comm_rank(MPI_COMM_WORLD, &b->world_rank);
+	int rc = split_groups(b, sizes);
+	if (rc != CFRT_OK)
+		return rc;
+	b->cur = 0;
+	b->comm = b->grp[0].comm;
+	b->rank = b->grp[0].rank;
+	b->size = b->grp[0].size;
 	return cfrti_ctx_setup(ctx);
 }
 
-int cfrt_init(cfrt_ctx **out, MPI_Comm comm, int expected_size,
-              const char *model_name)
+/* "2 x 4" */
+static void layout_str(char *s, size_t n, int ngroups, const int *sizes)
+{
+	size_t k = 0;
+	s[0] = 0;
+	for (int g = 0; g < ngroups && k < n; g++)
+		k += (size_t)snprintf(s + k, n - k, "%s%d", g ? " x " : "", sizes[g]);
+}
+
+int cfrt_init_groups(cfrt_ctx **out, MPI_Comm comm, int ngroups,
+                     const int *sizes, const char *model_name)
 {
 	const char *model = model_name ? model_name : "(unnamed)";
 	int size = 0, rc;
+	long long want = 1;
+	char lay[128];
 	*out = NULL;
 	init_msg[0] = 0;
+	if (ngroups < 1 || ngroups > CFRT_MAX_GROUPS || !sizes)
+		return init_fail(CFRT_EINVAL, "%d groups: a context has 1 to %d",
+		                 ngroups, CFRT_MAX_GROUPS);
+	for (int g = 0; g < ngroups; g++) {
+		if (sizes[g] < 1)
+			return init_fail(CFRT_EINVAL, "group %d has %d ranks", g, sizes[g]);
+		want *= sizes[g];
+	}
 	rc = MPI_Comm_size(comm, &size);
 	if (rc != MPI_SUCCESS)
 		return init_fail(CFRT_ECOMM, "MPI_Comm_size failed (%d)", rc);
-	if (size != expected_size)
+	layout_str(lay, sizeof lay, ngroups, sizes);
+	if (size != want && ngroups == 1)
 		return init_fail(CFRT_ESIZE, "model %s was compiled for a group "
 		                 "of %d ranks, but the communicator has %d",
-		                 model, expected_size, size);
+		                 model, sizes[0], size);
+	if (size != want)
+		return init_fail(CFRT_ESIZE, "model %s was compiled for groups of "
+		                 "%s = %lld ranks, but the communicator has %d",
+		                 model, lay, want, size);
 	cfrt_ctx *ctx = cfrti_ctx_new();
 	if (!ctx)
 		return init_fail(CFRT_ENOMEM, "no memory for the context");
 	cfrti_base *b = cfrti_base_of(ctx);
-	rc = MPI_Comm_dup(comm, &b->comm);
+	b->ngroups = ngroups;
+	for (int g = 0; g < ngroups; g++)
+		b->grp[g].comm = MPI_COMM_NULL;
+	rc = MPI_Comm_dup(comm, &b->job);
 	if (rc != MPI_SUCCESS) {
 		free(ctx);
 		return init_fail(CFRT_ECOMM, "MPI_Comm_dup failed (%d)", rc);
 	}
-	MPI_Comm_set_errhandler(b->comm, MPI_ERRORS_RETURN);
-	rc = ctx_setup(ctx, model);
+	MPI_Comm_set_errhandler(b->job, MPI_ERRORS_RETURN);
+	rc = ctx_setup(ctx, model, sizes);
 	if (rc != CFRT_OK) {
-		snprintf(init_msg, sizeof init_msg, "%s", b->err);
+		if (b->err[0])
+			snprintf(init_msg, sizeof init_msg, "%s", b->err);
 		cfrti_ctx_free(ctx);
 		return rc;
 	}
 	*out = ctx;
 	return CFRT_OK;
+}
+
+int cfrt_init(cfrt_ctx **out, MPI_Comm comm, int expected_size,
+              const char *model_name)
+{
+	return cfrt_init_groups(out, comm, 1, &expected_size, model_name);
+}
+
+int cfrt_use_group(cfrt_ctx *ctx, int g)
+{
+	cfrti_base *b = cfrti_base_of(ctx);
+	b->api = "cfrt_use_group";
+	if (g < 0 || g >= b->ngroups)
+		return cfrti_err(ctx, CFRT_EINVAL, "group %d: the context has %d",
+		                 g, b->ngroups);
+	if (b->in_group)
+		return cfrti_err(ctx, CFRT_EINVAL, "inside a transfer group");
+	b->cur = g;
+	b->comm = b->grp[g].comm;
+	b->rank = b->grp[g].rank;
+	b->size = b->grp[g].size;
+	return CFRT_OK;
+}
+
+int cfrt_group_rank(const cfrt_ctx *ctx, int g)
+{
+	const cfrti_base *b = cfrti_cbase_of(ctx);
+	return g >= 0 && g < b->ngroups ? b->grp[g].rank : -1;
+}
+
+int cfrt_group_count(const cfrt_ctx *ctx)
+{
+	return cfrti_cbase_of(ctx)->ngroups;
+}
+
+int cfrt_check_groups(cfrt_ctx *ctx, int ngroups, const int *sizes)
+{
+	cfrti_base *b = cfrti_base_of(ctx);
+	int same = ngroups == b->ngroups;
+	for (int g = 0; same && g < ngroups; g++)
+		same = sizes[g] == b->grp[g].size;
+	if (same)
+		return CFRT_OK;
+	int have[CFRT_MAX_GROUPS];
+	char want[128], got[128];
+	for (int g = 0; g < b->ngroups; g++)
+		have[g] = b->grp[g].size;
+	layout_str(want, sizeof want, ngroups, sizes);
+	layout_str(got, sizeof got, b->ngroups, have);
+	return cfrti_err(ctx, CFRT_ESIZE, "compiled for groups of %s ranks, "
+	                 "but the context has groups of %s (cfrt_init_groups)",
+	                 want, got);
 }
 
 int cfrt_finalize(cfrt_ctx *ctx)
@@ -157,7 +280,7 @@ int cfrt_barrier(cfrt_ctx *ctx)
 {
 	cfrti_base *b = cfrti_base_of(ctx);
 	b->api = "cfrt_barrier";
-	return cfrti_mpi(ctx, MPI_Barrier(b->comm), "MPI_Barrier");
+	return cfrti_mpi(ctx, MPI_Barrier(b->job), "MPI_Barrier");
 }
 
 void cfrt_where(cfrt_ctx *ctx, const char *op, int step)

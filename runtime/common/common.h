@@ -22,8 +22,17 @@
 /* The head of every backend's struct cfrt_ctx (its first member, named
  * base). */
 typedef struct cfrti_base {
-	MPI_Comm comm; /* our duplicate, MPI_ERRORS_RETURN */
-	int rank, size, world_rank;
+	MPI_Comm comm; /* the current group's communicator (job: one group) */
+	int rank, size; /* in the current group */
+	int world_rank;
+	MPI_Comm job;  /* our duplicate of the whole communicator,
+	                * MPI_ERRORS_RETURN */
+	int job_rank, job_size;
+	int ngroups, cur; /* the groups of the grid (cfrt_init_groups) */
+	struct cfrti_group {
+		MPI_Comm comm; /* job itself when there is one group */
+		int rank, size;
+	} grp[CFRT_MAX_GROUPS];
 	int device; /* shown by cfrt_fail; -1: the backend has none */
 	int in_group; /* between cfrt_group_begin and cfrt_group_end */
 	char model[64];
@@ -152,6 +161,9 @@ int cfrti_set_group(cfrt_ctx *ctx, int open);
 cfrt_ctx *cfrti_ctx_new(void);
 /* The backend's part of cfrt_init, after base is filled (device -1). */
 int cfrti_ctx_setup(cfrt_ctx *ctx);
+/* Frees the context's communicators (base.c; every backend's
+ * cfrti_ctx_free calls it). */
+void cfrti_free_comms(cfrt_ctx *ctx);
 /* The backend's part of cfrt_finalize: completes every transfer and all
  * work, before cfrti_ctx_free. */
 int cfrti_ctx_drain(cfrt_ctx *ctx);

@@ -18,6 +18,9 @@ cfrt_ctx *cfrti_ctx_new(void)
  * then the modules from the bottom up. */
 int cfrti_ctx_setup(cfrt_ctx *ctx)
 {
+	if (ctx->base.ngroups > 1)
+		return cfrti_err(ctx, CFRT_ENOTSUP, "%d groups: the CUDA backend "
+		                 "runs contexts of one group", ctx->base.ngroups);
 	int rc = cfrti_xfer_mode(ctx);
 	if (rc == CFRT_OK)
 		rc = cfrti_lt_mode(ctx);
@@ -50,7 +53,7 @@ void cfrti_ctx_free(cfrt_ctx *ctx)
 	cfrti_ce_fini(ctx);
 	cfrti_lt_fini(ctx);
 	cfrti_dev_fini(ctx);
-	MPI_Comm_free(&ctx->base.comm);
+	cfrti_free_comms(ctx);
 	free(ctx);
 }
 

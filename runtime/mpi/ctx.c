@@ -93,7 +93,7 @@ int cfrti_ctx_setup(cfrt_ctx *ctx)
 {
 	double t = cfrti_now();
 	int rc = MPI_Allreduce(&t, &ctx->origin, 1, MPI_DOUBLE, MPI_MIN,
-	                       ctx->base.comm);
+	                       ctx->base.job);
 	if (rc != MPI_SUCCESS)
 		return cfrti_mpi(ctx, rc, "MPI_Allreduce");
 	pthread_mutex_init(&ctx->mu, NULL);
@@ -115,7 +115,7 @@ void cfrti_ctx_free(cfrt_ctx *ctx)
 	cfrti_progress_stop(ctx);
 	pthread_mutex_destroy(&ctx->mu);
 	pthread_cond_destroy(&ctx->cv);
-	MPI_Comm_free(&ctx->base.comm);
+	cfrti_free_comms(ctx);
 	free(ctx->x);
 	free(ctx->ws);
 	free(ctx->ev);

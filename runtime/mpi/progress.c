@@ -83,7 +83,7 @@ int cfrti_progress_start(cfrt_ctx *ctx)
 	if (mode == PROG_THREAD) {
 		MPI_Query_thread(&provided);
 		if (provided != MPI_THREAD_MULTIPLE) {
-			if (ctx->base.rank == 0)
+			if (ctx->base.job_rank == 0)
 				fprintf(stderr, "cfrt: CFRT_PROGRESS=thread needs "
 				        "MPI_THREAD_MULTIPLE from MPI_Init_thread; "
 				        "using panel\n");

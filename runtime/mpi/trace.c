@@ -58,8 +58,8 @@ static void put_meta(FILE *f, const cfrt_ctx *ctx)
 {
 	int pid = ctx->base.world_rank;
 	char name[160];
-	snprintf(name, sizeof name, "rank %d of %s (%d ranks)", ctx->base.rank,
-	         ctx->base.model, ctx->base.size);
+	snprintf(name, sizeof name, "rank %d of %s (%d ranks)", ctx->base.job_rank,
+	         ctx->base.model, ctx->base.job_size);
 	fprintf(f, "{\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"name\":\"process_name\","
 	        "\"args\":{\"name\":", pid);
 	put_string(f, name);
