@@ -22,6 +22,8 @@ typedef struct Comp {
 	Graph *graph;
 	Sched *sched;
 	Plan *plan;
+	Sched *bsched; /* --backward: the backward graph's, else NULL */
+	Plan *bplan;
 	int lines;  /* #line directives in generated C */
 	CgFiles files; /* of the output being written */
 } Comp;
@@ -44,16 +46,23 @@ static void emit_driver(FILE *f, Comp *c) { cg_driver(f, c->arena, c->graph, &c-
 static void
 emit_ref(FILE *f, Comp *c)
 {
-	cg_reference(f, c->arena, c->plan, &c->files);
+	cg_reference(f, c->arena, c->plan, c->bplan, &c->files);
 }
 
-static void emit_sched(FILE *f, Comp *c) { sched_print(f, c->sched); }
+static void
+emit_sched(FILE *f, Comp *c)
+{
+	sched_print(f, c->sched);
+	if (c->bsched)
+		sched_print(f, c->bsched);
+}
+
 static void emit_sched_dot(FILE *f, Comp *c) { sched_dot(f, c->sched); }
 
 static void
 emit_c(FILE *f, Comp *c)
 {
-	cg_parallel(f, c->arena, c->plan, &c->files);
+	cg_parallel(f, c->arena, c->plan, c->bplan, &c->files);
 }
 
 static const Emit emits[] = {
@@ -81,6 +90,7 @@ typedef struct Cli {
 	const char *force;    /* --schedule */
 	int noline;           /* --no-line */
 	int explain;          /* --explain */
+	int backward;         /* --backward */
 } Cli;
 
 static void
@@ -98,6 +108,9 @@ usage(FILE *f)
 	fputs("  --schedule=CHOICE  use CHOICE for every collective, e.g.\n"
 	      "                   vanilla, slice(4), fuse(bidir, m = 2)\n"
 	      "  --type=T         element type of the model: f32, f64, bf16, f16\n"
+	      "  --backward       also the backward pass: the C gets NAME_backward (and the\n"
+	      "                   forward saves what it reads), the schedule and --explain\n"
+	      "                   its collectives, the driver checks its gradients\n"
 	      "  --explain        say, for every collective, which schedule was applied,\n"
 	      "                   what compute it was fused with, and why not more\n"
 	      "  --no-line        no #line directives in generated C\n"
@@ -195,6 +208,8 @@ parse_args(Cli *cl, int argc, char **argv)
 			rc = parse_type(cl, a + 7);
 		} else if (!strcmp(a, "--explain")) {
 			cl->explain = 1;
+		} else if (!strcmp(a, "--backward")) {
+			cl->backward = 1;
 		} else if (!strcmp(a, "--no-line")) {
 			cl->noline = 1;
 		} else if (!strncmp(a, "--schedule=", 11)) {
@@ -387,6 +402,23 @@ write_outputs(Comp *c, Cli *cl)
 	return ok;
 }
 
+/* The passes from a graph to its verified schedule and memory plan. */
+static int
+schedule(Comp *c, Graph *g, Sched **s, Plan **p)
+{
+	/* regions: each collective and the compute it can be fused with */
+	*s = region_sched(g);
+	/* lowering: the step programs, the stages in order */
+	if (lower_sched(*s, &c->diag))
+		return EX_INPUT;
+	/* plan: every decision about memory */
+	*p = plan_sched(*s);
+	/* verify: the schedule and its plan, else nothing is emitted */
+	if (verify_sched(*s, *p, &c->diag))
+		return EX_INTERNAL;
+	return 0;
+}
+
 /* The pipeline: every pass, in order. */
 static int
 compile(Comp *c, Cli *cl)
@@ -407,18 +439,24 @@ compile(Comp *c, Cli *cl)
 	/* graph facts: slice-locality, invariants */
 	graph_fill_locality(c->graph);
 	graph_check(c->graph);
-	/* regions: each collective and the compute it can be fused with */
-	c->sched = region_sched(c->graph);
-	/* lowering: the step programs, the stages in order */
-	if (lower_sched(c->sched, &c->diag))
-		return EX_INPUT;
-	/* plan: every decision about memory */
-	c->plan = plan_sched(c->sched);
-	/* verify: the schedule and its plan, else nothing is emitted */
-	if (verify_sched(c->sched, c->plan, &c->diag))
-		return EX_INTERNAL;
-	if (cl->explain)
+	/* backward: reverse-mode differentiation into a graph of its own */
+	if (cl->backward) {
+		Graph *b = grad_build(c->graph, &c->diag);
+		if (!b)
+			return EX_INPUT;
+		graph_fill_locality(b);
+		graph_check(b);
+	}
+	int rc = schedule(c, c->graph, &c->sched, &c->plan);
+	if (!rc && c->graph->bwd)
+		rc = schedule(c, c->graph->bwd, &c->bsched, &c->bplan);
+	if (rc)
+		return rc;
+	if (cl->explain) {
 		sched_explain(stderr, c->sched);
+		if (c->bsched)
+			sched_explain(stderr, c->bsched);
+	}
 	/* emit */
 	return write_outputs(c, cl) ? 0 : EX_INPUT;
 }

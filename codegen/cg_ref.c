@@ -25,8 +25,12 @@ version_check(Cg *c)
 }
 
 static const char *
-role_word(Role r)
+role_word(const Value *v)
 {
+	Role r = v->role;
+
+	if (v->home == HO_GRADS)
+		return r == R_IN ? "output gradient" : "gradient";
 	return r == R_IN ? "input" : r == R_WEIGHT ? "weight" : r == R_OUT ? "output" : "tensor";
 }
 
@@ -39,7 +43,7 @@ describe(Cg *c, const Value *v)
 	const char *up = c->upper, *cn = c->cname[v->id];
 
 	whole.whole = 1;
-	emit(e, "/* %s %s: %s [", role_word(v->role), v->name, dtype_name[v->dtype]);
+	emit(e, "/* %s %s: %s [", role_word(v), v->name, dtype_name[v->dtype]);
 	for (int d = 0; d < v->ndim; d++)
 		emit(e, "%s%s%s%lld", d ? ", " : "", v->label[d] ? v->label[d] : "",
 		     v->label[d] ? "=" : "", (long long)v->shape[d]);
@@ -125,10 +129,58 @@ structs(Cg *c)
 	emit_close(e, arena_printf(c->a, " %s_io;\n", c->prefix));
 }
 
+/* The gradients' struct and the backward's entry points. */
+static void
+header_backward(Cg *c, const Graph *b)
+{
+	Cg bc;
+	Emitter *e = &c->e;
+	const char *p = c->prefix, *up = c->upper;
+
+	cg_init(&bc, c->a, b, NULL, NULL, NULL, 0, 0);
+	bc.e = *e;
+	emit(&bc.e, "/* ---- training: the backward pass ----\n"
+	        " * NAME_forward saves what the backward reads of its values (local\n"
+	        " * shards only: a gathered tensor is gathered again) in a buffer of\n"
+	        " * %s_saved_bytes() bytes per rank, which the application keeps until\n"
+	        " * the backward of that forward pass has run. The backward takes the\n"
+	        " * gradients of the outputs (d_NAME, spread like NAME) and writes the\n"
+	        " * gradient of every input and weight, spread like it. The gradients\n"
+	        " * are overwritten, not accumulated: to sum over micro-batches, add\n"
+	        " * them up after each backward pass. */\n\n", p);
+	for (int i = 0; i < b->inputs.n; i++)
+		if (((Value *)b->inputs.v[i])->home == HO_GRADS)
+			describe(&bc, b->inputs.v[i]);
+	for (int i = 0; i < b->outputs.n; i++)
+		describe(&bc, b->outputs.v[i]);
+	emit(&bc.e, "/* The gradients of one backward pass on this rank: those of the\n"
+	        " * outputs (read) and those of the inputs and weights (written). */\n");
+	emit_open(&bc.e, "typedef struct %s_grads", p);
+	for (int i = 0; i < b->inputs.n; i++)
+		if (((Value *)b->inputs.v[i])->home == HO_GRADS)
+			emit(&bc.e, "const void *%s;\n", bc.cname[((Value *)b->inputs.v[i])->id]);
+	for (int i = 0; i < b->outputs.n; i++)
+		emit(&bc.e, "void *%s;\n", bc.cname[((Value *)b->outputs.v[i])->id]);
+	emit_close(&bc.e, arena_printf(c->a, " %s_grads;\n", p));
+	*e = bc.e;
+	emit(e, "\n/* Bytes of the saved activations, per rank. */\n"
+	        "size_t %s_saved_bytes(void);\n"
+	        "/* Bytes of workspace one backward pass needs on each rank. */\n"
+	        "size_t %s_backward_workspace_bytes(void);\n\n", p, p);
+	emit(e, "/* One backward pass on this rank, after %s_forward saved into saved:\n"
+	        " * the same context, weights and io (it reads the inputs%s). Collective\n"
+	        " * over the group%s, like the forward. */\n"
+	        "int %s_backward(cfrt_ctx *ctx, const %s_weights *w, const %s_io *io,\n"
+	        "                const void *saved, const %s_grads *g, void *workspace);\n\n",
+	     p, b->fwd->outputs.n ? " and outputs" : "", b->groups.n > 1 ? "s" : "", p, p, p, p);
+	(void)up;
+}
+
 void
 cg_header(FILE *f, Arena *a, const Graph *g)
 {
 	Cg c;
+	const char *sv = g->bwd ? "void *saved, " : "", *svr = g->bwd ? "\n                   " : "";
 
 	cg_init(&c, a, g, NULL, f, NULL, 0, 0);
 	Emitter *e = &c.e;
@@ -143,7 +195,7 @@ cg_header(FILE *f, Arena *a, const Graph *g)
 	emit(e, "#define %s_DTYPE %s\n\n", c.upper, cg_dtype(g->dtype));
 	for (int i = 0; i < g->values.n; i++) {
 		const Value *v = g->values.v[i];
-		if (v->role == R_IN || v->role == R_WEIGHT || v->role == R_OUT)
+		if ((v->role == R_IN || v->role == R_WEIGHT || v->role == R_OUT) && v->home != HO_SAVED)
 			describe(&c, v);
 	}
 	structs(&c);
@@ -158,14 +210,28 @@ cg_header(FILE *f, Arena *a, const Graph *g)
 		emit(e, "/* One forward pass on this rank; ctx from cfrt_init over the group's\n"
 		        " * communicator with %s_GROUP_SIZE ranks. Collective over the group.\n"
 		        " * A runtime failure ends the job naming rank, op and step. */\n", c.upper);
-	emit(e, "int %s_forward(cfrt_ctx *ctx, const %s_weights *w, const %s_io *io,\n"
-	        "               void *workspace);\n\n", c.prefix, c.prefix, c.prefix);
+	if (g->bwd)
+		emit(e, "int %s_forward(cfrt_ctx *ctx, const %s_weights *w, const %s_io *io,\n"
+		        "               void *saved, void *workspace);\n\n", c.prefix, c.prefix, c.prefix);
+	else
+		emit(e, "int %s_forward(cfrt_ctx *ctx, const %s_weights *w, const %s_io *io,\n"
+		        "               void *workspace);\n\n", c.prefix, c.prefix, c.prefix);
+	if (g->bwd)
+		header_backward(&c, g->bwd);
 	emit(e, "/* The serial reference: one process (a context of one rank), every\n"
 	        " * tensor whole, every collective the identity. */\n"
 	        "size_t %s_ref_workspace_bytes(void);\n"
 	        "int %s_ref_forward(cfrt_ctx *ctx, const %s_weights *w, const %s_io *io,\n"
-	        "                   void *workspace);\n\n#endif\n",
-	     c.prefix, c.prefix, c.prefix, c.prefix);
+	        "                   %s%svoid *workspace);\n", c.prefix, c.prefix, c.prefix, c.prefix,
+	     sv, svr);
+	if (g->bwd)
+		emit(e, "/* Its backward, on whole tensors, its saved buffer whole too. */\n"
+		        "size_t %s_ref_saved_bytes(void);\n"
+		        "size_t %s_ref_backward_workspace_bytes(void);\n"
+		        "int %s_ref_backward(cfrt_ctx *ctx, const %s_weights *w, const %s_io *io,\n"
+		        "                    const void *saved, const %s_grads *g, void *workspace);\n",
+		     c.prefix, c.prefix, c.prefix, c.prefix, c.prefix, c.prefix);
+	emit(e, "\n#endif\n");
 }
 
 static void
@@ -223,6 +289,18 @@ ref_reads_weights(const Graph *g, const char *need)
 	return 0;
 }
 
+/* Does the backward read an input or output of the forward (io)? */
+static int
+ref_reads_io(const Graph *g, const char *need)
+{
+	for (int i = 0; i < g->values.n; i++) {
+		const Value *v = g->values.v[i];
+		if (need[i] && v->role == R_IN && v->home == HO_ROLE)
+			return 1;
+	}
+	return 0;
+}
+
 /* Every value the program touches: an alias of the value whose storage
  * it shares, or its own view. */
 static void
@@ -239,39 +317,74 @@ ref_views(Cg *c, const Plan *p, const char *need)
 	}
 }
 
+/* The workspace macros and the body of one reference program. */
+static void
+ref_program(Cg *c, const Plan *p, const char *wsfn, const char *fn, const char *sig)
+{
+	Emitter *e = &c->e;
+	const Graph *g = c->g;
+
+	if (p->ref_wsbytes)
+		emit(e, "/* The workspace (%lld bytes): where each tensor lives, bytes from\n"
+		        " * its start. */\n", (long long)p->ref_wsbytes);
+	for (int i = 0; i < g->values.n; i++)
+		if (p->ref_off[i] >= 0)
+			emit(e, "#define %s %lld\n", cg_ws_name(c, g->values.v[i]), (long long)p->ref_off[i]);
+	emit(e, "%s", p->ref_wsbytes ? "\n" : "");
+	emit_func(e, "size_t\n%s(void)", wsfn);
+	emit(e, "return %lld;\n", (long long)p->ref_wsbytes);
+	emit_close(e, "\n");
+	if (!g->fwd)
+		cg_helpers(c);
+	emit_func(e, "int\n%s(%s)", fn, sig);
+	char *need = ref_needed(c);
+	if (!ref_reads_weights(g, need))
+		emit(e, "(void)%s;\n", c->loc[LC_W]);
+	if (g->fwd && !ref_reads_io(g, need))
+		emit(e, "(void)%s;\n", c->loc[LC_IO]);
+	cg_check_args(c, fn, need, p->ref_wsbytes);
+	ref_views(c, p, need);
+	for (int i = 0; i < g->nodes.n; i++)
+		ref_node(c, g->nodes.v[i]);
+	emit_line_out(e);
+	emit(e, "return CFRT_OK;\n");
+	emit_close(e, "");
+}
+
 void
-cg_reference(FILE *f, Arena *a, const Plan *p, const CgFiles *files)
+cg_reference(FILE *f, Arena *a, const Plan *p, const Plan *bp, const CgFiles *files)
 {
 	Cg c;
 	const Graph *g = p->s->g;
 
 	cg_init(&c, a, g, p, f, files->src, files->src != NULL, 1);
 	Emitter *e = &c.e;
+	const char **l = c.loc;
 	e->out = files->self;
 	banner(&c, "Serial reference");
 	emit(e, "#include \"%s\"\n\n", files->header);
-	if (p->ref_wsbytes)
-		emit(e, "/* The workspace (%lld bytes): where each tensor lives, bytes from\n"
-		        " * its start. */\n", (long long)p->ref_wsbytes);
-	for (int i = 0; i < g->values.n; i++)
-		if (p->ref_off[i] >= 0)
-			emit(e, "#define %s %lld\n", cg_ws_name(&c, g->values.v[i]), (long long)p->ref_off[i]);
-	emit(e, "%s", p->ref_wsbytes ? "\n" : "");
-	emit_func(e, "size_t\n%s_ref_workspace_bytes(void)", c.prefix);
-	emit(e, "return %lld;\n", (long long)p->ref_wsbytes);
-	emit_close(e, "\n");
-	cg_helpers(&c);
-	emit_func(e, "int\n%s_ref_forward(cfrt_ctx *%s, const %s_weights *%s, "
-	          "const %s_io *%s,\n    void *%s)", c.prefix, c.loc[LC_CTX], c.prefix, c.loc[LC_W],
-	          c.prefix, c.loc[LC_IO], c.loc[LC_WS]);
-	char *need = ref_needed(&c);
-	if (!ref_reads_weights(g, need))
-		emit(e, "(void)%s;\n", c.loc[LC_W]);
-	cg_check_args(&c, arena_printf(a, "%s_ref_forward", c.prefix), need, p->ref_wsbytes);
-	ref_views(&c, p, need);
-	for (int i = 0; i < g->nodes.n; i++)
-		ref_node(&c, g->nodes.v[i]);
-	emit_line_out(e);
-	emit(e, "return CFRT_OK;\n");
-	emit_close(e, "");
+	cg_saved_defines(&c);
+	if (bp) {
+		emit_func(e, "size_t\n%s_ref_saved_bytes(void)", c.prefix);
+		emit(e, "return %lld;\n", (long long)g->ref_savedbytes);
+		emit_close(e, "\n");
+	}
+	ref_program(&c, p, arena_printf(a, "%s_ref_workspace_bytes", c.prefix),
+	            arena_printf(a, "%s_ref_forward", c.prefix),
+	            arena_printf(a, "cfrt_ctx *%s, const %s_weights *%s, const %s_io *%s,\n    %s%s%svoid *%s",
+	                         l[LC_CTX], c.prefix, l[LC_W], c.prefix, l[LC_IO],
+	                         bp ? "void *" : "", bp ? l[LC_SAVED] : "", bp ? ", " : "", l[LC_WS]));
+	if (!bp)
+		return;
+	Cg bc;
+	cg_init(&bc, a, bp->s->g, bp, NULL, NULL, 0, 1);
+	bc.e = c.e;
+	l = bc.loc;
+	emit(&bc.e, "\n");
+	ref_program(&bc, bp, arena_printf(a, "%s_ref_backward_workspace_bytes", c.prefix),
+	            arena_printf(a, "%s_ref_backward", c.prefix),
+	            arena_printf(a, "cfrt_ctx *%s, const %s_weights *%s, const %s_io *%s,\n"
+	                         "    const void *%s, const %s_grads *%s, void *%s", l[LC_CTX],
+	                         c.prefix, l[LC_W], c.prefix, l[LC_IO], l[LC_SAVED], c.prefix,
+	                         l[LC_GR], l[LC_WS]));
 }

@@ -89,6 +89,7 @@ cg_init(Cg *c, Arena *a, const Graph *g, const struct Plan *plan, FILE *f,
 	c->plan = plan;
 	c->whole = whole;
 	c->prefix = g->name;
+	c->ws = g->fwd ? "CF_BW" : "CF_WS";
 	char *up = arena_strdup(a, g->name);
 	for (char *p = up; *p; p++)
 		*p = (char)toupper((unsigned char)*p);
@@ -130,18 +131,20 @@ cg_dtype(DType t)
 	}
 }
 
+/* Does some node of g, or of its backward graph, satisfy pred? */
 static int
 uses_op(const Graph *g, int (*pred)(const Node *))
 {
 	for (int i = 0; i < g->nodes.n; i++)
 		if (pred(g->nodes.v[i]))
 			return 1;
-	return 0;
+	return g->bwd && uses_op(g->bwd, pred);
 }
 
 static int is_trans(const Node *n) { return n->op == OP_MATMUL && (n->a.mm.ta || n->a.mm.tb); }
 static int is_heads(const Node *n) { return op_info[n->op].cls == CL_HEADS; }
 static int is_attn(const Node *n) { return n->op == OP_ATTENTION; }
+static int is_sum(const Node *n) { return n->op == OP_MATMUL && n->a.mm.sum; }
 
 /* Emits only the helpers this model needs: no unused static functions. */
 void
@@ -157,6 +160,20 @@ cg_helpers(Cg *c)
 		emit(e, "v.stride[v.nd - 1] = v.stride[v.nd - 2];\n");
 		emit(e, "v.dim[v.nd - 2] = d;\n");
 		emit(e, "v.stride[v.nd - 2] = s;\n");
+		emit(e, "return v;\n");
+		emit_close(e, "\n");
+	}
+	if (uses_op(c->g, is_sum)) {
+		emit(e, "/* v with its leading dims merged into its rows: [..., M, K] seen as\n"
+		        " * [L * M, K] (its dims continue each other: a whole tensor). */\n");
+		emit_func(e, "static cfrt_view\ncf_rows(cfrt_view v)");
+		emit_open(e, "while (v.nd > 2 && v.stride[0] == v.dim[1] * v.stride[1])");
+		emit(e, "v.dim[1] *= v.dim[0];\n");
+		emit_open(e, "for (int d = 0; d < v.nd - 1; d++)");
+		emit(e, "v.dim[d] = v.dim[d + 1];\nv.stride[d] = v.stride[d + 1];\n");
+		emit_close(e, "");
+		emit(e, "v.nd--;\n");
+		emit_close(e, "");
 		emit(e, "return v;\n");
 		emit_close(e, "\n");
 	}
@@ -241,11 +258,28 @@ typedef struct Operands {
 	int beta;
 } Operands;
 
+/* a.T @ b summed over the leading dims: one GEMM of the operands with
+ * their leading dims merged into the rows, the sum over them. */
+static void
+op_matmul_sum(Cg *c, const Operands *x)
+{
+	emit_begin(&c->e);
+	emit(&c->e, "cfrt_view %s = cf_transpose(cf_rows(%s)), %s = cf_rows(%s);\n", c->loc[LC_AT],
+	     x->in[0], c->loc[LC_BT], x->in[1]);
+	call(c, "cfrt_matmul", "&%s, &%s, &%s, 1.0, %s", x->out, c->loc[LC_AT], c->loc[LC_BT],
+	     x->beta ? "1.0" : "0.0");
+	emit_close(&c->e, "");
+}
+
 static void
 op_matmul(Cg *c, const Node *n, const Operands *x)
 {
 	const char *a = x->in[0], *b = x->in[1];
 
+	if (n->a.mm.sum) {
+		op_matmul_sum(c, x);
+		return;
+	}
 	if (n->a.mm.ta || n->a.mm.tb) {
 		emit_begin(&c->e);
 		if (n->a.mm.ta)
@@ -260,7 +294,8 @@ op_matmul(Cg *c, const Node *n, const Operands *x)
 		emit_close(&c->e, "");
 }
 
-/* add, mul: cfrt_NAME(ctx, out, a, b) */
+/* add, mul, and the backward's gelu_grad, silu_grad, relu_grad:
+ * cfrt_NAME(ctx, out, a, b) */
 static void
 op_binary(Cg *c, const Node *n, const Operands *x)
 {
@@ -334,7 +369,7 @@ typedef void (*OpEmit)(Cg *, const Node *, const Operands *);
 
 /* The emit column of ops.def: NULL for leaves and collectives. */
 static const OpEmit op_emit[NOP] = {
-#define OP(id, name, lo, hi, cls, tensors, infer, emit) [OP_##id] = emit,
+#define OP(id, name, lo, hi, cls, tensors, infer, emit, vjp) [OP_##id] = emit,
 #include "ops.def"
 #undef OP
 };
@@ -350,22 +385,59 @@ cg_op(Cg *c, const Node *n, const char *out, const char *const *in,
 	op_emit[n->op](c, n, &x);
 }
 
+/* How an argument check names tensor v: "input x", "gradient d_w1". */
+static const char *
+arg_what(Cg *c, const Value *v)
+{
+	const char *name = v->outname ? v->outname : v->name, *what;
+
+	if (v->home == HO_GRADS)
+		what = v->role == R_IN ? "output gradient" : "gradient";
+	else
+		what = v->role == R_IN ? "input" : v->role == R_OUT ? "output" : "weight";
+	return arena_printf(c->a, "%s %s", what, name);
+}
+
+static const char *
+arg_ptr(Cg *c, const Value *v)
+{
+	int k = v->role == R_WEIGHT ? LC_W : v->home == HO_GRADS ? LC_GR : LC_IO;
+
+	return arena_printf(c->a, "%s->%s", c->loc[k], c->cname[v->id]);
+}
+
+int64_t
+cg_saved_bytes(const Cg *c)
+{
+	const Graph *f = c->g->fwd ? c->g->fwd : c->g;
+
+	return c->whole ? f->ref_savedbytes : f->savedbytes;
+}
+
 void
 cg_check_args(Cg *c, const char *fn, const char *used, int64_t wsbytes)
 {
 	const char *ctx = c->loc[LC_CTX];
+	int saved = 0;
 
 	emit(&c->e, "cfrt_where(%s, \"%s\", 0);\n", ctx, fn);
 	for (int i = 0; i < c->g->values.n; i++) {
 		const Value *v = c->g->values.v[i];
 		if (!used[i] || v->role == R_ACT)
 			continue;
+		if (v->home == HO_SAVED) {
+			saved = 1;
+			continue;
+		}
 		int64_t n = dtype_size[v->dtype] * (c->whole ? value_elems(v) : value_rank_elems(v));
-		emit(&c->e, "CFRT_TRY(%s, cfrt_check_arg(%s, %s->%s, %lld, \"%s %s\"));\n", ctx, ctx,
-		     c->loc[v->role == R_WEIGHT ? LC_W : LC_IO], c->cname[i], (long long)n,
-		     v->role == R_IN ? "input" : v->role == R_OUT ? "output" : "weight",
-		     v->outname ? v->outname : v->name);
+		emit(&c->e, "CFRT_TRY(%s, cfrt_check_arg(%s, %s, %lld, \"%s\"));\n", ctx, ctx,
+		     arg_ptr(c, v), (long long)n, arg_what(c, v));
 	}
+	if (saved)
+		emit(&c->e, "CFRT_TRY(%s, cfrt_check_arg(%s, %s, %lld, \"the saved activations\"));\n",
+		     ctx, ctx, c->loc[LC_SAVED], (long long)cg_saved_bytes(c));
+	else if (c->g->fwd || c->g->bwd)
+		emit(&c->e, "(void)%s;\n", c->loc[LC_SAVED]);
 	if (wsbytes)
 		emit(&c->e, "CFRT_TRY(%s, cfrt_check_arg(%s, %s, %lld, \"the workspace\"));\n", ctx,
 		     ctx, c->loc[LC_WS], (long long)wsbytes);
@@ -377,16 +449,36 @@ cg_check_args(Cg *c, const char *fn, const char *used, int64_t wsbytes)
 const char *
 cg_ws_name(Cg *c, const Value *v)
 {
-	return arena_printf(c->a, "CF_WS_%s", c->cname[v->id]);
+	return arena_printf(c->a, "%s_%s", c->ws, c->cname[v->id]);
+}
+
+void
+cg_saved_defines(Cg *c)
+{
+	const Graph *g = c->g;
+
+	if (!g->bwd)
+		return;
+	emit(&c->e, "/* The saved activations (%lld bytes%s): what the backward pass\n"
+	        " * reads of the forward's values, bytes from the start of the buffer. */\n",
+	     (long long)cg_saved_bytes(c), c->whole ? ", whole tensors" : " per rank");
+	for (int i = 0; i < g->saved.n; i++) {
+		const Value *v = g->saved.v[i];
+		emit(&c->e, "#define CF_SAVED_%s %lld /* %s */\n", c->cname[v->id],
+		     (long long)(c->whole ? v->ref_soff : v->soff), v->name);
+	}
+	emit(&c->e, "\n");
 }
 
 static const char *
 storage(Cg *c, const Value *v)
 {
+	if (v->home == HO_SAVED)
+		return arena_printf(c->a, "(void *)((const char *)%s + CF_SAVED_%s)", c->loc[LC_SAVED],
+		                    c->cname[v->id]);
 	switch (v->role) {
-	case R_IN: return arena_printf(c->a, "(void *)%s->%s", c->loc[LC_IO], c->cname[v->id]);
-	case R_OUT: return arena_printf(c->a, "%s->%s", c->loc[LC_IO], c->cname[v->id]);
-	case R_WEIGHT: return arena_printf(c->a, "%s->%s", c->loc[LC_W], c->cname[v->id]);
+	case R_IN: return arena_printf(c->a, "(void *)%s", arg_ptr(c, v));
+	case R_OUT: case R_WEIGHT: return arg_ptr(c, v);
 	default: return arena_printf(c->a, "(char *)%s + %s", c->loc[LC_WS], cg_ws_name(c, v));
 	}
 }

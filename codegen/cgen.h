@@ -14,7 +14,8 @@
 	X(S, "s") X(U, "u") X(K, "k") X(RD, "rd") X(PEER, "peer") X(PART, "part") \
 	X(BASE, "base") X(DST, "dst") X(SRC, "src") X(OUT, "o") X(IN, "in") \
 	X(DATA, "b") X(STAGE, "st") X(BLK, "blk") X(SEND, "sst") X(RECV, "rst") \
-	X(AT, "at") X(BT, "bt") X(HV, "hv") X(O4, "o4") X(Q4, "q4") X(K4, "k4") X(V4, "v4")
+	X(AT, "at") X(BT, "bt") X(HV, "hv") X(O4, "o4") X(Q4, "q4") X(K4, "k4") X(V4, "v4") \
+	X(SAVED, "saved") X(GR, "gr")
 typedef enum CgLocal {
 #define X(id, s) LC_##id,
 	CG_LOCALS(X)
@@ -33,6 +34,8 @@ typedef struct Cg {
 	const char **sorted; /* the C names, sorted: which names are taken */
 	const char *loc[NLOCAL]; /* the spelling of each local */
 	int whole;           /* serial reference: every tensor whole */
+	const char *ws;      /* prefix of the workspace offset macros: CF_WS,
+	                      * CF_BW in a backward pass (one file holds both) */
 } Cg;
 
 void cg_init(Cg *c, Arena *a, const Graph *g, const struct Plan *plan, FILE *f,
@@ -53,8 +56,14 @@ void cg_op(Cg *c, const Node *n, const char *out, const char *const *in,
            const char *q_offset, int beta);
 /* The comment naming node n and where it comes from. */
 void cg_comment(Cg *c, const Node *n);
-/* The static helpers every generated file starts with. */
+/* The static helpers every generated file starts with, for the ops of
+ * the graph and of its backward graph, if any. */
 void cg_helpers(Cg *c);
+/* The macros of the saved activations' offsets (CF_SAVED_x), when g has
+ * a backward graph: per rank, or whole tensors in the reference. */
+void cg_saved_defines(Cg *c);
+/* Bytes of the saved buffer this program (whole: the reference) uses. */
+int64_t cg_saved_bytes(const Cg *c);
 /* Declares the view local of every value used[id] marks, at its place:
  * its io or weight pointer, or the workspace at the named offset
  * (cg_ws_name). */

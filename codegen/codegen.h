@@ -38,8 +38,10 @@ typedef struct CgFiles {
  * the parallel program (--emit=c) printed from the plan, the serial
  * reference (--emit=ref), a driver with main (--emit=driver). */
 void cg_header(FILE *f, Arena *a, const Graph *g);
-void cg_parallel(FILE *f, Arena *a, const Plan *p, const CgFiles *files);
-void cg_reference(FILE *f, Arena *a, const Plan *p, const CgFiles *files);
+/* bp: the backward's plan (--backward), else NULL: NAME_backward follows
+ * the forward in the same file (NAME_ref_backward in the reference). */
+void cg_parallel(FILE *f, Arena *a, const Plan *p, const Plan *bp, const CgFiles *files);
+void cg_reference(FILE *f, Arena *a, const Plan *p, const Plan *bp, const CgFiles *files);
 void cg_driver(FILE *f, Arena *a, const Graph *g, const CgFiles *files);
 
 #endif

@@ -396,20 +396,27 @@ tx_ranks(FILE *f, Arena *a, const Coll *c)
 		fprintf(f, "      (ranks %d..%d not shown)\n", ORDERRANKS, c->N - 1);
 }
 
+/* "backward " for a stage of a backward pass (grad.c), else "". */
+static const char *
+bwd_mark(const Sched *s)
+{
+	return s->g->fwd ? "backward " : "";
+}
+
 static void
-tx_summary(FILE *f, Arena *a, const Coll *c)
+tx_summary(FILE *f, Arena *a, const Sched *s, const Coll *c)
 {
 	VerifyStats st = c->stats;
 	char err[1024];
 
 	if (!c->verified && verify_coll(c, NULL, &st, err, sizeof err)) {
-		fprintf(f, "verify: FAILED collective=%s schedule=%s: %s\n", c->node->out->name,
-		        sched_kind_str(a, &c->how), err);
+		fprintf(f, "verify: FAILED %scollective=%s schedule=%s: %s\n", bwd_mark(s),
+		        c->node->out->name, sched_kind_str(a, &c->how), err);
 		return;
 	}
-	fprintf(f, "verify: ok collective=%s schedule=%s ranks=%d steps=%d exposed=%d tail-free=%s\n",
-	        c->node->out->name, sched_kind_str(a, &c->how), c->N, c->nsteps, st.exposed,
-	        st.tailfree ? "yes" : "no");
+	fprintf(f, "verify: ok %scollective=%s schedule=%s ranks=%d steps=%d exposed=%d tail-free=%s\n",
+	        bwd_mark(s), c->node->out->name, sched_kind_str(a, &c->how), c->N, c->nsteps,
+	        st.exposed, st.tailfree ? "yes" : "no");
 }
 
 static void
@@ -417,7 +424,8 @@ tx_coll(FILE *f, Arena *a, const Sched *s, const Coll *c)
 {
 	const Node *n = c->node;
 
-	fprintf(f, "collective %s = %s  %s\n", n->out->name, graph_node_str(a, n), tx_where(a, s, n));
+	fprintf(f, "%scollective %s = %s  %s\n", bwd_mark(s), n->out->name, graph_node_str(a, n),
+	        tx_where(a, s, n));
 	fprintf(f, "    schedule %s%s: %d ranks, %d slices along %s, %d step%s\n",
 	        sched_kind_str(a, &c->how), c->note ? arena_printf(a, " (%s)", c->note) : "", c->N,
 	        c->nslices, c->dim >= 0 ? value_dim_name(a, n->in[0], c->dim) : "-", c->nsteps,
@@ -427,7 +435,7 @@ tx_coll(FILE *f, Arena *a, const Sched *s, const Coll *c)
 	for (int p = 0; p < c->phases.n; p++)
 		tx_phase(f, a, c, p);
 	tx_ranks(f, a, c);
-	tx_summary(f, a, c);
+	tx_summary(f, a, s, c);
 }
 
 void
@@ -435,8 +443,8 @@ sched_print(FILE *f, const Sched *s)
 {
 	Arena *a = s->arena;
 
-	fprintf(f, "schedule %s (%s): %d stages, %d collectives\n", s->g->name, s->g->file,
-	        s->stages.n, s->colls.n);
+	fprintf(f, "%sschedule %s (%s): %d stages, %d collectives\n", bwd_mark(s), s->g->name,
+	        s->g->file, s->stages.n, s->colls.n);
 	for (int k = 0; k < s->stages.n; k++) {
 		const Stage *st = s->stages.v[k];
 		fprintf(f, "[%d] ", k + 1);
@@ -444,8 +452,8 @@ sched_print(FILE *f, const Sched *s)
 			tx_coll(f, a, s, st->u.coll);
 			continue;
 		}
-		fprintf(f, "compute %s = %s  %s\n", st->u.node->out->name, graph_node_str(a, st->u.node),
-		        tx_where(a, s, st->u.node));
+		fprintf(f, "%scompute %s = %s  %s\n", bwd_mark(s), st->u.node->out->name,
+		        graph_node_str(a, st->u.node), tx_where(a, s, st->u.node));
 	}
 }
 
@@ -486,7 +494,8 @@ sched_explain(FILE *f, const Sched *s)
 		const Coll *c = s->colls.v[k];
 		const Node *n = c->node;
 		const char *asked = sched_kind_str(a, &c->want), *how = sched_kind_str(a, &c->how);
-		fprintf(f, "%s: %s %s: %s%s", tx_where(a, s, n), op_info[n->op].name, n->out->name, how,
+		fprintf(f, "%s: %s%s %s: %s%s", tx_where(a, s, n), bwd_mark(s), op_info[n->op].name,
+		        n->out->name, how,
 		        strcmp(asked, how) ? arena_printf(a, " (asked %s)", asked) : "");
 		if (c->region.n)
 			fprintf(f, " region [%s]", tx_region_list(a, s, c));

@@ -231,7 +231,7 @@ Expr *parse_choice(Arena *a, Diag *d, const Src *src);
 /* ---- ops ---- */
 typedef enum OpClass { CL_LEAF, CL_EW, CL_ROW, CL_MM, CL_ATTN, CL_HEADS, CL_SCAN, CL_COLL } OpClass;
 typedef enum OpKind {
-#define OP(id, name, lo, hi, cls, tensors, infer, emit) OP_##id,
+#define OP(id, name, lo, hi, cls, tensors, infer, emit, vjp) OP_##id,
 #include "ops.def"
 #undef OP
 	NOP
@@ -241,6 +241,8 @@ typedef struct OpInfo {
 	int minarg, maxarg;
 	OpClass cls;
 	int tensors; /* leading arguments that are tensors; -1: all */
+	int spec;    /* a spec may call it (leaves and the backward's own
+	              * *_GRAD ops may not) */
 } OpInfo;
 extern const OpInfo op_info[NOP];
 int op_lookup(const char *name); /* OpKind, or -1 */
@@ -275,6 +277,18 @@ typedef struct Dist {
 
 typedef struct Node Node;
 
+/* Where a tensor lives beyond what its role says: grad.c sets it when a
+ * backward pass is asked for; otherwise every value is HO_ROLE. */
+typedef enum Home {
+	HO_ROLE,  /* by its role: the io struct (in, out), the weights
+	           * struct, or the workspace (act) */
+	HO_SAVED, /* the saved-activation buffer, Value.soff bytes in
+	           * (Value.ref_soff in the serial reference): a forward
+	           * activation the backward reads */
+	HO_GRADS  /* the grads struct: a gradient of an output (an input
+	           * of the backward) or of an in or weight (its result) */
+} Home;
+
 /* A graph edge: one tensor value. */
 typedef struct Value {
 	int id;             /* index in Graph.values */
@@ -293,6 +307,8 @@ typedef struct Value {
 	Loc nloc;           /* where its name is written (or loc) */
 	const char *outname; /* an output: the name `out` gives it, which the
 	                      * generated C uses (else NULL) */
+	Home home;
+	int64_t soff, ref_soff; /* HO_SAVED: offsets in the saved buffer */
 } Value;
 
 /* Attributes, by op kind. */
@@ -306,7 +322,9 @@ typedef struct Node {
 	const char *layer;  /* instance name ("block2") or NULL in the model */
 	const char *lname;  /* layer definition name, NULL in the model */
 	union {
-		struct { int ta, tb; } mm;         /* OP_MATMUL: transposes */
+		struct { int ta, tb, sum; } mm;    /* OP_MATMUL: transposes; sum
+			(backward only): a weight gradient a.T @ b of two
+			batched operands, summed over the leading dims */
 		double scale;                      /* OP_SCALE */
 		int heads;                         /* OP_SPLIT_HEADS */
 		int causal;                        /* OP_ATTENTION */
@@ -390,6 +408,13 @@ typedef struct Graph {
 	Vec weights;        /* of Value* */
 	Vec outputs;        /* of Value* */
 	SchedChoice defsched;
+	/* training (grad.c): on a forward graph, the backward graph (or
+	 * NULL) and the values saved for it; on a backward graph, its
+	 * forward */
+	struct Graph *bwd, *fwd;
+	Vec saved;          /* of Value*: HO_SAVED values, in buffer order */
+	int64_t savedbytes, ref_savedbytes; /* the saved buffer per rank,
+	                                     * and whole (reference) */
 } Graph;
 
 /* Command-line size overrides. */
@@ -417,10 +442,26 @@ const char *cname_model_refused(Arena *a, const char *name);
  * NULL after errors (all reported). */
 Graph *sema_build(Arena *a, Diag *d, const Program *p, Options *o);
 
+/* grad.c: the backward graph of g, set as g->bwd: inputs the gradients
+ * of g's outputs, the weights, the inputs and saved activations it reads
+ * (marked HO_SAVED in g); results the gradients of every in and weight,
+ * each spread like its tensor. NULL after errors (an op with no backward
+ * rule, a gradient name taken), all reported. requires: graph facts
+ * (graph_fill_locality) of g. */
+Graph *grad_build(Graph *g, Diag *d);
+
 /* graph.c */
 void graph_fill_locality(Graph *g);
 void graph_check(const Graph *g); /* internal invariants; dies on failure */
 void graph_dump(FILE *f, const Graph *g);
+/* The distribution rules of LANGUAGE.md that sema (with messages) and
+ * grad.c share: 0 when they refuse. graph_dist_mm takes the operands'
+ * dists with their transposes applied (dims counted in the transposed
+ * shapes, an of a's dims, bn of b's); graph_dist_ew the larger operand
+ * first, b's split dim already moved into a's dims. */
+int graph_dist_mm(Dist a, int an, Dist b, int bn, Dist *r);
+int graph_dist_ew(OpKind op, Dist a, Dist b, Dist *r);
+int graph_dist_eq(Dist a, Dist b);
 int64_t value_rank_extent(const Value *v, int d); /* per-rank extent of dim d */
 int64_t value_elems(const Value *v);              /* global element count */
 int64_t value_rank_elems(const Value *v);         /* per-rank element count */

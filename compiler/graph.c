@@ -160,6 +160,15 @@ local_mm(Node *n, int nd)
 {
 	int nb = n->in[1]->ndim;
 
+	if (n->a.mm.sum) {
+		/* a.T @ b summed over the leading dims: no slice of the
+		 * result depends on one slice of a leading dim, so no region
+		 * takes it; the rows and columns come from the operands' last
+		 * dims (a plain stage's window) */
+		n->inmap[0][0] = n->in[0]->ndim - 1;
+		n->inmap[1][1] = nb - 1;
+		return;
+	}
 	n->local = (1u << nd) - 1;
 	for (int d = 0; d < nd - 2; d++) {
 		n->inmap[0][d] = d;
@@ -227,6 +236,78 @@ graph_fill_locality(Graph *g)
 		case CL_LEAF: case CL_COLL: break;
 		}
 	}
+}
+
+/* ---- distribution rules (LANGUAGE.md, "How values are spread") ---- */
+
+int
+graph_dist_eq(Dist a, Dist b)
+{
+	if (a.kind != b.kind)
+		return 0;
+	if (a.kind == DI_REPL)
+		return 1;
+	return a.group == b.group && (a.kind == DI_PARTIAL || a.dim == b.dim);
+}
+
+int
+graph_dist_mm(Dist da, int an, Dist db, int bn, Dist *r)
+{
+	int ak = an - 1, bk = bn - 2, bnn = bn - 1, batched = bn > 2;
+
+	*r = (Dist){DI_REPL, 0, NULL};
+	if (da.kind == DI_REPL && db.kind == DI_REPL)
+		return 1;
+	if (da.kind == DI_PARTIAL && db.kind == DI_REPL) {
+		*r = da;
+		return 1;
+	}
+	if (da.kind == DI_REPL && db.kind == DI_PARTIAL) {
+		*r = db;
+		return 1;
+	}
+	if (da.kind == DI_SPLIT && db.kind == DI_REPL && da.dim != ak) {
+		*r = da;
+		return 1;
+	}
+	if (da.kind == DI_REPL && db.kind == DI_SPLIT &&
+	    (db.dim == bnn || (batched && db.dim < bk))) {
+		*r = (Dist){DI_SPLIT, db.dim == bnn ? an - 1 : db.dim, db.group};
+		return 1;
+	}
+	if (da.kind == DI_SPLIT && db.kind == DI_SPLIT && da.group == db.group) {
+		if (da.dim == ak && db.dim == bk) {
+			*r = (Dist){DI_PARTIAL, 0, da.group};
+			return 1;
+		}
+		if (batched && da.dim == db.dim && da.dim < bk) {
+			*r = da;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+int
+graph_dist_ew(OpKind op, Dist a, Dist b, Dist *r)
+{
+	int mul = op != OP_ADD; /* mul and the *_GRAD ops: linear in a */
+
+	if (graph_dist_eq(a, b) && !(a.kind == DI_PARTIAL && mul)) {
+		*r = a;
+		return 1;
+	}
+	if ((a.kind == DI_REPL && b.kind == DI_SPLIT) ||
+	    (a.kind == DI_SPLIT && b.kind == DI_REPL)) {
+		*r = a.kind == DI_SPLIT ? a : b;
+		return 1;
+	}
+	if (mul && ((a.kind == DI_PARTIAL && b.kind == DI_REPL) ||
+	            (a.kind == DI_REPL && b.kind == DI_PARTIAL))) {
+		*r = a.kind == DI_PARTIAL ? a : b;
+		return 1;
+	}
+	return 0;
 }
 
 /* ---- invariants ---- */

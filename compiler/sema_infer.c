@@ -14,16 +14,6 @@
  * not yet committed. */
 
 static int
-dist_eq(Dist a, Dist b)
-{
-	if (a.kind != b.kind)
-		return 0;
-	if (a.kind == DI_REPL)
-		return 1;
-	return a.group == b.group && (a.kind == DI_PARTIAL || a.dim == b.dim);
-}
-
-static int
 whole_sum(Sema *S, const Call *c, int i)
 {
 	if (c->v[i]->dist.kind != DI_PARTIAL)
@@ -91,39 +81,8 @@ mm_shapes(Sema *S, const Call *c, const Node *n, const View *a, const View *b)
 static int
 mm_dist(Sema *S, const Call *c, const View *a, const View *b, Dist *r)
 {
-	Dist da = a->dist, db = b->dist;
-	int ak = a->n - 1, bk = b->n - 2, bn = b->n - 1, batched = b->n > 2;
-
-	*r = (Dist){DI_REPL, 0, NULL};
-	if (da.kind == DI_REPL && db.kind == DI_REPL)
+	if (graph_dist_mm(a->dist, a->n, b->dist, b->n, r))
 		return 1;
-	if (da.kind == DI_PARTIAL && db.kind == DI_REPL) {
-		*r = da;
-		return 1;
-	}
-	if (da.kind == DI_REPL && db.kind == DI_PARTIAL) {
-		*r = db;
-		return 1;
-	}
-	if (da.kind == DI_SPLIT && db.kind == DI_REPL && da.dim != ak) {
-		*r = da;
-		return 1;
-	}
-	if (da.kind == DI_REPL && db.kind == DI_SPLIT &&
-	    (db.dim == bn || (batched && db.dim < bk))) {
-		*r = (Dist){DI_SPLIT, db.dim == bn ? a->n - 1 : db.dim, db.group};
-		return 1;
-	}
-	if (da.kind == DI_SPLIT && db.kind == DI_SPLIT && da.group == db.group) {
-		if (da.dim == ak && db.dim == bk) {
-			*r = (Dist){DI_PARTIAL, 0, da.group};
-			return 1;
-		}
-		if (batched && da.dim == db.dim && da.dim < bk) {
-			*r = da;
-			return 1;
-		}
-	}
 	diag_error(S->d, c->e->loc, "cannot multiply %s (%s) by %s (%s): split the "
 	           "rows of the left or the columns of the right with the other "
 	           "replicated, or both along K over one group",
@@ -162,20 +121,8 @@ ew_dist(Sema *S, const Call *c, OpKind op, Dist a, Dist b, Dist *r)
 {
 	const char *verb = op == OP_ADD ? "add" : "multiply", *x, *y, *dx, *dy;
 
-	if (dist_eq(a, b) && !(a.kind == DI_PARTIAL && op == OP_MUL)) {
-		*r = a;
+	if (graph_dist_ew(op, a, b, r))
 		return 1;
-	}
-	if ((a.kind == DI_REPL && b.kind == DI_SPLIT) ||
-	    (a.kind == DI_SPLIT && b.kind == DI_REPL)) {
-		*r = a.kind == DI_SPLIT ? a : b;
-		return 1;
-	}
-	if (op == OP_MUL && ((a.kind == DI_PARTIAL && b.kind == DI_REPL) ||
-	                     (a.kind == DI_REPL && b.kind == DI_PARTIAL))) {
-		*r = a.kind == DI_PARTIAL ? a : b;
-		return 1;
-	}
 	x = sema_text(S, c->arg[0]), y = sema_text(S, c->arg[1]);
 	dx = dist_str(S->a, c->v[0]), dy = dist_str(S->a, c->v[1]);
 	if (a.kind == DI_PARTIAL && b.kind == DI_PARTIAL && op == OP_MUL)
@@ -416,7 +363,7 @@ attn_dist(Sema *S, const Call *c, Dist *r)
 			           "is %s", sema_text(S, c->arg[i]), sema_dist_desc(S, x));
 			return 0;
 		}
-		if (ref && !dist_eq(ref->dist, x->dist)) {
+		if (ref && !graph_dist_eq(ref->dist, x->dist)) {
 			diag_error(S->d, c->e->loc, "attention operands are split differently: "
 			           "%s (%s), %s (%s), %s (%s)",
 			           sema_text(S, c->arg[0]), dist_str(S->a, c->v[0]),
@@ -571,7 +518,7 @@ infer_all_to_all(Sema *S, Call *c, Node *n)
 typedef Value *(*Infer)(Sema *, Call *, Node *);
 
 static const Infer infer_fn[NOP] = {
-#define OP(id, name, lo, hi, cls, tensors, infer, emit) [OP_##id] = infer,
+#define OP(id, name, lo, hi, cls, tensors, infer, emit, vjp) [OP_##id] = infer,
 #include "ops.def"
 #undef OP
 };

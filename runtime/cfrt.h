@@ -405,6 +405,20 @@ int cfrt_gelu(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src);
 int cfrt_silu(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src);
 int cfrt_relu(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src);
 
+/* Their backward (the vector-Jacobian products of a backward pass):
+ * dst = dy * f'(x) elementwise, f' the derivative of the activation
+ * above, of the same approximation (gelu: of the tanh form,
+ * 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2) with
+ * t = tanh(sqrt(2/pi) (x + 0.044715 x^3)); silu: s (1 + x (1 - s)) with
+ * s = 1 / (1 + exp(-x)); relu: 1 where x > 0, else 0). dy has dst's
+ * dims; x broadcasts against them like b of cfrt_mul. */
+int cfrt_gelu_grad(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *dy,
+                   const cfrt_view *x);
+int cfrt_silu_grad(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *dy,
+                   const cfrt_view *x);
+int cfrt_relu_grad(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *dy,
+                   const cfrt_view *x);
+
 /* Layer norm over the last dim (length D): dst = (x - mean) /
  * sqrt(var + eps) * gamma + beta, var the biased variance. gamma and beta
  * are 1-d views of D elements, or NULL (1 and 0). */

@@ -35,7 +35,10 @@ static inline kview kv_of(const cfrt_view *v)
 
 /* Elementwise ops: dst = f(a) or f(a, b); b has dst's dims (broadcast
  * strides 0), unused by the unary ops. */
-enum kop { K_COPY, K_SCALE, K_GELU, K_SILU, K_RELU, K_ADD, K_MUL };
+/* K_ADD and after read a second operand; the *_GRAD ops are
+ * a * f'(b), the backward of activation f. */
+enum kop { K_COPY, K_SCALE, K_GELU, K_SILU, K_RELU, K_ADD, K_MUL, K_GELU_GRAD,
+           K_SILU_GRAD, K_RELU_GRAD };
 
 /* Row ops over the last dim of dst and src (same dims): gamma and beta are
  * 1-d vectors of that length (p NULL: absent). */

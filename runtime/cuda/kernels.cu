@@ -72,6 +72,17 @@ template <int OP, typename A> __device__ __forceinline__ A apply(A x, A y,
 	case K_SILU: return x / (A(1) + f_exp(-x));
 	case K_RELU: return x > A(0) ? x : A(0);
 	case K_ADD: return x + y;
+	case K_GELU_GRAD: {
+		A c = A(0.7978845608028654), k = A(0.044715);
+		A t = f_tanh(c * (y + k * y * y * y));
+		return x * (A(0.5) * (A(1) + t) +
+		            A(0.5) * y * (A(1) - t * t) * c * (A(1) + A(3) * k * y * y));
+	}
+	case K_SILU_GRAD: {
+		A s = A(1) / (A(1) + f_exp(-y));
+		return x * s * (A(1) + y * (A(1) - s));
+	}
+	case K_RELU_GRAD: return y > A(0) ? x : A(0);
 	default: return x * y;
 	}
 }
@@ -184,6 +195,9 @@ int ew_type(cudaStream_t s, int op, kview d, kview a, kview b, double arg)
 	case K_SILU: return ew_run<T, K_SILU>(s, d, a, b, arg);
 	case K_RELU: return ew_run<T, K_RELU>(s, d, a, b, arg);
 	case K_ADD: return ew_run<T, K_ADD>(s, d, a, b, arg);
+	case K_GELU_GRAD: return ew_run<T, K_GELU_GRAD>(s, d, a, b, arg);
+	case K_SILU_GRAD: return ew_run<T, K_SILU_GRAD>(s, d, a, b, arg);
+	case K_RELU_GRAD: return ew_run<T, K_RELU_GRAD>(s, d, a, b, arg);
 	default: return ew_run<T, K_MUL>(s, d, a, b, arg);
 	}
 }

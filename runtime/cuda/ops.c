@@ -157,6 +157,24 @@ int cfrt_mul(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *a,
 	return binary(ctx, "cfrt_mul", dst, a, b, K_MUL);
 }
 
+int cfrt_gelu_grad(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *dy,
+                   const cfrt_view *x)
+{
+	return binary(ctx, "cfrt_gelu_grad", dst, dy, x, K_GELU_GRAD);
+}
+
+int cfrt_silu_grad(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *dy,
+                   const cfrt_view *x)
+{
+	return binary(ctx, "cfrt_silu_grad", dst, dy, x, K_SILU_GRAD);
+}
+
+int cfrt_relu_grad(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *dy,
+                   const cfrt_view *x)
+{
+	return binary(ctx, "cfrt_relu_grad", dst, dy, x, K_RELU_GRAD);
+}
+
 static int rows(cfrt_ctx *ctx, const char *api, int op, const cfrt_view *dst,
                 const cfrt_view *src, const cfrt_view *gamma,
                 const cfrt_view *beta, double eps)

@@ -133,9 +133,33 @@ int cfrt_relu(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src)
 	return unary(ctx, "cfrt_relu", dst, src, f_relu, 0.0);
 }
 
-/* dst = a + b (mul = 0) or a * b (mul = 1), b broadcast to dst. */
-static int binary(cfrt_ctx *ctx, const char *api, const cfrt_view *dst,
-                  const cfrt_view *a, const cfrt_view *b, int mul)
+/* The derivatives of the activations, for their backward ops. */
+static double d_gelu(double x, double unused)
+{
+	const double c = 0.7978845608028654, k = 0.044715;
+	double t = tanh(c * (x + k * x * x * x));
+	(void)unused;
+	return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3.0 * k * x * x);
+}
+
+static double d_silu(double x, double unused)
+{
+	double s = 1.0 / (1.0 + exp(-x));
+	(void)unused;
+	return s * (1.0 + x * (1.0 - s));
+}
+
+static double d_relu(double x, double unused)
+{
+	(void)unused;
+	return x > 0.0 ? 1.0 : 0.0;
+}
+
+/* dst = a + b (f NULL, mul = 0), a * b (f NULL, mul = 1) or a * f(b)
+ * (the backward of activation f), b broadcast to dst. */
+static int binary_f(cfrt_ctx *ctx, const char *api, const cfrt_view *dst,
+                    const cfrt_view *a, const cfrt_view *b, int mul,
+                    unary_fn f)
 {
 	double t0 = cfrti_begin(ctx, api);
 	cfrt_view bb;
@@ -149,11 +173,19 @@ static int binary(cfrt_ctx *ctx, const char *api, const cfrt_view *dst,
 		lane y = lane_of(&bb, dst, ax, l);
 		for (int64_t i = 0; i < n; i++) {
 			double u = lane_get(x, i), v = lane_get(y, i);
+			if (f)
+				v = f(v, 0.0);
 			lane_set(d, i, mul ? u * v : u + v);
 		}
 		tick(ctx, &done, n);
 	}
 	return cfrti_end(ctx, t0, CFRT_OK);
+}
+
+static int binary(cfrt_ctx *ctx, const char *api, const cfrt_view *dst,
+                  const cfrt_view *a, const cfrt_view *b, int mul)
+{
+	return binary_f(ctx, api, dst, a, b, mul, NULL);
 }
 
 int cfrt_add(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *a,
@@ -166,6 +198,24 @@ int cfrt_mul(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *a,
              const cfrt_view *b)
 {
 	return binary(ctx, "cfrt_mul", dst, a, b, 1);
+}
+
+int cfrt_gelu_grad(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *dy,
+                   const cfrt_view *x)
+{
+	return binary_f(ctx, "cfrt_gelu_grad", dst, dy, x, 1, d_gelu);
+}
+
+int cfrt_silu_grad(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *dy,
+                   const cfrt_view *x)
+{
+	return binary_f(ctx, "cfrt_silu_grad", dst, dy, x, 1, d_silu);
+}
+
+int cfrt_relu_grad(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *dy,
+                   const cfrt_view *x)
+{
+	return binary_f(ctx, "cfrt_relu_grad", dst, dy, x, 1, d_relu);
 }
 
 int cfrt_scan(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src,

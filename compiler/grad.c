@@ -1,0 +1,624 @@
+/* grad.c: reverse-mode differentiation as a pass on the dependency graph
+ * (DESIGN.md section 6). From the forward graph it builds the backward
+ * graph, an ordinary graph that the region, lowering, plan and verify
+ * passes take as they take the forward: the gradient of each op's inputs
+ * is its vector-Jacobian product (the vjp column of ops.def), collectives
+ * transpose (all_gather <-> reduce_scatter on the same dim and group,
+ * all_to_all(x, A, B) -> all_to_all(dY, B, A), all_reduce -> all_reduce),
+ * gradients that reach a value twice are summed, and a gradient spread
+ * otherwise than its tensor is moved there by a collective (a replicated
+ * weight whose gradient is partial over the group that splits the data
+ * gets an all_reduce: data parallelism).
+ *
+ * Every gradient is a global tensor spread over the ranks like the values
+ * of the forward: the gradient of a split value is split the same way,
+ * that of a partial sum replicated (each rank's part gets the whole
+ * gradient), that of a replicated value replicated, partial or split.
+ *
+ * The backward reads forward values: inputs and outputs from the io
+ * struct, weights from theirs, and every other value from the saved
+ * buffer that the forward fills (HO_SAVED, a result of the forward
+ * that lives there). Only local shards are saved: a value that an
+ * all_gather made is gathered again in the backward from its saved shard
+ * (Megatron's choice), by an all_gather node of the backward graph.
+ *
+ * requires: a checked forward graph with its graph facts.
+ * ensures: g->bwd passes graph_check; its outputs are d_NAME for every in
+ * and weight of g, in that order, spread like their tensors; g->saved
+ * lists the saved values with their offsets; or NULL and errors reported,
+ * g unchanged but for nothing the forward's output depends on. */
+#include <string.h>
+
+#include "plan.h"
+
+typedef struct Bw {
+	Arena *a;
+	Diag *d;
+	Graph *g;      /* the forward */
+	Graph *b;      /* the backward being built */
+	Value **copy;  /* by forward Value.id: the value in b, or NULL */
+	Vec *grads;    /* by forward Value.id: gradient contributions in b */
+	Vec reserved;  /* of const char *: names kept for the interface */
+	int err;
+} Bw;
+
+typedef void (*Vjp)(Bw *B, const Node *n, Value *dy);
+
+/* ---- names ---- */
+
+static int
+name_taken(const Bw *B, const char *cn)
+{
+	const Graph *gs[2] = {B->g, B->b};
+
+	for (int k = 0; k < 2; k++)
+		for (int i = 0; i < gs[k]->values.n; i++) {
+			const Value *v = gs[k]->values.v[i];
+			if (!strcmp(cname_of(B->a, v->outname ? v->outname : v->name), cn))
+				return 1;
+		}
+	for (int i = 0; i < B->reserved.n; i++)
+		if (!strcmp(B->reserved.v[i], cn))
+			return 1;
+	return 0;
+}
+
+/* base, or base_2, base_3, ...: a C name no tensor of either graph has. */
+static const char *
+fresh_name(Bw *B, const char *base)
+{
+	const char *s = base;
+
+	for (int k = 2; name_taken(B, cname_of(B->a, s)); k++)
+		s = arena_printf(B->a, "%s_%d", base, k);
+	return s;
+}
+
+/* The interface name of the gradient of forward value v: d_NAME. It may
+ * name no tensor of the forward, and must be a name C allows. */
+static const char *
+grad_name(Bw *B, const Value *v)
+{
+	const char *n = arena_printf(B->a, "d_%s", v->outname ? v->outname : v->name);
+	const char *cn = cname_of(B->a, n), *why = cname_refused(B->a, cn, B->g->name);
+
+	for (int i = 0; i < B->g->values.n && !why; i++) {
+		const Value *w = B->g->values.v[i];
+		if (!strcmp(cname_of(B->a, w->outname ? w->outname : w->name), cn))
+			why = arena_printf(B->a, "tensor %s (line %d) has that name", w->name, w->nloc.line);
+	}
+	if (why) {
+		diag_error(B->d, v->nloc, "the gradient of %s would be named %s in the "
+		           "backward pass, but %s: rename one of them", v->name, cn, why);
+		B->err = 1;
+	}
+	return n;
+}
+
+/* ---- building the backward graph ---- */
+
+static Value *
+new_value(Bw *B, const Value *like, Dist dist, const char *name)
+{
+	Value *v = arena_alloc(B->a, sizeof *v);
+
+	v->dtype = like->dtype;
+	v->ndim = like->ndim;
+	memcpy(v->shape, like->shape, sizeof v->shape);
+	memcpy(v->label, like->label, sizeof v->label);
+	v->dist = dist;
+	v->role = R_ACT;
+	v->loc = like->loc;
+	v->nloc = like->nloc;
+	v->name = name;
+	return v;
+}
+
+/* A node of b made for forward node at (its place in the source and its
+ * layer), with inputs in[0..nin). */
+static Node *
+new_node(Bw *B, const Node *at, OpKind op, int nin, Value *const *in)
+{
+	Node *n = arena_alloc(B->a, sizeof *n);
+
+	n->op = op;
+	n->loc = at->loc;
+	n->layer = at->layer;
+	n->lname = at->lname;
+	n->nin = nin;
+	for (int i = 0; i < nin; i++)
+		n->in[i] = in[i];
+	if (op_info[op].cls == CL_COLL)
+		n->a.coll.dim = n->a.coll.dim2 = -1;
+	return n;
+}
+
+/* Adds n defining v to b. */
+static Value *
+commit(Bw *B, Node *n, Value *v)
+{
+	Graph *b = B->b;
+
+	v->id = b->values.n;
+	vec_push(B->a, &b->values, v);
+	n->id = b->nodes.n;
+	vec_push(B->a, &b->nodes, n);
+	n->out = v;
+	v->def = n;
+	for (int i = 0; i < n->nin; i++)
+		vec_push(B->a, &n->in[i]->uses, n);
+	return v;
+}
+
+/* A leaf of b: a forward value read there, or an output gradient. */
+static Value *
+leaf(Bw *B, const Value *like, Role role, const char *name)
+{
+	Node *n = new_node(B, like->def, role == R_WEIGHT ? OP_WEIGHT : OP_INPUT, 0, NULL);
+	Value *v = commit(B, n, new_value(B, like, like->dist, name));
+
+	v->role = role;
+	vec_push(B->a, role == R_WEIGHT ? &B->b->weights : &B->b->inputs, v);
+	return v;
+}
+
+static int
+is_output(const Graph *g, const Value *v)
+{
+	for (int i = 0; i < g->outputs.n; i++)
+		if (g->outputs.v[i] == v)
+			return 1;
+	return 0;
+}
+
+/* The schedule of a collective of the backward made for forward
+ * collective at (NULL: the model's default): at's own choice, less a
+ * query split, which only a reduction fed by attention has. */
+static SchedChoice *
+sched_for(Bw *B, const Node *at)
+{
+	if (!at || at->sched == &B->g->defsched)
+		return &B->b->defsched;
+	if (!at->sched->query)
+		return at->sched;
+	SchedChoice *s = arena_alloc(B->a, sizeof *s);
+	*s = *at->sched;
+	s->query = 0;
+	return s;
+}
+
+static Value *
+coll(Bw *B, const Node *at, OpKind op, Value *x, int dim, int dim2, Dist to, const char *name,
+     SchedChoice *how)
+{
+	Node *n = new_node(B, at, op, 1, &x);
+
+	n->a.coll.dim = dim;
+	n->a.coll.dim2 = dim2;
+	n->a.coll.group = x->dist.group;
+	n->sched = how;
+	return commit(B, n, new_value(B, x, to, name));
+}
+
+/* The forward value v as the backward reads it: an input, output or
+ * weight as such; a value an all_gather made, gathered again from its
+ * shard; any other saved by the forward. */
+static Value *
+fwd(Bw *B, Value *v)
+{
+	Value **c = &B->copy[v->id];
+
+	if (*c)
+		return *c;
+	if (v->role == R_WEIGHT || v->role == R_IN || is_output(B->g, v)) {
+		*c = leaf(B, v, v->role == R_WEIGHT ? R_WEIGHT : R_IN, v->name);
+	} else if (v->def->op == OP_ALL_GATHER) {
+		const Node *ag = v->def;
+		Value *x = fwd(B, ag->in[0]);
+		*c = coll(B, ag, OP_ALL_GATHER, x, ag->a.coll.dim, -1, v->dist, v->name, sched_for(B, ag));
+	} else {
+		v->role = R_OUT;
+		v->home = HO_SAVED;
+		vec_push(B->a, &B->g->saved, v);
+		*c = leaf(B, v, R_IN, v->name);
+		(*c)->home = HO_SAVED;
+	}
+	return *c;
+}
+
+static void
+no_rule(Bw *B, const Node *n, const char *why)
+{
+	diag_error(B->d, n->loc, "no backward rule for %s%s yet", graph_node_str(B->a, n), why);
+	B->err = 1;
+}
+
+/* "split S over tp" for x spread as want. */
+static const char *
+want_str(Bw *B, const Value *x, Dist want)
+{
+	Value w = *x;
+
+	w.dist = want;
+	return dist_str(B->a, &w);
+}
+
+/* x (a gradient) spread as want, by the collective that moves it there:
+ * a partial sum reduce-scattered or all-reduced, a split gathered or
+ * exchanged; NULL with an error when no collective does. */
+static Value *
+fit(Bw *B, const Node *at, Value *x, Dist want, const char *name, SchedChoice *how)
+{
+	Dist h = x->dist;
+
+	if (graph_dist_eq(h, want))
+		return x;
+	if (h.kind != DI_REPL && want.kind != DI_REPL && h.group != want.group) {
+		no_rule(B, at, arena_printf(B->a, ": a gradient %s where %s is wanted",
+		                            dist_str(B->a, x), want_str(B, x, want)));
+		return NULL;
+	}
+	if (h.kind == DI_PARTIAL && want.kind == DI_SPLIT)
+		return coll(B, at, OP_REDUCE_SCATTER, x, want.dim, -1, want, name, how);
+	if (h.kind == DI_PARTIAL && want.kind == DI_REPL)
+		return coll(B, at, OP_ALL_REDUCE, x, -1, -1, want, name, how);
+	if (h.kind == DI_SPLIT && want.kind == DI_REPL)
+		return coll(B, at, OP_ALL_GATHER, x, h.dim, -1, want, name, how);
+	if (h.kind == DI_SPLIT && want.kind == DI_SPLIT)
+		return coll(B, at, OP_ALL_TO_ALL, x, h.dim, want.dim, want, name, how);
+	no_rule(B, at, arena_printf(B->a, ": its gradient is %s where %s is wanted",
+	                            dist_str(B->a, x), want_str(B, x, want)));
+	return NULL;
+}
+
+/* A compute node of b: op(in...) shaped like `like`, spread as dist. */
+static Value *
+compute(Bw *B, const Node *at, OpKind op, int nin, Value *const *in, const Value *like, Dist dist,
+        const char *name)
+{
+	return commit(B, new_node(B, at, op, nin, in), new_value(B, like, dist, name));
+}
+
+/* dy op x, elementwise: its spread by the rules of add and mul. */
+static Value *
+ew(Bw *B, const Node *at, OpKind op, Value *dy, Value *x, const char *name)
+{
+	Dist r;
+	Value *in[2] = {dy, x};
+
+	if (!graph_dist_ew(op, dy->dist, x->dist, &r)) {
+		no_rule(B, at, arena_printf(B->a, ": its gradient is %s, %s is %s", dist_str(B->a, dy),
+		                            x->name, dist_str(B->a, x)));
+		return NULL;
+	}
+	return compute(B, at, op, 2, in, dy, r, name);
+}
+
+/* The sum of gradients a and b of one tensor, moved to one spread first
+ * when add cannot take them as they are. */
+static Value *
+sum2(Bw *B, const Node *at, Value *a, Value *b, const char *name)
+{
+	Dist r;
+
+	if (!graph_dist_ew(OP_ADD, a->dist, b->dist, &r)) {
+		Value **p = a->dist.kind == DI_PARTIAL ? &a : &b, *o = p == &a ? b : a;
+		Dist want = o->dist.kind == DI_PARTIAL ? (Dist){DI_REPL, 0, NULL} : o->dist;
+		const char *pn = fresh_name(B, arena_printf(B->a, "%s_sum", name));
+		if (!(*p = fit(B, at, *p, want, pn, sched_for(B, NULL))))
+			return NULL;
+		graph_dist_ew(OP_ADD, a->dist, b->dist, &r);
+	}
+	Value *in[2] = {a, b};
+	return compute(B, at, OP_ADD, 2, in, a, r, fresh_name(B, name));
+}
+
+/* The gradient of forward value v: the sum of what reached it. */
+static Value *
+total(Bw *B, const Value *v, const char *name)
+{
+	Vec *gs = &B->grads[v->id];
+	Value *t = gs->n ? gs->v[0] : NULL;
+
+	for (int k = 1; k < gs->n && t; k++)
+		t = sum2(B, v->def, t, gs->v[k], name);
+	return t;
+}
+
+static void
+contribute(Bw *B, const Value *v, Value *g)
+{
+	if (g)
+		vec_push(B->a, &B->grads[v->id], g);
+}
+
+static const char *
+dname(Bw *B, const Value *v)
+{
+	return fresh_name(B, arena_printf(B->a, "d_%s", v->name));
+}
+
+/* ---- the rules (the vjp column of ops.def) ---- */
+
+/* The dist of v with its last two dims swapped. */
+static Dist
+transposed(const Value *v, int t)
+{
+	Dist d = v->dist;
+	int a = v->ndim - 2;
+
+	if (t && d.kind == DI_SPLIT && d.dim >= a)
+		d.dim = 2 * a + 1 - d.dim;
+	return d;
+}
+
+/* a @ b (transposes ta, tb) shaped like `like`: NULL when the rules of
+ * matmul refuse the operands' spread. */
+static Value *
+mm(Bw *B, const Node *at, Value *a, Value *b, int ta, int tb, const Value *like)
+{
+	Dist r;
+	Value *in[2] = {a, b};
+
+	if (!graph_dist_mm(transposed(a, ta), a->ndim, transposed(b, tb), b->ndim, &r)) {
+		no_rule(B, at, arena_printf(B->a, ": %s (%s) times %s (%s)", a->name,
+		                            dist_str(B->a, a), b->name, dist_str(B->a, b)));
+		return NULL;
+	}
+	Node *n = new_node(B, at, OP_MATMUL, 2, in);
+	n->a.mm.ta = ta;
+	n->a.mm.tb = tb;
+	return commit(B, n, new_value(B, like, r, dname(B, like)));
+}
+
+/* a.T @ b summed over the leading dims ([..., M, K] and [..., M, N] to
+ * [K, N]): the gradient of a 2-d weight that multiplies batched
+ * activations. Contracted dims split alike give a partial sum. */
+static Value *
+mm_sum(Bw *B, const Node *at, Value *a, Value *b, const Value *like)
+{
+	Dist da = a->dist, db = b->dist, r = {DI_REPL, 0, NULL};
+	int last = a->ndim - 1;
+	Value *in[2] = {a, b};
+
+	if (da.kind == DI_REPL && db.kind == DI_REPL)
+		;
+	else if ((da.kind == DI_PARTIAL && db.kind == DI_REPL) ||
+	         (da.kind == DI_REPL && db.kind == DI_PARTIAL))
+		r = da.kind == DI_PARTIAL ? da : db;
+	else if (da.kind == DI_SPLIT && db.kind == DI_SPLIT && da.dim == db.dim && da.dim < last &&
+	         da.group == db.group)
+		r = (Dist){DI_PARTIAL, 0, da.group};
+	else if (da.kind == DI_SPLIT && da.dim == last && db.kind == DI_REPL)
+		r = (Dist){DI_SPLIT, 0, da.group};
+	else if (db.kind == DI_SPLIT && db.dim == last && da.kind == DI_REPL)
+		r = (Dist){DI_SPLIT, 1, db.group};
+	else {
+		no_rule(B, at, arena_printf(B->a, ": %s (%s) times %s (%s) summed over the batch",
+		                            a->name, dist_str(B->a, a), b->name, dist_str(B->a, b)));
+		return NULL;
+	}
+	Node *n = new_node(B, at, OP_MATMUL, 2, in);
+	n->a.mm.ta = 1;
+	n->a.mm.sum = 1;
+	return commit(B, n, new_value(B, like, r, dname(B, like)));
+}
+
+/* C = op(A) @ op(B): dA = dC @ op(B)^T, dB = op(A)^T @ dC, each stored
+ * as its operand is (a transposed operand gets the transposed product);
+ * a 2-d B under batched A gets the product summed over the batch. */
+static void
+vjp_matmul(Bw *B, const Node *n, Value *dy)
+{
+	Value *a = n->in[0], *b = n->in[1];
+	int ta = n->a.mm.ta, tb = n->a.mm.tb, bcast = a->ndim > 2 && b->ndim == 2;
+
+	if (bcast && ta) {
+		no_rule(B, n, ": a transposed batched left operand");
+		return;
+	}
+	if (!ta)
+		contribute(B, a, mm(B, n, dy, fwd(B, b), 0, !tb, a));
+	else
+		contribute(B, a, mm(B, n, fwd(B, b), dy, tb, 1, a));
+	if (bcast)
+		contribute(B, b, tb ? mm_sum(B, n, dy, fwd(B, a), b) : mm_sum(B, n, fwd(B, a), dy, b));
+	else if (!tb)
+		contribute(B, b, mm(B, n, fwd(B, a), dy, !ta, 0, b));
+	else
+		contribute(B, b, mm(B, n, dy, fwd(B, a), 1, ta, b));
+}
+
+static int
+same_shape(const Value *a, const Value *b)
+{
+	return a->ndim == b->ndim && !memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->ndim);
+}
+
+static void
+vjp_add(Bw *B, const Node *n, Value *dy)
+{
+	if (!same_shape(n->in[0], n->in[1])) {
+		no_rule(B, n, ": a broadcast operand (its gradient sums over the broadcast dims)");
+		return;
+	}
+	contribute(B, n->in[0], dy);
+	contribute(B, n->in[1], dy);
+}
+
+static void
+vjp_mul(Bw *B, const Node *n, Value *dy)
+{
+	if (!same_shape(n->in[0], n->in[1])) {
+		no_rule(B, n, ": a broadcast operand (its gradient sums over the broadcast dims)");
+		return;
+	}
+	for (int i = 0; i < 2; i++)
+		contribute(B, n->in[i], ew(B, n, OP_MUL, dy, fwd(B, n->in[!i]), dname(B, n->in[i])));
+}
+
+static void
+vjp_scale(Bw *B, const Node *n, Value *dy)
+{
+	Node *s = new_node(B, n, OP_SCALE, 1, &dy);
+
+	s->a.scale = n->a.scale;
+	contribute(B, n->in[0], commit(B, s, new_value(B, dy, dy->dist, dname(B, n->in[0]))));
+}
+
+/* gelu, silu, relu: dx = dy * act'(x), one op of the runtime each. */
+static void
+vjp_act(Bw *B, const Node *n, Value *dy)
+{
+	OpKind op = n->op == OP_GELU ? OP_GELU_GRAD : n->op == OP_SILU ? OP_SILU_GRAD : OP_RELU_GRAD;
+
+	contribute(B, n->in[0], ew(B, n, op, dy, fwd(B, n->in[0]), dname(B, n->in[0])));
+}
+
+/* A collective's transpose moves the gradient of its result to the spread
+ * of its input's gradient: a partial sum's is replicated, a split's split
+ * alike. all_gather -> reduce_scatter, reduce_scatter -> all_gather,
+ * all_to_all(A, B) -> all_to_all(B, A), all_reduce -> all_reduce of a
+ * partial gradient. */
+static void
+vjp_coll(Bw *B, const Node *n, Value *dy)
+{
+	const Value *x = n->in[0];
+	Dist want = x->dist.kind == DI_PARTIAL ? (Dist){DI_REPL, 0, NULL} : x->dist;
+
+	contribute(B, x, fit(B, n, dy, want, dname(B, x), sched_for(B, n)));
+}
+
+static const Vjp vjp[NOP] = {
+#define OP(id, name, lo, hi, cls, tensors, infer, emit, vjp) [OP_##id] = vjp,
+#include "ops.def"
+#undef OP
+};
+
+/* ---- the pass ---- */
+
+/* Every op whose result has a gradient, last first. */
+static void
+backprop(Bw *B)
+{
+	const Graph *g = B->g;
+
+	for (int k = g->nodes.n - 1; k >= 0; k--) {
+		const Node *n = g->nodes.v[k];
+		const Value *v = n->out;
+		if (op_info[n->op].cls == CL_LEAF || !B->grads[v->id].n)
+			continue;
+		if (!vjp[n->op]) {
+			no_rule(B, n, "");
+			continue;
+		}
+		Value *dy = total(B, v, dname(B, v));
+		if (dy && v->dist.kind != DI_REPL) {
+			Dist want = v->dist.kind == DI_PARTIAL ? (Dist){DI_REPL, 0, NULL} : v->dist;
+			dy = fit(B, n, dy, want, dname(B, v), sched_for(B, NULL));
+		}
+		if (dy)
+			vjp[n->op](B, n, dy);
+	}
+}
+
+/* The gradient of in or weight v, a result of b named name: spread like
+ * v, zero when no output depends on v, its own value (a copy) when it is
+ * an input of b or already another's result. */
+static void
+leaf_grad(Bw *B, Value *v, const char *name)
+{
+	Value *t = total(B, v, name);
+
+	if (t)
+		t = fit(B, v->def, t, v->dist, name, sched_for(B, NULL));
+	if (B->err)
+		return;
+	Node *n = NULL;
+	if (!t) {
+		Value *x = fwd(B, v);
+		n = new_node(B, v->def, OP_SCALE, 1, &x);
+		n->a.scale = 0.0;
+	} else if (t->role != R_ACT) {
+		n = new_node(B, v->def, OP_SCALE, 1, &t);
+		n->a.scale = 1.0;
+	}
+	if (n)
+		t = commit(B, n, new_value(B, v, v->dist, name));
+	t->name = name;
+	t->role = R_OUT;
+	t->home = HO_GRADS;
+	vec_push(B->a, &B->b->outputs, t);
+}
+
+/* Offsets of the saved values in the saved buffer: a rank's shards, and
+ * whole tensors for the reference; their copies in b share them. */
+static void
+place_saved(Bw *B)
+{
+	Graph *g = B->g;
+
+	for (int i = 0; i < g->saved.n; i++) {
+		Value *v = g->saved.v[i], *c = B->copy[v->id];
+		v->soff = c->soff = g->savedbytes;
+		v->ref_soff = c->ref_soff = g->ref_savedbytes;
+		g->savedbytes += plan_align(dtype_size[v->dtype] * value_rank_elems(v));
+		g->ref_savedbytes += plan_align(dtype_size[v->dtype] * value_elems(v));
+	}
+}
+
+static Graph *
+new_graph(Bw *B)
+{
+	Graph *b = arena_alloc(B->a, sizeof *b);
+	const Graph *g = B->g;
+
+	b->arena = g->arena;
+	b->name = g->name;
+	b->file = g->file;
+	b->dtype = g->dtype;
+	b->sizes = g->sizes;
+	b->groups = g->groups;
+	b->defsched = g->defsched;
+	b->fwd = B->g;
+	return b;
+}
+
+Graph *
+grad_build(Graph *g, Diag *d)
+{
+	Bw B = {.a = g->arena, .d = d, .g = g};
+	size_t nv = (size_t)g->values.n + 1;
+
+	B.b = new_graph(&B);
+	B.copy = arena_alloc(B.a, nv * sizeof *B.copy);
+	B.grads = arena_alloc(B.a, nv * sizeof *B.grads);
+	const Vec *ends[3] = {&g->outputs, &g->inputs, &g->weights};
+	for (int k = 0; k < 3; k++)
+		for (int i = 0; i < ends[k]->n; i++)
+			vec_push(B.a, &B.reserved, (void *)cname_of(B.a, grad_name(&B, ends[k]->v[i])));
+	if (B.err)
+		return NULL;
+	for (int i = 0; i < g->outputs.n; i++) {
+		Value *y = g->outputs.v[i];
+		Value *dy = leaf(&B, y, R_IN, arena_printf(B.a, "d_%s", y->outname ? y->outname : y->name));
+		dy->home = HO_GRADS;
+		contribute(&B, y, dy);
+	}
+	backprop(&B);
+	for (int k = 1; k < 3 && !B.err; k++)
+		for (int i = 0; i < ends[k]->n && !B.err; i++)
+			leaf_grad(&B, ends[k]->v[i], grad_name(&B, ends[k]->v[i]));
+	if (B.err) {
+		for (int i = 0; i < g->saved.n; i++) {
+			Value *v = g->saved.v[i];
+			v->role = R_ACT;
+			v->home = HO_ROLE;
+		}
+		g->saved.n = 0;
+		return NULL;
+	}
+	place_saved(&B);
+	g->bwd = B.b;
+	return B.b;
+}
