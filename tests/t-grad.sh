@@ -1,0 +1,97 @@
+#!/bin/sh
+# The backward pass (cfc --backward), checked independently: for small
+# f64 specs (the MLP of examples/mlp.cf, a sequence-parallel chain of
+# gathers and reduce-scatters, an all_to_all chain, data parallelism, an
+# all_reduce block: tests/grad/) under every schedule kind at N = 1..4,
+# the gradients of the parallel backward must equal central finite
+# differences of the serial reference forward (fd_max_rel_err <= 1e-6;
+# the differences are exact to about 1e-9 in f64), the serial reference
+# backward (grad_max_rel_err <= 1e-12) and the forward its reference
+# (max_rel_err <= 1e-12). GRAD_N and GRAD_SCHEDULES narrow the sweep.
+. tests/lib.sh
+export CF_OPT=-O1
+out=$B/tests/grad
+rm -rf "$out"
+mkdir -p "$out"
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
+MPIRUN="mpirun --allow-run-as-root --oversubscribe --timeout 120"
+
+# field NAME FILE: the value of " NAME=" on the driver's line.
+field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" "$2"; }
+# le X LIMIT: X is a number no larger than LIMIT.
+le() { awk -v e="$1" -v l="$2" 'BEGIN { exit !(e != "" && e + 0 == e && e <= l) }'; }
+
+# grad NAME DIR N SPEC ARGS...: builds SPEC with its backward into DIR,
+# runs it on N ranks with --gradcheck and checks the three errors.
+grad() {
+	name=$1 dir=$2 n=$3 spec=$4
+	shift 4
+	if ! sh scripts/build-model.sh "$B" "$dir" "$spec" --backward --type=f64 "$@" \
+	    >"$dir.log" 2>&1; then
+		fail "$name (build)"
+		tail -n 20 "$dir.log"
+		return
+	fi
+	if ! $MPIRUN -n "$n" "$dir/run" --gradcheck --iters 1 --warmup 0 >"$dir.out" 2>&1; then
+		fail "$name (run)"
+		tail -n 20 "$dir.out"
+		return
+	fi
+	e=$(field max_rel_err "$dir.out") g=$(field grad_max_rel_err "$dir.out")
+	f=$(field fd_max_rel_err "$dir.out")
+	if le "$e" 1e-12 && le "$g" 1e-12 && le "$f" 1e-6; then
+		pass "$name (fd $f)"
+	else
+		fail "$name (forward $e, backward vs reference $g, vs finite differences $f)"
+	fi
+}
+
+tag() { echo "$1" | tr -d ' ' | tr '(),=' '___-' | sed 's/_*$//'; }
+
+for spec in examples/mlp.cf tests/grad/sp.cf tests/grad/a2a.cf tests/grad/dp.cf tests/grad/ar.cf; do
+	m=$(basename "$spec" .cf)
+	sizes=
+	[ "$m" = mlp ] && sizes="-D B=1 -D S=24 -D D=8 -D F=24"
+	for s in ${GRAD_SCHEDULES:-vanilla "slice(2)" "fuse(ring)" "fuse(bidir)" "fuse(pairwise)" "fuse(ring, m = 2)"}; do
+		for n in ${GRAD_N:-1 2 3 4}; do
+			grad "grad: $m $s N=$n" "$out/$m-$(tag "$s")-$n" "$n" "$spec" $sizes \
+				-D tp="$n" --schedule="$s"
+		done
+	done
+done
+
+# -- the backward is asked for only with --backward: an op with no rule
+# is no error without it, and a clear one with it
+cat >"$out/norm.cf" <<'CF'
+model norm {
+  size S = 8, D = 8;
+  group tp = 2;
+  in x : [S, D] split S over tp;
+  weight w : [D, D];
+  y = layernorm(x @ w);
+  out y;
+}
+CF
+check "grad: no backward asked, no backward rule needed" "$CFC" "$out/norm.cf"
+"$CFC" --backward "$out/norm.cf" --emit=c -o "$out/norm.c" >"$out/norm.err" 2>&1; rc=$?
+cat "$out/norm.err"
+check "grad: an op with no rule is an input error" [ "$rc" -eq 1 ]
+check "grad: no partial output" [ ! -e "$out/norm.c" ]
+check "grad: the error names the op and its place" grep -q \
+	"norm.cf:6:7: error: no backward rule for layernorm(t1) yet" "$out/norm.err"
+
+# -- a gradient name that another tensor has
+sed 's/weight w :/weight d_x :/; s/x @ w/x @ d_x/' "$out/norm.cf" | sed 's/layernorm(\(.*\))/gelu(\1)/' >"$out/clash.cf"
+"$CFC" --backward "$out/clash.cf" >"$out/clash.err" 2>&1; rc=$?
+cat "$out/clash.err"
+check "grad: a taken gradient name is an input error" [ "$rc" -eq 1 ]
+check "grad: the error says which names clash" grep -q \
+	"clash.cf:4:6: error: the gradient of x would be named d_x in the backward pass, but tensor d_x (line 5) has that name" "$out/clash.err"
+
+# -- the schedule names the backward's collectives as such, and proves them
+"$CFC" --backward examples/mlp.cf -D tp=2 --emit=sched -o "$out/mlp.sched"
+check "grad: --emit=sched proves the backward collectives" sh -c \
+	"test \$(grep -c '^verify: ok backward collective=' '$out/mlp.sched') -eq 3"
+"$CFC" --backward examples/mlp.cf -D tp=2 --explain 2>"$out/mlp.explain"
+check "grad: --explain marks the backward collectives" sh -c \
+	"test \$(grep -c ': backward ' '$out/mlp.explain') -eq 3"
