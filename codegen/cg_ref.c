@@ -135,19 +135,19 @@ header_backward(Cg *c, const Graph *b)
 {
 	Cg bc;
 	Emitter *e = &c->e;
-	const char *p = c->prefix, *up = c->upper;
+	const char *p = c->prefix;
 
 	cg_init(&bc, c->a, b, NULL, NULL, NULL, 0, 0);
 	bc.e = *e;
 	emit(&bc.e, "/* ---- training: the backward pass ----\n"
-	        " * NAME_forward saves what the backward reads of its values (local\n"
+	        " * %s_forward saves what the backward reads of its values (local\n"
 	        " * shards only: a gathered tensor is gathered again) in a buffer of\n"
 	        " * %s_saved_bytes() bytes per rank, which the application keeps until\n"
 	        " * the backward of that forward pass has run. The backward takes the\n"
 	        " * gradients of the outputs (d_NAME, spread like NAME) and writes the\n"
 	        " * gradient of every input and weight, spread like it. The gradients\n"
 	        " * are overwritten, not accumulated: to sum over micro-batches, add\n"
-	        " * them up after each backward pass. */\n\n", p);
+	        " * them up after each backward pass. */\n\n", p, p);
 	for (int i = 0; i < b->inputs.n; i++)
 		if (((Value *)b->inputs.v[i])->home == HO_GRADS)
 			describe(&bc, b->inputs.v[i]);
@@ -163,24 +163,24 @@ header_backward(Cg *c, const Graph *b)
 		emit(&bc.e, "void *%s;\n", bc.cname[((Value *)b->outputs.v[i])->id]);
 	emit_close(&bc.e, arena_printf(c->a, " %s_grads;\n", p));
 	*e = bc.e;
-	emit(e, "\n/* Bytes of the saved activations, per rank. */\n"
+	emit(e, "/* Bytes of the saved activations, per rank. */\n"
 	        "size_t %s_saved_bytes(void);\n"
 	        "/* Bytes of workspace one backward pass needs on each rank. */\n"
 	        "size_t %s_backward_workspace_bytes(void);\n\n", p, p);
 	emit(e, "/* One backward pass on this rank, after %s_forward saved into saved:\n"
-	        " * the same context, weights and io (it reads the inputs%s). Collective\n"
-	        " * over the group%s, like the forward. */\n"
+	        " * the same context, weights and io as that forward pass. Collective\n"
+	        " * like the forward; a runtime failure ends the job naming rank, op\n"
+	        " * and step. */\n"
 	        "int %s_backward(cfrt_ctx *ctx, const %s_weights *w, const %s_io *io,\n"
 	        "                const void *saved, const %s_grads *g, void *workspace);\n\n",
-	     p, b->fwd->outputs.n ? " and outputs" : "", b->groups.n > 1 ? "s" : "", p, p, p, p);
-	(void)up;
+	     p, p, p, p, p);
 }
 
 void
 cg_header(FILE *f, Arena *a, const Graph *g)
 {
 	Cg c;
-	const char *sv = g->bwd ? "void *saved, " : "", *svr = g->bwd ? "\n                   " : "";
+	const char *sv = g->bwd ? "void *saved, " : "";
 
 	cg_init(&c, a, g, NULL, f, NULL, 0, 0);
 	Emitter *e = &c.e;
@@ -211,8 +211,11 @@ cg_header(FILE *f, Arena *a, const Graph *g)
 		        " * communicator with %s_GROUP_SIZE ranks. Collective over the group.\n"
 		        " * A runtime failure ends the job naming rank, op and step. */\n", c.upper);
 	if (g->bwd)
-		emit(e, "int %s_forward(cfrt_ctx *ctx, const %s_weights *w, const %s_io *io,\n"
-		        "               void *saved, void *workspace);\n\n", c.prefix, c.prefix, c.prefix);
+		emit(e, "/* saved: %s_saved_bytes() bytes where it keeps what %s_backward\n"
+		        " * reads. */\n"
+		        "int %s_forward(cfrt_ctx *ctx, const %s_weights *w, const %s_io *io,\n"
+		        "               void *saved, void *workspace);\n\n", c.prefix, c.prefix,
+		     c.prefix, c.prefix, c.prefix);
 	else
 		emit(e, "int %s_forward(cfrt_ctx *ctx, const %s_weights *w, const %s_io *io,\n"
 		        "               void *workspace);\n\n", c.prefix, c.prefix, c.prefix);
@@ -222,8 +225,7 @@ cg_header(FILE *f, Arena *a, const Graph *g)
 	        " * tensor whole, every collective the identity. */\n"
 	        "size_t %s_ref_workspace_bytes(void);\n"
 	        "int %s_ref_forward(cfrt_ctx *ctx, const %s_weights *w, const %s_io *io,\n"
-	        "                   %s%svoid *workspace);\n", c.prefix, c.prefix, c.prefix, c.prefix,
-	     sv, svr);
+	        "                   %svoid *workspace);\n", c.prefix, c.prefix, c.prefix, c.prefix, sv);
 	if (g->bwd)
 		emit(e, "/* Its backward, on whole tensors, its saved buffer whole too. */\n"
 		        "size_t %s_ref_saved_bytes(void);\n"

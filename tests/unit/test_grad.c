@@ -1,0 +1,247 @@
+/* Unit tests of grad.c: the backward graph of the MLP (transposed
+ * collectives, the re-gather of x, the saved activations), data
+ * parallelism (an all_reduce per replicated weight), all_to_all swapped,
+ * gradients summed where a value has two uses, and the errors. */
+#include <CUnit/CUnit.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cf.h"
+
+typedef struct GRun {
+	Arena *a;
+	Diag d;
+	Src src;
+	char *err;
+	size_t errlen;
+	Graph *g, *b;
+} GRun;
+
+/* Builds text's graph and its backward (NULL after errors, in r->err). */
+static Graph *
+backward(GRun *r, const char *text)
+{
+	FILE *ef;
+
+	r->a = arena_new();
+	r->src = (Src){"g.cf", text, strlen(text)};
+	r->err = NULL;
+	ef = open_memstream(&r->err, &r->errlen);
+	diag_init(&r->d, &r->src, ef);
+	Program *p = parse_program(r->a, &r->d, &r->src);
+	r->g = p ? sema_build(r->a, &r->d, p, NULL) : NULL;
+	r->b = NULL;
+	if (r->g) {
+		graph_fill_locality(r->g);
+		r->b = grad_build(r->g, &r->d);
+	}
+	if (r->b) {
+		graph_fill_locality(r->b);
+		graph_check(r->b);
+	}
+	fclose(ef);
+	return r->b;
+}
+
+static void
+done(GRun *r)
+{
+	free(r->err);
+	arena_free(r->a);
+}
+
+static Value *
+val(const Graph *g, const char *name)
+{
+	for (int i = 0; i < g->values.n; i++) {
+		Value *v = g->values.v[i];
+		if (strcmp(v->name, name) == 0)
+			return v;
+	}
+	return NULL;
+}
+
+static int
+count_op(const Graph *g, OpKind op)
+{
+	int n = 0;
+
+	for (int i = 0; i < g->nodes.n; i++)
+		n += ((Node *)g->nodes.v[i])->op == op;
+	return n;
+}
+
+static const char mlp[] =
+	"model mlp { size B = 2, S = 8, D = 4, F = 8; group tp = 2; type f64;\n"
+	"  in x : [B, S, D] split S over tp;\n"
+	"  weight w1 : [D, F] split F over tp;\n"
+	"  weight w2 : [F, D] split F over tp;\n"
+	"  xa = all_gather(x, S); h = gelu(xa @ w1); p = h @ w2;\n"
+	"  y = reduce_scatter(p, S); out y; }\n";
+
+static void
+test_mlp(void)
+{
+	GRun r;
+	Graph *b = backward(&r, mlp);
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+	CU_ASSERT_PTR_EQUAL(r.g->bwd, b);
+	CU_ASSERT_PTR_EQUAL(b->fwd, r.g);
+	/* inputs d_y, then what it reads; outputs d_x, d_w1, d_w2 spread
+	 * like x, w1, w2 */
+	CU_ASSERT_EQUAL(b->outputs.n, 3);
+	const char *names[] = {"d_x", "d_w1", "d_w2"}, *fwd[] = {"x", "w1", "w2"};
+	for (int i = 0; i < 3 && i < b->outputs.n; i++) {
+		Value *g = b->outputs.v[i], *v = val(r.g, fwd[i]);
+		CU_ASSERT_STRING_EQUAL(g->name, names[i]);
+		CU_ASSERT_EQUAL(g->home, HO_GRADS);
+		CU_ASSERT(graph_dist_eq(g->dist, v->dist));
+	}
+	Value *dy = val(b, "d_y");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(dy);
+	CU_ASSERT_EQUAL(dy->role, R_IN);
+	CU_ASSERT_EQUAL(dy->home, HO_GRADS);
+	/* the transposes: d_p = all_gather(d_y), d_x = reduce_scatter(...) on
+	 * S; x gathered again: two all_gathers and one reduce_scatter */
+	CU_ASSERT_EQUAL(count_op(b, OP_ALL_GATHER), 2);
+	CU_ASSERT_EQUAL(count_op(b, OP_REDUCE_SCATTER), 1);
+	CU_ASSERT_EQUAL(count_op(b, OP_ALL_REDUCE), 0);
+	Value *dp = val(b, "d_p");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(dp);
+	CU_ASSERT_EQUAL(dp->def->op, OP_ALL_GATHER);
+	CU_ASSERT_PTR_EQUAL(dp->def->in[0], dy);
+	CU_ASSERT_EQUAL(dp->def->a.coll.dim, 1);
+	Value *dx = b->outputs.v[0];
+	CU_ASSERT_EQUAL(dx->def->op, OP_REDUCE_SCATTER);
+	CU_ASSERT_EQUAL(dx->def->a.coll.dim, 1);
+	Value *xa = val(b, "xa");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(xa);
+	CU_ASSERT_EQUAL(xa->def->op, OP_ALL_GATHER);
+	CU_ASSERT_EQUAL(xa->def->in[0]->role, R_IN);
+	/* saved: gelu's input and h, not xa; in the forward they are results
+	 * placed in the saved buffer, one after the other */
+	CU_ASSERT_EQUAL(r.g->saved.n, 2);
+	CU_ASSERT_EQUAL(val(r.g, "xa")->home, HO_ROLE);
+	CU_ASSERT_EQUAL(val(r.g, "h")->home, HO_SAVED);
+	CU_ASSERT_EQUAL(val(r.g, "h")->role, R_OUT);
+	CU_ASSERT_EQUAL(r.g->savedbytes, 2 * 512);     /* [2, 8, 8] split F over 2, f64 */
+	CU_ASSERT_EQUAL(r.g->ref_savedbytes, 2 * 1024); /* whole */
+	/* dW1 = xa.T @ d_t1 summed over B: a 2-d result split like w1 */
+	Value *dw1 = b->outputs.v[1];
+	CU_ASSERT_EQUAL(dw1->def->op, OP_MATMUL);
+	CU_ASSERT(dw1->def->a.mm.sum && dw1->def->a.mm.ta);
+	CU_ASSERT_PTR_EQUAL(dw1->def->in[0], xa);
+	CU_ASSERT_EQUAL(dw1->def->local, 0u); /* no region takes it */
+	done(&r);
+}
+
+static void
+test_data_parallel(void)
+{
+	GRun r;
+	Graph *b = backward(&r, "model dp { size T = 8, D = 4; group dp = 2;\n"
+	                        "  in x : [T, D] split T over dp; weight w : [D, D];\n"
+	                        "  y = relu(x @ w); out y; }\n");
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+	Value *dw = b->outputs.v[1];
+	CU_ASSERT_STRING_EQUAL(dw->name, "d_w");
+	CU_ASSERT_EQUAL(dw->def->op, OP_ALL_REDUCE); /* partial over dp: DDP */
+	CU_ASSERT_EQUAL(dw->dist.kind, DI_REPL);
+	CU_ASSERT_EQUAL(dw->def->in[0]->dist.kind, DI_PARTIAL);
+	CU_ASSERT_EQUAL(count_op(b, OP_RELU_GRAD), 1);
+	done(&r);
+}
+
+static void
+test_all_to_all(void)
+{
+	GRun r;
+	Graph *b = backward(&r, "model u { size S = 8, D = 4; group sp = 2;\n"
+	                        "  in x : [S, D] split S over sp;\n"
+	                        "  y = all_to_all(x, S, D); out y; }\n");
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+	Value *dx = b->outputs.v[0];
+	CU_ASSERT_EQUAL(dx->def->op, OP_ALL_TO_ALL);
+	CU_ASSERT_EQUAL(dx->def->a.coll.dim, 1);  /* from D */
+	CU_ASSERT_EQUAL(dx->def->a.coll.dim2, 0); /* to S */
+	done(&r);
+}
+
+/* x reaches y twice: its gradient is the sum, one add; y's gradient
+ * reaches x directly too. */
+static void
+test_sum(void)
+{
+	GRun r;
+	Graph *b = backward(&r, "model s { size S = 8, D = 4; group tp = 2;\n"
+	                        "  in x : [S, D] split S over tp;\n"
+	                        "  y = x * x + x; out y; }\n");
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+	CU_ASSERT_EQUAL(count_op(b, OP_MUL), 2);
+	CU_ASSERT_EQUAL(count_op(b, OP_ADD), 2);
+	Value *dx = b->outputs.v[0];
+	CU_ASSERT_EQUAL(dx->def->op, OP_ADD);
+	CU_ASSERT_EQUAL(dx->role, R_OUT);
+	done(&r);
+}
+
+/* The gradient of y + w is d_y itself: the result is a copy of it. */
+static void
+test_copy(void)
+{
+	GRun r;
+	Graph *b = backward(&r, "model c { size S = 8; group tp = 2;\n"
+	                        "  in x : [S, S]; weight w : [S, S]; in z : [S, S];\n"
+	                        "  y = x + w; out y; }\n");
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+	CU_ASSERT_EQUAL(b->outputs.n, 3);
+	for (int i = 0; i < b->outputs.n; i++) {
+		Value *g = b->outputs.v[i];
+		CU_ASSERT_EQUAL(g->def->op, OP_SCALE);
+		CU_ASSERT_EQUAL(g->role, R_OUT);
+	}
+	/* d_x and d_w copy d_y; z reaches no output: its gradient is zero */
+	CU_ASSERT_EQUAL(((Value *)b->outputs.v[0])->def->a.scale, 1.0);
+	CU_ASSERT_EQUAL(((Value *)b->outputs.v[1])->def->a.scale, 0.0);
+	CU_ASSERT_EQUAL(((Value *)b->outputs.v[2])->def->a.scale, 1.0);
+	done(&r);
+}
+
+static void
+test_errors(void)
+{
+	GRun r;
+
+	CU_ASSERT_PTR_NULL(backward(&r, "model n { size S = 8, D = 4; group tp = 2;\n"
+	                                "  in x : [S, D];\n"
+	                                "  y = softmax(x); out y; }\n"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "g.cf:3:7: error: no backward rule for softmax(x) yet"));
+	CU_ASSERT_PTR_NULL(r.g->bwd);
+	done(&r);
+	CU_ASSERT_PTR_NULL(backward(&r, "model n { size S = 8, D = 4; group tp = 2;\n"
+	                                "  in x : [S, D]; weight b : [D];\n"
+	                                "  y = x + b; out y; }\n"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "no backward rule for add(x, b): a broadcast operand"));
+	CU_ASSERT_EQUAL(r.g->saved.n, 0);
+	done(&r);
+}
+
+void test_grad_register(void);
+
+void
+test_grad_register(void)
+{
+	CU_pSuite s = CU_add_suite("grad", NULL, NULL);
+
+	CU_add_test(s, "mlp: transposes, re-gather, saved", test_mlp);
+	CU_add_test(s, "data parallel: all_reduce", test_data_parallel);
+	CU_add_test(s, "all_to_all swapped", test_all_to_all);
+	CU_add_test(s, "gradients summed", test_sum);
+	CU_add_test(s, "copies and zeros", test_copy);
+	CU_add_test(s, "no rule: errors", test_errors);
+}
