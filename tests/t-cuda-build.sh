@@ -1,6 +1,7 @@
 #!/bin/sh
 # The CUDA backend on a machine without a GPU: libcfrt_cuda.a links into
-# the generated code of every example (f32 and bf16) and into pc_app, and
+# the generated code of every example (f32 and bf16), of backward passes
+# (tests/grad) and into pc_app, and
 # the output comparison of the GPU tests (driver --dump + cmpdump) accepts
 # equal outputs and rejects different ones. The GPU runs themselves are
 # make test-gpu, on a GPU machine. Skipped (no lines) without nvcc.
@@ -19,6 +20,13 @@ for f in examples/*.cf; do
 			env CF_BACKEND=cuda sh scripts/build-model.sh "$B" "$t/$ex-$ty" "$f" --type=$ty \
 			--schedule="fuse(bidir)"
 	done
+done
+# the backward pass too: its *_grad ops, in the same file as the forward
+for f in examples/mlp.cf tests/grad/*.cf; do
+	ex=$(basename "$f" .cf)
+	check "cuda-build: $ex with its backward links against libcfrt_cuda" \
+		env CF_BACKEND=cuda sh scripts/build-model.sh "$B" "$t/$ex-bwd" "$f" --backward \
+		--type=f32 --schedule="fuse(bidir)"
 done
 check "cuda-build: pc_app links against libcfrt_cuda" \
 	mpicc -std=c11 -O2 -Wall -Wextra -Werror $SANFLAGS -Iruntime -o "$t/pc_app" \
