@@ -462,7 +462,7 @@ dump_values(FILE *f, const Graph *g)
 		const Node *n = v->def;
 		const char **row = cells + (i + 1) * NCOL;
 		row[0] = v->name;
-		row[1] = role_name[v->role];
+		row[1] = v->home == HO_SAVED && !g->fwd ? "saved" : role_name[v->role];
 		row[2] = dtype_name[v->dtype];
 		row[3] = shape_cell(a, v, 0);
 		row[4] = dist_str(a, v);
@@ -523,4 +523,10 @@ graph_dump(FILE *f, const Graph *g)
 	dump_header(f, g);
 	dump_values(f, g);
 	dump_schedule(f, g);
+	if (!g->bwd)
+		return;
+	fprintf(f, "\nbackward of model %s (saved: %lld bytes per rank)\n", g->name,
+	        (long long)g->savedbytes);
+	dump_values(f, g->bwd);
+	dump_schedule(f, g->bwd);
 }
