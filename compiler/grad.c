@@ -229,7 +229,7 @@ fwd(Bw *B, Value *v)
 static void
 no_rule(Bw *B, const Node *n, const char *why)
 {
-	diag_error(B->d, n->loc, "no backward rule for %s%s yet", graph_node_str(B->a, n), why);
+	diag_error(B->d, n->loc, "no backward rule for %s yet%s", graph_node_str(B->a, n), why);
 	B->err = 1;
 }
 
