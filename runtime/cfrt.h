@@ -347,7 +347,8 @@ int cfrt_memset_zero(cfrt_ctx *ctx, void *dst, size_t bytes);
 
 /* Checks a buffer handed to generated code before it is used: what (a
  * tensor as the spec names it, "weight w2") is not a null pointer when
- * bytes > 0, and on the GPU backend points at device memory. A generated
+ * bytes > 0, and on the GPU backend points at device memory and, when it
+ * lies in a buffer of cfrt_alloc, has bytes bytes there. A generated
  * forward pass checks every tensor and its workspace this way on entry,
  * so that a wrong argument is reported by its name. */
 int cfrt_check_arg(cfrt_ctx *ctx, const void *p, size_t bytes, const char *what);

@@ -192,6 +192,12 @@ int cfrti_check_mem(cfrt_ctx *ctx, const void *p, size_t bytes, const char *what
 	if (at.type != cudaMemoryTypeDevice && at.type != cudaMemoryTypeManaged)
 		return cfrti_err(ctx, CFRT_EINVAL, "%s (%zu bytes) is host memory, not device "
 		                 "memory (cfrt_alloc)", what, bytes);
+	const alloc_rec *a = cfrti_alloc_of(ctx, p, 1);
+	const char *c = p;
+	if (a && c + bytes > a->base + a->bytes)
+		return cfrti_err(ctx, CFRT_EINVAL, "%s needs %zu bytes, but its cfrt_alloc "
+		                 "buffer has %zu from there", what, bytes,
+		                 (size_t)(a->base + a->bytes - c));
 	return CFRT_OK;
 }
 
