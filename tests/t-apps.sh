@@ -15,7 +15,7 @@ BLAS=$(pkg-config --libs openblas)
 
 # err_ok FILE: the driver's line in FILE reports max_rel_err <= 1e-5.
 err_ok() {
-	e=$(sed -n 's/.*max_rel_err=\([^ ]*\).*/\1/p' "$1")
+	e=$(sed -n 's/.* max_rel_err=\([^ ]*\).*/\1/p' "$1")
 	awk -v e="$e" 'BEGIN { exit !(e != "" && e <= 1e-5) }'
 }
 
