@@ -55,7 +55,7 @@ tensor_table(Cg *c, Cg *bc)
 			const Value *v = vs.v[i];
 			const char *up = arena_printf(c->a, "%s_%s", c->upper, table_cname(c, bc, l, v));
 			emit(e, "{\"%s\", %d, %s_NDIM, %s_DIMS, %s_RANK_DIMS, %s_SPLIT, %d},\n",
-			     v->name, l, up, up, up, up, cg_group_index(c->g, v));
+			     v->name, l, up, up, up, up, v->dist.kind == DI_SPLIT ? v->dist.group->id : -1);
 		}
 	}
 	emit_close(e, ";");

@@ -60,7 +60,7 @@ describe(Cg *c, const Value *v)
 	emit(e, "#define %s_%s_SPLIT %d\n", up, cn,
 	     v->dist.kind == DI_SPLIT ? v->dist.dim : -1);
 	if (c->g->groups.n > 1)
-		emit(e, "#define %s_%s_GROUP %d\n", up, cn, cg_group_index(c->g, v));
+		emit(e, "#define %s_%s_GROUP %d\n", up, cn, v->dist.kind == DI_SPLIT ? v->dist.group->id : -1);
 	emit(e, "\n");
 }
 

@@ -70,15 +70,6 @@ name_locals(Cg *c)
 		                                                : want[k];
 }
 
-int
-cg_group_index(const Graph *g, const Value *v)
-{
-	for (int k = 0; v->dist.kind == DI_SPLIT && k < g->groups.n; k++)
-		if (g->groups.v[k] == v->dist.group)
-			return k;
-	return -1;
-}
-
 void
 cg_init(Cg *c, Arena *a, const Graph *g, const struct Plan *plan, FILE *f,
         const char *srcname, int lines, int whole)

@@ -47,8 +47,6 @@ int64_t cg_extent(const Cg *c, const Value *v, int d);
 /* "{2, 64, 64}" */
 const char *cg_dims(const Cg *c, const Value *v);
 const char *cg_dtype(DType t);
-/* Index in g->groups of the group v is split over, or -1. */
-int cg_group_index(const Graph *g, const Value *v);
 /* Emits the call of node n; out and in[] are C expressions of cfrt_view
  * lvalues; q_offset: the global index of the first query row (attention);
  * beta: 1 to accumulate into out (matmul only). */

@@ -53,6 +53,18 @@ typedef struct Vec {
 } Vec;
 void vec_push(Arena *a, Vec *v, void *p);
 
+/* A map from strings to pointers living in an arena (open addressing;
+ * it grows). Zero-initialised, it is empty. strmap_put adds key with val
+ * (not NULL) unless the key is there: it returns the value the key had,
+ * or NULL when it added it. Keys are not copied. */
+typedef struct StrMap {
+	const char **key;
+	void **val;
+	size_t n, cap;
+} StrMap;
+void *strmap_get(const StrMap *m, const char *key);
+void *strmap_put(Arena *a, StrMap *m, const char *key, void *val);
+
 _Noreturn void die_at(const char *file, int line, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 #define die(...) die_at(__FILE__, __LINE__, __VA_ARGS__)
@@ -251,6 +263,7 @@ int op_lookup(const char *name); /* OpKind, or -1 */
 typedef struct Group {
 	const char *name;
 	int size;
+	int id;         /* index in Graph.groups: the axis of the job's grid */
 	Loc loc;
 	int overridden; /* set from -D */
 } Group;
@@ -435,6 +448,9 @@ typedef struct Options {
  * why a name may not reach the C (NULL: it may), for a tensor of model
  * `model` and for a model. */
 const char *cname_of(Arena *a, const char *name);
+/* The C spelling of value v: that of the name `out` gives it, or of its
+ * name. */
+const char *value_cname(Arena *a, const Value *v);
 const char *cname_refused(Arena *a, const char *name, const char *model);
 const char *cname_model_refused(Arena *a, const char *name);
 
@@ -468,6 +484,8 @@ int64_t value_rank_elems(const Value *v);         /* per-rank element count */
 const char *dist_str(Arena *a, const Value *v);
 /* v for messages: its name, or a temporary's expression ("a @ w") */
 const char *value_what(const Value *v);
+/* the name the user knows v by: the one `out` gives it, or its own */
+const char *value_uname(const Value *v);
 /* dim d's label when it names only d, else its position ("1") */
 const char *value_dim_name(Arena *a, const Value *v, int d);
 /* "fuse(bidir, m = 2)", "slice(4)", "vanilla", ... */

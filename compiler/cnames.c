@@ -108,6 +108,12 @@ cname_of(Arena *a, const char *name)
 	return s;
 }
 
+const char *
+value_cname(Arena *a, const Value *v)
+{
+	return cname_of(a, value_uname(v));
+}
+
 /* Why name is no spelling any C name may have, or NULL. */
 static const char *
 refused(Arena *a, const char *name)

@@ -45,6 +45,12 @@ value_what(const Value *v)
 }
 
 const char *
+value_uname(const Value *v)
+{
+	return v->outname ? v->outname : v->name;
+}
+
+const char *
 value_dim_name(Arena *a, const Value *v, int d)
 {
 	const char *l = d >= 0 && d < v->ndim ? v->label[d] : NULL;

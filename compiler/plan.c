@@ -612,23 +612,6 @@ pl_coll_plan(Pl *L, const Coll *c)
 
 /* ---- plain stages: one op on whole per-rank tensors ---- */
 
-/* The dim of input j of n that the rows of n's result along d map to (its
- * slice-locality, or a right-aligned broadcast of an elementwise operand),
- * or -1. */
-static int
-pl_maps(const Node *n, int j, int d)
-{
-	const Value *x = n->in[j], *o = n->out;
-	int xd = n->inmap[j][d];
-
-	if (xd < 0 && op_info[n->op].cls == CL_EW) {
-		xd = d - (o->ndim - x->ndim);
-		if (xd < 0 || x->shape[xd] != o->shape[d])
-			return -1; /* broadcast along d */
-	}
-	return xd;
-}
-
 /* Cuts view v of input j of n to this rank's window: where n's result is
  * split along d and the input holds all of the dim d maps to, the rows of
  * that dim for the result's rows (in proportion: head split and merge
@@ -640,7 +623,7 @@ pl_window(const Node *n, int j, PView *v)
 
 	if (o->dist.kind != DI_SPLIT)
 		return;
-	int d = o->dist.dim, xd = pl_maps(n, j, d);
+	int d = o->dist.dim, xd = n->inmap[j][d]; /* graph.c: slice-locality */
 	if (xd < 0 || (x->dist.kind == DI_SPLIT && x->dist.dim == xd))
 		return;
 	int64_t le = value_rank_extent(o, d) * x->shape[xd] / o->shape[d];
@@ -806,15 +789,6 @@ coll_need(const Coll *c, const PColl *pc)
 	return n;
 }
 
-/* Index of group g in the graph's groups, or -1. */
-static int
-group_index(const Graph *g, const Group *gr)
-{
-	for (int k = 0; gr && k < g->groups.n; k++)
-		if (g->groups.v[k] == gr)
-			return k;
-	return -1;
-}
 
 static void
 pl_need(Plan *P)
@@ -833,7 +807,7 @@ pl_need(Plan *P)
 			gr = st->u.coll->node->a.coll.group;
 			n = coll_need(st->u.coll, P->coll[ci++]);
 		}
-		P->group[k] = group_index(s->g, gr);
+		P->group[k] = gr ? gr->id : -1;
 		if (n & PN_R && P->group[k] >= 0)
 			P->rank_used[P->group[k]] = 1;
 		P->need |= n;

@@ -402,50 +402,19 @@ outputs(Sema *S)
 
 /* ---- names of temporaries ---- */
 
-typedef struct NameSet {
-	const char **v;
-	size_t cap; /* a power of two, at least twice the names */
-} NameSet;
-
-static size_t
-name_hash(const char *s)
-{
-	size_t h = 14695981039346656037u;
-
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211u;
-	return h;
-}
-
-/* Adds s; returns 0 when it was there already. */
-static int
-name_add(NameSet *ns, const char *s)
-{
-	size_t i = name_hash(s) & (ns->cap - 1);
-
-	for (; ns->v[i]; i = (i + 1) & (ns->cap - 1))
-		if (strcmp(ns->v[i], s) == 0)
-			return 0;
-	ns->v[i] = s;
-	return 1;
-}
-
 /* Temporaries are named t1, t2, ... in creation order (prefixed by their
  * layer instance), skipping names the user took. */
 static void
 name_temps(Sema *S)
 {
 	Graph *g = S->g;
-	NameSet ns = {NULL, 16};
+	StrMap taken = {0};
 	int t = 1;
 
-	while (ns.cap < 2 * (size_t)g->values.n)
-		ns.cap *= 2;
-	ns.v = arena_alloc(S->a, ns.cap * sizeof *ns.v);
 	for (int i = 0; i < g->values.n; i++) {
 		Value *v = g->values.v[i];
 		if (v->name)
-			name_add(&ns, v->name);
+			strmap_put(S->a, &taken, v->name, v);
 	}
 	for (int i = 0; i < g->values.n; i++) {
 		Value *v = g->values.v[i];
@@ -453,7 +422,7 @@ name_temps(Sema *S)
 		while (!v->name) {
 			const char *s = path ? arena_printf(S->a, "%s.t%d", path, t++)
 			                     : arena_printf(S->a, "t%d", t++);
-			if (name_add(&ns, s))
+			if (!strmap_put(S->a, &taken, s, v))
 				v->name = s;
 		}
 	}

@@ -274,71 +274,52 @@ sema_kind_noun(SymKind k)
 
 /* ---- names in the generated C ---- */
 
-/* The C spelling of v: its output name, or its name (cnames.c). */
-static const char *
-c_spelling(Sema *S, const Value *v)
-{
-	return cname_of(S->a, v->outname ? v->outname : v->name);
-}
-
-static unsigned
-name_hash(const char *s)
-{
-	unsigned h = 2166136261u;
-
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 16777619u;
-	return h;
-}
-
 /* Every name that reaches the generated C (cnames.c): the model's, each
  * tensor's (its output name for an output), and no two tensors spelt
  * alike there (a layer instance's mlp0.w1 and a tensor mlp0_w1). */
+/* Where v's name is written. */
+static Loc
+value_at(const Value *v)
+{
+	return v->nloc.line ? v->nloc : v->loc;
+}
+
 void
 sema_cnames(Sema *S)
 {
 	const Graph *g = S->g;
 	const char *why = cname_model_refused(S->a, g->name);
-	size_t cap = 16;
-	const Value **seen;
+	StrMap seen = {0}; /* C spelling -> the first value spelt so */
 
 	if (why)
 		diag_error(S->d, S->model->nloc, "model %s cannot name the generated C: %s", g->name,
 		           why);
-	while (cap < 2 * (size_t)g->values.n)
-		cap *= 2;
-	seen = arena_alloc(S->a, cap * sizeof *seen);
 	for (int i = 0; i < g->values.n; i++) {
 		const Value *v = g->values.v[i];
-		const char *c = c_spelling(S, v);
-		Loc at = v->nloc.line ? v->nloc : v->loc;
+		const char *c = value_cname(S->a, v), *n = value_uname(v);
 		if ((why = cname_refused(S->a, c, g->name))) {
-			const char *n = v->outname ? v->outname : v->name;
-			diag_error(S->d, at, "%s cannot name a tensor of the generated C%s: %s", n,
-			           strcmp(n, c) ? arena_printf(S->a, " (as %s)", c) : "", why);
+			diag_error(S->d, value_at(v), "%s cannot name a tensor of the generated C%s: %s",
+			           n, strcmp(n, c) ? arena_printf(S->a, " (as %s)", c) : "", why);
 			continue;
 		}
-		size_t k = name_hash(c) & (cap - 1);
-		while (seen[k] && strcmp(c_spelling(S, seen[k]), c))
-			k = (k + 1) & (cap - 1);
-		if (v->role != R_ACT && strlen(c) > 5 && !strcmp(c + strlen(c) - 5, "_RANK")) {
-			/* the header's macros: X_DIMS of x_RANK is X_RANK_DIMS of x */
-			for (int j = 0; j < g->values.n; j++) {
-				const Value *w = g->values.v[j];
-				const char *d = c_spelling(S, w);
-				if (w->role != R_ACT && strlen(d) == strlen(c) - 5 && !strncmp(c, d, strlen(d)))
-					diag_error(S->d, at, "%s and %s would both define the header's %s_RANK_DIMS",
-					           c, d, d);
-			}
+		const Value *w = strmap_put(S->a, &seen, c, (void *)v);
+		if (w) {
+			diag_error(S->d, value_at(v), "%s and %s are both %s in the generated C",
+			           value_uname(w), n, c);
+			diag_note(S->d, value_at(w), "the first is here");
 		}
-		if (seen[k]) {
-			diag_error(S->d, at, "%s and %s are both %s in the generated C",
-			           seen[k]->outname ? seen[k]->outname : seen[k]->name,
-			           v->outname ? v->outname : v->name, c);
-			diag_note(S->d, seen[k]->nloc.line ? seen[k]->nloc : seen[k]->loc,
-			          "the first is here");
-		} else {
-			seen[k] = v;
-		}
+	}
+	/* the header's macros: X_RANK_DIMS of tensor x_RANK is the
+	 * RANK_DIMS of tensor x */
+	for (int i = 0; i < g->values.n; i++) {
+		const Value *v = g->values.v[i];
+		const char *c = value_cname(S->a, v);
+		size_t n = strlen(c);
+		if (v->role == R_ACT || n <= 5 || strcmp(c + n - 5, "_RANK"))
+			continue;
+		const Value *w = strmap_get(&seen, arena_strndup(S->a, c, n - 5));
+		if (w && w->role != R_ACT)
+			diag_error(S->d, value_at(v), "%s and %s would both define the header's "
+			           "%s_RANK_DIMS", c, value_cname(S->a, w), value_cname(S->a, w));
 	}
 }

@@ -242,8 +242,10 @@ sema_def_group(Sema *S, Scope *sc, const Stmt *st)
 	Sym *s = sema_define(S, sc, name, st->u.def.nloc, SY_GROUP);
 	s->u.group = g;
 	s->bad = !ok;
-	if (ok)
+	if (ok) {
+		g->id = S->g->groups.n;
 		vec_push(S->a, &S->g->groups, g);
+	}
 }
 
 void

@@ -198,6 +198,61 @@ arena_grow(Arena *a, void *p, int n, int *cap, int first, size_t sz)
 }
 
 /* Grows by doubling inside the arena; the old array is simply left behind. */
+static size_t
+str_hash(const char *s)
+{
+	size_t h = 14695981039346656037u; /* FNV-1a */
+
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211u;
+	return h;
+}
+
+/* The slot of key, or of the empty place where it would go. */
+static size_t
+strmap_slot(const StrMap *m, const char *key)
+{
+	size_t i = str_hash(key) & (m->cap - 1);
+
+	while (m->key[i] && strcmp(m->key[i], key))
+		i = (i + 1) & (m->cap - 1);
+	return i;
+}
+
+void *
+strmap_get(const StrMap *m, const char *key)
+{
+	if (!m->cap)
+		return NULL;
+	size_t i = strmap_slot(m, key);
+	return m->key[i] ? m->val[i] : NULL;
+}
+
+void *
+strmap_put(Arena *a, StrMap *m, const char *key, void *val)
+{
+	if (2 * (m->n + 1) > m->cap) { /* at most half full */
+		StrMap b = {NULL, NULL, 0, m->cap ? 2 * m->cap : 16};
+		b.key = arena_alloc(a, b.cap * sizeof *b.key);
+		b.val = arena_alloc(a, b.cap * sizeof *b.val);
+		for (size_t j = 0; j < m->cap; j++)
+			if (m->key[j]) {
+				size_t i = strmap_slot(&b, m->key[j]);
+				b.key[i] = m->key[j];
+				b.val[i] = m->val[j];
+			}
+		b.n = m->n;
+		*m = b;
+	}
+	size_t i = strmap_slot(m, key);
+	if (m->key[i])
+		return m->val[i];
+	m->key[i] = key;
+	m->val[i] = val;
+	m->n++;
+	return NULL;
+}
+
 void
 vec_push(Arena *a, Vec *v, void *p)
 {

@@ -1012,9 +1012,6 @@ vm_plain_want(const V *v, const Node *n, int j, int r)
 	if (o->dist.kind != DI_SPLIT)
 		return b;
 	int d = o->dist.dim, xd = n->inmap[j][d];
-	if (xd < 0 && op_info[n->op].cls == CL_EW && d - (o->ndim - x->ndim) >= 0 &&
-	    x->shape[d - (o->ndim - x->ndim)] == o->shape[d])
-		xd = d - (o->ndim - x->ndim);
 	if (xd < 0)
 		return b;
 	/* rows of o map to rows of x in proportion (head split and merge
