@@ -365,7 +365,9 @@ extern const char *const topo_name[NTOPO]; /* "ring", "bidir", "pairwise" */
 typedef enum SchedFrom {
 	SF_BUILTIN, /* the built-in default fuse(ring): the compiler's own */
 	SF_DEFAULT, /* a default entry or --schedule: every collective */
-	SF_NAMED    /* an entry naming its collectives ("y", "layer.y") */
+	SF_NAMED,   /* an entry naming its collectives ("y", "layer.y") */
+	SF_TWIN     /* a backward collective's: its forward twin's choice, which
+	             * the rules adapt as they adapt the compiler's own */
 } SchedFrom;
 
 typedef struct SchedChoice {

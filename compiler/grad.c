@@ -26,7 +26,7 @@
  * ensures: g->bwd passes graph_check; its outputs are d_NAME for every in
  * and weight of g, in that order, spread like their tensors; g->saved
  * lists the saved values with their offsets; or NULL and errors reported,
- * g unchanged but for nothing the forward's output depends on. */
+ * g unchanged. */
 #include <string.h>
 
 #include "plan.h"
@@ -38,7 +38,12 @@ typedef struct Bw {
 	Graph *b;      /* the backward being built */
 	Value **copy;  /* by forward Value.id: the value in b, or NULL */
 	Vec *grads;    /* by forward Value.id: gradient contributions in b */
-	Vec reserved;  /* of const char *: names kept for the interface */
+	const char **gname; /* by forward Value.id: an in's, weight's or
+	                     * output's gradient's interface name */
+	StrMap taken;  /* C spelling -> the value of either graph spelt so, or
+	                * the forward value whose gradient's name it is */
+	Vec saved;     /* forward values the backward reads from the saved
+	                * buffer, marked so when the pass succeeds */
 	int err;
 } Bw;
 
@@ -46,53 +51,35 @@ typedef void (*Vjp)(Bw *B, const Node *n, Value *dy);
 
 /* ---- names ---- */
 
-static int
-name_taken(const Bw *B, const char *cn)
-{
-	const Graph *gs[2] = {B->g, B->b};
-
-	for (int k = 0; k < 2; k++)
-		for (int i = 0; i < gs[k]->values.n; i++) {
-			const Value *v = gs[k]->values.v[i];
-			if (!strcmp(cname_of(B->a, v->outname ? v->outname : v->name), cn))
-				return 1;
-		}
-	for (int i = 0; i < B->reserved.n; i++)
-		if (!strcmp(B->reserved.v[i], cn))
-			return 1;
-	return 0;
-}
-
 /* base, or base_2, base_3, ...: a C name no tensor of either graph has. */
 static const char *
 fresh_name(Bw *B, const char *base)
 {
 	const char *s = base;
 
-	for (int k = 2; name_taken(B, cname_of(B->a, s)); k++)
+	for (int k = 2; strmap_get(&B->taken, cname_of(B->a, s)); k++)
 		s = arena_printf(B->a, "%s_%d", base, k);
 	return s;
 }
 
-/* The interface name of the gradient of forward value v: d_NAME. It may
- * name no tensor of the forward, and must be a name C allows. */
-static const char *
-grad_name(Bw *B, const Value *v)
+/* Names the gradient of forward value v (an in, weight or output) for the
+ * interface, d_NAME, and keeps the name: it may name no tensor of the
+ * forward, and must be a name C allows. */
+static void
+grad_name(Bw *B, Value *v)
 {
-	const char *n = arena_printf(B->a, "d_%s", v->outname ? v->outname : v->name);
+	const char *n = arena_printf(B->a, "d_%s", value_uname(v));
 	const char *cn = cname_of(B->a, n), *why = cname_refused(B->a, cn, B->g->name);
+	const Value *w = strmap_put(B->a, &B->taken, cn, v);
 
-	for (int i = 0; i < B->g->values.n && !why; i++) {
-		const Value *w = B->g->values.v[i];
-		if (!strcmp(cname_of(B->a, w->outname ? w->outname : w->name), cn))
-			why = arena_printf(B->a, "tensor %s (line %d) has that name", w->name, w->nloc.line);
-	}
+	if (!why && w)
+		why = arena_printf(B->a, "tensor %s (line %d) has that name", w->name, w->nloc.line);
 	if (why) {
 		diag_error(B->d, v->nloc, "the gradient of %s would be named %s in the "
 		           "backward pass, but %s: rename one of them", v->name, cn, why);
 		B->err = 1;
 	}
-	return n;
+	B->gname[v->id] = n;
 }
 
 /* ---- building the backward graph ---- */
@@ -147,6 +134,7 @@ commit(Bw *B, Node *n, Value *v)
 	v->def = n;
 	for (int i = 0; i < n->nin; i++)
 		vec_push(B->a, &n->in[i]->uses, n);
+	strmap_put(B->a, &B->taken, value_cname(B->a, v), v);
 	return v;
 }
 
@@ -162,28 +150,17 @@ leaf(Bw *B, const Value *like, Role role, const char *name)
 	return v;
 }
 
-static int
-is_output(const Graph *g, const Value *v)
-{
-	for (int i = 0; i < g->outputs.n; i++)
-		if (g->outputs.v[i] == v)
-			return 1;
-	return 0;
-}
-
 /* The schedule of a collective of the backward made for forward
- * collective at (NULL: the model's default): at's own choice, less a
- * query split, which only a reduction fed by attention has. */
+ * collective at (NULL: the model's default): at's own choice, which the
+ * schedule rules adapt to the twin (schedrule.c: SF_TWIN). */
 static SchedChoice *
 sched_for(Bw *B, const Node *at)
 {
 	if (!at || at->sched == &B->g->defsched)
 		return &B->b->defsched;
-	if (!at->sched->query)
-		return at->sched;
 	SchedChoice *s = arena_alloc(B->a, sizeof *s);
 	*s = *at->sched;
-	s->query = 0;
+	s->from = SF_TWIN;
 	return s;
 }
 
@@ -210,16 +187,15 @@ fwd(Bw *B, Value *v)
 
 	if (*c)
 		return *c;
-	if (v->role == R_WEIGHT || v->role == R_IN || is_output(B->g, v)) {
+	if (v->role != R_ACT) {
 		*c = leaf(B, v, v->role == R_WEIGHT ? R_WEIGHT : R_IN, v->name);
+		(*c)->outname = v->outname; /* the io struct names it so */
 	} else if (v->def->op == OP_ALL_GATHER) {
 		const Node *ag = v->def;
 		Value *x = fwd(B, ag->in[0]);
 		*c = coll(B, ag, OP_ALL_GATHER, x, ag->a.coll.dim, -1, v->dist, v->name, sched_for(B, ag));
 	} else {
-		v->role = R_OUT;
-		v->home = HO_SAVED;
-		vec_push(B->a, &B->g->saved, v);
+		vec_push(B->a, &B->saved, v);
 		*c = leaf(B, v, R_IN, v->name);
 		(*c)->home = HO_SAVED;
 	}
@@ -241,6 +217,15 @@ want_str(Bw *B, const Value *x, Dist want)
 
 	w.dist = want;
 	return dist_str(B->a, &w);
+}
+
+/* The spread of the gradient of a value spread as x: a partial sum's is
+ * replicated (each rank's part gets the whole gradient), any other's like
+ * x. */
+static Dist
+grad_spread(Dist x)
+{
+	return x.kind == DI_PARTIAL ? (Dist){DI_REPL, 0, NULL} : x;
 }
 
 /* x (a gradient) spread as want, by the collective that moves it there:
@@ -294,23 +279,29 @@ ew(Bw *B, const Node *at, OpKind op, Value *dy, Value *x, const char *name)
 	return compute(B, at, op, 2, in, dy, r, name);
 }
 
-/* The sum of gradients a and b of one tensor, moved to one spread first
- * when add cannot take them as they are. */
+/* The sum of gradients a and b of one tensor. A partial sum that add
+ * cannot take as it is is made whole first: spread like the other, or
+ * replicated when the other is partial too (over another group). */
 static Value *
 sum2(Bw *B, const Node *at, Value *a, Value *b, const char *name)
 {
+	Value *in[2] = {a, b};
 	Dist r;
 
-	if (!graph_dist_ew(OP_ADD, a->dist, b->dist, &r)) {
-		Value **p = a->dist.kind == DI_PARTIAL ? &a : &b, *o = p == &a ? b : a;
-		Dist want = o->dist.kind == DI_PARTIAL ? (Dist){DI_REPL, 0, NULL} : o->dist;
+	for (int i = 0; i < 2 && !graph_dist_ew(OP_ADD, in[0]->dist, in[1]->dist, &r); i++) {
+		if (in[i]->dist.kind != DI_PARTIAL)
+			continue;
 		const char *pn = fresh_name(B, arena_printf(B->a, "%s_sum", name));
-		if (!(*p = fit(B, at, *p, want, pn, sched_for(B, NULL))))
+		in[i] = fit(B, at, in[i], grad_spread(in[!i]->dist), pn, sched_for(B, NULL));
+		if (!in[i])
 			return NULL;
-		graph_dist_ew(OP_ADD, a->dist, b->dist, &r);
 	}
-	Value *in[2] = {a, b};
-	return compute(B, at, OP_ADD, 2, in, a, r, fresh_name(B, name));
+	if (!graph_dist_ew(OP_ADD, in[0]->dist, in[1]->dist, &r)) {
+		no_rule(B, at, arena_printf(B->a, ": its gradients are %s and %s",
+		                            dist_str(B->a, in[0]), dist_str(B->a, in[1])));
+		return NULL;
+	}
+	return compute(B, at, OP_ADD, 2, in, in[0], r, fresh_name(B, name));
 }
 
 /* The gradient of forward value v: the sum of what reached it. */
@@ -484,9 +475,8 @@ static void
 vjp_coll(Bw *B, const Node *n, Value *dy)
 {
 	const Value *x = n->in[0];
-	Dist want = x->dist.kind == DI_PARTIAL ? (Dist){DI_REPL, 0, NULL} : x->dist;
 
-	contribute(B, x, fit(B, n, dy, want, dname(B, x), sched_for(B, n)));
+	contribute(B, x, fit(B, n, dy, grad_spread(x->dist), dname(B, x), sched_for(B, n)));
 }
 
 static const Vjp vjp[NOP] = {
@@ -513,10 +503,8 @@ backprop(Bw *B)
 			continue;
 		}
 		Value *dy = total(B, v, dname(B, v));
-		if (dy && v->dist.kind != DI_REPL) {
-			Dist want = v->dist.kind == DI_PARTIAL ? (Dist){DI_REPL, 0, NULL} : v->dist;
-			dy = fit(B, n, dy, want, dname(B, v), sched_for(B, NULL));
-		}
+		if (dy && v->dist.kind != DI_REPL)
+			dy = fit(B, n, dy, grad_spread(v->dist), dname(B, v), sched_for(B, NULL));
 		if (dy)
 			vjp[n->op](B, n, dy);
 	}
@@ -551,17 +539,21 @@ leaf_grad(Bw *B, Value *v, const char *name)
 	vec_push(B->a, &B->b->outputs, t);
 }
 
-/* Offsets of the saved values in the saved buffer: a rank's shards, and
- * whole tensors for the reference; their copies in b share them. */
+/* The saved values become results of the forward that live in the saved
+ * buffer, at their offsets there: a rank's shards, and whole tensors for
+ * the reference. */
 static void
 place_saved(Bw *B)
 {
 	Graph *g = B->g;
 
-	for (int i = 0; i < g->saved.n; i++) {
-		Value *v = g->saved.v[i], *c = B->copy[v->id];
-		v->soff = c->soff = g->savedbytes;
-		v->ref_soff = c->ref_soff = g->ref_savedbytes;
+	for (int i = 0; i < B->saved.n; i++) {
+		Value *v = B->saved.v[i];
+		v->role = R_OUT;
+		v->home = HO_SAVED;
+		vec_push(B->a, &g->saved, v);
+		v->soff = g->savedbytes;
+		v->ref_soff = g->ref_savedbytes;
 		g->savedbytes += plan_align(dtype_size[v->dtype] * value_rank_elems(v));
 		g->ref_savedbytes += plan_align(dtype_size[v->dtype] * value_elems(v));
 	}
@@ -580,6 +572,8 @@ new_graph(Bw *B)
 	b->sizes = g->sizes;
 	b->groups = g->groups;
 	b->defsched = g->defsched;
+	if (b->defsched.from != SF_BUILTIN)
+		b->defsched.from = SF_TWIN;
 	b->fwd = B->g;
 	return b;
 }
@@ -593,31 +587,26 @@ grad_build(Graph *g, Diag *d)
 	B.b = new_graph(&B);
 	B.copy = arena_alloc(B.a, nv * sizeof *B.copy);
 	B.grads = arena_alloc(B.a, nv * sizeof *B.grads);
+	B.gname = arena_alloc(B.a, nv * sizeof *B.gname);
+	for (int i = 0; i < g->values.n; i++)
+		strmap_put(B.a, &B.taken, value_cname(B.a, g->values.v[i]), g->values.v[i]);
 	const Vec *ends[3] = {&g->outputs, &g->inputs, &g->weights};
 	for (int k = 0; k < 3; k++)
 		for (int i = 0; i < ends[k]->n; i++)
-			vec_push(B.a, &B.reserved, (void *)cname_of(B.a, grad_name(&B, ends[k]->v[i])));
+			grad_name(&B, ends[k]->v[i]);
 	if (B.err)
 		return NULL;
 	for (int i = 0; i < g->outputs.n; i++) {
-		Value *y = g->outputs.v[i];
-		Value *dy = leaf(&B, y, R_IN, arena_printf(B.a, "d_%s", y->outname ? y->outname : y->name));
+		Value *y = g->outputs.v[i], *dy = leaf(&B, y, R_IN, B.gname[y->id]);
 		dy->home = HO_GRADS;
 		contribute(&B, y, dy);
 	}
 	backprop(&B);
 	for (int k = 1; k < 3 && !B.err; k++)
 		for (int i = 0; i < ends[k]->n && !B.err; i++)
-			leaf_grad(&B, ends[k]->v[i], grad_name(&B, ends[k]->v[i]));
-	if (B.err) {
-		for (int i = 0; i < g->saved.n; i++) {
-			Value *v = g->saved.v[i];
-			v->role = R_ACT;
-			v->home = HO_ROLE;
-		}
-		g->saved.n = 0;
+			leaf_grad(&B, ends[k]->v[i], B.gname[((Value *)ends[k]->v[i])->id]);
+	if (B.err)
 		return NULL;
-	}
 	place_saved(&B);
 	g->bwd = B.b;
 	return B.b;

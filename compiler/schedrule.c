@@ -129,14 +129,15 @@ static void
 su_fit(Arena *a, const Node *n, const SchedChoice *want, SchedUse *u)
 {
 	const char *why = su_cut(a, n, &u->how);
-	int written = want->kind != SK_AUTO && want->from != SF_BUILTIN;
+	int written = want->kind != SK_AUTO && want->from != SF_BUILTIN && want->from != SF_TWIN;
 
 	if (why && written && !u->err) {
 		const char *as = graph_sched_str(a, &u->how), *asked = graph_sched_str(a, want);
 		u->err = arena_printf(a, "%s on %s%s%s", asked, value_what(n->out),
 		                      strcmp(as, asked) ? arena_printf(a, ", run as %s,", as) : "", why);
 	} else if (why && !written) {
-		su_note(a, u, arena_printf(a, "the built-in default %s%s: vanilla used",
+		su_note(a, u, arena_printf(a, want->from == SF_TWIN ? "%s, as in the forward,%s: "
+		                           "vanilla used" : "the built-in default %s%s: vanilla used",
 		                           graph_sched_str(a, &u->how), why));
 	}
 	if (why)

@@ -2,7 +2,7 @@
 # The backward pass (cfc --backward), checked independently: for small
 # f64 specs (the MLP of examples/mlp.cf, a sequence-parallel chain of
 # gathers and reduce-scatters, an all_to_all chain, data parallelism, an
-# all_reduce block: tests/grad/) under every schedule kind at N = 1..4,
+# all_reduce block, a layer's output, a weight over two groups: tests/grad/) under every schedule kind at N = 1..4,
 # the gradients of the parallel backward must equal central finite
 # differences of the serial reference forward (fd_max_rel_err <= 1e-6;
 # the differences are exact to about 1e-9 in f64), the serial reference
@@ -58,6 +58,19 @@ for spec in examples/mlp.cf tests/grad/sp.cf tests/grad/a2a.cf tests/grad/dp.cf 
 				-D tp="$n" --schedule="$s"
 		done
 	done
+done
+
+# an output a layer made, named by `out` (read from the io struct under
+# that name); one weight used over two groups of a grid (its gradient
+# all-reduced over each before the sum); 3 ranks, where the weight
+# gradient's all_reduce cannot take fuse(ring) and falls back to vanilla
+for s in vanilla "fuse(ring)"; do
+	grad "grad: layer_out $s N=3" "$out/layer_out-$(tag "$s")" 3 tests/grad/layer_out.cf \
+		-D tp=3 --schedule="$s"
+	grad "grad: two_groups 2x2 $s" "$out/two_groups-$(tag "$s")" 4 tests/grad/two_groups.cf \
+		--schedule="$s"
+	grad "grad: two_groups 2x3 $s" "$out/two_groups3-$(tag "$s")" 6 tests/grad/two_groups.cf \
+		-D b=3 --schedule="$s"
 done
 
 # -- the backward is asked for only with --backward: an op with no rule

@@ -227,7 +227,21 @@ test_errors(void)
 	                                "  in x : [S, D]; weight b : [D];\n"
 	                                "  y = x + b; out y; }\n"));
 	CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "no backward rule for add(x, b) yet: a broadcast operand"));
+	done(&r);
+	/* gelu's rule reads t, to be saved, before softmax fails: the forward
+	 * is left as it was */
+	CU_ASSERT_PTR_NULL(backward(&r, "model n { size S = 8, D = 4; group tp = 2;\n"
+	                                "  in x : [S, D];\n"
+	                                "  t = softmax(x); y = gelu(t); out y; }\n"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "no backward rule for softmax(x) yet"));
 	CU_ASSERT_EQUAL(r.g->saved.n, 0);
+	for (int i = 0; i < r.g->values.n; i++) {
+		const Value *v = r.g->values.v[i];
+		if (!strcmp(v->name, "t")) {
+			CU_ASSERT_EQUAL(v->role, R_ACT);
+			CU_ASSERT_EQUAL(v->home, HO_ROLE);
+		}
+	}
 	done(&r);
 }
 
