@@ -5,6 +5,7 @@
  * line, from verify_sched's findings (or verify_coll when it did not
  * run). */
 #include <ctype.h>
+#include <limits.h>
 #include <string.h>
 
 #include "codegen.h"
@@ -281,20 +282,15 @@ static const char *
 tx_order(Arena *a, const Coll *c, int r)
 {
 	const char *out = "";
+	SchedPos p = {0};
 
-	for (int p = 0; p < c->phases.n; p++) {
-		const Phase *ph = c->phases.v[p];
-		for (int i = 0; i < ph->nrounds; i++)
-			for (int t = 0; t < ph->nlanes; t++)
-				for (int k = 0; k < ph->lanes[t].n; k++) {
-					const Item *it = ph->lanes[t].v[k];
-					if (it->kind != IT_COMPUTE || !sched_guard(&it->g, r, i, c->N))
-						continue;
-					const char *sl = tx_conc(a, c, &it->u.comp.sel, r, i);
-					out = arena_printf(a, "%s%s%s", out, *out ? " " : "",
-					                   strcmp(sl, "*") ? sl : "all");
-					break;
-				}
+	/* the first compute of each lane of each round */
+	for (const Item *it; (it = sched_next(c, r, &p));) {
+		if (it->kind != IT_COMPUTE)
+			continue;
+		const char *sl = tx_conc(a, c, &it->u.comp.sel, r, p.i);
+		out = arena_printf(a, "%s%s%s", out, *out ? " " : "", strcmp(sl, "*") ? sl : "all");
+		p.k = INT_MAX; /* on to the next lane */
 	}
 	return *out ? out : "(no compute)";
 }

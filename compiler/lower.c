@@ -2,11 +2,13 @@
  * into a step program (FuseAG, FuseRS, FuseA2A, all_reduce = FuseRS then
  * FuseAG; ring, bidir, pairwise; granularity m) or into the vanilla and
  * slice(k) baselines, and orders all stages.
- * requires: a graph with locality; every collective's Node.sched set.
+ * requires: a Sched from region_sched (regions found); every
+ * collective's Node.sched set.
  * ensures: every collective lowered per the choice the schedule rules
  * give it (sched_use: auto resolved, what does not apply replaced),
- * stages in an order that respects every dependency; NULL after errors,
- * every one reported. verify.c proves the result. */
+ * stages in an order that respects every dependency; nonzero after
+ * errors, every one reported. plan.c plans the result's memory and
+ * verify_prog.c proves both. */
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -798,6 +800,7 @@ lw_coll_lower(Lower *L, Coll *c)
 			for (int j = 0; j < ph->lanes[t].n; j++)
 				((Item *)ph->lanes[t].v[j])->id = c->nitems++;
 	}
+	c->nlabels = L->nlabel;
 }
 
 /* ---- stage order ---- */

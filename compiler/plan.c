@@ -477,23 +477,6 @@ item_label(const Item *it, const Ix **round)
 	}
 }
 
-/* Walks every item of c in program order for rank r, calling fn on those
- * its guard admits. */
-static void
-pl_walk(const Coll *c, int r, void (*fn)(void *, const Item *, int, int), void *arg)
-{
-	for (int k = 0; k < c->phases.n; k++) {
-		const Phase *ph = c->phases.v[k];
-		for (int i = 0; i < ph->nrounds; i++)
-			for (int t = 0; t < ph->nlanes; t++)
-				for (int j = 0; j < ph->lanes[t].n; j++) {
-					const Item *it = ph->lanes[t].v[j];
-					if (sched_guard(&it->g, r, i, c->N))
-						fn(arg, it, r, i);
-				}
-	}
-}
-
 typedef struct Win {
 	Pl *L;
 	int *posted;  /* [label][round]: 1 + the rank that posted it and has
@@ -506,9 +489,8 @@ typedef struct Win {
 /* A post marks its round and widens its label's window back to the
  * oldest round still posted; a wait clears its round. */
 static void
-win_track(void *arg, const Item *it, int r, int i)
+win_track(Win *w, const Item *it, int r, int i)
 {
-	Win *w = arg;
 	const Ix *x;
 	int lb = item_label(it, &x);
 
@@ -559,7 +541,9 @@ pl_windows(Pl *L)
 	for (int r = 0, nr = sched_symmetric(c) ? 1 : c->N; r < nr; r++) {
 		for (int lb = 0; lb < L->pc->nlab; lb++)
 			w.lo[lb] = w.maxround, w.n[lb] = 0;
-		pl_walk(c, r, win_track, &w);
+		SchedPos p = {0};
+		for (const Item *it; (it = sched_next(c, r, &p));)
+			win_track(&w, it, r, p.i);
 	}
 	arena_release(t, mark);
 	for (int lb = 0; lb < L->pc->nlab; lb++)
@@ -571,23 +555,13 @@ static void
 pl_coll_plan(Pl *L, const Coll *c)
 {
 	PColl *pc = arena_alloc(L->a, sizeof *pc);
-	int nlab = 0;
+	int nlab = c->nlabels;
 
 	L->c = c;
 	L->pc = pc;
 	pc->plan = L->p;
 	pc->c = c;
 	pc->item = arena_alloc(L->a, (size_t)(c->nitems + 1) * sizeof *pc->item);
-	for (int k = 0; k < c->phases.n; k++) {
-		const Phase *ph = c->phases.v[k];
-		for (int t = 0; t < ph->nlanes; t++)
-			for (int j = 0; j < ph->lanes[t].n; j++) {
-				const Ix *x;
-				int lb = item_label(ph->lanes[t].v[j], &x);
-				if (lb >= nlab)
-					nlab = lb + 1;
-			}
-	}
 	pc->nlab = nlab;
 	pc->lab = arena_alloc(L->a, (size_t)(nlab + 1) * sizeof *pc->lab);
 	for (int k = 0; k < c->phases.n; k++) {

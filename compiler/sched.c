@@ -7,7 +7,7 @@
 
 #include "sched.h"
 
-static int
+int
 sched_mod(long long x, int n)
 {
 	long long m = x % n;
@@ -58,6 +58,22 @@ sched_guard(const Guard *g, int r, int i, int n)
 	if (i < g->lo || i > g->hi)
 		return 0;
 	return !g->active || sched_partner(r, i + g->aoff, n) >= 0;
+}
+
+const Item *
+sched_next(const Coll *c, int r, SchedPos *p)
+{
+	for (; p->ph < c->phases.n; p->ph++, p->i = 0) {
+		const Phase *ph = c->phases.v[p->ph];
+		for (; p->i < ph->nrounds; p->i++, p->t = 0)
+			for (; p->t < ph->nlanes; p->t++, p->k = 0)
+				while (p->k < ph->lanes[p->t].n) {
+					const Item *it = ph->lanes[p->t].v[p->k++];
+					if (sched_guard(&it->g, r, p->i, c->N))
+						return it;
+				}
+	}
+	return NULL;
 }
 
 /* Is x (r + b*i + c) mod N: a rank, or the rank part of a slice, that
@@ -155,7 +171,7 @@ sched_turn(const Coll *c, int s, int d)
 {
 	int P = c->nslices / c->N, q = s / P;
 
-	return ((q + d) % c->N + c->N) % c->N * P + s % P;
+	return sched_mod(q + d, c->N) * P + s % P;
 }
 
 void

@@ -16,6 +16,8 @@
  *         for each item it in ph->lanes[t], in order:
  *           if (sched_guard(&it->g, r, i, N)) run it
  *
+ * which sched_next does one item at a time.
+ *
  * Items run in order on one rank. Compute items (IT_COMPUTE, IT_ADD,
  * IT_COPY, IT_ZERO) go to the rank's compute queue; transfers (IT_SEND,
  * IT_RECV, IT_COLL) are nonblocking and go to its communication queue. A
@@ -186,6 +188,7 @@ typedef struct Coll {
 	Vec phases;        /* Phase* */
 	int nsteps;        /* compute steps: rounds * lanes of phases that compute */
 	int nitems;        /* items, numbered by Item.id */
+	int nlabels;       /* transfer labels: every item's label is below */
 	int verified;      /* verify_sched proved it; stats are its findings */
 	VerifyStats stats;
 } Coll;
@@ -239,6 +242,8 @@ int sched_symmetric(const Coll *c);
 int sched_turns(const Coll *c, const Item *it);
 /* Slice s of c turned by d ranks: owner q becomes q + d (mod N). */
 int sched_turn(const Coll *c, int s, int d);
+/* x mod n in 0..n-1, for negative x too. */
+int sched_mod(long long x, int n);
 
 /* ---- verify.c: requires a lowered schedule; ensures the four
  * properties (exactness, matching and deadlock freedom, no buffer touched
@@ -275,6 +280,14 @@ int sched_ix(const Ix *x, int r, int i);
 int sched_partner(int r, int round, int n);
 int sched_rounds(int n);   /* rounds of the round-robin over n ranks */
 int sched_guard(const Guard *g, int r, int i, int n);
+/* A place in the walk of a collective for one rank (sched.h's header):
+ * phase ph, round i, lane t, item k of the lane. Zeroed: the start. */
+typedef struct SchedPos {
+	int ph, i, t, k;
+} SchedPos;
+/* The item at *p or the first after it that rank r runs (its guard
+ * admits it), *p moved past it (p->i is its round); NULL at the end. */
+const Item *sched_next(const Coll *c, int r, SchedPos *p);
 const char *sched_kind_str(Arena *a, const SchedChoice *s); /* "fuse(bidir,m=2)" */
 
 #endif

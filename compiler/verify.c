@@ -157,7 +157,7 @@ vf_turn(V *v, Cell *dst, const Cell *src, int d)
 
 	*dst = (Cell){src->slice < 0 ? -1 : sched_turn(v->c, src->slice, d), ORG_NONE, 0, 0};
 	if (src->org >= 0) {
-		dst->org = ((src->org + d) % N + N) % N;
+		dst->org = sched_mod(src->org + d, N);
 	} else if (src->org == ORG_ALL || src->org == ORG_NONE) {
 		dst->org = src->org;
 	} else {
@@ -165,7 +165,7 @@ vf_turn(V *v, Cell *dst, const Cell *src, int d)
 		memset(v->t2, 0, (size_t)v->W * sizeof *v->t2);
 		for (int w = 0; w < v->W; w++)
 			for (uint64_t b = v->t1[w]; b; b &= b - 1) {
-				int q = ((w * 64 + __builtin_ctzll(b) + d) % N + N) % N;
+				int q = sched_mod(w * 64 + __builtin_ctzll(b) + d, N);
 				v->t2[q / 64] |= 1ULL << (q % 64);
 			}
 		vf_set_bits(v, dst, v->t2);
@@ -843,7 +843,7 @@ vf_coll_post(V *v, int r, int i, const Item *it)
 	ci->state[r] = 1;
 	ci->comp[r] = R->ncomp;
 	R->lastpost = R->ncomp;
-	if (v->pc && vm_coll_post(v, r, i, it, ci))
+	if (v->pc && vm_coll_post(v, r, i, ci))
 		return RUN_ERR;
 	if (it->u.coll.blocking)
 		R->pend = k;
@@ -1197,14 +1197,7 @@ vf_init(V *v, const Coll *c, const PColl *pc, int full, char *err, size_t errlen
 	v->sym = !full && c->N > 1 && sched_symmetric(c);
 	v->nr = v->sym ? 1 : v->N;
 	v->rk = arena_alloc(v->t, (size_t)v->nr * sizeof *v->rk);
-	for (int ph = 0; ph < c->phases.n; ph++)
-		for (int t = 0; t < vf_phase(v, ph)->nlanes; t++)
-			for (int j = 0; j < vf_phase(v, ph)->lanes[t].n; j++) {
-				const Item *it = vf_phase(v, ph)->lanes[t].v[j];
-				int lb = it->kind == IT_COLL ? it->u.coll.label : -1;
-				if (lb >= v->nlabel)
-					v->nlabel = lb + 1;
-			}
+	v->nlabel = c->nlabels;
 	v->cimap = arena_alloc(v->t, ((size_t)v->nlabel + 1) * sizeof *v->cimap);
 	for (int r = 0; r < v->nr; r++)
 		vf_rank_init(v, r);

@@ -65,7 +65,6 @@ typedef struct Rank {
 	int open;         /* the last group takes the next transfer */
 	/* the memory plan (verify_mem.c), by label * V.maxslots + slot: */
 	int *req;         /* the round whose request is in slot k, or -1 */
-	MView *up;        /* a staged receive's target, unpacked at its wait */
 	int64_t *cbase;   /* a collective's chunk base, saved at its post */
 } Rank;
 
@@ -104,7 +103,6 @@ typedef struct V {
 	int *sel;         /* room for the slices of one chunk */
 	const Plan *plan; /* the memory plan of the schedule, or NULL */
 	const PColl *pc;  /* c's plan, when plan is set */
-	int stage;        /* c's stage */
 	int maxslots;     /* most slots of a label of c */
 	int64_t (*odims)[MAXDIM]; /* by object (verify_mem.c): its dims */
 	int *ond;
@@ -126,7 +124,7 @@ int vm_move(V *v, int r, int i, const Item *it);
 int vm_post(V *v, int r, int i, const Item *it, const Xfer *x);
 int vm_pair(V *v, const Xfer *s, const Xfer *q);
 int vm_wait(V *v, int r, int label, int round, const Xfer *x);
-int vm_coll_post(V *v, int r, int i, const Item *it, const CollInst *ci);
+int vm_coll_post(V *v, int r, int i, const CollInst *ci);
 int vm_coll_apply(V *v, const CollInst *ci);
 int vm_coll_wait(V *v, int r, const CollInst *ci);
 /* A plain stage (no collective: v->c is NULL) on every rank. */

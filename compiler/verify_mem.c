@@ -751,8 +751,6 @@ vm_post(V *v, int r, int i, const Item *it, const Xfer *x)
 	if (vm_volume(&st) != p->count || !vm_contig(&st))
 		return vm_fail(v, r, x->slice, "%s is staged in %lld elements, not its %lld", what,
 		               (long long)vm_volume(&st), (long long)p->count);
-	if (it->kind == IT_RECV)
-		v->rk[r].up[x->label * v->maxslots + k] = m;
 	return RUN_OK;
 }
 
@@ -886,21 +884,18 @@ vm_side(V *v, int r, int i, const CollInst *ci, int dir, int k, int64_t base)
 }
 
 int
-vm_coll_post(V *v, int r, int i, const Item *it, const CollInst *ci)
+vm_coll_post(V *v, int r, int i, const CollInst *ci)
 {
 	int k = vm_take(v, r, ci->label, ci->round, ci->s[0]);
-	const PLabel *l = &v->pc->lab[ci->label];
 
 	if (k < 0 || vm_side(v, r, i, ci, 0, k, ci->s[0]))
 		return RUN_ERR;
-	(void)it;
-	if (!l->blocking) {
+	if (!v->pc->lab[ci->label].blocking) {
 		v->rk[r].cbase[ci->label * v->maxslots + k] = ci->s[0];
 		/* what is received in place is checked now; what is staged at the
 		 * wait, where it is unpacked */
-		if (!vm_item(v, ci->it)->side[1].staged)
-			return vm_side(v, r, i, ci, 1, k, ci->s[0]);
-		return RUN_OK;
+		if (vm_item(v, ci->it)->side[1].staged)
+			return RUN_OK;
 	}
 	return vm_side(v, r, i, ci, 1, k, ci->s[0]);
 }
@@ -989,7 +984,6 @@ vm_init(V *v)
 	for (int r = 0; r < v->nr; r++) {
 		Rank *R = &v->rk[r];
 		R->req = arena_alloc(v->t, n * sizeof *R->req);
-		R->up = arena_alloc(v->t, n * sizeof *R->up);
 		R->cbase = arena_alloc(v->t, n * sizeof *R->cbase);
 		for (size_t j = 0; j < n; j++)
 			R->req[j] = -1;

@@ -376,13 +376,9 @@ static int
 vp_plain(const Plan *P, char *err, size_t n, const Node **at)
 {
 	const Sched *s = P->s;
-	int N = 1;
-
-	for (int k = 0; k < s->g->groups.n; k++)
-		if (((Group *)s->g->groups.v[k])->size > N)
-			N = ((Group *)s->g->groups.v[k])->size;
-	V v = {.N = N, .plan = P, .err = err, .errlen = n, .t = arena_scratch(s->arena)};
-	v.rk = arena_alloc(v.t, (size_t)N * sizeof *v.rk);
+	/* vm_plain walks the ranks itself; failures are told for one */
+	V v = {.plan = P, .err = err, .errlen = n, .t = arena_scratch(s->arena), .nr = 1};
+	v.rk = arena_alloc(v.t, sizeof *v.rk);
 	vm_objects(&v);
 	int rc = 0;
 	for (int k = 0; k < s->stages.n && !rc; k++) {

@@ -63,9 +63,42 @@ st_build_defs(SRun *r, const char *text, const char *force, const char *defs)
 			r->s = NULL;
 	}
 	fclose(ef);
+	r->d.out = stderr; /* later passes (plan, verify) report there */
 	for (int k = 0; k < o.ndefs; k++)
 		free((char *)d[k].name);
 	return r->s;
+}
+
+/* The k-th item of kind kd in lane t of phase p of c (k counts from 0). */
+static inline Item *
+st_find(const Coll *c, int p, int t, ItemKind kd, int k)
+{
+	const Phase *ph = c->phases.v[p];
+
+	for (int j = 0; j < ph->lanes[t].n; j++) {
+		Item *it = ph->lanes[t].v[j];
+		if (it->kind == kd && k-- == 0)
+			return it;
+	}
+	CU_FAIL_FATAL("no such item");
+	return NULL;
+}
+
+/* The verifier must reject c (with plan pc, or without one: NULL), with
+ * want in a message that names the rank, the step, and the slice (or,
+ * with a plan, says the memory plan is wrong). */
+static inline void
+st_rejects(const Coll *c, const PColl *pc, const char *want)
+{
+	char err[1024];
+
+	CU_ASSERT_FATAL(verify_coll(c, pc, NULL, err, sizeof err) != 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "rank "));
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, " step "));
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, pc ? "memory plan: " : " slice "));
+	if (!strstr(err, want))
+		fprintf(stderr, "\nwanted '%s' in: %s\n", want, err);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, want));
 }
 
 static inline Sched *
@@ -163,19 +196,11 @@ static inline int
 st_order(const Coll *c, int r, int rn, int *out, int max)
 {
 	int n = 0;
-	for (int p = 0; p < c->phases.n; p++) {
-		const Phase *ph = c->phases.v[p];
-		for (int i = 0; i < ph->nrounds; i++)
-			for (int t = 0; t < ph->nlanes; t++)
-				for (int k = 0; k < ph->lanes[t].n; k++) {
-					const Item *it = ph->lanes[t].v[k];
-					if (it->kind != IT_COMPUTE || it->u.comp.rn != rn ||
-					    !sched_guard(&it->g, r, i, c->N) || n == max)
-						continue;
-					out[n++] = sched_ix(&it->u.comp.sel.hi, r, i) * it->u.comp.sel.per +
-					           sched_ix(&it->u.comp.sel.lo, r, i);
-				}
-	}
+	SchedPos p = {0};
+	for (const Item *it; (it = sched_next(c, r, &p)) && n < max;)
+		if (it->kind == IT_COMPUTE && it->u.comp.rn == rn)
+			out[n++] = sched_ix(&it->u.comp.sel.hi, r, p.i) * it->u.comp.sel.per +
+			           sched_ix(&it->u.comp.sel.lo, r, p.i);
 	return n;
 }
 

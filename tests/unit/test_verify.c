@@ -117,7 +117,7 @@ test_all_reduce(void)
 		}
 }
 
-static Item *find(const Coll *c, int p, int t, ItemKind kd, int k);
+static Item *st_find(const Coll *c, int p, int t, ItemKind kd, int k);
 static void drop(const Coll *c, int p, int t, const Item *it);
 
 /* A collective like one already proved shares its proof, but a change in
@@ -136,7 +136,7 @@ test_shared_proof(void)
 	Coll *c = st_coll(s, "block1.mlp1.y");
 	char *msg = NULL;
 	size_t len = 0;
-	drop(c, 0, 0, find(c, 0, 0, IT_RECV, 0));
+	drop(c, 0, 0, st_find(c, 0, 0, IT_RECV, 0));
 	r.d.out = open_memstream(&msg, &len);
 	CU_ASSERT_NOT_EQUAL(verify_sched(s, NULL, &r.d), 0);
 	fclose(r.d.out);
@@ -169,21 +169,6 @@ test_messages(void)
 
 /* ---- mutations ---- */
 
-/* The k-th item of kind kd in lane t of phase p (k counts from 0). */
-static Item *
-find(const Coll *c, int p, int t, ItemKind kd, int k)
-{
-	const Phase *ph = c->phases.v[p];
-
-	for (int j = 0; j < ph->lanes[t].n; j++) {
-		Item *it = ph->lanes[t].v[j];
-		if (it->kind == kd && k-- == 0)
-			return it;
-	}
-	CU_FAIL_FATAL("no such item");
-	return NULL;
-}
-
 static void
 drop(const Coll *c, int p, int t, const Item *it)
 {
@@ -195,22 +180,6 @@ drop(const Coll *c, int p, int t, const Item *it)
 			v->n--;
 			return;
 		}
-}
-
-/* The verifier must reject c, with want in a message that names the
- * rank, the step and the slice. */
-static void
-rejects(const Coll *c, const char *want)
-{
-	char err[1024];
-
-	CU_ASSERT_FATAL(verify_coll(c, NULL, NULL, err, sizeof err) != 0);
-	CU_ASSERT_PTR_NOT_NULL(strstr(err, "rank "));
-	CU_ASSERT_PTR_NOT_NULL(strstr(err, " step "));
-	CU_ASSERT_PTR_NOT_NULL(strstr(err, " slice "));
-	if (!strstr(err, want))
-		fprintf(stderr, "\nwanted '%s' in: %s\n", want, err);
-	CU_ASSERT_PTR_NOT_NULL(strstr(err, want));
 }
 
 static Sched *
@@ -229,8 +198,8 @@ test_wrong_slice(void)
 	SRun r;
 	Coll *c = st_coll(mlp(&r, "fuse(ring)"), "xa");
 
-	find(c, 0, 0, IT_COMPUTE, 0)->u.comp.sel.hi.c = 1;
-	rejects(c, "computes t1[1] from xa, which holds nothing");
+	st_find(c, 0, 0, IT_COMPUTE, 0)->u.comp.sel.hi.c = 1;
+	st_rejects(c, NULL, "computes t1[1] from xa, which holds nothing");
 	st_done(&r);
 }
 
@@ -242,8 +211,8 @@ test_dropped_recv(void)
 	SRun r;
 	Coll *c = st_coll(mlp(&r, "fuse(ring)"), "y");
 
-	drop(c, 0, 0, find(c, 0, 0, IT_RECV, 0));
-	rejects(c, "reads recv0 expecting slice");
+	drop(c, 0, 0, st_find(c, 0, 0, IT_RECV, 0));
+	st_rejects(c, NULL, "reads recv0 expecting slice");
 	st_done(&r);
 }
 
@@ -254,8 +223,8 @@ test_dropped_send(void)
 	SRun r;
 	Coll *c = st_coll(mlp(&r, "fuse(ring)"), "xa");
 
-	drop(c, 0, 0, find(c, 0, 0, IT_SEND, 0));
-	rejects(c, "waits forever: its receive from rank");
+	drop(c, 0, 0, st_find(c, 0, 0, IT_SEND, 0));
+	st_rejects(c, NULL, "waits forever: its receive from rank");
 	st_done(&r);
 }
 
@@ -276,7 +245,7 @@ test_swapped_sends(void)
 
 	for (int t = 0; t < 2; t++)
 		for (int k = 0; k < 7; k++)
-			it[t][k] = find(c, 0, t, kind[k], nth[k]);
+			it[t][k] = st_find(c, 0, t, kind[k], nth[k]);
 	for (int o = 0; o < 2; o++) {
 		ph->lanes[0].n = ph->lanes[1].n = 0;
 		for (int k = 0; k < 14; k++) {
@@ -288,7 +257,7 @@ test_swapped_sends(void)
 		if (o == 0)
 			CU_ASSERT_EQUAL(verify_coll(c, NULL, NULL, NULL, 0), 0);
 	}
-	rejects(c, "sends out of order or a wrong slice");
+	st_rejects(c, NULL, "sends out of order or a wrong slice");
 	st_done(&r);
 }
 
@@ -299,8 +268,8 @@ test_missing_wait(void)
 	SRun r;
 	Coll *c = st_coll(mlp(&r, "fuse(ring)"), "xa");
 
-	drop(c, 0, 0, find(c, 0, 0, IT_WAIT, 0));
-	rejects(c, "while a transfer into it is in flight");
+	drop(c, 0, 0, st_find(c, 0, 0, IT_WAIT, 0));
+	st_rejects(c, NULL, "while a transfer into it is in flight");
 	st_done(&r);
 }
 
@@ -322,8 +291,8 @@ test_buffer_reused(void)
 		if (it->kind == IT_ADD)
 			it->u.move.dst.rot.n = 1;
 	}
-	drop(c, 0, 0, find(c, 0, 0, IT_WAIT, 0)); /* the wait for the send of step i-2 */
-	rejects(c, "while a send from it is in flight");
+	drop(c, 0, 0, st_find(c, 0, 0, IT_WAIT, 0)); /* the wait for the send of step i-2 */
+	st_rejects(c, NULL, "while a send from it is in flight");
 	st_done(&r);
 }
 
@@ -334,8 +303,8 @@ test_accumulate_garbage(void)
 	SRun r;
 	Coll *c = st_coll(mlp(&r, "fuse(ring, m = 2)"), "y");
 
-	find(c, 0, 0, IT_COMPUTE, 0)->u.comp.beta = 1; /* step 0 has nothing to add to */
-	rejects(c, "which holds nothing");
+	st_find(c, 0, 0, IT_COMPUTE, 0)->u.comp.beta = 1; /* step 0 has nothing to add to */
+	st_rejects(c, NULL, "which holds nothing");
 	st_done(&r);
 }
 
@@ -346,7 +315,7 @@ test_counted_twice(void)
 	SRun r;
 	Coll *c = st_coll(mlp(&r, "fuse(ring)"), "y");
 	Vec *v = &((Phase *)c->phases.v[0])->lanes[0];
-	Item *add = find(c, 0, 0, IT_ADD, 0);
+	Item *add = st_find(c, 0, 0, IT_ADD, 0);
 
 	for (int j = 0; j < v->n; j++)
 		if (v->v[j] == add) {
@@ -354,7 +323,7 @@ test_counted_twice(void)
 			memmove(v->v + j + 1, v->v + j, (size_t)(v->n - j - 1) * sizeof *v->v);
 			break;
 		}
-	rejects(c, "counted twice");
+	st_rejects(c, NULL, "counted twice");
 	st_done(&r);
 }
 
@@ -365,8 +334,8 @@ test_lost_contribution(void)
 	SRun r;
 	Coll *c = st_coll(mlp(&r, "fuse(ring)"), "y");
 
-	drop(c, 0, 0, find(c, 0, 0, IT_ADD, 1)); /* the last add into y */
-	rejects(c, "the sum over every rank expected");
+	drop(c, 0, 0, st_find(c, 0, 0, IT_ADD, 1)); /* the last add into y */
+	st_rejects(c, NULL, "the sum over every rank expected");
 	st_done(&r);
 }
 
@@ -377,8 +346,8 @@ test_wrong_peer(void)
 	SRun r;
 	Coll *c = st_coll(mlp(&r, "fuse(ring)"), "xa");
 
-	find(c, 0, 0, IT_SEND, 0)->u.xfer.peer.c = 2;
-	rejects(c, "waits forever");
+	st_find(c, 0, 0, IT_SEND, 0)->u.xfer.peer.c = 2;
+	st_rejects(c, NULL, "waits forever");
 	st_done(&r);
 }
 
@@ -393,10 +362,10 @@ test_split_group(void)
 	SRun r;
 	Coll *c = st_coll(mlp(&r, "fuse(bidir)"), "y");
 	Vec *v = &((Phase *)c->phases.v[0])->lanes[0];
-	Item *send = find(c, 0, 0, IT_SEND, 0), *wait = NULL;
+	Item *send = st_find(c, 0, 0, IT_SEND, 0), *wait = NULL;
 
 	for (int k = 0; !wait; k++) {
-		Item *w = find(c, 0, 0, IT_WAIT, k);
+		Item *w = st_find(c, 0, 0, IT_WAIT, k);
 		if (w->u.wait.label == send->u.xfer.label)
 			wait = w;
 	}
@@ -408,8 +377,8 @@ test_split_group(void)
 			v->n++;
 			break;
 		}
-	rejects(c, "cannot move: rank");
-	rejects(c, "a step's sends and receives belong in one group");
+	st_rejects(c, NULL, "cannot move: rank");
+	st_rejects(c, NULL, "a step's sends and receives belong in one group");
 	st_done(&r);
 }
 
@@ -423,8 +392,8 @@ test_collective_skipped(void)
 
 	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
 	Coll *c = st_coll(s, "y");
-	find(c, 0, 0, IT_COLL, 0)->g = (Guard){0, 0, 1, 0};
-	rejects(c, "waits forever for a reduce_scatter that not every rank posts");
+	st_find(c, 0, 0, IT_COLL, 0)->g = (Guard){0, 0, 1, 0};
+	st_rejects(c, NULL, "waits forever for a reduce_scatter that not every rank posts");
 	st_done(&r);
 }
 
