@@ -19,7 +19,9 @@ enum {
 	MAXERR = 20,    /* diagnostics printed before giving up */
 	MAXNEST = 256,  /* deepest bracket nesting the scanner accepts */
 	MAXIDENT = 255, /* longest identifier */
-	MAXGROUP = 4096 /* largest group of ranks */
+	MAXGROUP = 4096, /* largest group of ranks */
+	MAXGROUPS = 8,   /* most groups of a model (cfrt.h: CFRT_MAX_GROUPS) */
+	MAXJOB = 1 << 24 /* most ranks of a model's job: the groups' grid */
 };
 
 /* ---- arena (util.c) ---- */

@@ -234,6 +234,18 @@ sema_def_group(Sema *S, Scope *sc, const Stmt *st)
 			           "ranks, but has %lld", name, MAXGROUP, (long long)n);
 		ok = 0;
 	}
+	long long job = n;
+	for (int k = 0; ok && k < S->g->groups.n; k++)
+		job *= ((Group *)S->g->groups.v[k])->size;
+	if (ok && S->g->groups.n == MAXGROUPS) {
+		diag_error(S->d, st->u.def.nloc, "group %s is one too many: a model has at most "
+		           "%d groups", name, MAXGROUPS);
+		ok = 0;
+	} else if (ok && job > MAXJOB) {
+		diag_error(S->d, st->u.def.nloc, "group %s makes the job a grid of %lld ranks; "
+		           "it may have at most %d", name, job, MAXJOB);
+		ok = 0;
+	}
 	Group *g = arena_alloc(S->a, sizeof *g);
 	g->name = name;
 	g->size = (int)n;
