@@ -31,6 +31,8 @@ typedef struct Par {
 	const char *r;      /* the rank the stage means (several groups: in
 	                     * its group), or NULL: the local r */
 	int group;          /* with r: the collective's group's index */
+	const char **wsname; /* offset macros: by buffer, then by label and
+	                      * side (ws_temp, ws_stage) */
 } Par;
 
 static const char *
@@ -141,37 +143,18 @@ pe_c(Par *P, const PExpr *e)
 
 /* ---- views ---- */
 
-/* The macro of scratch buffer b's offset: named after the collective too,
- * since scratch names repeat from stage to stage. */
+/* The macro of scratch buffer b's offset (ws_names). */
 static const char *
 ws_temp(Par *P, int b)
 {
-	const Buf *bf = P->c->bufs.v[b];
-
-	return arena_printf(P->cg->a, "%s_%s_%s_%d", P->cg->ws, P->cg->cname[P->c->node->out->id],
-	                    P->temp[bf->set], b - bf->set);
+	return P->wsname[b];
 }
 
+/* The macro of a label's staging offset (side 1: what it receives). */
 static const char *
 ws_stage(Par *P, int lb, int side)
 {
-	return arena_printf(P->cg->a, "%s_%s_%s", P->cg->ws, P->cg->cname[P->c->node->out->id],
-	                    side ? arena_printf(P->cg->a, "%s_rstage", P->lab[lb]) :
-	                    arena_printf(P->cg->a, "%s_stage", P->lab[lb]));
-}
-
-static const char *
-dims_c(Par *P, int nd, const int64_t *dims)
-{
-	char buf[256];
-	size_t n = 0;
-
-	buf[n++] = '{';
-	for (int d = 0; d < nd && n < sizeof buf; d++)
-		n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%lld", d ? ", " : "",
-		                      (long long)dims[d]);
-	snprintf(buf + n, sizeof buf - n, "}");
-	return arena_strdup(P->cg->a, buf);
+	return P->wsname[P->c->bufs.n + 2 * lb + side];
 }
 
 /* The address of slot k of a label's staging (side 1: what a collective
@@ -200,7 +183,7 @@ view_c(Par *P, const PView *v)
 		if (v->blk)
 			at = arena_printf(a, "%s + %s * %lld", at, L(P, LC_U), (long long)(v->blk * es));
 		return arena_printf(a, "cfrt_view_contig(%s, %s, %d, (int64_t[])%s)", at,
-		                    cg_dtype(c->node->in[0]->dtype), v->nd, dims_c(P, v->nd, v->dims));
+		                    cg_dtype(c->node->in[0]->dtype), v->nd, cg_dims_of(P->cg->a, v->nd, v->dims));
 	}
 	if (v->base == PB_TEMP) {
 		const Buf *b = c->bufs.v[v->id];
@@ -639,7 +622,7 @@ emit_temps(Par *P)
 		for (int d = 0; d < bf->v->ndim; d++)
 			dims[d] = plan_temp_extent(c, bf, d);
 		const char *one = arena_printf(cg->a, "%s, %d, (int64_t[])%s)", cg_dtype(bf->v->dtype),
-		                               bf->v->ndim, dims_c(P, bf->v->ndim, dims));
+		                               bf->v->ndim, cg_dims_of(P->cg->a, bf->v->ndim, dims));
 		if (bf->nset == 1) {
 			emit(&cg->e, "cfrt_view %s = cfrt_view_contig((char *)%s + %s, %s; /* one slice "
 			     "of %s */\n", P->temp[b], L(P, LC_WS), ws_temp(P, b), one, bf->v->name);
@@ -816,10 +799,8 @@ group_ranks(Cg *cg)
 	if (g->groups.n <= 1)
 		return NULL;
 	const char **name = arena_alloc(cg->a, (size_t)g->groups.n * sizeof *name);
-	emit(e, "CFRT_TRY(%s, cfrt_check_groups(%s, %d, (int[]){", ctx, ctx, g->groups.n);
-	for (int k = 0; k < g->groups.n; k++)
-		emit(e, "%s%d", k ? ", " : "", ((Group *)g->groups.v[k])->size);
-	emit(e, "}));\n");
+	emit(e, "CFRT_TRY(%s, cfrt_check_groups(%s, %d, (int[])%s));\n", ctx, ctx, g->groups.n,
+	     cg_group_sizes(cg));
 	for (int k = 0; k < g->groups.n; k++) {
 		const Group *gr = g->groups.v[k];
 		name[k] = cg_avoid(cg, arena_printf(cg->a, "r_%s", gr->name));
@@ -830,25 +811,40 @@ group_ranks(Cg *cg)
 	return name;
 }
 
-static int
-uses_role(const Cg *cg, const char *used, Role r)
+/* want, or want_2, want_3, ...: a macro name no other has. */
+static const char *
+ws_unique(Par *P, StrMap *taken, const char *want)
 {
-	for (int i = 0; i < cg->g->values.n; i++)
-		if (used[i] && ((Value *)cg->g->values.v[i])->role == r)
-			return 1;
-	return 0;
+	const char *s = want;
+
+	for (int k = 2; strmap_put(P->cg->a, taken, s, (void *)s); k++)
+		s = arena_printf(P->cg->a, "%s_%d", want, k);
+	return s;
 }
 
-/* Does the backward read an input or output of the forward (io)? */
-static int
-reads_io(const Cg *cg, const char *used)
+/* The offset macros of a collective's scratch buffers and staging, named
+ * after the collective too (scratch names repeat from stage to stage),
+ * and after no tensor or other buffer. */
+static void
+ws_names(Par *P, StrMap *taken)
 {
-	for (int i = 0; i < cg->g->values.n; i++) {
-		const Value *v = cg->g->values.v[i];
-		if (used[i] && v->role == R_IN && v->home == HO_ROLE)
-			return 1;
+	Arena *a = P->cg->a;
+	const char *stem = arena_printf(a, "%s_%s", P->cg->ws, P->cg->cname[P->c->node->out->id]);
+	int nb = P->c->bufs.n;
+
+	P->wsname = arena_alloc(a, (size_t)(nb + 2 * P->pc->nlab + 1) * sizeof *P->wsname);
+	for (int b = 0; b < nb; b++) {
+		const Buf *bf = P->c->bufs.v[b];
+		if (P->pc->off[b] >= 0)
+			P->wsname[b] = ws_unique(P, taken, arena_printf(a, "%s_%s_%d", stem,
+			                                                P->temp[bf->set], b - bf->set));
 	}
-	return 0;
+	for (int lb = 0; lb < P->pc->nlab; lb++)
+		for (int side = 0; side < 2; side++)
+			if (P->pc->lab[lb].staged[side])
+				P->wsname[nb + 2 * lb + side] =
+					ws_unique(P, taken, arena_printf(a, "%s_%s_%s", stem, P->lab[lb],
+					                                 side ? "rstage" : "stage"));
 }
 
 /* The C names of one program's collectives: their labels and scratch. */
@@ -858,11 +854,16 @@ name_colls(Cg *cg, const Plan *plan)
 	const Sched *s = plan->s;
 	Par *pars = arena_alloc(cg->a, (size_t)(s->colls.n + 1) * sizeof *pars);
 
+	StrMap taken = {0}; /* offset macros, which share one namespace */
+
+	for (int i = 0; i < cg->g->values.n; i++)
+		strmap_put(cg->a, &taken, cg_ws_name(cg, cg->g->values.v[i]), cg->g->values.v[i]);
 	for (int k = 0; k < s->colls.n; k++) {
 		pars[k] = (Par){.cg = cg, .plan = plan, .c = s->colls.v[k], .pc = plan->coll[k],
 		                .ci = k, .k = "0"};
 		name_labels(&pars[k]);
 		name_temps(&pars[k]);
+		ws_names(&pars[k], &taken);
 	}
 	return pars;
 }
@@ -904,10 +905,6 @@ emit_body(Cg *cg, const Plan *plan, Par *pars, const char *fn)
 
 	if (plan->need & PN_R && cg->g->groups.n <= 1)
 		emit(e, "const int %s = cfrt_rank(%s);\n\n", cg->loc[LC_R], cg->loc[LC_CTX]);
-	if (!uses_role(cg, plan->used, R_WEIGHT))
-		emit(e, "(void)%s;\n", cg->loc[LC_W]);
-	if (cg->g->fwd && !reads_io(cg, plan->used))
-		emit(e, "(void)%s;\n", cg->loc[LC_IO]);
 	cg_check_args(cg, fn, plan->used, plan->wsbytes);
 	const char **grank = group_ranks(cg);
 	cg_views(cg, plan->used, plan->off);
@@ -919,7 +916,7 @@ emit_body(Cg *cg, const Plan *plan, Par *pars, const char *fn)
 static void
 emit_backward(Cg *fc, const Plan *bplan)
 {
-	Cg cg = *fc;
+	Cg cg;
 	const Graph *b = bplan->s->g;
 
 	cg_init(&cg, fc->a, b, bplan, NULL, NULL, 0, 0);
@@ -950,31 +947,22 @@ cg_parallel(FILE *f, Arena *a, const Plan *plan, const Plan *bplan, const CgFile
 	Par *pars = name_colls(&cg, plan);
 	Emitter *e = &cg.e;
 	e->out = files->self;
-	emit(e, "/* Parallel %s pass of model %s, one rank of a group of %d.\n"
+	emit(e, "/* Parallel %s pass of model %s, one rank of %s %lld.\n"
 	        " * Generated by cfc %s from %s; do not edit. */\n",
 	     bplan ? "forward and backward" : "forward", g->name,
-	     g->groups.n ? ((Group *)g->groups.v[0])->size : 1, CF_VERSION, g->file);
+	     g->groups.n > 1 ? "a grid of" : "a group of", cg_job_size(g), CF_VERSION, g->file);
 	emit(e, "#include \"%s\"\n\n", files->header);
 	cg_saved_defines(&cg);
 	ws_defines(&cg, pars);
 	emit_func(e, "size_t\n%s_workspace_bytes(void)", cg.prefix);
 	emit(e, "return %lld;\n", (long long)plan->wsbytes);
 	emit_close(e, "\n");
-	if (bplan) {
-		emit_func(e, "size_t\n%s_saved_bytes(void)", cg.prefix);
-		emit(e, "return %lld;\n", (long long)g->savedbytes);
-		emit_close(e, "\n");
-	}
 	helpers(&cg, plan->need | (bplan ? bplan->need : 0));
 	cg_helpers(&cg);
-	if (bplan)
-		emit_func(e, "int\n%s_forward(cfrt_ctx *%s, const %s_weights *%s, const %s_io *%s,\n"
-		          "    void *%s, void *%s)", cg.prefix, cg.loc[LC_CTX], cg.prefix, cg.loc[LC_W],
-		          cg.prefix, cg.loc[LC_IO], cg.loc[LC_SAVED], cg.loc[LC_WS]);
-	else
-		emit_func(e, "int\n%s_forward(cfrt_ctx *%s, const %s_weights *%s, const %s_io *%s,\n"
-		          "    void *%s)", cg.prefix, cg.loc[LC_CTX], cg.prefix, cg.loc[LC_W], cg.prefix,
-		          cg.loc[LC_IO], cg.loc[LC_WS]);
+	emit_func(e, "int\n%s_forward(cfrt_ctx *%s, const %s_weights *%s, const %s_io *%s,\n"
+	          "    %s%s%svoid *%s)", cg.prefix, cg.loc[LC_CTX], cg.prefix, cg.loc[LC_W], cg.prefix,
+	          cg.loc[LC_IO], bplan ? "void *" : "", bplan ? cg.loc[LC_SAVED] : "",
+	          bplan ? ", " : "", cg.loc[LC_WS]);
 	emit_body(&cg, plan, pars, arena_printf(a, "%s_forward", cg.prefix));
 	if (bplan)
 		emit_backward(&cg, bplan);

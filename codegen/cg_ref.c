@@ -24,16 +24,6 @@ version_check(Cg *c)
 	            "#endif\n");
 }
 
-static const char *
-role_word(const Value *v)
-{
-	Role r = v->role;
-
-	if (v->home == HO_GRADS)
-		return r == R_IN ? "output gradient" : "gradient";
-	return r == R_IN ? "input" : r == R_WEIGHT ? "weight" : r == R_OUT ? "output" : "tensor";
-}
-
 /* The comment and macros of one input, weight or output. */
 static void
 describe(Cg *c, const Value *v)
@@ -43,7 +33,7 @@ describe(Cg *c, const Value *v)
 	const char *up = c->upper, *cn = c->cname[v->id];
 
 	whole.whole = 1;
-	emit(e, "/* %s %s: %s [", role_word(v), v->name, dtype_name[v->dtype]);
+	emit(e, "/* %s %s: %s [", cg_role_word(v), v->name, dtype_name[v->dtype]);
 	for (int d = 0; d < v->ndim; d++)
 		emit(e, "%s%s%s%lld", d ? ", " : "", v->label[d] ? v->label[d] : "",
 		     v->label[d] ? "=" : "", (long long)v->shape[d]);
@@ -71,7 +61,6 @@ groups(Cg *c)
 	Emitter *e = &c->e;
 	const Graph *g = c->g;
 	Group *grp = g->groups.n ? g->groups.v[0] : NULL;
-	long long job = 1;
 
 	if (g->groups.n <= 1) {
 		emit(e, "#define %s_GROUP_SIZE %d /* ranks in group %s */\n", c->upper,
@@ -82,12 +71,10 @@ groups(Cg *c)
 	for (int k = 1; k < g->groups.n; k++)
 		emit(e, ", %s", ((Group *)g->groups.v[k])->name);
 	emit(e, ": the job is a grid of ");
-	for (int k = 0; k < g->groups.n; k++) {
-		int n = ((Group *)g->groups.v[k])->size;
-		emit(e, "%s%d", k ? " x " : "", n);
-		job *= n;
-	}
-	emit(e, " = %lld ranks, %s varying fastest:\n * job rank w is rank", job, grp->name);
+	for (int k = 0; k < g->groups.n; k++)
+		emit(e, "%s%d", k ? " x " : "", ((Group *)g->groups.v[k])->size);
+	emit(e, " = %lld ranks, %s varying fastest:\n * job rank w is rank", cg_job_size(g),
+	     grp->name);
 	long long stride = 1;
 	for (int k = 0; k < g->groups.n; k++) {
 		const Group *q = g->groups.v[k];
@@ -100,11 +87,8 @@ groups(Cg *c)
 	}
 	emit(e, ". A tensor split over\n * a group is replicated over the others; "
 	        "_GROUP says which group (-1: none). */\n");
-	emit(e, "#define %s_NGROUPS %d\n#define %s_GROUP_SIZES {", c->upper, g->groups.n,
-	     c->upper);
-	for (int k = 0; k < g->groups.n; k++)
-		emit(e, "%s%d", k ? ", " : "", ((Group *)g->groups.v[k])->size);
-	emit(e, "}\n#define %s_JOB_SIZE %lld\n", c->upper, job);
+	emit(e, "#define %s_NGROUPS %d\n#define %s_GROUP_SIZES %s\n#define %s_JOB_SIZE %lld\n",
+	     c->upper, g->groups.n, c->upper, cg_group_sizes(c), c->upper, cg_job_size(g));
 }
 
 static void
@@ -282,27 +266,6 @@ ref_needed(Cg *c)
 	return need;
 }
 
-static int
-ref_reads_weights(const Graph *g, const char *need)
-{
-	for (int i = 0; i < g->weights.n; i++)
-		if (need[((Value *)g->weights.v[i])->id])
-			return 1;
-	return 0;
-}
-
-/* Does the backward read an input or output of the forward (io)? */
-static int
-ref_reads_io(const Graph *g, const char *need)
-{
-	for (int i = 0; i < g->values.n; i++) {
-		const Value *v = g->values.v[i];
-		if (need[i] && v->role == R_IN && v->home == HO_ROLE)
-			return 1;
-	}
-	return 0;
-}
-
 /* Every value the program touches: an alias of the value whose storage
  * it shares, or its own view. */
 static void
@@ -340,10 +303,6 @@ ref_program(Cg *c, const Plan *p, const char *wsfn, const char *fn, const char *
 		cg_helpers(c);
 	emit_func(e, "int\n%s(%s)", fn, sig);
 	char *need = ref_needed(c);
-	if (!ref_reads_weights(g, need))
-		emit(e, "(void)%s;\n", c->loc[LC_W]);
-	if (g->fwd && !ref_reads_io(g, need))
-		emit(e, "(void)%s;\n", c->loc[LC_IO]);
 	cg_check_args(c, fn, need, p->ref_wsbytes);
 	ref_views(c, p, need);
 	for (int i = 0; i < g->nodes.n; i++)
@@ -366,11 +325,6 @@ cg_reference(FILE *f, Arena *a, const Plan *p, const Plan *bp, const CgFiles *fi
 	banner(&c, "Serial reference");
 	emit(e, "#include \"%s\"\n\n", files->header);
 	cg_saved_defines(&c);
-	if (bp) {
-		emit_func(e, "size_t\n%s_ref_saved_bytes(void)", c.prefix);
-		emit(e, "return %lld;\n", (long long)g->ref_savedbytes);
-		emit_close(e, "\n");
-	}
 	ref_program(&c, p, arena_printf(a, "%s_ref_workspace_bytes", c.prefix),
 	            arena_printf(a, "%s_ref_forward", c.prefix),
 	            arena_printf(a, "cfrt_ctx *%s, const %s_weights *%s, const %s_io *%s,\n    %s%s%svoid *%s",

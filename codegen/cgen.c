@@ -46,7 +46,7 @@ name_values(Cg *c)
 	c->cname = arena_alloc(c->a, (size_t)g->values.n * sizeof *c->cname);
 	for (int i = 0; i < g->values.n; i++) {
 		const Value *v = g->values.v[i];
-		c->cname[i] = cname_of(c->a, v->outname ? v->outname : v->name);
+		c->cname[i] = value_cname(c->a, v);
 	}
 	c->sorted = arena_alloc(c->a, (size_t)(g->values.n + 1) * sizeof *c->sorted);
 	memcpy(c->sorted, c->cname, (size_t)g->values.n * sizeof *c->sorted);
@@ -99,15 +99,48 @@ cg_extent(const Cg *c, const Value *v, int d)
 const char *
 cg_dims(const Cg *c, const Value *v)
 {
+	int64_t dims[MAXDIM];
+
+	for (int d = 0; d < v->ndim; d++)
+		dims[d] = cg_extent(c, v, d);
+	return cg_dims_of(c->a, v->ndim, dims);
+}
+
+long long
+cg_job_size(const Graph *g)
+{
+	long long n = 1;
+
+	for (int k = 0; k < g->groups.n; k++)
+		n *= ((Group *)g->groups.v[k])->size;
+	return n;
+}
+
+const char *
+cg_group_sizes(Cg *c)
+{
+	int64_t n[MAXGROUPS];
+	int ng = c->g->groups.n;
+
+	for (int k = 0; k < ng; k++)
+		n[k] = ((Group *)c->g->groups.v[k])->size;
+	if (!ng)
+		n[ng++] = 1;
+	return cg_dims_of(c->a, ng, n);
+}
+
+const char *
+cg_dims_of(Arena *a, int nd, const int64_t *dims)
+{
 	char buf[256];
 	size_t n = 0;
 
 	buf[n++] = '{';
-	for (int d = 0; d < v->ndim; d++)
+	for (int d = 0; d < nd && n < sizeof buf; d++)
 		n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%lld", d ? ", " : "",
-		                      (long long)cg_extent(c, v, d));
+		                      (long long)dims[d]);
 	snprintf(buf + n, sizeof buf - n, "}");
-	return arena_strdup(c->a, buf);
+	return arena_strdup(a, buf);
 }
 
 const char *
@@ -376,17 +409,14 @@ cg_op(Cg *c, const Node *n, const char *out, const char *const *in,
 	op_emit[n->op](c, n, &x);
 }
 
-/* How an argument check names tensor v: "input x", "gradient d_w1". */
-static const char *
-arg_what(Cg *c, const Value *v)
+const char *
+cg_role_word(const Value *v)
 {
-	const char *name = v->outname ? v->outname : v->name, *what;
+	Role r = v->role;
 
 	if (v->home == HO_GRADS)
-		what = v->role == R_IN ? "output gradient" : "gradient";
-	else
-		what = v->role == R_IN ? "input" : v->role == R_OUT ? "output" : "weight";
-	return arena_printf(c->a, "%s %s", what, name);
+		return r == R_IN ? "output gradient" : "gradient";
+	return r == R_IN ? "input" : r == R_WEIGHT ? "weight" : r == R_OUT ? "output" : "tensor";
 }
 
 static const char *
@@ -409,8 +439,17 @@ void
 cg_check_args(Cg *c, const char *fn, const char *used, int64_t wsbytes)
 {
 	const char *ctx = c->loc[LC_CTX];
-	int saved = 0;
+	int saved = 0, weights = 0, io = 0;
 
+	for (int i = 0; i < c->g->values.n; i++) {
+		const Value *v = c->g->values.v[i];
+		weights |= used[i] && v->role == R_WEIGHT;
+		io |= used[i] && v->role == R_IN && v->home == HO_ROLE;
+	}
+	if (!weights)
+		emit(&c->e, "(void)%s;\n", c->loc[LC_W]);
+	if (c->g->fwd && !io) /* the backward: the forward's io struct */
+		emit(&c->e, "(void)%s;\n", c->loc[LC_IO]);
 	emit(&c->e, "cfrt_where(%s, \"%s\", 0);\n", ctx, fn);
 	for (int i = 0; i < c->g->values.n; i++) {
 		const Value *v = c->g->values.v[i];
@@ -421,8 +460,8 @@ cg_check_args(Cg *c, const char *fn, const char *used, int64_t wsbytes)
 			continue;
 		}
 		int64_t n = dtype_size[v->dtype] * (c->whole ? value_elems(v) : value_rank_elems(v));
-		emit(&c->e, "CFRT_TRY(%s, cfrt_check_arg(%s, %s, %lld, \"%s\"));\n", ctx, ctx,
-		     arg_ptr(c, v), (long long)n, arg_what(c, v));
+		emit(&c->e, "CFRT_TRY(%s, cfrt_check_arg(%s, %s, %lld, \"%s %s\"));\n", ctx, ctx,
+		     arg_ptr(c, v), (long long)n, cg_role_word(v), value_uname(v));
 	}
 	if (saved)
 		emit(&c->e, "CFRT_TRY(%s, cfrt_check_arg(%s, %s, %lld, \"the saved activations\"));\n",
@@ -459,6 +498,9 @@ cg_saved_defines(Cg *c)
 		     (long long)(c->whole ? v->ref_soff : v->soff), v->name);
 	}
 	emit(&c->e, "\n");
+	emit_func(&c->e, "size_t\n%s_%ssaved_bytes(void)", c->prefix, c->whole ? "ref_" : "");
+	emit(&c->e, "return %lld;\n", (long long)cg_saved_bytes(c));
+	emit_close(&c->e, "\n");
 }
 
 static const char *

@@ -46,6 +46,13 @@ const char *cg_avoid(Cg *c, const char *want);
 int64_t cg_extent(const Cg *c, const Value *v, int d);
 /* "{2, 64, 64}" */
 const char *cg_dims(const Cg *c, const Value *v);
+const char *cg_dims_of(Arena *a, int nd, const int64_t *dims);
+/* Ranks in the job: the product of the group sizes. */
+long long cg_job_size(const Graph *g);
+/* "{2, 4}": the group sizes, in declaration order ({1}: no group). */
+const char *cg_group_sizes(Cg *c);
+/* "input", "weight", "output", "gradient", ...: what v is to the caller. */
+const char *cg_role_word(const Value *v);
 const char *cg_dtype(DType t);
 /* Emits the call of node n; out and in[] are C expressions of cfrt_view
  * lvalues; q_offset: the global index of the first query row (attention);
@@ -57,8 +64,9 @@ void cg_comment(Cg *c, const Node *n);
 /* The static helpers every generated file starts with, for the ops of
  * the graph and of its backward graph, if any. */
 void cg_helpers(Cg *c);
-/* The macros of the saved activations' offsets (CF_SAVED_x), when g has
- * a backward graph: per rank, or whole tensors in the reference. */
+/* The macros of the saved activations' offsets (CF_SAVED_x) and the
+ * size query NAME_saved_bytes (NAME_ref_saved_bytes), when g has a
+ * backward graph: per rank, or whole tensors in the reference. */
 void cg_saved_defines(Cg *c);
 /* Bytes of the saved buffer this program (whole: the reference) uses. */
 int64_t cg_saved_bytes(const Cg *c);

@@ -73,6 +73,10 @@ for f in examples/*.cf; do
 	done
 done
 
+# a tensor named like a scratch buffer's offset macro
+e2e "e2e: ws_names fuse(pairwise) N=4" "$out/ws_names" 4 tests/e2e/ws_names.cf \
+	"--schedule=fuse(pairwise)"
+
 # several groups of different sizes: the job is their grid (tp x dp ranks)
 for s in spec vanilla "slice(2)" "fuse(ring)" "fuse(bidir)" "fuse(pairwise)" "fuse(ring, m = 2)"; do
 	if [ "$s" = spec ]; then set --; else set -- "--schedule=$s"; fi
