@@ -148,6 +148,16 @@ parse_define(Cli *cl, const char *s)
 	return 0;
 }
 
+/* The index of --emit kind name in emits[], or -1. */
+static int
+emit_find(const char *name)
+{
+	for (int i = 0; i < NEMIT; i++)
+		if (!strcmp(emits[i].name, name))
+			return i;
+	return -1;
+}
+
 static int
 parse_emit(Cli *cl, const char *list)
 {
@@ -155,10 +165,8 @@ parse_emit(Cli *cl, const char *list)
 	int rc = 0;
 
 	for (char *t = strtok_r(s, ",", &save); t && !rc; t = strtok_r(NULL, ",", &save)) {
-		int i = 0;
-		while (i < NEMIT && strcmp(emits[i].name, t) != 0)
-			i++;
-		if (i == NEMIT)
+		int i = emit_find(t);
+		if (i < 0)
 			rc = bad_usage("unknown --emit kind '%s'", t);
 		else if (!cl->want[i]++)
 			cl->nwant++;
@@ -194,7 +202,7 @@ parse_args(Cli *cl, int argc, char **argv)
 			printf("cfc %s\n", CF_VERSION);
 			return 0;
 		} else if (!strcmp(a, "-o") || !strcmp(a, "-D")) {
-			if (i + 1 == argc)
+			if (i + 1 == argc || !*argv[i + 1])
 				return bad_usage("%s needs an argument", a);
 			if (a[1] == 'o')
 				cl->out = argv[++i];
@@ -321,10 +329,11 @@ write_output(Comp *c, const Emit *e, const char *path)
 static int
 emit_index(const char *name)
 {
-	for (int i = 0; i < NEMIT; i++)
-		if (!strcmp(emits[i].name, name))
-			return i;
-	die("no emit kind %s", name);
+	int i = emit_find(name);
+
+	if (i < 0)
+		die("no emit kind %s", name);
+	return i;
 }
 
 /* The path of a kind written next to another: mlp.c -> mlp.h. */

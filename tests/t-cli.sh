@@ -17,6 +17,8 @@ check "cli: no input exits 2" [ $rc -eq 2 ]
 check "cli: unknown emit kind exits 2" [ $rc -eq 2 ]
 "$CFC" examples/mlp.cf --emit=graph,dot >/dev/null 2>&1; rc=$?
 check "cli: several kinds need -o DIR" [ $rc -eq 2 ]
+"$CFC" examples/mlp.cf --emit=c -o '' 2>"$t/empty_o.err"; rc=$?
+check "cli: an empty -o is a usage error" sh -c "[ $rc -eq 2 ] && grep -q -- '-o needs an argument' '$t/empty_o.err'"
 "$CFC" no/such/file.cf 2>"$t/nofile.err"; rc=$?
 check "cli: missing file exits 1" [ $rc -eq 1 ]
 check "cli: missing file says why" grep -q "cannot open no/such/file.cf" "$t/nofile.err"
@@ -69,7 +71,7 @@ mkdir -p "$t/isdir/mlp.graph" "$t/isdir/mlp.svg"
 check "cli: failed write exits 1" [ $rc -eq 1 ]
 "$CFC" examples/mlp.cf --emit=svg -o "$t/isdir" 2>/dev/null; rc=$?
 check "cli: failed picture write exits 1" [ $rc -eq 1 ]
-check "cli: no temporary files left" sh -c "! ls '$t' '$t/isdir' | grep -q tmp"
+check "cli: no temporary files left" sh -c "! find '$t' -name '*.tmp??????' | grep -q ."
 "$CFC" examples/mlp.cf --emit=graph -o "$t/no/such/dir/x.graph" 2>/dev/null; rc=$?
 check "cli: unwritable output exits 1" [ $rc -eq 1 ]
 
