@@ -257,7 +257,7 @@ int cfrt_init(cfrt_ctx **ctx, MPI_Comm comm, int expected_size,
  * makes group g current: cfrt_rank, cfrt_size, peers of transfers and the
  * collectives are then those of group g (transfers already started keep
  * their group); not inside a transfer group. cfrt_group_rank is the rank
- * in group g (c[g] above), cfrt_group_count the number of groups.
+ * in group g (c[g] above).
  * cfrt_barrier is over the whole job. The CUDA backend runs contexts of
  * one group only (CFRT_ENOTSUP). */
 #define CFRT_MAX_GROUPS 8
@@ -265,7 +265,6 @@ int cfrt_init_groups(cfrt_ctx **ctx, MPI_Comm comm, int ngroups,
                      const int *sizes, const char *model_name);
 int cfrt_use_group(cfrt_ctx *ctx, int g);
 int cfrt_group_rank(const cfrt_ctx *ctx, int g);
-int cfrt_group_count(const cfrt_ctx *ctx);
 /* CFRT_OK when ctx was made for ngroups groups of these sizes, else
  * CFRT_ESIZE naming both layouts (generated code checks its context). */
 int cfrt_check_groups(cfrt_ctx *ctx, int ngroups, const int *sizes);
@@ -309,7 +308,8 @@ const char *cfrt_strerror(int status);
  * wrong), or "" when none failed. ctx = NULL: the last failed cfrt_init. */
 const char *cfrt_last_error(const cfrt_ctx *ctx);
 
-/* Prints "cfrt: rank R: op OP step S: MESSAGE" to stderr (MESSAGE from
+/* Prints "cfrt: rank R: op OP step S: MESSAGE" to stderr (R: the rank in
+ * the context's whole communicator, whatever group is current; MESSAGE from
  * cfrt_last_error, or cfrt_strerror(status)) and ends the whole job with
  * MPI_Abort(MPI_COMM_WORLD, -status) (1 when status is not negative).
  * ctx may be NULL (a failed cfrt_init). Does not return. */

@@ -81,8 +81,9 @@ static int init_fail(int status, const char *fmt, ...)
 
 /* The communicators of the grid's groups: group g's ranks share every
  * coordinate but c[g] (cfrt.h); one group is the job itself. */
-static int split_groups(cfrti_base *b, const int *sizes)
+static int split_groups(cfrt_ctx *ctx, const int *sizes)
 {
+	cfrti_base *b = cfrti_base_of(ctx);
 	int stride = 1;
 	for (int g = 0; g < b->ngroups; g++) {
 		struct cfrti_group *q = &b->grp[g];
@@ -95,7 +96,7 @@ static int split_groups(cfrti_base *b, const int *sizes)
 			                        &q->comm);
 			if (rc != MPI_SUCCESS) {
 				q->comm = b->job;
-				return init_fail(CFRT_ECOMM, "MPI_Comm_split failed (%d)", rc);
+				return cfrti_mpi(ctx, rc, "MPI_Comm_split");
 			}
 			MPI_Comm_set_errhandler(q->comm, MPI_ERRORS_RETURN);
 		}
@@ -115,6 +116,14 @@ void cfrti_free_comms(cfrt_ctx *ctx)
 	b->comm = MPI_COMM_NULL;
 }
 
+/* Group g's communicator, rank and size become the context's. */
+static void set_current(cfrti_base *b, int g)
+{
+	b->comm = b->grp[g].comm;
+	b->rank = b->grp[g].rank;
+	b->size = b->grp[g].size;
+}
+
 /* The shared fields of a fresh context on the duplicated communicator,
  * then the backend's setup. */
 static int ctx_setup(cfrt_ctx *ctx, const char *model, const int *sizes)
@@ -128,13 +137,10 @@ static int ctx_setup(cfrt_ctx *ctx, const char *model, const int *sizes)
 	MPI_Comm_rank(b->job, &b->job_rank);
 	MPI_Comm_size(b->job, &b->job_size);
 	MPI_Comm_rank(MPI_COMM_WORLD, &b->world_rank);
-	int rc = split_groups(b, sizes);
+	int rc = split_groups(ctx, sizes);
 	if (rc != CFRT_OK)
 		return rc;
-	b->cur = 0;
-	b->comm = b->grp[0].comm;
-	b->rank = b->grp[0].rank;
-	b->size = b->grp[0].size;
+	set_current(b, 0);
 	return cfrti_ctx_setup(ctx);
 }
 
@@ -191,8 +197,7 @@ int cfrt_init_groups(cfrt_ctx **out, MPI_Comm comm, int ngroups,
 	MPI_Comm_set_errhandler(b->job, MPI_ERRORS_RETURN);
 	rc = ctx_setup(ctx, model, sizes);
 	if (rc != CFRT_OK) {
-		if (b->err[0])
-			snprintf(init_msg, sizeof init_msg, "%s", b->err);
+		snprintf(init_msg, sizeof init_msg, "%s", b->err);
 		cfrti_ctx_free(ctx);
 		return rc;
 	}
@@ -215,10 +220,7 @@ int cfrt_use_group(cfrt_ctx *ctx, int g)
 		                 g, b->ngroups);
 	if (b->in_group)
 		return cfrti_err(ctx, CFRT_EINVAL, "inside a transfer group");
-	b->cur = g;
-	b->comm = b->grp[g].comm;
-	b->rank = b->grp[g].rank;
-	b->size = b->grp[g].size;
+	set_current(b, g);
 	return CFRT_OK;
 }
 
@@ -228,14 +230,10 @@ int cfrt_group_rank(const cfrt_ctx *ctx, int g)
 	return g >= 0 && g < b->ngroups ? b->grp[g].rank : -1;
 }
 
-int cfrt_group_count(const cfrt_ctx *ctx)
-{
-	return cfrti_cbase_of(ctx)->ngroups;
-}
-
 int cfrt_check_groups(cfrt_ctx *ctx, int ngroups, const int *sizes)
 {
 	cfrti_base *b = cfrti_base_of(ctx);
+	b->api = "cfrt_check_groups";
 	int same = ngroups == b->ngroups;
 	for (int g = 0; same && g < ngroups; g++)
 		same = sizes[g] == b->grp[g].size;
@@ -327,7 +325,7 @@ void cfrt_fail(cfrt_ctx *ctx, int status)
 		if (b->device >= 0)
 			snprintf(dev, sizeof dev, ", device %d", b->device);
 		fprintf(stderr, "cfrt: rank %d: op %s step %d: %s [model %s, "
-		        "world rank %d%s]\n", b->rank, b->op, b->step, msg,
+		        "world rank %d%s]\n", b->job_rank, b->op, b->step, msg,
 		        b->model, wr, dev);
 	} else {
 		fprintf(stderr, "cfrt: rank %d: op init step 0: %s\n", wr, msg);

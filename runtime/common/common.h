@@ -28,7 +28,8 @@ typedef struct cfrti_base {
 	MPI_Comm job;  /* our duplicate of the whole communicator,
 	                * MPI_ERRORS_RETURN */
 	int job_rank, job_size;
-	int ngroups, cur; /* the groups of the grid (cfrt_init_groups) */
+	int ngroups;   /* the groups of the grid (cfrt_init_groups); the
+	                * current one's comm, rank and size are above */
 	struct cfrti_group {
 		MPI_Comm comm; /* job itself when there is one group */
 		int rank, size;

@@ -32,6 +32,67 @@ static void test_wrong_size(void)
 	CU_ASSERT_STRING_EQUAL(cfrt_last_error(NULL), want);
 }
 
+/* Several groups: the grid's layout, a transfer in the current group,
+ * and the errors of cfrt_init_groups, cfrt_use_group and
+ * cfrt_check_groups. Grids {1, N} and {N, 1} of the world's N ranks. */
+static void test_groups(void)
+{
+	int wr, ws;
+	char want[200];
+	MPI_Comm_rank(MPI_COMM_WORLD, &wr);
+	MPI_Comm_size(MPI_COMM_WORLD, &ws);
+	for (int k = 0; k < 2; k++) {
+		int sizes[2] = {k ? ws : 1, k ? 1 : ws}, big = !k; /* group of N */
+		cfrt_ctx *c = NULL;
+		CU_ASSERT_EQUAL_FATAL(cfrt_init_groups(&c, MPI_COMM_WORLD, 2, sizes, "g"),
+		                      CFRT_OK);
+		CU_ASSERT_EQUAL(cfrt_group_rank(c, big), wr);
+		CU_ASSERT_EQUAL(cfrt_group_rank(c, !big), 0);
+		CU_ASSERT_EQUAL(cfrt_group_rank(c, 2), -1);
+		CU_ASSERT_EQUAL(cfrt_size(c), sizes[0]); /* group 0 is current */
+		CU_ASSERT_EQUAL(cfrt_use_group(c, big), CFRT_OK);
+		CU_ASSERT_EQUAL(cfrt_rank(c), wr);
+		CU_ASSERT_EQUAL(cfrt_size(c), ws);
+		/* a ring in the big group: each rank gets its left neighbour's
+		 * rank */
+		float mine = (float)wr, got = -1;
+		void *buf;
+		cfrt_req q[2];
+		cfrt_alloc(c, &buf, 2 * sizeof(float));
+		float *sb = buf, *rb = sb + 1;
+		CU_ASSERT_EQUAL(cfrt_upload(c, sb, &mine, sizeof mine), CFRT_OK);
+		CU_ASSERT_EQUAL(cfrt_isend(c, sb, 1, CFRT_F32, (wr + 1) % ws, 3, &q[0]), CFRT_OK);
+		CU_ASSERT_EQUAL(cfrt_irecv(c, rb, 1, CFRT_F32, (wr + ws - 1) % ws, 3, &q[1]),
+		                CFRT_OK);
+		CU_ASSERT_EQUAL(cfrt_waitall(c, 2, q), CFRT_OK);
+		CU_ASSERT_EQUAL(cfrt_download(c, &got, rb, sizeof got), CFRT_OK);
+		CU_ASSERT_EQUAL(got, (float)((wr + ws - 1) % ws));
+		cfrt_free(c, buf);
+		/* the other group has one rank: peer 1 is none of it */
+		CU_ASSERT_EQUAL(cfrt_use_group(c, !big), CFRT_OK);
+		CU_ASSERT_EQUAL(cfrt_isend(c, &mine, 1, CFRT_F32, 1, 3, &q[0]), CFRT_EINVAL);
+		CU_ASSERT_EQUAL(cfrt_use_group(c, 2), CFRT_EINVAL);
+		CU_ASSERT_STRING_EQUAL(cfrt_last_error(c),
+		                       "cfrt_use_group: group 2: the context has 2");
+		CU_ASSERT_EQUAL(cfrt_check_groups(c, 2, sizes), CFRT_OK);
+		int other[2] = {sizes[0], sizes[1] + 1};
+		CU_ASSERT_EQUAL(cfrt_check_groups(c, 2, other), CFRT_ESIZE);
+		snprintf(want, sizeof want, "cfrt_check_groups: compiled for groups of %d x %d "
+		         "ranks, but the context has groups of %d x %d (cfrt_init_groups)",
+		         other[0], other[1], sizes[0], sizes[1]);
+		CU_ASSERT_STRING_EQUAL(cfrt_last_error(c), want);
+		CU_ASSERT_EQUAL(cfrt_finalize(c), CFRT_OK);
+	}
+	cfrt_ctx *c = NULL;
+	int sizes[2] = {ws, 2};
+	CU_ASSERT_EQUAL(cfrt_init_groups(&c, MPI_COMM_WORLD, 2, sizes, "g"), CFRT_ESIZE);
+	CU_ASSERT_PTR_NULL(c);
+	snprintf(want, sizeof want, "cfrt_init: model g was compiled for groups of %d x 2 = %d "
+	         "ranks, but the communicator has %d", ws, 2 * ws, ws);
+	CU_ASSERT_STRING_EQUAL(cfrt_last_error(NULL), want);
+	CU_ASSERT_EQUAL(cfrt_init_groups(&c, MPI_COMM_WORLD, 9, sizes, "g"), CFRT_EINVAL);
+}
+
 /* A context per progress mode: the mode it reports, and a ring transfer
  * under a GEMM arrives. The runner has MPI_THREAD_MULTIPLE. */
 static void mode_case(const char *mode)
@@ -158,6 +219,7 @@ void ut_register_context(void)
 	CU_pSuite s = CU_add_suite("context", NULL, NULL);
 	CU_add_test(s, "ranks of a sub-communicator", test_ranks);
 	CU_add_test(s, "wrong group size: error and message", test_wrong_size);
+	CU_add_test(s, "several groups: layout, transfers, errors", test_groups);
 	CU_add_test(s, "progress modes none, panel, thread", test_progress_modes);
 	CU_add_test(s, "trace file", test_trace);
 	CU_add_test(s, "view helpers", test_views);
