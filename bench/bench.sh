@@ -58,7 +58,7 @@ for f in isend irecv all_gather iall_gather reduce_scatter \
 done
 
 tag() { echo "$1" | tr -d ' ' | tr '(),=' '___-' | sed 's/_*$//'; }
-field() { sed -n "s/.*$1=\([^ ]*\).*/\1/p" "$2"; }
+field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" "$2"; }
 size_of() { echo "$2" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
 die() { echo "bench: $*" >&2; exit 1; }
 

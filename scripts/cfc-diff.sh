@@ -1,7 +1,8 @@
 #!/bin/sh
 # cfc-diff.sh OLD_CFC NEW_CFC [OUTDIR]: runs both compilers over every
 # example, e2e and bench spec, under every schedule kind and several group
-# sizes, for every text emit kind, and over every error input; prints each
+# sizes, for every text emit kind, the backward pass of the grad specs,
+# and over every error input; prints each
 # case whose output (stdout, stderr or exit status) differs, and a count.
 # A refactoring that fixes no bug must print "0 differ".
 set -u
@@ -46,6 +47,14 @@ for f in examples/*.cf tests/e2e/*.cf bench/*.cf; do
 	done
 	k=$((k + 1))
 	run "c$k" "$root/$f" --explain
+done
+for f in examples/mlp.cf tests/grad/*.cf; do # the backward pass
+	for s in spec vanilla "fuse(ring)" "fuse(bidir,m=2)"; do
+		k=$((k + 1))
+		set -- "$root/$f" --backward --emit=$emits -o .
+		[ "$s" = spec ] || set -- "$@" "--schedule=$s"
+		run "c$k" "$@"
+	done
 done
 for f in tests/errors/*.cf; do
 	k=$((k + 1))

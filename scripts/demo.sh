@@ -34,7 +34,7 @@ run_one() { # example schedule
 		return
 	fi
 	ms=$(sed -n 's/.*time_ms=\([^ ]*\).*/\1/p' "$dir.out")
-	err=$(sed -n 's/.*max_rel_err=\([^ ]*\).*/\1/p' "$dir.out")
+	err=$(sed -n 's/.* max_rel_err=\([^ ]*\).*/\1/p' "$dir.out")
 	echo "$ex,$s,4,$ms,$err" >>"$csv"
 	awk -v e="$err" 'BEGIN { exit !(e <= 1e-5) }' || {
 		echo "demo: $ex with $s: max_rel_err $err exceeds 1e-5" >&2

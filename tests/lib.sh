@@ -19,6 +19,12 @@ export SANFLAGS
 # group EXAMPLE: the name of the first group examples/EXAMPLE.cf declares.
 group() { sed -n 's/^ *group \([a-z_]*\) *=.*/\1/p' "examples/$1.cf" | head -n 1; }
 
+# field NAME FILE: the value of " NAME=" on the driver's line in FILE
+# (a whole word: grad_max_rel_err is not max_rel_err).
+field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" "$2"; }
+# le X LIMIT: X is a number no larger than LIMIT.
+le() { awk -v e="$1" -v l="$2" 'BEGIN { exit !(e != "" && e + 0 == e && e <= l + 0) }'; }
+
 pass() { echo "PASS $1"; }
 fail() { echo "FAIL $1"; }
 

@@ -14,10 +14,7 @@ MPIRUN="mpirun --allow-run-as-root --oversubscribe --timeout 60"
 BLAS=$(pkg-config --libs openblas)
 
 # err_ok FILE: the driver's line in FILE reports max_rel_err <= 1e-5.
-err_ok() {
-	e=$(sed -n 's/.* max_rel_err=\([^ ]*\).*/\1/p' "$1")
-	awk -v e="$e" 'BEGIN { exit !(e != "" && e <= 1e-5) }'
-}
+err_ok() { le "$(field max_rel_err "$1")" 1e-5; }
 
 # runs_right NAME DIR SPEC [cfc args...]: builds SPEC into DIR and runs it
 # on 4 ranks; check NAME passes when it matches the serial reference.

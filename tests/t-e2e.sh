@@ -43,10 +43,9 @@ e2e() {
 		fi
 	done
 	[ $ok = 1 ] || { fail "$name (run)"; return; }
-	err=$(sed -n 's/.* max_rel_err=\([^ ]*\).*/\1/p' "$dir.run1")
-	s1=$(sed -n 's/.* checksum=\([^ ]*\).*/\1/p' "$dir.run1")
-	s2=$(sed -n 's/.* checksum=\([^ ]*\).*/\1/p' "$dir.run2")
-	if ! awk -v e="$err" 'BEGIN { exit !(e != "" && e <= 1e-5) }'; then
+	err=$(field max_rel_err "$dir.run1")
+	s1=$(field checksum "$dir.run1") s2=$(field checksum "$dir.run2")
+	if ! le "$err" 1e-5; then
 		fail "$name (max_rel_err $err)"
 	elif [ -z "$s1" ] || [ "$s1" != "$s2" ]; then
 		fail "$name (runs differ: $s1 $s2)"

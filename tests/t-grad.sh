@@ -16,11 +16,6 @@ mkdir -p "$out"
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
 MPIRUN="mpirun --allow-run-as-root --oversubscribe --timeout 120"
 
-# field NAME FILE: the value of " NAME=" on the driver's line.
-field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" "$2"; }
-# le X LIMIT: X is a number no larger than LIMIT.
-le() { awk -v e="$1" -v l="$2" 'BEGIN { exit !(e != "" && e + 0 == e && e <= l) }'; }
-
 # grad NAME DIR N SPEC ARGS...: builds SPEC with its backward into DIR,
 # runs it on N ranks with --gradcheck and checks the three errors.
 grad() {
