@@ -471,6 +471,8 @@ Graph *sema_build(Arena *a, Diag *d, const Program *p, Options *o);
 Graph *grad_build(Graph *g, Diag *d);
 
 /* graph.c */
+/* Adds node n, defining v, to g (after every node it reads); returns v. */
+Value *graph_add(Arena *a, Graph *g, Node *n, Value *v);
 void graph_fill_locality(Graph *g);
 void graph_check(const Graph *g); /* internal invariants; dies on failure */
 void graph_dump(FILE *f, const Graph *g);

@@ -124,16 +124,7 @@ new_node(Bw *B, const Node *at, OpKind op, int nin, Value *const *in)
 static Value *
 commit(Bw *B, Node *n, Value *v)
 {
-	Graph *b = B->b;
-
-	v->id = b->values.n;
-	vec_push(B->a, &b->values, v);
-	n->id = b->nodes.n;
-	vec_push(B->a, &b->nodes, n);
-	n->out = v;
-	v->def = n;
-	for (int i = 0; i < n->nin; i++)
-		vec_push(B->a, &n->in[i]->uses, n);
+	graph_add(B->a, B->b, n, v);
 	strmap_put(B->a, &B->taken, value_cname(B->a, v), v);
 	return v;
 }

@@ -8,6 +8,20 @@
 
 #include "cf.h"
 
+Value *
+graph_add(Arena *a, Graph *g, Node *n, Value *v)
+{
+	v->id = g->values.n;
+	vec_push(a, &g->values, v);
+	n->id = g->nodes.n;
+	vec_push(a, &g->nodes, n);
+	n->out = v;
+	v->def = n;
+	for (int i = 0; i < n->nin; i++)
+		vec_push(a, &n->in[i]->uses, n);
+	return v;
+}
+
 /* ---- value helpers ---- */
 
 int64_t

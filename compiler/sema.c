@@ -76,15 +76,7 @@ sema_commit(Sema *S, Node *n, Value *v, const char *name, const Expr *e)
 
 	if (!count_fits(S, v, n->loc, name, e))
 		return NULL;
-	v->id = g->values.n;
-	vec_push(S->a, &g->values, v);
-	n->id = g->nodes.n;
-	vec_push(S->a, &g->nodes, n);
-	n->out = v;
-	v->def = n;
-	for (int i = 0; i < n->nin; i++)
-		vec_push(S->a, &n->in[i]->uses, n);
-	return v;
+	return graph_add(S->a, g, n, v);
 }
 
 /* Dimension e of v (named name, or the value of expression x): a unique

@@ -36,6 +36,18 @@ test_examples(void)
 	}
 }
 
+/* text planned (under force, or NULL), and the plan of its collective
+ * named name, *c. */
+static PColl *
+plan_of(SRun *r, const char *text, const char *force, const char *name, const Coll **c)
+{
+	Plan *p = st_plan(r, text, force);
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+	*c = st_coll(r->s, name);
+	return st_pcoll(p, *c);
+}
+
 /* The receive of the all_to_all goes through staging, and the proof
  * holds; planted as one contiguous receive, it is rejected at the first
  * element the run gets wrong. */
@@ -43,10 +55,8 @@ static void
 test_strided_receive(void)
 {
 	SRun r;
-	Plan *p = st_plan(&r, a2a_text, NULL);
-	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
-	const Coll *c = st_coll(r.s, "y");
-	PColl *pc = st_pcoll(p, c);
+	const Coll *c;
+	PColl *pc = plan_of(&r, a2a_text, NULL, "y", &c);
 	PItem *recv = pc->item[st_find(c, 0, 0, IT_RECV, 0)->id];
 
 	CU_ASSERT(recv->staged);
@@ -62,10 +72,8 @@ static void
 test_off_by_one(void)
 {
 	SRun r;
-	Plan *p = st_plan(&r, st_mlp(4, "fuse(ring)"), NULL);
-	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
-	const Coll *c = st_coll(r.s, "xa");
-	PColl *pc = st_pcoll(p, c);
+	const Coll *c;
+	PColl *pc = plan_of(&r, st_mlp(4, "fuse(ring)"), NULL, "xa", &c);
 	PItem *mm = pc->item[st_find(c, 0, 0, IT_COMPUTE, 0)->id];
 	PExpr *st = &mm->view[0].cut[0].start;
 
@@ -83,9 +91,8 @@ static void
 test_overlapping_workspace(void)
 {
 	SRun r;
-	Plan *p = st_plan(&r, st_mlp(4, "fuse(ring)"), NULL);
-	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
-	PColl *pc = st_pcoll(p, st_coll(r.s, "y"));
+	const Coll *c;
+	PColl *pc = plan_of(&r, st_mlp(4, "fuse(ring)"), NULL, "y", &c);
 	int first = -1, second = -1;
 
 	for (int b = 0; b < pc->c->bufs.n; b++) {
@@ -100,10 +107,11 @@ test_overlapping_workspace(void)
 	char *msg = NULL;
 	size_t len = 0;
 	r.d.out = open_memstream(&msg, &len);
-	CU_ASSERT_EQUAL(verify_sched(r.s, p, &r.d), 0);
+	CU_ASSERT_EQUAL(verify_sched(r.s, r.p, &r.d), 0);
 	pc->off[second] = pc->off[first];
-	CU_ASSERT_NOT_EQUAL(verify_sched(r.s, p, &r.d), 0);
+	CU_ASSERT_NOT_EQUAL(verify_sched(r.s, r.p, &r.d), 0);
 	fclose(r.d.out);
+	r.d.out = stderr;
 	CU_ASSERT_PTR_NOT_NULL(strstr(msg, "overlap, and stage"));
 	free(msg);
 	st_done(&r);
@@ -115,10 +123,8 @@ static void
 test_slot_window(void)
 {
 	SRun r;
-	Plan *p = st_plan(&r, st_mlp(4, "fuse(ring)"), NULL);
-	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
-	const Coll *c = st_coll(r.s, "xa");
-	PColl *pc = st_pcoll(p, c);
+	const Coll *c;
+	PColl *pc = plan_of(&r, st_mlp(4, "fuse(ring)"), NULL, "xa", &c);
 	PLabel *l = &pc->lab[st_find(c, 0, 0, IT_SEND, 0)->u.xfer.label];
 
 	CU_ASSERT_EQUAL_FATAL(l->slots, 2);
@@ -133,10 +139,8 @@ test_query_offset(void)
 {
 	SRun r;
 	char *text = st_example("attention");
-	Plan *p = st_plan(&r, text, "fuse(ring, split = query)");
-	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
-	const Coll *c = st_coll(r.s, "y");
-	PColl *pc = st_pcoll(p, c);
+	const Coll *c;
+	PColl *pc = plan_of(&r, text, "fuse(ring, split = query)", "y", &c);
 	int found = 0;
 
 	for (int id = 0; id < c->nitems; id++)
@@ -230,10 +234,8 @@ static void
 test_wrong_off_rank0(void)
 {
 	SRun r;
-	Plan *p = st_plan(&r, st_mlp(4, "fuse(ring)"), NULL);
-	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
-	const Coll *c = st_coll(r.s, "xa");
-	PColl *pc = st_pcoll(p, c);
+	const Coll *c;
+	PColl *pc = plan_of(&r, st_mlp(4, "fuse(ring)"), NULL, "xa", &c);
 	PItem *mm = pc->item[st_find(c, 0, 0, IT_COMPUTE, 0)->id];
 
 	CU_ASSERT_FATAL(sched_symmetric(c));
