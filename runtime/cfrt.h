@@ -455,6 +455,63 @@ int cfrt_attention(cfrt_ctx *ctx, const cfrt_view *out, const cfrt_view *q,
 int cfrt_scan(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src,
               int dim, double decay);
 
+/* ------------------------------------------------------------------------
+ * Backward (the vector-Jacobian products of a backward pass). Each writes
+ * its result (never accumulates into it); shapes and dtypes as in the
+ * forward call it differentiates; views as above. Norms, softmax, the
+ * sums and the scan compute in double on the MPI backend and in f32 on
+ * the CUDA backend, and round once.
+ * ------------------------------------------------------------------------ */
+
+/* dx of y = layernorm(x; gamma, beta, eps) over the last dim (length D),
+ * from dy: with xhat = (x - mean) * r, r = 1 / sqrt(var + eps) and
+ * g = dy * gamma (dy when gamma is NULL),
+ *   dx = r * (g - mean(g) - xhat * mean(g * xhat)), means over the row.
+ * The gradients of gamma and beta are sums over the rows (cfrt_sum_leading
+ * of dy * xhat and of dy), not this call's. */
+int cfrt_layernorm_grad(cfrt_ctx *ctx, const cfrt_view *dx,
+                        const cfrt_view *dy, const cfrt_view *x,
+                        const cfrt_view *gamma, double eps);
+
+/* dx of y = rmsnorm(x; gamma, eps): with r = 1 / sqrt(mean(x^2) + eps) and
+ * g = dy * gamma (dy when gamma is NULL),
+ *   dx = r * g - x * r^3 * mean(g * x). */
+int cfrt_rmsnorm_grad(cfrt_ctx *ctx, const cfrt_view *dx, const cfrt_view *dy,
+                      const cfrt_view *x, const cfrt_view *gamma, double eps);
+
+/* dx of y = softmax(x) over the last dim, from dy and y (the forward's
+ * result): dx = y * (dy - sum(dy * y)), the sum over the row. */
+int cfrt_softmax_grad(cfrt_ctx *ctx, const cfrt_view *dx, const cfrt_view *dy,
+                      const cfrt_view *y);
+
+/* dst = src summed over its leading dims: dst has the last dst->nd dims of
+ * src (1 <= dst->nd <= src->nd), the gradient of an operand that an add or
+ * mul broadcast (a bias [D] under [B,S,D]); dst->nd == src->nd is a copy. */
+int cfrt_sum_leading(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src);
+
+/* dx of y = scan(x, dim, decay): the recurrence run backwards,
+ * dx_t = dy_t + decay * dx_{t+1}, dx_{T} = 0, along dim. */
+int cfrt_scan_grad(cfrt_ctx *ctx, const cfrt_view *dx, const cfrt_view *dy,
+                   int dim, double decay);
+
+/* The backward of cfrt_attention(out, q, k, v, causal, q_offset), with the
+ * same q, k, v, causal and q_offset, from dout (out's gradient) and out
+ * (the forward's result): with P = softmax(q k^T / sqrt(Dh) + mask)
+ * recomputed from q and k (the row's log-sum-exp first, the flash way),
+ * dP = dout v^T and delta = rowsum(dout * out),
+ *   dS = P * (dP - delta),
+ *   dq = dS k / sqrt(Dh), dk = dS^T q / sqrt(Dh), dv = P^T dout.
+ * dq [B,H,Sq,Dh]; dk and dv [B,H,Sk,Dh]: the contribution of this call's
+ * queries only (a query slice's dk and dv are partial sums over the
+ * slices: query-split attention reduces them). Any of dq, dk, dv may be
+ * NULL: not computed. Workspace as cfrt_attention's (the MPI backend uses
+ * two score-sized blocks). */
+int cfrt_attention_grad(cfrt_ctx *ctx, const cfrt_view *dq,
+                        const cfrt_view *dk, const cfrt_view *dv,
+                        const cfrt_view *q, const cfrt_view *k,
+                        const cfrt_view *v, const cfrt_view *out,
+                        const cfrt_view *dout, int causal, int64_t q_offset);
+
 /* Fills dst, the window at offsets[0..nd) of a row-major global tensor of
  * dims global_dims[0..nd) (nd = dst->nd), with element e = cfrt_uniform(seed,
  * row-major index of e in the global tensor). A rank filling its shard gets
