@@ -57,7 +57,7 @@ emit_sched(FILE *f, Comp *c)
 		sched_print(f, c->bsched);
 }
 
-static void emit_sched_dot(FILE *f, Comp *c) { sched_dot(f, c->sched); }
+static void emit_sched_dot(FILE *f, Comp *c) { sched_dot(f, c->sched, c->bsched); }
 
 static void
 emit_c(FILE *f, Comp *c)

@@ -167,7 +167,7 @@ uses_op(const Graph *g, int (*pred)(const Node *))
 
 static int is_trans(const Node *n) { return n->op == OP_MATMUL && (n->a.mm.ta || n->a.mm.tb); }
 static int is_heads(const Node *n) { return op_info[n->op].cls == CL_HEADS; }
-static int is_attn(const Node *n) { return n->op == OP_ATTENTION; }
+static int is_attn(const Node *n) { return op_attn(n->op); }
 static int is_sum(const Node *n) { return n->op == OP_MATMUL && n->a.mm.sum; }
 
 /* Emits only the helpers this model needs: no unused static functions. */
@@ -318,7 +318,8 @@ op_matmul(Cg *c, const Node *n, const Operands *x)
 		emit_close(&c->e, "");
 }
 
-/* add, mul, and the backward's gelu_grad, silu_grad, relu_grad:
+/* add, mul, and the backward's gelu_grad, silu_grad, relu_grad,
+ * softmax_grad:
  * cfrt_NAME(ctx, out, a, b) */
 static void
 op_binary(Cg *c, const Node *n, const Operands *x)
@@ -326,7 +327,8 @@ op_binary(Cg *c, const Node *n, const Operands *x)
 	call(c, fn_name(c, n), "&%s, &%s, &%s", x->out, x->in[0], x->in[1]);
 }
 
-/* gelu, silu, relu, softmax: cfrt_NAME(ctx, out, x) */
+/* gelu, silu, relu, softmax, the backward's sum_leading:
+ * cfrt_NAME(ctx, out, x) */
 static void
 op_unary(Cg *c, const Node *n, const Operands *x)
 {
@@ -350,6 +352,15 @@ op_norm(Cg *c, const Node *n, const Operands *x)
 		opt = arena_printf(c->a, "%s, %s", opt, i < n->nin ?
 		                   arena_printf(c->a, "&%s", x->in[i]) : "NULL");
 	call(c, fn_name(c, n), "&%s, &%s%s, 1e-5", x->out, x->in[0], opt);
+}
+
+/* the backward's layernorm_grad, rmsnorm_grad: cfrt_NAME(ctx, dx, dy, x,
+ * gamma or NULL, eps) */
+static void
+op_norm_grad(Cg *c, const Node *n, const Operands *x)
+{
+	call(c, fn_name(c, n), "&%s, &%s, &%s, %s, 1e-5", x->out, x->in[0], x->in[1],
+	     n->nin > 2 ? arena_printf(c->a, "&%s", x->in[2]) : "NULL");
 }
 
 /* split_heads, merge_heads: one cfrt_copy between the [..., S, H*Dh]
@@ -383,10 +394,31 @@ op_attention(Cg *c, const Node *n, const Operands *x)
 	emit_close(&c->e, "");
 }
 
+/* the backward's attention_dq, _dk, _dv (q, k, v, out, dout): one
+ * cfrt_attention_grad each, the other two gradients NULL */
+static void
+op_attn_grad(Cg *c, const Node *n, const Operands *x)
+{
+	const char *const *l = c->loc;
+	const char *g[3] = {"NULL", "NULL", "NULL"};
+
+	g[n->op - OP_ATTN_DQ] = arena_printf(c->a, "&%s", l[LC_O4]);
+	emit_begin(&c->e);
+	emit(&c->e, "cfrt_view %s = cf_4d(%s), %s = cf_4d(%s), %s = cf_4d(%s), %s = cf_4d(%s),\n"
+	     "           %s = cf_4d(%s), %s = cf_4d(%s);\n", l[LC_O4], x->out, l[LC_Q4], x->in[0],
+	     l[LC_K4], x->in[1], l[LC_V4], x->in[2], l[LC_Y4], x->in[3], l[LC_DY4], x->in[4]);
+	call(c, "cfrt_attention_grad", "%s, %s, %s, &%s, &%s, &%s, &%s, &%s, %d, %s", g[0], g[1], g[2],
+	     l[LC_Q4], l[LC_K4], l[LC_V4], l[LC_Y4], l[LC_DY4], n->a.causal,
+	     x->q_offset ? x->q_offset : "0");
+	emit_close(&c->e, "");
+}
+
+/* scan, and the backward's scan_grad: cfrt_NAME(ctx, out, x, dim, decay) */
 static void
 op_scan(Cg *c, const Node *n, const Operands *x)
 {
-	call(c, "cfrt_scan", "&%s, &%s, %d, %.17g", x->out, x->in[0], n->a.scan.dim, n->a.scan.decay);
+	call(c, fn_name(c, n), "&%s, &%s, %d, %.17g", x->out, x->in[0], n->a.scan.dim,
+	     n->a.scan.decay);
 }
 
 typedef void (*OpEmit)(Cg *, const Node *, const Operands *);

@@ -15,6 +15,7 @@
 	X(BASE, "base") X(DST, "dst") X(SRC, "src") X(OUT, "o") X(IN, "in") \
 	X(DATA, "b") X(STAGE, "st") X(BLK, "blk") X(SEND, "sst") X(RECV, "rst") \
 	X(AT, "at") X(BT, "bt") X(HV, "hv") X(O4, "o4") X(Q4, "q4") X(K4, "k4") X(V4, "v4") \
+	X(Y4, "y4") X(DY4, "dy4") \
 	X(SAVED, "saved") X(GR, "gr")
 typedef enum CgLocal {
 #define X(id, s) LC_##id,

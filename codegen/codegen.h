@@ -21,7 +21,7 @@ void sched_explain(FILE *f, const Sched *s);
 const char *sched_step_label(Arena *a, const Coll *c, int r, int p, int i, int t,
                              const char *sep);
 /* sched_dot.c: the schedule as per-rank swimlanes in DOT (--emit=sched-dot). */
-void sched_dot(FILE *f, const Sched *s);
+void sched_dot(FILE *f, const Sched *s, const Sched *bwd); /* bwd: NULL or the backward's */
 
 /* render.c: DOT text to svg or png through libgvc: 0 with the picture in
  * *out (malloc'd, *outlen bytes), else an error reported. */

@@ -1,7 +1,9 @@
 /* sched_dot.c: the schedule as graphviz DOT (--emit=sched-dot): one
  * swimlane (cluster) per rank, one row per step, compute boxes labelled
  * with their slices and dashed message edges from the step that sends to
- * the step that waits for the data (the paper's Figures 6 and 7).
+ * the step that waits for the data (the paper's Figures 6 and 7); with a
+ * backward pass, its stages follow the forward's, its collectives headed
+ * "backward".
  * requires: a lowered schedule that verifies (the messages come from
  * verify_messages). ensures: deterministic DOT text; at most MAXLANES
  * ranks drawn, the graph's label says when more exist. */
@@ -17,6 +19,7 @@ typedef struct Dot {
 	Arena *a;
 	int lanes;   /* ranks drawn */
 	int row;     /* rows emitted so far */
+	const char *pass; /* "backward " in the backward's stages, else "" */
 } Dot;
 
 static void
@@ -116,7 +119,7 @@ dot_messages(Dot *D, const Coll *c, int first)
 static void
 dot_coll(Dot *D, const Coll *c)
 {
-	const char *head = arena_printf(D->a, "%s %s: %s", op_info[c->node->op].name,
+	const char *head = arena_printf(D->a, "%s%s %s: %s", D->pass, op_info[c->node->op].name,
 	                                c->node->out->name, sched_kind_str(D->a, &c->how));
 	int step = 0, first;
 
@@ -165,35 +168,44 @@ dot_lanes(Dot *D)
 }
 
 static int
-dot_nranks(const Sched *s)
+dot_nranks(const Sched *s, int n)
 {
-	int n = 1;
-
-	for (int k = 0; k < s->colls.n; k++)
+	for (int k = 0; s && k < s->colls.n; k++)
 		if (((Coll *)s->colls.v[k])->N > n)
 			n = ((Coll *)s->colls.v[k])->N;
 	return n;
 }
 
-void
-sched_dot(FILE *f, const Sched *s)
+static void
+dot_stages(Dot *D, const Sched *s)
 {
-	int nranks = dot_nranks(s); /* the largest group */
+	for (int k = 0; k < s->stages.n; k++) {
+		const Stage *st = s->stages.v[k];
+		if (st->kind == ST_COLL)
+			dot_coll(D, st->u.coll);
+		else
+			dot_compute(D, st->u.node);
+	}
+}
+
+void
+sched_dot(FILE *f, const Sched *s, const Sched *bwd)
+{
+	int nranks = dot_nranks(bwd, dot_nranks(s, 1)); /* the largest group */
 	Dot D = {.f = f, .a = s->arena, .lanes = nranks < MAXLANES ? nranks : MAXLANES};
 	const char *more = nranks > D.lanes ? arena_printf(D.a, " (ranks 0..%d of %d shown)",
 	                                                   D.lanes - 1, nranks) : "";
 	fprintf(f, "digraph schedule {\n  graph [newrank=true, ordering=out, rankdir=TB, labelloc=t, "
 	        "fontname=\"Helvetica\", nodesep=0.25, ranksep=0.3, label=");
-	dot_quote(f, arena_printf(D.a, "%s: schedule on %d ranks%s", s->g->name, nranks, more));
+	dot_quote(f, arena_printf(D.a, "%s: %sschedule on %d ranks%s", s->g->name,
+	                          bwd ? "forward and backward " : "", nranks, more));
 	fprintf(f, "];\n  node [shape=box, style=\"rounded,filled\", fillcolor=\"#e8f0fe\", "
 	        "fontname=\"Helvetica\", fontsize=10];\n  edge [fontname=\"Helvetica\", fontsize=9];\n");
-	for (int k = 0; k < s->stages.n; k++) {
-		const Stage *st = s->stages.v[k];
-		if (st->kind == ST_COLL)
-			dot_coll(&D, st->u.coll);
-		else
-			dot_compute(&D, st->u.node);
-	}
+	D.pass = "";
+	dot_stages(&D, s);
+	D.pass = "backward ";
+	if (bwd)
+		dot_stages(&D, bwd);
 	dot_lanes(&D);
 	fprintf(f, "}\n");
 }

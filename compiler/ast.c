@@ -114,7 +114,7 @@ ast_type(Arena *a, Loc l, DType t)
 
 Stmt *
 ast_tensor(Arena *a, Loc l, Role r, Expr *name, DType t, Vec shape,
-           Expr *split)
+           Expr *split, Expr *gsplit)
 {
 	Stmt *s = newstmt(a, S_TENSOR, l);
 
@@ -128,6 +128,7 @@ ast_tensor(Arena *a, Loc l, Role r, Expr *name, DType t, Vec shape,
 		s->u.tensor.group = split->u.bin.r->u.name;
 		s->u.tensor.gloc = split->u.bin.r->loc;
 	}
+	s->u.tensor.gsplit = gsplit;
 	return s;
 }
 
@@ -253,6 +254,11 @@ dump_tensor(FILE *f, const Stmt *s)
 		fputs(" split ", f);
 		ast_print_expr(f, s->u.tensor.splitdim);
 		fprintf(f, " over %s", s->u.tensor.group);
+	}
+	if (s->u.tensor.gsplit) {
+		fputs(" grad split ", f);
+		ast_print_expr(f, s->u.tensor.gsplit->u.bin.l);
+		fprintf(f, " over %s", s->u.tensor.gsplit->u.bin.r->u.name);
 	}
 }
 

@@ -15,7 +15,7 @@
 
 enum {
 	MAXDIM = 6,     /* most dimensions a tensor may have */
-	MAXIN = 4,      /* most inputs of one op */
+	MAXIN = 5,      /* most inputs of one op (the attention gradients') */
 	MAXERR = 20,    /* diagnostics printed before giving up */
 	MAXNEST = 256,  /* deepest bracket nesting the scanner accepts */
 	MAXIDENT = 255, /* longest identifier */
@@ -177,6 +177,8 @@ typedef struct Stmt {
 			Expr *splitdim;    /* NULL when not split; E_NAME label or E_INT */
 			const char *group; /* group the dim is split over */
 			Loc gloc;
+			Expr *gsplit;      /* `grad split DIM over GROUP`: a ':' pair
+			                    * of (dim, group name), or NULL */
 		} tensor;
 		Vec names;             /* S_OUT: of Expr* (E_NAME) */
 		Expr *ret;             /* S_RETURN */
@@ -207,9 +209,10 @@ Expr *ast_call(Arena *a, Loc l, Expr *name, Vec args);
 Expr *ast_kwarg(Arena *a, Loc l, Expr *name, Expr *val);
 Stmt *ast_def(Arena *a, Loc l, StmtKind k, Expr *name, Expr *val);
 Stmt *ast_type(Arena *a, Loc l, DType t);
-/* split is NULL or an E_BIN ':' of (dimension, group name) */
+/* split and gsplit (the gradient's) are NULL or an E_BIN ':' of
+ * (dimension, group name) */
 Stmt *ast_tensor(Arena *a, Loc l, Role r, Expr *name, DType t, Vec shape,
-                 Expr *split);
+                 Expr *split, Expr *gsplit);
 Stmt *ast_out(Arena *a, Loc l, Vec names);
 Stmt *ast_return(Arena *a, Loc l, Expr *e);
 Stmt *ast_sched(Arena *a, Loc l, Expr *key, Expr *choice);
@@ -243,7 +246,9 @@ Program *parse_program(Arena *a, Diag *d, const Src *src);
 Expr *parse_choice(Arena *a, Diag *d, const Src *src);
 
 /* ---- ops ---- */
-typedef enum OpClass { CL_LEAF, CL_EW, CL_ROW, CL_MM, CL_ATTN, CL_HEADS, CL_SCAN, CL_COLL } OpClass;
+typedef enum OpClass {
+	CL_LEAF, CL_EW, CL_ROW, CL_MM, CL_ATTN, CL_ATTN_GRAD, CL_HEADS, CL_SCAN, CL_SUM, CL_COLL
+} OpClass;
 typedef enum OpKind {
 #define OP(id, name, lo, hi, cls, tensors, infer, emit, vjp) OP_##id,
 #include "ops.def"
@@ -260,6 +265,9 @@ typedef struct OpInfo {
 } OpInfo;
 extern const OpInfo op_info[NOP];
 int op_lookup(const char *name); /* OpKind, or -1 */
+/* attention or one of its gradients: q is input 0, and a causal one
+ * takes the global row of its first query (a query offset) */
+int op_attn(OpKind op);
 
 /* ---- dependency graph (sema.c builds it, graph.c analyses it) ---- */
 typedef struct Group {
@@ -315,6 +323,10 @@ typedef struct Value {
 	int64_t shape[MAXDIM];       /* global shape */
 	const char *label[MAXDIM];   /* dim labels (size names) or NULL */
 	Dist dist;
+	int gsplit;         /* a weight whose spec gives its gradient's
+	                     * spread, gdist (`grad split D over G`, ZeRO);
+	                     * else its gradient is spread like it */
+	Dist gdist;
 	Role role;
 	Node *def;          /* producing node */
 	Vec uses;           /* of Node* */
@@ -342,8 +354,8 @@ typedef struct Node {
 			batched operands, summed over the leading dims */
 		double scale;                      /* OP_SCALE */
 		int heads;                         /* OP_SPLIT_HEADS */
-		int causal;                        /* OP_ATTENTION */
-		struct { int dim; double decay; } scan; /* OP_SCAN */
+		int causal;                        /* OP_ATTENTION, OP_ATTN_D* */
+		struct { int dim; double decay; } scan; /* OP_SCAN, OP_SCAN_GRAD */
 		struct { int dim, dim2; Group *group; } coll; /* collectives:
 			dim: all_gather gathers / reduce_scatter scatters along;
 			all_to_all: dim is the input's split dim, dim2 the output's */

@@ -255,14 +255,17 @@ compute(Bw *B, const Node *at, OpKind op, int nin, Value *const *in, const Value
 	return commit(B, new_node(B, at, op, nin, in), new_value(B, like, dist, name));
 }
 
-/* dy op x, elementwise: its spread by the rules of add and mul. */
+/* dy op x, elementwise (x may be a suffix of dy's shape, broadcast): its
+ * spread by the rules of add and mul. */
 static Value *
 ew(Bw *B, const Node *at, OpKind op, Value *dy, Value *x, const char *name)
 {
-	Dist r;
+	Dist r, xd = x->dist;
 	Value *in[2] = {dy, x};
 
-	if (!graph_dist_ew(op, dy->dist, x->dist, &r)) {
+	if (xd.kind == DI_SPLIT)
+		xd.dim += dy->ndim - x->ndim;
+	if (!graph_dist_ew(op, dy->dist, xd, &r)) {
 		no_rule(B, at, arena_printf(B->a, ": its gradient is %s, %s is %s", dist_str(B->a, dy),
 		                            x->name, dist_str(B->a, x)));
 		return NULL;
@@ -411,32 +414,43 @@ vjp_matmul(Bw *B, const Node *n, Value *dy)
 		contribute(B, b, mm(B, n, dy, fwd(B, a), 1, ta, b));
 }
 
-static int
-same_shape(const Value *a, const Value *b)
+/* g summed over its leading dims down to the shape of x (a broadcast
+ * operand's gradient; g itself when the shapes are equal): a split of a
+ * summed dim makes a partial sum, one of a kept dim moves with it. */
+static Value *
+sum_to(Bw *B, const Node *at, Value *g, const Value *x, const char *name)
 {
-	return a->ndim == b->ndim && !memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->ndim);
+	if (!g || g->ndim == x->ndim)
+		return g;
+	int off = g->ndim - x->ndim;
+	Dist d = g->dist;
+
+	if (d.kind == DI_SPLIT && d.dim < off)
+		d = (Dist){DI_PARTIAL, 0, d.group};
+	else if (d.kind == DI_SPLIT)
+		d.dim -= off;
+	return compute(B, at, OP_SUM_LEADING, 1, &g, x, d, name);
 }
 
+/* a + b, b the same shape as a or a suffix of it (broadcast) */
 static void
 vjp_add(Bw *B, const Node *n, Value *dy)
 {
-	if (!same_shape(n->in[0], n->in[1])) {
-		no_rule(B, n, ": a broadcast operand (its gradient sums over the broadcast dims)");
-		return;
-	}
 	contribute(B, n->in[0], dy);
-	contribute(B, n->in[1], dy);
+	contribute(B, n->in[1], sum_to(B, n, dy, n->in[1], dname(B, n->in[1])));
 }
 
+/* a * b, b as for add: da = dy * b, db = dy * a summed to b's shape */
 static void
 vjp_mul(Bw *B, const Node *n, Value *dy)
 {
-	if (!same_shape(n->in[0], n->in[1])) {
-		no_rule(B, n, ": a broadcast operand (its gradient sums over the broadcast dims)");
-		return;
-	}
-	for (int i = 0; i < 2; i++)
-		contribute(B, n->in[i], ew(B, n, OP_MUL, dy, fwd(B, n->in[!i]), dname(B, n->in[i])));
+	Value *a = n->in[0], *b = n->in[1];
+	int bc = a->ndim != b->ndim;
+
+	contribute(B, a, ew(B, n, OP_MUL, dy, fwd(B, b), dname(B, a)));
+	Value *g = ew(B, n, OP_MUL, dy, fwd(B, a), bc ? fresh_name(B, arena_printf(B->a,
+	              "%s_rows", dname(B, b))) : dname(B, b));
+	contribute(B, b, g ? sum_to(B, n, g, b, dname(B, b)) : NULL);
 }
 
 static void
@@ -455,6 +469,105 @@ vjp_act(Bw *B, const Node *n, Value *dy)
 	OpKind op = n->op == OP_GELU ? OP_GELU_GRAD : n->op == OP_SILU ? OP_SILU_GRAD : OP_RELU_GRAD;
 
 	contribute(B, n->in[0], ew(B, n, op, dy, fwd(B, n->in[0]), dname(B, n->in[0])));
+}
+
+/* The spread of the gradient of a linear function of dy whose result
+ * would otherwise be spread as d: a partial dy (all operands are then
+ * replicated) makes a partial result. */
+static Dist
+lin(const Value *dy, Dist d)
+{
+	return dy->dist.kind == DI_PARTIAL ? dy->dist : d;
+}
+
+/* A node of b for forward node n: op(in...) shaped like `like`, spread
+ * as dist, with n's attributes (causal, the scan's dim and decay), named
+ * name or else d_LIKE. */
+static Value *
+like_node(Bw *B, const Node *n, OpKind op, int nin, Value *const *in, const Value *like,
+          Dist dist, const char *name)
+{
+	Node *m = new_node(B, n, op, nin, in);
+
+	m->a = n->a;
+	return commit(B, m, new_value(B, like, dist, name ? name : dname(B, like)));
+}
+
+/* layernorm(x, gamma, beta), rmsnorm(x, gamma): dx from the runtime's
+ * *_grad call; dgamma = dy * xhat summed over the rows, xhat the norm of
+ * x without gamma and beta (recomputed); dbeta = dy summed over the rows.
+ * Rows split over a group make the sums partial: fit() all-reduces them
+ * onto the replicated gamma and beta (Megatron's sequence-parallel norm). */
+static void
+vjp_norm(Bw *B, const Node *n, Value *dy)
+{
+	Value *x = n->in[0], *in[3] = {dy, fwd(B, x), n->nin > 1 ? fwd(B, n->in[1]) : NULL};
+	OpKind g = n->op == OP_LAYERNORM ? OP_LAYERNORM_GRAD : OP_RMSNORM_GRAD;
+
+	contribute(B, x, like_node(B, n, g, n->nin > 1 ? 3 : 2, in, x, lin(dy, x->dist), NULL));
+	if (n->nin > 1) {
+		Value *xh = like_node(B, n, n->op, 1, &in[1], x, x->dist,
+		                      fresh_name(B, arena_printf(B->a, "%s_hat", x->name)));
+		Value *gx = ew(B, n, OP_MUL, dy, xh, fresh_name(B, arena_printf(B->a, "%s_rows",
+		               dname(B, n->in[1]))));
+		contribute(B, n->in[1], gx ? sum_to(B, n, gx, n->in[1], dname(B, n->in[1])) : NULL);
+	}
+	if (n->nin > 2)
+		contribute(B, n->in[2], sum_to(B, n, dy, n->in[2], dname(B, n->in[2])));
+}
+
+/* y = softmax(x): dx = y * (dy - rowsum(dy * y)) */
+static void
+vjp_softmax(Bw *B, const Node *n, Value *dy)
+{
+	Value *in[2] = {dy, fwd(B, n->out)};
+
+	contribute(B, n->in[0], like_node(B, n, OP_SOFTMAX_GRAD, 2, in, n->in[0],
+	                                  lin(dy, n->in[0]->dist), NULL));
+}
+
+/* split_heads and merge_heads undo each other: the gradient through one
+ * is the other, spread as the input was. */
+static void
+vjp_heads(Bw *B, const Node *n, Value *dy)
+{
+	Value *x = n->in[0];
+	OpKind op = n->op == OP_SPLIT_HEADS ? OP_MERGE_HEADS : OP_SPLIT_HEADS;
+	Node *m = new_node(B, n, op, 1, &dy);
+
+	if (op == OP_SPLIT_HEADS)
+		m->a.heads = (int)x->shape[x->ndim - 3];
+	contribute(B, x, commit(B, m, new_value(B, x, lin(dy, grad_spread(x->dist)), dname(B, x))));
+}
+
+/* attention(q, k, v): the runtime's backward recomputes the softmax from
+ * q and k; dq, dk, dv are three nodes of (q, k, v, out, dout). With q
+ * split along the queries and k, v whole, dk and dv are each rank's
+ * queries' part: partial sums over q's group, which the transposed
+ * all_gather of k and v (a reduce_scatter) or an all_reduce completes.
+ * Otherwise each is spread as its operand. */
+static void
+vjp_attention(Bw *B, const Node *n, Value *dy)
+{
+	static const OpKind op[3] = {OP_ATTN_DQ, OP_ATTN_DK, OP_ATTN_DV};
+	const Value *q = n->in[0];
+	Value *in[5] = {fwd(B, n->in[0]), fwd(B, n->in[1]), fwd(B, n->in[2]), fwd(B, n->out), dy};
+	int qsplit = q->dist.kind == DI_SPLIT && q->dist.dim == q->ndim - 2;
+
+	for (int i = 0; i < 3; i++) {
+		Dist d = n->in[i]->dist;
+		if (i > 0 && qsplit)
+			d = (Dist){DI_PARTIAL, 0, q->dist.group};
+		contribute(B, n->in[i], like_node(B, n, op[i], 5, in, n->in[i], lin(dy, d), NULL));
+	}
+}
+
+/* scan(x, dim, decay): the recurrence run backwards */
+static void
+vjp_scan(Bw *B, const Node *n, Value *dy)
+{
+	contribute(B, n->in[0], like_node(B, n, OP_SCAN_GRAD, 1, &dy, n->in[0],
+	                                  lin(dy, n->in[0]->dist), NULL));
 }
 
 /* A collective's transpose moves the gradient of its result to the spread
@@ -502,15 +615,25 @@ backprop(Bw *B)
 }
 
 /* The gradient of in or weight v, a result of b named name: spread like
- * v, zero when no output depends on v, its own value (a copy) when it is
- * an input of b or already another's result. */
+ * v (or as the spec says, `grad split D over G`: a partial sum over G
+ * reduce-scattered, ZeRO), zero when no output depends on v, its own
+ * value (a copy) when it is an input of b or already another's result. */
 static void
 leaf_grad(Bw *B, Value *v, const char *name)
 {
 	Value *t = total(B, v, name);
+	Dist want = v->gsplit ? v->gdist : v->dist;
 
+	if (t && v->gsplit && !(t->dist.kind == DI_PARTIAL && t->dist.group == want.group)) {
+		diag_error(B->d, v->nloc, "the gradient of %s (%s) is no partial sum over %s, "
+		           "so it cannot be reduce-scattered over %s (grad split): no data that %s "
+		           "multiplies is split over %s", v->name, dist_str(B->a, t),
+		           want.group->name, want.group->name, v->name, want.group->name);
+		B->err = 1;
+		return;
+	}
 	if (t)
-		t = fit(B, v->def, t, v->dist, name, sched_for(B, NULL));
+		t = fit(B, v->def, t, want, name, sched_for(B, NULL));
 	if (B->err)
 		return;
 	Node *n = NULL;
@@ -523,7 +646,7 @@ leaf_grad(Bw *B, Value *v, const char *name)
 		n->a.scale = 1.0;
 	}
 	if (n)
-		t = commit(B, n, new_value(B, v, v->dist, name));
+		t = commit(B, n, new_value(B, v, want, name));
 	t->name = name;
 	t->role = R_OUT;
 	t->home = HO_GRADS;

@@ -113,8 +113,9 @@ node_extra(Arena *a, const Node *n)
 	switch (n->op) {
 	case OP_SCALE: return arena_printf(a, ", %g", n->a.scale);
 	case OP_SPLIT_HEADS: return arena_printf(a, ", %d", n->a.heads);
-	case OP_ATTENTION: return n->a.causal ? ", causal" : "";
-	case OP_SCAN:
+	case OP_ATTENTION: case OP_ATTN_DQ: case OP_ATTN_DK: case OP_ATTN_DV:
+		return n->a.causal ? ", causal" : "";
+	case OP_SCAN: case OP_SCAN_GRAD:
 		return arena_printf(a, ", %s, %g", value_dim_name(a, x, n->a.scan.dim),
 		                    n->a.scan.decay);
 	case OP_ALL_GATHER: case OP_REDUCE_SCATTER:
@@ -166,12 +167,15 @@ local_ew(Node *n, int nd)
 	}
 }
 
+/* rows of the inputs of the result's rank (x, and the backward's dy and
+ * y); the others (gamma, beta) whole */
 static void
 local_row(Node *n, int nd)
 {
 	n->local = (1u << (nd - 1)) - 1;
-	for (int d = 0; d < nd - 1; d++)
-		n->inmap[0][d] = d;
+	for (int i = 0; i < n->nin; i++)
+		for (int d = 0; d < nd - 1 && n->in[i]->ndim == nd; d++)
+			n->inmap[i][d] = d;
 }
 
 /* [..., M, K] @ [K, N] or [..., K, N]: batch dims, M and N */
@@ -207,6 +211,29 @@ local_attn(Node *n, int nd)
 		for (int i = 0; i < 3; i++)
 			n->inmap[i][d] = d;
 	n->inmap[0][nd - 2] = nd - 2;
+}
+
+/* the gradients of attention (q, k, v, out, dout): leading dims only (a
+ * row of dk or dv depends on every query, one of dq on the whole
+ * softmax row) */
+static void
+local_attn_grad(Node *n, int nd)
+{
+	n->local = (1u << (nd - 2)) - 1;
+	for (int d = 0; d < nd - 2; d++)
+		for (int i = 0; i < n->nin; i++)
+			n->inmap[i][d] = d;
+}
+
+/* a sum over the leading dims of its input: the others */
+static void
+local_sum(Node *n, int nd)
+{
+	int off = n->in[0]->ndim - nd;
+
+	n->local = (1u << nd) - 1;
+	for (int d = 0; d < nd; d++)
+		n->inmap[0][d] = d + off;
 }
 
 /* split_heads [..., S, D] -> [..., H, S, Dh]: H <- D, S <- S;
@@ -251,6 +278,8 @@ graph_fill_locality(Graph *g)
 		case CL_ROW: local_row(n, nd); break;
 		case CL_MM: local_mm(n, nd); break;
 		case CL_ATTN: local_attn(n, nd); break;
+		case CL_ATTN_GRAD: local_attn_grad(n, nd); break;
+		case CL_SUM: local_sum(n, nd); break;
 		case CL_HEADS: local_heads(n, nd); break;
 		case CL_SCAN: local_scan(n, nd); break;
 		case CL_LEAF: case CL_COLL: break;

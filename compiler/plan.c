@@ -633,7 +633,7 @@ pl_qstart(const Node *n, const PView *q)
 static void
 pl_qoff(const Node *n, PItem *p)
 {
-	if (n->op != OP_ATTENTION || !n->a.causal)
+	if (!op_attn(n->op) || !n->a.causal)
 		return;
 	p->qstart = pl_qstart(n, &p->view[1]);
 	for (int v = 0; v < NPV; v++)

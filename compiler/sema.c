@@ -166,28 +166,54 @@ tensor_shape(Sema *S, Scope *sc, const Stmt *st, Value *v)
 	return ok;
 }
 
+/* `split sd over gname` of tensor v: *r, or 0 after an error. */
 static int
-tensor_split(Sema *S, Scope *sc, const Stmt *st, Value *v)
+split_of(Sema *S, Scope *sc, Value *v, const Expr *sd, const char *gname, Loc gloc,
+         const char *name, Dist *r)
 {
-	const Expr *sd = st->u.tensor.splitdim;
-	const char *gname = st->u.tensor.group, *name = st->u.tensor.name;
-
-	v->dist.kind = DI_REPL;
-	if (!sd)
-		return 1;
 	Sym *gs = sema_lookup(sc, gname);
 	int d = sema_find_dim(S, v, sd, name, NULL);
+
 	if (!gs)
-		sema_unknown(S, sc, st->u.tensor.gloc, gname);
+		sema_unknown(S, sc, gloc, gname);
 	else if (gs->kind != SY_GROUP)
-		diag_error(S->d, st->u.tensor.gloc, "'%s' is %s, not a group", gname,
-		           sema_kind_noun(gs->kind));
+		diag_error(S->d, gloc, "'%s' is %s, not a group", gname, sema_kind_noun(gs->kind));
 	if (d < 0 || !gs || gs->kind != SY_GROUP || gs->bad)
 		return 0;
 	if (!sema_divides(S, v, d, gs->u.group, sd->loc, name, NULL))
 		return 0;
-	v->dist = (Dist){DI_SPLIT, d, gs->u.group};
+	*r = (Dist){DI_SPLIT, d, gs->u.group};
 	return 1;
+}
+
+/* The tensor's split, and a weight's gradient's: only a whole weight's
+ * gradient can be spread otherwise than the weight (a tensor is split over
+ * one group at a time). */
+static int
+tensor_split(Sema *S, Scope *sc, const Stmt *st, Value *v)
+{
+	const Expr *sd = st->u.tensor.splitdim, *gs = st->u.tensor.gsplit;
+	const char *name = st->u.tensor.name;
+
+	v->dist.kind = DI_REPL;
+	if (sd && !split_of(S, sc, v, sd, st->u.tensor.group, st->u.tensor.gloc, name, &v->dist))
+		return 0;
+	if (!gs)
+		return 1;
+	if (v->role != R_WEIGHT) {
+		diag_error(S->d, gs->loc, "only a weight's gradient can be given a spread of its "
+		           "own, but %s is an input", name);
+		return 0;
+	}
+	if (sd) {
+		diag_error(S->d, gs->loc, "%s is split over %s, so its gradient is spread like it: "
+		           "only a whole weight's gradient can be split otherwise", name,
+		           st->u.tensor.group);
+		return 0;
+	}
+	v->gsplit = 1;
+	return split_of(S, sc, v, gs->u.bin.l, gs->u.bin.r->u.name, gs->u.bin.r->loc, name,
+	                &v->gdist);
 }
 
 static void

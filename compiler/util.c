@@ -57,6 +57,12 @@ op_lookup(const char *name)
 	return -1;
 }
 
+int
+op_attn(OpKind op)
+{
+	return op_info[op].cls == CL_ATTN || op_info[op].cls == CL_ATTN_GRAD;
+}
+
 _Noreturn void
 die_at(const char *file, int line, const char *fmt, ...)
 {

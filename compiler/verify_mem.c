@@ -658,7 +658,7 @@ vm_compute(V *v, int r, int i, const Item *it)
 			vm_vals(val, r, s, 0, u, 0);
 			if (vm_operand(v, r, i, &p->view[1 + j], val, &in, n, j, NULL))
 				return RUN_ERR;
-			if (j == 0 && n->op == OP_ATTENTION && vm_qoff(v, r, n, p, &in, s))
+			if (j == 0 && op_attn(n->op) && vm_qoff(v, r, n, p, &in, s))
 				return RUN_ERR;
 		}
 	}
@@ -1042,7 +1042,7 @@ vm_plain(V *v, const Node *n, const PItem *p)
 			if (vm_operand(v, r, 0, &p->view[1 + j], val, &in[j], n, j, NULL))
 				return RUN_ERR;
 		}
-		if (n->op == OP_ATTENTION && vm_qoff(v, r, n, p, &in[0], 0))
+		if (op_attn(n->op) && vm_qoff(v, r, n, p, &in[0], 0))
 			return RUN_ERR;
 	}
 	return RUN_OK;

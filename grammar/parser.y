@@ -56,7 +56,7 @@ static void cf_yyerror(Loc *loc, Parse *p, void *scanner, const char *msg);
 
 %token MODEL "'model'" LAYER "'layer'" SIZE "'size'" GROUP "'group'"
 %token TYPE "'type'" IN "'in'" WEIGHT "'weight'" OUT "'out'"
-%token RETURN "'return'" SPLIT "'split'" OVER "'over'"
+%token RETURN "'return'" SPLIT "'split'" OVER "'over'" GRAD "'grad'"
 %token SCHEDULE "'schedule'" DEFAULT "'default'"
 %token START_CHOICE "schedule choice"
 %token <t> DTYPE "type name"
@@ -64,7 +64,7 @@ static void cf_yyerror(Loc *loc, Parse *p, void *scanner, const char *msg);
 %token <i> INT "integer"
 %token <f> FLOAT "number"
 
-%type <e> name expr arg dtype_split_dim choice skey
+%type <e> name expr arg dtype_split_dim grad_split choice skey
 %type <d> decl
 %type <v> body stmt defs gdefs exprs args params names sentries
 %type <t> dtype_opt
@@ -112,7 +112,7 @@ stmt
 	: SIZE defs ';'              { $$ = $2; }
 	| GROUP gdefs ';'            { $$ = $2; }
 	| TYPE DTYPE ';'             { $$ = ast_list(A, (Vec){0}, ast_type(A, @$, $2)); }
-	| role name ':' dtype_opt '[' exprs ']' dtype_split_dim ';' { $$ = ast_list(A, (Vec){0}, ast_tensor(A, @$, $1, $2, $4, $6, $8)); }
+	| role name ':' dtype_opt '[' exprs ']' dtype_split_dim grad_split ';' { $$ = ast_list(A, (Vec){0}, ast_tensor(A, @$, $1, $2, $4, $6, $8, $9)); }
 	| name '=' expr ';'          { $$ = ast_list(A, (Vec){0}, ast_def(A, @$, S_ASSIGN, $1, $3)); }
 	| OUT names ';'              { $$ = ast_list(A, (Vec){0}, ast_out(A, @$, $2)); }
 	| RETURN expr ';'            { $$ = ast_list(A, (Vec){0}, ast_return(A, @$, $2)); }
@@ -144,6 +144,13 @@ dtype_opt
 dtype_split_dim
 	: %empty                     { $$ = NULL; }
 	| SPLIT expr OVER name       { $$ = ast_bin(A, @$, ':', $2, $4); }
+	;
+
+/* `grad split DIM over GROUP`: the spread of a weight's gradient in the
+ * backward pass (ZeRO), kept like the split */
+grad_split
+	: %empty                     { $$ = NULL; }
+	| GRAD SPLIT expr OVER name  { $$ = ast_bin(A, @$, ':', $3, $5); }
 	;
 
 sentries

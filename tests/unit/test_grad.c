@@ -1,7 +1,9 @@
 /* Unit tests of grad.c: the backward graph of the MLP (transposed
  * collectives, the re-gather of x, the saved activations), data
  * parallelism (an all_reduce per replicated weight), all_to_all swapped,
- * gradients summed where a value has two uses, and the errors. */
+ * gradients summed where a value has two uses, layer norm and a
+ * broadcast bias, attention (query split and head split), `grad split`
+ * (ZeRO), and the errors. */
 #include <CUnit/CUnit.h>
 #include <stdlib.h>
 #include <string.h>
@@ -212,28 +214,117 @@ test_copy(void)
 	done(&r);
 }
 
+/* layernorm over rows split along S: dx by layernorm_grad, dgamma from
+ * the recomputed norm, dbeta a sum over the rows; both sums are partial
+ * over tp and all-reduced onto the whole gamma and beta. A bias added
+ * to [S, D] gets its gradient summed over S likewise. */
+static void
+test_norm(void)
+{
+	GRun r;
+	Graph *b = backward(&r, "model n { size S = 8, D = 4; group tp = 2; type f64;\n"
+	                        "  in x : [S, D] split S over tp; weight g : [D]; weight c : [D];\n"
+	                        "  weight bias : [D];\n"
+	                        "  y = layernorm(x, g, c) + bias; out y; }\n");
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+	CU_ASSERT_EQUAL(count_op(b, OP_LAYERNORM_GRAD), 1);
+	CU_ASSERT_EQUAL(count_op(b, OP_LAYERNORM), 1);
+	CU_ASSERT_EQUAL(count_op(b, OP_SUM_LEADING), 3);
+	CU_ASSERT_EQUAL(count_op(b, OP_ALL_REDUCE), 3);
+	for (int i = 1; i < b->outputs.n; i++) {
+		const Value *d = b->outputs.v[i];
+		CU_ASSERT_EQUAL(d->def->op, OP_ALL_REDUCE);
+		CU_ASSERT_EQUAL(d->def->in[0]->def->op, OP_SUM_LEADING);
+		CU_ASSERT_EQUAL(d->def->in[0]->dist.kind, DI_PARTIAL);
+		CU_ASSERT_EQUAL(d->dist.kind, DI_REPL);
+	}
+	const Value *dx = b->outputs.v[0];
+	CU_ASSERT_EQUAL(dx->def->op, OP_LAYERNORM_GRAD);
+	CU_ASSERT_EQUAL(dx->def->nin, 3);
+	CU_ASSERT_EQUAL(dx->dist.kind, DI_SPLIT);
+	CU_ASSERT_EQUAL(dx->dist.dim, 0);
+	done(&r);
+}
+
+/* Query-split attention (q split along S, k and v whole after a gather):
+ * dq split like q; dk and dv partial over tp, reduce-scattered back onto
+ * the shards by the gathers' transposes. Head split: everything local,
+ * split along the heads, merge and split swapped. */
+static void
+test_attention(void)
+{
+	GRun r;
+	Graph *b = backward(&r, "model a { size B = 1, S = 8, H = 2, E = 4; group tp = 2;\n"
+	                        "  in q : [B, H, S, E] split S over tp; in k : [B, H, S, E] split S over tp;\n"
+	                        "  in v : [B, H, S, E] split S over tp;\n"
+	                        "  ka = all_gather(k, S); va = all_gather(v, S);\n"
+	                        "  y = attention(q, ka, va, causal); out y; }\n");
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+	const Value *dq = b->outputs.v[0], *dk = b->outputs.v[1], *dv = b->outputs.v[2];
+	CU_ASSERT_EQUAL(dq->def->op, OP_ATTN_DQ);
+	CU_ASSERT_EQUAL(dq->def->a.causal, 1);
+	CU_ASSERT_EQUAL(dq->dist.kind, DI_SPLIT);
+	CU_ASSERT_EQUAL(dk->def->op, OP_REDUCE_SCATTER);
+	CU_ASSERT_EQUAL(dk->def->in[0]->def->op, OP_ATTN_DK);
+	CU_ASSERT_EQUAL(dk->def->in[0]->dist.kind, DI_PARTIAL);
+	CU_ASSERT_EQUAL(dv->def->in[0]->def->op, OP_ATTN_DV);
+	done(&r);
+
+	b = backward(&r, "model h { size B = 1, S = 8, D = 8, H = 2; group tp = 2;\n"
+	                 "  in x : [B, S, D] split D over tp;\n"
+	                 "  q = split_heads(x, H);\n"
+	                 "  y = merge_heads(attention(q, q, q)); out y; }\n");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+	CU_ASSERT_EQUAL(count_op(b, OP_SPLIT_HEADS), 1);
+	CU_ASSERT_EQUAL(count_op(b, OP_MERGE_HEADS), 1);
+	CU_ASSERT_EQUAL(count_op(b, OP_ATTN_DQ) + count_op(b, OP_ATTN_DK) + count_op(b, OP_ATTN_DV), 3);
+	CU_ASSERT_EQUAL(count_op(b, OP_ALL_REDUCE) + count_op(b, OP_REDUCE_SCATTER), 0);
+	CU_ASSERT_EQUAL(((Value *)b->outputs.v[0])->dist.dim, 2);
+	done(&r);
+}
+
+/* grad split D over dp: the partial gradient reduce-scattered along D
+ * (ZeRO) where the default all-reduces it. */
+static void
+test_zero(void)
+{
+	GRun r;
+	Graph *b = backward(&r, "model z { size T = 8, D = 4, F = 4; group dp = 2;\n"
+	                        "  in x : [T, D] split T over dp;\n"
+	                        "  weight w1 : [D, F] grad split D over dp; weight w2 : [F, F];\n"
+	                        "  y = (x @ w1) @ w2; out y; }\n");
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+	const Value *d1 = b->outputs.v[1], *d2 = b->outputs.v[2];
+	CU_ASSERT_EQUAL(d1->def->op, OP_REDUCE_SCATTER);
+	CU_ASSERT_EQUAL(d1->def->a.coll.dim, 0);
+	CU_ASSERT_EQUAL(d1->dist.kind, DI_SPLIT);
+	CU_ASSERT_EQUAL(d1->dist.dim, 0);
+	CU_ASSERT_EQUAL(d2->def->op, OP_ALL_REDUCE);
+	CU_ASSERT_EQUAL(d2->dist.kind, DI_REPL);
+	done(&r);
+}
+
 static void
 test_errors(void)
 {
 	GRun r;
 
-	CU_ASSERT_PTR_NULL(backward(&r, "model n { size S = 8, D = 4; group tp = 2;\n"
-	                                "  in x : [S, D];\n"
-	                                "  y = softmax(x); out y; }\n"));
-	CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "g.cf:3:7: error: no backward rule for softmax(x) yet"));
+	CU_ASSERT_PTR_NULL(backward(&r, "model n { size B = 2, S = 8, D = 4; group tp = 2;\n"
+	                                "  in x : [B, S, D]; weight w : [S, D];\n"
+	                                "  y = x.T @ w; out y; }\n"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "g.cf:3:11: error: no backward rule for matmul(x.T, w) "
+	                                     "yet: a transposed batched left operand"));
 	CU_ASSERT_PTR_NULL(r.g->bwd);
 	done(&r);
-	CU_ASSERT_PTR_NULL(backward(&r, "model n { size S = 8, D = 4; group tp = 2;\n"
-	                                "  in x : [S, D]; weight b : [D];\n"
-	                                "  y = x + b; out y; }\n"));
-	CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "no backward rule for add(x, b) yet: a broadcast operand"));
-	done(&r);
-	/* gelu's rule reads t, to be saved, before softmax fails: the forward
-	 * is left as it was */
-	CU_ASSERT_PTR_NULL(backward(&r, "model n { size S = 8, D = 4; group tp = 2;\n"
-	                                "  in x : [S, D];\n"
-	                                "  t = softmax(x); y = gelu(t); out y; }\n"));
-	CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "no backward rule for softmax(x) yet"));
+	/* gelu's rule reads t, to be saved, before the matmul fails: the
+	 * forward is left as it was */
+	CU_ASSERT_PTR_NULL(backward(&r, "model n { size B = 2, S = 8, D = 4; group tp = 2;\n"
+	                                "  in x : [B, S, D]; weight w : [S, D];\n"
+	                                "  t = x.T @ w; y = gelu(t); out y; }\n"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "no backward rule for matmul(x.T, w) yet"));
 	CU_ASSERT_EQUAL(r.g->saved.n, 0);
 	for (int i = 0; i < r.g->values.n; i++) {
 		const Value *v = r.g->values.v[i];
@@ -242,6 +333,24 @@ test_errors(void)
 			CU_ASSERT_EQUAL(v->home, HO_ROLE);
 		}
 	}
+	done(&r);
+	/* grad split over a group that splits no data the weight meets */
+	CU_ASSERT_PTR_NULL(backward(&r, "model z { size T = 8, D = 4; group dp = 2;\n"
+	                                "  in x : [T, D];\n"
+	                                "  weight w : [D, D] grad split 0 over dp;\n"
+	                                "  y = x @ w; out y; }\n"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "g.cf:3:10: error: the gradient of w (repl) is no "
+	                                     "partial sum over dp"));
+	done(&r);
+	/* grad split of an input, and of a weight split already */
+	CU_ASSERT_PTR_NULL(backward(&r, "model z { size T = 8, D = 4; group dp = 2;\n"
+	                                "  in x : [T, D] grad split T over dp;\n"
+	                                "  weight w : [D, D] split 0 over dp grad split 1 over dp;\n"
+	                                "  y = x @ w; out y; }\n"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "g.cf:2:17: error: only a weight's gradient can be "
+	                                     "given a spread of its own, but x is an input"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "g.cf:3:37: error: w is split over dp, so its gradient "
+	                                     "is spread like it"));
 	done(&r);
 }
 
@@ -257,5 +366,8 @@ test_grad_register(void)
 	CU_add_test(s, "all_to_all swapped", test_all_to_all);
 	CU_add_test(s, "gradients summed", test_sum);
 	CU_add_test(s, "copies and zeros", test_copy);
-	CU_add_test(s, "no rule: errors", test_errors);
+	CU_add_test(s, "norm: sums all-reduced", test_norm);
+	CU_add_test(s, "attention: query split, heads", test_attention);
+	CU_add_test(s, "grad split: reduce_scatter", test_zero);
+	CU_add_test(s, "errors", test_errors);
 }
