@@ -133,9 +133,9 @@ ast_tensor(Arena *a, Loc l, Role r, Expr *name, DType t, Vec shape,
 }
 
 Stmt *
-ast_out(Arena *a, Loc l, Vec names)
+ast_names(Arena *a, Loc l, StmtKind k, Vec names)
 {
-	Stmt *s = newstmt(a, S_OUT, l);
+	Stmt *s = newstmt(a, k, l);
 
 	s->u.names = names;
 	return s;
@@ -274,8 +274,8 @@ dump_stmt(FILE *f, const Stmt *s)
 		break;
 	case S_TYPE: fprintf(f, "type %s", dtype_name[s->u.type.t]); break;
 	case S_TENSOR: dump_tensor(f, s); break;
-	case S_OUT:
-		fputs("out", f);
+	case S_OUT: case S_SAVE:
+		fputs(s->kind == S_OUT ? "out" : "save", f);
 		for (int i = 0; i < s->u.names.n; i++)
 			fprintf(f, "%s %s", i ? "," : "", ((Expr *)s->u.names.v[i])->u.name);
 		break;

@@ -152,6 +152,7 @@ typedef enum StmtKind {
 	S_TENSOR, /* tensor: in/weight declaration */
 	S_ASSIGN, /* def: NAME = val */
 	S_OUT,    /* names: out a, b; */
+	S_SAVE,   /* names: save xa; (gathered tensors the backward keeps) */
 	S_RETURN, /* ret */
 	S_SCHED   /* sched: one schedule entry */
 } StmtKind;
@@ -180,7 +181,7 @@ typedef struct Stmt {
 			Expr *gsplit;      /* `grad split DIM over GROUP`: a ':' pair
 			                    * of (dim, group name), or NULL */
 		} tensor;
-		Vec names;             /* S_OUT: of Expr* (E_NAME) */
+		Vec names;             /* S_OUT, S_SAVE: of Expr* (E_NAME) */
 		Expr *ret;             /* S_RETURN */
 		SchedEntry sched;
 	} u;
@@ -213,7 +214,7 @@ Stmt *ast_type(Arena *a, Loc l, DType t);
  * (dimension, group name) */
 Stmt *ast_tensor(Arena *a, Loc l, Role r, Expr *name, DType t, Vec shape,
                  Expr *split, Expr *gsplit);
-Stmt *ast_out(Arena *a, Loc l, Vec names);
+Stmt *ast_names(Arena *a, Loc l, StmtKind k, Vec names); /* out, save */
 Stmt *ast_return(Arena *a, Loc l, Expr *e);
 Stmt *ast_sched(Arena *a, Loc l, Expr *key, Expr *choice);
 Decl *ast_decl(Arena *a, Loc l, DeclKind k, Expr *name, Vec params, Vec body);
@@ -323,6 +324,9 @@ typedef struct Value {
 	int64_t shape[MAXDIM];       /* global shape */
 	const char *label[MAXDIM];   /* dim labels (size names) or NULL */
 	Dist dist;
+	int keep;           /* `save`: a gathered tensor that the forward
+	                     * saves whole (else the backward gathers it
+	                     * again from its saved shard) */
 	int gsplit;         /* a weight whose spec gives its gradient's
 	                     * spread, gdist (`grad split D over G`, ZeRO);
 	                     * else its gradient is spread like it */

@@ -20,7 +20,8 @@
  * buffer that the forward fills (HO_SAVED, a result of the forward
  * that lives there). Only local shards are saved: a value that an
  * all_gather made is gathered again in the backward from its saved shard
- * (Megatron's choice), by an all_gather node of the backward graph.
+ * (Megatron's choice), by an all_gather node of the backward graph,
+ * unless the spec says `save` of it (Value.keep): then it is saved whole.
  *
  * requires: a checked forward graph with its graph facts.
  * ensures: g->bwd passes graph_check; its outputs are d_NAME for every in
@@ -181,7 +182,7 @@ fwd(Bw *B, Value *v)
 	if (v->role != R_ACT) {
 		*c = leaf(B, v, v->role == R_WEIGHT ? R_WEIGHT : R_IN, v->name);
 		(*c)->outname = v->outname; /* the io struct names it so */
-	} else if (v->def->op == OP_ALL_GATHER) {
+	} else if (v->def->op == OP_ALL_GATHER && !v->keep) {
 		const Node *ag = v->def;
 		Value *x = fwd(B, ag->in[0]);
 		*c = coll(B, ag, OP_ALL_GATHER, x, ag->a.coll.dim, -1, v->dist, v->name, sched_for(B, ag));

@@ -263,6 +263,33 @@ def_assign(Sema *S, Scope *sc, const Stmt *st)
 		bind(S, sc, name, v);
 }
 
+/* save a, b; names tensors defined above that an all_gather made: with
+ * a backward pass the forward saves them whole. */
+static void
+save_names(Sema *S, Scope *sc, const Stmt *st)
+{
+	for (int i = 0; i < st->u.names.n; i++) {
+		const Expr *ne = st->u.names.v[i];
+		Sym *s = sema_lookup(sc, ne->u.name);
+		if (!s) {
+			sema_unknown(S, sc, ne->loc, ne->u.name);
+			continue;
+		}
+		if (s->kind != SY_VALUE || s->bad)
+			continue;
+		Value *v = s->u.val;
+		if (v->def->op != OP_ALL_GATHER) {
+			diag_error(S->d, ne->loc, "save names a tensor that an all_gather made, "
+			           "but %s is %s: every other tensor the backward reads is saved "
+			           "already", ne->u.name, v->def->op == OP_INPUT ? "an input" :
+			           v->def->op == OP_WEIGHT ? "a weight" : arena_printf(S->a, "made by %s",
+			           op_info[v->def->op].name));
+			continue;
+		}
+		v->keep = 1;
+	}
+}
+
 void
 sema_stmt(Sema *S, Scope *sc, const Stmt *st)
 {
@@ -285,6 +312,9 @@ sema_stmt(Sema *S, Scope *sc, const Stmt *st)
 	case S_RETURN:
 		if (sc->layer && !sc->ret)
 			sc->ret = sema_expr(S, sc, st->u.ret);
+		break;
+	case S_SAVE:
+		save_names(S, sc, st);
 		break;
 	case S_TYPE: case S_OUT: case S_SCHED:
 		break; /* the model's are handled apart; in layers, errors */

@@ -57,6 +57,7 @@ static void cf_yyerror(Loc *loc, Parse *p, void *scanner, const char *msg);
 %token MODEL "'model'" LAYER "'layer'" SIZE "'size'" GROUP "'group'"
 %token TYPE "'type'" IN "'in'" WEIGHT "'weight'" OUT "'out'"
 %token RETURN "'return'" SPLIT "'split'" OVER "'over'" GRAD "'grad'"
+%token SAVE "'save'"
 %token SCHEDULE "'schedule'" DEFAULT "'default'"
 %token START_CHOICE "schedule choice"
 %token <t> DTYPE "type name"
@@ -114,7 +115,8 @@ stmt
 	| TYPE DTYPE ';'             { $$ = ast_list(A, (Vec){0}, ast_type(A, @$, $2)); }
 	| role name ':' dtype_opt '[' exprs ']' dtype_split_dim grad_split ';' { $$ = ast_list(A, (Vec){0}, ast_tensor(A, @$, $1, $2, $4, $6, $8, $9)); }
 	| name '=' expr ';'          { $$ = ast_list(A, (Vec){0}, ast_def(A, @$, S_ASSIGN, $1, $3)); }
-	| OUT names ';'              { $$ = ast_list(A, (Vec){0}, ast_out(A, @$, $2)); }
+	| OUT names ';'              { $$ = ast_list(A, (Vec){0}, ast_names(A, @$, S_OUT, $2)); }
+	| SAVE names ';'             { $$ = ast_list(A, (Vec){0}, ast_names(A, @$, S_SAVE, $2)); }
 	| RETURN expr ';'            { $$ = ast_list(A, (Vec){0}, ast_return(A, @$, $2)); }
 	| SCHEDULE '{' sentries '}'  { $$ = $3; }
 	| error ';'                  { $$ = (Vec){0}; }

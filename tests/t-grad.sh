@@ -2,7 +2,9 @@
 # The backward pass (cfc --backward), checked independently: for small
 # f64 specs (the MLP of examples/mlp.cf, a sequence-parallel chain of
 # gathers and reduce-scatters, an all_to_all chain, data parallelism, an
-# all_reduce block, a layer's output, a weight over two groups: tests/grad/) under every schedule kind at N = 1..4,
+# all_reduce block, a layer's output, a weight over two groups, norms,
+# softmax and broadcasts, attention split along the queries: tests/grad/;
+# the other examples at small sizes) under the schedule kinds at N = 1..4,
 # the gradients of the parallel backward must equal central finite
 # differences of the serial reference forward (fd_max_rel_err <= 1e-6;
 # the differences are exact to about 1e-9 in f64), the serial reference
@@ -55,6 +57,42 @@ for spec in examples/mlp.cf tests/grad/sp.cf tests/grad/a2a.cf tests/grad/dp.cf 
 	done
 done
 
+# the row ops, broadcasts and attention split along the queries (tests/grad)
+for spec in tests/grad/norm.cf tests/grad/attn.cf; do
+	m=$(basename "$spec" .cf)
+	for s in ${GRAD_SCHEDULES:-vanilla "fuse(ring)" "fuse(bidir)"}; do
+		for n in ${GRAD_N:-1 2 3 4}; do
+			grad "grad: $m $s N=$n" "$out/$m-$(tag "$s")-$n" "$n" "$spec" \
+				-D tp="$n" --schedule="$s"
+		done
+	done
+done
+
+# the other examples at small sizes: heads split over tp (attention, the
+# transformer's blocks with their layer norms), Ulysses' all_to_alls, the
+# scan, data parallelism with one gradient reduce-scattered (zero_dp)
+exsizes() {
+	case $1 in
+	attention) echo "-D B=1 -D S=8 -D D=8 -D H=4" ;;
+	ulysses) echo "-D B=1 -D S=8 -D D=8 -D H=4" ;;
+	mamba) echo "-D B=1 -D S=8 -D D=4" ;;
+	transformer) echo "-D B=1 -D S=8 -D D=8 -D H=4 -D F=16 -D L=1" ;;
+	zero_dp) echo "-D T=8 -D D=8 -D F=4" ;;
+	esac
+}
+for m in attention ulysses mamba transformer zero_dp; do
+	g=tp
+	[ $m = ulysses ] && g=sp
+	[ $m = zero_dp ] && g=dp
+	for s in ${GRAD_SCHEDULES:-vanilla "fuse(ring)"}; do
+		for n in ${GRAD_N:-2 4}; do
+			# shellcheck disable=SC2046
+			grad "grad: $m $s N=$n" "$out/ex-$m-$(tag "$s")-$n" "$n" "examples/$m.cf" \
+				$(exsizes $m) -D $g="$n" --schedule="$s"
+		done
+	done
+done
+
 # an output a layer made, named by `out` (read from the io struct under
 # that name); one weight used over two groups of a grid (its gradient
 # all-reduced over each before the sum); 3 ranks, where the weight
@@ -67,6 +105,24 @@ for s in vanilla "fuse(ring)"; do
 	grad "grad: two_groups 2x3 $s" "$out/two_groups3-$(tag "$s")" 6 tests/grad/two_groups.cf \
 		-D b=3 --schedule="$s"
 done
+
+# `save xa`: the forward saves the gathered tensor whole, and the backward
+# reads it instead of gathering it again (one backward collective fewer)
+sed 's/^  out y;/  save xa;\n  out y;/' examples/mlp.cf >"$out/mlp_save.cf"
+for s in vanilla "fuse(ring)" "fuse(bidir)"; do
+	for n in 1 3; do
+		grad "grad: mlp save xa $s N=$n" "$out/mlp_save-$(tag "$s")-$n" "$n" "$out/mlp_save.cf" \
+			-D B=1 -D S=24 -D D=8 -D F=24 -D tp="$n" --schedule="$s"
+	done
+done
+"$CFC" --backward "$out/mlp_save.cf" -D tp=2 --emit=sched -o "$out/mlp_save.sched"
+check "grad: save xa: no all_gather of xa in the backward" sh -c \
+	"test \$(grep -c '^verify: ok backward collective=' '$out/mlp_save.sched') -eq 2 &&
+	 ! grep -q 'backward collective xa = all_gather' '$out/mlp_save.sched'"
+sed 's/^  out y;/  save h;\n  out y;/' examples/mlp.cf >"$out/save_bad.cf"
+"$CFC" --backward "$out/save_bad.cf" >"$out/save_bad.err" 2>&1; rc=$?
+check "grad: save of a tensor no all_gather made is an input error" sh -c \
+	"[ $rc -eq 1 ] && grep -q 'save_bad.cf:22:8: error: save names a tensor that an all_gather made, but h is made by gelu' '$out/save_bad.err'"
 
 # -- the backward is asked for only with --backward: an op with no rule
 # is no error without it, and a clear one with it
