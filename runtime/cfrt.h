@@ -461,7 +461,8 @@ int cfrt_scan(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src,
  * forward call it differentiates; views as above: dx may be the same view
  * as dy or as x (y for softmax), in place. Norms, softmax, the sums and
  * the scan compute in double on the MPI backend and in f32 on the CUDA
- * backend, and round once.
+ * backend (in double for F64 views, and the scan always, as its forward
+ * does), and round once.
  * ------------------------------------------------------------------------ */
 
 /* dx of y = layernorm(x; gamma, beta, eps) over the last dim (length D),

@@ -231,9 +231,12 @@ __global__ void attn_softmax(const S *scores, T *probs, int64_t sq,
 
 // ---- scan ---------------------------------------------------------------
 
+// h_t = decay * h_{t-1} + s_t along dim, one thread per line: from the
+// first element (rev = 0, cfrt_scan) or from the last (rev = 1, its
+// backward). Each element is read before it is written: d may be s.
 template <typename T>
 __global__ void scan_lines(kview d, kview s, int dim, int64_t lines,
-                           double decay)
+                           double decay, int rev)
 {
 	int64_t step = (int64_t)gridDim.x * blockDim.x;
 	for (int64_t l = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -250,7 +253,8 @@ __global__ void scan_lines(kview d, kview s, int dim, int64_t lines,
 		const T *x = (const T *)s.p + os;
 		T *y = (T *)d.p + od;
 		double h = 0; // in double, as the MPI backend: one rounding
-		for (int64_t i = 0; i < d.dim[dim]; i++) {
+		for (int64_t t = 0, n = d.dim[dim]; t < n; t++) {
+			int64_t i = rev ? n - 1 - t : t;
 			h = decay * h + (double)to_acc(x[i * s.st[dim]]);
 			y[i * d.st[dim]] = store<T>((typename acc<T>::type)h);
 		}
@@ -333,18 +337,19 @@ extern "C" int cfrtk_rows(cudaStream_t s, cfrt_dtype t, int op, kview dst,
 }
 
 template <typename T>
-static int scan_type(cudaStream_t s, kview d, kview x, int dim, double decay)
+static int scan_type(cudaStream_t s, kview d, kview x, int dim, double decay,
+                     int rev)
 {
 	int64_t lines = numel(d) / d.dim[dim];
 	scan_lines<T><<<blocks_for(lines), THREADS, 0, s>>>(d, x, dim, lines,
-	                                                    decay);
+	                                                    decay, rev);
 	return (int)cudaGetLastError();
 }
 
 extern "C" int cfrtk_scan(cudaStream_t s, cfrt_dtype t, kview dst, kview src,
-                          int dim, double decay)
+                          int dim, double decay, int rev)
 {
-	BY_TYPE(t, scan_type<T>(s, dst, src, dim, decay));
+	BY_TYPE(t, scan_type<T>(s, dst, src, dim, decay, rev));
 }
 
 template <typename T>
