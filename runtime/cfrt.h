@@ -458,9 +458,11 @@ int cfrt_scan(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src,
 /* ------------------------------------------------------------------------
  * Backward (the vector-Jacobian products of a backward pass). Each writes
  * its result (never accumulates into it); shapes and dtypes as in the
- * forward call it differentiates; views as above. Norms, softmax, the
- * sums and the scan compute in double on the MPI backend and in f32 on
- * the CUDA backend, and round once.
+ * forward call it differentiates; views as above: dx may be the same view
+ * as dy or as x (y for softmax), in place. Norms, softmax, the sums and
+ * the scan compute in double on the MPI backend and in f32 on the CUDA
+ * backend (in double for F64 views, and the scan always, as its forward
+ * does), and round once.
  * ------------------------------------------------------------------------ */
 
 /* dx of y = layernorm(x; gamma, beta, eps) over the last dim (length D),

@@ -1,7 +1,8 @@
 /* check.c: argument checks of the compute ops (fill, elementwise, scan,
- * norms, softmax), and cfrt_fill_uniform, which is cfrt_fill_global over
- * the whole tensor. ensures: a check that passes leaves views that the
- * backends' line walks and kernels can take as they are. */
+ * norms, softmax) and of their backward ops, and cfrt_fill_uniform, which
+ * is cfrt_fill_global over the whole tensor. ensures: a check that passes
+ * leaves views that the backends' line walks and kernels can take as they
+ * are. */
 #include "common.h"
 
 /* dst is a window at offs of a tensor of dims gdims. */
@@ -46,13 +47,42 @@ int cfrti_check_binary(cfrt_ctx *ctx, const cfrt_view *dst,
 	return rc;
 }
 
+/* a and b (named an, bn) of one dtype and shape, dim one of their dims. */
+static int check_lines(cfrt_ctx *ctx, const cfrt_view *a, const cfrt_view *b,
+                       const char *an, const char *bn, int dim)
+{
+	int rc = cfrti_check_same(ctx, a, b, an, bn);
+	if (rc == CFRT_OK && (dim < 0 || dim >= a->nd))
+		rc = cfrti_err(ctx, CFRT_EINVAL, "dim %d of a %d-d view", dim,
+		               a->nd);
+	return rc;
+}
+
 int cfrti_check_scan(cfrt_ctx *ctx, const cfrt_view *dst,
                      const cfrt_view *src, int dim)
 {
-	int rc = cfrti_check_same(ctx, dst, src, "dst", "src");
-	if (rc == CFRT_OK && (dim < 0 || dim >= dst->nd))
-		rc = cfrti_err(ctx, CFRT_EINVAL, "dim %d of a %d-d view", dim,
-		               dst->nd);
+	return check_lines(ctx, dst, src, "dst", "src", dim);
+}
+
+int cfrti_check_scan_grad(cfrt_ctx *ctx, const cfrt_view *dx,
+                          const cfrt_view *dy, int dim)
+{
+	return check_lines(ctx, dx, dy, "dx", "dy", dim);
+}
+
+/* gamma and beta (each may be NULL) fit rows of n elements of type t; eps
+ * is not negative (nor NaN). */
+static int check_affine(cfrt_ctx *ctx, int64_t n, cfrt_dtype t,
+                        const cfrt_view *gamma, const cfrt_view *beta,
+                        double eps)
+{
+	int rc = CFRT_OK;
+	if (gamma)
+		rc = cfrti_check_vec(ctx, gamma, n, t, "gamma");
+	if (rc == CFRT_OK && beta)
+		rc = cfrti_check_vec(ctx, beta, n, t, "beta");
+	if (rc == CFRT_OK && !(eps >= 0.0))
+		rc = cfrti_err(ctx, CFRT_EINVAL, "eps %g is negative", eps);
 	return rc;
 }
 
@@ -61,12 +91,45 @@ int cfrti_check_rows(cfrt_ctx *ctx, const cfrt_view *dst,
                      const cfrt_view *beta, double eps)
 {
 	int rc = cfrti_check_same(ctx, dst, src, "dst", "src");
-	int64_t n = rc == CFRT_OK ? dst->dim[dst->nd - 1] : 0;
-	if (rc == CFRT_OK && gamma)
-		rc = cfrti_check_vec(ctx, gamma, n, dst->t, "gamma");
-	if (rc == CFRT_OK && beta)
-		rc = cfrti_check_vec(ctx, beta, n, dst->t, "beta");
-	if (rc == CFRT_OK && !(eps >= 0.0))
-		rc = cfrti_err(ctx, CFRT_EINVAL, "eps %g is negative", eps);
+	if (rc == CFRT_OK)
+		rc = check_affine(ctx, dst->dim[dst->nd - 1], dst->t, gamma, beta,
+		                  eps);
 	return rc;
+}
+
+int cfrti_check_rows_grad(cfrt_ctx *ctx, const cfrt_view *dx,
+                          const cfrt_view *dy, const cfrt_view *x,
+                          const char *xn, const cfrt_view *gamma, double eps)
+{
+	int rc = cfrti_check_same(ctx, dx, dy, "dx", "dy");
+	if (rc == CFRT_OK)
+		rc = cfrti_check_same(ctx, dx, x, "dx", xn);
+	if (rc == CFRT_OK)
+		rc = check_affine(ctx, dx->dim[dx->nd - 1], dx->t, gamma, NULL,
+		                  eps);
+	return rc;
+}
+
+int cfrti_check_sum_leading(cfrt_ctx *ctx, const cfrt_view *dst,
+                            const cfrt_view *src)
+{
+	int rc = cfrti_check_view(ctx, dst, "dst");
+	if (rc == CFRT_OK)
+		rc = cfrti_check_view(ctx, src, "src");
+	if (rc != CFRT_OK)
+		return rc;
+	if (dst->t != src->t)
+		return cfrti_err(ctx, CFRT_EINVAL, "views dst and src have "
+		                 "different dtypes");
+	int lead = src->nd - dst->nd;
+	if (lead < 0)
+		return cfrti_err(ctx, CFRT_EINVAL, "view dst has %d dims, more "
+		                 "than the %d of src", dst->nd, src->nd);
+	for (int d = 0; d < dst->nd; d++)
+		if (dst->dim[d] != src->dim[lead + d])
+			return cfrti_err(ctx, CFRT_EINVAL, "dim %d of dst has extent "
+			                 "%lld, dim %d of src %lld: dst must have the "
+			                 "last dims of src", d, (long long)dst->dim[d],
+			                 lead + d, (long long)src->dim[lead + d]);
+	return CFRT_OK;
 }

@@ -85,7 +85,9 @@ char *cfrti_line_at(const cfrt_view *v, const cfrt_view *shape, int axis,
 
 /* check.c: the checks of cfrt_fill_global, cfrt_add/cfrt_mul (*bb: b
  * broadcast to dst), cfrt_scan, and of the norms and softmax (gamma and
- * beta may be NULL). */
+ * beta may be NULL); of their backward: cfrt_scan_grad, the norms' and
+ * softmax's grads (x, named xn in messages: the forward's input, or y for
+ * softmax), cfrt_sum_leading. */
 int cfrti_check_fill(cfrt_ctx *ctx, const cfrt_view *dst,
                      const int64_t *gdims, const int64_t *offs);
 int cfrti_check_binary(cfrt_ctx *ctx, const cfrt_view *dst,
@@ -96,6 +98,13 @@ int cfrti_check_scan(cfrt_ctx *ctx, const cfrt_view *dst,
 int cfrti_check_rows(cfrt_ctx *ctx, const cfrt_view *dst,
                      const cfrt_view *src, const cfrt_view *gamma,
                      const cfrt_view *beta, double eps);
+int cfrti_check_scan_grad(cfrt_ctx *ctx, const cfrt_view *dx,
+                          const cfrt_view *dy, int dim);
+int cfrti_check_rows_grad(cfrt_ctx *ctx, const cfrt_view *dx,
+                          const cfrt_view *dy, const cfrt_view *x,
+                          const char *xn, const cfrt_view *gamma, double eps);
+int cfrti_check_sum_leading(cfrt_ctx *ctx, const cfrt_view *dst,
+                            const cfrt_view *src);
 
 /* matmul.c: the GEMM behind cfrt_gemm, cfrt_matmul and cfrt_attention,
  * row-major. ct: the type of C (the CUDA backend's attention scores are

@@ -7,7 +7,8 @@
  *   4  ctx.c   the context's setup, drain and free (common.h's hooks):
  *              the settings, then each module's init from the bottom
  *              up; each module's fini from the top down
- *   3  ops.c   elementwise ops, norms, scan, fill, copy
+ *   3  ops.c   elementwise ops, norms, scan, fill, copy; the backward
+ *              ops of norms, softmax, scan and broadcasting
  *      gemm.c  cuBLAS GEMM, matmul, attention
  *      xfer.c  the transfer table (ctx->xt), waits, groups, NCCL p2p and
  *              collectives (the communicator is xfer.c's)
@@ -18,7 +19,8 @@
  *              compute and transfer call, which moves their handshakes
  *   1  dev.c   CUDA and cuBLAS errors, the device, its compute stream and
  *              libraries, streams for the layers above, memory (ctx->dev)
- *   0  kernels.cu and flash.cu (the device kernels, behind kern.h);
+ *   0  kernels.cu, grad.cu and flash.cu (the device kernels, behind
+ *              kern.h; the first two share kdev.cuh);
  *      runtime/common (common.h: errors, view and argument checks, the
  *      public transfer calls), which calls the backend only through the
  *      hooks of common.h, each defined by the file that owns its work.

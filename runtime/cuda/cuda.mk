@@ -5,7 +5,7 @@
 # skipped when there is no nvcc. Uses the Makefile's B, MPICC, CFLAGS_ALL,
 # LDFLAGS_ALL, PREFIX, DESTDIR.
 #   make test-gpu    every example x schedule x 2 and 4 GPUs, attention
-#                    kernels on 1 (GPU machine)
+#                    kernels and the backward calls on 1 (GPU machine)
 #   make bench-gpu   issue 5's benchmark, writes bench/results (GPU machine)
 
 NVCC ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
@@ -24,7 +24,8 @@ CUDA_LIBS := $(shell sh scripts/cuda-libs.sh $(CUDA_HOME))
 export CUDA_LIBS
 
 CU_SRC = $(wildcard runtime/cuda/*.c) $(RT_COMMON_SRC)
-CU_KERN = $(B)/runtime/cuda/kernels.o $(B)/runtime/cuda/flash.o
+CU_KERN = $(B)/runtime/cuda/kernels.o $(B)/runtime/cuda/grad.o \
+          $(B)/runtime/cuda/flash.o
 CU_OBJ = $(CU_SRC:%.c=$(B)/%.o) $(CU_KERN)
 
 $(B)/runtime/cuda/%.o: runtime/cuda/%.c
@@ -66,18 +67,26 @@ $(B)/tests/gpu/attn_check: tests/gpu/attn_check.c $(B)/libcfrt_cuda.a
 	$(MPICC) $(CFLAGS_ALL) -Iruntime $(LDFLAGS_ALL) -o $@ $< \
 		$(B)/libcfrt_cuda.a $(CUDA_LIBS)
 
+# The backward calls against a double reference on the host, on one GPU
+# (tests/gpu/grad_check.c; run by tests/gpu/run.sh under mpirun -n 1).
+$(B)/tests/gpu/grad_check: tests/gpu/grad_check.c $(B)/libcfrt_cuda.a
+	@mkdir -p $(@D)
+	$(MPICC) $(CFLAGS_ALL) -Iruntime $(LDFLAGS_ALL) -o $@ $< \
+		$(B)/libcfrt_cuda.a $(CUDA_LIBS)
+
 # One ring step's transfer, a GEMM, and both at once (bench/gpu/xfer_probe.c).
 $(B)/bench/gpu/xfer_probe: bench/gpu/xfer_probe.c $(B)/libcfrt_cuda.a
 	@mkdir -p $(@D)
 	$(MPICC) $(CFLAGS_ALL) -Iruntime $(LDFLAGS_ALL) -o $@ $< $(B)/libcfrt_cuda.a $(CUDA_LIBS)
 
 CU_ALL = $(B)/libcfrt_cuda.a $(B)/cfrt_cuda.pc $(B)/tests/gpu/cmpdump \
-         $(B)/bench/gpu/gemm_probe $(B)/bench/gpu/xfer_probe $(B)/tests/gpu/attn_check
+         $(B)/bench/gpu/gemm_probe $(B)/bench/gpu/xfer_probe $(B)/tests/gpu/attn_check \
+         $(B)/tests/gpu/grad_check
 all: $(CU_ALL)
 CHECK_DEPS += $(CU_ALL)
 
 test-gpu: $(B)/cfc $(B)/libcfrt.a $(B)/libcfrt_cuda.a $(B)/tests/gpu/cmpdump \
-          $(B)/tests/gpu/attn_check
+          $(B)/tests/gpu/attn_check $(B)/tests/gpu/grad_check
 	@B=$(B) sh tests/gpu/run.sh
 
 bench-gpu: $(B)/cfc $(B)/libcfrt_cuda.a

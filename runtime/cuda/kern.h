@@ -1,7 +1,7 @@
-/* kern.h: the device kernels of the CUDA backend (kernels.cu, flash.cu),
- * callable from C. Every launcher enqueues on stream s and returns the
- * launch's cudaError_t (0 on success); views arrive checked and with their
- * dims collapsed (ops.c), strides in elements. */
+/* kern.h: the device kernels of the CUDA backend (kernels.cu, grad.cu,
+ * flash.cu), callable from C. Every launcher enqueues on stream s and
+ * returns the launch's cudaError_t (0 on success); views arrive checked
+ * and with their dims collapsed (ops.c), strides in elements. */
 #ifndef CFRT_CUDA_KERN_H
 #define CFRT_CUDA_KERN_H
 
@@ -48,10 +48,23 @@ int cfrtk_elementwise(cudaStream_t s, cfrt_dtype t, int op, kview dst,
                       kview a, kview b, double arg);
 int cfrtk_rows(cudaStream_t s, cfrt_dtype t, int op, kview dst, kview src,
                kview gamma, kview beta, double eps);
+/* rev = 0: cfrt_scan; rev = 1: cfrt_scan_grad, the scan from the last
+ * element back. */
 int cfrtk_scan(cudaStream_t s, cfrt_dtype t, kview dst, kview src, int dim,
-               double decay);
+               double decay, int rev);
 int cfrtk_fill(cudaStream_t s, cfrt_dtype t, kview dst, uint64_t seed,
                const int64_t *gdims, const int64_t *offs);
+
+/* Backward (grad.cu). cfrtk_rows_grad: dx of row op `op` over the last
+ * dim, from dy and x (KR_SOFTMAX: y, the forward's result), all of dx's
+ * dims; gamma as in cfrtk_rows (norms; eps theirs). cfrtk_sum_leading:
+ * dst = the sum over the index space of lead (src's leading dims and
+ * strides; p unused) of src, a view of dst's dims (src's trailing ones)
+ * at each leading index's offset; no leading index: dst = 0. */
+int cfrtk_rows_grad(cudaStream_t s, cfrt_dtype t, int op, kview dx, kview dy,
+                    kview x, kview gamma, double eps);
+int cfrtk_sum_leading(cudaStream_t s, cfrt_dtype t, kview dst, kview src,
+                      kview lead);
 
 /* Masked softmax of rows scores[i*sk .. i*sk+sk) (F32, or F64 when t is
  * F64) into probs of type t; row i is query q_offset + i % sq; causal masks

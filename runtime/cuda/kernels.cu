@@ -3,61 +3,9 @@
 // element type, as the MPI backend computes in double and rounds once.
 // Kernels walk their index space with grid-stride loops, so any size runs
 // with a bounded grid.
-#define OMPI_SKIP_MPICXX 1
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <math.h>
-
-#include "kern.h"
+#include "kdev.cuh"
 
 namespace {
-
-const int THREADS = 256;
-const int64_t MAX_BLOCKS = 132 * 32;
-
-template <typename T> struct acc { typedef float type; };
-template <> struct acc<double> { typedef double type; };
-
-__device__ __forceinline__ float to_acc(float x) { return x; }
-__device__ __forceinline__ double to_acc(double x) { return x; }
-__device__ __forceinline__ float to_acc(__nv_bfloat16 x)
-{
-	return __bfloat162float(x);
-}
-__device__ __forceinline__ float to_acc(__half x) { return __half2float(x); }
-
-template <typename T> __device__ __forceinline__ T from_acc(float x);
-template <> __device__ __forceinline__ float from_acc<float>(float x)
-{
-	return x;
-}
-template <> __device__ __forceinline__ __nv_bfloat16 from_acc<__nv_bfloat16>(
-	float x)
-{
-	return __float2bfloat16_rn(x);
-}
-template <> __device__ __forceinline__ __half from_acc<__half>(float x)
-{
-	return __float2half_rn(x);
-}
-__device__ __forceinline__ double from_acc_d(double x) { return x; }
-
-template <typename T> __device__ __forceinline__ T store(
-	typename acc<T>::type x)
-{
-	return from_acc<T>(x);
-}
-template <> __device__ __forceinline__ double store<double>(double x)
-{
-	return from_acc_d(x);
-}
-
-__device__ __forceinline__ float f_tanh(float x) { return tanhf(x); }
-__device__ __forceinline__ double f_tanh(double x) { return tanh(x); }
-__device__ __forceinline__ float f_exp(float x) { return expf(x); }
-__device__ __forceinline__ double f_exp(double x) { return exp(x); }
-__device__ __forceinline__ float f_sqrt(float x) { return sqrtf(x); }
-__device__ __forceinline__ double f_sqrt(double x) { return sqrt(x); }
 
 // The elementwise ops of kern.h's enum kop on accumulator values.
 template <int OP, typename A> __device__ __forceinline__ A apply(A x, A y,
@@ -85,20 +33,6 @@ template <int OP, typename A> __device__ __forceinline__ A apply(A x, A y,
 	case K_RELU_GRAD: return y > A(0) ? x : A(0);
 	default: return x * y;
 	}
-}
-
-int64_t numel(const kview &v)
-{
-	int64_t n = 1;
-	for (int d = 0; d < v.nd; d++)
-		n *= v.dim[d];
-	return n;
-}
-
-int blocks_for(int64_t n)
-{
-	int64_t b = (n + THREADS - 1) / THREADS;
-	return (int)(b < 1 ? 1 : b > MAX_BLOCKS ? MAX_BLOCKS : b);
 }
 
 // Element offsets in d, a and b of index i of d's row-major index space.
@@ -204,36 +138,6 @@ int ew_type(cudaStream_t s, int op, kview d, kview a, kview b, double arg)
 
 // ---- rows: norms and softmax, one block per row ------------------------
 
-// Offset of the first element of row r (rows: every index but the last).
-__device__ __forceinline__ int64_t row_offset(const kview &v, int64_t r)
-{
-	int64_t off = 0;
-	for (int k = v.nd - 2; k >= 0; k--) {
-		off += (r % v.dim[k]) * v.st[k];
-		r /= v.dim[k];
-	}
-	return off;
-}
-
-// Sum (max = 0) or maximum (max = 1) over the block; every thread gets
-// it. sh holds a value per warp; blockDim.x is a multiple of 32.
-template <typename A>
-__device__ A block_reduce(A v, A *sh, bool max)
-{
-	for (int o = 16; o > 0; o >>= 1) {
-		A u = __shfl_xor_sync(0xffffffffu, v, o);
-		v = max ? (u > v ? u : v) : v + u;
-	}
-	__syncthreads(); // sh is free: every thread read the last result
-	if ((threadIdx.x & 31) == 0)
-		sh[threadIdx.x >> 5] = v;
-	__syncthreads();
-	A r = sh[0];
-	for (int w = 1; w < (int)(blockDim.x >> 5); w++)
-		r = max ? (sh[w] > r ? sh[w] : r) : r + sh[w];
-	return r;
-}
-
 template <typename T>
 __global__ void norm_rows(kview d, kview s, kview g, kview b, int rms,
                           double eps)
@@ -297,12 +201,6 @@ __global__ void softmax_rows(kview d, kview s)
 	               (T *)d.p + row_offset(d, r), d.st[d.nd - 1], n, n, sh);
 }
 
-int row_threads(int64_t n)
-{
-	int64_t t = (n + 31) / 32 * 32;
-	return (int)(t > THREADS ? THREADS : t < 32 ? 32 : t);
-}
-
 template <typename T>
 int rows_type(cudaStream_t s, int op, kview d, kview x, kview g, kview b,
               double eps)
@@ -333,9 +231,12 @@ __global__ void attn_softmax(const S *scores, T *probs, int64_t sq,
 
 // ---- scan ---------------------------------------------------------------
 
+// h_t = decay * h_{t-1} + s_t along dim, one thread per line: from the
+// first element (rev = 0, cfrt_scan) or from the last (rev = 1, its
+// backward). Each element is read before it is written: d may be s.
 template <typename T>
 __global__ void scan_lines(kview d, kview s, int dim, int64_t lines,
-                           double decay)
+                           double decay, int rev)
 {
 	int64_t step = (int64_t)gridDim.x * blockDim.x;
 	for (int64_t l = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -352,7 +253,8 @@ __global__ void scan_lines(kview d, kview s, int dim, int64_t lines,
 		const T *x = (const T *)s.p + os;
 		T *y = (T *)d.p + od;
 		double h = 0; // in double, as the MPI backend: one rounding
-		for (int64_t i = 0; i < d.dim[dim]; i++) {
+		for (int64_t t = 0, n = d.dim[dim]; t < n; t++) {
+			int64_t i = rev ? n - 1 - t : t;
 			h = decay * h + (double)to_acc(x[i * s.st[dim]]);
 			y[i * d.st[dim]] = store<T>((typename acc<T>::type)h);
 		}
@@ -420,16 +322,7 @@ __global__ void fill_window(kview d, window w, uint64_t seed, int64_t n)
 
 } // namespace
 
-// ---- launchers: type dispatch -------------------------------------------
-
-#define BY_TYPE(t, CALL)                                                  \
-	switch (t) {                                                      \
-	case CFRT_F32: { typedef float T; return CALL; }                  \
-	case CFRT_F64: { typedef double T; return CALL; }                 \
-	case CFRT_BF16: { typedef __nv_bfloat16 T; return CALL; }         \
-	case CFRT_F16: { typedef __half T; return CALL; }                 \
-	}                                                                 \
-	return (int)cudaErrorInvalidValue
+// ---- launchers: type dispatch (kdev.cuh's BY_TYPE) ----------------------
 
 extern "C" int cfrtk_elementwise(cudaStream_t s, cfrt_dtype t, int op,
                                  kview dst, kview a, kview b, double arg)
@@ -444,18 +337,19 @@ extern "C" int cfrtk_rows(cudaStream_t s, cfrt_dtype t, int op, kview dst,
 }
 
 template <typename T>
-static int scan_type(cudaStream_t s, kview d, kview x, int dim, double decay)
+static int scan_type(cudaStream_t s, kview d, kview x, int dim, double decay,
+                     int rev)
 {
 	int64_t lines = numel(d) / d.dim[dim];
 	scan_lines<T><<<blocks_for(lines), THREADS, 0, s>>>(d, x, dim, lines,
-	                                                    decay);
+	                                                    decay, rev);
 	return (int)cudaGetLastError();
 }
 
 extern "C" int cfrtk_scan(cudaStream_t s, cfrt_dtype t, kview dst, kview src,
-                          int dim, double decay)
+                          int dim, double decay, int rev)
 {
-	BY_TYPE(t, scan_type<T>(s, dst, src, dim, decay));
+	BY_TYPE(t, scan_type<T>(s, dst, src, dim, decay, rev));
 }
 
 template <typename T>

@@ -1,5 +1,6 @@
-/* ops.c: copy, deterministic fill, elementwise ops, norms, softmax and the
- * scan on the compute stream.
+/* ops.c: copy, deterministic fill, elementwise ops, norms, softmax, the
+ * scan, and the backward ops of the norms, softmax, the scan and of
+ * broadcasting (the sum over leading dims), on the compute stream.
  * requires: views checked by cfrti_check_*; ensures: every op is enqueued
  * on ctx->dev.cs after the calls before it; views reach the kernels with their
  * dims collapsed, so a contiguous tensor is one flat run whatever its
@@ -217,6 +218,90 @@ int cfrt_scan(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src,
 		rc = cfrti_check_scan(ctx, dst, src, dim);
 	if (rc != CFRT_OK || cfrt_view_numel(dst) == 0)
 		return rc;
-	rc = cfrtk_scan(ctx->dev.cs, dst->t, kv_of(dst), kv_of(src), dim, decay);
+	rc = cfrtk_scan(ctx->dev.cs, dst->t, kv_of(dst), kv_of(src), dim, decay,
+	                0);
+	return cfrti_cuda(ctx, (cudaError_t)rc, "scan kernel");
+}
+
+/* ---- backward ---- */
+
+/* Row op grads; xn names x in messages (y for softmax). */
+static int rows_grad(cfrt_ctx *ctx, const char *api, int op,
+                     const cfrt_view *dx, const cfrt_view *dy,
+                     const cfrt_view *x, const char *xn,
+                     const cfrt_view *gamma, double eps)
+{
+	kview none = {NULL, 1, {0}, {0}};
+	int rc = cfrti_enter(ctx, api);
+	if (rc == CFRT_OK)
+		rc = cfrti_check_rows_grad(ctx, dx, dy, x, xn, gamma, eps);
+	if (rc != CFRT_OK || cfrt_view_numel(dx) == 0)
+		return rc;
+	rc = cfrtk_rows_grad(ctx->dev.cs, dx->t, op, kv_of(dx), kv_of(dy),
+	                     kv_of(x), gamma ? kv_of(gamma) : none, eps);
+	return cfrti_cuda(ctx, (cudaError_t)rc, "row grad kernel");
+}
+
+int cfrt_layernorm_grad(cfrt_ctx *ctx, const cfrt_view *dx,
+                        const cfrt_view *dy, const cfrt_view *x,
+                        const cfrt_view *gamma, double eps)
+{
+	return rows_grad(ctx, "cfrt_layernorm_grad", KR_LAYERNORM, dx, dy, x,
+	                 "x", gamma, eps);
+}
+
+int cfrt_rmsnorm_grad(cfrt_ctx *ctx, const cfrt_view *dx, const cfrt_view *dy,
+                      const cfrt_view *x, const cfrt_view *gamma, double eps)
+{
+	return rows_grad(ctx, "cfrt_rmsnorm_grad", KR_RMSNORM, dx, dy, x, "x",
+	                 gamma, eps);
+}
+
+int cfrt_softmax_grad(cfrt_ctx *ctx, const cfrt_view *dx, const cfrt_view *dy,
+                      const cfrt_view *y)
+{
+	return rows_grad(ctx, "cfrt_softmax_grad", KR_SOFTMAX, dx, dy, y, "y",
+	                 NULL, 0.0);
+}
+
+/* Dims from .. from + nd - 1 of v at its first element (nd = 0: a single
+ * element). */
+static kview kv_dims(const cfrt_view *v, int from, int nd)
+{
+	kview k = {(char *)v->p, nd > 0 ? nd : 1, {1}, {0}};
+	for (int d = 0; d < nd; d++) {
+		k.dim[d] = v->dim[from + d];
+		k.st[d] = v->stride[from + d];
+	}
+	return k;
+}
+
+/* dst and src's trailing dims collapse together, src's leading dims on
+ * their own (the kernel walks them as one index space). */
+int cfrt_sum_leading(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src)
+{
+	int rc = cfrti_enter(ctx, "cfrt_sum_leading");
+	if (rc == CFRT_OK)
+		rc = cfrti_check_sum_leading(ctx, dst, src);
+	if (rc != CFRT_OK || cfrt_view_numel(dst) == 0)
+		return rc;
+	int lead = src->nd - dst->nd;
+	kview v[2] = {kv_of(dst), kv_dims(src, lead, dst->nd)};
+	kview l = kv_dims(src, 0, lead);
+	collapse(v, 2);
+	collapse(&l, 1);
+	rc = cfrtk_sum_leading(ctx->dev.cs, dst->t, v[0], v[1], l);
+	return cfrti_cuda(ctx, (cudaError_t)rc, "sum kernel");
+}
+
+int cfrt_scan_grad(cfrt_ctx *ctx, const cfrt_view *dx, const cfrt_view *dy,
+                   int dim, double decay)
+{
+	int rc = cfrti_enter(ctx, "cfrt_scan_grad");
+	if (rc == CFRT_OK)
+		rc = cfrti_check_scan_grad(ctx, dx, dy, dim);
+	if (rc != CFRT_OK || cfrt_view_numel(dx) == 0)
+		return rc;
+	rc = cfrtk_scan(ctx->dev.cs, dx->t, kv_of(dx), kv_of(dy), dim, decay, 1);
 	return cfrti_cuda(ctx, (cudaError_t)rc, "scan kernel");
 }

@@ -2,7 +2,8 @@
  *
  * Files: ctx.c (context hooks, memory), trace.c (Chrome trace),
  * progress.c (transfer table, progress modes), comm.c (starts, groups,
- * sync), ew.c (copy, fill, elementwise, scan), norm.c (norms, softmax),
+ * sync), ew.c (copy, fill, elementwise, scan, sum over leading dims),
+ * norm.c (norms, softmax; with their backward ops),
  * gemm.c (gemm, matmul), attn.c; with the shared code of runtime/common
  * (common.h: errors, checks, the public transfer calls).
  *
@@ -52,7 +53,8 @@ struct cfrt_ctx {
 	int thread_on, stop;
 	pthread_t thread;
 
-	void *ws; /* attention scores, ws_bytes long */
+	void *ws; /* attention scores, or a line of cfrt_sum_leading's
+	           * sums; ws_bytes long */
 	size_t ws_bytes;
 
 	char *trace_path; /* NULL: tracing off */

@@ -1,7 +1,8 @@
-/* ew.c: copy, deterministic fill, elementwise ops and the sequence scan.
- * requires: views checked by cfrti_check_*; ensures: each op walks the lines
- * of dst along its last dim (the scan: along its scanned dim) and tests
- * transfers between lines in the panel progress mode. */
+/* ew.c: copy, deterministic fill, elementwise ops, the sequence scan and
+ * the backward ops of the scan and of broadcasting (the sum over leading
+ * dims). requires: views checked by cfrti_check_*; ensures: each op walks
+ * the lines of dst along its last dim (the scans: along their scanned dim)
+ * and tests transfers between lines in the panel progress mode. */
 #include <math.h>
 #include <string.h>
 
@@ -218,6 +219,25 @@ int cfrt_relu_grad(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *dy,
 	return binary_f(ctx, "cfrt_relu_grad", dst, dy, x, 1, d_relu);
 }
 
+/* h_t = decay * h_{t-1} + src_t along dim into dst: forward (rev = 0, the
+ * scan) or from the last element back (rev = 1, its backward). Each
+ * element is read before it is written and never again: dst may be src. */
+static void scan_lines(cfrt_ctx *ctx, const cfrt_view *dst,
+                       const cfrt_view *src, int dim, double decay, int rev)
+{
+	int64_t n = dst->dim[dim], lines = cfrti_line_count(dst, dim), done = 0;
+	for (int64_t l = 0; n > 0 && l < lines; l++) {
+		lane d = lane_of(dst, dst, dim, l), s = lane_of(src, dst, dim, l);
+		double h = 0.0;
+		for (int64_t k = 0; k < n; k++) {
+			int64_t i = rev ? n - 1 - k : k;
+			h = decay * h + lane_get(s, i);
+			lane_set(d, i, h);
+		}
+		tick(ctx, &done, n);
+	}
+}
+
 int cfrt_scan(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src,
               int dim, double decay)
 {
@@ -225,15 +245,59 @@ int cfrt_scan(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src,
 	int rc = cfrti_check_scan(ctx, dst, src, dim);
 	if (rc != CFRT_OK)
 		return rc;
-	int64_t n = dst->dim[dim], lines = cfrti_line_count(dst, dim), done = 0;
+	scan_lines(ctx, dst, src, dim, decay, 0);
+	return cfrti_end(ctx, t0, CFRT_OK);
+}
+
+int cfrt_scan_grad(cfrt_ctx *ctx, const cfrt_view *dx, const cfrt_view *dy,
+                   int dim, double decay)
+{
+	double t0 = cfrti_begin(ctx, "cfrt_scan_grad");
+	int rc = cfrti_check_scan_grad(ctx, dx, dy, dim);
+	if (rc != CFRT_OK)
+		return rc;
+	scan_lines(ctx, dx, dy, dim, decay, 1);
+	return cfrti_end(ctx, t0, CFRT_OK);
+}
+
+/* Product of src's dims before its last nd (the rows that cfrt_sum_leading
+ * adds up). */
+static int64_t lead_count(const cfrt_view *src, int nd)
+{
+	int64_t n = 1;
+	for (int d = 0; d < src->nd - nd; d++)
+		n *= src->dim[d];
+	return n;
+}
+
+/* Line l of dst (along its last dim) is the sum of lines k * lines + l of
+ * src, k < lead: src's lines are numbered with its leading dims outermost.
+ * A line is summed in double in the workspace, then written once. */
+int cfrt_sum_leading(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src)
+{
+	double t0 = cfrti_begin(ctx, "cfrt_sum_leading");
+	int rc = cfrti_check_sum_leading(ctx, dst, src);
+	if (rc != CFRT_OK)
+		return rc;
+	int ax = dst->nd - 1, sx = src->nd - 1;
+	int64_t n = dst->dim[ax], lines = cfrti_line_count(dst, ax), done = 0;
+	int64_t lead = lead_count(src, dst->nd);
+	if (n > 0 && lines > 0)
+		rc = cfrti_ws_reserve(ctx, (size_t)n * sizeof(double));
+	if (rc != CFRT_OK)
+		return rc;
+	double *acc = ctx->ws;
 	for (int64_t l = 0; n > 0 && l < lines; l++) {
-		lane d = lane_of(dst, dst, dim, l), s = lane_of(src, dst, dim, l);
-		double h = 0.0;
-		for (int64_t i = 0; i < n; i++) {
-			h = decay * h + lane_get(s, i);
-			lane_set(d, i, h);
+		memset(acc, 0, (size_t)n * sizeof(double));
+		for (int64_t k = 0; k < lead; k++) {
+			lane s = lane_of(src, src, sx, k * lines + l);
+			for (int64_t i = 0; i < n; i++)
+				acc[i] += lane_get(s, i);
 		}
-		tick(ctx, &done, n);
+		lane d = lane_of(dst, dst, ax, l);
+		for (int64_t i = 0; i < n; i++)
+			lane_set(d, i, acc[i]);
+		tick(ctx, &done, n * (lead > 0 ? lead : 1));
 	}
 	return cfrti_end(ctx, t0, CFRT_OK);
 }

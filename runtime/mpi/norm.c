@@ -1,6 +1,6 @@
-/* norm.c: layer norm, RMS norm and softmax over the last dim.
- * requires: views checked; ensures: each row is read, reduced in double,
- * and written once, so dst may be src. */
+/* norm.c: layer norm, RMS norm and softmax over the last dim, and their
+ * backward. requires: views checked; ensures: each row is read, reduced in
+ * double, and written once, so dst may be src (dx may be dy or x). */
 #include <math.h>
 
 #include "backend.h"
@@ -83,6 +83,97 @@ int cfrt_softmax(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src)
 	for (int64_t l = 0; n > 0 && l < lines; l++) {
 		cfrti_softmax_lane(lane_of(dst, dst, ax, l), lane_of(src, dst, ax, l),
 		                   n, n);
+		tick(ctx, &done, n);
+	}
+	return cfrti_end(ctx, t0, CFRT_OK);
+}
+
+/* ---- backward: each row reduced first, then dx written element by
+ * element from dy and x at that element, so dx may be dy or x ---- */
+
+/* gamma[i], or 1 without gamma (its lane's p is NULL). */
+static double gain(lane g, int64_t i)
+{
+	return g.p ? lane_get(g, i) : 1.0;
+}
+
+/* dx of one row of n > 0 elements: layer norm (rms = 0) or RMS norm
+ * (rms = 1), with g = dy * gamma as in cfrt.h. */
+static void norm_grad_lane(lane dx, lane dy, lane x, lane gm, int64_t n,
+                           double eps, int rms)
+{
+	double mean = 0.0, var = 0.0, sg = 0.0, sgx = 0.0;
+	for (int64_t i = 0; i < n && !rms; i++)
+		mean += lane_get(x, i);
+	mean /= (double)n;
+	for (int64_t i = 0; i < n; i++) {
+		double u = lane_get(x, i) - mean;
+		var += u * u;
+	}
+	double r = 1.0 / sqrt(var / (double)n + eps);
+	double xs = rms ? 1.0 : r; /* xhat = (x - mean) * xs; RMS: x */
+	for (int64_t i = 0; i < n; i++) {
+		double g = lane_get(dy, i) * gain(gm, i);
+		sg += g;
+		sgx += g * (lane_get(x, i) - mean) * xs;
+	}
+	sg /= (double)n;
+	sgx /= (double)n;
+	for (int64_t i = 0; i < n; i++) {
+		double g = lane_get(dy, i) * gain(gm, i), u = lane_get(x, i) - mean;
+		lane_set(dx, i, rms ? r * g - u * r * r * r * sgx
+		                    : r * (g - sg - u * r * sgx));
+	}
+}
+
+static int norm_grad(cfrt_ctx *ctx, const char *api, const cfrt_view *dx,
+                     const cfrt_view *dy, const cfrt_view *x,
+                     const cfrt_view *gamma, double eps, int rms)
+{
+	double t0 = cfrti_begin(ctx, api);
+	int rc = cfrti_check_rows_grad(ctx, dx, dy, x, "x", gamma, eps);
+	if (rc != CFRT_OK)
+		return rc;
+	int ax = dx->nd - 1;
+	int64_t n = dx->dim[ax], lines = cfrti_line_count(dx, ax), done = 0;
+	for (int64_t l = 0; n > 0 && l < lines; l++) {
+		norm_grad_lane(lane_of(dx, dx, ax, l), lane_of(dy, dx, ax, l),
+		               lane_of(x, dx, ax, l), vec_lane(gamma), n, eps, rms);
+		tick(ctx, &done, n);
+	}
+	return cfrti_end(ctx, t0, CFRT_OK);
+}
+
+int cfrt_layernorm_grad(cfrt_ctx *ctx, const cfrt_view *dx,
+                        const cfrt_view *dy, const cfrt_view *x,
+                        const cfrt_view *gamma, double eps)
+{
+	return norm_grad(ctx, "cfrt_layernorm_grad", dx, dy, x, gamma, eps, 0);
+}
+
+int cfrt_rmsnorm_grad(cfrt_ctx *ctx, const cfrt_view *dx, const cfrt_view *dy,
+                      const cfrt_view *x, const cfrt_view *gamma, double eps)
+{
+	return norm_grad(ctx, "cfrt_rmsnorm_grad", dx, dy, x, gamma, eps, 1);
+}
+
+int cfrt_softmax_grad(cfrt_ctx *ctx, const cfrt_view *dx, const cfrt_view *dy,
+                      const cfrt_view *y)
+{
+	double t0 = cfrti_begin(ctx, "cfrt_softmax_grad");
+	int rc = cfrti_check_rows_grad(ctx, dx, dy, y, "y", NULL, 0.0);
+	if (rc != CFRT_OK)
+		return rc;
+	int ax = dx->nd - 1;
+	int64_t n = dx->dim[ax], lines = cfrti_line_count(dx, ax), done = 0;
+	for (int64_t l = 0; n > 0 && l < lines; l++) {
+		lane d = lane_of(dx, dx, ax, l), g = lane_of(dy, dx, ax, l);
+		lane p = lane_of(y, dx, ax, l);
+		double s = 0.0;
+		for (int64_t i = 0; i < n; i++)
+			s += lane_get(g, i) * lane_get(p, i);
+		for (int64_t i = 0; i < n; i++)
+			lane_set(d, i, lane_get(p, i) * (lane_get(g, i) - s));
 		tick(ctx, &done, n);
 	}
 	return cfrti_end(ctx, t0, CFRT_OK);

@@ -15,7 +15,8 @@
 # on the longest path (the transformer's two blocks) give ~2e-2, while a
 # wrong slice, step or peer gives errors of order 1.
 # Also pc_app (a hand-written FuseRS with cfrt_gemm beta = 1) on 2 and 4,
-# and attn_check (the fused attention kernel, tests/gpu/attn_check.c) on 1.
+# attn_check (the fused attention kernel, tests/gpu/attn_check.c) and
+# grad_check (the backward calls, tests/gpu/grad_check.c) on 1.
 . tests/lib.sh
 out=$B/tests/gpu-run
 rm -rf "$out"
@@ -92,3 +93,19 @@ else
 	tail -n 20 "$out/attn_check"
 fi
 grep '^attn_check: time' "$out/attn_check"
+
+# -- the backward calls on one GPU against a double reference on the host
+# (tests/gpu/grad_check.c), one PASS/FAIL per case.
+$MPIRUN -x NCCL_NVLS_ENABLE -n 1 "$B/tests/gpu/grad_check" \
+	>"$out/grad_check" 2>&1
+grc=$?
+sed -nE 's/^grad_check: ([^:]*): (.*: )?(ok|MISMATCH)$/\3 \1/p' \
+	"$out/grad_check" | while read -r res name; do
+	if [ "$res" = ok ]; then pass "gpu: grad $name"; else fail "gpu: grad $name"; fi
+done
+if [ $grc = 0 ] && grep -q '^grad_check: all ok$' "$out/grad_check"; then
+	pass "gpu: grad_check"
+else
+	fail "gpu: grad_check"
+	tail -n 20 "$out/grad_check"
+fi

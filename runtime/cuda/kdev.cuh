@@ -1,0 +1,128 @@
+// kdev.cuh: what the kernel files of the CUDA backend (kernels.cu,
+// grad.cu) share: launch sizes, the accumulator type of each element type
+// (float; double for F64) and its conversions, the math of both, and the
+// row helpers (a row's offset, block reductions). Each file gets its own
+// copy (an anonymous namespace); BY_TYPE dispatches a launcher on a dtype.
+#ifndef CFRT_CUDA_KDEV_CUH
+#define CFRT_CUDA_KDEV_CUH
+
+#define OMPI_SKIP_MPICXX 1
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <math.h>
+
+#include "kern.h"
+
+namespace {
+
+const int THREADS = 256;
+const int64_t MAX_BLOCKS = 132 * 32;
+
+template <typename T> struct acc { typedef float type; };
+template <> struct acc<double> { typedef double type; };
+
+__device__ __forceinline__ float to_acc(float x) { return x; }
+__device__ __forceinline__ double to_acc(double x) { return x; }
+__device__ __forceinline__ float to_acc(__nv_bfloat16 x)
+{
+	return __bfloat162float(x);
+}
+__device__ __forceinline__ float to_acc(__half x) { return __half2float(x); }
+
+template <typename T> __device__ __forceinline__ T from_acc(float x);
+template <> __device__ __forceinline__ float from_acc<float>(float x)
+{
+	return x;
+}
+template <> __device__ __forceinline__ __nv_bfloat16 from_acc<__nv_bfloat16>(
+	float x)
+{
+	return __float2bfloat16_rn(x);
+}
+template <> __device__ __forceinline__ __half from_acc<__half>(float x)
+{
+	return __float2half_rn(x);
+}
+__device__ __forceinline__ double from_acc_d(double x) { return x; }
+
+template <typename T> __device__ __forceinline__ T store(
+	typename acc<T>::type x)
+{
+	return from_acc<T>(x);
+}
+template <> __device__ __forceinline__ double store<double>(double x)
+{
+	return from_acc_d(x);
+}
+
+__device__ __forceinline__ float f_tanh(float x) { return tanhf(x); }
+__device__ __forceinline__ double f_tanh(double x) { return tanh(x); }
+__device__ __forceinline__ float f_exp(float x) { return expf(x); }
+__device__ __forceinline__ double f_exp(double x) { return exp(x); }
+__device__ __forceinline__ float f_sqrt(float x) { return sqrtf(x); }
+__device__ __forceinline__ double f_sqrt(double x) { return sqrt(x); }
+
+inline int64_t numel(const kview &v)
+{
+	int64_t n = 1;
+	for (int d = 0; d < v.nd; d++)
+		n *= v.dim[d];
+	return n;
+}
+
+inline int blocks_for(int64_t n)
+{
+	int64_t b = (n + THREADS - 1) / THREADS;
+	return (int)(b < 1 ? 1 : b > MAX_BLOCKS ? MAX_BLOCKS : b);
+}
+
+// Offset of the first element of row r (rows: every index but the last).
+__device__ __forceinline__ int64_t row_offset(const kview &v, int64_t r)
+{
+	int64_t off = 0;
+	for (int k = v.nd - 2; k >= 0; k--) {
+		off += (r % v.dim[k]) * v.st[k];
+		r /= v.dim[k];
+	}
+	return off;
+}
+
+// Sum (max = 0) or maximum (max = 1) over the block; every thread gets
+// it. sh holds a value per warp; blockDim.x is a multiple of 32.
+template <typename A>
+__device__ A block_reduce(A v, A *sh, bool max)
+{
+	for (int o = 16; o > 0; o >>= 1) {
+		A u = __shfl_xor_sync(0xffffffffu, v, o);
+		v = max ? (u > v ? u : v) : v + u;
+	}
+	__syncthreads(); // sh is free: every thread read the last result
+	if ((threadIdx.x & 31) == 0)
+		sh[threadIdx.x >> 5] = v;
+	__syncthreads();
+	A r = sh[0];
+	for (int w = 1; w < (int)(blockDim.x >> 5); w++)
+		r = max ? (sh[w] > r ? sh[w] : r) : r + sh[w];
+	return r;
+}
+
+// Threads of a block that takes one row of n elements.
+inline int row_threads(int64_t n)
+{
+	int64_t t = (n + 31) / 32 * 32;
+	return (int)(t > THREADS ? THREADS : t < 32 ? 32 : t);
+}
+
+} // namespace
+
+// return CALL with T the element type of dtype t.
+#define BY_TYPE(t, CALL)                                                  \
+	switch (t) {                                                      \
+	case CFRT_F32: { typedef float T; return CALL; }                  \
+	case CFRT_F64: { typedef double T; return CALL; }                 \
+	case CFRT_BF16: { typedef __nv_bfloat16 T; return CALL; }         \
+	case CFRT_F16: { typedef __half T; return CALL; }                 \
+	}                                                                 \
+	return (int)cudaErrorInvalidValue
+
+#endif /* CFRT_CUDA_KDEV_CUH */
