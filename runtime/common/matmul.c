@@ -218,6 +218,8 @@ static int check_qkv(cfrt_ctx *ctx, const cfrt_view *out, const cfrt_view *q,
 	if (rc == CFRT_OK)
 		rc = check_4d(ctx, v, "v", q->t);
 	if (rc == CFRT_OK)
+		rc = check_4d(ctx, out, "out", q->t);
+	if (rc == CFRT_OK)
 		rc = cfrti_check_same(ctx, out, q, "out", "q");
 	if (rc == CFRT_OK)
 		rc = cfrti_check_same(ctx, v, k, "v", "k");

@@ -109,6 +109,15 @@ static void test_attention_errors(void)
 	CU_ASSERT_EQUAL(cfrt_attention(ut_ctx, &q, &q, &q, &q, 1, -1), CFRT_EINVAL);
 	cfrt_view t = cfrt_view_permute(q, (int[]){0, 1, 3, 2});
 	CU_ASSERT_EQUAL(cfrt_attention(ut_ctx, &t, &t, &t, &t, 0, 0), CFRT_EINVAL);
+	/* out's last dim strided: the GEMM writing rows of out would miss it */
+	float y[2 * N];
+	cfrt_view o = q;
+	o.p = y;
+	for (int d = 0; d < 4; d++)
+		o.stride[d] *= 2;
+	CU_ASSERT_EQUAL(cfrt_attention(ut_ctx, &o, &q, &q, &q, 0, 0), CFRT_EINVAL);
+	CU_ASSERT_STRING_EQUAL(cfrt_last_error(ut_ctx), "cfrt_attention: out "
+	                       "needs a unit stride in its last dim");
 }
 
 void ut_register_attention(void)
