@@ -1,5 +1,5 @@
-/* matmul.c: the arguments of cfrt_gemm, cfrt_matmul and cfrt_attention, and
- * the batch loop of cfrt_matmul.
+/* matmul.c: the arguments of cfrt_gemm, cfrt_matmul, cfrt_attention and
+ * cfrt_attention_grad, and the batch loop of cfrt_matmul.
  * ensures: a gemm_args that passes cfrti_gemm_check has dims and leading
  * dims that fit an int (CBLAS and cuBLAS take ints), ld >= the columns of
  * its matrix, and no null matrix that the GEMM would touch. */
@@ -245,6 +245,34 @@ int cfrti_attn_check(cfrt_ctx *ctx, const cfrt_view *out, const cfrt_view *q,
 		return cfrti_err(ctx, CFRT_EINVAL, "q_offset %lld is negative or "
 		                 "there are no keys", (long long)q_offset);
 	return CFRT_OK;
+}
+
+/* A gradient view: a [B,H,S,Dh] view of like's dims and dtype with a unit
+ * stride in its last dim. */
+static int check_grad(cfrt_ctx *ctx, const cfrt_view *g, const cfrt_view *like,
+                      const char *what, const char *like_name)
+{
+	int rc = check_4d(ctx, g, what, like->t);
+	return rc != CFRT_OK ? rc : cfrti_check_same(ctx, g, like, what,
+	                                             like_name);
+}
+
+int cfrti_attn_grad_check(cfrt_ctx *ctx, const cfrt_view *dq,
+                          const cfrt_view *dk, const cfrt_view *dv,
+                          const cfrt_view *q, const cfrt_view *k,
+                          const cfrt_view *v, const cfrt_view *out,
+                          const cfrt_view *dout, int64_t q_offset)
+{
+	int rc = cfrti_attn_check(ctx, out, q, k, v, q_offset);
+	if (rc == CFRT_OK)
+		rc = check_grad(ctx, dout, out, "dout", "out");
+	if (rc == CFRT_OK && dq)
+		rc = check_grad(ctx, dq, q, "dq", "q");
+	if (rc == CFRT_OK && dk)
+		rc = check_grad(ctx, dk, k, "dk", "k");
+	if (rc == CFRT_OK && dv)
+		rc = check_grad(ctx, dv, v, "dv", "v");
+	return rc;
 }
 
 /* Any value >= Dh when S <= 1. */

@@ -1,7 +1,10 @@
-/* attn.c: scaled dot-product attention from the GEMM and softmax pieces.
+/* attn.c: scaled dot-product attention and its backward from the GEMM and
+ * softmax pieces.
  * ensures: row i of a call with q_offset o equals row o+i of attention over
  * all queries: a row's scores, mask and softmax depend only on that query,
- * o + i and the whole K/V (query-split attention relies on it). */
+ * o + i and the whole K/V (query-split attention relies on it). Likewise
+ * the backward's dq rows; its dk and dv are sums over the query rows, so
+ * those of query slices add up to the whole call's. */
 #include <math.h>
 
 #include "backend.h"
@@ -55,4 +58,149 @@ int cfrt_attention(cfrt_ctx *ctx, const cfrt_view *out, const cfrt_view *q,
 			cfrti_gemm_run(ctx, &o);
 		}
 	return cfrti_end(ctx, t0, CFRT_OK);
+}
+
+/* ---- backward ----------------------------------------------------------- */
+
+/* dS = P * (dP - delta) in place over the dP block of one head, delta_i =
+ * rowsum(dout_i * out_i); masked scores have P = 0, so dS = 0 there (a
+ * row with every key masked has P = 0 throughout, as the forward gives). */
+static void softmax_grad_scores(cfrt_ctx *ctx, const gemm_args *dp,
+                                const char *probs, const char *out,
+                                int64_t ldo, const char *dout, int64_t ldg,
+                                int64_t dh)
+{
+	int64_t es = (int64_t)cfrt_dtype_size(dp->t), done = 0;
+	for (int64_t i = 0; i < dp->m; i++) {
+		lane o = {(char *)out + i * ldo * es, 1, dp->t};
+		lane g = {(char *)dout + i * ldg * es, 1, dp->t};
+		lane p = {(char *)probs + i * dp->n * es, 1, dp->t};
+		lane d = {(char *)dp->c + i * dp->n * es, 1, dp->t};
+		double delta = 0.0;
+		for (int64_t e = 0; e < dh; e++)
+			delta += lane_get(g, e) * lane_get(o, e);
+		for (int64_t j = 0; j < dp->n; j++)
+			lane_set(d, j, lane_get(p, j) * (lane_get(d, j) - delta));
+		tick(ctx, &done, dp->n + dh);
+	}
+}
+
+/* v = 0 (NULL: nothing): the dk or dv of no queries. */
+static void zero_heads(const cfrt_view *v)
+{
+	for (int64_t l = 0; v && l < cfrti_line_count(v, 3); l++) {
+		lane r = lane_of(v, v, 3, l);
+		for (int64_t e = 0; e < v->dim[3]; e++)
+			lane_set(r, e, 0.0);
+	}
+}
+
+/* The five GEMMs of the backward of one head; the matrices' pointers are
+ * set per head, those of a NULL gradient stay NULL. */
+typedef struct grad_gemms {
+	gemm_args s, gv, dp, gq, gk;
+} grad_gemms;
+
+static grad_gemms grad_setup(const cfrt_view *dq, const cfrt_view *dk,
+                             const cfrt_view *dv, const cfrt_view *q,
+                             const cfrt_view *k, const cfrt_view *v,
+                             const cfrt_view *dout, char *probs,
+                             char *dscores)
+{
+	int64_t sq = q->dim[2], sk = k->dim[2], dh = q->dim[3];
+	double scale = 1.0 / sqrt((double)dh);
+	cfrt_dtype t = q->t;
+	grad_gemms g = {
+		{t, t, CFRT_NOTRANS, CFRT_TRANS, sq, sk, dh, scale, 0.0, NULL,
+		 NULL, probs, cfrti_head_ld(q), cfrti_head_ld(k), sk, 0, 0, 0, 1},
+		{t, t, CFRT_TRANS, CFRT_NOTRANS, sk, dh, sq, 1.0, 0.0, probs, NULL,
+		 NULL, sk, cfrti_head_ld(dout), dv ? cfrti_head_ld(dv) : dh, 0, 0,
+		 0, 1},
+		{t, t, CFRT_NOTRANS, CFRT_TRANS, sq, sk, dh, 1.0, 0.0, NULL, NULL,
+		 dscores, cfrti_head_ld(dout), cfrti_head_ld(v), sk, 0, 0, 0, 1},
+		{t, t, CFRT_NOTRANS, CFRT_NOTRANS, sq, dh, sk, scale, 0.0, dscores,
+		 NULL, NULL, sk, cfrti_head_ld(k), dq ? cfrti_head_ld(dq) : dh, 0,
+		 0, 0, 1},
+		{t, t, CFRT_TRANS, CFRT_NOTRANS, sk, dh, sq, scale, 0.0, dscores,
+		 NULL, NULL, sk, cfrti_head_ld(q), dk ? cfrti_head_ld(dk) : dh, 0,
+		 0, 0, 1}};
+	return g;
+}
+
+/* Runs g when its output is wanted. */
+static int gemm_if(cfrt_ctx *ctx, const gemm_args *g, const void *want)
+{
+	int rc = want ? cfrti_gemm_check(ctx, g) : CFRT_OK;
+	if (rc == CFRT_OK && want)
+		cfrti_gemm_run(ctx, g);
+	return rc;
+}
+
+/* Head (b, h): P = masked softmax(q k^T / sqrt(Dh)) as the forward has it
+ * in the workspace's first block, dv = P^T dout, dP = dout v^T in the
+ * second, dS = P * (dP - delta) over dP, dq = dS k / sqrt(Dh) and
+ * dk = dS^T q / sqrt(Dh). */
+static int grad_head(cfrt_ctx *ctx, grad_gemms *g, const cfrt_view *dq,
+                     const cfrt_view *dk, const cfrt_view *dv,
+                     const cfrt_view *q, const cfrt_view *k,
+                     const cfrt_view *v, const cfrt_view *out,
+                     const cfrt_view *dout, int64_t b, int64_t h, int causal,
+                     int64_t q_offset)
+{
+	g->s.a = g->gk.b = cfrti_head_at(q, b, h);
+	g->s.b = g->gq.b = cfrti_head_at(k, b, h);
+	g->gv.b = g->dp.a = cfrti_head_at(dout, b, h);
+	g->dp.b = cfrti_head_at(v, b, h);
+	g->gv.c = dv ? cfrti_head_at(dv, b, h) : NULL;
+	g->gq.c = dq ? cfrti_head_at(dq, b, h) : NULL;
+	g->gk.c = dk ? cfrti_head_at(dk, b, h) : NULL;
+	const void *ds = dq ? (const void *)dq : dk; /* dS is wanted */
+	int rc = cfrti_gemm_check(ctx, &g->s);
+	if (rc != CFRT_OK)
+		return rc;
+	cfrti_gemm_run(ctx, &g->s);
+	softmax_scores(ctx, &g->s, causal, q_offset);
+	rc = gemm_if(ctx, &g->gv, dv);
+	if (rc == CFRT_OK)
+		rc = gemm_if(ctx, &g->dp, ds);
+	if (rc == CFRT_OK && ds)
+		softmax_grad_scores(ctx, &g->dp, g->s.c,
+		                    cfrti_head_at(out, b, h), cfrti_head_ld(out),
+		                    g->dp.a, cfrti_head_ld(dout), q->dim[3]);
+	if (rc == CFRT_OK)
+		rc = gemm_if(ctx, &g->gq, dq);
+	return rc != CFRT_OK ? rc : gemm_if(ctx, &g->gk, dk);
+}
+
+int cfrt_attention_grad(cfrt_ctx *ctx, const cfrt_view *dq,
+                        const cfrt_view *dk, const cfrt_view *dv,
+                        const cfrt_view *q, const cfrt_view *k,
+                        const cfrt_view *v, const cfrt_view *out,
+                        const cfrt_view *dout, int causal, int64_t q_offset)
+{
+	double t0 = cfrti_begin(ctx, "cfrt_attention_grad");
+	int rc = cfrti_attn_grad_check(ctx, dq, dk, dv, q, k, v, out, dout,
+	                               q_offset);
+	if (rc != CFRT_OK)
+		return rc;
+	int64_t sq = q->dim[2], sk = k->dim[2];
+	size_t block = (size_t)(sq * sk) * cfrt_dtype_size(q->t);
+	if (sq == 0) { /* no queries: no contribution to dk and dv */
+		zero_heads(dk);
+		zero_heads(dv);
+		return cfrti_end(ctx, t0, CFRT_OK);
+	}
+	if (!dq && !dk && !dv)
+		return cfrti_end(ctx, t0, CFRT_OK);
+	rc = cfrti_ws_reserve(ctx, 2 * block);
+	if (rc != CFRT_OK)
+		return rc;
+	char *probs = ctx->ws;
+	grad_gemms g = grad_setup(dq, dk, dv, q, k, v, dout, probs,
+	                          probs + block);
+	for (int64_t b = 0; rc == CFRT_OK && b < q->dim[0]; b++)
+		for (int64_t h = 0; rc == CFRT_OK && h < q->dim[1]; h++)
+			rc = grad_head(ctx, &g, dq, dk, dv, q, k, v, out, dout, b,
+			               h, causal, q_offset);
+	return rc != CFRT_OK ? rc : cfrti_end(ctx, t0, CFRT_OK);
 }

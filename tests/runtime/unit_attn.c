@@ -1,9 +1,12 @@
 /* Attention against a naive reference, causal or not, and query-split
  * attention (slices of the queries with their q_offset) against whole
  * attention, on head-split views of [B,S,H*Dh] tensors as generated code
- * uses them. */
+ * uses them. Its backward against the naive formulas and against central
+ * differences of cfrt_attention itself, the query-split backward (dk and
+ * dv of slices add up to the whole ones), NULL gradients, and errors. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "unit.h"
 
@@ -15,27 +18,39 @@ static int64_t ix(int64_t b, int64_t h, int64_t s, int64_t d)
 	return (b * S + s) * H * Dh + h * Dh + d;
 }
 
+/* p[0..n) = the probabilities of query i of head (b, h) over its n
+ * unmasked keys; returns n. */
+static int naive_probs(const double *q, const double *k, int b, int h, int i,
+                       int causal, double *p)
+{
+	double max = -INFINITY, sum = 0;
+	int n = causal ? i + 1 : S;
+	for (int j = 0; j < n; j++) {
+		p[j] = 0;
+		for (int d = 0; d < Dh; d++)
+			p[j] += q[ix(b, h, i, d)] * k[ix(b, h, j, d)];
+		p[j] /= sqrt((double)Dh);
+		max = fmax(max, p[j]);
+	}
+	for (int j = 0; j < n; j++)
+		sum += p[j] = exp(p[j] - max);
+	for (int j = 0; j < n; j++)
+		p[j] /= sum;
+	return n;
+}
+
 static void naive_attention(const double *q, const double *k, const double *v,
                             int causal, double *out)
 {
 	for (int b = 0; b < B; b++)
 		for (int h = 0; h < H; h++)
 			for (int i = 0; i < S; i++) {
-				double p[S], max = -INFINITY, sum = 0;
-				int n = causal ? i + 1 : S;
-				for (int j = 0; j < n; j++) {
-					p[j] = 0;
-					for (int d = 0; d < Dh; d++)
-						p[j] += q[ix(b, h, i, d)] * k[ix(b, h, j, d)];
-					p[j] /= sqrt((double)Dh);
-					max = fmax(max, p[j]);
-				}
-				for (int j = 0; j < n; j++)
-					sum += p[j] = exp(p[j] - max);
+				double p[S];
+				int n = naive_probs(q, k, b, h, i, causal, p);
 				for (int d = 0; d < Dh; d++) {
 					double o = 0;
 					for (int j = 0; j < n; j++)
-						o += p[j] / sum * v[ix(b, h, j, d)];
+						o += p[j] * v[ix(b, h, j, d)];
 					out[ix(b, h, i, d)] = o;
 				}
 			}
@@ -120,10 +135,321 @@ static void test_attention_errors(void)
 	                       "needs a unit stride in its last dim");
 }
 
+/* ---- backward ------------------------------------------------------------ */
+
+/* The backward of naive_attention for query rows r0..r0+rows (the global
+ * positions of a query slice), from the formulas of cfrt.h: dq of those
+ * rows (the others 0), dk and dv summed over those rows only. */
+static void naive_grad(const double *q, const double *k, const double *v,
+                       const double *out, const double *dout, int causal,
+                       int r0, int rows, double *dq, double *dk, double *dv)
+{
+	double c = 1.0 / sqrt((double)Dh);
+	memset(dq, 0, N * sizeof *dq);
+	memset(dk, 0, N * sizeof *dk);
+	memset(dv, 0, N * sizeof *dv);
+	for (int b = 0; b < B; b++)
+	for (int h = 0; h < H; h++)
+	for (int i = r0; i < r0 + rows; i++) {
+		double p[S], delta = 0;
+		int n = naive_probs(q, k, b, h, i, causal, p);
+		for (int d = 0; d < Dh; d++)
+			delta += dout[ix(b, h, i, d)] * out[ix(b, h, i, d)];
+		for (int j = 0; j < n; j++) {
+			double dp = 0;
+			for (int d = 0; d < Dh; d++)
+				dp += dout[ix(b, h, i, d)] * v[ix(b, h, j, d)];
+			double ds = p[j] * (dp - delta);
+			for (int d = 0; d < Dh; d++) {
+				dq[ix(b, h, i, d)] += ds * k[ix(b, h, j, d)] * c;
+				dk[ix(b, h, j, d)] += ds * q[ix(b, h, i, d)] * c;
+				dv[ix(b, h, j, d)] += p[j] * dout[ix(b, h, i, d)];
+			}
+		}
+	}
+}
+
+/* Runtime buffers of a backward test, [B,S,H*Dh] each, and their inputs
+ * on the host (as rounded to t). */
+enum { Q, K, V, O, G, DQ, DK, DV, NBUF };
+typedef struct gbufs {
+	cfrt_dtype t;
+	void *d[NBUF];
+	double x[G + 1][N]; /* q, k, v, out, dout */
+} gbufs;
+
+/* q, k, v and dout from seeds; out from cfrt_attention (whole, causal). */
+static void gbufs_make(gbufs *g, cfrt_dtype t, int causal)
+{
+	g->t = t;
+	for (int i = 0; i < NBUF; i++)
+		g->d[i] = ut_alloc(N, t);
+	for (int i = Q; i <= G; i++) {
+		ut_uniform(g->x[i], N, 31 + (uint64_t)i, t);
+		ut_put(g->d[i], g->x[i], N, t);
+	}
+	cfrt_view q = heads(g->d[Q], t), k = heads(g->d[K], t);
+	cfrt_view v = heads(g->d[V], t), o = heads(g->d[O], t);
+	CU_ASSERT_EQUAL(cfrt_attention(ut_ctx, &o, &q, &k, &v, causal, 0),
+	                CFRT_OK);
+	ut_get(g->x[O], g->d[O], N, t);
+}
+
+static void gbufs_free(gbufs *g)
+{
+	for (int i = 0; i < NBUF; i++)
+		cfrt_free(ut_ctx, g->d[i]);
+}
+
+/* Buffer i, NaN throughout: what a gradient call leaves unwritten shows. */
+static void poison(gbufs *g, int i)
+{
+	double nan[N];
+	for (int e = 0; e < N; e++)
+		nan[e] = NAN;
+	ut_put(g->d[i], nan, N, g->t);
+}
+
+/* Query rows of buffer i: r0..r0+rows of its [B,H,S,Dh] view. */
+static cfrt_view rows_of(const gbufs *g, int i, int r0, int rows)
+{
+	return cfrt_view_slice(heads(g->d[i], g->t), 2, r0, rows);
+}
+
+/* cfrt_attention_grad for query rows r0.. (q_offset r0) into the DQ, DK
+ * and DV buffers; want: which of dq, dk, dv (bits 1, 2, 4) to compute. */
+static int grad_rows(const gbufs *g, int causal, int r0, int rows, int want)
+{
+	cfrt_view q = rows_of(g, Q, r0, rows), o = rows_of(g, O, r0, rows);
+	cfrt_view dout = rows_of(g, G, r0, rows), dq = rows_of(g, DQ, r0, rows);
+	cfrt_view k = heads(g->d[K], g->t), v = heads(g->d[V], g->t);
+	cfrt_view dk = heads(g->d[DK], g->t), dv = heads(g->d[DV], g->t);
+	return cfrt_attention_grad(ut_ctx, want & 1 ? &dq : NULL,
+	                           want & 2 ? &dk : NULL, want & 4 ? &dv : NULL,
+	                           &q, &k, &v, &o, &dout, causal, r0);
+}
+
+/* Downloads the three gradients (dq: only rows r0..r0+rows, 0 elsewhere). */
+static void grads_get(const gbufs *g, int r0, int rows, double got[3][N])
+{
+	for (int i = 0; i < 3; i++)
+		ut_get(got[i], g->d[DQ + i], N, g->t);
+	for (int e = 0; e < N; e++) {
+		int s = (int)(e / (H * Dh) % S);
+		if (s < r0 || s >= r0 + rows)
+			got[0][e] = 0;
+	}
+}
+
+static void grad_vs_naive(cfrt_dtype t, int causal)
+{
+	gbufs g;
+	double want[3][N], got[3][N];
+	gbufs_make(&g, t, causal);
+	for (int i = DQ; i <= DV; i++)
+		poison(&g, i);
+	CU_ASSERT_EQUAL(grad_rows(&g, causal, 0, S, 7), CFRT_OK);
+	grads_get(&g, 0, S, got);
+	naive_grad(g.x[Q], g.x[K], g.x[V], g.x[O], g.x[G], causal, 0, S,
+	           want[0], want[1], want[2]);
+	for (int i = 0; i < 3; i++)
+		CU_ASSERT(ut_maxrel(got[i], want[i], N) <= ut_tol(t));
+	gbufs_free(&g);
+}
+
+static void test_grad_naive(void)
+{
+	for (int causal = 0; causal < 2; causal++) {
+		grad_vs_naive(CFRT_F64, causal);
+		grad_vs_naive(CFRT_F32, causal);
+	}
+}
+
+/* L = sum(w * out) over query rows r0..r0+rows of cfrt_attention(q, k, v)
+ * with q_offset r0, from the inputs in g->x (f64). */
+static double loss(gbufs *g, const double *w, int causal, int r0, int rows)
+{
+	double out[N], l = 0;
+	for (int i = Q; i <= V; i++)
+		ut_put(g->d[i], g->x[i], N, CFRT_F64);
+	cfrt_view q = rows_of(g, Q, r0, rows), o = rows_of(g, O, r0, rows);
+	cfrt_view k = heads(g->d[K], CFRT_F64), v = heads(g->d[V], CFRT_F64);
+	CU_ASSERT_EQUAL(cfrt_attention(ut_ctx, &o, &q, &k, &v, causal, r0),
+	                CFRT_OK);
+	ut_get(out, g->d[O], N, CFRT_F64);
+	for (int e = 0; e < N; e++) {
+		int s = (int)(e / (H * Dh) % S);
+		if (s >= r0 && s < r0 + rows)
+			l += w[e] * out[e];
+	}
+	return l;
+}
+
+/* dL/dx by central differences for x = q, k, v (q: rows r0.. only). */
+static void central_diff(gbufs *g, const double *w, int causal, int r0,
+                         int rows, double fd[3][N])
+{
+	const double h = 1e-6;
+	for (int i = Q; i <= V; i++)
+		for (int e = 0; e < N; e++) {
+			int s = (int)(e / (H * Dh) % S);
+			fd[i][e] = 0;
+			if (i == Q && (s < r0 || s >= r0 + rows))
+				continue;
+			double x = g->x[i][e];
+			g->x[i][e] = x + h;
+			double lp = loss(g, w, causal, r0, rows);
+			g->x[i][e] = x - h;
+			double lm = loss(g, w, causal, r0, rows);
+			g->x[i][e] = x;
+			fd[i][e] = (lp - lm) / (2 * h);
+		}
+}
+
+/* The gradients of L = sum(dout * out) against central differences of
+ * L (f64, h = 1e-6), whole and for the query slice 2..5 (partial dk, dv). */
+static void test_grad_central_diff(void)
+{
+	static const int slice[][2] = {{0, S}, {2, S - 2}};
+	for (int causal = 0; causal < 2; causal++)
+		for (int c = 0; c < 2; c++) {
+			int r0 = slice[c][0], rows = slice[c][1];
+			gbufs g;
+			double got[3][N], fd[3][N];
+			gbufs_make(&g, CFRT_F64, causal);
+			CU_ASSERT_EQUAL(grad_rows(&g, causal, r0, rows, 7), CFRT_OK);
+			grads_get(&g, r0, rows, got);
+			central_diff(&g, g.x[G], causal, r0, rows, fd);
+			for (int i = 0; i < 3; i++)
+				CU_ASSERT(ut_maxrel(got[i], fd[i], N) < 1e-6);
+			gbufs_free(&g);
+		}
+}
+
+/* Query slices of every size that divides S, each with its q_offset: the
+ * sums of their dk and dv are the whole call's, their dq rows its rows. */
+static void test_grad_query_split(void)
+{
+	for (int causal = 0; causal < 2; causal++) {
+		gbufs g;
+		double whole[3][N], got[3][N], sum[2][N];
+		gbufs_make(&g, CFRT_F64, causal);
+		CU_ASSERT_EQUAL(grad_rows(&g, causal, 0, S, 7), CFRT_OK);
+		grads_get(&g, 0, S, whole);
+		for (int rows = 1; rows < S; rows++) {
+			if (S % rows)
+				continue;
+			double dq[N] = {0};
+			memset(sum, 0, sizeof sum);
+			for (int r0 = 0; r0 < S; r0 += rows) {
+				poison(&g, DK);
+				poison(&g, DV);
+				CU_ASSERT_EQUAL(grad_rows(&g, causal, r0, rows, 7),
+				                CFRT_OK);
+				grads_get(&g, r0, rows, got);
+				for (int e = 0; e < N; e++) {
+					dq[e] += got[0][e];
+					sum[0][e] += got[1][e];
+					sum[1][e] += got[2][e];
+				}
+			}
+			CU_ASSERT(ut_maxrel(dq, whole[0], N) <= ut_tol(CFRT_F64));
+			CU_ASSERT(ut_maxrel(sum[0], whole[1], N) <= ut_tol(CFRT_F64));
+			CU_ASSERT(ut_maxrel(sum[1], whole[2], N) <= ut_tol(CFRT_F64));
+		}
+		gbufs_free(&g);
+	}
+}
+
+/* Each subset of dq, dk, dv: the ones asked for equal the full call's
+ * bit for bit, the others are not touched; no query rows: dk = dv = 0. */
+static void test_grad_null(void)
+{
+	gbufs g;
+	double full[3][N], got[3][N], old[N];
+	gbufs_make(&g, CFRT_F32, 1);
+	CU_ASSERT_EQUAL(grad_rows(&g, 1, 1, 4, 7), CFRT_OK);
+	grads_get(&g, 1, 4, full);
+	for (int want = 0; want < 7; want++) {
+		for (int i = DQ; i <= DV; i++)
+			poison(&g, i);
+		CU_ASSERT_EQUAL(grad_rows(&g, 1, 1, 4, want), CFRT_OK);
+		grads_get(&g, 1, 4, got);
+		for (int i = 0; i < 3; i++) {
+			if (want >> i & 1) {
+				CU_ASSERT(memcmp(got[i], full[i], sizeof got[i]) == 0);
+				continue;
+			}
+			int kept = 0;
+			ut_get(old, g.d[DQ + i], N, g.t);
+			for (int e = 0; e < N; e++)
+				kept += isnan(old[e]) != 0;
+			CU_ASSERT_EQUAL(kept, N);
+		}
+	}
+	int zero = 0;
+	CU_ASSERT_EQUAL(grad_rows(&g, 1, 6, 0, 7), CFRT_OK);
+	grads_get(&g, 6, 0, got);
+	for (int e = 0; e < N; e++)
+		zero += got[1][e] == 0 && got[2][e] == 0;
+	CU_ASSERT_EQUAL(zero, N);
+	gbufs_free(&g);
+}
+
+/* Mismatched or missing views: EINVAL naming the view, nothing run. */
+static void test_grad_errors(void)
+{
+	gbufs g;
+	gbufs_make(&g, CFRT_F32, 0);
+	cfrt_view q = heads(g.d[Q], CFRT_F32), k = heads(g.d[K], CFRT_F32);
+	cfrt_view v = heads(g.d[V], CFRT_F32), o = heads(g.d[O], CFRT_F32);
+	cfrt_view dq = heads(g.d[DQ], CFRT_F32), dk = heads(g.d[DK], CFRT_F32);
+	cfrt_view dv = heads(g.d[DV], CFRT_F32), dout = heads(g.d[G], CFRT_F32);
+	cfrt_view short_dk = cfrt_view_slice(dk, 2, 0, S - 1);
+	CU_ASSERT_EQUAL(cfrt_attention_grad(ut_ctx, &dq, &short_dk, &dv, &q, &k,
+	                &v, &o, &dout, 1, 0), CFRT_EINVAL);
+	CU_ASSERT_STRING_EQUAL(cfrt_last_error(ut_ctx), "cfrt_attention_grad: "
+	                       "view dk [2,3,5,4] and view k [2,3,6,4] differ in "
+	                       "shape");
+	cfrt_view narrow = cfrt_view_slice(dout, 3, 0, Dh / 2);
+	CU_ASSERT_EQUAL(cfrt_attention_grad(ut_ctx, &dq, &dk, &dv, &q, &k, &v,
+	                &o, &narrow, 1, 0), CFRT_EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(cfrt_last_error(ut_ctx), "view dout"));
+	CU_ASSERT_EQUAL(cfrt_attention_grad(ut_ctx, &dq, &dk, &dv, &q, &k, &v,
+	                &o, NULL, 1, 0), CFRT_EINVAL);
+	CU_ASSERT_STRING_EQUAL(cfrt_last_error(ut_ctx), "cfrt_attention_grad: "
+	                       "view dout is NULL");
+	cfrt_view dq64 = dq;
+	dq64.t = CFRT_F64;
+	CU_ASSERT_EQUAL(cfrt_attention_grad(ut_ctx, &dq64, &dk, &dv, &q, &k, &v,
+	                &o, &dout, 1, 0), CFRT_EINVAL);
+	CU_ASSERT_STRING_EQUAL(cfrt_last_error(ut_ctx), "cfrt_attention_grad: "
+	                       "dq must be a 4-d [B,H,S,Dh] view of q's dtype");
+	cfrt_view tdv = cfrt_view_permute(dv, (int[]){0, 1, 3, 2});
+	tdv.dim[2] = S, tdv.dim[3] = Dh; /* k's dims, Dh strided */
+	CU_ASSERT_EQUAL(cfrt_attention_grad(ut_ctx, &dq, &dk, &tdv, &q, &k, &v,
+	                &o, &dout, 1, 0), CFRT_EINVAL);
+	CU_ASSERT_STRING_EQUAL(cfrt_last_error(ut_ctx), "cfrt_attention_grad: "
+	                       "dv needs a unit stride in its last dim");
+	CU_ASSERT_EQUAL(cfrt_attention_grad(ut_ctx, &dq, &dk, &dv, &q, &k, &v,
+	                &o, &dout, 1, -1), CFRT_EINVAL);
+	gbufs_free(&g);
+}
+
 void ut_register_attention(void)
 {
 	CU_pSuite s = CU_add_suite("attention", NULL, NULL);
 	CU_add_test(s, "whole and query-split, causal or not, f32/f64",
 	            test_attention);
 	CU_add_test(s, "shape and offset errors", test_attention_errors);
+	CU_add_test(s, "backward against the formulas, f64/f32",
+	            test_grad_naive);
+	CU_add_test(s, "backward against central differences, whole and "
+	            "a query slice", test_grad_central_diff);
+	CU_add_test(s, "backward of query slices adds up to the whole",
+	            test_grad_query_split);
+	CU_add_test(s, "backward: NULL gradients, no query rows",
+	            test_grad_null);
+	CU_add_test(s, "backward: shape, dtype, stride and offset errors",
+	            test_grad_errors);
 }
