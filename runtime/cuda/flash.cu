@@ -30,120 +30,13 @@ struct attn_args {
 	float scale_log2;                   // log2(e) / sqrt(Dh)
 };
 
-// S (16 x BN per warp) = Q K^T for the key block in sk.
-template <typename T, int DH>
-__device__ __forceinline__ void scores(float (&s)[BN / 8][4],
-                                       const uint32_t (&qf)[DH / 16][4],
-                                       const T *sk, int lane)
-{
-	const int LD = DH + PAD;
-#pragma unroll
-	for (int n = 0; n < BN / 8; n++)
-		s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
-#pragma unroll
-	for (int kk = 0; kk < DH / 16; kk++)
-#pragma unroll
-		for (int nb = 0; nb < BN / 16; nb++) {
-			// matrices: keys +0..7 / +8..15 x dh +0..7 / +8..15
-			uint32_t kf[4];
-			ldsm4(kf, sk + (nb * 16 + (lane & 7) + (lane >> 4) * 8) * LD +
-			          kk * 16 + ((lane >> 3) & 1) * 8);
-			mma_op<T>::run(s[2 * nb], qf[kk], kf[0], kf[1]);
-			mma_op<T>::run(s[2 * nb + 1], qf[kk], kf[2], kf[3]);
-		}
-}
-
-// Masks key j of local query row i (as attn_softmax): j >= sk, and under
-// causal j > i + q_offset. Element e of tile n is row r0 + 8 * (e >> 1),
-// key n0 + 8 n + 2 (lane % 4) + (e & 1).
-__device__ __forceinline__ void mask(float (&s)[BN / 8][4],
-                                     const attn_args &a, int r0, int n0,
-                                     int lane)
-{
-#pragma unroll
-	for (int n = 0; n < BN / 8; n++)
-#pragma unroll
-		for (int e = 0; e < 4; e++) {
-			int j = n0 + n * 8 + 2 * (lane & 3) + (e & 1);
-			int last = a.causal ? r0 + 8 * (e >> 1) + a.q_offset : a.sk;
-			if (j >= a.sk || j > last)
-				s[n][e] = -INFINITY;
-		}
-}
-
-// Online softmax of the block: per row (r: the thread's rows lane / 4 and
-// lane / 4 + 8) the running max m, the thread's part of the running sum l
-// (summed over the row's 4 threads at the end) and O rescaled to the new
-// max; s becomes exp(scale * (s - m)).
-template <int DH>
-__device__ __forceinline__ void online_softmax(float (&s)[BN / 8][4],
-                                               float (&o)[DH / 8][4],
-                                               float (&m)[2], float (&l)[2],
-                                               float scale_log2)
-{
-#pragma unroll
-	for (int r = 0; r < 2; r++) {
-		float mx = m[r];
-#pragma unroll
-		for (int n = 0; n < BN / 8; n++)
-			mx = fmaxf(mx, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
-		mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-		mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-		// a row with every key masked so far keeps m = -inf, p = 0
-		float ms = mx == -INFINITY ? 0.f : mx * scale_log2;
-		float corr = exp2f(m[r] * scale_log2 - ms);
-		m[r] = mx;
-		float sum = 0.f;
-#pragma unroll
-		for (int n = 0; n < BN / 8; n++) {
-			s[n][2 * r] = exp2f(fmaf(s[n][2 * r], scale_log2, -ms));
-			s[n][2 * r + 1] = exp2f(fmaf(s[n][2 * r + 1], scale_log2, -ms));
-			sum += s[n][2 * r] + s[n][2 * r + 1];
-		}
-		l[r] = l[r] * corr + sum;
-#pragma unroll
-		for (int n = 0; n < DH / 8; n++) {
-			o[n][2 * r] *= corr;
-			o[n][2 * r + 1] *= corr;
-		}
-	}
-}
-
-// O += P V for the key block in sv; P's accumulator layout is the A
-// fragment layout of the next MMA once packed in pairs.
-template <typename T, int DH>
-__device__ __forceinline__ void accumulate(float (&o)[DH / 8][4],
-                                           const float (&p)[BN / 8][4],
-                                           const T *sv, int lane)
-{
-	const int LD = DH + PAD;
-#pragma unroll
-	for (int kc = 0; kc < BN / 16; kc++) {
-		uint32_t pf[4] = {
-			mma_op<T>::pack(p[2 * kc][0], p[2 * kc][1]),
-			mma_op<T>::pack(p[2 * kc][2], p[2 * kc][3]),
-			mma_op<T>::pack(p[2 * kc + 1][0], p[2 * kc + 1][1]),
-			mma_op<T>::pack(p[2 * kc + 1][2], p[2 * kc + 1][3])};
-#pragma unroll
-		for (int nd = 0; nd < DH / 16; nd++) {
-			// transposed: keys +0..7 / +8..15 x dh +0..7 / +8..15
-			uint32_t vf[4];
-			ldsm4t(vf, sv + (kc * 16 + (lane & 15)) * LD + nd * 16 +
-			           (lane >> 4) * 8);
-			mma_op<T>::run(o[2 * nd], pf, vf[0], vf[1]);
-			mma_op<T>::run(o[2 * nd + 1], pf, vf[2], vf[3]);
-		}
-	}
-}
-
-// The warp's 16 rows of O / l, staged in its rows of sq (Q is in
-// registers by then) and stored 16 bytes at a time.
+// The warp's 16 rows of O / l (l summed over each row's 4 threads first),
+// staged in its rows of sq (Q is in registers by then).
 template <typename T, int DH>
 __device__ __forceinline__ void store_out(const float (&o)[DH / 8][4],
                                           float (&l)[2], T *so, T *go,
                                           int64_t ld, int valid, int lane)
 {
-	const int LD = DH + PAD, CH = DH / 8;
 	float inv[2];
 #pragma unroll
 	for (int r = 0; r < 2; r++) {
@@ -151,22 +44,7 @@ __device__ __forceinline__ void store_out(const float (&o)[DH / 8][4],
 		l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
 		inv[r] = l[r] > 0.f ? 1.f / l[r] : 0.f;
 	}
-	T *row = so + (lane >> 2) * LD + 2 * (lane & 3);
-#pragma unroll
-	for (int n = 0; n < DH / 8; n++) {
-		uint32_t lo = mma_op<T>::pack(o[n][0] * inv[0], o[n][1] * inv[0]);
-		uint32_t hi = mma_op<T>::pack(o[n][2] * inv[1], o[n][3] * inv[1]);
-		*(uint32_t *)(row + n * 8) = lo;
-		*(uint32_t *)(row + 8 * LD + n * 8) = hi;
-	}
-	__syncwarp();
-#pragma unroll
-	for (int it = 0; it < CH / 2; it++) { // 16 rows x CH chunks, 32 lanes
-		int i = it * 32 + lane, r = i / CH, c = i % CH;
-		if (r < valid)
-			*(uint4 *)(go + r * ld + c * 8) =
-				*(const uint4 *)(so + r * LD + c * 8);
-	}
+	store_rows<T, DH>(o, inv, so, go, ld, valid, lane);
 }
 
 // One CTA: query block qb of head bh. Blocks run head by head (the CTAs
@@ -211,10 +89,10 @@ __global__ void __launch_bounds__(THREADS, 1) flash_fwd(attn_args a)
 		load_tile<T, DH, BN, THREADS>(sv, gv + n0 * a.vs[2], a.vs[2], a.sk - n0);
 		cp_commit();
 		float s[BN / 8][4];
-		scores<T, DH>(s, qf, sk, lane);
+		scores<T, DH, BN>(s, qf, sk, lane);
 		if (n0 + BN > a.sk || (a.causal && n0 + BN - 1 > q0 + a.q_offset))
-			mask(s, a, r0, n0, lane);
-		online_softmax<DH>(s, o, m, l, a.scale_log2);
+			mask<BN>(s, a.sk, a.causal, a.q_offset, r0, n0, lane);
+		online_softmax<BN, DH / 8>(s, o, m, l, a.scale_log2);
 		cp_wait_all();
 		__syncthreads(); // V_j is in; every warp is done with K_j
 		if (j + 1 < nblk) {
@@ -222,7 +100,7 @@ __global__ void __launch_bounds__(THREADS, 1) flash_fwd(attn_args a)
 			                     a.sk - n0 - BN);
 			cp_commit();
 		}
-		accumulate<T, DH>(o, s, sv, lane);
+		accumulate<T, DH, BN>(o, s, sv, lane);
 		cp_wait_all();
 		__syncthreads(); // K_{j+1} is in; every warp is done with V_j
 	}

@@ -1,7 +1,9 @@
 // mma.cuh: what the fused attention kernels (flash.cu, flash_bwd.cu)
 // share: the tensor-core MMA (m16n8k16, f32 accumulation) and its
 // ldmatrix fragment loads, asynchronous 16-byte copies into padded
-// shared-memory tiles, and the host-side layout checks of their views.
+// shared-memory tiles, the per-warp steps of FlashAttention (scores, mask,
+// online softmax, P V, storing rows), and the host-side layout checks of
+// their views.
 // Included by .cu files only, each getting its own copy.
 #ifndef CFRT_CUDA_MMA_CUH
 #define CFRT_CUDA_MMA_CUH
@@ -106,6 +108,178 @@ __device__ __forceinline__ void load_tile(T *s, const T *g, int64_t ld,
 			break;
 		bool ok = r < valid;
 		cp16(s + r * (DH + PAD) + c * 8, ok ? g + r * ld + c * 8 : g, ok);
+	}
+}
+
+// S (16 x N per warp) = Q K^T: Q the warp's 16 rows as A fragments, K
+// the N rows of the tile sk.
+template <typename T, int DH, int N>
+__device__ __forceinline__ void scores(float (&s)[N / 8][4],
+                                       const uint32_t (&qf)[DH / 16][4],
+                                       const T *sk, int lane)
+{
+	const int LD = DH + PAD;
+#pragma unroll
+	for (int n = 0; n < N / 8; n++)
+		s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+#pragma unroll
+	for (int kk = 0; kk < DH / 16; kk++)
+#pragma unroll
+		for (int nb = 0; nb < N / 16; nb++) {
+			// matrices: keys +0..7 / +8..15 x dh +0..7 / +8..15
+			uint32_t kf[4];
+			ldsm4(kf, sk + (nb * 16 + (lane & 7) + (lane >> 4) * 8) * LD +
+			          kk * 16 + ((lane >> 3) & 1) * 8);
+			mma_op<T>::run(s[2 * nb], qf[kk], kf[0], kf[1]);
+			mma_op<T>::run(s[2 * nb + 1], qf[kk], kf[2], kf[3]);
+		}
+}
+
+// Masks key j of local query row i (as attn_softmax): j >= sk, and under
+// causal j > i + q_offset. Element e of tile n is row r0 + 8 * (e >> 1),
+// key n0 + 8 n + 2 (lane % 4) + (e & 1).
+template <int N>
+__device__ __forceinline__ void mask(float (&s)[N / 8][4], int sk,
+                                     int causal, int q_offset, int r0,
+                                     int n0, int lane)
+{
+#pragma unroll
+	for (int n = 0; n < N / 8; n++)
+#pragma unroll
+		for (int e = 0; e < 4; e++) {
+			int j = n0 + n * 8 + 2 * (lane & 3) + (e & 1);
+			int last = causal ? r0 + 8 * (e >> 1) + q_offset : sk;
+			if (j >= sk || j > last)
+				s[n][e] = -INFINITY;
+		}
+}
+
+// Online softmax of the block: per row (r: the thread's rows lane / 4 and
+// lane / 4 + 8) the running max m, the thread's part of the running sum l
+// (summed over the row's 4 threads at the end) and the NO tiles of O
+// rescaled to the new max (none: o may be NULL); s becomes
+// exp(scale * (s - m)).
+template <int N, int NO>
+__device__ __forceinline__ void online_softmax(float (&s)[N / 8][4],
+                                               float (*o)[4], float (&m)[2],
+                                               float (&l)[2],
+                                               float scale_log2)
+{
+#pragma unroll
+	for (int r = 0; r < 2; r++) {
+		float mx = m[r];
+#pragma unroll
+		for (int n = 0; n < N / 8; n++)
+			mx = fmaxf(mx, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
+		mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+		mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+		// a row with every key masked so far keeps m = -inf, p = 0
+		float ms = mx == -INFINITY ? 0.f : mx * scale_log2;
+		float corr = exp2f(m[r] * scale_log2 - ms);
+		m[r] = mx;
+		float sum = 0.f;
+#pragma unroll
+		for (int n = 0; n < N / 8; n++) {
+			s[n][2 * r] = exp2f(fmaf(s[n][2 * r], scale_log2, -ms));
+			s[n][2 * r + 1] = exp2f(fmaf(s[n][2 * r + 1], scale_log2, -ms));
+			sum += s[n][2 * r] + s[n][2 * r + 1];
+		}
+		l[r] = l[r] * corr + sum;
+#pragma unroll
+		for (int n = 0; n < NO; n++) {
+			o[n][2 * r] *= corr;
+			o[n][2 * r + 1] *= corr;
+		}
+	}
+}
+
+// O += A V for 16 rows of V at sv (row stride DH + PAD), A's fragments a
+// (16 x 16 per warp).
+template <typename T, int DH>
+__device__ __forceinline__ void mma_rows(float (&o)[DH / 8][4],
+                                         const uint32_t (&a)[4], const T *sv,
+                                         int lane)
+{
+	const int LD = DH + PAD;
+#pragma unroll
+	for (int nd = 0; nd < DH / 16; nd++) {
+		// transposed: keys +0..7 / +8..15 x dh +0..7 / +8..15
+		uint32_t vf[4];
+		ldsm4t(vf, sv + (lane & 15) * LD + nd * 16 + (lane >> 4) * 8);
+		mma_op<T>::run(o[2 * nd], a, vf[0], vf[1]);
+		mma_op<T>::run(o[2 * nd + 1], a, vf[2], vf[3]);
+	}
+}
+
+// P (16 x N per warp, accumulator layout) as the A fragments of the next
+// MMA: its values in pairs, rounded to T.
+template <typename T, int N>
+__device__ __forceinline__ void pack_frags(uint32_t (&f)[N / 16][4],
+                                           const float (&p)[N / 8][4])
+{
+#pragma unroll
+	for (int kc = 0; kc < N / 16; kc++) {
+		f[kc][0] = mma_op<T>::pack(p[2 * kc][0], p[2 * kc][1]);
+		f[kc][1] = mma_op<T>::pack(p[2 * kc][2], p[2 * kc][3]);
+		f[kc][2] = mma_op<T>::pack(p[2 * kc + 1][0], p[2 * kc + 1][1]);
+		f[kc][3] = mma_op<T>::pack(p[2 * kc + 1][2], p[2 * kc + 1][3]);
+	}
+}
+
+// O += P V, P (16 x N per warp) in registers, V the N rows of the tile
+// sv; P's accumulator layout is the A fragment layout of the next MMA once
+// packed in pairs.
+template <typename T, int DH, int N>
+__device__ __forceinline__ void accumulate(float (&o)[DH / 8][4],
+                                           const float (&p)[N / 8][4],
+                                           const T *sv, int lane)
+{
+#pragma unroll
+	for (int kc = 0; kc < N / 16; kc++) {
+		uint32_t pf[4] = {
+			mma_op<T>::pack(p[2 * kc][0], p[2 * kc][1]),
+			mma_op<T>::pack(p[2 * kc][2], p[2 * kc][3]),
+			mma_op<T>::pack(p[2 * kc + 1][0], p[2 * kc + 1][1]),
+			mma_op<T>::pack(p[2 * kc + 1][2], p[2 * kc + 1][3])};
+		mma_rows<T, DH>(o, pf, sv + kc * 16 * (DH + PAD), lane);
+	}
+}
+
+// The same from P packed already (pack_frags).
+template <typename T, int DH, int N>
+__device__ __forceinline__ void accumulate(float (&o)[DH / 8][4],
+                                           const uint32_t (&f)[N / 16][4],
+                                           const T *sv, int lane)
+{
+#pragma unroll
+	for (int kc = 0; kc < N / 16; kc++)
+		mma_rows<T, DH>(o, f[kc], sv + kc * 16 * (DH + PAD), lane);
+}
+
+// The warp's 16 rows of o, row r (the thread's rows lane / 4 and
+// lane / 4 + 8) times f[r], rounded to T, staged in the 16 rows at so
+// (the warp's own) and stored to go 16 bytes at a time, rows < valid.
+template <typename T, int DH>
+__device__ __forceinline__ void store_rows(const float (&o)[DH / 8][4],
+                                           const float (&f)[2], T *so, T *go,
+                                           int64_t ld, int valid, int lane)
+{
+	const int LD = DH + PAD, CH = DH / 8;
+	T *row = so + (lane >> 2) * LD + 2 * (lane & 3);
+#pragma unroll
+	for (int n = 0; n < DH / 8; n++) {
+		uint32_t lo = mma_op<T>::pack(o[n][0] * f[0], o[n][1] * f[0]);
+		uint32_t hi = mma_op<T>::pack(o[n][2] * f[1], o[n][3] * f[1]);
+		*(uint32_t *)(row + n * 8) = lo;
+		*(uint32_t *)(row + 8 * LD + n * 8) = hi;
+	}
+	__syncwarp();
+#pragma unroll
+	for (int it = 0; it < CH / 2; it++) { // 16 rows x CH chunks, 32 lanes
+		int i = it * 32 + lane, r = i / CH, c = i % CH;
+		if (r < valid)
+			*(uint4 *)(go + r * ld + c * 8) =
+				*(const uint4 *)(so + r * LD + c * 8);
 	}
 }
 
