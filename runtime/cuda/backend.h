@@ -8,7 +8,7 @@
  *              the settings, then each module's init from the bottom
  *              up; each module's fini from the top down
  *   3  ops.c   elementwise ops, norms, scan, fill, copy
- *      gemm.c  cuBLAS GEMM, matmul, attention
+ *      gemm.c  cuBLAS GEMM, matmul, attention and its backward
  *      xfer.c  the transfer table (ctx->xt), waits, groups, NCCL p2p and
  *              collectives (the communicator is xfer.c's)
  *   2  lt.c    cuBLASLt GEMMs, their algorithm tuned per shape (ctx->lt)
@@ -18,7 +18,8 @@
  *              compute and transfer call, which moves their handshakes
  *   1  dev.c   CUDA and cuBLAS errors, the device, its compute stream and
  *              libraries, streams for the layers above, memory (ctx->dev)
- *   0  kernels.cu and flash.cu (the device kernels, behind kern.h);
+ *   0  kernels.cu, flash.cu and flash_bwd.cu (the device kernels, behind
+ *      kern.h; mma.cuh: what the two flash files share);
  *      runtime/common (common.h: errors, view and argument checks, the
  *      public transfer calls), which calls the backend only through the
  *      hooks of common.h, each defined by the file that owns its work.

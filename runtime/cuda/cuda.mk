@@ -24,7 +24,8 @@ CUDA_LIBS := $(shell sh scripts/cuda-libs.sh $(CUDA_HOME))
 export CUDA_LIBS
 
 CU_SRC = $(wildcard runtime/cuda/*.c) $(RT_COMMON_SRC)
-CU_KERN = $(B)/runtime/cuda/kernels.o $(B)/runtime/cuda/flash.o
+CU_KERN = $(B)/runtime/cuda/kernels.o $(B)/runtime/cuda/flash.o \
+          $(B)/runtime/cuda/flash_bwd.o
 CU_OBJ = $(CU_SRC:%.c=$(B)/%.o) $(CU_KERN)
 
 $(B)/runtime/cuda/%.o: runtime/cuda/%.c
