@@ -507,7 +507,8 @@ int cfrt_scan_grad(cfrt_ctx *ctx, const cfrt_view *dx, const cfrt_view *dy,
  * queries only (a query slice's dk and dv are partial sums over the
  * slices: query-split attention reduces them). Any of dq, dk, dv may be
  * NULL: not computed. Workspace as cfrt_attention's (the MPI backend uses
- * two score-sized blocks). */
+ * two score-sized blocks; the CUDA backend's fused kernels keep two f32
+ * statistics per query row there, and with dq an f32 sum of dq). */
 int cfrt_attention_grad(cfrt_ctx *ctx, const cfrt_view *dq,
                         const cfrt_view *dk, const cfrt_view *dv,
                         const cfrt_view *q, const cfrt_view *k,

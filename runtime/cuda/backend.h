@@ -9,7 +9,7 @@
  *              up; each module's fini from the top down
  *   3  ops.c   elementwise ops, norms, scan, fill, copy; the backward
  *              ops of norms, softmax, scan and broadcasting
- *      gemm.c  cuBLAS GEMM, matmul, attention
+ *      gemm.c  cuBLAS GEMM, matmul, attention and its backward
  *      xfer.c  the transfer table (ctx->xt), waits, groups, NCCL p2p and
  *              collectives (the communicator is xfer.c's)
  *   2  lt.c    cuBLASLt GEMMs, their algorithm tuned per shape (ctx->lt)
@@ -19,8 +19,9 @@
  *              compute and transfer call, which moves their handshakes
  *   1  dev.c   CUDA and cuBLAS errors, the device, its compute stream and
  *              libraries, streams for the layers above, memory (ctx->dev)
- *   0  kernels.cu, grad.cu and flash.cu (the device kernels, behind
- *              kern.h; the first two share kdev.cuh);
+ *   0  kernels.cu, grad.cu, flash.cu and flash_bwd.cu (the device
+ *              kernels, behind kern.h; kdev.cuh: what kernels.cu and
+ *              grad.cu share; mma.cuh: what the two flash files share);
  *      runtime/common (common.h: errors, view and argument checks, the
  *      public transfer calls), which calls the backend only through the
  *      hooks of common.h, each defined by the file that owns its work.

@@ -25,7 +25,7 @@ export CUDA_LIBS
 
 CU_SRC = $(wildcard runtime/cuda/*.c) $(RT_COMMON_SRC)
 CU_KERN = $(B)/runtime/cuda/kernels.o $(B)/runtime/cuda/grad.o \
-          $(B)/runtime/cuda/flash.o
+          $(B)/runtime/cuda/flash.o $(B)/runtime/cuda/flash_bwd.o
 CU_OBJ = $(CU_SRC:%.c=$(B)/%.o) $(CU_KERN)
 
 $(B)/runtime/cuda/%.o: runtime/cuda/%.c

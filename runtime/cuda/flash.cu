@@ -10,23 +10,16 @@
 // GEMM path rounds its probabilities. Key blocks wholly above the causal
 // diagonal are never loaded; O is normalised and written once.
 #define OMPI_SKIP_MPICXX 1
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <math.h>
-#include <string.h>
 
 #include "kern.h"
+#include "mma.cuh"
 
 namespace {
 
 const int BM = 128;           // query rows per CTA
 const int BN = 64;            // keys per block
 const int THREADS = BM / 16 * 32;
-// Elements after each shared-memory row: rows are (Dh + 8) * 2 bytes apart,
-// 4 words mod 32, so the 8 rows an ldmatrix reads hit distinct banks.
-const int PAD = 8;
-// Sq, Sk and q_offset stay below this, so row + q_offset fits an int.
-const int64_t MAX_ROWS = (int64_t)1 << 30;
 
 struct attn_args {
 	const char *q, *k, *v;
@@ -37,207 +30,13 @@ struct attn_args {
 	float scale_log2;                   // log2(e) / sqrt(Dh)
 };
 
-// mma_op<T>::run: d += a b on the tensor cores (m16n8k16, f32 accumulate);
-// pack: two floats rounded to T, as one 32-bit register. One definition for
-// both types: they differ only in the PTX type and the conversion.
-template <typename T> struct mma_op;
-#define MMA_OP(T, PTX, T2, CVT2)                                               \
-	template <> struct mma_op<T> {                                         \
-		static __device__ __forceinline__ void run(float (&d)[4],      \
-		                                           const uint32_t (&a)[4], \
-		                                           uint32_t b0, uint32_t b1) \
-		{                                                              \
-			asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." PTX \
-			             "." PTX ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, " \
-			             "{%8,%9}, {%0,%1,%2,%3};\n"               \
-			             : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]) \
-			             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), \
-			               "r"(b0), "r"(b1));                     \
-		}                                                              \
-		static __device__ __forceinline__ uint32_t pack(float lo, float hi) \
-		{                                                              \
-			T2 v = CVT2(lo, hi);                                   \
-			uint32_t u;                                            \
-			memcpy(&u, &v, 4);                                     \
-			return u;                                              \
-		}                                                              \
-	};
-MMA_OP(__nv_bfloat16, "bf16", __nv_bfloat162, __floats2bfloat162_rn)
-MMA_OP(__half, "f16", __half2, __floats2half2_rn)
-#undef MMA_OP
-
-__device__ __forceinline__ unsigned smem_addr(const void *p)
-{
-	return (unsigned)__cvta_generic_to_shared(p);
-}
-
-// Four 8x8 matrices of 16-bit elements; lane l gives the row address of
-// matrix l / 8, row l % 8; register i gets matrix i (transposed: .trans).
-__device__ __forceinline__ void ldsm4(uint32_t (&r)[4], const void *p)
-{
-	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 "
-	             "{%0,%1,%2,%3}, [%4];\n"
-	             : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-	             : "r"(smem_addr(p)));
-}
-
-__device__ __forceinline__ void ldsm4t(uint32_t (&r)[4], const void *p)
-{
-	asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 "
-	             "{%0,%1,%2,%3}, [%4];\n"
-	             : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-	             : "r"(smem_addr(p)));
-}
-
-// 16 bytes global -> shared, asynchronous; zeros when !ok (nothing read).
-__device__ __forceinline__ void cp16(void *s, const void *g, bool ok)
-{
-	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
-	             :: "r"(smem_addr(s)), "l"(g), "r"(ok ? 16 : 0));
-}
-
-__device__ __forceinline__ void cp_commit()
-{
-	asm volatile("cp.async.commit_group;\n" ::);
-}
-
-__device__ __forceinline__ void cp_wait_all()
-{
-	asm volatile("cp.async.wait_all;\n" ::: "memory");
-}
-
-// ROWS rows of DH elements from g (row stride ld) into s (row stride
-// DH + PAD); rows at or after valid are zeros, so padded keys carry no
-// NaN into P V and padded queries give finite scores.
-template <typename T, int DH, int ROWS>
-__device__ __forceinline__ void load_tile(T *s, const T *g, int64_t ld,
-                                          int valid)
-{
-	const int CH = DH / 8, N = ROWS * CH; // 16-byte chunks per row, in all
-#pragma unroll
-	for (int it = 0; it < (N + THREADS - 1) / THREADS; it++) {
-		int i = it * THREADS + threadIdx.x, r = i / CH, c = i % CH;
-		if (N % THREADS != 0 && i >= N)
-			break;
-		bool ok = r < valid;
-		cp16(s + r * (DH + PAD) + c * 8, ok ? g + r * ld + c * 8 : g, ok);
-	}
-}
-
-// S (16 x BN per warp) = Q K^T for the key block in sk.
-template <typename T, int DH>
-__device__ __forceinline__ void scores(float (&s)[BN / 8][4],
-                                       const uint32_t (&qf)[DH / 16][4],
-                                       const T *sk, int lane)
-{
-	const int LD = DH + PAD;
-#pragma unroll
-	for (int n = 0; n < BN / 8; n++)
-		s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
-#pragma unroll
-	for (int kk = 0; kk < DH / 16; kk++)
-#pragma unroll
-		for (int nb = 0; nb < BN / 16; nb++) {
-			// matrices: keys +0..7 / +8..15 x dh +0..7 / +8..15
-			uint32_t kf[4];
-			ldsm4(kf, sk + (nb * 16 + (lane & 7) + (lane >> 4) * 8) * LD +
-			          kk * 16 + ((lane >> 3) & 1) * 8);
-			mma_op<T>::run(s[2 * nb], qf[kk], kf[0], kf[1]);
-			mma_op<T>::run(s[2 * nb + 1], qf[kk], kf[2], kf[3]);
-		}
-}
-
-// Masks key j of local query row i (as attn_softmax): j >= sk, and under
-// causal j > i + q_offset. Element e of tile n is row r0 + 8 * (e >> 1),
-// key n0 + 8 n + 2 (lane % 4) + (e & 1).
-__device__ __forceinline__ void mask(float (&s)[BN / 8][4],
-                                     const attn_args &a, int r0, int n0,
-                                     int lane)
-{
-#pragma unroll
-	for (int n = 0; n < BN / 8; n++)
-#pragma unroll
-		for (int e = 0; e < 4; e++) {
-			int j = n0 + n * 8 + 2 * (lane & 3) + (e & 1);
-			int last = a.causal ? r0 + 8 * (e >> 1) + a.q_offset : a.sk;
-			if (j >= a.sk || j > last)
-				s[n][e] = -INFINITY;
-		}
-}
-
-// Online softmax of the block: per row (r: the thread's rows lane / 4 and
-// lane / 4 + 8) the running max m, the thread's part of the running sum l
-// (summed over the row's 4 threads at the end) and O rescaled to the new
-// max; s becomes exp(scale * (s - m)).
-template <int DH>
-__device__ __forceinline__ void online_softmax(float (&s)[BN / 8][4],
-                                               float (&o)[DH / 8][4],
-                                               float (&m)[2], float (&l)[2],
-                                               float scale_log2)
-{
-#pragma unroll
-	for (int r = 0; r < 2; r++) {
-		float mx = m[r];
-#pragma unroll
-		for (int n = 0; n < BN / 8; n++)
-			mx = fmaxf(mx, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
-		mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-		mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-		// a row with every key masked so far keeps m = -inf, p = 0
-		float ms = mx == -INFINITY ? 0.f : mx * scale_log2;
-		float corr = exp2f(m[r] * scale_log2 - ms);
-		m[r] = mx;
-		float sum = 0.f;
-#pragma unroll
-		for (int n = 0; n < BN / 8; n++) {
-			s[n][2 * r] = exp2f(fmaf(s[n][2 * r], scale_log2, -ms));
-			s[n][2 * r + 1] = exp2f(fmaf(s[n][2 * r + 1], scale_log2, -ms));
-			sum += s[n][2 * r] + s[n][2 * r + 1];
-		}
-		l[r] = l[r] * corr + sum;
-#pragma unroll
-		for (int n = 0; n < DH / 8; n++) {
-			o[n][2 * r] *= corr;
-			o[n][2 * r + 1] *= corr;
-		}
-	}
-}
-
-// O += P V for the key block in sv; P's accumulator layout is the A
-// fragment layout of the next MMA once packed in pairs.
-template <typename T, int DH>
-__device__ __forceinline__ void accumulate(float (&o)[DH / 8][4],
-                                           const float (&p)[BN / 8][4],
-                                           const T *sv, int lane)
-{
-	const int LD = DH + PAD;
-#pragma unroll
-	for (int kc = 0; kc < BN / 16; kc++) {
-		uint32_t pf[4] = {
-			mma_op<T>::pack(p[2 * kc][0], p[2 * kc][1]),
-			mma_op<T>::pack(p[2 * kc][2], p[2 * kc][3]),
-			mma_op<T>::pack(p[2 * kc + 1][0], p[2 * kc + 1][1]),
-			mma_op<T>::pack(p[2 * kc + 1][2], p[2 * kc + 1][3])};
-#pragma unroll
-		for (int nd = 0; nd < DH / 16; nd++) {
-			// transposed: keys +0..7 / +8..15 x dh +0..7 / +8..15
-			uint32_t vf[4];
-			ldsm4t(vf, sv + (kc * 16 + (lane & 15)) * LD + nd * 16 +
-			           (lane >> 4) * 8);
-			mma_op<T>::run(o[2 * nd], pf, vf[0], vf[1]);
-			mma_op<T>::run(o[2 * nd + 1], pf, vf[2], vf[3]);
-		}
-	}
-}
-
-// The warp's 16 rows of O / l, staged in its rows of sq (Q is in
-// registers by then) and stored 16 bytes at a time.
+// The warp's 16 rows of O / l (l summed over each row's 4 threads first),
+// staged in its rows of sq (Q is in registers by then).
 template <typename T, int DH>
 __device__ __forceinline__ void store_out(const float (&o)[DH / 8][4],
                                           float (&l)[2], T *so, T *go,
                                           int64_t ld, int valid, int lane)
 {
-	const int LD = DH + PAD, CH = DH / 8;
 	float inv[2];
 #pragma unroll
 	for (int r = 0; r < 2; r++) {
@@ -245,22 +44,7 @@ __device__ __forceinline__ void store_out(const float (&o)[DH / 8][4],
 		l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
 		inv[r] = l[r] > 0.f ? 1.f / l[r] : 0.f;
 	}
-	T *row = so + (lane >> 2) * LD + 2 * (lane & 3);
-#pragma unroll
-	for (int n = 0; n < DH / 8; n++) {
-		uint32_t lo = mma_op<T>::pack(o[n][0] * inv[0], o[n][1] * inv[0]);
-		uint32_t hi = mma_op<T>::pack(o[n][2] * inv[1], o[n][3] * inv[1]);
-		*(uint32_t *)(row + n * 8) = lo;
-		*(uint32_t *)(row + 8 * LD + n * 8) = hi;
-	}
-	__syncwarp();
-#pragma unroll
-	for (int it = 0; it < CH / 2; it++) { // 16 rows x CH chunks, 32 lanes
-		int i = it * 32 + lane, r = i / CH, c = i % CH;
-		if (r < valid)
-			*(uint4 *)(go + r * ld + c * 8) =
-				*(const uint4 *)(so + r * LD + c * 8);
-	}
+	store_rows<T, DH>(o, inv, so, go, ld, valid, lane);
 }
 
 // One CTA: query block qb of head bh. Blocks run head by head (the CTAs
@@ -284,8 +68,8 @@ __global__ void __launch_bounds__(THREADS, 1) flash_fwd(attn_args a)
 		kend = min(kend, min(q0 + BM, a.sq) + a.q_offset);
 	int nblk = (kend + BN - 1) / BN;
 
-	load_tile<T, DH, BM>(sq, gq, a.qs[2], a.sq - q0);
-	load_tile<T, DH, BN>(sk, gk, a.ks[2], a.sk);
+	load_tile<T, DH, BM, THREADS>(sq, gq, a.qs[2], a.sq - q0);
+	load_tile<T, DH, BN, THREADS>(sk, gk, a.ks[2], a.sk);
 	cp_commit();
 	cp_wait_all();
 	__syncthreads();
@@ -302,21 +86,21 @@ __global__ void __launch_bounds__(THREADS, 1) flash_fwd(attn_args a)
 	int r0 = q0 + warp * 16 + (lane >> 2); // local query row of s[.][0..1]
 	for (int j = 0; j < nblk; j++) {
 		int n0 = j * BN;
-		load_tile<T, DH, BN>(sv, gv + n0 * a.vs[2], a.vs[2], a.sk - n0);
+		load_tile<T, DH, BN, THREADS>(sv, gv + n0 * a.vs[2], a.vs[2], a.sk - n0);
 		cp_commit();
 		float s[BN / 8][4];
-		scores<T, DH>(s, qf, sk, lane);
+		scores<T, DH, BN>(s, qf, sk, lane);
 		if (n0 + BN > a.sk || (a.causal && n0 + BN - 1 > q0 + a.q_offset))
-			mask(s, a, r0, n0, lane);
-		online_softmax<DH>(s, o, m, l, a.scale_log2);
+			mask<BN>(s, a.sk, a.causal, a.q_offset, r0, n0, lane);
+		online_softmax<BN, DH / 8>(s, o, m, l, a.scale_log2);
 		cp_wait_all();
 		__syncthreads(); // V_j is in; every warp is done with K_j
 		if (j + 1 < nblk) {
-			load_tile<T, DH, BN>(sk, gk + (n0 + BN) * a.ks[2], a.ks[2],
+			load_tile<T, DH, BN, THREADS>(sk, gk + (n0 + BN) * a.ks[2], a.ks[2],
 			                     a.sk - n0 - BN);
 			cp_commit();
 		}
-		accumulate<T, DH>(o, s, sv, lane);
+		accumulate<T, DH, BN>(o, s, sv, lane);
 		cp_wait_all();
 		__syncthreads(); // K_{j+1} is in; every warp is done with V_j
 	}
@@ -353,24 +137,6 @@ int launch_dh(cudaStream_t s, int64_t dh, const attn_args &a, int blocks)
 	case 128: return launch<T, 128>(s, a, blocks);
 	}
 	return (int)cudaErrorNotSupported;
-}
-
-// Rows of 16-byte-aligned 16-byte chunks: the pointer and the stride of
-// every dim that has more than one entry (dims 0..2) a multiple of 8.
-bool aligned(const kview &v)
-{
-	if ((uintptr_t)v.p % 16)
-		return false;
-	for (int d = 0; d < 3; d++)
-		if (v.dim[d] > 1 && v.st[d] % 8)
-			return false;
-	return true;
-}
-
-void strides(int64_t *dst, const kview &v)
-{
-	for (int d = 0; d < 3; d++)
-		dst[d] = v.st[d];
 }
 
 } // namespace

@@ -1,6 +1,7 @@
 /* gemm.c: row-major strided batched GEMM through cuBLAS, matmul on views,
- * and attention: the fused kernel of flash.cu for bf16 and f16 where it
- * applies, else two GEMMs around a masked softmax kernel.
+ * and attention and its backward: the fused kernels of flash.cu and
+ * flash_bwd.cu for bf16 and f16 where they apply, else GEMMs around the
+ * masked softmax kernel (and, backward, the softmax backward kernel).
  * requires: arguments pass cfrti_gemm_check before cfrti_gemm_run.
  * ensures: a row-major C = op(A) op(B) is cuBLAS's column-major
  * C^T = op(B)^T op(A)^T, so no operand is copied; 16-bit types run on the
@@ -16,7 +17,8 @@
 #include "backend.h"
 #include "kern.h"
 
-/* Attention keeps at most this many bytes of scores and probabilities. */
+/* Attention keeps at most this many bytes of scores and probabilities
+ * (the fused backward: of its row statistics and f32 dq sums). */
 #define ATTN_WS_MAX ((size_t)2 << 30)
 
 static cudaDataType_t cuda_type(cfrt_dtype t)
@@ -126,22 +128,59 @@ int cfrt_matmul(cfrt_ctx *ctx, const cfrt_view *c, const cfrt_view *a,
 
 /* ---- attention ---------------------------------------------------------- */
 
-/* Heads hn.. (nh of them) of batch entry b: scores = q k^T / sqrt(Dh) in
- * the workspace (type st), masked softmax into probs (q's type) after
- * them, out = probs v; each step one batched GEMM or one kernel. */
+/* The type of the scores: F32, F64 for F64 inputs. */
+static cfrt_dtype score_type(cfrt_dtype t)
+{
+	return t == CFRT_F64 ? CFRT_F64 : CFRT_F32;
+}
+
+/* The probabilities of nh heads (q's type), after their scores at the
+ * start of the workspace. */
+static char *probs_of(cfrt_ctx *ctx, const cfrt_view *q, int64_t sk,
+                      int64_t nh)
+{
+	return (char *)ctx->dev.ws + (size_t)(nh * q->dim[2] * sk) *
+	       cfrt_dtype_size(score_type(q->t));
+}
+
+/* scores = q k^T / sqrt(Dh) of heads h0.. (nh of them) of batch entry b,
+ * at the start of the workspace. */
+static gemm_args scores_gemm(cfrt_ctx *ctx, const cfrt_view *q,
+                             const cfrt_view *k, int64_t b, int64_t h0,
+                             int64_t nh)
+{
+	int64_t sq = q->dim[2], sk = k->dim[2], dh = q->dim[3];
+	gemm_args s = {q->t, score_type(q->t), CFRT_NOTRANS, CFRT_TRANS, sq, sk,
+	               dh, 1.0 / sqrt((double)dh), 0.0, cfrti_head_at(q, b, h0),
+	               cfrti_head_at(k, b, h0), ctx->dev.ws, cfrti_head_ld(q),
+	               cfrti_head_ld(k), sk, q->stride[1], k->stride[1], sq * sk,
+	               nh};
+	return s;
+}
+
+/* Runs the scores GEMM s (s->batch heads) and their masked softmax into
+ * probs. */
+static int attn_probs(cfrt_ctx *ctx, const gemm_args *s, char *probs,
+                      int causal, int64_t q_offset)
+{
+	int rc = cfrti_gemm_run(ctx, s);
+	if (rc == CFRT_OK)
+		rc = cfrti_cuda(ctx, (cudaError_t)cfrtk_attn_softmax(ctx->dev.cs,
+		                s->t, s->c, probs, s->batch * s->m, s->m, s->n,
+		                causal, q_offset), "attention softmax kernel");
+	return rc;
+}
+
+/* Heads hn.. (nh of them) of batch entry b: scores and probabilities in
+ * the workspace (attn_probs), out = probs v; each step one batched GEMM
+ * or one kernel. */
 static int attn_heads(cfrt_ctx *ctx, const cfrt_view *out, const cfrt_view *q,
                       const cfrt_view *k, const cfrt_view *v, int64_t b,
                       int64_t h0, int64_t nh, int causal, int64_t q_offset)
 {
 	int64_t sq = q->dim[2], sk = k->dim[2], dh = q->dim[3];
-	cfrt_dtype st = q->t == CFRT_F64 ? CFRT_F64 : CFRT_F32;
-	char *probs = (char *)ctx->dev.ws +
-	              (size_t)(nh * sq * sk) * cfrt_dtype_size(st);
-	gemm_args s = {q->t, st, CFRT_NOTRANS, CFRT_TRANS, sq, sk, dh,
-	               1.0 / sqrt((double)dh), 0.0, cfrti_head_at(q, b, h0),
-	               cfrti_head_at(k, b, h0), ctx->dev.ws, cfrti_head_ld(q),
-	               cfrti_head_ld(k), sk, q->stride[1], k->stride[1], sq * sk,
-	               nh};
+	char *probs = probs_of(ctx, q, sk, nh);
+	gemm_args s = scores_gemm(ctx, q, k, b, h0, nh);
 	gemm_args o = {q->t, q->t, CFRT_NOTRANS, CFRT_NOTRANS, sq, dh, sk, 1.0,
 	               0.0, probs, cfrti_head_at(v, b, h0),
 	               cfrti_head_at(out, b, h0), sk, cfrti_head_ld(v),
@@ -151,12 +190,20 @@ static int attn_heads(cfrt_ctx *ctx, const cfrt_view *out, const cfrt_view *q,
 	if (rc == CFRT_OK)
 		rc = cfrti_gemm_check(ctx, &o);
 	if (rc == CFRT_OK)
-		rc = cfrti_gemm_run(ctx, &s);
-	if (rc == CFRT_OK)
-		rc = cfrti_cuda(ctx, (cudaError_t)cfrtk_attn_softmax(ctx->dev.cs, q->t,
-		                ctx->dev.ws, probs, nh * sq, sq, sk, causal, q_offset),
-		                "attention softmax kernel");
+		rc = attn_probs(ctx, &s, probs, causal, q_offset);
 	return rc != CFRT_OK ? rc : cfrti_gemm_run(ctx, &o);
+}
+
+/* Heads per step of the GEMM path (their scores and probabilities in at
+ * most ATTN_WS_MAX bytes, one head at least); reserves the workspace. */
+static int attn_chunk(cfrt_ctx *ctx, const cfrt_view *q, int64_t sk,
+                      int64_t *chunk)
+{
+	size_t per_head = (size_t)(q->dim[2] * sk) * (cfrt_dtype_size(q->t) +
+	                  cfrt_dtype_size(score_type(q->t)));
+	int64_t c = (int64_t)(ATTN_WS_MAX / per_head), nh = q->dim[1];
+	*chunk = c < 1 ? 1 : c > nh ? nh : c;
+	return cfrti_ws_reserve(ctx, per_head * (size_t)*chunk);
 }
 
 /* CFRT_ATTN, read at every call: flash (default: the fused kernel
@@ -185,11 +232,8 @@ int cfrt_attention(cfrt_ctx *ctx, const cfrt_view *out, const cfrt_view *q,
 		rc = cfrti_attn_check(ctx, out, q, k, v, q_offset);
 	if (rc == CFRT_OK)
 		rc = attn_mode(ctx, &flash);
-	if (rc != CFRT_OK)
+	if (rc != CFRT_OK || cfrt_view_numel(q) == 0)
 		return rc;
-	int64_t sq = q->dim[2], sk = k->dim[2], nh = q->dim[1];
-	if (cfrt_view_numel(q) == 0)
-		return CFRT_OK;
 	if (flash) {
 		cudaError_t e = (cudaError_t)cfrtk_flash_attn(ctx->dev.cs, q->t,
 			attn_kview(out), attn_kview(q), attn_kview(k), attn_kview(v),
@@ -197,15 +241,174 @@ int cfrt_attention(cfrt_ctx *ctx, const cfrt_view *out, const cfrt_view *q,
 		if (e != cudaErrorNotSupported)
 			return cfrti_cuda(ctx, e, "flash attention kernel");
 	}
-	size_t per_head = (size_t)(sq * sk) * (cfrt_dtype_size(q->t) +
-	                  (q->t == CFRT_F64 ? 8 : 4));
-	int64_t chunk = (int64_t)(ATTN_WS_MAX / per_head);
-	chunk = chunk < 1 ? 1 : chunk > nh ? nh : chunk;
-	rc = cfrti_ws_reserve(ctx, per_head * (size_t)chunk);
+	int64_t chunk, nh = q->dim[1];
+	rc = attn_chunk(ctx, q, k->dim[2], &chunk);
 	for (int64_t b = 0; rc == CFRT_OK && b < q->dim[0]; b++)
 		for (int64_t h = 0; rc == CFRT_OK && h < nh; h += chunk)
 			rc = attn_heads(ctx, out, q, k, v, b, h,
 			                nh - h < chunk ? nh - h : chunk, causal,
 			                q_offset);
+	return rc;
+}
+
+/* ---- attention backward ------------------------------------------------- */
+
+/* The views of one cfrt_attention_grad call (dq, dk, dv may be NULL). */
+typedef struct grad_views {
+	const cfrt_view *dq, *dk, *dv, *q, *k, *v, *out, *dout;
+} grad_views;
+
+/* The dk or dv of no queries: zeros, head by head (NULL: nothing). */
+static int zero_heads(cfrt_ctx *ctx, const cfrt_view *v)
+{
+	int rc = CFRT_OK;
+	size_t es = v ? cfrt_dtype_size(v->t) : 0;
+	for (int64_t b = 0; v && rc == CFRT_OK && b < v->dim[0]; b++)
+		for (int64_t h = 0; rc == CFRT_OK && h < v->dim[1]; h++)
+			rc = cfrti_cuda(ctx, cudaMemset2DAsync(cfrti_head_at(v, b, h),
+			                (size_t)cfrti_head_ld(v) * es, 0,
+			                (size_t)v->dim[3] * es, (size_t)v->dim[2],
+			                ctx->dev.cs), "cudaMemset2DAsync");
+	return rc;
+}
+
+/* C = alpha op(A) B for heads h0.. (nh) of batch entry b, A (m x k,
+ * transposed when ta) from the workspace at a, B and C heads of views b
+ * and c. */
+static gemm_args grad_gemm(cfrt_trans ta, int64_t m, int64_t k,
+                           double alpha, const char *a, int64_t lda,
+                           const cfrt_view *bv, const cfrt_view *cv,
+                           int64_t b, int64_t h0, int64_t nh)
+{
+	int64_t stride_a = cv->dim[2] * bv->dim[2]; /* Sq Sk */
+	gemm_args g = {cv->t, cv->t, ta, CFRT_NOTRANS, m, cv->dim[3], k, alpha,
+	               0.0, a, cfrti_head_at(bv, b, h0), cfrti_head_at(cv, b, h0),
+	               lda, cfrti_head_ld(bv), cfrti_head_ld(cv), stride_a,
+	               bv->stride[1], cv->stride[1], nh};
+	return g;
+}
+
+/* Heads h0.. (nh of them) of batch entry b on the GEMM path: P as the
+ * forward has it (attn_probs), dv = P^T dout, dP = dout v^T over the
+ * scores, dS = P (dP - delta) over P, dq = dS k / sqrt(Dh) and
+ * dk = dS^T q / sqrt(Dh); each step one batched GEMM or one kernel, those
+ * of NULL gradients skipped. Every GEMM is checked before any runs. */
+static int grad_heads(cfrt_ctx *ctx, const grad_views *g, int64_t b,
+                      int64_t h0, int64_t nh, int causal, int64_t q_offset)
+{
+	const cfrt_view *q = g->q, *k = g->k, *dout = g->dout;
+	int64_t sq = q->dim[2], sk = k->dim[2], dh = q->dim[3];
+	double scale = 1.0 / sqrt((double)dh);
+	char *probs = probs_of(ctx, q, sk, nh);
+	gemm_args none = {0}, s = scores_gemm(ctx, q, k, b, h0, nh);
+	gemm_args gv = g->dv ? grad_gemm(CFRT_TRANS, sk, sq, 1.0, probs, sk, dout,
+	                                 g->dv, b, h0, nh) : none;
+	gemm_args gq = g->dq ? grad_gemm(CFRT_NOTRANS, sq, sk, scale, probs, sk,
+	                                 k, g->dq, b, h0, nh) : none;
+	gemm_args gk = g->dk ? grad_gemm(CFRT_TRANS, sk, sq, scale, probs, sk, q,
+	                                 g->dk, b, h0, nh) : none;
+	gemm_args dp = {q->t, s.ct, CFRT_NOTRANS, CFRT_TRANS, sq, sk, dh, 1.0,
+	                0.0, cfrti_head_at(dout, b, h0),
+	                cfrti_head_at(g->v, b, h0), ctx->dev.ws,
+	                cfrti_head_ld(dout), cfrti_head_ld(g->v), sk,
+	                dout->stride[1], g->v->stride[1], sq * sk, nh};
+	int rc = cfrti_gemm_check(ctx, &s), ds = g->dq || g->dk;
+	if (rc == CFRT_OK && ds)
+		rc = cfrti_gemm_check(ctx, &dp);
+	if (rc == CFRT_OK && g->dv)
+		rc = cfrti_gemm_check(ctx, &gv);
+	if (rc == CFRT_OK && g->dq)
+		rc = cfrti_gemm_check(ctx, &gq);
+	if (rc == CFRT_OK && g->dk)
+		rc = cfrti_gemm_check(ctx, &gk);
+	if (rc == CFRT_OK)
+		rc = attn_probs(ctx, &s, probs, causal, q_offset);
+	if (rc == CFRT_OK && g->dv)
+		rc = cfrti_gemm_run(ctx, &gv);
+	if (rc != CFRT_OK || !ds)
+		return rc;
+	rc = cfrti_gemm_run(ctx, &dp);
+	if (rc == CFRT_OK)
+		rc = cfrti_cuda(ctx, (cudaError_t)cfrtk_attn_dscores(ctx->dev.cs,
+		                q->t, probs, ctx->dev.ws, kv_of(dout),
+		                kv_of(g->out), b, h0, nh * sq, sq, sk, causal,
+		                q_offset), "attention softmax backward kernel");
+	if (rc == CFRT_OK && g->dq)
+		rc = cfrti_gemm_run(ctx, &gq);
+	return rc != CFRT_OK || !g->dk ? rc : cfrti_gemm_run(ctx, &gk);
+}
+
+/* The fused kernels' views of batch entries b0.. (nb of them). */
+static kgrad grad_kviews(const grad_views *g, int64_t b0, int64_t nb)
+{
+	const cfrt_view *v[8] = {g->dq, g->dk, g->dv, g->q, g->k, g->v, g->out,
+	                         g->dout};
+	kview kv[8];
+	for (int i = 0; i < 8; i++) {
+		memset(&kv[i], 0, sizeof kv[i]);
+		if (v[i]) {
+			cfrt_view s = cfrt_view_slice(*v[i], 0, b0, nb);
+			kv[i] = attn_kview(&s);
+		}
+	}
+	kgrad k = {kv[0], kv[1], kv[2], kv[3], kv[4], kv[5], kv[6], kv[7]};
+	return k;
+}
+
+/* The fused backward, over batch entries in steps whose workspace stays
+ * under ATTN_WS_MAX (one entry at least); CFRT_ENOTSUP, having done
+ * nothing, where it does not apply. */
+static int grad_flash(cfrt_ctx *ctx, const grad_views *g, int causal,
+                      int64_t q_offset)
+{
+	int64_t nb = g->q->dim[0];
+	kgrad kg = grad_kviews(g, 0, nb);
+	size_t all = cfrtk_flash_attn_grad_ws(g->q->t, &kg);
+	if (all == 0)
+		return CFRT_ENOTSUP;
+	size_t per = all / (size_t)nb;
+	int64_t step = (int64_t)(ATTN_WS_MAX / per);
+	step = step < 1 ? 1 : step > nb ? nb : step;
+	int rc = cfrti_ws_reserve(ctx, per * (size_t)step);
+	for (int64_t b0 = 0; rc == CFRT_OK && b0 < nb; b0 += step) {
+		kg = grad_kviews(g, b0, nb - b0 < step ? nb - b0 : step);
+		rc = cfrti_cuda(ctx, (cudaError_t)cfrtk_flash_attn_grad(ctx->dev.cs,
+		                g->q->t, &kg, causal, q_offset, ctx->dev.ws),
+		                "flash attention backward kernels");
+	}
+	return rc;
+}
+
+int cfrt_attention_grad(cfrt_ctx *ctx, const cfrt_view *dq,
+                        const cfrt_view *dk, const cfrt_view *dv,
+                        const cfrt_view *q, const cfrt_view *k,
+                        const cfrt_view *v, const cfrt_view *out,
+                        const cfrt_view *dout, int causal, int64_t q_offset)
+{
+	grad_views g = {dq, dk, dv, q, k, v, out, dout};
+	int flash = 0;
+	int rc = cfrti_enter(ctx, "cfrt_attention_grad");
+	if (rc == CFRT_OK)
+		rc = cfrti_attn_grad_check(ctx, dq, dk, dv, q, k, v, out, dout,
+		                           q_offset);
+	if (rc == CFRT_OK)
+		rc = attn_mode(ctx, &flash);
+	if (rc != CFRT_OK || (!dq && !dk && !dv) || cfrt_view_numel(k) == 0)
+		return rc;
+	if (q->dim[2] == 0) { /* no queries: no contribution to dk and dv */
+		rc = zero_heads(ctx, dk);
+		return rc != CFRT_OK ? rc : zero_heads(ctx, dv);
+	}
+	if (flash) {
+		rc = grad_flash(ctx, &g, causal, q_offset);
+		if (rc != CFRT_ENOTSUP)
+			return rc;
+	}
+	int64_t chunk, nh = q->dim[1];
+	rc = attn_chunk(ctx, q, k->dim[2], &chunk);
+	for (int64_t b = 0; rc == CFRT_OK && b < q->dim[0]; b++)
+		for (int64_t h = 0; rc == CFRT_OK && h < nh; h += chunk)
+			rc = grad_heads(ctx, &g, b, h, nh - h < chunk ? nh - h : chunk,
+			                causal, q_offset);
 	return rc;
 }

@@ -1,7 +1,8 @@
 /* kern.h: the device kernels of the CUDA backend (kernels.cu, grad.cu,
- * flash.cu), callable from C. Every launcher enqueues on stream s and
- * returns the launch's cudaError_t (0 on success); views arrive checked
- * and with their dims collapsed (ops.c), strides in elements. */
+ * flash.cu, flash_bwd.cu), callable from C. Every launcher enqueues on
+ * stream s and returns the launch's cudaError_t (0 on success); views
+ * arrive checked and with their dims collapsed (ops.c), strides in
+ * elements. */
 #ifndef CFRT_CUDA_KERN_H
 #define CFRT_CUDA_KERN_H
 
@@ -73,6 +74,16 @@ int cfrtk_attn_softmax(cudaStream_t s, cfrt_dtype t, const void *scores,
                        void *probs, int64_t rows, int64_t sq, int64_t sk,
                        int causal, int64_t q_offset);
 
+/* The GEMM path's softmax backward, in place over probs (type t, rows of
+ * sk as cfrtk_attn_softmax wrote them): dS = P * (dP - delta), dP in dp
+ * (F32, or F64 when t is F64, the same rows), delta = rowsum(dout * out)
+ * of the row's query; row r is query r % sq of head h0 + r / sq of batch
+ * entry b of the [B,H,Sq,Dh] views dout and out (unit last stride). */
+int cfrtk_attn_dscores(cudaStream_t s, cfrt_dtype t, void *probs,
+                       const void *dp, kview dout, kview out, int64_t b,
+                       int64_t h0, int64_t rows, int64_t sq, int64_t sk,
+                       int causal, int64_t q_offset);
+
 /* Fused attention (flash.cu): out = softmax(q k^T / sqrt(Dh) [+ causal
  * mask]) v for views [B,H,S,Dh] as cfrt_attention takes them, st[2] the row
  * stride (cfrti_head_ld). Returns cudaErrorNotSupported, launching
@@ -81,6 +92,26 @@ int cfrtk_attn_softmax(cudaStream_t s, cfrt_dtype t, const void *scores,
  * stride not 16-byte aligned; the caller then takes the GEMM path. */
 int cfrtk_flash_attn(cudaStream_t s, cfrt_dtype t, kview out, kview q,
                      kview k, kview v, int causal, int64_t q_offset);
+
+/* Fused attention backward (flash_bwd.cu): the views of
+ * cfrt_attention_grad as cfrtk_flash_attn takes them (st[2] the row
+ * stride); dq, dk, dv have p NULL where not computed. */
+typedef struct kgrad {
+	kview dq, dk, dv, q, k, v, out, dout;
+} kgrad;
+
+/* The workspace bytes cfrtk_flash_attn_grad needs for g: f32 row
+ * statistics (two a query row) and, with dq, an f32 dq sum; 0 where the
+ * kernel does not apply (the conditions of cfrtk_flash_attn, for dq, dk,
+ * dv, dout and out too) or nothing is to be done. */
+size_t cfrtk_flash_attn_grad_ws(cfrt_dtype t, const kgrad *g);
+
+/* dq, dk, dv of g (those not NULL) in the workspace ws of
+ * cfrtk_flash_attn_grad_ws(t, g) bytes (contents ignored); returns
+ * cudaErrorNotSupported, launching nothing, where the kernel does not
+ * apply. */
+int cfrtk_flash_attn_grad(cudaStream_t s, cfrt_dtype t, const kgrad *g,
+                          int causal, int64_t q_offset, void *ws);
 
 #ifdef __cplusplus
 }

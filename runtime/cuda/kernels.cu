@@ -229,6 +229,33 @@ __global__ void attn_softmax(const S *scores, T *probs, int64_t sq,
 	softmax_row<A>(scores + r * sk, 1, probs + r * sk, 1, sk, valid, sh);
 }
 
+// The backward's dS = P (dP - delta) over the probabilities (in place),
+// delta = rowsum(dout * out) of the row's query: row r is query r % sq of
+// head h0 + r / sq of batch entry b; masked keys (P = 0) give 0.
+template <typename S, typename T>
+__global__ void attn_dscores(T *probs, const S *dp, kview dout, kview out,
+                             int64_t b, int64_t h0, int64_t sq, int64_t sk,
+                             int causal, int64_t q_offset)
+{
+	typedef typename acc<S>::type A;
+	__shared__ A sh[32];
+	int64_t r = blockIdx.x, h = h0 + r / sq, i = r % sq;
+	const T *g = (const T *)dout.p + b * dout.st[0] + h * dout.st[1] +
+	             i * dout.st[2];
+	const T *o = (const T *)out.p + b * out.st[0] + h * out.st[1] +
+	             i * out.st[2];
+	A delta = 0;
+	for (int64_t d = threadIdx.x; d < dout.dim[3]; d += blockDim.x)
+		delta += to_acc(g[d]) * to_acc(o[d]);
+	delta = block_reduce(delta, sh, false);
+	int64_t q = q_offset + i, valid = causal && q + 1 < sk ? q + 1 : sk;
+	T *p = probs + r * sk;
+	const S *x = dp + r * sk;
+	for (int64_t j = threadIdx.x; j < sk; j += blockDim.x)
+		p[j] = store<T>(j < valid ? to_acc(p[j]) * (to_acc(x[j]) - delta)
+		                          : A(0));
+}
+
 // ---- scan ---------------------------------------------------------------
 
 // h_t = decay * h_{t-1} + s_t along dim, one thread per line: from the
@@ -397,4 +424,31 @@ extern "C" int cfrtk_attn_softmax(cudaStream_t s, cfrt_dtype t,
 		                                 causal, q_offset);
 	BY_TYPE(t, (attn_type<float, T>(s, scores, probs, rows, sq, sk, causal,
 	                                q_offset)));
+}
+
+template <typename S, typename T>
+static int dscores_type(cudaStream_t s, void *probs, const void *dp,
+                        kview dout, kview out, int64_t b, int64_t h0,
+                        int64_t rows, int64_t sq, int64_t sk, int causal,
+                        int64_t q_offset)
+{
+	if (rows > 0x7fffffff)
+		return (int)cudaErrorInvalidConfiguration;
+	attn_dscores<S, T><<<(int)rows, row_threads(sk), 0, s>>>(
+		(T *)probs, (const S *)dp, dout, out, b, h0, sq, sk, causal,
+		q_offset);
+	return (int)cudaGetLastError();
+}
+
+extern "C" int cfrtk_attn_dscores(cudaStream_t s, cfrt_dtype t, void *probs,
+                                  const void *dp, kview dout, kview out,
+                                  int64_t b, int64_t h0, int64_t rows,
+                                  int64_t sq, int64_t sk, int causal,
+                                  int64_t q_offset)
+{
+	if (t == CFRT_F64)
+		return dscores_type<double, double>(s, probs, dp, dout, out, b, h0,
+		                                    rows, sq, sk, causal, q_offset);
+	BY_TYPE(t, (dscores_type<float, T>(s, probs, dp, dout, out, b, h0, rows,
+	                                   sq, sk, causal, q_offset)));
 }

@@ -1,18 +1,24 @@
-/* attn_check: cfrt_attention on one GPU, the fused kernel (CFRT_ATTN=flash)
- * against the two-GEMM path (CFRT_ATTN=gemm) and, for the smaller cases, a
- * double-precision reference on the host from the same rounded inputs.
- * The cases cover Dh 16 to 128 (and Dh 8 and misaligned rows, which have
- * no fused kernel: both paths are then the GEMM path), sequence lengths
- * that are not multiples of the kernel's blocks, causal and not, query
- * split (q and out rows q_offset.. of the whole sequence, Sq < Sk), heads
- * interleaved in [B,S,H*Dh], and peaked softmaxes (q scaled by 8). The fused
- * kernel must not write outside out's view. Then the benchmark shape (B=16,
- * H=8, S=4096, Dh=128, causal, bf16): median of 20 calls of each path,
- * bracketed by cfrt_wtime (which synchronises the compute stream; the
- * stream is private, so no cudaEvent can be put on it from here).
- * Prints "attn_check: CASE: ... ok" (or MISMATCH) per case and
- * "attn_check: all ok" at the end; exits 1 on any mismatch. Run it under
- * mpirun -n 1 (mpirun --allow-run-as-root -n 1 attn_check [--no-bench]). */
+/* attn_check: cfrt_attention and cfrt_attention_grad on one GPU, the fused
+ * kernels (CFRT_ATTN=flash) against the GEMM path (CFRT_ATTN=gemm) and,
+ * for the smaller cases, a double-precision reference on the host from the
+ * same rounded inputs (the backward's: q, k, v, dout and the forward's
+ * out as the GPU rounded it). The cases cover Dh 16 to 128 (and Dh 8 and
+ * misaligned rows, which have no fused kernel: both paths are then the
+ * GEMM path; f32 has none either), sequence lengths that are not
+ * multiples of the kernels' blocks, causal and not, query split (q, out,
+ * dout and dq rows q_offset.. of the whole sequence, Sq < Sk: dk and dv
+ * are then that slice's part), heads interleaved in [B,S,H*Dh], and
+ * peaked softmaxes (q scaled by 8). The kernels must not write outside
+ * out's, dq's, dk's and dv's views; gradients passed as NULL are not
+ * written, and the others are those of the full call. Then the benchmark
+ * shape (B=16, H=8, S=4096, Dh=128, causal, bf16): median of 20 calls of
+ * each path, forward and backward, bracketed by cfrt_wtime (which
+ * synchronises the compute stream; the stream is private, so no cudaEvent
+ * can be put on it from here).
+ * Prints "attn_check: CASE: ... ok" (or MISMATCH) per case (the
+ * backward's as "grad CASE") and "attn_check: all ok" at the end; exits 1
+ * on any mismatch. Run it under mpirun -n 1
+ * (mpirun --allow-run-as-root -n 1 attn_check [--no-bench]). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -21,7 +27,11 @@
 
 #include "cfrt.h"
 
-#define TOL 1e-2 /* max |x - y| / max |y|; u = 2^-9 for bf16, see run.sh */
+/* max |x - y| / max |y|: u = 2^-9 for bf16, see run.sh; the backward's
+ * roundings of P and dS to bf16 gave ~4e-3 in a host model of the kernel;
+ * f32 (no TF32) differs by the order of its sums only (~2e-6 modelled). */
+#define TOL 1e-2
+#define TOL_F32 1e-5
 #define REPS 20
 
 enum layout { HEADS, INTERLEAVED, PADDED }; /* [B,H,S,Dh], [B,S,H*Dh](+4) */
@@ -58,9 +68,18 @@ static const acase cases[] = {
 	 HEADS, 0, 1},
 	{"bf16 Dh64 rows H*Dh+4 causal (GEMM path)", CFRT_BF16, 1, 2, 100, 100,
 	 64, 0, 1, PADDED, 0, 1},
+	{"f32 Dh64 q 300..499 of 1000 causal", CFRT_F32, 2, 2, 200, 1000, 64,
+	 300, 1, HEADS, 0, 1},
+	{"f32 Dh48 S333 full [B,S,D] sharp", CFRT_F32, 1, 3, 333, 333, 48, 0, 0,
+	 INTERLEAVED, 1, 1},
 	{"bf16 Dh128 S4096 B16 H8 causal [B,S,D]", CFRT_BF16, 16, 8, 4096, 4096,
 	 128, 0, 1, INTERLEAVED, 0, 0},
 };
+
+static double tol(cfrt_dtype t)
+{
+	return t == CFRT_F32 ? TOL_F32 : TOL;
+}
 
 /* q, k, v, out of a case: buffers of Sk rows each, out's a second time
  * (its initial contents), and the views. */
@@ -70,9 +89,12 @@ typedef struct qkv {
 	cfrt_view q, k, v, o;
 } qkv;
 
-static double to_double(const uint16_t *p, cfrt_dtype t, int64_t i)
+/* Element i of a host copy of a buffer of type t. */
+static double to_double(const void *h, cfrt_dtype t, int64_t i)
 {
-	uint32_t x = p[i];
+	if (t == CFRT_F32)
+		return ((const float *)h)[i];
+	uint32_t x = ((const uint16_t *)h)[i];
 	if (t == CFRT_BF16) {
 		uint32_t u = x << 16;
 		float f;
@@ -106,7 +128,7 @@ static int64_t row_elems(const acase *c)
 static void make_qkv(cfrt_ctx *ctx, const acase *c, qkv *x)
 {
 	x->n = c->b * c->sk * row_elems(c);
-	size_t bytes = (size_t)x->n * 2;
+	size_t bytes = (size_t)x->n * cfrt_dtype_size(c->t);
 	for (int i = 0; i < 4; i++) {
 		CFRT_TRY(ctx, cfrt_alloc(ctx, &x->buf[i], bytes));
 		cfrt_view all = cfrt_view_contig(x->buf[i], c->t, 1, &x->n);
@@ -140,12 +162,13 @@ static int attend(cfrt_ctx *ctx, const char *mode, const acase *c,
 static int64_t at(const cfrt_view *v, const void *base, int64_t b, int64_t h,
                   int64_t i, int64_t d)
 {
-	return ((const char *)v->p - (const char *)base) / 2 + b * v->stride[0] +
+	return ((const char *)v->p - (const char *)base) /
+	       (int64_t)cfrt_dtype_size(v->t) + b * v->stride[0] +
 	       h * v->stride[1] + i * v->stride[2] + d * v->stride[3];
 }
 
 /* out of the case in double, [B,H,Sq,Dh] dense, from host copies. */
-static double *reference(const acase *c, const qkv *x, uint16_t *h[3])
+static double *reference(const acase *c, const qkv *x, void *h[3])
 {
 	int64_t dh = c->dh;
 	double *r = calloc((size_t)(c->b * c->h * c->sq * dh), sizeof *r);
@@ -181,45 +204,48 @@ static double *reference(const acase *c, const qkv *x, uint16_t *h[3])
 	return r;
 }
 
-/* max |got - want| / max |want| over out's view; want NULL: dense ref. */
-static double rel_err(const acase *c, const qkv *x, const uint16_t *got,
-                      const uint16_t *want, const double *ref)
+/* max |got - want| / max |want| over view v (in buffer base, host copies
+ * got and want); want NULL: the dense [B,H,S,Dh] reference ref. */
+static double rel_err(const cfrt_view *v, const void *base, const void *got,
+                      const void *want, const double *ref)
 {
 	double e = 0, w = 0;
-	for (int64_t b = 0; b < c->b; b++)
-	for (int64_t h = 0; h < c->h; h++)
-	for (int64_t i = 0; i < c->sq; i++)
-	for (int64_t d = 0; d < c->dh; d++) {
-		int64_t o = at(&x->o, x->buf[3], b, h, i, d);
-		double y = want ? to_double(want, c->t, o) :
-		           ref[((b * c->h + h) * c->sq + i) * c->dh + d];
-		double dif = fabs(to_double(got, c->t, o) - y);
+	int64_t n = v->dim[0] * v->dim[1] * v->dim[2] * v->dim[3];
+	for (int64_t r = 0; r < n; r++) {
+		int64_t d = r % v->dim[3], i = r / v->dim[3] % v->dim[2];
+		int64_t h = r / v->dim[3] / v->dim[2] % v->dim[1];
+		int64_t o = at(v, base, r / v->dim[3] / v->dim[2] / v->dim[1], h, i, d);
+		double y = want ? to_double(want, v->t, o) : ref[r];
+		double dif = fabs(to_double(got, v->t, o) - y);
 		e = isnan(dif) ? INFINITY : fmax(e, dif); /* NaN on either side */
 		w = fmax(w, fabs(y));
 	}
 	return e / (w > 0 ? w : 1);
 }
 
-/* Elements of out's buffer outside its view that differ from before. */
-static int64_t clobbered(const acase *c, const qkv *x, const uint16_t *got,
-                         const uint16_t *before)
+/* Elements of buffer base (n elements) outside view v that differ from
+ * before (host copies got and before). */
+static int64_t clobbered(const cfrt_view *v, const void *base, int64_t n,
+                         const void *got, const void *before)
 {
-	char *in = calloc((size_t)x->n, 1);
+	char *in = calloc((size_t)n, 1);
+	size_t es = cfrt_dtype_size(v->t);
 	int64_t bad = 0;
-	for (int64_t b = 0; b < c->b; b++)
-	for (int64_t h = 0; h < c->h; h++)
-	for (int64_t i = 0; i < c->sq; i++)
-		memset(in + at(&x->o, x->buf[3], b, h, i, 0), 1, (size_t)c->dh);
-	for (int64_t i = 0; i < x->n; i++)
-		bad += !in[i] && got[i] != before[i];
+	for (int64_t b = 0; b < v->dim[0]; b++)
+	for (int64_t h = 0; h < v->dim[1]; h++)
+	for (int64_t i = 0; i < v->dim[2]; i++)
+		memset(in + at(v, base, b, h, i, 0), 1, (size_t)v->dim[3]);
+	for (int64_t i = 0; i < n; i++)
+		bad += !in[i] && memcmp((const char *)got + i * (int64_t)es,
+		                        (const char *)before + i * (int64_t)es, es);
 	free(in);
 	return bad;
 }
 
-static uint16_t *download(cfrt_ctx *ctx, const void *buf, int64_t n)
+static void *download(cfrt_ctx *ctx, const void *buf, int64_t n, cfrt_dtype t)
 {
-	uint16_t *h = malloc((size_t)n * 2);
-	CFRT_TRY(ctx, cfrt_download(ctx, h, buf, (size_t)n * 2));
+	void *h = malloc((size_t)n * cfrt_dtype_size(t));
+	CFRT_TRY(ctx, cfrt_download(ctx, h, buf, (size_t)n * cfrt_dtype_size(t)));
 	return h;
 }
 
@@ -228,27 +254,27 @@ static int run_case(cfrt_ctx *ctx, const acase *c)
 {
 	qkv x;
 	make_qkv(ctx, c, &x);
-	uint16_t *before = download(ctx, x.buf[3], x.n);
+	void *before = download(ctx, x.buf[3], x.n, c->t);
 	CFRT_TRY(ctx, attend(ctx, "flash", c, &x));
-	uint16_t *fl = download(ctx, x.buf[3], x.n);
+	void *fl = download(ctx, x.buf[3], x.n, c->t);
 	cfrt_view all = cfrt_view_contig(x.buf[3], c->t, 1, &x.n);
 	CFRT_TRY(ctx, cfrt_fill_uniform(ctx, &all, 99));
 	CFRT_TRY(ctx, attend(ctx, "gemm", c, &x));
-	uint16_t *gm = download(ctx, x.buf[3], x.n);
-	double eg = rel_err(c, &x, fl, gm, NULL), er = 0;
-	int64_t bad = clobbered(c, &x, fl, before);
+	void *gm = download(ctx, x.buf[3], x.n, c->t);
+	double eg = rel_err(&x.o, x.buf[3], fl, gm, NULL), er = 0;
+	int64_t bad = clobbered(&x.o, x.buf[3], x.n, fl, before);
 	if (c->ref) {
-		uint16_t *h[3];
+		void *h[3];
 		for (int i = 0; i < 3; i++)
-			h[i] = download(ctx, x.buf[i], x.n);
+			h[i] = download(ctx, x.buf[i], x.n, c->t);
 		double *ref = reference(c, &x, h);
-		er = fmax(rel_err(c, &x, fl, NULL, ref),
-		          rel_err(c, &x, gm, NULL, ref));
+		er = fmax(rel_err(&x.o, x.buf[3], fl, NULL, ref),
+		          rel_err(&x.o, x.buf[3], gm, NULL, ref));
 		free(ref);
 		for (int i = 0; i < 3; i++)
 			free(h[i]);
 	}
-	int ok = eg <= TOL && er <= TOL && bad == 0;
+	int ok = eg <= tol(c->t) && er <= tol(c->t) && bad == 0;
 	printf("attn_check: %s: flash vs gemm %.2e", c->name, eg);
 	if (c->ref)
 		printf(", vs double reference %.2e", er);
@@ -261,22 +287,256 @@ static int run_case(cfrt_ctx *ctx, const acase *c)
 	return !ok;
 }
 
+/* ---- backward ------------------------------------------------------------ */
+
+/* dout, dq, dk, dv of a case: buffers like q's (Sk rows), dout from seed 5,
+ * the gradients' from seeds 6.. (values that a call must overwrite in
+ * their views and keep outside), and the views (dout, dq: rows
+ * q_offset..). */
+typedef struct grads {
+	void *buf[4];
+	cfrt_view v[4]; /* dout, dq, dk, dv */
+} grads;
+
+static void fill_grads(cfrt_ctx *ctx, const acase *c, const qkv *x, grads *d)
+{
+	for (int i = 1; i < 4; i++) {
+		cfrt_view all = cfrt_view_contig(d->buf[i], c->t, 1, &x->n);
+		CFRT_TRY(ctx, cfrt_fill_uniform(ctx, &all, (uint64_t)i + 5));
+	}
+}
+
+static void make_grads(cfrt_ctx *ctx, const acase *c, const qkv *x, grads *d)
+{
+	for (int i = 0; i < 4; i++) {
+		CFRT_TRY(ctx, cfrt_alloc(ctx, &d->buf[i], (size_t)x->n *
+		                         cfrt_dtype_size(c->t)));
+		d->v[i] = layout_view(d->buf[i], c, c->sk);
+		if (i < 2)
+			d->v[i] = cfrt_view_slice(d->v[i], 2, c->q_offset, c->sq);
+	}
+	cfrt_view all = cfrt_view_contig(d->buf[0], c->t, 1, &x->n);
+	CFRT_TRY(ctx, cfrt_fill_uniform(ctx, &all, 5));
+	fill_grads(ctx, c, x, d);
+}
+
+static void free_grads(cfrt_ctx *ctx, grads *d)
+{
+	for (int i = 0; i < 4; i++)
+		CFRT_TRY(ctx, cfrt_free(ctx, d->buf[i]));
+}
+
+/* cfrt_attention_grad of the case on path mode; want: which of dq, dk,
+ * dv (bits 1, 2, 4) to compute, the others NULL. */
+static int attend_grad(cfrt_ctx *ctx, const char *mode, const acase *c,
+                       const qkv *x, const grads *d, int want)
+{
+	setenv("CFRT_ATTN", mode, 1);
+	return cfrt_attention_grad(ctx, want & 1 ? &d->v[1] : NULL,
+	                           want & 2 ? &d->v[2] : NULL,
+	                           want & 4 ? &d->v[3] : NULL, &x->q, &x->k,
+	                           &x->v, &x->o, &d->v[0], c->causal, c->q_offset);
+}
+
+/* [Sk,Dh] of head (b, h) of view v (in buffer base, host copy hc). */
+static double *head_rows(const acase *c, const cfrt_view *v, const void *base,
+                         const void *hc, int64_t b, int64_t h, int64_t rows)
+{
+	double *r = malloc((size_t)(rows * c->dh) * sizeof *r);
+	for (int64_t j = 0; j < rows; j++)
+		for (int64_t d = 0; d < c->dh; d++)
+			r[j * c->dh + d] = to_double(hc, c->t, at(v, base, b, h, j, d));
+	return r;
+}
+
+/* dq, dk, dv of the case in double, dense [B,H,Sq,Dh] and [B,H,Sk,Dh],
+ * from host copies h of q, k, v, out (the forward's) and dout. */
+static void grad_reference(const acase *c, const qkv *x, const grads *d,
+                           void *h[5], double *r[3])
+{
+	int64_t dh = c->dh, sq = c->sq, sk = c->sk;
+	double scale = 1 / sqrt((double)dh), *p = malloc((size_t)sk * sizeof *p);
+	r[0] = calloc((size_t)(c->b * c->h * sq * dh), sizeof *r[0]);
+	r[1] = calloc((size_t)(c->b * c->h * sk * dh), sizeof *r[1]);
+	r[2] = calloc((size_t)(c->b * c->h * sk * dh), sizeof *r[2]);
+	for (int64_t b = 0; b < c->b; b++)
+	for (int64_t hh = 0; hh < c->h; hh++) {
+		double *q = head_rows(c, &x->q, x->buf[0], h[0], b, hh, sq);
+		double *k = head_rows(c, &x->k, x->buf[1], h[1], b, hh, sk);
+		double *v = head_rows(c, &x->v, x->buf[2], h[2], b, hh, sk);
+		double *o = head_rows(c, &x->o, x->buf[3], h[3], b, hh, sq);
+		double *g = head_rows(c, &d->v[0], d->buf[0], h[4], b, hh, sq);
+		int64_t hq = (b * c->h + hh) * sq * dh, hk = (b * c->h + hh) * sk * dh;
+		for (int64_t i = 0; i < sq; i++) {
+			int64_t nk = c->causal && c->q_offset + i + 1 < sk ?
+			             c->q_offset + i + 1 : sk;
+			double m = -INFINITY, sum = 0, delta = 0;
+			for (int64_t e = 0; e < dh; e++)
+				delta += g[i * dh + e] * o[i * dh + e];
+			for (int64_t j = 0; j < nk; j++) {
+				p[j] = 0;
+				for (int64_t e = 0; e < dh; e++)
+					p[j] += q[i * dh + e] * k[j * dh + e];
+				m = fmax(m, p[j] *= scale);
+			}
+			for (int64_t j = 0; j < nk; j++)
+				sum += p[j] = exp(p[j] - m);
+			for (int64_t j = 0; j < nk; j++) {
+				double dp = 0, pj = p[j] / sum;
+				for (int64_t e = 0; e < dh; e++)
+					dp += g[i * dh + e] * v[j * dh + e];
+				double ds = pj * (dp - delta) * scale;
+				for (int64_t e = 0; e < dh; e++) {
+					r[0][hq + i * dh + e] += ds * k[j * dh + e];
+					r[1][hk + j * dh + e] += ds * q[i * dh + e];
+					r[2][hk + j * dh + e] += pj * g[i * dh + e];
+				}
+			}
+		}
+		free(q), free(k), free(v), free(o), free(g);
+	}
+	free(p);
+}
+
+/* The backward of a case on both paths (from the fused forward's out):
+ * flash against gemm and, for the smaller cases, both against the double
+ * reference; nothing written outside dq's, dk's and dv's views. */
+static int run_grad_case(cfrt_ctx *ctx, const acase *c)
+{
+	static const char *const modes[] = {"flash", "gemm"};
+	qkv x;
+	grads d;
+	void *before[3], *got[2][3];
+	double eg[3], er[3] = {0, 0, 0};
+	int64_t bad = 0;
+	make_qkv(ctx, c, &x);
+	CFRT_TRY(ctx, attend(ctx, "flash", c, &x));
+	make_grads(ctx, c, &x, &d);
+	for (int i = 0; i < 3; i++)
+		before[i] = download(ctx, d.buf[i + 1], x.n, c->t);
+	for (int m = 0; m < 2; m++) {
+		fill_grads(ctx, c, &x, &d);
+		CFRT_TRY(ctx, attend_grad(ctx, modes[m], c, &x, &d, 7));
+		for (int i = 0; i < 3; i++) {
+			got[m][i] = download(ctx, d.buf[i + 1], x.n, c->t);
+			bad += clobbered(&d.v[i + 1], d.buf[i + 1], x.n, got[m][i],
+			                 before[i]);
+		}
+	}
+	for (int i = 0; i < 3; i++)
+		eg[i] = rel_err(&d.v[i + 1], d.buf[i + 1], got[0][i], got[1][i],
+		                NULL);
+	if (c->ref) {
+		void *h[5];
+		double *r[3];
+		for (int i = 0; i < 5; i++)
+			h[i] = download(ctx, i < 4 ? x.buf[i] : d.buf[0], x.n, c->t);
+		grad_reference(c, &x, &d, h, r);
+		for (int i = 0; i < 3; i++) {
+			for (int m = 0; m < 2; m++)
+				er[i] = fmax(er[i], rel_err(&d.v[i + 1], d.buf[i + 1],
+				                            got[m][i], NULL, r[i]));
+			free(r[i]);
+		}
+		for (int i = 0; i < 5; i++)
+			free(h[i]);
+	}
+	int ok = bad == 0;
+	for (int i = 0; i < 3; i++)
+		ok &= eg[i] <= tol(c->t) && er[i] <= tol(c->t);
+	printf("attn_check: grad %s: dq dk dv flash vs gemm %.2e %.2e %.2e",
+	       c->name, eg[0], eg[1], eg[2]);
+	if (c->ref)
+		printf(", vs double reference %.2e %.2e %.2e", er[0], er[1], er[2]);
+	printf(", %lld written outside: %s\n", (long long)bad,
+	       ok ? "ok" : "MISMATCH");
+	for (int i = 0; i < 3; i++)
+		free(before[i]), free(got[0][i]), free(got[1][i]);
+	free_grads(ctx, &d);
+	free_qkv(ctx, &x);
+	return !ok;
+}
+
+/* Each path and each subset of dq, dk, dv on a case: the gradients asked
+ * for equal the full call's (dk and dv bit for bit; dq, summed with
+ * atomics on the fused path, within rounding), the others stay as they
+ * were; then no query rows: dk = dv = 0. */
+static int grad_subsets(cfrt_ctx *ctx, const acase *c)
+{
+	static const char *const modes[] = {"flash", "gemm"};
+	qkv x;
+	grads d;
+	int bad = 0;
+	make_qkv(ctx, c, &x);
+	CFRT_TRY(ctx, attend(ctx, "flash", c, &x));
+	make_grads(ctx, c, &x, &d);
+	for (int m = 0; m < 2; m++) {
+		void *full[3], *before[3];
+		CFRT_TRY(ctx, attend_grad(ctx, modes[m], c, &x, &d, 7));
+		for (int i = 0; i < 3; i++)
+			full[i] = download(ctx, d.buf[i + 1], x.n, c->t);
+		for (int want = 1; want < 7; want++) {
+			fill_grads(ctx, c, &x, &d);
+			for (int i = 0; i < 3; i++)
+				before[i] = download(ctx, d.buf[i + 1], x.n, c->t);
+			CFRT_TRY(ctx, attend_grad(ctx, modes[m], c, &x, &d, want));
+			for (int i = 0; i < 3; i++) {
+				void *g = download(ctx, d.buf[i + 1], x.n, c->t);
+				size_t bytes = (size_t)x.n * cfrt_dtype_size(c->t);
+				if (!(want >> i & 1))
+					bad += memcmp(g, before[i], bytes) != 0;
+				else if (i == 0)
+					bad += rel_err(&d.v[1], d.buf[1], g, full[0], NULL) >
+					       tol(c->t);
+				else
+					bad += memcmp(g, full[i], bytes) != 0;
+				free(g), free(before[i]);
+			}
+		}
+		for (int i = 0; i < 3; i++)
+			free(full[i]);
+	}
+	cfrt_view q0 = cfrt_view_slice(x.q, 2, 0, 0);
+	cfrt_view o0 = cfrt_view_slice(x.o, 2, 0, 0);
+	cfrt_view g0 = cfrt_view_slice(d.v[0], 2, 0, 0);
+	CFRT_TRY(ctx, cfrt_attention_grad(ctx, NULL, &d.v[2], &d.v[3], &q0, &x.k,
+	                                  &x.v, &o0, &g0, c->causal, 0));
+	for (int i = 2; i < 4; i++) {
+		void *g = download(ctx, d.buf[i], x.n, c->t);
+		for (int64_t e = 0; e < x.n; e++)
+			bad += to_double(g, c->t, e) != 0;
+		free(g);
+	}
+	printf("attn_check: grad NULL gradients, no query rows (%s): %s\n",
+	       c->name, bad ? "MISMATCH" : "ok");
+	free_grads(ctx, &d);
+	free_qkv(ctx, &x);
+	return bad != 0;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
 	return (x > y) - (x < y);
 }
 
+/* One call of a path: the forward, or the backward when d is given. */
+static int call(cfrt_ctx *ctx, const char *mode, const acase *c,
+                const qkv *x, const grads *d)
+{
+	return d ? attend_grad(ctx, mode, c, x, d, 7) : attend(ctx, mode, c, x);
+}
+
 /* Median ms of REPS calls of one path, after 3 warm-up calls. */
 static double median_ms(cfrt_ctx *ctx, const char *mode, const acase *c,
-                        const qkv *x)
+                        const qkv *x, const grads *d)
 {
 	double ms[REPS];
 	for (int i = 0; i < 3; i++)
-		CFRT_TRY(ctx, attend(ctx, mode, c, x));
+		CFRT_TRY(ctx, call(ctx, mode, c, x, d));
 	for (int i = 0; i < REPS; i++) {
 		double t0 = cfrt_wtime(ctx);
-		CFRT_TRY(ctx, attend(ctx, mode, c, x));
+		CFRT_TRY(ctx, call(ctx, mode, c, x, d));
 		ms[i] = (cfrt_wtime(ctx) - t0) * 1e3;
 	}
 	qsort(ms, REPS, sizeof ms[0], cmp_double);
@@ -288,17 +548,25 @@ static void bench(cfrt_ctx *ctx, int layout)
 	acase c = cases[sizeof cases / sizeof cases[0] - 1];
 	c.layout = layout;
 	qkv x;
+	grads d;
 	make_qkv(ctx, &c, &x);
+	make_grads(ctx, &c, &x, &d);
+	/* the backward as 2.5 forwards: S again, dP, dV, dQ, dK (the fused
+	 * path's pass for the row statistics uncounted) */
 	double flop = 2.0 * 2 * c.b * c.h * c.sq * c.sk * c.dh / 2;
 	const char *modes[] = {"flash", "gemm"};
-	for (int i = 0; i < 2; i++) {
-		double ms = median_ms(ctx, modes[i], &c, &x);
-		printf("attn_check: time %s B=%lld H=%lld S=%lld Dh=%lld causal "
-		       "bf16 %s: %.3f ms, %.1f TFLOP/s\n", modes[i],
-		       (long long)c.b, (long long)c.h, (long long)c.sq,
-		       (long long)c.dh, layout == HEADS ? "[B,H,S,Dh]" : "[B,S,D]",
-		       ms, flop / ms * 1e-9);
-	}
+	for (int g = 0; g < 2; g++)
+		for (int i = 0; i < 2; i++) {
+			double ms = median_ms(ctx, modes[i], &c, &x, g ? &d : NULL);
+			double f = g ? 2.5 * flop : flop;
+			printf("attn_check: time %s%s B=%lld H=%lld S=%lld Dh=%lld "
+			       "causal bf16 %s: %.3f ms, %.1f TFLOP/s\n",
+			       g ? "grad " : "", modes[i], (long long)c.b,
+			       (long long)c.h, (long long)c.sq, (long long)c.dh,
+			       layout == HEADS ? "[B,H,S,Dh]" : "[B,S,D]", ms,
+			       f / ms * 1e-9);
+		}
+	free_grads(ctx, &d);
 	free_qkv(ctx, &x);
 }
 
@@ -325,6 +593,9 @@ int main(int argc, char **argv)
 	CFRT_TRY(NULL, cfrt_init(&ctx, MPI_COMM_WORLD, size, "attn_check"));
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
 		bad += run_case(ctx, &cases[i]);
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+		bad += run_grad_case(ctx, &cases[i]);
+	bad += grad_subsets(ctx, &cases[0]);
 	bad += bad_mode(ctx);
 	if (!(argc > 1 && !strcmp(argv[1], "--no-bench"))) {
 		bench(ctx, INTERLEAVED);

@@ -15,8 +15,9 @@
 # on the longest path (the transformer's two blocks) give ~2e-2, while a
 # wrong slice, step or peer gives errors of order 1.
 # Also pc_app (a hand-written FuseRS with cfrt_gemm beta = 1) on 2 and 4,
-# attn_check (the fused attention kernel, tests/gpu/attn_check.c) and
-# grad_check (the backward calls, tests/gpu/grad_check.c) on 1.
+# attn_check (the fused attention kernels, forward and backward,
+# tests/gpu/attn_check.c) and grad_check (the backward calls,
+# tests/gpu/grad_check.c) on 1.
 . tests/lib.sh
 out=$B/tests/gpu-run
 rm -rf "$out"
@@ -76,9 +77,10 @@ for n in 2 4; do
 	done
 done
 
-# -- attention on one GPU: the fused kernel against the GEMM path and a
-# host reference (tests/gpu/attn_check.c), one PASS/FAIL per case; then
-# the timings of both paths at the benchmark shape.
+# -- attention on one GPU: the fused kernels against the GEMM path and a
+# host reference (tests/gpu/attn_check.c), forward and backward, one
+# PASS/FAIL per case; then the timings of both paths at the benchmark
+# shape, forward and backward.
 $MPIRUN -x NCCL_NVLS_ENABLE -n 1 "$B/tests/gpu/attn_check" \
 	>"$out/attn_check" 2>&1
 arc=$?
