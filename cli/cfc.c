@@ -91,6 +91,7 @@ typedef struct Cli {
 	int noline;           /* --no-line */
 	int explain;          /* --explain */
 	int backward;         /* --backward */
+	int accumulate;       /* --accumulate */
 } Cli;
 
 static void
@@ -111,6 +112,8 @@ usage(FILE *f)
 	      "  --backward       also the backward pass: the C gets NAME_backward (and the\n"
 	      "                   forward saves what it reads), the schedule and --explain\n"
 	      "                   its collectives, the driver checks its gradients\n"
+	      "  --accumulate     with --backward: weight gradients are added to what the\n"
+	      "                   grads struct holds (micro-batches), not overwritten\n"
 	      "  --explain        say, for every collective, which schedule was applied,\n"
 	      "                   what compute it was fused with, and why not more\n"
 	      "  --no-line        no #line directives in generated C\n"
@@ -218,6 +221,8 @@ parse_args(Cli *cl, int argc, char **argv)
 			cl->explain = 1;
 		} else if (!strcmp(a, "--backward")) {
 			cl->backward = 1;
+		} else if (!strcmp(a, "--accumulate")) {
+			cl->accumulate = 1;
 		} else if (!strcmp(a, "--no-line")) {
 			cl->noline = 1;
 		} else if (!strncmp(a, "--schedule=", 11)) {
@@ -236,6 +241,8 @@ parse_args(Cli *cl, int argc, char **argv)
 		return bad_usage("%s", "no input file (use '-' for standard input)");
 	if (cl->nwant > 1 && (!cl->out || !strcmp(cl->out, "-")))
 		return bad_usage("%s", "several --emit kinds need -o DIR");
+	if (cl->accumulate && !cl->backward)
+		return bad_usage("%s", "--accumulate needs --backward");
 	return -1;
 }
 
@@ -450,7 +457,7 @@ compile(Comp *c, Cli *cl)
 	graph_check(c->graph);
 	/* backward: reverse-mode differentiation into a graph of its own */
 	if (cl->backward) {
-		Graph *b = grad_build(c->graph, &c->diag);
+		Graph *b = grad_build(c->graph, &c->diag, cl->accumulate);
 		if (!b)
 			return EX_INPUT;
 		graph_fill_locality(b);

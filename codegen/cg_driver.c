@@ -54,8 +54,10 @@ tensor_table(Cg *c, Cg *bc)
 		for (int i = 0; i < vs.n; i++) {
 			const Value *v = vs.v[i];
 			const char *up = arena_printf(c->a, "%s_%s", c->upper, table_cname(c, bc, l, v));
-			emit(e, "{\"%s\", %d, %s_NDIM, %s_DIMS, %s_RANK_DIMS, %s_SPLIT, %d},\n",
-			     v->name, l, up, up, up, up, v->dist.kind == DI_SPLIT ? v->dist.group->id : -1);
+			int acc = l == 4 && c->g->bwd->accumulate && i >= c->g->inputs.n;
+			emit(e, "{\"%s\", %d, %s_NDIM, %s_DIMS, %s_RANK_DIMS, %s_SPLIT, %d, %d},\n",
+			     v->name, l, up, up, up, up, v->dist.kind == DI_SPLIT ? v->dist.group->id : -1,
+			     acc);
 		}
 	}
 	emit_close(e, ";");
@@ -104,10 +106,12 @@ entry_points(Cg *c)
 	        "#define cf_ref_workspace_bytes %s_ref_workspace_bytes\n", p, p);
 	if (!g->bwd) {
 		emit(e, "#define CF_BACKWARD 0 /* no backward pass: cfc --backward */\n"
+		        "#define CF_ACCUMULATE 0\n"
 		        "typedef struct cf_grads { char unused; } cf_grads;\n\n");
 		return;
 	}
 	emit(e, "#define CF_BACKWARD 1\ntypedef %s_grads cf_grads;\n", p);
+	emit(e, "#define CF_ACCUMULATE %s_ACCUMULATES\n", c->upper);
 	emit(e, "#define cf_backward %s_backward\n#define cf_ref_backward %s_ref_backward\n", p, p);
 	emit(e, "#define cf_saved_bytes %s_saved_bytes\n#define cf_ref_saved_bytes %s_ref_saved_bytes\n"
 	        "#define cf_backward_workspace_bytes %s_backward_workspace_bytes\n"
@@ -133,7 +137,8 @@ cg_driver(FILE *f, Arena *a, const Graph *g, const CgFiles *files)
 	emit(e, "typedef struct cf_tensor {\n\tconst char *name;\n\tint kind; "
 	        "/* 0 input, 1 weight, 2 output, 3 output gradient, 4 gradient */\n\tint nd;\n\tint64_t dims[CFRT_MAX_DIMS];\n"
 	        "\tint64_t rank_dims[CFRT_MAX_DIMS];\n\tint split;\n"
-	        "\tint group; /* the group it is split over, or -1 */\n} cf_tensor;\n\n");
+	        "\tint group; /* the group it is split over, or -1 */\n"
+	        "\tint acc; /* a gradient the backward adds to (--accumulate) */\n} cf_tensor;\n\n");
 	entry_points(&c);
 	tensor_table(&c, &bc);
 	bind(&c, &bc);

@@ -125,13 +125,20 @@ header_backward(Cg *c, const Graph *b)
 	bc.e = *e;
 	emit(&bc.e, "/* ---- training: the backward pass ----\n"
 	        " * %s_forward saves what the backward reads of its values (local\n"
-	        " * shards only: a gathered tensor is gathered again) in a buffer of\n"
+	        " * shards; a gathered tensor is gathered again unless the spec\n"
+	        " * says to save it whole) in a buffer of\n"
 	        " * %s_saved_bytes() bytes per rank, which the application keeps until\n"
 	        " * the backward of that forward pass has run. The backward takes the\n"
 	        " * gradients of the outputs (d_NAME, spread like NAME) and writes the\n"
-	        " * gradient of every input and weight, spread like it. The gradients\n"
-	        " * are overwritten, not accumulated: to sum over micro-batches, add\n"
-	        " * them up after each backward pass. */\n\n", p, p);
+	        " * gradient of every input and weight, spread like it. %s */\n"
+	        "#define %s_ACCUMULATES %d\n\n", p, p, b->accumulate ?
+	        "The weight\n * gradients are accumulated (cfc --accumulate): each backward pass\n"
+	        " * adds its gradient to what the weight gradients' buffers hold, so\n"
+	        " * the application zeroes them before a step's first micro-batch.\n"
+	        " * The input gradients are overwritten." :
+	        "The gradients\n * are overwritten, not accumulated: to sum over micro-batches, add\n"
+	        " * them up after each backward pass, or compile with --accumulate.",
+	        c->upper, b->accumulate);
 	for (int i = 0; i < b->inputs.n; i++)
 		if (((Value *)b->inputs.v[i])->home == HO_GRADS)
 			describe(&bc, b->inputs.v[i]);

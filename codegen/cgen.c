@@ -448,15 +448,19 @@ cg_role_word(const Value *v)
 
 	if (v->home == HO_GRADS)
 		return r == R_IN ? "output gradient" : "gradient";
+	if (v->home == HO_ACC)
+		return "accumulated gradient";
 	return r == R_IN ? "input" : r == R_WEIGHT ? "weight" : r == R_OUT ? "output" : "tensor";
 }
 
+/* An interface tensor's pointer: a field of the weights, grads or io
+ * struct (an accumulated gradient's old value: its result's field). */
 static const char *
 arg_ptr(Cg *c, const Value *v)
 {
-	int k = v->role == R_WEIGHT ? LC_W : v->home == HO_GRADS ? LC_GR : LC_IO;
+	int k = v->role == R_WEIGHT ? LC_W : v->home == HO_GRADS || v->home == HO_ACC ? LC_GR : LC_IO;
 
-	return arena_printf(c->a, "%s->%s", c->loc[k], c->cname[v->id]);
+	return arena_printf(c->a, "%s->%s", c->loc[k], c->cname[(v->home == HO_ACC ? v->acc : v)->id]);
 }
 
 int64_t

@@ -309,8 +309,11 @@ typedef enum Home {
 	HO_SAVED, /* the saved-activation buffer, Value.soff bytes in
 	           * (Value.ref_soff in the serial reference): a forward
 	           * activation the backward reads */
-	HO_GRADS  /* the grads struct: a gradient of an output (an input
+	HO_GRADS, /* the grads struct: a gradient of an output (an input
 	           * of the backward) or of an in or weight (its result) */
+	HO_ACC    /* --accumulate: the grads struct's weight gradient as the
+	           * backward finds it (an input of the backward, at the
+	           * same address as its result Value.acc) */
 } Home;
 
 /* A graph edge: one tensor value. */
@@ -340,6 +343,8 @@ typedef struct Value {
 	                      * generated C uses (else NULL) */
 	Home home;
 	int64_t soff, ref_soff; /* HO_SAVED: offsets in the saved buffer */
+	const struct Value *acc; /* HO_ACC: the weight gradient it is the old
+	                          * value of */
 } Value;
 
 /* Attributes, by op kind. */
@@ -445,6 +450,8 @@ typedef struct Graph {
 	 * NULL) and the values saved for it; on a backward graph, its
 	 * forward */
 	struct Graph *bwd, *fwd;
+	int accumulate;     /* on a backward graph: weight gradients are
+	                     * added to the grads struct's (--accumulate) */
 	Vec saved;          /* of Value*: HO_SAVED values, in buffer order */
 	int64_t savedbytes, ref_savedbytes; /* the saved buffer per rank,
 	                                     * and whole (reference) */
@@ -484,7 +491,7 @@ Graph *sema_build(Arena *a, Diag *d, const Program *p, Options *o);
  * each spread like its tensor. NULL after errors (an op with no backward
  * rule, a gradient name taken), all reported. requires: graph facts
  * (graph_fill_locality) of g. */
-Graph *grad_build(Graph *g, Diag *d);
+Graph *grad_build(Graph *g, Diag *d, int accumulate);
 
 /* graph.c */
 /* Adds node n, defining v, to g (after every node it reads); returns v. */

@@ -25,7 +25,9 @@
  *
  * requires: a checked forward graph with its graph facts.
  * ensures: g->bwd passes graph_check; its outputs are d_NAME for every in
- * and weight of g, in that order, spread like their tensors; g->saved
+ * and weight of g, in that order, spread like their tensors (with
+ * accumulate, a weight's is the grads struct's old value plus the
+ * gradient: an add whose second input is HO_ACC); g->saved
  * lists the saved values with their offsets; or NULL and errors reported,
  * g unchanged. */
 #include <string.h>
@@ -615,6 +617,25 @@ backprop(Bw *B)
 	}
 }
 
+/* --accumulate: weight v's gradient t added to the old value of the
+ * grads struct's d_NAME, which the sum then overwrites in place (the add
+ * reads each element once before writing it). */
+static Value *
+accumulate(Bw *B, Value *v, Value *t, const char *name)
+{
+	Value *old = leaf(B, t, R_IN, fresh_name(B, arena_printf(B->a, "%s_old", name)));
+	Value *in[2] = {t, old};
+
+	if (!strcmp(t->name, name)) { /* the sum takes the name */
+		t->name = fresh_name(B, arena_printf(B->a, "%s_new", name));
+		strmap_put(B->a, &B->taken, value_cname(B->a, t), t);
+	}
+	old->home = HO_ACC;
+	Value *s = compute(B, v->def, OP_ADD, 2, in, t, t->dist, fresh_name(B, name));
+	old->acc = s;
+	return s;
+}
+
 /* The gradient of in or weight v, a result of b named name: spread like
  * v (or as the spec says, `grad split D over G`: a partial sum over G
  * reduce-scattered, ZeRO), zero when no output depends on v, its own
@@ -648,6 +669,8 @@ leaf_grad(Bw *B, Value *v, const char *name)
 	}
 	if (n)
 		t = commit(B, n, new_value(B, v, want, name));
+	if (B->b->accumulate && v->role == R_WEIGHT)
+		t = accumulate(B, v, t, name);
 	t->name = name;
 	t->role = R_OUT;
 	t->home = HO_GRADS;
@@ -694,12 +717,13 @@ new_graph(Bw *B)
 }
 
 Graph *
-grad_build(Graph *g, Diag *d)
+grad_build(Graph *g, Diag *d, int accumulate)
 {
 	Bw B = {.a = g->arena, .d = d, .g = g};
 	size_t nv = (size_t)g->values.n + 1;
 
 	B.b = new_graph(&B);
+	B.b->accumulate = accumulate;
 	B.copy = arena_alloc(B.a, nv * sizeof *B.copy);
 	B.grads = arena_alloc(B.a, nv * sizeof *B.grads);
 	B.gname = arena_alloc(B.a, nv * sizeof *B.gname);

@@ -185,10 +185,11 @@ local_mm(Node *n, int nd)
 	int nb = n->in[1]->ndim;
 
 	if (n->a.mm.sum) {
-		/* a.T @ b summed over the leading dims: no slice of the
-		 * result depends on one slice of a leading dim, so no region
-		 * takes it; the rows and columns come from the operands' last
-		 * dims (a plain stage's window) */
+		/* a.T @ b summed over the leading dims: a slice of the rows
+		 * (columns) of the result is the product of the same slice of
+		 * a's (b's) last dim; no slice of it depends on one slice of a
+		 * leading dim */
+		n->local = 3;
 		n->inmap[0][0] = n->in[0]->ndim - 1;
 		n->inmap[1][1] = nb - 1;
 		return;

@@ -45,7 +45,8 @@ grad() {
 
 tag() { echo "$1" | tr -d ' ' | tr '(),=' '___-' | sed 's/_*$//'; }
 
-for spec in examples/mlp.cf tests/grad/sp.cf tests/grad/a2a.cf tests/grad/dp.cf tests/grad/ar.cf; do
+for spec in examples/mlp.cf tests/grad/sp.cf tests/grad/a2a.cf tests/grad/dp.cf tests/grad/ar.cf \
+	tests/grad/zero3.cf; do
 	m=$(basename "$spec" .cf)
 	sizes=
 	[ "$m" = mlp ] && sizes="-D B=1 -D S=24 -D D=8 -D F=24"
@@ -81,14 +82,14 @@ exsizes() {
 	esac
 }
 for m in attention ulysses mamba transformer zero_dp; do
-	g=tp
-	[ $m = ulysses ] && g=sp
-	[ $m = zero_dp ] && g=dp
+	grp=tp
+	[ $m = ulysses ] && grp=sp
+	[ $m = zero_dp ] && grp=dp
 	for s in ${GRAD_SCHEDULES:-vanilla "fuse(ring)"}; do
 		for n in ${GRAD_N:-2 4}; do
 			# shellcheck disable=SC2046
 			grad "grad: $m $s N=$n" "$out/ex-$m-$(tag "$s")-$n" "$n" "examples/$m.cf" \
-				$(exsizes $m) -D $g="$n" --schedule="$s"
+				$(exsizes $m) -D $grp="$n" --schedule="$s"
 		done
 	done
 done
@@ -123,6 +124,31 @@ sed 's/^  out y;/  save h;\n  out y;/' examples/mlp.cf >"$out/save_bad.cf"
 "$CFC" --backward "$out/save_bad.cf" >"$out/save_bad.err" 2>&1; rc=$?
 check "grad: save of a tensor no all_gather made is an input error" sh -c \
 	"[ $rc -eq 1 ] && grep -q 'save_bad.cf:22:8: error: save names a tensor that an all_gather made, but h is made by gelu' '$out/save_bad.err'"
+
+# the weight gradients of batched activations are fused with their
+# collectives (FuseRS: each step a slice of the gradient's rows)
+"$CFC" --backward tests/grad/zero3.cf --explain 2>"$out/zero3.explain"
+check "grad: zero3: the summed weight gradients are fused with their collectives" sh -c \
+	"grep -q 'backward reduce_scatter d_w1: fuse(ring) region \[d_w1_2=matmul' '$out/zero3.explain' &&
+	 grep -q 'backward all_reduce d_w2: fuse(ring) region \[d_w2_2=matmul' '$out/zero3.explain'"
+
+# --accumulate: weight gradients added to the grads struct's; the driver
+# runs the backward twice on one forward and compares half the sum, so an
+# overwriting backward would be off by 0.5
+for s in vanilla "fuse(ring)"; do
+	for n in 1 2 4; do
+		grad "grad: accumulate zero_dp $s N=$n" "$out/acc-zero_dp-$(tag "$s")-$n" "$n" \
+			examples/zero_dp.cf -D T=8 -D D=8 -D F=4 -D dp="$n" --schedule="$s" --accumulate
+		grad "grad: accumulate mlp $s N=$n" "$out/acc-mlp-$(tag "$s")-$n" "$n" \
+			examples/mlp.cf -D B=1 -D S=24 -D D=8 -D F=24 -D tp="$n" --schedule="$s" --accumulate
+	done
+done
+check "grad: the header says whether gradients accumulate" sh -c \
+	"grep -q '^#define ZERO_DP_ACCUMULATES 1' '$out/acc-zero_dp-vanilla-1/zero_dp.h' &&
+	 grep -q '^#define MLP_ACCUMULATES 0' '$out/mlp-vanilla-1/mlp.h'"
+"$CFC" --accumulate examples/mlp.cf >"$out/acc-usage.err" 2>&1; rc=$?
+check "grad: --accumulate without --backward is a usage error" sh -c \
+	"[ $rc -eq 2 ] && grep -q 'accumulate needs --backward' '$out/acc-usage.err'"
 
 # -- the backward is asked for only with --backward: an op with no rule
 # is no error without it, and a clear one with it

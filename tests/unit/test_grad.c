@@ -35,7 +35,7 @@ backward(GRun *r, const char *text)
 	r->b = NULL;
 	if (r->g) {
 		graph_fill_locality(r->g);
-		r->b = grad_build(r->g, &r->d);
+		r->b = grad_build(r->g, &r->d, 0);
 	}
 	if (r->b) {
 		graph_fill_locality(r->b);
