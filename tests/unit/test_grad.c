@@ -134,7 +134,13 @@ test_mlp(void)
 	CU_ASSERT_EQUAL(dw1->def->op, OP_MATMUL);
 	CU_ASSERT(dw1->def->a.mm.sum && dw1->def->a.mm.ta);
 	CU_ASSERT_PTR_EQUAL(dw1->def->in[0], xa);
-	CU_ASSERT_EQUAL(dw1->def->local, 0u); /* no region takes it */
+	/* local along its rows and columns (the operands' last dims), not
+	 * along the summed S: a gather of xa along S does not take it */
+	CU_ASSERT_EQUAL(dw1->def->local, 3u);
+	CU_ASSERT_EQUAL(dw1->def->inmap[0][0], 2);
+	CU_ASSERT_EQUAL(dw1->def->inmap[1][1], 2);
+	CU_ASSERT_EQUAL(dw1->def->inmap[0][1], -1);
+	CU_ASSERT_EQUAL(dw1->def->inmap[1][0], -1);
 	done(&r);
 }
 
