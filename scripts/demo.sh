@@ -3,8 +3,10 @@
 # training step) under its own schedule and under vanilla, slice(4),
 # fuse(ring) and fuse(bidir), on 4 ranks under mpirun (oversubscribed on
 # small machines), the output and every gradient checked against the
-# serial reference. Prints the table, writes $B/demo/results.csv, schedule
-# pictures (forward, then backward) and Chrome traces.
+# serial reference. Then examples/train/train.c trains a transformer block
+# (scripts/train.sh). Prints the table and the training line, writes
+# $B/demo/results.csv, schedule pictures (forward, then backward) and
+# Chrome traces.
 set -u
 : "${B:=build}"
 out=$B/demo
@@ -56,10 +58,15 @@ for f in examples/*.cf; do
 done
 
 echo
+# the training application: a transformer block trained for 300 SGD steps
+sh scripts/train.sh "$B" "$out/train" >"$out/train.line" || bad=1
+echo
 awk -F, '{ printf "%-12s %-20s %5s %10s %12s %12s %16s\n", $1, $2, $3, $4, $5, $6, $7 }' "$csv"
 echo
 echo "max_rel_err: the parallel output against the serial reference (max |out - ref| / max |ref|);"
 echo "grad_max_rel_err: the same over every gradient of the backward pass."
+echo
+cat "$out/train.line"
 echo "time_ms at these small sizes is mostly per-call overhead; make bench compares speed."
 echo "results: $csv"
 echo "schedule pictures: $out/*.schedule.svg, dependency graphs: $out/*.graph.svg"

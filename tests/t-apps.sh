@@ -39,6 +39,14 @@ cat "$t/split.out"
 check "apps: split job, two groups of 2" sh -c "test \$(grep -c 'max_rel_err' '$t/split.out') -eq 4 &&
 	awk -F'max_rel_err=' '/max_rel_err/ { if (\$2 + 0 > 1e-5) bad = 1 } END { exit bad }' '$t/split.out'"
 
+# -- the training application (examples/train/train.c): 100 SGD steps of
+# a transformer block under vanilla, fuse(ring) and fuse(bidir): the loss
+# falls tenfold and the schedules' per-step losses agree within 1e-5
+sh scripts/train.sh "$B" "$t/train" 100 >"$t/train.line" 2>&1
+cat "$t/train.line"
+check "apps: training: the loss falls and the schedules agree" \
+	grep -q "^train: .*: 100 SGD steps, .*agree" "$t/train.line"
+
 # -- a null weight handed to the forward pass: the job ends, and the message
 # names the weight as the spec does, and the function
 mkdir -p "$t/null"

@@ -28,6 +28,10 @@ for f in examples/mlp.cf tests/grad/*.cf; do
 		env CF_BACKEND=cuda sh scripts/build-model.sh "$B" "$t/$ex-bwd" "$f" --backward \
 		--type=f32 --schedule="fuse(bidir)"
 done
+"$CFC" examples/train/block.cf --backward --emit=h,c -o "$t/train"
+check "cuda-build: the training application links against libcfrt_cuda" \
+	mpicc -std=c11 -O2 -Wall -Wextra -Werror $SANFLAGS -Iruntime -I"$t/train" -o "$t/train/train" \
+	examples/train/train.c "$t/train/block.c" "$B/libcfrt_cuda.a" ${CUDA_LIBS:-$(sed -n 's/^Libs: -L[^ ]* -lcfrt_cuda //p' "$B/cfrt_cuda.pc")}
 check "cuda-build: pc_app links against libcfrt_cuda" \
 	mpicc -std=c11 -O2 -Wall -Wextra -Werror $SANFLAGS -Iruntime -o "$t/pc_app" \
 	tests/runtime/pc_app.c "$B/libcfrt_cuda.a" ${CUDA_LIBS:-$(sed -n 's/^Libs: -L[^ ]* -lcfrt_cuda //p' "$B/cfrt_cuda.pc")}
