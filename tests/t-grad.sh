@@ -11,7 +11,10 @@
 # backward (grad_max_rel_err <= 1e-12) and the forward its reference
 # (max_rel_err <= 1e-12). GRAD_N and GRAD_SCHEDULES narrow the sweep.
 . tests/lib.sh
-export CF_OPT=-O1
+# -O1, and no variable tracking: with -g it is most of the time gcc takes
+# on the long generated functions (10 s of 11 for the transformer's
+# backward), and these builds are for running, not for a debugger
+export CF_OPT="-O1 -fno-var-tracking"
 out=$B/tests/grad
 rm -rf "$out"
 mkdir -p "$out"
