@@ -4,6 +4,9 @@
 # ranks under mpirun:
 #  - vanilla, slice(4), fuse(ring), fuse(bidir) side by side, each also
 #    linked with its transfers removed (bench/nocomm.c): its compute alone;
+#  - the same for the backward pass (cfc --backward; the rows of model
+#    "mlp backward" and "attention backward" time one backward pass after
+#    a forward, and check every gradient against the serial reference);
 #  - fuse(ring) under each CPU progress mode (CFRT_PROGRESS none, panel,
 #    thread);
 #  - the hand-written MPI + OpenBLAS MLP (bench/mlp_mpi.c), whole, without
@@ -62,11 +65,16 @@ field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" "$2"; }
 size_of() { echo "$2" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
 die() { echo "bench: $*" >&2; exit 1; }
 
-# build MODEL SCHEDULE SIZES...: $dir/run and $dir/run-nocomm.
+# build MODEL SCHEDULE SIZES...: $dir/run and $dir/run-nocomm; with BWD=1
+# (the models "MODEL backward") compiled with --backward.
 build() {
 	m=$1 s=$2
 	shift 2
 	dir=$out/models/$m-$(tag "$s")
+	if [ "${BWD:-0}" = 1 ]; then
+		dir=$out/models/$m-bwd-$(tag "$s")
+		set -- "$@" --backward
+	fi
 	sh scripts/build-model.sh "$B" "$dir" "examples/$m.cf" "$@" \
 		-D tp="$RANKS" --schedule="$s" >"$dir.log" 2>&1 ||
 		{ cat "$dir.log" >&2; die "building $m with $s failed"; }
@@ -128,6 +136,11 @@ run() {
 	echo "$key: $(cat "$log") other_cpu=$other" >>"$out/runs.log"
 	span=$(field span_ms "$log") t=$(field time_ms "$log")
 	err=$(field max_rel_err "$log")
+	case $key in
+	*" backward,"*) # the backward's time (slowest rank) and gradients
+		span=$(field backward_ms "$log") t=$span
+		err=$(field grad_max_rel_err "$log") ;;
+	esac
 	echo "$key|$span|$t|${err:--}|$other" >>"$out/runs.txt"
 	printf '  %-42s span_ms=%9s time_ms=%9s other_cpu=%s%s\n' "$key" "$span" \
 		"$t" "$other" "${err:+ max_rel_err=$err}"
@@ -149,6 +162,16 @@ model_round() {
 	done
 }
 
+# bwd_round MODEL: one run of every variant of MODEL's backward pass.
+bwd_round() {
+	m=$1
+	for s in $SCHEDULES; do
+		d=$out/models/$m-bwd-$(tag "$s")
+		run "$m backward,$s,none,nocomm" "$d/run-nocomm" --iters "$ITERS" --warmup "$WARMUP"
+		run "$m backward,$s,none,comm" "$d/run" --iters "$ITERS" --warmup "$WARMUP" --check
+	done
+}
+
 # ---- header: what machine, when, how loaded ----
 {
 	echo "# CommFuse CPU benchmark, $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
@@ -165,6 +188,8 @@ if [ "$BUILD" != 0 ]; then
 	for s in $SCHEDULES; do
 		build mlp "$s" $MLP_SIZES
 		build attention "$s" $ATT_SIZES
+		BWD=1 build mlp "$s" $MLP_SIZES
+		BWD=1 build attention "$s" $ATT_SIZES
 	done
 fi
 mb=$(size_of B "$MLP_SIZES") mS=$(size_of S "$MLP_SIZES") mD=$(size_of D "$MLP_SIZES")
@@ -172,6 +197,8 @@ for r in $(seq "$ROUNDS"); do
 	echo "round $r of $ROUNDS"
 	model_round mlp
 	model_round attention
+	bwd_round mlp
+	bwd_round attention
 	run "mlp,mpi+openblas (hand),mpi,nocomm" "$tools/mlp_mpi" "$mb" "$mS" "$mD" \
 		--iters "$ITERS" --warmup "$WARMUP" --compute-only
 	run "mlp,mpi+openblas (hand),mpi,comm" "$tools/mlp_mpi" "$mb" "$mS" "$mD" \
