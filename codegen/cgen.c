@@ -402,7 +402,7 @@ op_attn_grad(Cg *c, const Node *n, const Operands *x)
 	const char *const *l = c->loc;
 	const char *g[3] = {"NULL", "NULL", "NULL"};
 
-	g[n->op - OP_ATTN_DQ] = arena_printf(c->a, "&%s", l[LC_O4]);
+	g[n->op == OP_ATTN_DQ ? 0 : n->op == OP_ATTN_DK ? 1 : 2] = arena_printf(c->a, "&%s", l[LC_O4]);
 	emit_begin(&c->e);
 	emit(&c->e, "cfrt_view %s = cf_4d(%s), %s = cf_4d(%s), %s = cf_4d(%s), %s = cf_4d(%s),\n"
 	     "           %s = cf_4d(%s), %s = cf_4d(%s);\n", l[LC_O4], x->out, l[LC_Q4], x->in[0],

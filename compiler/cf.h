@@ -330,10 +330,10 @@ typedef struct Value {
 	int keep;           /* `save`: a gathered tensor that the forward
 	                     * saves whole (else the backward gathers it
 	                     * again from its saved shard) */
-	int gsplit;         /* a weight whose spec gives its gradient's
-	                     * spread, gdist (`grad split D over G`, ZeRO);
-	                     * else its gradient is spread like it */
-	Dist gdist;
+	Dist gdist;         /* a weight's gradient's spread when the spec
+	                     * gives one (`grad split D over G`, ZeRO: kind
+	                     * DI_SPLIT); else kind DI_REPL and the gradient
+	                     * is spread like the weight */
 	Role role;
 	Node *def;          /* producing node */
 	Vec uses;           /* of Node* */

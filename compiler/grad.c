@@ -328,6 +328,28 @@ dname(Bw *B, const Value *v)
 
 /* ---- the rules (the vjp column of ops.def) ---- */
 
+/* The spread of the gradient of a linear function of dy whose result
+ * would otherwise be spread as d: a partial dy (all operands are then
+ * replicated) makes a partial result. */
+static Dist
+lin(const Value *dy, Dist d)
+{
+	return dy->dist.kind == DI_PARTIAL ? dy->dist : d;
+}
+
+/* A node of b for forward node n: op(in...) shaped like `like`, spread
+ * as dist, with n's attributes (causal, the scan's dim and decay), named
+ * name or else d_LIKE. */
+static Value *
+like_node(Bw *B, const Node *n, OpKind op, int nin, Value *const *in, const Value *like,
+          Dist dist, const char *name)
+{
+	Node *m = new_node(B, n, op, nin, in);
+
+	m->a = n->a;
+	return commit(B, m, new_value(B, like, dist, name ? name : dname(B, like)));
+}
+
 /* The dist of v with its last two dims swapped. */
 static Dist
 transposed(const Value *v, int t)
@@ -459,10 +481,7 @@ vjp_mul(Bw *B, const Node *n, Value *dy)
 static void
 vjp_scale(Bw *B, const Node *n, Value *dy)
 {
-	Node *s = new_node(B, n, OP_SCALE, 1, &dy);
-
-	s->a.scale = n->a.scale;
-	contribute(B, n->in[0], commit(B, s, new_value(B, dy, dy->dist, dname(B, n->in[0]))));
+	contribute(B, n->in[0], like_node(B, n, OP_SCALE, 1, &dy, n->in[0], dy->dist, NULL));
 }
 
 /* gelu, silu, relu: dx = dy * act'(x), one op of the runtime each. */
@@ -472,28 +491,6 @@ vjp_act(Bw *B, const Node *n, Value *dy)
 	OpKind op = n->op == OP_GELU ? OP_GELU_GRAD : n->op == OP_SILU ? OP_SILU_GRAD : OP_RELU_GRAD;
 
 	contribute(B, n->in[0], ew(B, n, op, dy, fwd(B, n->in[0]), dname(B, n->in[0])));
-}
-
-/* The spread of the gradient of a linear function of dy whose result
- * would otherwise be spread as d: a partial dy (all operands are then
- * replicated) makes a partial result. */
-static Dist
-lin(const Value *dy, Dist d)
-{
-	return dy->dist.kind == DI_PARTIAL ? dy->dist : d;
-}
-
-/* A node of b for forward node n: op(in...) shaped like `like`, spread
- * as dist, with n's attributes (causal, the scan's dim and decay), named
- * name or else d_LIKE. */
-static Value *
-like_node(Bw *B, const Node *n, OpKind op, int nin, Value *const *in, const Value *like,
-          Dist dist, const char *name)
-{
-	Node *m = new_node(B, n, op, nin, in);
-
-	m->a = n->a;
-	return commit(B, m, new_value(B, like, dist, name ? name : dname(B, like)));
 }
 
 /* layernorm(x, gamma, beta), rmsnorm(x, gamma): dx from the runtime's
@@ -536,11 +533,11 @@ vjp_heads(Bw *B, const Node *n, Value *dy)
 {
 	Value *x = n->in[0];
 	OpKind op = n->op == OP_SPLIT_HEADS ? OP_MERGE_HEADS : OP_SPLIT_HEADS;
-	Node *m = new_node(B, n, op, 1, &dy);
+	Value *dx = like_node(B, n, op, 1, &dy, x, lin(dy, grad_spread(x->dist)), NULL);
 
-	if (op == OP_SPLIT_HEADS)
-		m->a.heads = (int)x->shape[x->ndim - 3];
-	contribute(B, x, commit(B, m, new_value(B, x, lin(dy, grad_spread(x->dist)), dname(B, x))));
+	if (op == OP_SPLIT_HEADS) /* merge_heads(x): x's heads */
+		dx->def->a.heads = (int)x->shape[x->ndim - 3];
+	contribute(B, x, dx);
 }
 
 /* attention(q, k, v): the runtime's backward recomputes the softmax from
@@ -644,9 +641,10 @@ static void
 leaf_grad(Bw *B, Value *v, const char *name)
 {
 	Value *t = total(B, v, name);
-	Dist want = v->gsplit ? v->gdist : v->dist;
+	int gsplit = v->gdist.kind == DI_SPLIT;
+	Dist want = gsplit ? v->gdist : v->dist;
 
-	if (t && v->gsplit && !(t->dist.kind == DI_PARTIAL && t->dist.group == want.group)) {
+	if (t && gsplit && !(t->dist.kind == DI_PARTIAL && t->dist.group == want.group)) {
 		diag_error(B->d, v->nloc, "the gradient of %s (%s) is no partial sum over %s, "
 		           "so it cannot be reduce-scattered over %s (grad split): no data that %s "
 		           "multiplies is split over %s", v->name, dist_str(B->a, t),

@@ -211,7 +211,6 @@ tensor_split(Sema *S, Scope *sc, const Stmt *st, Value *v)
 		           st->u.tensor.group);
 		return 0;
 	}
-	v->gsplit = 1;
 	return split_of(S, sc, v, gs->u.bin.l, gs->u.bin.r->u.name, gs->u.bin.r->loc, name,
 	                &v->gdist);
 }
