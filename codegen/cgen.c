@@ -188,17 +188,36 @@ cg_helpers(Cg *c)
 		emit_close(e, "\n");
 	}
 	if (uses_op(c->g, is_sum)) {
-		emit(e, "/* v with its leading dims merged into its rows: [..., M, K] seen as\n"
-		        " * [L * M, K] (its dims continue each other: a whole tensor). */\n");
-		emit_func(e, "static cfrt_view\ncf_rows(cfrt_view v)");
-		emit_open(e, "while (v.nd > 2 && v.stride[0] == v.dim[1] * v.stride[1])");
-		emit(e, "v.dim[1] *= v.dim[0];\n");
-		emit_open(e, "for (int d = 0; d < v.nd - 1; d++)");
-		emit(e, "v.dim[d] = v.dim[d + 1];\nv.stride[d] = v.stride[d + 1];\n");
+		emit(e, "/* out (+)= a.T @ b summed over the leading dims of a [..., K, M] and\n"
+		        " * b [..., K, N]: one GEMM over the rows of the leading dims that\n"
+		        " * continue each other in both, one per index of the first leading\n"
+		        " * dim where they do not (a slice along S of [B, S, D]). */\n");
+		emit_func(e, "static int\ncf_matmul_sum(cfrt_ctx *ctx, const cfrt_view *out, "
+		             "cfrt_view a, cfrt_view b,\n              double beta)");
+		emit_open(e, "while (a.nd > 2 && a.stride[0] == a.dim[1] * a.stride[1] &&\n"
+		             "       b.stride[0] == b.dim[1] * b.stride[1])");
+		emit(e, "a.dim[1] *= a.dim[0];\nb.dim[1] *= b.dim[0];\n");
+		emit_open(e, "for (int d = 0; d < a.nd - 1; d++)");
+		emit(e, "a.dim[d] = a.dim[d + 1];\na.stride[d] = a.stride[d + 1];\n");
+		emit(e, "b.dim[d] = b.dim[d + 1];\nb.stride[d] = b.stride[d + 1];\n");
 		emit_close(e, "");
-		emit(e, "v.nd--;\n");
+		emit(e, "a.nd--;\nb.nd--;\n");
 		emit_close(e, "");
-		emit(e, "return v;\n");
+		emit_open(e, "if (a.nd == 2)");
+		emit(e, "cfrt_view at = cf_transpose(a);\n\n");
+		emit(e, "return cfrt_matmul(ctx, out, &at, &b, 1.0, beta);\n");
+		emit_close(e, "");
+		emit_open(e, "for (int64_t l = 0; l < a.dim[0]; l++)");
+		emit(e, "cfrt_view al = cfrt_view_slice(a, 0, l, 1), bl = cfrt_view_slice(b, 0, l, 1);\n");
+		emit(e, "int rc;\n\n");
+		emit_open(e, "for (int d = 0; d < a.nd - 1; d++)");
+		emit(e, "al.dim[d] = al.dim[d + 1];\nal.stride[d] = al.stride[d + 1];\n");
+		emit(e, "bl.dim[d] = bl.dim[d + 1];\nbl.stride[d] = bl.stride[d + 1];\n");
+		emit_close(e, "");
+		emit(e, "al.nd--;\nbl.nd--;\n");
+		emit(e, "if ((rc = cf_matmul_sum(ctx, out, al, bl, l ? 1.0 : beta)))\n\treturn rc;\n");
+		emit_close(e, "");
+		emit(e, "return 0;\n");
 		emit_close(e, "\n");
 	}
 	if (uses_op(c->g, is_heads)) {
@@ -282,17 +301,12 @@ typedef struct Operands {
 	int beta;
 } Operands;
 
-/* a.T @ b summed over the leading dims: one GEMM of the operands with
- * their leading dims merged into the rows, the sum over them. */
+/* a.T @ b summed over the leading dims (cf_matmul_sum). */
 static void
 op_matmul_sum(Cg *c, const Operands *x)
 {
-	emit_begin(&c->e);
-	emit(&c->e, "cfrt_view %s = cf_transpose(cf_rows(%s)), %s = cf_rows(%s);\n", c->loc[LC_AT],
-	     x->in[0], c->loc[LC_BT], x->in[1]);
-	call(c, "cfrt_matmul", "&%s, &%s, &%s, 1.0, %s", x->out, c->loc[LC_AT], c->loc[LC_BT],
+	call(c, "cf_matmul_sum", "&%s, %s, %s, %s", x->out, x->in[0], x->in[1],
 	     x->beta ? "1.0" : "0.0");
-	emit_close(&c->e, "");
 }
 
 static void

@@ -97,6 +97,8 @@ tx_ref(Arena *a, const Coll *c, const BufRef *r)
 {
 	const char *name = tx_bufname(a, c, r);
 
+	if (tx_buf(c, r->buf)->dim < 0) /* an accumulating node's whole result */
+		return name;
 	if (tx_buf(c, r->buf)->nparts > 1)
 		return arena_printf(a, "%s[from %s][%s]", name, tx_ix(a, &r->part), tx_sel(a, c, &r->sel));
 	return arena_printf(a, "%s[%s]", name, tx_sel(a, c, &r->sel));
@@ -134,6 +136,8 @@ tx_compute(Arena *a, const Coll *c, const Item *it, const char *s, const char *d
 	const char *lhs = tx_at(a, rn->node->out->name, s);
 	const char *call = tx_call(a, rn, s);
 
+	if (rn->acc)
+		return arena_printf(a, "%s += %s", rn->node->out->name, call);
 	if (it->u.comp.dst.buf == rn->buf)
 		return arena_printf(a, "%s = %s", lhs, call);
 	return arena_printf(a, "%s %s %s (%s)", dst, it->u.comp.beta ? "+=" : "=", call, lhs);
@@ -271,7 +275,8 @@ sched_step_label(Arena *a, const Coll *c, int r, int p, int i, int t, const char
 			out = tx_join(a, out, moves, sep), moves = NULL;
 		const RNode *rn = c->region.v[it->u.comp.rn];
 		const char *s = tx_conc(a, c, &it->u.comp.sel, r, i);
-		out = tx_join(a, out, arena_printf(a, "%s %s %s", tx_at(a, rn->node->out->name, s),
+		out = tx_join(a, out, arena_printf(a, "%s %s %s", rn->acc ? rn->node->out->name :
+		                                   tx_at(a, rn->node->out->name, s),
 		                                   it->u.comp.beta ? "+=" : "=", tx_call(a, rn, s)), sep);
 	}
 	return moves ? tx_join(a, out, moves, sep) : out;
@@ -313,9 +318,11 @@ tx_region(FILE *f, Arena *a, const Sched *s, const Coll *c)
 	fprintf(f, "    region:");
 	for (int k = 0; k < c->region.n; k++) {
 		const RNode *rn = c->region.v[k];
-		fprintf(f, "%s %s = %s along %s (%s)", k ? "," : "", rn->node->out->name,
-		        graph_node_str(a, rn->node), value_dim_name(a, rn->node->out, rn->odim),
-		        tx_where(a, s, rn->node));
+		const char *how = rn->acc ? arena_printf(a, "summed over %s", value_dim_name(a,
+		                  rn->node->in[0], rn->idim[0] >= 0 ? rn->idim[0] : 0)) :
+		                  arena_printf(a, "along %s", value_dim_name(a, rn->node->out, rn->odim));
+		fprintf(f, "%s %s = %s %s (%s)", k ? "," : "", rn->node->out->name,
+		        graph_node_str(a, rn->node), how, tx_where(a, s, rn->node));
 	}
 	fputc('\n', f);
 	for (int k = 0; k < c->stops.n; k++) {
@@ -334,6 +341,8 @@ tx_buf_role(const Coll *c, int b)
 		return "result";
 	if (b == c->bin)
 		return "input";
+	if (bf->dim < 0)
+		return "summed";
 	return bf->kind == BK_TEMP ? "scratch" : bf->xfer ? "moved" : "region";
 }
 

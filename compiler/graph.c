@@ -203,6 +203,27 @@ local_mm(Node *n, int nd)
 	n->inmap[1][nd - 1] = n->a.mm.tb ? nb - 2 : nb - 1;
 }
 
+/* The dim of input 1 - i that dim d of input i is summed with in a
+ * matmul (the contraction, and for a summed a.T @ b every leading dim),
+ * or -1: slices of both along these dims give partial sums of the whole
+ * result, which an accumulating region node adds up (region.c). */
+int
+graph_sum_dim(const Node *n, int i, int d)
+{
+	const Value *a = n->in[0], *b = n->in[1];
+	int ka, kb;
+
+	if (n->op != OP_MATMUL || i < 0 || i > 1 || d < 0)
+		return -1;
+	if (n->a.mm.sum)
+		return a->ndim == b->ndim && d < a->ndim - 1 ? d : -1;
+	ka = n->a.mm.ta ? a->ndim - 2 : a->ndim - 1;
+	kb = n->a.mm.tb ? b->ndim - 1 : b->ndim - 2;
+	if (i == 0)
+		return d == ka ? kb : -1;
+	return d == kb ? ka : -1;
+}
+
 /* leading dims (q, k, v alike) and Sq (q only) */
 static void
 local_attn(Node *n, int nd)

@@ -206,6 +206,7 @@ lw_region(Lower *L, Guard g, const Vec *side, Sel sel, const BufRef *last, int b
 			it->u.comp.beta = beta;
 		} else {
 			it->u.comp.dst = ref(rn->buf, sel);
+			it->u.comp.beta = rn->acc;
 		}
 	}
 }
@@ -346,7 +347,10 @@ lw_region_bufs(Lower *L, int keep_in)
 	for (int i = 0; i < c->region.n; i++) {
 		RNode *rn = c->region.v[i];
 		Value *v = rn->node->out;
-		rn->buf = v == c->node->in[0] ? c->bin : lw_value(L, v, rn->odim, 0, 0);
+		if (rn->acc)
+			rn->buf = lw_buf(L, v->name, BK_VALUE, v, -1, 1);
+		else
+			rn->buf = v == c->node->in[0] ? c->bin : lw_value(L, v, rn->odim, 0, 0);
 	}
 	for (int i = 0; i < c->region.n; i++) {
 		RNode *rn = c->region.v[i];
@@ -779,6 +783,30 @@ lw_computes(const Phase *ph)
 	return 0;
 }
 
+/* Sets every accumulating node's result to zero: the first items of
+ * the stage, ahead of every slice's compute. */
+static void
+lw_acc_zero(Lower *L)
+{
+	Coll *c = L->c;
+	Vec *lane = &((Phase *)c->phases.v[0])->lanes[0];
+	Vec zeros = {0};
+
+	for (int k = 0; k < c->region.n; k++) {
+		RNode *rn = c->region.v[k];
+		if (!rn->acc)
+			continue;
+		Item *it = arena_alloc(L->a, sizeof *it);
+		it->kind = IT_ZERO;
+		it->g = gd(0, 0);
+		it->u.move.dst = it->u.move.src = ref(rn->buf, sel_one(ix_k(0), 1, 0));
+		vec_push(L->a, &zeros, it);
+	}
+	for (int i = 0; i < lane->n; i++)
+		vec_push(L->a, &zeros, lane->v[i]);
+	*lane = zeros;
+}
+
 static void
 lw_coll_lower(Lower *L, Coll *c)
 {
@@ -791,6 +819,7 @@ lw_coll_lower(Lower *L, Coll *c)
 		lw_slice(L);
 	else
 		lw_vanilla(L);
+	lw_acc_zero(L);
 	for (int i = 0; i < c->phases.n; i++) {
 		Phase *ph = c->phases.v[i];
 		lw_prune(ph);

@@ -96,6 +96,28 @@ rg_take(Finder *F, Coll *c, Vec *side, Node *n, int odim)
 	vec_push(F->a, side, rn);
 }
 
+/* Takes n as an accumulating node: input i cut along dims[i] (-1:
+ * whole), its whole result the sum over the slices. Nothing downstream
+ * reads it slice by slice. */
+static void
+rg_take_acc(Finder *F, Coll *c, Vec *side, Node *n, const int *dims)
+{
+	F->count++;
+	if (F->dry)
+		return;
+	RNode *rn = arena_alloc(F->a, sizeof *rn);
+	rn->node = n;
+	rn->odim = -1;
+	rn->acc = 1;
+	rn->buf = -1;
+	for (int i = 0; i < n->nin; i++) {
+		rn->idim[i] = dims[i];
+		rn->from[i] = -1;
+	}
+	F->owner[n->id] = c;
+	vec_push(F->a, side, rn);
+}
+
 /* Why dim d of v cannot be cut into the collective's slices, or NULL. */
 static const char *
 rg_cut(const Finder *F, const Value *v, int d)
@@ -235,6 +257,54 @@ rg_down_block(const Finder *F, const Node *n)
 	return NULL;
 }
 
+/* Does n read a value of the region along a dim it sums over? */
+static int
+rg_sums(const Finder *F, const Node *n)
+{
+	for (int i = 0; i < n->nin; i++)
+		if (graph_sum_dim(n, i, F->vdim[n->in[i]->id]) >= 0)
+			return 1;
+	return 0;
+}
+
+/* NULL when n can sum its result over the region's slices: a matmul
+ * whose region input is cut along a summed dim (graph_sum_dim), the
+ * other input cut along the dim summed with it (dims gets both); else
+ * why not. The FuseAG consumer of the backward: dW = X^T dY accumulated
+ * slice by slice as the slices of X (or dY) arrive. */
+static const char *
+rg_acc_dims(const Finder *F, const Node *n, int *dims)
+{
+	int want[MAXIN] = {-1, -1};
+	const char *why;
+
+	for (int i = 0; i < 2; i++) {
+		int have = F->vdim[n->in[i]->id], o = graph_sum_dim(n, i, have);
+		if (have < 0)
+			continue;
+		if (o < 0)
+			return arena_printf(F->a, "sums %s over no dimension it is sliced along",
+			                    n->in[i]->name);
+		if ((want[i] >= 0 && want[i] != have) || (want[1 - i] >= 0 && want[1 - i] != o))
+			return arena_printf(F->a, "reads %s and %s along dims not summed together",
+			                    n->in[0]->name, n->in[1]->name);
+		want[i] = have, want[1 - i] = o;
+	}
+	for (int i = 0; i < 2; i++) {
+		const Value *in = n->in[i];
+		if (F->vdim[in->id] >= 0)
+			continue;
+		if ((why = rg_outside(F, n, i, want[i])))
+			return why;
+		/* the gather of that input sums it as its slices arrive */
+		if (in->def->op == OP_ALL_GATHER && in->def->a.coll.dim == want[i])
+			return arena_printf(F->a, "sums %s, a gathered tensor: fused with its all_gather",
+			                    in->name);
+	}
+	dims[0] = want[0], dims[1] = want[1];
+	return NULL;
+}
+
 /* Grows the region that src (the collective's result, cut along d)
  * feeds, in topological order. */
 static void
@@ -249,12 +319,16 @@ rg_down(Finder *F, Coll *c, Value *src, int d)
 		int e = -1;
 		if (!rg_reads_region(F, n))
 			continue;
+		int dims[MAXIN];
+		const char *acc = NULL;
 		if (!(why = rg_down_block(F, n)))
 			e = rg_down_pick(F, n, &why);
-		if (e < 0)
-			rg_stop(F, c, n, 0, why);
-		else
+		if (e < 0 && !rg_down_block(F, n) && rg_sums(F, n) && !(acc = rg_acc_dims(F, n, dims)))
+			rg_take_acc(F, c, &c->post, n, dims);
+		else if (e >= 0)
 			rg_take(F, c, &c->post, n, e);
+		else
+			rg_stop(F, c, n, 0, acc ? acc : why);
 	}
 }
 

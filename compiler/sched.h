@@ -146,7 +146,10 @@ typedef struct Phase {
 /* A node of a fused region and how it is sliced. */
 typedef struct RNode {
 	Node *node;
-	int odim;          /* output dimension cut into slices */
+	int odim;          /* output dimension cut into slices; -1 when acc */
+	int acc;           /* sums its slices into the whole result: each
+	                    * slice's product added (GEMM beta = 1) to a
+	                    * result set to zero before the first */
 	int idim[MAXIN];   /* input i's dimension cut, or -1: read whole */
 	int from[MAXIN];   /* input i's producer in the region, or -1 */
 	int inbuf[MAXIN];  /* the stage buffer input i is read from, or -1:

@@ -397,6 +397,38 @@ vf_result(V *v, int r, int i, const Item *it, int u, int s)
 	return RUN_OK;
 }
 
+/* The accumulating node whose whole result buffer b is, or -1. */
+static int
+vf_acc_of(const V *v, int b)
+{
+	for (int k = 0; k < v->c->region.n; k++) {
+		const RNode *rn = v->c->region.v[k];
+		if (rn->acc && rn->buf == b)
+			return k;
+	}
+	return -1;
+}
+
+/* An accumulating node adds each slice's product to a result set to zero
+ * before the first (a GEMM with beta = 0 may start the sum instead). */
+static int
+vf_summing(V *v, int r, const Item *it, int s)
+{
+	const RNode *rn = v->c->region.v[it->u.comp.rn];
+	int *n = &v->rk[r].summed[it->u.comp.rn];
+	const char *name = rn->node->out->name;
+
+	if (it->u.comp.dst.buf != rn->buf)
+		return vf_fail(v, r, s, "sums slice %d of %s into a buffer not its own", s, name);
+	if (!it->u.comp.beta && *n > 0)
+		return vf_fail(v, r, s, "writes slice %d's part of %s over the %d slice%s summed before",
+		               s, name, *n, *n == 1 ? "" : "s");
+	if (it->u.comp.beta && *n < 0)
+		return vf_fail(v, r, s, "adds slice %d's part into %s before it is set to zero", s, name);
+	*n = (*n < 0 ? 0 : *n) + it->u.comp.sel.cnt;
+	return RUN_OK;
+}
+
 static int
 vf_compute(V *v, int r, int i, const Item *it)
 {
@@ -406,6 +438,8 @@ vf_compute(V *v, int r, int i, const Item *it)
 	Rank *R = &v->rk[r];
 
 	vf_sel(&it->u.comp.sel, r, i, &first, 1);
+	if (rn->acc && vf_summing(v, r, it, first))
+		return RUN_ERR;
 	for (int u = 0; u < it->u.comp.sel.cnt; u++) {
 		s = first + u * it->u.comp.sel.stride;
 		if (s < 0 || s >= c->nslices)
@@ -431,7 +465,21 @@ vf_compute(V *v, int r, int i, const Item *it)
 static int
 vf_move(V *v, int r, int i, const Item *it)
 {
-	int sd, ss;
+	int sd, ss, k = vf_acc_of(v, vf_rotated(&it->u.move.dst, r, i));
+
+	if (k >= 0) {
+		int *n = &v->rk[r].summed[k];
+		vf_sel(&it->u.move.dst.sel, r, i, &sd, 1);
+		const char *name = ((RNode *)v->c->region.v[k])->node->out->name;
+		if (it->kind != IT_ZERO)
+			return vf_fail(v, r, sd, "%s %s, the sum of an accumulating node",
+			               it->kind == IT_ADD ? "adds into" : "copies over", name);
+		if (*n > 0)
+			return vf_fail(v, r, sd, "sets %s to zero after %d slice%s summed into it", name,
+			               *n, *n == 1 ? "" : "s");
+		*n = 0;
+		return RUN_OK;
+	}
 	Cell *d = vf_ref(v, r, i, &it->u.move.dst, &sd, NULL, NULL), *s;
 	const char *dn = d ? vf_buf(v, vf_rotated(&it->u.move.dst, r, i))->name : "";
 
@@ -1165,8 +1213,11 @@ vf_rank_init(V *v, int r)
 		for (int j = 0; vf_outside(c, bf) && j < n; j++)
 			R->cells[b][j] = (Cell){lo + j % bf->nslots, r, 0, 0};
 	}
-	for (int k = 0; k < c->region.n; k++)
+	R->summed = arena_alloc(v->t, (size_t)(c->region.n + 1) * sizeof *R->summed);
+	for (int k = 0; k < c->region.n; k++) {
 		R->made[k] = arena_alloc(v->t, (size_t)c->nslices / 8 + 1);
+		R->summed[k] = -1;
+	}
 	R->done = c->phases.n == 0;
 	R->k = -1;
 	if (!R->done)

@@ -58,6 +58,8 @@ typedef struct Rank {
 	int exposed, exp_run;
 	Cell **cells;     /* by buffer; NULL for buffers nothing moves */
 	unsigned char **made; /* by region node: slices computed */
+	int *summed;      /* by region node, accumulating ones: -1 until its
+	                   * result is set to zero, then the slices added */
 	int *live, nlive, cap; /* Xfer records this rank waits for */
 	int ncoll;        /* collectives posted */
 	int pend;         /* a blocking collective posted, not yet done, or -1 */

@@ -164,6 +164,8 @@ vm_box_ref(const V *v, int r, int b, int s, int part, int cnt)
 	if (bf->kind == BK_TEMP)
 		return vm_whole(v, vm_obj_temp(v, b));
 	Box x = vm_whole(v, bf->v->id);
+	if (bf->dim < 0) /* an accumulating node's whole result */
+		return x;
 	int64_t se = x.ext[bf->dim] / bf->nslots;
 	x.lo[bf->dim] = (s - (bf->own ? r * bf->nslots : 0)) * se;
 	x.ext[bf->dim] = se * cnt;

@@ -22,11 +22,15 @@ typedef struct SRun {
 	Plan *p;     /* st_plan */
 } SRun;
 
+/* What st_compile schedules: the forward alone; the forward of a model
+ * with its backward (saving what the backward reads); the backward. */
+enum { ST_FWD, ST_TRAINED, ST_BWD };
+
 /* Compiles text down to a schedule; force: a --schedule choice or NULL;
  * defs: "NAME=VALUE ..." size and group overrides (-D) or NULL. NULL with
  * the diagnostics in r->err after errors. */
 static inline Sched *
-st_build_defs(SRun *r, const char *text, const char *force, const char *defs)
+st_compile(SRun *r, const char *text, const char *force, const char *defs, int what)
 {
 	Options o = {0};
 	Define d[16];
@@ -56,10 +60,16 @@ st_build_defs(SRun *r, const char *text, const char *force, const char *defs)
 	Program *p = parse_program(r->a, &r->d, &r->src);
 	r->g = p ? sema_build(r->a, &r->d, p, &o) : NULL;
 	if (r->g) {
-		graph_fill_locality(r->g);
-		graph_check(r->g);
-		r->s = region_sched(r->g);
-		if (lower_sched(r->s, &r->d))
+		Graph *g = r->g, *b = NULL;
+		graph_fill_locality(g);
+		graph_check(g);
+		if (what != ST_FWD && (b = grad_build(g, &r->d, 0))) {
+			graph_fill_locality(b);
+			graph_check(b);
+		}
+		g = what == ST_BWD ? b : what == ST_TRAINED && !b ? NULL : g;
+		r->s = g ? region_sched(g) : NULL;
+		if (r->s && lower_sched(r->s, &r->d))
 			r->s = NULL;
 	}
 	fclose(ef);
@@ -102,9 +112,22 @@ st_rejects(const Coll *c, const PColl *pc, const char *want)
 }
 
 static inline Sched *
+st_build_defs(SRun *r, const char *text, const char *force, const char *defs)
+{
+	return st_compile(r, text, force, defs, ST_FWD);
+}
+
+static inline Sched *
 st_build(SRun *r, const char *text, const char *force)
 {
-	return st_build_defs(r, text, force, NULL);
+	return st_compile(r, text, force, NULL, ST_FWD);
+}
+
+/* text's backward pass down to a schedule (r->g is the forward's graph). */
+static inline Sched *
+st_build_bwd(SRun *r, const char *text, const char *force)
+{
+	return st_compile(r, text, force, NULL, ST_BWD);
 }
 
 /* st_build_defs, then the memory plan (r->p). */

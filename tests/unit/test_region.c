@@ -185,6 +185,67 @@ test_one_region_per_node(void)
 	free(text);
 }
 
+/* The mlp's backward: the gather of dy sums dW2 slice by slice under
+ * dG = dy W2^T; the re-gather of x sums dW1 (d_t1 read from outside, cut
+ * along S); neither gather takes the other's accumulation. */
+static void
+test_mlp_backward(void)
+{
+	SRun r;
+	Sched *s = st_build_bwd(&r, st_mlp(4, "fuse(ring)"), NULL);
+
+	if (!s)
+		fprintf(stderr, "\n%s\n", r.err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+	Coll *dp = st_coll(s, "d_p"), *xa = st_coll(s, "xa");
+	CU_ASSERT_STRING_EQUAL(st_region(r.a, dp), "d_h d_w2 d_t1");
+	CU_ASSERT_STRING_EQUAL(st_region(r.a, xa), "d_w1");
+	const RNode *w2 = dp->region.v[1], *w1 = xa->region.v[0];
+	CU_ASSERT(w2->acc && w1->acc);
+	CU_ASSERT_EQUAL(w2->odim, -1);
+	/* h [B, S, F] and d_p [B, S, D] both cut along S */
+	CU_ASSERT_EQUAL(w2->idim[0], 1);
+	CU_ASSERT_EQUAL(w2->idim[1], 1);
+	CU_ASSERT_EQUAL(w1->idim[0], 1);
+	CU_ASSERT_EQUAL(w1->idim[1], 1);
+	CU_ASSERT_EQUAL(w1->from[1], -1);
+	const Stop *st = st_stop(dp, "d_w1");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(st);
+	CU_ASSERT_PTR_NOT_NULL(strstr(st->why, "sums xa, a gathered tensor"));
+	st_done(&r);
+}
+
+/* A matmul whose contraction dim is gathered sums under the gather in
+ * the forward too: with the other operand from outside (read whole, cut
+ * along its own summed dim) or from the region. */
+static void
+test_accumulate_forward(void)
+{
+	static const char *const text[2] = {
+		"model m {\n  size S = 64, D = 32, F = 16;\n  group tp = 4;\n"
+		"  in x : [S, D] split S over tp;\n  in z : [S, F];\n"
+		"  a = all_gather(x, S);\n  u = a.T @ z;\n  out u;\n}\n",
+		"model m {\n  size S = 64, D = 32;\n  group tp = 4;\n"
+		"  in x : [S, D] split S over tp;\n"
+		"  a = all_gather(x, S);\n  b = gelu(a);\n  u = a.T @ b;\n  out u;\n}\n"};
+
+	for (int k = 0; k < 2; k++) {
+		SRun r;
+		Sched *s = st_build(&r, text[k], NULL);
+		if (!s)
+			fprintf(stderr, "\n%s\n", r.err);
+		CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+		Coll *ag = st_coll(s, "a");
+		CU_ASSERT_STRING_EQUAL(st_region(r.a, ag), k ? "b u" : "u");
+		const RNode *u = ag->region.v[k];
+		CU_ASSERT(u->acc);
+		CU_ASSERT_EQUAL(u->idim[0], 0);
+		CU_ASSERT_EQUAL(u->idim[1], 0);
+		CU_ASSERT_EQUAL(u->from[1], k ? 0 : -1);
+		st_done(&r);
+	}
+}
+
 void test_region_register(void);
 
 void
@@ -200,4 +261,6 @@ test_region_register(void)
 	CU_add_test(s, "stops at other collectives and shared values", test_other_collective_and_use);
 	CU_add_test(s, "all_reduce: regions on both sides", test_all_reduce);
 	CU_add_test(s, "transformer: every node in at most one region", test_one_region_per_node);
+	CU_add_test(s, "mlp backward: the gathers sum dW1 and dW2 slice by slice", test_mlp_backward);
+	CU_add_test(s, "a gathered contraction dim sums in the forward", test_accumulate_forward);
 }

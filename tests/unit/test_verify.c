@@ -75,18 +75,20 @@ test_many_ranks(void)
 	                                    "fuse(pairwise, m = 2)"};
 
 	for (int N = 1; N <= 64; N++)
-		for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
-			SRun r;
-			VerifyStats st;
-			Sched *s = st_build(&r, st_mlp(N, kinds[k]), NULL);
-			CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-			for (int j = 0; j < s->colls.n; j++) {
-				CU_ASSERT_FATAL(verifies(s->colls.v[j], &st));
-				CU_ASSERT_EQUAL(st.exposed, 0);
-				CU_ASSERT(st.tailfree);
+		for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++)
+			for (int bwd = 0; bwd < 2; bwd++) {
+				SRun r;
+				VerifyStats st;
+				Sched *s = (bwd ? st_build_bwd : st_build)(&r, st_mlp(N, kinds[k]), NULL);
+				CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+				CU_ASSERT_EQUAL(s->colls.n, bwd ? 3 : 2);
+				for (int j = 0; j < s->colls.n; j++) {
+					CU_ASSERT_FATAL(verifies(s->colls.v[j], &st));
+					CU_ASSERT_EQUAL(st.exposed, 0);
+					CU_ASSERT(st.tailfree);
+				}
+				st_done(&r);
 			}
-			st_done(&r);
-		}
 }
 
 /* all_reduce (FuseRS then FuseAG, regions on both sides or only
@@ -168,6 +170,17 @@ test_messages(void)
 }
 
 /* ---- mutations ---- */
+
+/* The mlp's backward at N = 4 under kind, and its re-gather of x (whose
+ * region is the accumulation of dW1). */
+static Coll *
+regather(SRun *r, const char *kind)
+{
+	Sched *s = st_build_bwd(r, st_mlp(4, kind), NULL);
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+	return st_coll(s, "xa");
+}
 
 static void
 drop(const Coll *c, int p, int t, const Item *it)
@@ -397,6 +410,32 @@ test_collective_skipped(void)
 	st_done(&r);
 }
 
+/* The accumulation of dW1 under the re-gather of x: without its zero it
+ * adds into garbage; with beta = 0 a step overwrites the slices before;
+ * a slice summed twice, or one never summed, is not the gradient. */
+static void
+test_accumulation(void)
+{
+	static const char *const want[4] = {
+		"adds slice 0's part into d_w1 before it is set to zero",
+		"writes slice 3's part of d_w1 over the 1 slice summed before",
+		"computes slice 0 of d_w1 twice", "never computes slice"};
+
+	for (int k = 0; k < 4; k++) {
+		SRun r;
+		Coll *c = regather(&r, "fuse(ring)");
+		Item *zero = st_find(c, 0, 0, IT_ZERO, 0), *mm = st_find(c, 0, 0, IT_COMPUTE, 0);
+		if (k == 0)
+			drop(c, 0, 0, zero);
+		else if (k == 1)
+			mm->u.comp.beta = 0;
+		else
+			mm->u.comp.sel.hi.b = k == 2 ? 0 : mm->u.comp.sel.hi.b, mm->g.hi = k == 3 ? 2 : 3;
+		st_rejects(c, NULL, want[k]);
+		st_done(&r);
+	}
+}
+
 void test_verify_register(void);
 
 void
@@ -423,4 +462,5 @@ test_verify_register(void)
 	CU_add_test(s, "send to the wrong rank", test_wrong_peer);
 	CU_add_test(s, "collective not posted by every rank", test_collective_skipped);
 	CU_add_test(s, "send and receive of a step in two groups", test_split_group);
+	CU_add_test(s, "backward: dW summed into garbage, overwritten, twice or short", test_accumulation);
 }
