@@ -323,7 +323,7 @@ lw_io_bufs(Lower *L, int keep_in)
 		c->bout = lw_value(L, out, c->dim, 0, 1);
 		return;
 	}
-	if (keep_in || !c->pre.n)
+	if (keep_in || !c->pre.n || (n->op == OP_ALL_TO_ALL && in->role == R_OUT))
 		c->bin = lw_value(L, in, c->dim, 0, 1);
 	if (n->op == OP_ALL_TO_ALL) {
 		c->bout = lw_value(L, out, c->dim, 1, 1);
@@ -524,9 +524,10 @@ lw_ag_pair(Lower *L, int copy)
 }
 
 /* Round i of a pairwise exchange that computes the partner's slice into
- * one of three rotating send buffers. Waits run whether or not r plays
- * round i, so that a round sat out holds nothing up. recv_dst: where the
- * partner's data lands (-1: rotating receive buffers). */
+ * one of three rotating send buffers (sb < 0: into the collective's kept
+ * input). Waits run whether or not r plays round i, so that a round sat
+ * out holds nothing up. recv_dst: where the partner's data lands (-1:
+ * rotating receive buffers). */
 static void
 lw_pair_round(Lower *L, int sb, int rb, int LS, int LR, BufRef recv_dst)
 {
@@ -534,7 +535,7 @@ lw_pair_round(Lower *L, int sb, int rb, int LS, int LR, BufRef recv_dst)
 	int N = c->N, R = sched_rounds(N), P = c->P, t = L->lane;
 	Ix p = ix_partner(1, 0, N);
 	Sel ps = sel_one(p, P, t);
-	BufRef cur = ref_rot(sb, ix_i(0, 3), ps);
+	BufRef cur = sb >= 0 ? ref_rot(sb, ix_i(0, 3), ps) : ref(c->bin, ps);
 
 	lw_wait(L, gd_act(3, R - 1, -3), LS, ix_i(-3, 0));
 	lw_partial(L, gd_act(0, R - 1, 0), ps, cur, 0);
@@ -592,6 +593,32 @@ lw_a2a_out(const Coll *c, Ix q, int t)
 /* FuseA2A on a ring: round i computes the slice of rank j = r+i+1 and
  * sends it there, receiving from r-i-1; the own slice is computed last,
  * straight into the result. */
+/* Does the region of an all_to_all also keep its input (a result of the
+ * model, or saved for the backward)? Its slices are then computed into
+ * the input's own storage and sent from there. */
+static int
+lw_a2a_keeps(const Coll *c)
+{
+	return c->pre.n && c->bin >= 0;
+}
+
+/* The own slice of lane t, computed last, into the result (and, when the
+ * input is kept, into the input first). */
+static void
+lw_a2a_own(Lower *L, Guard g, int t)
+{
+	Coll *c = L->c;
+	Sel own = sel_one(ix_r(0, 0, c->N), c->P, t);
+	BufRef out = lw_a2a_out(c, ix_r(0, 0, c->N), t);
+
+	if (!lw_a2a_keeps(c)) {
+		lw_partial(L, g, own, out, 0);
+		return;
+	}
+	lw_partial(L, g, own, ref(c->bin, own), 0);
+	lw_move(L, IT_COPY, g, out, ref(c->bin, own));
+}
+
 static void
 lw_a2a_ring(Lower *L)
 {
@@ -601,13 +628,15 @@ lw_a2a_ring(Lower *L)
 	lw_phase(L, "FuseA2A ring (Algorithm 5)", R, P);
 	for (int t = 0; t < P; t++) {
 		L->lane = t;
-		int sb = lw_temps(L, "send", 2, c->node->in[0]), LS = lw_label(L), LR = lw_label(L);
-		Sel j = sel_one(ix_r(1, 1, N), P, t), own = sel_one(ix_r(0, 0, N), P, t);
-		BufRef cur = c->pre.n ? ref_rot(sb, ix_i(0, 2), j) : ref(c->bin, j);
+		int send = c->pre.n && !lw_a2a_keeps(c);
+		int sb = send ? lw_temps(L, "send", 2, c->node->in[0]) : -1;
+		int LS = lw_label(L), LR = lw_label(L);
+		Sel j = sel_one(ix_r(1, 1, N), P, t);
+		BufRef cur = send ? ref_rot(sb, ix_i(0, 2), j) : ref(c->bin, j);
 		lw_wait(L, gd(2, R - 1), LS, ix_i(-2, 0));
 		if (c->pre.n)
 			lw_partial(L, gd(0, R - 2), j, cur, 0);
-		lw_partial(L, gd(R - 1, R - 1), own, lw_a2a_out(c, ix_r(0, 0, N), t), 0);
+		lw_a2a_own(L, gd(R - 1, R - 1), t);
 		lw_xfer(L, IT_SEND, gd(0, R - 2), cur, ix_r(1, 1, N), LS, ix_i(0, 0));
 		lw_xfer(L, IT_RECV, gd(0, R - 2), lw_a2a_out(c, ix_r(-1, -1, N), t), ix_r(-1, -1, N),
 		        LR, ix_i(0, 0));
@@ -625,7 +654,7 @@ lw_a2a_pair(Lower *L)
 	lw_phase(L, "FuseA2A pairwise (round-robin)", R, P);
 	for (int t = 0; t < P; t++) {
 		L->lane = t;
-		int sb = lw_temps(L, "send", 3, c->node->in[0]);
+		int sb = lw_a2a_keeps(c) ? -1 : lw_temps(L, "send", 3, c->node->in[0]);
 		LS[t] = lw_label(L), LR[t] = lw_label(L);
 		lw_pair_round(L, sb, -1, LS[t], LR[t], lw_a2a_out(c, ix_partner(1, 0, N), t));
 		lw_wait(L, gd_act(2, R - 1, -2), LR[t], ix_i(-2, 0));
@@ -633,7 +662,7 @@ lw_a2a_pair(Lower *L)
 	lw_phase(L, "FuseA2A pairwise: own slice last", 1, P);
 	for (int t = 0; t < P; t++) {
 		L->lane = t;
-		lw_partial(L, gd(0, 0), sel_one(ix_r(0, 0, N), P, t), lw_a2a_out(c, ix_r(0, 0, N), t), 0);
+		lw_a2a_own(L, gd(0, 0), t);
 		for (int k = R - 3 < 0 ? 0 : R - 3; k < R; k++)
 			lw_wait(L, gd_act(0, 0, k), LS[t], ix_k(k));
 		for (int k = R - 2 < 0 ? 0 : R - 2; k < R; k++)

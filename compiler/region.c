@@ -362,7 +362,7 @@ rg_up_block(const Finder *F, const Coll *c, const Node *n, int f)
 			return why;
 	if ((why = rg_own_split(F, n->out, f)))
 		return why;
-	if (n->out == c->node->in[0] && n->out->role == R_OUT)
+	if (n->out == c->node->in[0] && n->out->role == R_OUT && c->node->op != OP_ALL_TO_ALL)
 		return arena_printf(F->a, "%s is an output of the model, so it is computed whole",
 		                    n->out->name);
 	return rg_cut(F, n->out, f);

@@ -246,6 +246,27 @@ test_accumulate_forward(void)
 	}
 }
 
+/* ulysses trained: the backward reads the attention's output oh, so
+ * the forward saves it; FuseA2A still computes it slice by slice, into
+ * its saved storage, and sends from there. */
+static void
+test_a2a_saved_input(void)
+{
+	SRun r;
+	char *text = st_example("ulysses");
+	Sched *s = st_compile(&r, text, NULL, NULL, ST_TRAINED);
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+	Coll *o = st_coll(s, "o");
+	CU_ASSERT_EQUAL(o->node->in[0]->home, HO_SAVED);
+	CU_ASSERT_STRING_EQUAL(st_region(r.a, o), "oh");
+	CU_ASSERT(o->bin >= 0);
+	CU_ASSERT_EQUAL(((RNode *)o->region.v[0])->buf, o->bin);
+	CU_ASSERT_EQUAL(verify_sched(s, NULL, &r.d), 0);
+	st_done(&r);
+	free(text);
+}
+
 void test_region_register(void);
 
 void
@@ -263,4 +284,5 @@ test_region_register(void)
 	CU_add_test(s, "transformer: every node in at most one region", test_one_region_per_node);
 	CU_add_test(s, "mlp backward: the gathers sum dW1 and dW2 slice by slice", test_mlp_backward);
 	CU_add_test(s, "a gathered contraction dim sums in the forward", test_accumulate_forward);
+	CU_add_test(s, "all_to_all: a saved input is computed into its storage", test_a2a_saved_input);
 }
