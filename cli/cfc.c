@@ -25,6 +25,8 @@ typedef struct Comp {
 	Sched *bsched; /* --backward: the backward graph's, else NULL */
 	Plan *bplan;
 	int lines;  /* #line directives in generated C */
+	int ioerr;  /* errors reading the input or writing outputs (not
+	             * counted in the "N errors" line) */
 	CgFiles files; /* of the output being written */
 } Comp;
 
@@ -92,6 +94,7 @@ typedef struct Cli {
 	int explain;          /* --explain */
 	int backward;         /* --backward */
 	int accumulate;       /* --accumulate */
+	DiagFormat diagfmt;   /* -fdiagnostics-format= */
 } Cli;
 
 static void
@@ -116,9 +119,13 @@ usage(FILE *f)
 	      "                   grads struct holds (micro-batches), not overwritten\n"
 	      "  --explain        say, for every collective, which schedule was applied,\n"
 	      "                   what compute it was fused with, and why not more\n"
+	      "                   (on standard output)\n"
 	      "  --no-line        no #line directives in generated C\n"
+	      "  -fdiagnostics-format=FORMAT\n"
+	      "                   text (the default), json (GCC's JSON) or sarif\n"
+	      "                   (SARIF 2.1.0), on standard error\n"
 	      "  --version        print the version and exit\n"
-	      "  --help           print this help and exit\n\n"
+	      "  -h, --help       print this help and exit\n\n"
 	      "Without --emit, cfc checks the spec and proves its schedules.\n"
 	      "exit status: 0 ok, 1 errors in the input, 2 usage error, "
 	      "70 internal error\n", f);
@@ -189,6 +196,22 @@ parse_type(Cli *cl, const char *s)
 	return bad_usage("--type wants f32, f64, bf16 or f16, not '%s'", s);
 }
 
+/* GCC's spellings: json and json-stderr, sarif-stderr; sarif too. */
+static int
+parse_diagfmt(Cli *cl, const char *s)
+{
+	static const struct { const char *name; DiagFormat f; } fmt[] = {
+		{"text", DF_TEXT}, {"json", DF_JSON}, {"json-stderr", DF_JSON},
+		{"sarif", DF_SARIF}, {"sarif-stderr", DF_SARIF}};
+
+	for (size_t i = 0; i < sizeof fmt / sizeof *fmt; i++)
+		if (!strcmp(fmt[i].name, s)) {
+			cl->diagfmt = fmt[i].f;
+			return 0;
+		}
+	return bad_usage("-fdiagnostics-format wants text, json or sarif, not '%s'", s);
+}
+
 /* Returns -1 to go on, else the exit status. */
 static int
 parse_args(Cli *cl, int argc, char **argv)
@@ -198,7 +221,7 @@ parse_args(Cli *cl, int argc, char **argv)
 		const char *a = argv[i];
 		int rc = 0;
 
-		if (!strcmp(a, "--help")) {
+		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
 			usage(stdout);
 			return 0;
 		} else if (!strcmp(a, "--version")) {
@@ -225,6 +248,8 @@ parse_args(Cli *cl, int argc, char **argv)
 			cl->accumulate = 1;
 		} else if (!strcmp(a, "--no-line")) {
 			cl->noline = 1;
+		} else if (!strncmp(a, "-fdiagnostics-format=", 21)) {
+			rc = parse_diagfmt(cl, a + 21);
 		} else if (!strncmp(a, "--schedule=", 11)) {
 			cl->force = a + 11;
 		} else if (a[0] == '-' && a[1]) {
@@ -243,6 +268,8 @@ parse_args(Cli *cl, int argc, char **argv)
 		return bad_usage("%s", "several --emit kinds need -o DIR");
 	if (cl->accumulate && !cl->backward)
 		return bad_usage("%s", "--accumulate needs --backward");
+	if (cl->want[emit_find("png")] && (!cl->out || !strcmp(cl->out, "-")) && isatty(1))
+		return bad_usage("%s", "--emit=png is binary: give -o FILE or redirect standard output");
 	return -1;
 }
 
@@ -256,7 +283,8 @@ read_input(Comp *c, const char *path)
 
 	c->src.name = strcmp(path, "-") ? path : "<stdin>";
 	if (!f) {
-		fprintf(stderr, "cfc: error: cannot open %s: %s\n", path, strerror(errno));
+		c->ioerr++;
+		diag_plain(&c->diag, "cannot open %s: %s", path, strerror(errno));
 		return 0;
 	}
 	buf = malloc(cap + 1);
@@ -269,7 +297,8 @@ read_input(Comp *c, const char *path)
 	if (f != stdin)
 		fclose(f);
 	if (bad) {
-		fprintf(stderr, "cfc: error: cannot read %s\n", path);
+		c->ioerr++;
+		diag_plain(&c->diag, "cannot read %s", path);
 		free(buf);
 		return 0;
 	}
@@ -312,9 +341,10 @@ write_output(Comp *c, const Emit *e, const char *path)
 	}
 	if (!strcmp(path, "-")) {
 		int ok = fwrite(buf, 1, len, stdout) == len && fflush(stdout) == 0;
-		if (!ok)
-			fprintf(stderr, "cfc: error: cannot write to standard output: %s\n",
-			        strerror(errno));
+		if (!ok) {
+			c->ioerr++;
+			diag_plain(&c->diag, "cannot write to standard output: %s", strerror(errno));
+		}
 		free(buf);
 		return ok;
 	}
@@ -325,7 +355,8 @@ write_output(Comp *c, const Emit *e, const char *path)
 	ok = f && fclose(f) == 0 && ok;
 	ok = ok && fchmod_path(tmp) && rename(tmp, path) == 0;
 	if (!ok) {
-		fprintf(stderr, "cfc: error: cannot write %s: %s\n", path, strerror(errno));
+		c->ioerr++;
+		diag_plain(&c->diag, "cannot write %s: %s", path, strerror(errno));
 		if (fd >= 0)
 			unlink(tmp);
 	}
@@ -400,7 +431,8 @@ write_outputs(Comp *c, Cli *cl)
 	int ok = 1, dir = cl->nwant > 1 || is_dir(cl->out);
 
 	if (dir && mkdir(cl->out, 0777) && errno != EEXIST) {
-		fprintf(stderr, "cfc: error: cannot create %s: %s\n", cl->out, strerror(errno));
+		c->ioerr++;
+		diag_plain(&c->diag, "cannot create %s: %s", cl->out, strerror(errno));
 		return 0;
 	}
 	for (int i = 0; i < NEMIT && ok; i++) {
@@ -443,7 +475,10 @@ compile(Comp *c, Cli *cl)
 		Src fs = {"--schedule", cl->force, strlen(cl->force)};
 		Diag fd;
 		diag_init(&fd, &fs, stderr);
-		if (!(cl->opt.force = parse_choice(c->arena, &fd, &fs)))
+		fd.format = c->diag.format;
+		cl->opt.force = parse_choice(c->arena, &fd, &fs);
+		diag_flush(&fd);
+		if (!cl->opt.force)
 			return EX_USAGE;
 	}
 	/* parse */
@@ -469,9 +504,10 @@ compile(Comp *c, Cli *cl)
 	if (rc)
 		return rc;
 	if (cl->explain) {
-		sched_explain(stderr, c->sched);
+		sched_explain(stdout, c->sched);
 		if (c->bsched)
-			sched_explain(stderr, c->bsched);
+			sched_explain(stdout, c->bsched);
+		fflush(stdout);
 	}
 	/* emit */
 	return write_outputs(c, cl) ? 0 : EX_INPUT;
@@ -488,9 +524,12 @@ main(int argc, char **argv)
 		c.arena = arena_new();
 		c.lines = !cl.noline;
 		diag_init(&c.diag, &c.src, stderr);
+		c.diag.format = cl.diagfmt;
 		rc = read_input(&c, cl.input) ? compile(&c, &cl) : EX_INPUT;
-		if (rc == EX_INPUT && c.diag.nerr)
-			fprintf(stderr, "%d error%s\n", c.diag.nerr, c.diag.nerr == 1 ? "" : "s");
+		int n = c.diag.nerr - c.ioerr;
+		if (rc == EX_INPUT && n > 0 && cl.diagfmt == DF_TEXT)
+			fprintf(stderr, "%d error%s\n", n, n == 1 ? "" : "s");
+		diag_flush(&c.diag);
 		arena_free(c.arena);
 	}
 	for (int i = 0; i < cl.opt.ndefs; i++)

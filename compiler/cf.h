@@ -83,11 +83,26 @@ typedef struct Src {
 	size_t len;
 } Src;
 
+/* How diagnostics are written: text as they come (file:line:col, the
+ * source line, a caret), or kept and written by diag_flush as GCC's JSON
+ * (-fdiagnostics-format=json) or as a SARIF 2.1.0 log. */
+typedef enum DiagFormat { DF_TEXT, DF_JSON, DF_SARIF } DiagFormat;
+
+/* One kept diagnostic (DF_JSON, DF_SARIF). */
+typedef struct DiagRec {
+	const char *kind; /* "error", "note" */
+	char *msg;        /* malloc'd */
+	Loc loc;          /* line 0: no position */
+} DiagRec;
+
 typedef struct Diag {
 	const Src *src;
 	FILE *out;  /* where messages go (stderr by default) */
 	int nerr;   /* errors reported, counted past MAXERR too */
 	int fatal;  /* set once an error stops the current phase */
+	DiagFormat format;
+	DiagRec *rec;     /* kept ones, in order */
+	int nrec, caprec;
 } Diag;
 
 void diag_init(Diag *d, const Src *src, FILE *out);
@@ -101,6 +116,9 @@ const char *diag_line(const Src *s, int line, size_t *len);
 /* An error with no position in the source (command line, I/O). */
 void diag_plain(Diag *d, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+/* DF_JSON, DF_SARIF: writes every kept diagnostic to d->out (an empty
+ * list when there is none) and frees them; DF_TEXT: nothing. */
+void diag_flush(Diag *d);
 
 /* ---- element types ---- */
 #define DTYPES(X) X(F32, "f32", 4) X(F64, "f64", 8) X(BF16, "bf16", 2) X(F16, "f16", 2)

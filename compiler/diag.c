@@ -1,6 +1,13 @@
 /* diag.c: the one place diagnostics are printed.
  * `file:line:col: error: message`, then the source line and a caret under
- * the offending text. Errors are counted; past MAXERR only counted. */
+ * the offending text. Errors are counted; past MAXERR only counted.
+ * With -fdiagnostics-format=json or sarif they are kept instead and
+ * diag_flush writes them: GCC's JSON (a list of diagnostics, each with
+ * kind, message, locations with caret and finish, notes as children) or
+ * a SARIF 2.1.0 log (one run of the tool cfc, a result per error, its
+ * notes as related locations). */
+#include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cf.h"
@@ -14,6 +21,9 @@ diag_init(Diag *d, const Src *src, FILE *out)
 	d->out = out ? out : stderr;
 	d->nerr = 0;
 	d->fatal = 0;
+	d->format = DF_TEXT;
+	d->rec = NULL;
+	d->nrec = d->caprec = 0;
 }
 
 const char *
@@ -67,10 +77,38 @@ show_line(Diag *d, Loc loc)
 }
 
 static void
+keep(Diag *d, Loc loc, const char *kind, const char *fmt, va_list ap)
+{
+	va_list aq;
+	int n;
+
+	if (d->nrec == d->caprec) {
+		d->caprec = d->caprec ? 2 * d->caprec : 16;
+		d->rec = realloc(d->rec, (size_t)d->caprec * sizeof *d->rec);
+		if (!d->rec)
+			die("out of memory");
+	}
+	va_copy(aq, ap);
+	n = vsnprintf(NULL, 0, fmt, aq);
+	va_end(aq);
+	DiagRec *r = &d->rec[d->nrec++];
+	r->kind = kind;
+	r->loc = loc;
+	r->msg = malloc((size_t)(n < 0 ? 0 : n) + 1);
+	if (!r->msg)
+		die("out of memory");
+	vsnprintf(r->msg, (size_t)(n < 0 ? 0 : n) + 1, fmt, ap);
+}
+
+static void
 report(Diag *d, Loc loc, const char *kind, const char *fmt, va_list ap)
 {
 	const char *name = d->src ? d->src->name : "cfc";
 
+	if (d->format != DF_TEXT) {
+		keep(d, loc, kind, fmt, ap);
+		return;
+	}
 	if (loc.line > 0)
 		fprintf(d->out, "%s:%d:%d: %s: ", name, loc.line, loc.col, kind);
 	else
@@ -86,7 +124,7 @@ diag_error(Diag *d, Loc loc, const char *fmt, ...)
 	va_list ap;
 
 	if (++d->nerr > MAXERR) {
-		if (d->nerr == MAXERR + 1)
+		if (d->nerr == MAXERR + 1 && d->format == DF_TEXT)
 			fprintf(d->out, "%s: too many errors, stopping\n",
 			        d->src ? d->src->name : "cfc");
 		d->fatal = 1;
@@ -115,9 +153,180 @@ diag_plain(Diag *d, const char *fmt, ...)
 	va_list ap;
 
 	d->nerr++;
-	fputs("cfc: error: ", d->out);
 	va_start(ap, fmt);
+	if (d->format != DF_TEXT) {
+		keep(d, (Loc){0, 0, 0, 0}, "error", fmt, ap);
+		va_end(ap);
+		return;
+	}
+	fputs("cfc: error: ", d->out);
 	vfprintf(d->out, fmt, ap);
 	va_end(ap);
 	fputc('\n', d->out);
+}
+
+/* ---- JSON and SARIF ---- */
+
+/* s as a JSON string. */
+static void
+json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if (*p == '"' || *p == '\\')
+			fprintf(f, "\\%c", *p);
+		else if (*p == '\n')
+			fputs("\\n", f);
+		else if (*p == '\t')
+			fputs("\\t", f);
+		else if (*p < 32 || *p >= 127)
+			fprintf(f, "\\u%04x", *p); /* bytes outside ASCII as code points */
+		else
+			fputc(*p, f);
+	}
+	fputc('"', f);
+}
+
+static const char *
+diag_file(const Diag *d)
+{
+	return d->src ? d->src->name : "cfc";
+}
+
+/* GCC: {"file": ..., "line": L, "column": C} (column 1-based). */
+static void
+json_pos(FILE *f, const Diag *d, int line, int col)
+{
+	fputs("{\"file\": ", f);
+	json_str(f, diag_file(d));
+	fprintf(f, ", \"line\": %d, \"column\": %d, \"display-column\": %d, \"byte-column\": %d}",
+	        line, col, col, col);
+}
+
+static void
+json_one(FILE *f, const Diag *d, const DiagRec *r)
+{
+	fputs("{\"kind\": ", f);
+	json_str(f, r->kind);
+	fputs(", \"message\": ", f);
+	json_str(f, r->msg);
+	fputs(", \"locations\": [", f);
+	if (r->loc.line > 0) {
+		fputs("{\"caret\": ", f);
+		json_pos(f, d, r->loc.line, r->loc.col > 0 ? r->loc.col : 1);
+		if (r->loc.eline > 0 && (r->loc.eline != r->loc.line || r->loc.ecol > r->loc.col)) {
+			fputs(", \"finish\": ", f);
+			json_pos(f, d, r->loc.eline, r->loc.ecol);
+		}
+		fputc('}', f);
+	}
+	fputc(']', f);
+}
+
+static void
+flush_json(Diag *d)
+{
+	FILE *f = d->out;
+	int open = 0;
+
+	fputc('[', f);
+	for (int i = 0; i < d->nrec; i++) {
+		const DiagRec *r = &d->rec[i];
+		int note = !strcmp(r->kind, "note");
+		if (note && open) {
+			fputs(open == 1 ? ", \"children\": [" : ", ", f);
+			json_one(f, d, r);
+			fputc('}', f);
+			open = 2;
+			continue;
+		}
+		if (open)
+			fputs(open == 2 ? "]}" : "}", f);
+		fputs(i ? ", " : "", f);
+		json_one(f, d, r);
+		open = 1;
+	}
+	if (open)
+		fputs(open == 2 ? "]}" : "}", f);
+	fputs("]\n", f);
+}
+
+static void
+sarif_message(FILE *f, const char *text)
+{
+	fputs("{\"text\": ", f);
+	json_str(f, text);
+	fputc('}', f);
+}
+
+/* A SARIF location: its physicalLocation (endColumn is exclusive
+ * there), and msg when given. */
+static void
+sarif_loc(FILE *f, const Diag *d, Loc l, const char *msg)
+{
+	fputs("{\"physicalLocation\": {\"artifactLocation\": {\"uri\": ", f);
+	json_str(f, diag_file(d));
+	fputc('}', f);
+	if (l.line > 0) {
+		int col = l.col > 0 ? l.col : 1;
+		int eline = l.eline >= l.line ? l.eline : l.line;
+		int ecol = eline == l.line && l.ecol < col ? col : l.ecol;
+		fprintf(f, ", \"region\": {\"startLine\": %d, \"startColumn\": %d, \"endLine\": %d, "
+		        "\"endColumn\": %d}", l.line, col, eline, ecol + 1);
+	}
+	fputc('}', f);
+	if (msg) {
+		fputs(", \"message\": ", f);
+		sarif_message(f, msg);
+	}
+	fputc('}', f);
+}
+
+static void
+flush_sarif(Diag *d)
+{
+	FILE *f = d->out;
+	int nres = 0;
+
+	fputs("{\"$schema\": \"https://json.schemastore.org/sarif-2.1.0.json\", "
+	      "\"version\": \"2.1.0\", \"runs\": [{\"tool\": {\"driver\": {\"name\": \"cfc\", "
+	      "\"version\": \"" CF_VERSION "\"}}, \"results\": [", f);
+	for (int i = 0; i < d->nrec; i++) {
+		const DiagRec *r = &d->rec[i];
+		if (!strcmp(r->kind, "note"))
+			continue;
+		fputs(nres++ ? ", " : "", f);
+		fputs("{\"level\": \"error\", \"message\": ", f);
+		sarif_message(f, r->msg);
+		fputs(", \"locations\": [", f);
+		sarif_loc(f, d, r->loc, NULL);
+		fputc(']', f);
+		int k = i + 1;
+		if (k < d->nrec && !strcmp(d->rec[k].kind, "note")) {
+			fputs(", \"relatedLocations\": [", f);
+			for (; k < d->nrec && !strcmp(d->rec[k].kind, "note"); k++) {
+				/* a note's own place, or the result's */
+				Loc l = d->rec[k].loc.line > 0 ? d->rec[k].loc : r->loc;
+				fputs(k > i + 1 ? ", " : "", f);
+				sarif_loc(f, d, l, d->rec[k].msg);
+			}
+			fputc(']', f);
+		}
+		fputc('}', f);
+	}
+	fputs("]}]}\n", f);
+}
+
+void
+diag_flush(Diag *d)
+{
+	if (d->format == DF_JSON)
+		flush_json(d);
+	else if (d->format == DF_SARIF)
+		flush_sarif(d);
+	for (int i = 0; i < d->nrec; i++)
+		free(d->rec[i].msg);
+	free(d->rec);
+	d->rec = NULL;
+	d->nrec = d->caprec = 0;
 }

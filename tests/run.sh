@@ -1,9 +1,11 @@
 #!/bin/sh
 # Runs every tests/t-*.sh (or those named as arguments) and counts the
-# PASS/FAIL lines they print. Exits non-zero when anything failed.
+# PASS/FAIL lines they print; a suite that cannot run here prints a
+# "SKIP why" line, shown in the summary. Exits non-zero when anything
+# failed.
 : "${B:=build}"
 export B CFC="$B/cfc"
-pass=0 fail=0
+pass=0 fail=0 skip=0
 log=$B/tests/log
 mkdir -p "$log"
 scripts=${*:-tests/t-*.sh}
@@ -20,8 +22,14 @@ for t in $scripts; do
 		tail -n 20 "$log/$name.out" | sed 's/^/   | /'
 		f=1
 	fi
-	echo "   $p passed, $f failed"
-	pass=$((pass + p)) fail=$((fail + f))
+	k=$(grep -c '^SKIP ' "$log/$name.out")
+	grep '^SKIP ' "$log/$name.out" | sed 's/^SKIP /   skipped: /'
+	skipped=""
+	[ "$k" -eq 0 ] || skipped=", $k skipped"
+	echo "   $p passed, $f failed$skipped"
+	pass=$((pass + p)) fail=$((fail + f)) skip=$((skip + k))
 done
-echo "total: $pass passed, $fail failed"
+skipped=""
+[ "$skip" -eq 0 ] || skipped=", $skip skipped"
+echo "total: $pass passed, $fail failed$skipped"
 [ "$fail" -eq 0 ]

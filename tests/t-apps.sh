@@ -281,7 +281,7 @@ for run in "heads_seq|tests/e2e/heads_seq.cf" \
 	runs_right "apps: fixed bug runs right: $name" \
 		"$t/fixed-$(echo "$name" | tr ' ()=' '__-_')" ${run#*|}
 done
-"$CFC" tests/e2e/allreduce_odd.cf --explain 2>"$t/odd.explain"
+"$CFC" tests/e2e/allreduce_odd.cf --explain >"$t/odd.explain"
 check "apps: --explain says the default fell back to vanilla, and why" grep -q \
 	"all_reduce y: vanilla (asked fuse(ring)) .*; the built-in default fuse(ring) needs a dimension of h @ w2 (\[6,10\]) that divides into 4 slices: vanilla used" \
 	"$t/odd.explain"

@@ -8,6 +8,23 @@ mkdir -p "$t"
 
 check "cli: --version" sh -c "'$CFC' --version | grep -Eq '^cfc [0-9]+\.[0-9]+\.[0-9]+$'"
 check "cli: --help exits 0 on stdout" sh -c "'$CFC' --help | grep -q '^usage: cfc'"
+check "cli: -h is --help" sh -c "'$CFC' -h >'$t/h' && '$CFC' --help >'$t/help' && cmp -s '$t/h' '$t/help'"
+check "cli: --explain writes to standard output" sh -c \
+	"'$CFC' --explain examples/mlp.cf 2>/dev/null | grep -q '^examples/mlp.cf:18: all_gather xa: fuse(ring)'"
+check "cli: -fdiagnostics-format=json of a clean compile is an empty list" sh -c \
+	"[ \"\$('$CFC' -fdiagnostics-format=json examples/mlp.cf 2>&1 >/dev/null)\" = '[]' ]"
+"$CFC" -fdiagnostics-format=xml examples/mlp.cf >/dev/null 2>"$t/fmt.err"; rc=$?
+check "cli: an unknown diagnostics format exits 2" sh -c "[ $rc -eq 2 ] && grep -q 'wants text, json or sarif' '$t/fmt.err'"
+"$CFC" -fdiagnostics-format=json no/such/file.cf 2>"$t/nofile.json"; rc=$?
+check "cli: I/O errors are diagnostics in JSON too" sh -c "[ $rc -eq 1 ] && python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert len(d) == 1 and d[0][\"kind\"] == \"error\" and \"cannot open no/such/file.cf\" in d[0][\"message\"]
+assert d[0][\"locations\"] == []' '$t/nofile.json'"
+# a terminal for standard output (script(1), util-linux): no PNG bytes there
+script -qec "'$CFC' examples/mlp.cf --emit=png" /dev/null >"$t/png.tty" 2>&1; rc=$?
+check "cli: --emit=png refuses a terminal" sh -c "[ $rc -eq 2 ] && grep -q 'give -o FILE' '$t/png.tty'"
+check "cli: --emit=png to a pipe is a PNG" sh -c "'$CFC' examples/mlp.cf --emit=png | head -c 4 | grep -q PNG"
 "$CFC" --bogus >/dev/null 2>"$t/usage.err"; rc=$?
 check "cli: unknown option exits 2" [ $rc -eq 2 ]
 check "cli: unknown option says so" grep -q "unknown option '--bogus'" "$t/usage.err"

@@ -4,9 +4,9 @@
 # (tests/grad) and into pc_app, and
 # the output comparison of the GPU tests (driver --dump + cmpdump) accepts
 # equal outputs and rejects different ones. The GPU runs themselves are
-# make test-gpu, on a GPU machine. Skipped (no lines) without nvcc.
+# make test-gpu, on a GPU machine. Skipped (a SKIP line) without nvcc.
 . tests/lib.sh
-[ -f "$B/libcfrt_cuda.a" ] || { echo "no nvcc: CUDA backend not built"; exit 0; }
+[ -f "$B/libcfrt_cuda.a" ] || { echo "SKIP no nvcc here: the CUDA backend was not built"; exit 0; }
 t=$B/tests/cuda-build
 rm -rf "$t"
 mkdir -p "$t"

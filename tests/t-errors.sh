@@ -2,7 +2,9 @@
 # Invalid inputs: every tests/errors/NAME.cf must make cfc exit 1 (or the
 # status in a first-line "// exit: N" comment) and print exactly NAME.err.
 # A first-line "// args: ..." comment gives extra cfc arguments. The
-# inputs too large or too odd to keep in git are generated first.
+# inputs too large or too odd to keep in git are generated first. Each
+# case's diagnostics as -fdiagnostics-format=json and sarif must say the
+# same as its text (tests/diagfmt.py).
 . tests/lib.sh
 gen=$B/tests/gen-errors
 mkdir -p "$gen"
@@ -32,7 +34,15 @@ run_case() { # dir name
 		head -n 5 "$B/tests/err.$$"
 		return
 	fi
+	case_name=$name # golden and check set name
 	golden "error: $name" "$B/tests/err.$$" "$3"
+	# the same diagnostics as GCC's JSON and as SARIF 2.1.0
+	for f in json sarif; do
+		( cd "$dir" && timeout 20 "$CFC" -fdiagnostics-format=$f $args "$case_name.cf" \
+			>/dev/null 2>"$ROOT/$B/tests/err.$$.$f" )
+	done
+	check "error: $case_name as JSON and SARIF" python3 tests/diagfmt.py "$B/tests/err.$$" \
+		"$B/tests/err.$$.json" "$B/tests/err.$$.sarif"
 }
 
 for f in tests/errors/*.cf; do
@@ -43,4 +53,4 @@ for f in "$gen"/*.cf; do
 	n=$(basename "$f" .cf)
 	run_case "$gen" "$n" "tests/errors/gen/$n.err"
 done
-rm -f "$B/tests/err.$$" "$B/tests/err.$$.diff"
+rm -f "$B/tests/err.$$" "$B/tests/err.$$.diff" "$B/tests/err.$$.json" "$B/tests/err.$$.sarif"

@@ -130,7 +130,7 @@ check "grad: save of a tensor no all_gather made is an input error" sh -c \
 
 # the weight gradients of batched activations are fused with their
 # collectives (FuseRS: each step a slice of the gradient's rows)
-"$CFC" --backward tests/grad/zero3.cf --explain 2>"$out/zero3.explain"
+"$CFC" --backward tests/grad/zero3.cf --explain >"$out/zero3.explain"
 check "grad: zero3: the summed weight gradients are fused with their collectives" sh -c \
 	"grep -q 'backward reduce_scatter d_w1: fuse(ring) region \[d_w1_2=matmul' '$out/zero3.explain' &&
 	 grep -q 'backward all_reduce d_w2: fuse(ring) region \[d_w2_2=matmul' '$out/zero3.explain'"
@@ -197,6 +197,6 @@ check "grad: the error says which names clash" grep -q \
 "$CFC" --backward examples/mlp.cf -D tp=2 --emit=sched -o "$out/mlp.sched"
 check "grad: --emit=sched proves the backward collectives" sh -c \
 	"test \$(grep -c '^verify: ok backward collective=' '$out/mlp.sched') -eq 3"
-"$CFC" --backward examples/mlp.cf -D tp=2 --explain 2>"$out/mlp.explain"
+"$CFC" --backward examples/mlp.cf -D tp=2 --explain >"$out/mlp.explain"
 check "grad: --explain marks the backward collectives" sh -c \
 	"test \$(grep -c ': backward ' '$out/mlp.explain') -eq 3"

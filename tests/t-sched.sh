@@ -122,7 +122,7 @@ for ex in $EXAMPLES; do
 		python3 -c 'import sys, xml.etree.ElementTree as E; E.parse(sys.argv[1])' '$out/$ex.svg'"
 	check "sched png: $ex" sh -c "'$CFC' examples/$ex.cf $(passes "$ex") --emit=png -o '$out/$ex.png' &&
 		head -c 8 '$out/$ex.png' | od -An -tx1 | grep -q '89 50 4e 47 0d 0a 1a 0a'"
-	check "explain: $ex" sh -c "'$CFC' examples/$ex.cf $(passes "$ex") --explain 2>'$out/$ex.explain' &&
+	check "explain: $ex" sh -c "'$CFC' examples/$ex.cf $(passes "$ex") --explain >'$out/$ex.explain' &&
 		[ \$(grep -c ': fuse(' '$out/$ex.explain') -eq $(ncoll "$ex") ]"
 done
 check "explain: mamba stops before the scan" grep -q \
