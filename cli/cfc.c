@@ -5,6 +5,7 @@
  * error. Outputs are written to a temporary file and renamed into place
  * only when the whole compilation succeeded: never a partial output file. */
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -25,6 +26,8 @@ typedef struct Comp {
 	Sched *bsched; /* --backward: the backward graph's, else NULL */
 	Plan *bplan;
 	int lines;  /* #line directives in generated C */
+	int sched_ranks; /* --sched-ranks: ranks --emit=sched lists step by
+	                  * step (0: its default; INT_MAX: all) */
 	int ioerr;  /* errors reading the input or writing outputs (not
 	             * counted in the "N errors" line) */
 	CgFiles files; /* of the output being written */
@@ -54,9 +57,9 @@ emit_ref(FILE *f, Comp *c)
 static void
 emit_sched(FILE *f, Comp *c)
 {
-	sched_print(f, c->sched);
+	sched_print(f, c->sched, c->sched_ranks);
 	if (c->bsched)
-		sched_print(f, c->bsched);
+		sched_print(f, c->bsched, c->sched_ranks);
 }
 
 static void emit_sched_dot(FILE *f, Comp *c) { sched_dot(f, c->sched, c->bsched); }
@@ -95,6 +98,7 @@ typedef struct Cli {
 	int backward;         /* --backward */
 	int accumulate;       /* --accumulate */
 	DiagFormat diagfmt;   /* -fdiagnostics-format= */
+	int sched_ranks;      /* --sched-ranks= */
 } Cli;
 
 static void
@@ -120,6 +124,8 @@ usage(FILE *f)
 	      "  --explain        say, for every collective, which schedule was applied,\n"
 	      "                   what compute it was fused with, and why not more\n"
 	      "                   (on standard output)\n"
+	      "  --sched-ranks=N  --emit=sched lists the steps of the first N ranks\n"
+	      "                   (default 2; all: every rank)\n"
 	      "  --no-line        no #line directives in generated C\n"
 	      "  -fdiagnostics-format=FORMAT\n"
 	      "                   text (the default), json (GCC's JSON) or sarif\n"
@@ -196,6 +202,25 @@ parse_type(Cli *cl, const char *s)
 	return bad_usage("--type wants f32, f64, bf16 or f16, not '%s'", s);
 }
 
+/* --sched-ranks=N (N >= 1) or all. */
+static int
+parse_ranks(Cli *cl, const char *s)
+{
+	char *end;
+	long v;
+
+	if (!strcmp(s, "all")) {
+		cl->sched_ranks = INT_MAX;
+		return 0;
+	}
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || *end || end == s || v < 1 || v > INT_MAX)
+		return bad_usage("--sched-ranks wants a count of ranks or all, not '%s'", s);
+	cl->sched_ranks = (int)v;
+	return 0;
+}
+
 /* GCC's spellings: json and json-stderr, sarif-stderr; sarif too. */
 static int
 parse_diagfmt(Cli *cl, const char *s)
@@ -248,6 +273,8 @@ parse_args(Cli *cl, int argc, char **argv)
 			cl->accumulate = 1;
 		} else if (!strcmp(a, "--no-line")) {
 			cl->noline = 1;
+		} else if (!strncmp(a, "--sched-ranks=", 14)) {
+			rc = parse_ranks(cl, a + 14);
 		} else if (!strncmp(a, "-fdiagnostics-format=", 21)) {
 			rc = parse_diagfmt(cl, a + 21);
 		} else if (!strncmp(a, "--schedule=", 11)) {
@@ -523,6 +550,7 @@ main(int argc, char **argv)
 	if (rc < 0) {
 		c.arena = arena_new();
 		c.lines = !cl.noline;
+		c.sched_ranks = cl.sched_ranks;
 		diag_init(&c.diag, &c.src, stderr);
 		c.diag.format = cl.diagfmt;
 		rc = read_input(&c, cl.input) ? compile(&c, &cl) : EX_INPUT;

@@ -13,8 +13,9 @@ void dot_graph(FILE *f, const Graph *g);
 void dot_escape(FILE *f, const char *s);
 
 /* sched_text.c: --emit=sched (every rank's steps and the verify line of
- * each collective), and --explain. */
-void sched_print(FILE *f, const Sched *s);
+ * each collective), and --explain. ranks: how many ranks are listed step
+ * by step (0: the first 2; the slice order of at least 8). */
+void sched_print(FILE *f, const Sched *s, int ranks);
 void sched_explain(FILE *f, const Sched *s);
 /* What rank r runs in step (phase p, round i, lane t): compute lines and
  * a line of transfers joined by sep; NULL when nothing runs. */

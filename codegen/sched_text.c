@@ -10,7 +10,8 @@
 
 #include "codegen.h"
 
-enum { SHOWRANKS = 2, ORDERRANKS = 8 }; /* ranks listed step by step / by slice order */
+enum { SHOWRANKS = 2, ORDERRANKS = 8 }; /* ranks listed step by step / by slice order,
+                                         * unless sched_print is given more */
 
 /* ---- symbolic expressions ---- */
 
@@ -377,11 +378,13 @@ tx_phase(FILE *f, Arena *a, const Coll *c, int p)
 	}
 }
 
-/* Step by step for the first ranks, then the slice order of more. */
+/* Step by step for the first show ranks, then the slice order of more. */
 static void
-tx_ranks(FILE *f, Arena *a, const Coll *c)
+tx_ranks(FILE *f, Arena *a, const Coll *c, int show)
 {
-	for (int r = 0; r < c->N && r < SHOWRANKS; r++) {
+	int order = show > ORDERRANKS ? show : ORDERRANKS;
+
+	for (int r = 0; r < c->N && r < show; r++) {
 		int step = 0;
 		fprintf(f, "    rank %d:\n", r);
 		for (int p = 0; p < c->phases.n; p++) {
@@ -395,10 +398,10 @@ tx_ranks(FILE *f, Arena *a, const Coll *c)
 		}
 	}
 	fprintf(f, "    slices computed, in order:\n");
-	for (int r = 0; r < c->N && r < ORDERRANKS; r++)
+	for (int r = 0; r < c->N && r < order; r++)
 		fprintf(f, "      rank %d: %s\n", r, tx_order(a, c, r));
-	if (c->N > ORDERRANKS)
-		fprintf(f, "      (ranks %d..%d not shown)\n", ORDERRANKS, c->N - 1);
+	if (c->N > order)
+		fprintf(f, "      (ranks %d..%d not shown: --sched-ranks=all)\n", order, c->N - 1);
 }
 
 /* "backward " for a stage of a backward pass (grad.c), else "". */
@@ -425,7 +428,7 @@ tx_summary(FILE *f, Arena *a, const Sched *s, const Coll *c)
 }
 
 static void
-tx_coll(FILE *f, Arena *a, const Sched *s, const Coll *c)
+tx_coll(FILE *f, Arena *a, const Sched *s, const Coll *c, int show)
 {
 	const Node *n = c->node;
 
@@ -439,14 +442,15 @@ tx_coll(FILE *f, Arena *a, const Sched *s, const Coll *c)
 	tx_bufs(f, a, c);
 	for (int p = 0; p < c->phases.n; p++)
 		tx_phase(f, a, c, p);
-	tx_ranks(f, a, c);
+	tx_ranks(f, a, c, show);
 	tx_summary(f, a, s, c);
 }
 
 void
-sched_print(FILE *f, const Sched *s)
+sched_print(FILE *f, const Sched *s, int ranks)
 {
 	Arena *a = s->arena;
+	int show = ranks > 0 ? ranks : SHOWRANKS;
 
 	fprintf(f, "%sschedule %s (%s): %d stages, %d collectives\n", bwd_mark(s), s->g->name,
 	        s->g->file, s->stages.n, s->colls.n);
@@ -454,7 +458,7 @@ sched_print(FILE *f, const Sched *s)
 		const Stage *st = s->stages.v[k];
 		fprintf(f, "[%d] ", k + 1);
 		if (st->kind == ST_COLL) {
-			tx_coll(f, a, s, st->u.coll);
+			tx_coll(f, a, s, st->u.coll, show);
 			continue;
 		}
 		fprintf(f, "%scompute %s = %s  %s\n", bwd_mark(s), st->u.node->out->name,

@@ -21,6 +21,12 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 assert len(d) == 1 and d[0][\"kind\"] == \"error\" and \"cannot open no/such/file.cf\" in d[0][\"message\"]
 assert d[0][\"locations\"] == []' '$t/nofile.json'"
+check "cli: --emit=sched lists the steps of 2 ranks, --sched-ranks=all of every rank" sh -c \
+	"[ \$('$CFC' examples/mlp.cf --emit=sched | grep -c '^    rank [0-9]*:\$') -eq 4 ] &&
+	 [ \$('$CFC' examples/mlp.cf --emit=sched --sched-ranks=all | grep -c '^    rank [0-9]*:\$') -eq 8 ] &&
+	 '$CFC' examples/mlp.cf --emit=sched --sched-ranks=all | grep -q '^    rank 3:\$'"
+"$CFC" examples/mlp.cf --sched-ranks=0 2>/dev/null; rc=$?
+check "cli: --sched-ranks=0 is a usage error" [ $rc -eq 2 ]
 # a terminal for standard output (script(1), util-linux): no PNG bytes there
 script -qec "'$CFC' examples/mlp.cf --emit=png" /dev/null >"$t/png.tty" 2>&1; rc=$?
 check "cli: --emit=png refuses a terminal" sh -c "[ $rc -eq 2 ] && grep -q 'give -o FILE' '$t/png.tty'"
