@@ -10,6 +10,7 @@
  * weak), libgvc falls back to loading its installed plugins. */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <gvc.h>
 #include <gvplugin.h>
@@ -38,6 +39,32 @@ __lsan_default_options(void)
 	return "print_suppressions=0";
 }
 
+/* graphviz's own messages, while render_dot runs: as cfc's notes (in the
+ * diagnostics format asked for); the bitmap limit of PNG says what to
+ * do instead. */
+static Diag *render_diag;
+
+static int
+render_message(char *msg)
+{
+	size_t n = strlen(msg);
+	const char *scale;
+
+	while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
+		msg[--n] = 0;
+	if (!render_diag || !n)
+		return 0;
+	if (strstr(msg, "too large for cairo-renderer bitmaps")) {
+		scale = strstr(msg, "Scaling by ");
+		diag_plain_note(render_diag, "the picture is larger than a PNG can be here, so graphviz "
+		                "scaled it down%s%s; --emit=svg draws it at full size",
+		                scale ? " by " : "", scale ? scale + 11 : "");
+		return 0;
+	}
+	diag_plain_note(render_diag, "graphviz: %s", msg);
+	return 0;
+}
+
 static GVC_t *
 render_context(void)
 {
@@ -54,15 +81,57 @@ render_context(void)
 	return gvContextPlugins(builtins, 0);
 }
 
+/* Graphviz's cairo plugin prints some warnings straight to stderr (the
+ * bitmap limit): while it renders, stderr goes to a temporary file whose
+ * lines become notes. Returns the saved descriptor of stderr, or -1. */
+static int
+stderr_catch(FILE **tmp)
+{
+	int saved;
+
+	fflush(stderr);
+	if (!(*tmp = tmpfile()))
+		return -1;
+	if ((saved = dup(2)) < 0 || dup2(fileno(*tmp), 2) < 0) {
+		if (saved >= 0)
+			close(saved);
+		fclose(*tmp);
+		*tmp = NULL;
+		return -1;
+	}
+	return saved;
+}
+
+static void
+stderr_release(int saved, FILE *tmp)
+{
+	char line[1024];
+
+	if (saved < 0)
+		return;
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	rewind(tmp);
+	while (fgets(line, sizeof line, tmp))
+		render_message(line);
+	fclose(tmp);
+}
+
 /* Lays out and renders; 0 with *data (freed by gvFreeRenderData). */
 static int
 render_data(GVC_t *gvc, Agraph_t *g, const char *format, char **data, unsigned *len, Diag *d)
 {
+	FILE *tmp = NULL;
+	int saved;
+
 	if (gvLayout(gvc, g, "dot")) {
 		diag_plain(d, "graphviz could not lay the graph out");
 		return 1;
 	}
+	saved = stderr_catch(&tmp);
 	int rc = gvRenderData(gvc, g, format, data, len);
+	stderr_release(saved, tmp);
 	gvFreeLayout(gvc, g);
 	if (rc)
 		diag_plain(d, "graphviz cannot render %s here (is its plugin installed?)", format);
@@ -82,6 +151,8 @@ render_dot(const char *dot_text, const char *format, char **out, size_t *outlen,
 		diag_plain(d, "cannot render '%s': svg or png", format);
 		return 1;
 	}
+	agusererrf old = agseterrf(render_message);
+	render_diag = d;
 	GVC_t *gvc = render_context();
 	Agraph_t *g = agmemread(dot_text);
 	if (!g)
@@ -96,5 +167,7 @@ render_dot(const char *dot_text, const char *format, char **out, size_t *outlen,
 	if (g)
 		agclose(g);
 	gvFreeContext(gvc);
+	render_diag = NULL;
+	agseterrf(old);
 	return rc;
 }

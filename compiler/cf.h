@@ -116,6 +116,9 @@ const char *diag_line(const Src *s, int line, size_t *len);
 /* An error with no position in the source (command line, I/O). */
 void diag_plain(Diag *d, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+/* A note with no position (what a library said); not an error. */
+void diag_plain_note(Diag *d, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 /* DF_JSON, DF_SARIF: writes every kept diagnostic to d->out (an empty
  * list when there is none) and frees them; DF_TEXT: nothing. */
 void diag_flush(Diag *d);

@@ -165,6 +165,23 @@ diag_plain(Diag *d, const char *fmt, ...)
 	fputc('\n', d->out);
 }
 
+void
+diag_plain_note(Diag *d, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	if (d->format != DF_TEXT) {
+		keep(d, (Loc){0, 0, 0, 0}, "note", fmt, ap);
+		va_end(ap);
+		return;
+	}
+	fputs("cfc: note: ", d->out);
+	vfprintf(d->out, fmt, ap);
+	va_end(ap);
+	fputc('\n', d->out);
+}
+
 /* ---- JSON and SARIF ---- */
 
 /* s as a JSON string. */
@@ -291,12 +308,16 @@ flush_sarif(Diag *d)
 	fputs("{\"$schema\": \"https://json.schemastore.org/sarif-2.1.0.json\", "
 	      "\"version\": \"2.1.0\", \"runs\": [{\"tool\": {\"driver\": {\"name\": \"cfc\", "
 	      "\"version\": \"" CF_VERSION "\"}}, \"results\": [", f);
-	for (int i = 0; i < d->nrec; i++) {
+	for (int i = 0, owned = 0; i < d->nrec; i++) {
 		const DiagRec *r = &d->rec[i];
-		if (!strcmp(r->kind, "note"))
+		int note = !strcmp(r->kind, "note");
+		/* a note after an error is one of its related locations; one
+		 * before any error, a result of its own */
+		if (note && owned)
 			continue;
+		owned |= !note;
 		fputs(nres++ ? ", " : "", f);
-		fputs("{\"level\": \"error\", \"message\": ", f);
+		fprintf(f, "{\"level\": \"%s\", \"message\": ", note ? "note" : "error");
 		sarif_message(f, r->msg);
 		fputs(", \"locations\": [", f);
 		sarif_loc(f, d, r->loc, NULL);

@@ -27,6 +27,12 @@ check "cli: --emit=sched lists the steps of 2 ranks, --sched-ranks=all of every 
 	 '$CFC' examples/mlp.cf --emit=sched --sched-ranks=all | grep -q '^    rank 3:\$'"
 "$CFC" examples/mlp.cf --sched-ranks=0 2>/dev/null; rc=$?
 check "cli: --sched-ranks=0 is a usage error" [ $rc -eq 2 ]
+# graphviz's cairo plugin scales a PNG past its bitmap limit and says so
+# on stderr by itself: cfc turns that into a note that suggests SVG
+"$CFC" examples/mlp.cf -D tp=256 -D S=4096 --emit=png -o "$t/big.png" 2>"$t/big.err"; rc=$?
+check "cli: a PNG past cairo's limit is a note that suggests --emit=svg" sh -c \
+	"[ $rc -eq 0 ] && grep -q '^cfc: note: .*scaled it down by .*--emit=svg' '$t/big.err' &&
+	 ! grep -q 'cairo-renderer' '$t/big.err'"
 # a terminal for standard output (script(1), util-linux): no PNG bytes there
 script -qec "'$CFC' examples/mlp.cf --emit=png" /dev/null >"$t/png.tty" 2>&1; rc=$?
 check "cli: --emit=png refuses a terminal" sh -c "[ $rc -eq 2 ] && grep -q 'give -o FILE' '$t/png.tty'"
