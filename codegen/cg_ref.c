@@ -179,6 +179,7 @@ cg_header(FILE *f, Arena *a, const Graph *g)
 	emit(e, "#ifndef CF_%s_H\n#define CF_%s_H\n\n#include <stddef.h>\n\n"
 	        "#include <cfrt.h>\n\n", c.upper, c.upper);
 	version_check(&c);
+	emit(e, "\n#ifdef __cplusplus\nextern \"C\" {\n#endif\n");
 	emit(e, "\n/* Memory layout: every tensor is a dense row-major array of %s.\n"
 	        " * Buffers come from cfrt_alloc (device memory on GPUs). */\n",
 	     dtype_name[g->dtype]);
@@ -224,7 +225,7 @@ cg_header(FILE *f, Arena *a, const Graph *g)
 		        "int %s_ref_backward(cfrt_ctx *ctx, const %s_weights *w, const %s_io *io,\n"
 		        "                    const void *saved, const %s_grads *g, void *workspace);\n",
 		     c.prefix, c.prefix, c.prefix, c.prefix, c.prefix, c.prefix);
-	emit(e, "\n#endif\n");
+	emit(e, "\n#ifdef __cplusplus\n}\n#endif\n\n#endif\n");
 }
 
 static void

@@ -39,6 +39,23 @@ cat "$t/split.out"
 check "apps: split job, two groups of 2" sh -c "test \$(grep -c 'max_rel_err' '$t/split.out') -eq 4 &&
 	awk -F'max_rel_err=' '/max_rel_err/ { if (\$2 + 0 > 1e-5) bad = 1 } END { exit bad }' '$t/split.out'"
 
+# -- a C++17 application (tests/e2e/app.cc): the generated C of mlp with
+# its backward, compiled as C and linked into a C++ program that checks
+# the output and every gradient against the serial reference
+"$CFC" examples/mlp.cf -D tp=2 --backward --emit=h,c,ref -o "$t/cxx"
+for c in mlp mlp_ref; do
+	mpicc -std=c11 -O2 -Wall -Wextra -Werror $SANFLAGS -Iruntime -I"$t/cxx" -c "$t/cxx/$c.c" \
+		-o "$t/cxx/$c.o"
+done
+OMPI_CXX=g++ mpicxx -std=c++17 -O2 -Wall -Wextra -Werror -DOMPI_SKIP_MPICXX $SANFLAGS -Iruntime \
+	-I"$t/cxx" -o "$t/cxx/app" tests/e2e/app.cc "$t/cxx/mlp.o" "$t/cxx/mlp_ref.o" "$B/libcfrt.a" \
+	$BLAS -lm -pthread
+$MPIRUN -n 2 "$t/cxx/app" >"$t/cxx.out" 2>&1
+cat "$t/cxx.out"
+check "apps: a C++ program runs the forward and backward and matches the reference" sh -c \
+	"test \$(grep -c '^c++ app: .* max_rel_err=' '$t/cxx.out') -eq 4 &&
+	awk -F'max_rel_err=' '/max_rel_err/ { if (\$2 + 0 > 1e-5) bad = 1 } END { exit bad }' '$t/cxx.out'"
+
 # -- the training application (examples/train/train.c): 100 SGD steps of
 # a transformer block under vanilla, fuse(ring) and fuse(bidir): the loss
 # falls tenfold and the schedules' per-step losses agree within 1e-5
