@@ -14,7 +14,7 @@ static const char driver_text[] =
 /* The driver's tensors in table order, by kind: inputs (0), weights (1),
  * outputs (2); with a backward pass, the gradients of the outputs (3) and
  * of the inputs and weights (4), from the backward graph b. */
-static Vec
+Vec
 table_part(Arena *a, const Graph *g, int kind)
 {
 	const Graph *b = g->bwd;
@@ -43,6 +43,32 @@ nkinds(const Cg *c)
 	return c->g->bwd ? 5 : 3;
 }
 
+void
+cg_fill_seeds(Cg *c)
+{
+	Emitter *e = &c->e;
+	Cg bc;
+	int k = 0;
+
+	if (c->g->bwd)
+		cg_init(&bc, c->a, c->g->bwd, NULL, NULL, NULL, 0, 0);
+	emit(e, "/* The driver (--emit=driver) fills the tensors it reads as\n"
+	        " * cfrt_fill_global(ctx, &view, seed, global dims, shard offsets) does:\n"
+	        " * element e of the whole tensor is cfrt_uniform(seed, its row-major\n"
+	        " * index, type). An outside program recomputes a run from these seeds\n"
+	        " * (the driver's --dump-inputs writes the values). */\n");
+	for (int l = 0; l < (c->g->bwd ? 5 : 3); l++) {
+		Vec vs = table_part(c->a, c->g, l);
+		for (int i = 0; i < vs.n; i++, k++) {
+			const Value *v = vs.v[i];
+			if (l == 2 || l == 4)
+				continue;
+			emit(e, "#define %s_%s_SEED %du\n", c->upper, table_cname(c, &bc, l, v), 1000 + k);
+		}
+	}
+	emit(e, "\n");
+}
+
 static void
 tensor_table(Cg *c, Cg *bc)
 {
@@ -55,9 +81,10 @@ tensor_table(Cg *c, Cg *bc)
 			const Value *v = vs.v[i];
 			const char *up = arena_printf(c->a, "%s_%s", c->upper, table_cname(c, bc, l, v));
 			int acc = l == 4 && c->g->bwd->accumulate && i >= c->g->inputs.n;
-			emit(e, "{\"%s\", %d, %s_NDIM, %s_DIMS, %s_RANK_DIMS, %s_SPLIT, %d, %d},\n",
+			const char *seed = l == 2 || l == 4 ? "0" : arena_printf(c->a, "%s_SEED", up);
+			emit(e, "{\"%s\", %d, %s_NDIM, %s_DIMS, %s_RANK_DIMS, %s_SPLIT, %d, %d, %s},\n",
 			     v->name, l, up, up, up, up, v->dist.kind == DI_SPLIT ? v->dist.group->id : -1,
-			     acc);
+			     acc, seed);
 		}
 	}
 	emit_close(e, ";");
@@ -138,7 +165,9 @@ cg_driver(FILE *f, Arena *a, const Graph *g, const CgFiles *files)
 	        "/* 0 input, 1 weight, 2 output, 3 output gradient, 4 gradient */\n\tint nd;\n\tint64_t dims[CFRT_MAX_DIMS];\n"
 	        "\tint64_t rank_dims[CFRT_MAX_DIMS];\n\tint split;\n"
 	        "\tint group; /* the group it is split over, or -1 */\n"
-	        "\tint acc; /* a gradient the backward adds to (--accumulate) */\n} cf_tensor;\n\n");
+	        "\tint acc; /* a gradient the backward adds to (--accumulate) */\n"
+	        "\tuint64_t seed; /* of its values (the header's NAME_x_SEED), 0: not filled */\n"
+	        "} cf_tensor;\n\n");
 	entry_points(&c);
 	tensor_table(&c, &bc);
 	bind(&c, &bc);

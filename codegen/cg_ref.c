@@ -213,6 +213,7 @@ cg_header(FILE *f, Arena *a, const Graph *g)
 		        "               void *workspace);\n\n", c.prefix, c.prefix, c.prefix);
 	if (g->bwd)
 		header_backward(&c, g->bwd);
+	cg_fill_seeds(&c);
 	emit(e, "/* The serial reference: one process (a context of one rank), every\n"
 	        " * tensor whole, every collective the identity. */\n"
 	        "size_t %s_ref_workspace_bytes(void);\n"

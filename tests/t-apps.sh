@@ -56,6 +56,13 @@ check "apps: a C++ program runs the forward and backward and matches the referen
 	"test \$(grep -c '^c++ app: .* max_rel_err=' '$t/cxx.out') -eq 4 &&
 	awk -F'max_rel_err=' '/max_rel_err/ { if (\$2 + 0 > 1e-5) bad = 1 } END { exit bad }' '$t/cxx.out'"
 
+# -- a run's inputs recomputed by an outside program: the header's
+# NAME_x_SEED and cfrt_uniform against the driver's --dump-inputs
+sh scripts/build-model.sh "$B" "$t/seeds" examples/mlp.cf -D tp=2 --backward >"$t/seeds.log" 2>&1
+$MPIRUN -n 2 "$t/seeds/run" --iters 1 --warmup 0 --dump-inputs "$t/seeds/in.bin" >"$t/seeds.out" 2>&1
+check "apps: the header's seeds recompute the driver's inputs (--dump-inputs)" \
+	python3 tests/seeds.py "$t/seeds/mlp.h" "$t/seeds/in.bin"
+
 # -- the training application (examples/train/train.c): 100 SGD steps of
 # a transformer block under vanilla, fuse(ring) and fuse(bidir): the loss
 # falls tenfold and the schedules' per-step losses agree within 1e-5

@@ -70,6 +70,15 @@ size_t mlp_workspace_bytes(void);
 int mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
                void *workspace);
 
+/* The driver (--emit=driver) fills the tensors it reads as
+ * cfrt_fill_global(ctx, &view, seed, global dims, shard offsets) does:
+ * element e of the whole tensor is cfrt_uniform(seed, its row-major
+ * index, type). An outside program recomputes a run from these seeds
+ * (the driver's --dump-inputs writes the values). */
+#define MLP_x_SEED 1000u
+#define MLP_w1_SEED 1001u
+#define MLP_w2_SEED 1002u
+
 /* The serial reference: one process (a context of one rank), every
  * tensor whole, every collective the identity. */
 size_t mlp_ref_workspace_bytes(void);

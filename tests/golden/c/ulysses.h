@@ -82,6 +82,17 @@ size_t ulysses_workspace_bytes(void);
 int ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
                void *workspace);
 
+/* The driver (--emit=driver) fills the tensors it reads as
+ * cfrt_fill_global(ctx, &view, seed, global dims, shard offsets) does:
+ * element e of the whole tensor is cfrt_uniform(seed, its row-major
+ * index, type). An outside program recomputes a run from these seeds
+ * (the driver's --dump-inputs writes the values). */
+#define ULYSSES_x_SEED 1000u
+#define ULYSSES_wq_SEED 1001u
+#define ULYSSES_wk_SEED 1002u
+#define ULYSSES_wv_SEED 1003u
+#define ULYSSES_wo_SEED 1004u
+
 /* The serial reference: one process (a context of one rank), every
  * tensor whole, every collective the identity. */
 size_t ulysses_ref_workspace_bytes(void);
