@@ -2,6 +2,9 @@
  * and for each the maximal slice-local region of compute it can be fused
  * with: upstream (the ops that feed a reduce_scatter, all_reduce or
  * all_to_all) and downstream (the ops an all_gather or all_reduce feeds).
+ * Downstream, a matmul that sums over the region's dim (dW = X^T dY in
+ * the backward) joins as an accumulating node (RNode.acc): each slice's
+ * product is added into its whole result.
  * requires: a graph with locality (graph_fill_locality); the schedule
  * rules give every Coll's N, nslices and (but for all_reduce, whose dim is
  * the one with the largest region) dim.
