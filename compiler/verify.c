@@ -1312,7 +1312,8 @@ verify_messages(const Coll *c, VerifyMsg **msgs, int *nmsg)
 	int rc = vf_check(&v);
 	*nmsg = v.nmsg;
 	*msgs = arena_alloc(c->arena, ((size_t)v.nmsg + 1) * sizeof **msgs);
-	memcpy(*msgs, v.msgs, (size_t)v.nmsg * sizeof **msgs);
+	if (v.nmsg) /* a program of library collectives sends none: v.msgs NULL */
+		memcpy(*msgs, v.msgs, (size_t)v.nmsg * sizeof **msgs);
 	vf_free(&v);
 	return rc != RUN_OK;
 }
