@@ -137,7 +137,7 @@ tx_compute(Arena *a, const Coll *c, const Item *it, const char *s, const char *d
 	const char *lhs = tx_at(a, rn->node->out->name, s);
 	const char *call = tx_call(a, rn, s);
 
-	if (rn->acc)
+	if (rnode_sums(rn))
 		return arena_printf(a, "%s += %s", rn->node->out->name, call);
 	if (it->u.comp.dst.buf == rn->buf)
 		return arena_printf(a, "%s = %s", lhs, call);
@@ -276,7 +276,7 @@ sched_step_label(Arena *a, const Coll *c, int r, int p, int i, int t, const char
 			out = tx_join(a, out, moves, sep), moves = NULL;
 		const RNode *rn = c->region.v[it->u.comp.rn];
 		const char *s = tx_conc(a, c, &it->u.comp.sel, r, i);
-		out = tx_join(a, out, arena_printf(a, "%s %s %s", rn->acc ? rn->node->out->name :
+		out = tx_join(a, out, arena_printf(a, "%s %s %s", rnode_sums(rn) ? rn->node->out->name :
 		                                   tx_at(a, rn->node->out->name, s),
 		                                   it->u.comp.beta ? "+=" : "=", tx_call(a, rn, s)), sep);
 	}
@@ -319,7 +319,7 @@ tx_region(FILE *f, Arena *a, const Sched *s, const Coll *c)
 	fprintf(f, "    region:");
 	for (int k = 0; k < c->region.n; k++) {
 		const RNode *rn = c->region.v[k];
-		const char *how = rn->acc ? arena_printf(a, "summed over %s", value_dim_name(a,
+		const char *how = rnode_sums(rn) ? arena_printf(a, "summed over %s", value_dim_name(a,
 		                  rn->node->in[0], rn->idim[0] >= 0 ? rn->idim[0] : 0)) :
 		                  arena_printf(a, "along %s", value_dim_name(a, rn->node->out, rn->odim));
 		fprintf(f, "%s %s = %s %s (%s)", k ? "," : "", rn->node->out->name,

@@ -206,7 +206,7 @@ lw_region(Lower *L, Guard g, const Vec *side, Sel sel, const BufRef *last, int b
 			it->u.comp.beta = beta;
 		} else {
 			it->u.comp.dst = ref(rn->buf, sel);
-			it->u.comp.beta = rn->acc;
+			it->u.comp.beta = rnode_sums(rn);
 		}
 	}
 }
@@ -323,7 +323,7 @@ lw_io_bufs(Lower *L, int keep_in)
 		c->bout = lw_value(L, out, c->dim, 0, 1);
 		return;
 	}
-	if (keep_in || !c->pre.n || (n->op == OP_ALL_TO_ALL && in->role == R_OUT))
+	if (keep_in || !c->pre.n || coll_keeps_input(n))
 		c->bin = lw_value(L, in, c->dim, 0, 1);
 	if (n->op == OP_ALL_TO_ALL) {
 		c->bout = lw_value(L, out, c->dim, 1, 1);
@@ -347,7 +347,7 @@ lw_region_bufs(Lower *L, int keep_in)
 	for (int i = 0; i < c->region.n; i++) {
 		RNode *rn = c->region.v[i];
 		Value *v = rn->node->out;
-		if (rn->acc)
+		if (rnode_sums(rn))
 			rn->buf = lw_buf(L, v->name, BK_VALUE, v, -1, 1);
 		else
 			rn->buf = v == c->node->in[0] ? c->bin : lw_value(L, v, rn->odim, 0, 0);
@@ -590,16 +590,12 @@ lw_a2a_out(const Coll *c, Ix q, int t)
 	return ref_part(c->bout, q, sel_one(ix_r(0, 0, c->N), c->P, t));
 }
 
-/* FuseA2A on a ring: round i computes the slice of rank j = r+i+1 and
- * sends it there, receiving from r-i-1; the own slice is computed last,
- * straight into the result. */
-/* Does the region of an all_to_all also keep its input (a result of the
- * model, or saved for the backward)? Its slices are then computed into
- * the input's own storage and sent from there. */
+/* Does the region of an all_to_all compute into its kept input
+ * (coll_keeps_input) rather than into send buffers? */
 static int
 lw_a2a_keeps(const Coll *c)
 {
-	return c->pre.n && c->bin >= 0;
+	return c->pre.n && coll_keeps_input(c->node);
 }
 
 /* The own slice of lane t, computed last, into the result (and, when the
@@ -619,6 +615,9 @@ lw_a2a_own(Lower *L, Guard g, int t)
 	lw_move(L, IT_COPY, g, out, ref(c->bin, own));
 }
 
+/* FuseA2A on a ring: round i computes the slice of rank j = r+i+1 and
+ * sends it there, receiving from r-i-1; the own slice is computed last,
+ * straight into the result. */
 static void
 lw_a2a_ring(Lower *L)
 {
@@ -823,7 +822,7 @@ lw_acc_zero(Lower *L)
 
 	for (int k = 0; k < c->region.n; k++) {
 		RNode *rn = c->region.v[k];
-		if (!rn->acc)
+		if (!rnode_sums(rn))
 			continue;
 		Item *it = arena_alloc(L->a, sizeof *it);
 		it->kind = IT_ZERO;

@@ -80,8 +80,11 @@ rg_stop(Finder *F, Coll *c, Node *n, int up, const char *why)
 	vec_push(F->a, &c->stops, s);
 }
 
+/* Takes n into the region: its result cut along odim, input i along
+ * idim[i] (-1: whole); odim -1: n sums its whole result over the slices
+ * (rnode_sums), which nothing downstream reads slice by slice. */
 static void
-rg_take(Finder *F, Coll *c, Vec *side, Node *n, int odim)
+rg_take_dims(Finder *F, Coll *c, Vec *side, Node *n, int odim, const int *idim)
 {
 	F->vdim[n->out->id] = odim;
 	F->count++;
@@ -92,33 +95,23 @@ rg_take(Finder *F, Coll *c, Vec *side, Node *n, int odim)
 	rn->odim = odim;
 	rn->buf = -1;
 	for (int i = 0; i < n->nin; i++) {
-		rn->idim[i] = n->inmap[i][odim];
+		rn->idim[i] = idim[i];
 		rn->from[i] = -1;
 	}
 	F->owner[n->id] = c;
 	vec_push(F->a, side, rn);
 }
 
-/* Takes n as an accumulating node: input i cut along dims[i] (-1:
- * whole), its whole result the sum over the slices. Nothing downstream
- * reads it slice by slice. */
+/* Takes n with its result cut along odim and its inputs as its
+ * slice-locality maps them. */
 static void
-rg_take_acc(Finder *F, Coll *c, Vec *side, Node *n, const int *dims)
+rg_take(Finder *F, Coll *c, Vec *side, Node *n, int odim)
 {
-	F->count++;
-	if (F->dry)
-		return;
-	RNode *rn = arena_alloc(F->a, sizeof *rn);
-	rn->node = n;
-	rn->odim = -1;
-	rn->acc = 1;
-	rn->buf = -1;
-	for (int i = 0; i < n->nin; i++) {
-		rn->idim[i] = dims[i];
-		rn->from[i] = -1;
-	}
-	F->owner[n->id] = c;
-	vec_push(F->a, side, rn);
+	int idim[MAXIN];
+
+	for (int i = 0; i < n->nin; i++)
+		idim[i] = n->inmap[i][odim];
+	rg_take_dims(F, c, side, n, odim, idim);
 }
 
 /* Why dim d of v cannot be cut into the collective's slices, or NULL. */
@@ -319,19 +312,18 @@ rg_down(Finder *F, Coll *c, Value *src, int d)
 	for (int k = src->def->id + 1; k < F->g->nodes.n; k++) {
 		Node *n = rg_node(F, k);
 		const char *why;
-		int e = -1;
+		int e, dims[MAXIN];
 		if (!rg_reads_region(F, n))
 			continue;
-		int dims[MAXIN];
-		const char *acc = NULL;
-		if (!(why = rg_down_block(F, n)))
-			e = rg_down_pick(F, n, &why);
-		if (e < 0 && !rg_down_block(F, n) && rg_sums(F, n) && !(acc = rg_acc_dims(F, n, dims)))
-			rg_take_acc(F, c, &c->post, n, dims);
-		else if (e >= 0)
+		if ((why = rg_down_block(F, n)))
+			rg_stop(F, c, n, 0, why);
+		else if ((e = rg_down_pick(F, n, &why)) >= 0)
 			rg_take(F, c, &c->post, n, e);
+		/* not slice-local: it may still sum over the slices */
+		else if (rg_sums(F, n) && !(why = rg_acc_dims(F, n, dims)))
+			rg_take_dims(F, c, &c->post, n, -1, dims);
 		else
-			rg_stop(F, c, n, 0, acc ? acc : why);
+			rg_stop(F, c, n, 0, why);
 	}
 }
 
@@ -365,7 +357,7 @@ rg_up_block(const Finder *F, const Coll *c, const Node *n, int f)
 			return why;
 	if ((why = rg_own_split(F, n->out, f)))
 		return why;
-	if (n->out == c->node->in[0] && n->out->role == R_OUT && c->node->op != OP_ALL_TO_ALL)
+	if (n->out == c->node->in[0] && n->out->role == R_OUT && !coll_keeps_input(c->node))
 		return arena_printf(F->a, "%s is an output of the model, so it is computed whole",
 		                    n->out->name);
 	return rg_cut(F, n->out, f);

@@ -146,10 +146,9 @@ typedef struct Phase {
 /* A node of a fused region and how it is sliced. */
 typedef struct RNode {
 	Node *node;
-	int odim;          /* output dimension cut into slices; -1 when acc */
-	int acc;           /* sums its slices into the whole result: each
-	                    * slice's product added (GEMM beta = 1) to a
-	                    * result set to zero before the first */
+	int odim;          /* output dimension cut into slices, or -1: the
+	                    * node sums its slices into its whole result
+	                    * (rnode_sums) */
 	int idim[MAXIN];   /* input i's dimension cut, or -1: read whole */
 	int from[MAXIN];   /* input i's producer in the region, or -1 */
 	int inbuf[MAXIN];  /* the stage buffer input i is read from, or -1:
@@ -157,6 +156,25 @@ typedef struct RNode {
 	int buf;           /* stage buffer of the output, or -1 (the result
 	                    * goes only where the compute item's dst says) */
 } RNode;
+
+/* Does rn sum over the slices (a matmul whose contraction the region
+ * cuts): each slice's product added (GEMM beta = 1) to a whole result
+ * set to zero before the first? */
+static inline int
+rnode_sums(const RNode *rn)
+{
+	return rn->odim < 0;
+}
+
+/* Does the fused lowering of collective n compute its input into the
+ * input's own storage (and send from there) rather than into scratch?
+ * For an all_to_all whose input is a result: an output of the model, or
+ * saved for the backward. */
+static inline int
+coll_keeps_input(const Node *n)
+{
+	return n->op == OP_ALL_TO_ALL && n->in[0]->role == R_OUT;
+}
 
 /* Why a region ends where it does. */
 typedef struct Stop {

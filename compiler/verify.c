@@ -403,7 +403,7 @@ vf_acc_of(const V *v, int b)
 {
 	for (int k = 0; k < v->c->region.n; k++) {
 		const RNode *rn = v->c->region.v[k];
-		if (rn->acc && rn->buf == b)
+		if (rnode_sums(rn) && rn->buf == b)
 			return k;
 	}
 	return -1;
@@ -438,7 +438,7 @@ vf_compute(V *v, int r, int i, const Item *it)
 	Rank *R = &v->rk[r];
 
 	vf_sel(&it->u.comp.sel, r, i, &first, 1);
-	if (rn->acc && vf_summing(v, r, it, first))
+	if (rnode_sums(rn) && vf_summing(v, r, it, first))
 		return RUN_ERR;
 	for (int u = 0; u < it->u.comp.sel.cnt; u++) {
 		s = first + u * it->u.comp.sel.stride;

@@ -201,7 +201,7 @@ test_mlp_backward(void)
 	CU_ASSERT_STRING_EQUAL(st_region(r.a, dp), "d_h d_w2 d_t1");
 	CU_ASSERT_STRING_EQUAL(st_region(r.a, xa), "d_w1");
 	const RNode *w2 = dp->region.v[1], *w1 = xa->region.v[0];
-	CU_ASSERT(w2->acc && w1->acc);
+	CU_ASSERT(rnode_sums(w2) && rnode_sums(w1));
 	CU_ASSERT_EQUAL(w2->odim, -1);
 	/* h [B, S, F] and d_p [B, S, D] both cut along S */
 	CU_ASSERT_EQUAL(w2->idim[0], 1);
@@ -238,7 +238,7 @@ test_accumulate_forward(void)
 		Coll *ag = st_coll(s, "a");
 		CU_ASSERT_STRING_EQUAL(st_region(r.a, ag), k ? "b u" : "u");
 		const RNode *u = ag->region.v[k];
-		CU_ASSERT(u->acc);
+		CU_ASSERT(rnode_sums(u));
 		CU_ASSERT_EQUAL(u->idim[0], 0);
 		CU_ASSERT_EQUAL(u->idim[1], 0);
 		CU_ASSERT_EQUAL(u->from[1], k ? 0 : -1);
