@@ -409,23 +409,33 @@ vf_acc_of(const V *v, int b)
 	return -1;
 }
 
+/* How many slices region node k has computed on rank r. */
+static int
+vf_nmade(const V *v, int r, int k)
+{
+	int n = 0;
+
+	for (int s = 0; s < v->c->nslices; s++)
+		n += vf_bit(v->rk[r].made[k], s);
+	return n;
+}
+
 /* An accumulating node adds each slice's product to a result set to zero
  * before the first (a GEMM with beta = 0 may start the sum instead). */
 static int
 vf_summing(V *v, int r, const Item *it, int s)
 {
 	const RNode *rn = v->c->region.v[it->u.comp.rn];
-	int *n = &v->rk[r].summed[it->u.comp.rn];
+	int n = vf_nmade(v, r, it->u.comp.rn);
 	const char *name = rn->node->out->name;
 
 	if (it->u.comp.dst.buf != rn->buf)
 		return vf_fail(v, r, s, "sums slice %d of %s into a buffer not its own", s, name);
-	if (!it->u.comp.beta && *n > 0)
+	if (!it->u.comp.beta && n > 0)
 		return vf_fail(v, r, s, "writes slice %d's part of %s over the %d slice%s summed before",
-		               s, name, *n, *n == 1 ? "" : "s");
-	if (it->u.comp.beta && *n < 0)
+		               s, name, n, n == 1 ? "" : "s");
+	if (it->u.comp.beta && !v->rk[r].zeroed[it->u.comp.rn])
 		return vf_fail(v, r, s, "adds slice %d's part into %s before it is set to zero", s, name);
-	*n = (*n < 0 ? 0 : *n) + it->u.comp.sel.cnt;
 	return RUN_OK;
 }
 
@@ -468,16 +478,16 @@ vf_move(V *v, int r, int i, const Item *it)
 	int sd, ss, k = vf_acc_of(v, vf_rotated(&it->u.move.dst, r, i));
 
 	if (k >= 0) {
-		int *n = &v->rk[r].summed[k];
+		int n = vf_nmade(v, r, k);
 		vf_sel(&it->u.move.dst.sel, r, i, &sd, 1);
 		const char *name = ((RNode *)v->c->region.v[k])->node->out->name;
 		if (it->kind != IT_ZERO)
 			return vf_fail(v, r, sd, "%s %s, the sum of an accumulating node",
 			               it->kind == IT_ADD ? "adds into" : "copies over", name);
-		if (*n > 0)
+		if (n > 0)
 			return vf_fail(v, r, sd, "sets %s to zero after %d slice%s summed into it", name,
-			               *n, *n == 1 ? "" : "s");
-		*n = 0;
+			               n, n == 1 ? "" : "s");
+		v->rk[r].zeroed[k] = 1;
 		return RUN_OK;
 	}
 	Cell *d = vf_ref(v, r, i, &it->u.move.dst, &sd, NULL, NULL), *s;
@@ -1213,11 +1223,9 @@ vf_rank_init(V *v, int r)
 		for (int j = 0; vf_outside(c, bf) && j < n; j++)
 			R->cells[b][j] = (Cell){lo + j % bf->nslots, r, 0, 0};
 	}
-	R->summed = arena_alloc(v->t, (size_t)(c->region.n + 1) * sizeof *R->summed);
-	for (int k = 0; k < c->region.n; k++) {
+	R->zeroed = arena_alloc(v->t, (size_t)c->region.n + 1);
+	for (int k = 0; k < c->region.n; k++)
 		R->made[k] = arena_alloc(v->t, (size_t)c->nslices / 8 + 1);
-		R->summed[k] = -1;
-	}
 	R->done = c->phases.n == 0;
 	R->k = -1;
 	if (!R->done)

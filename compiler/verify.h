@@ -58,8 +58,9 @@ typedef struct Rank {
 	int exposed, exp_run;
 	Cell **cells;     /* by buffer; NULL for buffers nothing moves */
 	unsigned char **made; /* by region node: slices computed */
-	int *summed;      /* by region node, accumulating ones: -1 until its
-	                   * result is set to zero, then the slices added */
+	unsigned char *zeroed; /* by region node, accumulating ones: its
+	                        * result was set to zero (the slices added
+	                        * since are those in made) */
 	int *live, nlive, cap; /* Xfer records this rank waits for */
 	int ncoll;        /* collectives posted */
 	int pend;         /* a blocking collective posted, not yet done, or -1 */
