@@ -15,7 +15,7 @@ static const char driver_text[] =
  * outputs (2); with a backward pass, the gradients of the outputs (3) and
  * of the inputs and weights (4), from the backward graph b. */
 Vec
-table_part(Arena *a, const Graph *g, int kind)
+cg_table_part(Arena *a, const Graph *g, int kind)
 {
 	const Graph *b = g->bwd;
 	Vec v = {0};
@@ -43,11 +43,19 @@ nkinds(const Cg *c)
 	return c->g->bwd ? 5 : 3;
 }
 
+/* Does the driver fill the tensors of kind (inputs, weights, output
+ * gradients), or do the model's passes write them? */
+static int
+filled(int kind)
+{
+	return kind != 2 && kind != 4;
+}
+
 void
 cg_fill_seeds(Cg *c)
 {
 	Emitter *e = &c->e;
-	Cg bc;
+	Cg bc = {0};
 	int k = 0;
 
 	if (c->g->bwd)
@@ -57,11 +65,11 @@ cg_fill_seeds(Cg *c)
 	        " * element e of the whole tensor is cfrt_uniform(seed, its row-major\n"
 	        " * index, type). An outside program recomputes a run from these seeds\n"
 	        " * (the driver's --dump-inputs writes the values). */\n");
-	for (int l = 0; l < (c->g->bwd ? 5 : 3); l++) {
-		Vec vs = table_part(c->a, c->g, l);
+	for (int l = 0; l < nkinds(c); l++) {
+		Vec vs = cg_table_part(c->a, c->g, l);
 		for (int i = 0; i < vs.n; i++, k++) {
 			const Value *v = vs.v[i];
-			if (l == 2 || l == 4)
+			if (!filled(l))
 				continue;
 			emit(e, "#define %s_%s_SEED %du\n", c->upper, table_cname(c, &bc, l, v), 1000 + k);
 		}
@@ -76,12 +84,12 @@ tensor_table(Cg *c, Cg *bc)
 
 	emit_open(e, "static const cf_tensor tensors[] =");
 	for (int l = 0; l < nkinds(c); l++) {
-		Vec vs = table_part(c->a, c->g, l);
+		Vec vs = cg_table_part(c->a, c->g, l);
 		for (int i = 0; i < vs.n; i++) {
 			const Value *v = vs.v[i];
 			const char *up = arena_printf(c->a, "%s_%s", c->upper, table_cname(c, bc, l, v));
 			int acc = l == 4 && c->g->bwd->accumulate && i >= c->g->inputs.n;
-			const char *seed = l == 2 || l == 4 ? "0" : arena_printf(c->a, "%s_SEED", up);
+			const char *seed = filled(l) ? arena_printf(c->a, "%s_SEED", up) : "0";
 			emit(e, "{\"%s\", %d, %s_NDIM, %s_DIMS, %s_RANK_DIMS, %s_SPLIT, %d, %d, %s},\n",
 			     v->name, l, up, up, up, up, v->dist.kind == DI_SPLIT ? v->dist.group->id : -1,
 			     acc, seed);
@@ -103,7 +111,7 @@ bind(Cg *c, Cg *bc)
 	emit_func(e, "static void\nbind(void **buf, %s_weights *w, %s_io *io, cf_grads *gr)",
 	          c->prefix, c->prefix);
 	for (int l = 0; l < nkinds(c); l++) {
-		Vec vs = table_part(c->a, c->g, l);
+		Vec vs = cg_table_part(c->a, c->g, l);
 		for (int i = 0; i < vs.n; i++, k++)
 			emit(e, "%s->%s = buf[%d];\n", st[l], table_cname(c, bc, l, vs.v[i]), k);
 	}

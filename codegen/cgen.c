@@ -188,6 +188,14 @@ cg_helpers(Cg *c)
 		emit_close(e, "\n");
 	}
 	if (uses_op(c->g, is_sum)) {
+		emit(e, "/* v without its first dim (of extent 1, or folded into the next). */\n");
+		emit_func(e, "static cfrt_view\ncf_drop_lead(cfrt_view v)");
+		emit_open(e, "for (int d = 0; d < v.nd - 1; d++)");
+		emit(e, "v.dim[d] = v.dim[d + 1];\nv.stride[d] = v.stride[d + 1];\n");
+		emit_close(e, "");
+		emit(e, "v.nd--;\n");
+		emit(e, "return v;\n");
+		emit_close(e, "\n");
 		emit(e, "/* out (+)= a.T @ b summed over the leading dims of a [..., K, M] and\n"
 		        " * b [..., K, N]: one GEMM over the rows of the leading dims that\n"
 		        " * continue each other in both, one per index of the first leading\n"
@@ -197,25 +205,16 @@ cg_helpers(Cg *c)
 		emit_open(e, "while (a.nd > 2 && a.stride[0] == a.dim[1] * a.stride[1] &&\n"
 		             "       b.stride[0] == b.dim[1] * b.stride[1])");
 		emit(e, "a.dim[1] *= a.dim[0];\nb.dim[1] *= b.dim[0];\n");
-		emit_open(e, "for (int d = 0; d < a.nd - 1; d++)");
-		emit(e, "a.dim[d] = a.dim[d + 1];\na.stride[d] = a.stride[d + 1];\n");
-		emit(e, "b.dim[d] = b.dim[d + 1];\nb.stride[d] = b.stride[d + 1];\n");
-		emit_close(e, "");
-		emit(e, "a.nd--;\nb.nd--;\n");
+		emit(e, "a = cf_drop_lead(a);\nb = cf_drop_lead(b);\n");
 		emit_close(e, "");
 		emit_open(e, "if (a.nd == 2)");
 		emit(e, "cfrt_view at = cf_transpose(a);\n\n");
 		emit(e, "return cfrt_matmul(ctx, out, &at, &b, 1.0, beta);\n");
 		emit_close(e, "");
 		emit_open(e, "for (int64_t l = 0; l < a.dim[0]; l++)");
-		emit(e, "cfrt_view al = cfrt_view_slice(a, 0, l, 1), bl = cfrt_view_slice(b, 0, l, 1);\n");
-		emit(e, "int rc;\n\n");
-		emit_open(e, "for (int d = 0; d < a.nd - 1; d++)");
-		emit(e, "al.dim[d] = al.dim[d + 1];\nal.stride[d] = al.stride[d + 1];\n");
-		emit(e, "bl.dim[d] = bl.dim[d + 1];\nbl.stride[d] = bl.stride[d + 1];\n");
-		emit_close(e, "");
-		emit(e, "al.nd--;\nbl.nd--;\n");
-		emit(e, "if ((rc = cf_matmul_sum(ctx, out, al, bl, l ? 1.0 : beta)))\n\treturn rc;\n");
+		emit(e, "int rc = cf_matmul_sum(ctx, out, cf_drop_lead(cfrt_view_slice(a, 0, l, 1)),\n"
+		        "                       cf_drop_lead(cfrt_view_slice(b, 0, l, 1)), l ? 1.0 : beta);\n\n");
+		emit(e, "if (rc)\n\treturn rc;\n");
 		emit_close(e, "");
 		emit(e, "return 0;\n");
 		emit_close(e, "\n");

@@ -68,7 +68,7 @@ void cg_helpers(Cg *c);
 /* cg_driver.c: the driver's tensors of one kind, in its table order
  * (inputs 0, weights 1, outputs 2, output gradients 3, gradients 4); and
  * the header's NAME_x_SEED of every tensor the driver fills. */
-Vec table_part(Arena *a, const Graph *g, int kind);
+Vec cg_table_part(Arena *a, const Graph *g, int kind);
 void cg_fill_seeds(Cg *c);
 /* The macros of the saved activations' offsets (CF_SAVED_x) and the
  * size query NAME_saved_bytes (NAME_ref_saved_bytes), when g has a
