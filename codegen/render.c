@@ -39,30 +39,27 @@ __lsan_default_options(void)
 	return "print_suppressions=0";
 }
 
-/* graphviz's own messages, while render_dot runs: as cfc's notes (in the
- * diagnostics format asked for); the bitmap limit of PNG says what to
- * do instead. */
-static Diag *render_diag;
-
-static int
-render_message(char *msg)
+/* A line graphviz printed while cfc rendered: a note of cfc's (in the
+ * diagnostics format asked for); past PNG's bitmap limit, one that says
+ * what to do instead. */
+static void
+render_note(Diag *d, char *msg)
 {
 	size_t n = strlen(msg);
 	const char *scale;
 
 	while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
 		msg[--n] = 0;
-	if (!render_diag || !n)
-		return 0;
+	if (!n)
+		return;
 	if (strstr(msg, "too large for cairo-renderer bitmaps")) {
 		scale = strstr(msg, "Scaling by ");
-		diag_plain_note(render_diag, "the picture is larger than a PNG can be here, so graphviz "
+		diag_plain_note(d, "the picture is larger than a PNG can be here, so graphviz "
 		                "scaled it down%s%s; --emit=svg draws it at full size",
 		                scale ? " by " : "", scale ? scale + 11 : "");
-		return 0;
+		return;
 	}
-	diag_plain_note(render_diag, "graphviz: %s", msg);
-	return 0;
+	diag_plain_note(d, "graphviz: %s", msg);
 }
 
 static GVC_t *
@@ -81,9 +78,10 @@ render_context(void)
 	return gvContextPlugins(builtins, 0);
 }
 
-/* Graphviz's cairo plugin prints some warnings straight to stderr (the
- * bitmap limit): while it renders, stderr goes to a temporary file whose
- * lines become notes. Returns the saved descriptor of stderr, or -1. */
+/* Graphviz prints its warnings and errors on stderr (agerr, and the
+ * cairo plugin's own fprintf of the bitmap limit): while it runs, stderr
+ * goes to a temporary file whose lines become notes. Returns the saved
+ * descriptor of stderr, or -1 (then graphviz prints as it likes). */
 static int
 stderr_catch(FILE **tmp)
 {
@@ -103,7 +101,7 @@ stderr_catch(FILE **tmp)
 }
 
 static void
-stderr_release(int saved, FILE *tmp)
+stderr_release(int saved, FILE *tmp, Diag *d)
 {
 	char line[1024];
 
@@ -114,36 +112,21 @@ stderr_release(int saved, FILE *tmp)
 	close(saved);
 	rewind(tmp);
 	while (fgets(line, sizeof line, tmp))
-		render_message(line);
+		render_note(d, line);
 	fclose(tmp);
 }
 
-/* Lays out and renders; 0 with *data (freed by gvFreeRenderData). */
-static int
-render_data(GVC_t *gvc, Agraph_t *g, const char *format, char **data, unsigned *len, Diag *d)
-{
-	FILE *tmp = NULL;
-	int saved;
-
-	if (gvLayout(gvc, g, "dot")) {
-		diag_plain(d, "graphviz could not lay the graph out");
-		return 1;
-	}
-	saved = stderr_catch(&tmp);
-	int rc = gvRenderData(gvc, g, format, data, len);
-	stderr_release(saved, tmp);
-	gvFreeLayout(gvc, g);
-	if (rc)
-		diag_plain(d, "graphviz cannot render %s here (is its plugin installed?)", format);
-	return rc;
-}
+/* What went wrong in render_dot, reported once graphviz's own messages
+ * are out. */
+enum { RF_OK, RF_READ, RF_LAYOUT, RF_RENDER };
 
 int
 render_dot(const char *dot_text, const char *format, char **out, size_t *outlen, Diag *d)
 {
 	char *data = NULL;
 	unsigned len = 0;
-	int rc = 1;
+	FILE *tmp = NULL;
+	int fail = RF_OK;
 
 	*out = NULL;
 	*outlen = 0;
@@ -151,23 +134,33 @@ render_dot(const char *dot_text, const char *format, char **out, size_t *outlen,
 		diag_plain(d, "cannot render '%s': svg or png", format);
 		return 1;
 	}
-	agusererrf old = agseterrf(render_message);
-	render_diag = d;
+	int saved = stderr_catch(&tmp);
 	GVC_t *gvc = render_context();
 	Agraph_t *g = agmemread(dot_text);
-	if (!g)
-		diag_plain(d, "graphviz cannot read the DOT text");
-	else if (!render_data(gvc, g, format, &data, &len, d) && (*out = malloc(len ? len : 1))) {
+	if (!g) {
+		fail = RF_READ;
+	} else if (gvLayout(gvc, g, "dot")) {
+		fail = RF_LAYOUT;
+	} else {
+		if (gvRenderData(gvc, g, format, &data, &len))
+			fail = RF_RENDER;
+		gvFreeLayout(gvc, g);
+	}
+	if (!fail && (*out = malloc(len ? len : 1))) {
 		memcpy(*out, data, len);
 		*outlen = len;
-		rc = 0;
 	}
 	if (data)
 		gvFreeRenderData(data);
 	if (g)
 		agclose(g);
 	gvFreeContext(gvc);
-	render_diag = NULL;
-	agseterrf(old);
-	return rc;
+	stderr_release(saved, tmp, d);
+	if (fail == RF_READ)
+		diag_plain(d, "graphviz cannot read the DOT text");
+	else if (fail == RF_LAYOUT)
+		diag_plain(d, "graphviz could not lay the graph out");
+	else if (fail == RF_RENDER)
+		diag_plain(d, "graphviz cannot render %s here (is its plugin installed?)", format);
+	return fail || !*out;
 }
