@@ -76,6 +76,13 @@ show_line(Diag *d, Loc loc)
 	fputc('\n', d->out);
 }
 
+/* The name diagnostics carry: the source's, or cfc's. */
+static const char *
+diag_file(const Diag *d)
+{
+	return d->src ? d->src->name : "cfc";
+}
+
 static void
 keep(Diag *d, Loc loc, const char *kind, const char *fmt, va_list ap)
 {
@@ -103,7 +110,7 @@ keep(Diag *d, Loc loc, const char *kind, const char *fmt, va_list ap)
 static void
 report(Diag *d, Loc loc, const char *kind, const char *fmt, va_list ap)
 {
-	const char *name = d->src ? d->src->name : "cfc";
+	const char *name = diag_file(d);
 
 	if (d->format != DF_TEXT) {
 		keep(d, loc, kind, fmt, ap);
@@ -125,8 +132,7 @@ diag_error(Diag *d, Loc loc, const char *fmt, ...)
 
 	if (++d->nerr > MAXERR) {
 		if (d->nerr == MAXERR + 1 && d->format == DF_TEXT)
-			fprintf(d->out, "%s: too many errors, stopping\n",
-			        d->src ? d->src->name : "cfc");
+			fprintf(d->out, "%s: too many errors, stopping\n", diag_file(d));
 		d->fatal = 1;
 		return;
 	}
@@ -147,6 +153,19 @@ diag_note(Diag *d, Loc loc, const char *fmt, ...)
 	va_end(ap);
 }
 
+/* A diagnostic with no position: "cfc: KIND: message". */
+static void
+plain(Diag *d, const char *kind, const char *fmt, va_list ap)
+{
+	if (d->format != DF_TEXT) {
+		keep(d, (Loc){0, 0, 0, 0}, kind, fmt, ap);
+		return;
+	}
+	fprintf(d->out, "cfc: %s: ", kind);
+	vfprintf(d->out, fmt, ap);
+	fputc('\n', d->out);
+}
+
 void
 diag_plain(Diag *d, const char *fmt, ...)
 {
@@ -154,15 +173,8 @@ diag_plain(Diag *d, const char *fmt, ...)
 
 	d->nerr++;
 	va_start(ap, fmt);
-	if (d->format != DF_TEXT) {
-		keep(d, (Loc){0, 0, 0, 0}, "error", fmt, ap);
-		va_end(ap);
-		return;
-	}
-	fputs("cfc: error: ", d->out);
-	vfprintf(d->out, fmt, ap);
+	plain(d, "error", fmt, ap);
 	va_end(ap);
-	fputc('\n', d->out);
 }
 
 void
@@ -171,15 +183,8 @@ diag_plain_note(Diag *d, const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	if (d->format != DF_TEXT) {
-		keep(d, (Loc){0, 0, 0, 0}, "note", fmt, ap);
-		va_end(ap);
-		return;
-	}
-	fputs("cfc: note: ", d->out);
-	vfprintf(d->out, fmt, ap);
+	plain(d, "note", fmt, ap);
 	va_end(ap);
-	fputc('\n', d->out);
 }
 
 /* ---- JSON and SARIF ---- */
@@ -197,17 +202,14 @@ json_str(FILE *f, const char *s)
 		else if (*p == '\t')
 			fputs("\\t", f);
 		else if (*p < 32 || *p >= 127)
-			fprintf(f, "\\u%04x", *p); /* bytes outside ASCII as code points */
+			fprintf(f, "\\u%04x", *p); /* each byte past ASCII as U+0080..U+00FF: a
+			                             * message may quote bytes of a binary
+			                             * input that are no UTF-8, and the JSON
+			                             * must still parse */
 		else
 			fputc(*p, f);
 	}
 	fputc('"', f);
-}
-
-static const char *
-diag_file(const Diag *d)
-{
-	return d->src ? d->src->name : "cfc";
 }
 
 /* GCC: {"file": ..., "line": L, "column": C} (column 1-based). */
