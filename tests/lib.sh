@@ -28,23 +28,24 @@ le() { awk -v e="$1" -v l="$2" 'BEGIN { exit !(e != "" && e + 0 == e && e <= l +
 pass() { echo "PASS $1"; }
 fail() { echo "FAIL $1"; }
 
-# check NAME CMD...: PASS when CMD succeeds.
+# check NAME CMD...: PASS when CMD succeeds. (sh has no local variables:
+# the helpers' own are _-prefixed, so as not to change the callers'.)
 check() {
-	name=$1
+	_check_name=$1
 	shift
-	if "$@"; then pass "$name"; else fail "$name"; fi
+	if "$@"; then pass "$_check_name"; else fail "$_check_name"; fi
 }
 
-# Compares a file with its expectation; UPDATE=1 rewrites the expectation.
+# golden NAME GOT WANT: compares a file with its expectation; UPDATE=1
+# rewrites the expectation.
 golden() {
-	name=$1 got=$2 want=$3
 	if [ "${UPDATE:-0}" = 1 ]; then
-		cp "$got" "$want"
+		cp "$2" "$3"
 	fi
-	if diff -u "$want" "$got" >"$got.diff" 2>&1; then
-		pass "$name"
+	if diff -u "$3" "$2" >"$2.diff" 2>&1; then
+		pass "$1"
 	else
-		fail "$name"
-		head -n 40 "$got.diff"
+		fail "$1"
+		head -n 40 "$2.diff"
 	fi
 }

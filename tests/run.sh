@@ -6,6 +6,7 @@
 : "${B:=build}"
 export B CFC="$B/cfc"
 pass=0 fail=0 skip=0
+skipped() { [ "$1" -eq 0 ] || echo ", $1 skipped"; }
 log=$B/tests/log
 mkdir -p "$log"
 scripts=${*:-tests/t-*.sh}
@@ -24,12 +25,8 @@ for t in $scripts; do
 	fi
 	k=$(grep -c '^SKIP ' "$log/$name.out")
 	grep '^SKIP ' "$log/$name.out" | sed 's/^SKIP /   skipped: /'
-	skipped=""
-	[ "$k" -eq 0 ] || skipped=", $k skipped"
-	echo "   $p passed, $f failed$skipped"
+	echo "   $p passed, $f failed$(skipped "$k")"
 	pass=$((pass + p)) fail=$((fail + f)) skip=$((skip + k))
 done
-skipped=""
-[ "$skip" -eq 0 ] || skipped=", $skip skipped"
-echo "total: $pass passed, $fail failed$skipped"
+echo "total: $pass passed, $fail failed$(skipped "$skip")"
 [ "$fail" -eq 0 ]

@@ -34,14 +34,13 @@ run_case() { # dir name
 		head -n 5 "$B/tests/err.$$"
 		return
 	fi
-	case_name=$name # golden and check set name
 	golden "error: $name" "$B/tests/err.$$" "$3"
 	# the same diagnostics as GCC's JSON and as SARIF 2.1.0
 	for f in json sarif; do
-		( cd "$dir" && timeout 20 "$CFC" -fdiagnostics-format=$f $args "$case_name.cf" \
+		( cd "$dir" && timeout 20 "$CFC" -fdiagnostics-format=$f $args "$name.cf" \
 			>/dev/null 2>"$ROOT/$B/tests/err.$$.$f" )
 	done
-	check "error: $case_name as JSON and SARIF" python3 tests/diagfmt.py "$B/tests/err.$$" \
+	check "error: $name as JSON and SARIF" python3 tests/diagfmt.py "$B/tests/err.$$" \
 		"$B/tests/err.$$.json" "$B/tests/err.$$.sarif"
 }
 

@@ -195,8 +195,8 @@ check "grad: the error says which names clash" grep -q \
 
 # -- the schedule names the backward's collectives as such, and proves them
 "$CFC" --backward examples/mlp.cf -D tp=2 --emit=sched -o "$out/mlp.sched"
-check "grad: --emit=sched proves the backward collectives" sh -c \
-	"test \$(grep -c '^verify: ok backward collective=' '$out/mlp.sched') -eq 3"
+check "grad: --emit=sched proves the backward collectives, each hidden (tail-free)" sh -c \
+	"test \$(grep -c '^verify: ok backward collective=.* exposed=0 tail-free=yes\$' '$out/mlp.sched') -eq 3"
 "$CFC" --backward examples/mlp.cf -D tp=2 --explain >"$out/mlp.explain"
 check "grad: --explain marks the backward collectives" sh -c \
 	"test \$(grep -c ': backward ' '$out/mlp.explain') -eq 3"
