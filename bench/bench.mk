@@ -3,6 +3,7 @@
 # by the Makefile; uses its B, MPICC, CFLAGS_ALL, LDFLAGS_ALL, BLAS_*.
 # Sizes and repetitions are bench.sh's variables, e.g.
 #   make bench ROUNDS=3 MLP_SIZES='-D B=2 -D S=512 -D D=512'
+# (make bench-run: the same without installing packages first).
 
 BENCH_TOOLS = $(B)/bench/tools/mlp_mpi $(B)/bench/tools/gemm_split \
               $(B)/bench/tools/nocomm.o
@@ -14,7 +15,24 @@ $(B)/bench/tools/%.o: bench/%.c
 $(B)/bench/tools/mlp_mpi $(B)/bench/tools/gemm_split: %: %.o
 	$(MPICC) $(LDFLAGS_ALL) -o $@ $< $(BLAS_LIBS) -lm
 
-bench: $(B)/cfc $(B)/libcfrt.a $(BENCH_TOOLS)
-	@B=$(B) sh bench/bench.sh
+# make bench first installs what make test needs and gnuplot, which draws
+# the table as results-time.svg and results-overlap.svg (bench/plot.py).
+BENCH_PKGS = gnuplot-nox
 
-.PHONY: bench
+bench: deps
+	@sh scripts/install-deps.sh $(BENCH_PKGS)
+	@$(MAKE) --no-print-directory bench-run
+
+bench-run: $(B)/cfc $(B)/libcfrt.a $(BENCH_TOOLS)
+	@B=$(B) sh bench/bench.sh
+	@python3 bench/plot.py --header $(B)/bench/header.txt $(B)/bench/results.csv
+
+# make plots CSV=FILE...: the plots of results CSVs, e.g. the one make
+# bench-gpu wrote on a GPU machine (which has no gnuplot); without CSV,
+# those of every CSV in bench/results.
+CSV = $(wildcard bench/results/*.csv)
+plots:
+	@sh scripts/install-deps.sh $(BENCH_PKGS)
+	@python3 bench/plot.py $(CSV)
+
+.PHONY: bench bench-run plots

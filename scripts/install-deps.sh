@@ -1,6 +1,7 @@
 #!/bin/sh
 # Installs the Debian packages CommFuse needs, only those missing; with
-# arguments, those packages instead (make fuzz: afl++).
+# arguments, those packages instead (make fuzz: afl++; make bench and make
+# plots: gnuplot-nox).
 # Needs root or sudo. Safe to run again: does nothing when all are present.
 set -eu
 PKGS=${*:-"build-essential clang pkg-config flex bison libgraphviz-dev graphviz \

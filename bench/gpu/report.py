@@ -184,6 +184,7 @@ def main():
             for n in notes:
                 f.write("- %s\n" % n)
     print(open(base + ".md").read())
+    print("plots (where gnuplot is): make plots CSV=%s.csv" % base)
 
 
 if __name__ == "__main__":
