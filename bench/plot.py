@@ -211,7 +211,7 @@ def panel_script(p, i, what):
         if labels:
             out.append("$l%d << EOD\n%s\nEOD" % (i, "\n".join(labels)))
             for cond, up in ((">=", 0.6), ("<", -0.6)):
-                plots.append("$l%d using 1:($2 %s 0 ? $2 : NaN):3 with labels "
+                plots.append("$l%d using 1:($2 %s 0 ? $2 : NaN):3 with labels boxed "
                              "offset 0,%g font \",8\" notitle" % (i, cond, up))
     if not plots:  # nothing to draw: a frame with the reason
         out.append("set label 1 %s at graph 0.5, 0.5 center" % q(p.note or "no data"))
@@ -252,6 +252,7 @@ def script(k, what, out_path):
          "set output %s" % q(out_path),
          "set encoding utf8",
          "set style fill solid 0.9 border lc rgb \"#333333\"",
+         "set style textbox opaque noborder margins 0.5,0.5",
          "set grid ytics lc rgb \"#DDDDDD\"", "unset key", "set xlabel \"schedule\"",
          "set ylabel %s" % q(k["ylabel"] if what == "time"
                              else "overlap efficiency, 1 - ECT/ECT(vanilla)"),
