@@ -165,29 +165,35 @@ def layout(n):
     return -(-(n + 1) // cols), cols
 
 
-def panel_script(p, i, what):
-    """The gnuplot commands of panel i: what is "time" or "overlap"."""
-    out = ["set title %s" % q(p.title)]
+def bars(p, what):
+    """Panel p's bars, side by side within a schedule: {mode: lines "x
+    value width"}, the overlap labels ("x value text") and the compute-alone
+    dashes ("x y dx dy", for gnuplot's vectors)."""
     width = 0.8 / max(len(p.modes(g)) for g in p.groups)
-    blocks = {}   # mode -> lines "x value width"
-    dashes, labels = [], []
+    blocks, labels, dashes = {}, [], []
     for x, g in enumerate(p.groups):
         ms = p.modes(g)
         for j, m in enumerate(ms):
             bx = x + (j - (len(ms) - 1) / 2) * width
-            ms_, ov = p.bars[(g, m)]
-            v = ms_ if what == "time" else ov
+            t, ov = p.bars[(g, m)]
+            v = t if what == "time" else ov
             if v is None:
                 continue
             blocks.setdefault(m, []).append("%.4f %.6g %.4f" % (bx, v, width))
-            if what == "overlap":
-                labels.append("%.4f %.6g %s" % (bx, v, q("%.3f" % v)))
-        if what == "time" and g in p.alone:
+            labels.append("%.4f %.6g %s" % (bx, v, q("%.3f" % v)))
+        if g in p.alone:
             half = len(ms) * width / 2 + 0.05
             dashes.append("%.4f %.6g %.4f 0" % (x - half, p.alone[g], 2 * half))
+    return blocks, labels, dashes
+
+
+def panel_script(p, i, what):
+    """The gnuplot commands of panel i: what is "time" or "overlap"."""
+    blocks, labels, dashes = bars(p, what)
     tics = ", ".join("%s %d" % (q(g), x) for x, g in enumerate(p.groups))
-    out.append("set xtics (%s) rotate by 30 right" % tics)
-    out.append("set xrange [-0.6:%.1f]" % (len(p.groups) - 0.4))
+    out = ["set title %s" % q(p.title),
+           "set xtics (%s) rotate by 30 right" % tics,
+           "set xrange [-0.6:%.1f]" % (len(p.groups) - 0.4)]
     vals = [float(v.split()[1]) for b in blocks.values() for v in b]
     plots = []
     for m in sorted(blocks, key=lambda m: MODE_RANK.get(m, len(MODES))):
@@ -196,7 +202,7 @@ def panel_script(p, i, what):
         plots.append("%s using 1:2:3 with boxes lc rgb %s notitle"
                      % (name, q(MODE_COLOR.get(m, "#BBBBBB"))))
     if what == "time":
-        top = max(vals + list(p.alone.values()) + [p.base or 0])
+        top = max(vals + list(p.alone.values()) + [p.base or 0]) or 1
         out.append("set yrange [0:%.6g]" % (top * 1.08))
         if dashes:
             out.append("$d%d << EOD\n%s\nEOD" % (i, "\n".join(dashes)))
@@ -213,14 +219,11 @@ def panel_script(p, i, what):
             for cond, up in ((">=", 0.6), ("<", -0.6)):
                 plots.append("$l%d using 1:($2 %s 0 ? $2 : NaN):3 with labels boxed "
                              "offset 0,%g font \",8\" notitle" % (i, cond, up))
-    if not plots:  # nothing to draw: a frame with the reason
-        out.append("set label 1 %s at graph 0.5, 0.5 center" % q(p.note or "no data"))
-        plots.append("NaN notitle")
-    elif what == "overlap" and p.note and not vals:
-        out.append("set label 1 %s at graph 0.5, 0.5 center" % q(p.note))
+        else:  # a frame that says why
+            out.append("set label 1 %s at graph 0.5, 0.5 center"
+                       % q(p.note or "no overlap values"))
     out.append("plot " + ", \\\n     ".join(plots))
-    out.append("unset label 1")
-    out.append("unset xzeroaxis")
+    out += ["unset label 1", "unset xzeroaxis"]
     return out
 
 
