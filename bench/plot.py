@@ -210,8 +210,8 @@ def panel_script(p, i, what):
         if p.base is not None:
             plots.append("%.6g with lines dt 2 lw 1.5 lc rgb \"black\" notitle" % p.base)
     else:
-        lo = min(vals + [0])
-        out.append("set yrange [%.6g:1.2]" % (lo - 0.1 * (1.2 - lo)))
+        lo, hi = min(vals + [0]), max(vals + [1]) + 0.2  # noise can pass 1
+        out.append("set yrange [%.6g:%.6g]" % (lo - 0.1 * (hi - lo), hi))
         out.append("set xzeroaxis lt -1")
         plots.append("1 with lines dt 2 lw 1.5 lc rgb \"black\" notitle")
         if labels:
