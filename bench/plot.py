@@ -29,6 +29,7 @@ import shutil
 import subprocess
 import sys
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "gpu"))
 from report import CASES, ORDER  # noqa: E402 (the GPU cases and schedules)
 
