@@ -405,6 +405,9 @@ int cfrt_scale(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *a,
 int cfrt_gelu(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src);
 int cfrt_silu(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src);
 int cfrt_relu(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src);
+/* sigmoid: 1 / (1 + exp(-x));  exp: e^x. */
+int cfrt_sigmoid(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src);
+int cfrt_exp(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src);
 
 /* Their backward (the vector-Jacobian products of a backward pass):
  * dst = dy * f'(x) elementwise, f' the derivative of the activation
@@ -419,6 +422,9 @@ int cfrt_silu_grad(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *dy,
                    const cfrt_view *x);
 int cfrt_relu_grad(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *dy,
                    const cfrt_view *x);
+/* dst = dy * y * (1 - y), y = sigmoid(x) the forward's result (not x). */
+int cfrt_sigmoid_grad(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *dy,
+                      const cfrt_view *y);
 
 /* Layer norm over the last dim (length D): dst = (x - mean) /
  * sqrt(var + eps) * gamma + beta, var the biased variance. gamma and beta
@@ -431,12 +437,27 @@ int cfrt_layernorm(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src,
 int cfrt_rmsnorm(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src,
                  const cfrt_view *gamma, double eps);
 
+/* Rotary position embedding (RoPE, the rotate-half form of GPT-NeoX and
+ * Llama in Hugging Face's layout) over the last dim, of even length Dh:
+ * for the row at position p = pos0 + i (i its index along dim nd - 2)
+ * and j < Dh / 2, with a = p * base^(-2j / Dh),
+ *   dst[j]          = x[j] cos a - x[j + Dh/2] sin a,
+ *   dst[j + Dh/2]   = x[j + Dh/2] cos a + x[j] sin a.
+ * inverse != 0 turns by -a instead: the backward of the same rope (the
+ * turn is orthogonal). nd >= 2; dst may be src. pos0 is the global
+ * position of the first row: a slice of the rows (a shard of the
+ * sequence) equals the same rows of the whole tensor's rope. */
+int cfrt_rope(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src,
+              double base, int64_t pos0, int inverse);
+
 /* Softmax over the last dim, stable: exp(x - max) / sum. */
 int cfrt_softmax(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src);
 
-/* Scaled dot-product attention. q [B,H,Sq,Dh], k and v [B,H,Sk,Dh], out
+/* Scaled dot-product attention. q [B,H,Sq,Dh], k and v [B,Hk,Sk,Dh], out
  * [B,H,Sq,Dh], each with unit stride in its last dim (head split views of
- * [B,S,H*Dh] work as they are):
+ * [B,S,H*Dh] work as they are); Hk divides H, and query head h attends
+ * with key/value head h / (H / Hk) (grouped-query attention; Hk = 1:
+ * multi-query):
  *   out = softmax(q k^T / sqrt(Dh) + mask) v.
  * causal != 0 masks key j for query i when j > q_offset + i; q_offset is the
  * global position of q's first row, so attention of a slice of the queries
@@ -503,7 +524,8 @@ int cfrt_scan_grad(cfrt_ctx *ctx, const cfrt_view *dx, const cfrt_view *dy,
  * dP = dout v^T and delta = rowsum(dout * out),
  *   dS = P * (dP - delta),
  *   dq = dS k / sqrt(Dh), dk = dS^T q / sqrt(Dh), dv = P^T dout.
- * dq [B,H,Sq,Dh]; dk and dv [B,H,Sk,Dh]: the contribution of this call's
+ * dq [B,H,Sq,Dh]; dk and dv [B,Hk,Sk,Dh], each key/value head's the sum
+ * over the query heads it serves: the contribution of this call's
  * queries only (a query slice's dk and dv are partial sums over the
  * slices: query-split attention reduces them). Any of dq, dk, dv may be
  * NULL: not computed. Workspace as cfrt_attention's (the MPI backend uses

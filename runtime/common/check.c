@@ -97,6 +97,21 @@ int cfrti_check_rows(cfrt_ctx *ctx, const cfrt_view *dst,
 	return rc;
 }
 
+int cfrti_check_rope(cfrt_ctx *ctx, const cfrt_view *dst,
+                     const cfrt_view *src, double base, int64_t pos0)
+{
+	int rc = cfrti_check_same(ctx, dst, src, "dst", "src");
+	if (rc != CFRT_OK)
+		return rc;
+	if (dst->nd < 2 || dst->dim[dst->nd - 1] % 2)
+		return cfrti_err(ctx, CFRT_EINVAL, "rope needs a view of at least 2 "
+		                 "dims with an even last dim");
+	if (!(base > 1.0) || pos0 < 0)
+		return cfrti_err(ctx, CFRT_EINVAL, "rope base %g is not above 1 or "
+		                 "position %lld is negative", base, (long long)pos0);
+	return CFRT_OK;
+}
+
 int cfrti_check_rows_grad(cfrt_ctx *ctx, const cfrt_view *dx,
                           const cfrt_view *dy, const cfrt_view *x,
                           const char *xn, const cfrt_view *gamma, double eps)

@@ -225,10 +225,12 @@ static int check_qkv(cfrt_ctx *ctx, const cfrt_view *out, const cfrt_view *q,
 		rc = cfrti_check_same(ctx, v, k, "v", "k");
 	if (rc != CFRT_OK)
 		return rc;
-	if (k->dim[0] != q->dim[0] || k->dim[1] != q->dim[1] ||
-	    k->dim[3] != q->dim[3] || q->dim[3] < 1)
+	if (k->dim[0] != q->dim[0] || k->dim[1] < 1 ||
+	    q->dim[1] % k->dim[1] != 0 || k->dim[3] != q->dim[3] ||
+	    q->dim[3] < 1)
 		return cfrti_err(ctx, CFRT_EINVAL, "q [%lld,%lld,_,%lld] and k "
-		                 "[%lld,%lld,_,%lld] disagree on B, H or Dh",
+		                 "[%lld,%lld,_,%lld] disagree on B or Dh, or k's "
+		                 "heads do not divide q's",
 		                 (long long)q->dim[0], (long long)q->dim[1],
 		                 (long long)q->dim[3], (long long)k->dim[0],
 		                 (long long)k->dim[1], (long long)k->dim[3]);

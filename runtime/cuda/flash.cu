@@ -26,6 +26,7 @@ struct attn_args {
 	char *o;
 	int64_t qs[3], ks[3], vs[3], os[3]; // b, h, row strides (elements)
 	int nh, nqb;                        // heads, query blocks per head
+	int grp;                            // query heads per key/value head
 	int sq, sk, causal, q_offset;
 	float scale_log2;                   // log2(e) / sqrt(Dh)
 };
@@ -61,8 +62,8 @@ __global__ void __launch_bounds__(THREADS, 1) flash_fwd(attn_args a)
 	int q0 = (a.nqb - 1 - (int)(blockIdx.x % a.nqb)) * BM;
 	const T *gq = (const T *)a.q + b * a.qs[0] + h * a.qs[1] +
 	              q0 * a.qs[2];
-	const T *gk = (const T *)a.k + b * a.ks[0] + h * a.ks[1];
-	const T *gv = (const T *)a.v + b * a.vs[0] + h * a.vs[1];
+	const T *gk = (const T *)a.k + b * a.ks[0] + h / a.grp * a.ks[1];
+	const T *gv = (const T *)a.v + b * a.vs[0] + h / a.grp * a.vs[1];
 	int kend = a.sk;
 	if (a.causal)
 		kend = min(kend, min(q0 + BM, a.sq) + a.q_offset);
@@ -163,6 +164,7 @@ extern "C" int cfrtk_flash_attn(cudaStream_t s, cfrt_dtype t, kview out,
 	strides(a.vs, v);
 	strides(a.os, out);
 	a.nh = (int)q.dim[1];
+	a.grp = (int)(q.dim[1] / k.dim[1]);
 	a.nqb = (int)nqb;
 	a.sq = (int)sq;
 	a.sk = (int)sk;

@@ -46,6 +46,7 @@ struct grad_args {
 	float *lse;    // [bh][Sq]: log2 of the row's sum of exp2(s scale_log2)
 	float *delta;  // [bh][Sq]: rowsum(dout * out)
 	int nh, nqb, nkb; // heads, row_stats' query blocks, key blocks
+	int nkh, grp;     // key/value heads, query heads each serves
 	int sq, sk, causal, q_offset;
 	float scale, scale_log2; // 1 / sqrt(Dh), log2(e) / sqrt(Dh)
 };
@@ -97,7 +98,7 @@ __global__ void __launch_bounds__(THREADS, 1) row_stats(grad_args a)
 	int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 	int64_t bh = blockIdx.x / a.nqb, b = bh / a.nh, h = bh % a.nh;
 	int q0 = (a.nqb - 1 - (int)(blockIdx.x % a.nqb)) * SM;
-	const T *gk = (const T *)a.k + b * a.ks[0] + h * a.ks[1];
+	const T *gk = (const T *)a.k + b * a.ks[0] + h / a.grp * a.ks[1];
 	int kend = a.sk;
 	if (a.causal)
 		kend = min(kend, min(q0 + SM, a.sq) + a.q_offset);
@@ -302,8 +303,10 @@ __device__ __forceinline__ void load_queries(const grad_args &a, int64_t b,
 	}
 }
 
-// One CTA: keys n0..n0+BN of head bh, blocks of a head together (they
-// share Q and dO in L2), the most causal work (the first keys) first.
+// One CTA: keys n0..n0+BN of key/value head bk, blocks of a head together
+// (they share Q and dO in L2), the most causal work (the first keys)
+// first; with grouped-query attention the CTA goes through the query
+// heads of its key/value head one after the other, summing their dk, dv.
 template <typename T, int DH>
 __global__ void __launch_bounds__(THREADS, 1) flash_bwd(grad_args a)
 {
@@ -314,24 +317,18 @@ __global__ void __launch_bounds__(THREADS, 1) flash_bwd(grad_args a)
 	T *sds = sg + 2 * BM * LD;
 	float *slse = (float *)(sds + BN * DS_LD), *sdelta = slse + 2 * BM;
 	int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-	int64_t bh = blockIdx.x / a.nkb, b = bh / a.nh, h = bh % a.nh;
+	int64_t bk = blockIdx.x / a.nkb, b = bk / a.nkh, kh = bk % a.nkh;
 	int n0 = (int)(blockIdx.x % a.nkb) * BN;
 	// causal: query i sees key n0 from q_offset + i >= n0 on
 	int first = a.causal ? max(0, n0 - a.q_offset) / BM : 0;
 	int nqb = (a.sq + BM - 1) / BM;
-	float *dq_sum = a.dq_sum ? a.dq_sum + bh * a.sq * DH : NULL;
 
 	load_tile<T, DH, BN, THREADS>(sk, (const T *)a.k + b * a.ks[0] +
-	                              h * a.ks[1] + n0 * a.ks[2], a.ks[2],
+	                              kh * a.ks[1] + n0 * a.ks[2], a.ks[2],
 	                              a.sk - n0);
 	load_tile<T, DH, BN, THREADS>(sv, (const T *)a.v + b * a.vs[0] +
-	                              h * a.vs[1] + n0 * a.vs[2], a.vs[2],
+	                              kh * a.vs[1] + n0 * a.vs[2], a.vs[2],
 	                              a.sk - n0);
-	if (first < nqb)
-		load_queries<T, DH>(a, b, h, bh, first * BM, sq, sg, slse, sdelta);
-	cp_commit();
-	cp_wait_all();
-	__syncthreads();
 	float dk[DH / 8][4], dv[DH / 8][4];
 #pragma unroll
 	for (int n = 0; n < DH / 8; n++)
@@ -339,53 +336,62 @@ __global__ void __launch_bounds__(THREADS, 1) flash_bwd(grad_args a)
 		for (int e = 0; e < 4; e++)
 			dk[n][e] = dv[n][e] = 0.f;
 	int kr0 = n0 + warp * 16 + (lane >> 2); // key of p[.][0..1]
-	for (int qb = first; qb < nqb; qb++) {
-		int cur = (qb - first) & 1, q0 = qb * BM;
-		T *cq = sq + cur * BM * LD, *cg = sg + cur * BM * LD;
-		if (qb + 1 < nqb) {
-			int nx = cur ^ 1;
-			load_queries<T, DH>(a, b, h, bh, q0 + BM, sq + nx * BM * LD,
-			                    sg + nx * BM * LD, slse + nx * BM,
-			                    sdelta + nx * BM);
-			cp_commit();
-		}
-		bool edge = n0 + BN > a.sk || q0 + BM > a.sq ||
-		            (a.causal && n0 + BN - 1 > q0 + a.q_offset);
-		float p[BM / 8][4], ds[BM / 8][4];
-		uint32_t pf[BM / 16][4], dsf[BM / 16][4];
-		gemm_nt<T, DH, BM>(p, sk + warp * 16 * LD, cq, lane);
-		probs(p, slse + cur * BM, a, kr0, q0, edge, lane);
-		pack_frags<T, BM>(pf, p);
-		if (a.dv)
-			accumulate<T, DH, BM>(dv, pf, cg, lane);
-		if (a.dk || dq_sum) {
-			gemm_nt<T, DH, BM>(ds, sv + warp * 16 * LD, cg, lane);
-			dscores<T>(ds, pf, sdelta + cur * BM, lane);
-			pack_frags<T, BM>(dsf, ds);
-		}
-		if (a.dk)
-			accumulate<T, DH, BM>(dk, dsf, cq, lane);
-		if (dq_sum) {
-			store_ds((uint16_t *)sds + warp * 16 * DS_LD, dsf, lane);
-			__syncthreads(); // all of dS^T is in
-			add_dq<T, DH>(dq_sum, sds, sk, q0, a.sq, warp, lane);
-		}
+	for (int t = 0; t < a.grp; t++) {
+		int64_t h = kh * a.grp + t, bh = b * a.nh + h;
+		float *dq_sum = a.dq_sum ? a.dq_sum + bh * a.sq * DH : NULL;
+		if (first < nqb)
+			load_queries<T, DH>(a, b, h, bh, first * BM, sq, sg, slse, sdelta);
+		cp_commit();
 		cp_wait_all();
-		__syncthreads(); // the next block is in; every warp is done with
-		                 // this one and with sds
+		__syncthreads();
+		for (int qb = first; qb < nqb; qb++) {
+			int cur = (qb - first) & 1, q0 = qb * BM;
+			T *cq = sq + cur * BM * LD, *cg = sg + cur * BM * LD;
+			if (qb + 1 < nqb) {
+				int nx = cur ^ 1;
+				load_queries<T, DH>(a, b, h, bh, q0 + BM, sq + nx * BM * LD,
+				                    sg + nx * BM * LD, slse + nx * BM,
+				                    sdelta + nx * BM);
+				cp_commit();
+			}
+			bool edge = n0 + BN > a.sk || q0 + BM > a.sq ||
+			            (a.causal && n0 + BN - 1 > q0 + a.q_offset);
+			float p[BM / 8][4], ds[BM / 8][4];
+			uint32_t pf[BM / 16][4], dsf[BM / 16][4];
+			gemm_nt<T, DH, BM>(p, sk + warp * 16 * LD, cq, lane);
+			probs(p, slse + cur * BM, a, kr0, q0, edge, lane);
+			pack_frags<T, BM>(pf, p);
+			if (a.dv)
+				accumulate<T, DH, BM>(dv, pf, cg, lane);
+			if (a.dk || dq_sum) {
+				gemm_nt<T, DH, BM>(ds, sv + warp * 16 * LD, cg, lane);
+				dscores<T>(ds, pf, sdelta + cur * BM, lane);
+				pack_frags<T, BM>(dsf, ds);
+			}
+			if (a.dk)
+				accumulate<T, DH, BM>(dk, dsf, cq, lane);
+			if (dq_sum) {
+				store_ds((uint16_t *)sds + warp * 16 * DS_LD, dsf, lane);
+				__syncthreads(); // all of dS^T is in
+				add_dq<T, DH>(dq_sum, sds, sk, q0, a.sq, warp, lane);
+			}
+			cp_wait_all();
+			__syncthreads(); // the next block is in; every warp is done
+			                 // with this one and with sds
+		}
 	}
 	// staged in the warp's own rows of sk and sv, read by nobody now
 	int valid = a.sk - n0 - warp * 16;
 	if (a.dk) {
 		float f[2] = {a.scale, a.scale};
 		store_rows<T, DH>(dk, f, sk + warp * 16 * LD, (T *)a.dk +
-		                  b * a.dks[0] + h * a.dks[1] +
+		                  b * a.dks[0] + kh * a.dks[1] +
 		                  (n0 + warp * 16) * a.dks[2], a.dks[2], valid, lane);
 	}
 	if (a.dv) {
 		float f[2] = {1.f, 1.f};
 		store_rows<T, DH>(dv, f, sv + warp * 16 * LD, (T *)a.dv +
-		                  b * a.dvs[0] + h * a.dvs[1] +
+		                  b * a.dvs[0] + kh * a.dvs[1] +
 		                  (n0 + warp * 16) * a.dvs[2], a.dvs[2], valid, lane);
 	}
 }
@@ -435,7 +441,7 @@ int launch(cudaStream_t s, const grad_args &a, int64_t nbh)
 	if (e != cudaSuccess)
 		return (int)e;
 	row_stats<T, DH><<<(int)(nbh * a.nqb), THREADS, smem_s, s>>>(a);
-	flash_bwd<T, DH><<<(int)(nbh * a.nkb), THREADS, smem_b, s>>>(a);
+	flash_bwd<T, DH><<<(int)(nbh / a.grp * a.nkb), THREADS, smem_b, s>>>(a);
 	if (a.dq_sum) {
 		int64_t n8 = nbh * a.sq * DH / 8, blocks = (n8 + 255) / 256;
 		dq_store<T, DH><<<(int)(blocks < 132 * 32 ? blocks : 132 * 32), 256,
@@ -514,6 +520,8 @@ extern "C" int cfrtk_flash_attn_grad(cudaStream_t s, cfrt_dtype t,
 	a.lse = f + (a.dq ? nbh * sq * dh : 0);
 	a.delta = a.lse + nbh * sq;
 	a.nh = (int)g->q.dim[1];
+	a.nkh = (int)g->k.dim[1];
+	a.grp = a.nh / a.nkh;
 	a.nqb = (int)((sq + SM - 1) / SM);
 	a.nkb = (int)((sk + BN - 1) / BN);
 	a.sq = (int)sq;

@@ -143,6 +143,21 @@ static char *probs_of(cfrt_ctx *ctx, const cfrt_view *q, int64_t sk,
 	       cfrt_dtype_size(score_type(q->t));
 }
 
+/* The key/value head of query head h (grouped-query attention: H / Hk
+ * query heads a key/value head). */
+static int64_t kv_head(const cfrt_view *q, const cfrt_view *k, int64_t h)
+{
+	return h / (q->dim[1] / k->dim[1]);
+}
+
+/* The batch stride of k's (or v's) heads under nh query heads from h0:
+ * one key/value head for all of them when the heads are grouped (the
+ * callers keep a chunk inside one group). */
+static int64_t kv_stride(const cfrt_view *q, const cfrt_view *k)
+{
+	return q->dim[1] == k->dim[1] ? k->stride[1] : 0;
+}
+
 /* scores = q k^T / sqrt(Dh) of heads h0.. (nh of them) of batch entry b,
  * at the start of the workspace. */
 static gemm_args scores_gemm(cfrt_ctx *ctx, const cfrt_view *q,
@@ -152,9 +167,9 @@ static gemm_args scores_gemm(cfrt_ctx *ctx, const cfrt_view *q,
 	int64_t sq = q->dim[2], sk = k->dim[2], dh = q->dim[3];
 	gemm_args s = {q->t, score_type(q->t), CFRT_NOTRANS, CFRT_TRANS, sq, sk,
 	               dh, 1.0 / sqrt((double)dh), 0.0, cfrti_head_at(q, b, h0),
-	               cfrti_head_at(k, b, h0), ctx->dev.ws, cfrti_head_ld(q),
-	               cfrti_head_ld(k), sk, q->stride[1], k->stride[1], sq * sk,
-	               nh};
+	               cfrti_head_at(k, b, kv_head(q, k, h0)), ctx->dev.ws,
+	               cfrti_head_ld(q), cfrti_head_ld(k), sk, q->stride[1],
+	               kv_stride(q, k), sq * sk, nh};
 	return s;
 }
 
@@ -182,9 +197,9 @@ static int attn_heads(cfrt_ctx *ctx, const cfrt_view *out, const cfrt_view *q,
 	char *probs = probs_of(ctx, q, sk, nh);
 	gemm_args s = scores_gemm(ctx, q, k, b, h0, nh);
 	gemm_args o = {q->t, q->t, CFRT_NOTRANS, CFRT_NOTRANS, sq, dh, sk, 1.0,
-	               0.0, probs, cfrti_head_at(v, b, h0),
+	               0.0, probs, cfrti_head_at(v, b, kv_head(q, v, h0)),
 	               cfrti_head_at(out, b, h0), sk, cfrti_head_ld(v),
-	               cfrti_head_ld(out), sq * sk, v->stride[1], out->stride[1],
+	               cfrti_head_ld(out), sq * sk, kv_stride(q, v), out->stride[1],
 	               nh};
 	int rc = cfrti_gemm_check(ctx, &s);
 	if (rc == CFRT_OK)
@@ -195,15 +210,27 @@ static int attn_heads(cfrt_ctx *ctx, const cfrt_view *out, const cfrt_view *q,
 }
 
 /* Heads per step of the GEMM path (their scores and probabilities in at
- * most ATTN_WS_MAX bytes, one head at least); reserves the workspace. */
+ * most ATTN_WS_MAX bytes, one head at least, at most max); reserves the
+ * workspace. */
 static int attn_chunk(cfrt_ctx *ctx, const cfrt_view *q, int64_t sk,
-                      int64_t *chunk)
+                      int64_t max, int64_t *chunk)
 {
 	size_t per_head = (size_t)(q->dim[2] * sk) * (cfrt_dtype_size(q->t) +
 	                  cfrt_dtype_size(score_type(q->t)));
-	int64_t c = (int64_t)(ATTN_WS_MAX / per_head), nh = q->dim[1];
-	*chunk = c < 1 ? 1 : c > nh ? nh : c;
+	int64_t c = (int64_t)(ATTN_WS_MAX / per_head);
+	*chunk = c < 1 ? 1 : c > max ? max : c;
 	return cfrti_ws_reserve(ctx, per_head * (size_t)*chunk);
+}
+
+/* Query heads in the step from h of at most chunk: inside h's group of
+ * heads that share a key/value head (grouped-query attention). */
+static int64_t attn_step(const cfrt_view *q, const cfrt_view *k, int64_t h,
+                         int64_t chunk)
+{
+	int64_t grp = q->dim[1] / k->dim[1], left = q->dim[1] - h;
+	if (grp > 1 && grp - h % grp < left)
+		left = grp - h % grp;
+	return left < chunk ? left : chunk;
 }
 
 /* CFRT_ATTN, read at every call: flash (default: the fused kernel
@@ -241,13 +268,13 @@ int cfrt_attention(cfrt_ctx *ctx, const cfrt_view *out, const cfrt_view *q,
 		if (e != cudaErrorNotSupported)
 			return cfrti_cuda(ctx, e, "flash attention kernel");
 	}
-	int64_t chunk, nh = q->dim[1];
-	rc = attn_chunk(ctx, q, k->dim[2], &chunk);
+	int64_t chunk, n, nh = q->dim[1];
+	rc = attn_chunk(ctx, q, k->dim[2], nh, &chunk);
 	for (int64_t b = 0; rc == CFRT_OK && b < q->dim[0]; b++)
-		for (int64_t h = 0; rc == CFRT_OK && h < nh; h += chunk)
-			rc = attn_heads(ctx, out, q, k, v, b, h,
-			                nh - h < chunk ? nh - h : chunk, causal,
-			                q_offset);
+		for (int64_t h = 0; rc == CFRT_OK && h < nh; h += n) {
+			n = attn_step(q, k, h, chunk);
+			rc = attn_heads(ctx, out, q, k, v, b, h, n, causal, q_offset);
+		}
 	return rc;
 }
 
@@ -272,17 +299,18 @@ static int zero_heads(cfrt_ctx *ctx, const cfrt_view *v)
 	return rc;
 }
 
-/* C = alpha op(A) B for heads h0.. (nh) of batch entry b, A (m x k,
- * transposed when ta) from the workspace at a, B and C heads of views b
- * and c. */
+/* C = alpha op(A) B + beta C for heads hb.. of view b and hc.. of view c
+ * (nh of them) of batch entry b, A (m x k, transposed when ta) from the
+ * workspace at a. */
 static gemm_args grad_gemm(cfrt_trans ta, int64_t m, int64_t k,
-                           double alpha, const char *a, int64_t lda,
-                           const cfrt_view *bv, const cfrt_view *cv,
-                           int64_t b, int64_t h0, int64_t nh)
+                           double alpha, double beta, const char *a,
+                           int64_t lda, const cfrt_view *bv, int64_t hb,
+                           const cfrt_view *cv, int64_t hc, int64_t b,
+                           int64_t nh)
 {
 	int64_t stride_a = cv->dim[2] * bv->dim[2]; /* Sq Sk */
 	gemm_args g = {cv->t, cv->t, ta, CFRT_NOTRANS, m, cv->dim[3], k, alpha,
-	               0.0, a, cfrti_head_at(bv, b, h0), cfrti_head_at(cv, b, h0),
+	               beta, a, cfrti_head_at(bv, b, hb), cfrti_head_at(cv, b, hc),
 	               lda, cfrti_head_ld(bv), cfrti_head_ld(cv), stride_a,
 	               bv->stride[1], cv->stride[1], nh};
 	return g;
@@ -292,26 +320,30 @@ static gemm_args grad_gemm(cfrt_trans ta, int64_t m, int64_t k,
  * forward has it (attn_probs), dv = P^T dout, dP = dout v^T over the
  * scores, dS = P (dP - delta) over P, dq = dS k / sqrt(Dh) and
  * dk = dS^T q / sqrt(Dh); each step one batched GEMM or one kernel, those
- * of NULL gradients skipped. Every GEMM is checked before any runs. */
+ * of NULL gradients skipped. Every GEMM is checked before any runs. With
+ * grouped heads (k and v have fewer), nh is 1 and dk and dv of the key/
+ * value head kh are added to those of the group's earlier query heads
+ * (written by the first). */
 static int grad_heads(cfrt_ctx *ctx, const grad_views *g, int64_t b,
                       int64_t h0, int64_t nh, int causal, int64_t q_offset)
 {
 	const cfrt_view *q = g->q, *k = g->k, *dout = g->dout;
 	int64_t sq = q->dim[2], sk = k->dim[2], dh = q->dim[3];
-	double scale = 1.0 / sqrt((double)dh);
+	int64_t kh = kv_head(q, k, h0), grp = q->dim[1] / k->dim[1];
+	double scale = 1.0 / sqrt((double)dh), beta = h0 % grp ? 1.0 : 0.0;
 	char *probs = probs_of(ctx, q, sk, nh);
 	gemm_args none = {0}, s = scores_gemm(ctx, q, k, b, h0, nh);
-	gemm_args gv = g->dv ? grad_gemm(CFRT_TRANS, sk, sq, 1.0, probs, sk, dout,
-	                                 g->dv, b, h0, nh) : none;
-	gemm_args gq = g->dq ? grad_gemm(CFRT_NOTRANS, sq, sk, scale, probs, sk,
-	                                 k, g->dq, b, h0, nh) : none;
-	gemm_args gk = g->dk ? grad_gemm(CFRT_TRANS, sk, sq, scale, probs, sk, q,
-	                                 g->dk, b, h0, nh) : none;
+	gemm_args gv = g->dv ? grad_gemm(CFRT_TRANS, sk, sq, 1.0, beta, probs, sk,
+	                                 dout, h0, g->dv, kh, b, nh) : none;
+	gemm_args gq = g->dq ? grad_gemm(CFRT_NOTRANS, sq, sk, scale, 0.0, probs,
+	                                 sk, k, kh, g->dq, h0, b, nh) : none;
+	gemm_args gk = g->dk ? grad_gemm(CFRT_TRANS, sk, sq, scale, beta, probs,
+	                                 sk, q, h0, g->dk, kh, b, nh) : none;
 	gemm_args dp = {q->t, s.ct, CFRT_NOTRANS, CFRT_TRANS, sq, sk, dh, 1.0,
 	                0.0, cfrti_head_at(dout, b, h0),
-	                cfrti_head_at(g->v, b, h0), ctx->dev.ws,
+	                cfrti_head_at(g->v, b, kh), ctx->dev.ws,
 	                cfrti_head_ld(dout), cfrti_head_ld(g->v), sk,
-	                dout->stride[1], g->v->stride[1], sq * sk, nh};
+	                dout->stride[1], kv_stride(q, g->v), sq * sk, nh};
 	int rc = cfrti_gemm_check(ctx, &s), ds = g->dq || g->dk;
 	if (rc == CFRT_OK && ds)
 		rc = cfrti_gemm_check(ctx, &dp);
@@ -404,8 +436,10 @@ int cfrt_attention_grad(cfrt_ctx *ctx, const cfrt_view *dq,
 		if (rc != CFRT_ENOTSUP)
 			return rc;
 	}
+	/* grouped heads: one query head a step, as the key/value head's dk
+	 * and dv sum the group's */
 	int64_t chunk, nh = q->dim[1];
-	rc = attn_chunk(ctx, q, k->dim[2], &chunk);
+	rc = attn_chunk(ctx, q, k->dim[2], nh == k->dim[1] ? nh : 1, &chunk);
 	for (int64_t b = 0; rc == CFRT_OK && b < q->dim[0]; b++)
 		for (int64_t h = 0; rc == CFRT_OK && h < nh; h += chunk)
 			rc = grad_heads(ctx, &g, b, h, nh - h < chunk ? nh - h : chunk,

@@ -19,6 +19,8 @@ template <int OP, typename A> __device__ __forceinline__ A apply(A x, A y,
 		                                   (x + A(0.044715) * x * x * x)));
 	case K_SILU: return x / (A(1) + f_exp(-x));
 	case K_RELU: return x > A(0) ? x : A(0);
+	case K_SIGMOID: return A(1) / (A(1) + f_exp(-x));
+	case K_EXP: return f_exp(x);
 	case K_ADD: return x + y;
 	case K_GELU_GRAD: {
 		A c = A(0.7978845608028654), k = A(0.044715);
@@ -31,6 +33,7 @@ template <int OP, typename A> __device__ __forceinline__ A apply(A x, A y,
 		return x * s * (A(1) + y * (A(1) - s));
 	}
 	case K_RELU_GRAD: return y > A(0) ? x : A(0);
+	case K_SIGMOID_GRAD: return x * y * (A(1) - y); // y: the sigmoid
 	default: return x * y;
 	}
 }
@@ -128,10 +131,13 @@ int ew_type(cudaStream_t s, int op, kview d, kview a, kview b, double arg)
 	case K_GELU: return ew_run<T, K_GELU>(s, d, a, b, arg);
 	case K_SILU: return ew_run<T, K_SILU>(s, d, a, b, arg);
 	case K_RELU: return ew_run<T, K_RELU>(s, d, a, b, arg);
+	case K_SIGMOID: return ew_run<T, K_SIGMOID>(s, d, a, b, arg);
+	case K_EXP: return ew_run<T, K_EXP>(s, d, a, b, arg);
 	case K_ADD: return ew_run<T, K_ADD>(s, d, a, b, arg);
 	case K_GELU_GRAD: return ew_run<T, K_GELU_GRAD>(s, d, a, b, arg);
 	case K_SILU_GRAD: return ew_run<T, K_SILU_GRAD>(s, d, a, b, arg);
 	case K_RELU_GRAD: return ew_run<T, K_RELU_GRAD>(s, d, a, b, arg);
+	case K_SIGMOID_GRAD: return ew_run<T, K_SIGMOID_GRAD>(s, d, a, b, arg);
 	default: return ew_run<T, K_MUL>(s, d, a, b, arg);
 	}
 }
@@ -347,6 +353,36 @@ __global__ void fill_window(kview d, window w, uint64_t seed, int64_t n)
 	}
 }
 
+// One thread per pair (j, j + Dh/2) of a row; the angle in double, as the
+// MPI backend has it, so that long sequences keep their positions exact.
+template <typename T>
+__global__ void rope_pairs(kview d, kview a, int64_t n, int64_t half,
+                           double base, int64_t pos0, double sign)
+{
+	typedef typename acc<T>::type A;
+	T *pd = (T *)d.p;
+	const T *pa = (const T *)a.p;
+	int nd = d.nd;
+	int64_t step = (int64_t)gridDim.x * blockDim.x, rows = d.dim[nd - 2];
+	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+	     i += step) {
+		int64_t line = i / half, j = i % half, od = 0, oa = 0, l = line;
+		for (int k = nd - 2; k >= 0; k--) {
+			int64_t m = d.dim[k], x = l % m;
+			l /= m;
+			od += x * d.st[k];
+			oa += x * a.st[k];
+		}
+		double ang = (double)(pos0 + line % rows) *
+		             pow(base, -2.0 * (double)j / (double)(2 * half));
+		A c = A(cos(ang)), sn = A(sign * sin(ang));
+		int64_t ld = d.st[nd - 1], la = a.st[nd - 1];
+		A x1 = to_acc(pa[oa + j * la]), x2 = to_acc(pa[oa + (j + half) * la]);
+		pd[od + j * ld] = store<T>(x1 * c - x2 * sn);
+		pd[od + (j + half) * ld] = store<T>(x2 * c + x1 * sn);
+	}
+}
+
 } // namespace
 
 // ---- launchers: type dispatch (kdev.cuh's BY_TYPE) ----------------------
@@ -377,6 +413,22 @@ extern "C" int cfrtk_scan(cudaStream_t s, cfrt_dtype t, kview dst, kview src,
                           int dim, double decay, int rev)
 {
 	BY_TYPE(t, scan_type<T>(s, dst, src, dim, decay, rev));
+}
+
+template <typename T>
+static int rope_type(cudaStream_t s, kview d, kview x, double base,
+                     int64_t pos0, double sign)
+{
+	int64_t half = d.dim[d.nd - 1] / 2, n = numel(d) / 2;
+	rope_pairs<T><<<blocks_for(n), THREADS, 0, s>>>(d, x, n, half, base, pos0,
+	                                                sign);
+	return (int)cudaGetLastError();
+}
+
+extern "C" int cfrtk_rope(cudaStream_t s, cfrt_dtype t, kview dst, kview src,
+                          double base, int64_t pos0, double sign)
+{
+	BY_TYPE(t, rope_type<T>(s, dst, src, base, pos0, sign));
 }
 
 template <typename T>

@@ -130,6 +130,16 @@ int cfrt_relu(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src)
 	return unary(ctx, "cfrt_relu", dst, src, K_RELU, 0.0);
 }
 
+int cfrt_sigmoid(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src)
+{
+	return unary(ctx, "cfrt_sigmoid", dst, src, K_SIGMOID, 0.0);
+}
+
+int cfrt_exp(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src)
+{
+	return unary(ctx, "cfrt_exp", dst, src, K_EXP, 0.0);
+}
+
 /* dst = a op b, b broadcast to dst. */
 static int binary(cfrt_ctx *ctx, const char *api, const cfrt_view *dst,
                   const cfrt_view *a, const cfrt_view *b, int op)
@@ -174,6 +184,25 @@ int cfrt_relu_grad(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *dy,
                    const cfrt_view *x)
 {
 	return binary(ctx, "cfrt_relu_grad", dst, dy, x, K_RELU_GRAD);
+}
+
+int cfrt_sigmoid_grad(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *dy,
+                      const cfrt_view *y)
+{
+	return binary(ctx, "cfrt_sigmoid_grad", dst, dy, y, K_SIGMOID_GRAD);
+}
+
+int cfrt_rope(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src,
+              double base, int64_t pos0, int inverse)
+{
+	int rc = cfrti_enter(ctx, "cfrt_rope");
+	if (rc == CFRT_OK)
+		rc = cfrti_check_rope(ctx, dst, src, base, pos0);
+	if (rc != CFRT_OK || cfrt_view_numel(dst) == 0)
+		return rc;
+	rc = cfrtk_rope(ctx->dev.cs, dst->t, kv_of(dst), kv_of(src), base, pos0,
+	                inverse ? -1.0 : 1.0);
+	return cfrti_cuda(ctx, (cudaError_t)rc, "rope kernel");
 }
 
 static int rows(cfrt_ctx *ctx, const char *api, int op, const cfrt_view *dst,

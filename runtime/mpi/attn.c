@@ -4,7 +4,9 @@
  * all queries: a row's scores, mask and softmax depend only on that query,
  * o + i and the whole K/V (query-split attention relies on it). Likewise
  * the backward's dq rows; its dk and dv are sums over the query rows, so
- * those of query slices add up to the whole call's. */
+ * those of query slices add up to the whole call's. With grouped-query
+ * attention (k and v have fewer heads), query head h reads key/value head
+ * h / (H / Hk), and that head's dk and dv sum the group's. */
 #include <math.h>
 
 #include "backend.h"
@@ -42,11 +44,12 @@ int cfrt_attention(cfrt_ctx *ctx, const cfrt_view *out, const cfrt_view *q,
 	gemm_args o = {q->t, q->t, CFRT_NOTRANS, CFRT_NOTRANS, sq, dh, sk, 1.0,
 	               0.0, ctx->ws, NULL, NULL, sk, cfrti_head_ld(v),
 	               cfrti_head_ld(out), 0, 0, 0, 1};
+	int64_t grp = q->dim[1] / k->dim[1];
 	for (int64_t b = 0; b < q->dim[0]; b++)
 		for (int64_t h = 0; h < q->dim[1]; h++) {
 			s.a = cfrti_head_at(q, b, h);
-			s.b = cfrti_head_at(k, b, h);
-			o.b = cfrti_head_at(v, b, h);
+			s.b = cfrti_head_at(k, b, h / grp);
+			o.b = cfrti_head_at(v, b, h / grp);
 			o.c = cfrti_head_at(out, b, h);
 			rc = cfrti_gemm_check(ctx, &s);
 			if (rc == CFRT_OK)
@@ -136,24 +139,27 @@ static int gemm_if(cfrt_ctx *ctx, const gemm_args *g, const void *want)
 	return rc;
 }
 
-/* Head (b, h): P = masked softmax(q k^T / sqrt(Dh)) as the forward has it
- * in the workspace's first block, dv = P^T dout, dP = dout v^T in the
- * second, dS = P * (dP - delta) over dP, dq = dS k / sqrt(Dh) and
- * dk = dS^T q / sqrt(Dh). */
+/* Head (b, h), with key/value head kh: P = masked softmax(q k^T /
+ * sqrt(Dh)) as the forward has it in the workspace's first block,
+ * dv = P^T dout, dP = dout v^T in the second, dS = P * (dP - delta) over
+ * dP, dq = dS k / sqrt(Dh) and dk = dS^T q / sqrt(Dh); dk and dv added to
+ * what the group's earlier query heads left there unless h is its first
+ * (first). */
 static int grad_head(cfrt_ctx *ctx, grad_gemms *g, const cfrt_view *dq,
                      const cfrt_view *dk, const cfrt_view *dv,
                      const cfrt_view *q, const cfrt_view *k,
                      const cfrt_view *v, const cfrt_view *out,
-                     const cfrt_view *dout, int64_t b, int64_t h, int causal,
-                     int64_t q_offset)
+                     const cfrt_view *dout, int64_t b, int64_t h, int64_t kh,
+                     int first, int causal, int64_t q_offset)
 {
 	g->s.a = g->gk.b = cfrti_head_at(q, b, h);
-	g->s.b = g->gq.b = cfrti_head_at(k, b, h);
+	g->s.b = g->gq.b = cfrti_head_at(k, b, kh);
 	g->gv.b = g->dp.a = cfrti_head_at(dout, b, h);
-	g->dp.b = cfrti_head_at(v, b, h);
-	g->gv.c = dv ? cfrti_head_at(dv, b, h) : NULL;
+	g->dp.b = cfrti_head_at(v, b, kh);
+	g->gv.c = dv ? cfrti_head_at(dv, b, kh) : NULL;
 	g->gq.c = dq ? cfrti_head_at(dq, b, h) : NULL;
-	g->gk.c = dk ? cfrti_head_at(dk, b, h) : NULL;
+	g->gk.c = dk ? cfrti_head_at(dk, b, kh) : NULL;
+	g->gv.beta = g->gk.beta = first ? 0.0 : 1.0;
 	const void *ds = dq ? (const void *)dq : dk; /* dS is wanted */
 	int rc = cfrti_gemm_check(ctx, &g->s);
 	if (rc != CFRT_OK)
@@ -198,9 +204,10 @@ int cfrt_attention_grad(cfrt_ctx *ctx, const cfrt_view *dq,
 	char *probs = ctx->ws;
 	grad_gemms g = grad_setup(dq, dk, dv, q, k, v, dout, probs,
 	                          probs + block);
+	int64_t grp = q->dim[1] / k->dim[1];
 	for (int64_t b = 0; rc == CFRT_OK && b < q->dim[0]; b++)
 		for (int64_t h = 0; rc == CFRT_OK && h < q->dim[1]; h++)
 			rc = grad_head(ctx, &g, dq, dk, dv, q, k, v, out, dout, b,
-			               h, causal, q_offset);
+			               h, h / grp, h % grp == 0, causal, q_offset);
 	return rc != CFRT_OK ? rc : cfrti_end(ctx, t0, CFRT_OK);
 }

@@ -95,6 +95,18 @@ static double f_relu(double x, double unused)
 	return x > 0.0 ? x : 0.0;
 }
 
+static double f_sigmoid(double x, double unused)
+{
+	(void)unused;
+	return 1.0 / (1.0 + exp(-x));
+}
+
+static double f_exp(double x, double unused)
+{
+	(void)unused;
+	return exp(x);
+}
+
 static int unary(cfrt_ctx *ctx, const char *api, const cfrt_view *dst,
                  const cfrt_view *src, unary_fn f, double arg)
 {
@@ -134,6 +146,16 @@ int cfrt_relu(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src)
 	return unary(ctx, "cfrt_relu", dst, src, f_relu, 0.0);
 }
 
+int cfrt_sigmoid(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src)
+{
+	return unary(ctx, "cfrt_sigmoid", dst, src, f_sigmoid, 0.0);
+}
+
+int cfrt_exp(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src)
+{
+	return unary(ctx, "cfrt_exp", dst, src, f_exp, 0.0);
+}
+
 /* The derivatives of the activations, for their backward ops. */
 static double d_gelu(double x, double unused)
 {
@@ -154,6 +176,13 @@ static double d_relu(double x, double unused)
 {
 	(void)unused;
 	return x > 0.0 ? 1.0 : 0.0;
+}
+
+/* of y = sigmoid(x), from y */
+static double d_sigmoid(double y, double unused)
+{
+	(void)unused;
+	return y * (1.0 - y);
 }
 
 /* dst = a + b (f NULL, mul = 0), a * b (f NULL, mul = 1) or a * f(b)
@@ -217,6 +246,38 @@ int cfrt_relu_grad(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *dy,
                    const cfrt_view *x)
 {
 	return binary_f(ctx, "cfrt_relu_grad", dst, dy, x, 1, d_relu);
+}
+
+int cfrt_sigmoid_grad(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *dy,
+                      const cfrt_view *y)
+{
+	return binary_f(ctx, "cfrt_sigmoid_grad", dst, dy, y, 1, d_sigmoid);
+}
+
+int cfrt_rope(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src,
+              double base, int64_t pos0, int inverse)
+{
+	double t0 = cfrti_begin(ctx, "cfrt_rope");
+	int rc = cfrti_check_rope(ctx, dst, src, base, pos0);
+	if (rc != CFRT_OK)
+		return rc;
+	int ax = dst->nd - 1;
+	int64_t n = dst->dim[ax], half = n / 2, rows = dst->dim[ax - 1];
+	int64_t lines = cfrti_line_count(dst, ax), done = 0;
+	double sign = inverse ? -1.0 : 1.0;
+	for (int64_t l = 0; n > 0 && l < lines; l++) {
+		lane d = lane_of(dst, dst, ax, l), s = lane_of(src, dst, ax, l);
+		double p = (double)(pos0 + l % rows);
+		for (int64_t j = 0; j < half; j++) {
+			double a = p * pow(base, -2.0 * (double)j / (double)n);
+			double c = cos(a), sn = sign * sin(a);
+			double x1 = lane_get(s, j), x2 = lane_get(s, j + half);
+			lane_set(d, j, x1 * c - x2 * sn);
+			lane_set(d, j + half, x2 * c + x1 * sn);
+		}
+		tick(ctx, &done, n);
+	}
+	return cfrti_end(ctx, t0, CFRT_OK);
 }
 
 /* h_t = decay * h_{t-1} + src_t along dim into dst: forward (rev = 0, the

@@ -3,7 +3,10 @@
  * attention, on head-split views of [B,S,H*Dh] tensors as generated code
  * uses them. Its backward against the naive formulas and against central
  * differences of cfrt_attention itself, the query-split backward (dk and
- * dv of slices add up to the whole ones), NULL gradients, and errors. */
+ * dv of slices add up to the whole ones), NULL gradients, and errors.
+ * Grouped-query attention (fewer key/value heads) against attention with
+ * each key/value head repeated for its query heads, forward and backward
+ * (a key/value head's dk and dv: the sum of its repeats'). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -436,6 +439,96 @@ static void test_grad_errors(void)
 	gbufs_free(&g);
 }
 
+/* ---- grouped-query attention ---- */
+
+enum { GH = 4, GN = B * GH * S * Dh }; /* query heads; elements of q */
+
+/* A contiguous [B,h,S,Dh] view and its buffer, filled from x (n = B*h*S*Dh). */
+static cfrt_view gqa_view(void **buf, cfrt_dtype t, int64_t h, const double *x)
+{
+	int64_t n = B * h * S * Dh;
+	*buf = ut_alloc(n, t);
+	if (x)
+		ut_put(*buf, x, n, t);
+	return cfrt_view_contig(*buf, t, 4, (int64_t[]){B, h, S, Dh});
+}
+
+/* x of hk heads with head j repeated GH / hk times: [B,GH,S,Dh] into r. */
+static void repeat_heads(const double *x, int hk, double *r)
+{
+	for (int b = 0; b < B; b++)
+		for (int h = 0; h < GH; h++)
+			memcpy(r + (b * GH + h) * S * Dh, x + (b * hk + h / (GH / hk)) * S * Dh,
+			       sizeof(double) * S * Dh);
+}
+
+/* g of [B,GH,S,Dh] summed over each group of GH / hk heads into s. */
+static void sum_groups(const double *g, int hk, double *s)
+{
+	memset(s, 0, sizeof(double) * B * hk * S * Dh);
+	for (int b = 0; b < B; b++)
+		for (int h = 0; h < GH; h++)
+			for (int e = 0; e < S * Dh; e++)
+				s[(b * hk + h / (GH / hk)) * S * Dh + e] += g[(b * GH + h) * S * Dh + e];
+}
+
+/* Query rows r0..r0+rows of attention with hk key/value heads against the
+ * same with them repeated: out, dq, dk, dv. */
+static void gqa_case(cfrt_dtype t, int hk, int causal, int r0, int rows)
+{
+	int64_t nk = B * hk * S * Dh;
+	double q[GN], k[GN], v[GN], dout[GN], kr[GN], vr[GN];
+	double got[4][GN], want[4][GN], rep[2][GN];
+	void *b[12];
+	ut_uniform(q, GN, 31, t);
+	ut_uniform(k, nk, 32, t);
+	ut_uniform(v, nk, 33, t);
+	ut_uniform(dout, GN, 34, t);
+	repeat_heads(k, hk, kr);
+	repeat_heads(v, hk, vr);
+	cfrt_view vq = cfrt_view_slice(gqa_view(&b[0], t, GH, q), 2, r0, rows);
+	cfrt_view vk = gqa_view(&b[1], t, hk, k), vv = gqa_view(&b[2], t, hk, v);
+	cfrt_view vkr = gqa_view(&b[3], t, GH, kr), vvr = gqa_view(&b[4], t, GH, vr);
+	cfrt_view vg = cfrt_view_slice(gqa_view(&b[5], t, GH, dout), 2, r0, rows);
+	cfrt_view vo = cfrt_view_slice(gqa_view(&b[6], t, GH, NULL), 2, r0, rows);
+	cfrt_view vor = cfrt_view_slice(gqa_view(&b[7], t, GH, NULL), 2, r0, rows);
+	cfrt_view dq = cfrt_view_slice(gqa_view(&b[8], t, GH, NULL), 2, r0, rows);
+	cfrt_view dk = gqa_view(&b[9], t, hk, NULL), dv = gqa_view(&b[10], t, hk, NULL);
+	cfrt_view dkv = gqa_view(&b[11], t, GH, NULL); /* dk, then dv, repeated */
+	CU_ASSERT_EQUAL(cfrt_attention(ut_ctx, &vo, &vq, &vk, &vv, causal, r0), CFRT_OK);
+	CU_ASSERT_EQUAL(cfrt_attention(ut_ctx, &vor, &vq, &vkr, &vvr, causal, r0), CFRT_OK);
+	CU_ASSERT_EQUAL(cfrt_attention_grad(ut_ctx, &dq, &dk, &dv, &vq, &vk, &vv, &vo, &vg,
+	                                    causal, r0), CFRT_OK);
+	ut_get(got[0], b[6], GN, t);
+	ut_get(want[0], b[7], GN, t);
+	ut_get(got[1], b[8], GN, t);
+	ut_get(got[2], b[9], nk, t);
+	ut_get(got[3], b[10], nk, t);
+	CU_ASSERT_EQUAL(cfrt_attention_grad(ut_ctx, &dq, &dkv, NULL, &vq, &vkr, &vvr, &vor,
+	                                    &vg, causal, r0), CFRT_OK);
+	ut_get(want[1], b[8], GN, t);
+	ut_get(rep[0], b[11], GN, t);
+	CU_ASSERT_EQUAL(cfrt_attention_grad(ut_ctx, NULL, NULL, &dkv, &vq, &vkr, &vvr, &vor,
+	                                    &vg, causal, r0), CFRT_OK);
+	ut_get(rep[1], b[11], GN, t);
+	sum_groups(rep[0], hk, want[2]);
+	sum_groups(rep[1], hk, want[3]);
+	for (int i = 0; i < 4; i++)
+		CU_ASSERT(ut_maxrel(got[i], want[i], i < 2 ? GN : nk) <= ut_tol(t));
+	for (int i = 0; i < 12; i++)
+		cfrt_free(ut_ctx, b[i]);
+}
+
+static void test_gqa(void)
+{
+	for (int causal = 0; causal < 2; causal++)
+		for (int hk = 1; hk <= 2; hk++) {
+			gqa_case(CFRT_F64, hk, causal, 0, S);
+			gqa_case(CFRT_F32, hk, causal, 0, S);
+			gqa_case(CFRT_F64, hk, causal, 2, S - 3);
+		}
+}
+
 void ut_register_attention(void)
 {
 	CU_pSuite s = CU_add_suite("attention", NULL, NULL);
@@ -452,4 +545,6 @@ void ut_register_attention(void)
 	            test_grad_null);
 	CU_add_test(s, "backward: shape, dtype, stride and offset errors",
 	            test_grad_errors);
+	CU_add_test(s, "grouped-query and multi-query attention, forward and "
+	            "backward, against repeated key/value heads", test_gqa);
 }

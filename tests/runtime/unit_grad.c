@@ -1,5 +1,6 @@
 /* Backward ops against independent references: the grads of layer norm,
- * RMS norm, softmax and the scan against central finite differences of
+ * RMS norm, softmax, the scan, sigmoid, exp (dy * y by cfrt_mul) and rope
+ * (the inverse turn) against central finite differences of
  * their forward calls in f64 (L = sum(w * f(x)), w random, h = 1e-6),
  * each f32 grad against the f64 grad of the same inputs, cfrt_sum_leading
  * against a naive loop; on odd shapes, column slices of wider buffers
@@ -16,6 +17,8 @@ enum { PAD = 3 }; /* extra columns of a strided tensor's buffer */
 #define DECAY 0.8
 #define FD_H 1e-6
 #define FD_TOL 1e-6
+#define ROPE_BASE 100.0
+#define ROPE_POS 5
 
 /* A tensor under test: view v of a buffer of n elements, h its contents
  * on the host as last uploaded. Strided: the buffer's last dim is PAD
@@ -89,7 +92,7 @@ static int tens_get(const tens *x, double *got)
 
 /* ---- grads of the row ops and the scan against finite differences ---- */
 
-enum gop { LN, RMS, SOFTMAX, SCAN };
+enum gop { LN, RMS, SOFTMAX, SCAN, SIGMOID, EXP, ROPE };
 
 typedef struct gcase {
 	int op;
@@ -117,6 +120,13 @@ static const gcase gcases[] = {
 	{SCAN, 3, {2, 5, 3}, 1, 0, 0, 0},
 	{SCAN, 3, {2, 3, 7}, 1, 0, 1, 2},
 	{SCAN, 3, {2, 3, 7}, 0, 0, 0, 1},
+	{SIGMOID, 3, {2, 3, 7}, 0, 0, 0, 0},
+	{SIGMOID, 2, {3, 7}, 1, 0, 1, 0},
+	{EXP, 3, {2, 3, 7}, 0, 0, 0, 0},
+	{EXP, 2, {3, 7}, 1, 0, 1, 0},
+	{ROPE, 4, {2, 3, 5, 6}, 0, 0, 0, 0},
+	{ROPE, 2, {3, 8}, 1, 0, 0, 0},
+	{ROPE, 3, {2, 7, 2}, 1, 0, 1, 0},
 };
 
 /* The operands of a case in type t: gamma (every other element of its
@@ -163,27 +173,40 @@ static int forward(const gargs *a)
 		return cfrt_rmsnorm(ut_ctx, &a->y.v, &a->x.v, g, EPS);
 	case SOFTMAX:
 		return cfrt_softmax(ut_ctx, &a->y.v, &a->x.v);
+	case SIGMOID:
+		return cfrt_sigmoid(ut_ctx, &a->y.v, &a->x.v);
+	case EXP:
+		return cfrt_exp(ut_ctx, &a->y.v, &a->x.v);
+	case ROPE:
+		return cfrt_rope(ut_ctx, &a->y.v, &a->x.v, ROPE_BASE, ROPE_POS, 0);
 	default:
 		return cfrt_scan(ut_ctx, &a->y.v, &a->x.v, a->c->sdim, DECAY);
 	}
 }
 
-/* dx from dy (softmax: from y = softmax(x), computed first). */
+/* dx from dy (softmax, sigmoid, exp: from y = f(x), computed first). */
 static int backward(const gargs *a)
 {
 	const cfrt_view *g = a->c->gamma ? &a->g.v : NULL;
-	switch (a->c->op) {
+	int op = a->c->op;
+	int rc = op == SOFTMAX || op == SIGMOID || op == EXP ? forward(a) : CFRT_OK;
+	if (rc != CFRT_OK)
+		return rc;
+	switch (op) {
+	case SIGMOID:
+		return cfrt_sigmoid_grad(ut_ctx, &a->dx.v, &a->dy.v, &a->y.v);
+	case EXP:
+		return cfrt_mul(ut_ctx, &a->dx.v, &a->dy.v, &a->y.v);
+	case ROPE:
+		return cfrt_rope(ut_ctx, &a->dx.v, &a->dy.v, ROPE_BASE, ROPE_POS, 1);
 	case LN:
 		return cfrt_layernorm_grad(ut_ctx, &a->dx.v, &a->dy.v, &a->x.v, g,
 		                           EPS);
 	case RMS:
 		return cfrt_rmsnorm_grad(ut_ctx, &a->dx.v, &a->dy.v, &a->x.v, g,
 		                         EPS);
-	case SOFTMAX: {
-		int rc = forward(a);
-		return rc != CFRT_OK ? rc : cfrt_softmax_grad(ut_ctx, &a->dx.v,
-		                                              &a->dy.v, &a->y.v);
-	}
+	case SOFTMAX:
+		return cfrt_softmax_grad(ut_ctx, &a->dx.v, &a->dy.v, &a->y.v);
 	default:
 		return cfrt_scan_grad(ut_ctx, &a->dx.v, &a->dy.v, a->c->sdim,
 		                      DECAY);
@@ -366,7 +389,7 @@ static void test_grad_errors(void)
 void ut_register_grad(void)
 {
 	CU_pSuite s = CU_add_suite("grad", NULL, NULL);
-	CU_add_test(s, "norm, softmax, scan grads vs finite differences",
+	CU_add_test(s, "norm, softmax, scan, sigmoid, exp, rope grads vs finite differences",
 	            test_grad_fd);
 	CU_add_test(s, "grads of views with no element", test_grad_empty);
 	CU_add_test(s, "sum_leading: 1-4 dims, strided, no rows",
