@@ -332,7 +332,7 @@ op_matmul(Cg *c, const Node *n, const Operands *x)
 }
 
 /* add, mul, and the backward's gelu_grad, silu_grad, relu_grad,
- * softmax_grad:
+ * sigmoid_grad, softmax_grad:
  * cfrt_NAME(ctx, out, a, b) */
 static void
 op_binary(Cg *c, const Node *n, const Operands *x)
@@ -340,7 +340,7 @@ op_binary(Cg *c, const Node *n, const Operands *x)
 	call(c, fn_name(c, n), "&%s, &%s, &%s", x->out, x->in[0], x->in[1]);
 }
 
-/* gelu, silu, relu, softmax, the backward's sum_leading:
+/* gelu, silu, relu, sigmoid, exp, softmax, the backward's sum_leading:
  * cfrt_NAME(ctx, out, x) */
 static void
 op_unary(Cg *c, const Node *n, const Operands *x)
@@ -364,7 +364,7 @@ op_norm(Cg *c, const Node *n, const Operands *x)
 	for (int i = 1; i < op_info[n->op].maxarg; i++)
 		opt = arena_printf(c->a, "%s, %s", opt, i < n->nin ?
 		                   arena_printf(c->a, "&%s", x->in[i]) : "NULL");
-	call(c, fn_name(c, n), "&%s, &%s%s, 1e-5", x->out, x->in[0], opt);
+	call(c, fn_name(c, n), "&%s, &%s%s, %.17g", x->out, x->in[0], opt, n->a.eps);
 }
 
 /* the backward's layernorm_grad, rmsnorm_grad: cfrt_NAME(ctx, dx, dy, x,
@@ -372,8 +372,17 @@ op_norm(Cg *c, const Node *n, const Operands *x)
 static void
 op_norm_grad(Cg *c, const Node *n, const Operands *x)
 {
-	call(c, fn_name(c, n), "&%s, &%s, &%s, %s, 1e-5", x->out, x->in[0], x->in[1],
-	     n->nin > 2 ? arena_printf(c->a, "&%s", x->in[2]) : "NULL");
+	call(c, fn_name(c, n), "&%s, &%s, &%s, %s, %.17g", x->out, x->in[0], x->in[1],
+	     n->nin > 2 ? arena_printf(c->a, "&%s", x->in[2]) : "NULL", n->a.eps);
+}
+
+/* rope, and the backward's rope_grad (the inverse turn): cfrt_rope(ctx,
+ * out, x, base, position of x's first row, inverse) */
+static void
+op_rope(Cg *c, const Node *n, const Operands *x)
+{
+	call(c, "cfrt_rope", "&%s, &%s, %.17g, %s, %d", x->out, x->in[0], n->a.base,
+	     x->q_offset ? x->q_offset : "0", n->op == OP_ROPE_GRAD);
 }
 
 /* split_heads, merge_heads: one cfrt_copy between the [..., S, H*Dh]

@@ -383,6 +383,8 @@ typedef struct Node {
 			(backward only): a weight gradient a.T @ b of two
 			batched operands, summed over the leading dims */
 		double scale;                      /* OP_SCALE */
+		double eps;                        /* norms and their grads */
+		double base;                       /* OP_ROPE, OP_ROPE_GRAD */
 		int heads;                         /* OP_SPLIT_HEADS */
 		int causal;                        /* OP_ATTENTION, OP_ATTN_D* */
 		struct { int dim; double decay; } scan; /* OP_SCAN, OP_SCAN_GRAD */
@@ -399,6 +401,11 @@ typedef struct Node {
 	struct SchedChoice *sched; /* collectives: the schedule asked for;
 	                            * &Graph.defsched when none names it */
 } Node;
+
+/* n takes the global row of the first element of its input 0 along that
+ * input's dim ndim - 2 (the plan's qstart): causal attention and its
+ * gradients (the query offset), rope and its gradient (the position) */
+int op_pos(const Node *n);
 
 typedef enum SchedKind { SK_VANILLA, SK_SLICE, SK_FUSE, SK_AUTO } SchedKind;
 typedef enum Topo { TP_RING, TP_BIDIR, TP_PAIRWISE, NTOPO } Topo;

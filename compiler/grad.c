@@ -484,13 +484,32 @@ vjp_scale(Bw *B, const Node *n, Value *dy)
 	contribute(B, n->in[0], like_node(B, n, OP_SCALE, 1, &dy, n->in[0], dy->dist, NULL));
 }
 
-/* gelu, silu, relu: dx = dy * act'(x), one op of the runtime each. */
+/* gelu, silu, relu: dx = dy * act'(x), one op of the runtime each;
+ * sigmoid: dx = dy * y (1 - y) from its result y. */
 static void
 vjp_act(Bw *B, const Node *n, Value *dy)
 {
-	OpKind op = n->op == OP_GELU ? OP_GELU_GRAD : n->op == OP_SILU ? OP_SILU_GRAD : OP_RELU_GRAD;
+	OpKind op = n->op == OP_GELU ? OP_GELU_GRAD : n->op == OP_SILU ? OP_SILU_GRAD :
+	            n->op == OP_RELU ? OP_RELU_GRAD : OP_SIGMOID_GRAD;
+	Value *at = fwd(B, n->op == OP_SIGMOID ? n->out : n->in[0]);
 
-	contribute(B, n->in[0], ew(B, n, op, dy, fwd(B, n->in[0]), dname(B, n->in[0])));
+	contribute(B, n->in[0], ew(B, n, op, dy, at, dname(B, n->in[0])));
+}
+
+/* y = exp(x): dx = dy * y. */
+static void
+vjp_exp(Bw *B, const Node *n, Value *dy)
+{
+	contribute(B, n->in[0], ew(B, n, OP_MUL, dy, fwd(B, n->out), dname(B, n->in[0])));
+}
+
+/* y = rope(x): each pair of x turned by its position's angles, so dx is
+ * dy turned back by the same angles (rope_grad, at the same positions). */
+static void
+vjp_rope(Bw *B, const Node *n, Value *dy)
+{
+	contribute(B, n->in[0], like_node(B, n, OP_ROPE_GRAD, 1, &dy, n->in[0],
+	                                  lin(dy, n->in[0]->dist), NULL));
 }
 
 /* layernorm(x, gamma, beta), rmsnorm(x, gamma): dx from the runtime's

@@ -113,6 +113,9 @@ node_extra(Arena *a, const Node *n)
 	switch (n->op) {
 	case OP_SCALE: return arena_printf(a, ", %g", n->a.scale);
 	case OP_SPLIT_HEADS: return arena_printf(a, ", %d", n->a.heads);
+	case OP_ROPE: case OP_ROPE_GRAD: return arena_printf(a, ", %g", n->a.base);
+	case OP_LAYERNORM: case OP_RMSNORM: case OP_LAYERNORM_GRAD: case OP_RMSNORM_GRAD:
+		return n->a.eps != 1e-5 ? arena_printf(a, ", eps = %g", n->a.eps) : "";
 	case OP_ATTENTION: case OP_ATTN_DQ: case OP_ATTN_DK: case OP_ATTN_DV:
 		return n->a.causal ? ", causal" : "";
 	case OP_SCAN: case OP_SCAN_GRAD:

@@ -629,11 +629,12 @@ pl_qstart(const Node *n, const PView *q)
 	return e;
 }
 
-/* A causal attention's query offset, when it is not 0. */
+/* A causal attention's query offset or a rope's first position, when it
+ * is not 0. */
 static void
 pl_qoff(const Node *n, PItem *p)
 {
-	if (!op_attn(n->op) || !n->a.causal)
+	if (!op_pos(n))
 		return;
 	p->qstart = pl_qstart(n, &p->view[1]);
 	for (int v = 0; v < NPV; v++)

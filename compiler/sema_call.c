@@ -59,6 +59,44 @@ no_kwargs(Sema *S, const Expr *const *args, int n)
 	return ok;
 }
 
+/* The keyword arguments of an op call, after its plain ones: only the
+ * eps of layernorm and rmsnorm (LANGUAGE.md: 1e-5 when not given). *np:
+ * how many plain ones there are. */
+static int
+op_kwargs(Sema *S, Node *n, const char *fn, const Expr *const *args, int nargs, int *np)
+{
+	int norm = n->op == OP_LAYERNORM || n->op == OP_RMSNORM, ok = 1, seen = 0;
+
+	*np = nargs;
+	if (!norm)
+		return no_kwargs(S, args, nargs);
+	n->a.eps = 1e-5;
+	for (int i = 0; i < nargs; i++) {
+		const Expr *a = args[i];
+		if (a->kind != E_KWARG) {
+			if (*np < nargs) {
+				diag_error(S->d, a->loc, "a plain argument of %s after its "
+				           "keyword argument", fn);
+				ok = 0;
+			}
+			continue;
+		}
+		*np = *np < i ? *np : i;
+		if (strcmp(a->u.kw.name, "eps") != 0)
+			diag_error(S->d, a->loc, "%s has no argument '%s': its one keyword "
+			           "argument is eps = NUMBER", fn, a->u.kw.name);
+		else if (seen++)
+			diag_error(S->d, a->loc, "the eps of %s is given twice", fn);
+		else if (sema_number(a->u.kw.val, &n->a.eps) && n->a.eps > 0)
+			continue;
+		else
+			diag_error(S->d, a->u.kw.val->loc, "the eps of %s must be a positive "
+			           "number, such as 1e-6", fn);
+		ok = 0;
+	}
+	return ok;
+}
+
 static int
 same_types(Sema *S, const Call *c, int nt)
 {
@@ -79,10 +117,12 @@ apply(Sema *S, Scope *sc, const Expr *e, OpKind op, const char *fn,
 	const OpInfo *oi = &op_info[op];
 	Call c = {.e = e, .fn = fn, .sc = sc, .nargs = nargs};
 	Node *n = sema_node_new(S, sc, op, e->loc);
-	int nt = oi->tensors < 0 ? nargs : oi->tensors, ok = 1;
+	int np, nt, ok = 1;
 
-	if (!arity(S, e, fn, oi->minarg, oi->maxarg, nargs) || !no_kwargs(S, args, nargs))
+	if (!op_kwargs(S, n, fn, args, nargs, &np) || !arity(S, e, fn, oi->minarg, oi->maxarg, np))
 		return NULL;
+	nargs = c.nargs = np;
+	nt = oi->tensors < 0 ? nargs : oi->tensors;
 	for (int i = 0; i < nargs; i++)
 		c.arg[i] = args[i];
 	for (int i = 0; i < nt; i++) {

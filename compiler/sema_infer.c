@@ -317,6 +317,9 @@ infer_merge_heads(Sema *S, Call *c, Node *n)
 	return r;
 }
 
+/* q [..., Hq, Sq, Dh], k and v [..., Hk, Sk, Dh]: Hk == Hq, or fewer key
+ * and value heads that each serve Hq / Hk query heads (grouped-query and
+ * multi-query attention). */
 static int
 attn_shapes(Sema *S, const Call *c, int causal)
 {
@@ -324,11 +327,13 @@ attn_shapes(Sema *S, const Call *c, int causal)
 	int nd = q->ndim, ok = nd >= 2 && k->ndim == nd && v->ndim == nd;
 
 	for (int d = 0; ok && d < nd; d++)
-		ok = k->shape[d] == v->shape[d] && (d == nd - 2 || q->shape[d] == k->shape[d]);
+		ok = k->shape[d] == v->shape[d] && (d == nd - 2 || q->shape[d] == k->shape[d] ||
+		     (d == nd - 3 && k->shape[d] > 0 && q->shape[d] % k->shape[d] == 0));
 	if (!ok) {
 		diag_error(S->d, c->e->loc, "attention shapes %s, %s and %s do not match: "
-		           "q must be [..., Sq, Dh] and k, v [..., Sk, Dh]",
-		           sema_shape_str(S, q), sema_shape_str(S, k), sema_shape_str(S, v));
+		           "q must be [..., H, Sq, Dh] and k, v [..., Hk, Sk, Dh] with Hk "
+		           "dividing H", sema_shape_str(S, q), sema_shape_str(S, k),
+		           sema_shape_str(S, v));
 		return 0;
 	}
 	if (causal && q->shape[nd - 2] != k->shape[nd - 2]) {
@@ -338,6 +343,25 @@ attn_shapes(Sema *S, const Call *c, int causal)
 		return 0;
 	}
 	return 1;
+}
+
+/* With fewer key/value heads than query heads, a split of the heads must
+ * give every rank whole groups: the key/value heads divide over it. */
+static int
+attn_groups(Sema *S, const Call *c, const Dist *r)
+{
+	const Value *q = c->v[0], *k = c->v[1];
+	int hd = q->ndim - 3;
+
+	if (r->kind != DI_SPLIT || r->dim != hd || q->shape[hd] == k->shape[hd] ||
+	    k->shape[hd] % r->group->size == 0)
+		return 1;
+	diag_error(S->d, c->e->loc, "attention with %lld key/value head%s for %lld query heads "
+	           "is split over %s (%d ranks): every rank needs whole groups, so the "
+	           "key/value heads must divide over it", (long long)k->shape[hd],
+	           k->shape[hd] == 1 ? "" : "s", (long long)q->shape[hd], r->group->name,
+	           r->group->size);
+	return 0;
 }
 
 /* q split along Sq (k, v whole), or all split along one leading dim. */
@@ -392,7 +416,37 @@ infer_attention(Sema *S, Call *c, Node *n)
 	if (!attn_shapes(S, c, n->a.causal))
 		return NULL;
 	Value *r = sema_proto(S, c->v[0]);
-	return attn_dist(S, c, &r->dist) ? r : NULL;
+	return attn_dist(S, c, &r->dist) && attn_groups(S, c, &r->dist) ? r : NULL;
+}
+
+/* rope(x [, base]): the rotary position embedding of x [..., S, Dh] over
+ * its last dim (even), row i of dim S at its global position i. */
+static Value *
+infer_rope(Sema *S, Call *c, Node *n)
+{
+	const Value *x = c->v[0];
+	int last = x->ndim - 1;
+
+	n->a.base = 10000;
+	if (c->nargs == 2 && (!sema_number(c->arg[1], &n->a.base) || !(n->a.base > 1))) {
+		diag_error(S->d, c->arg[1]->loc, "the base of rope must be a number above 1, "
+		           "such as 10000");
+		return NULL;
+	}
+	if (!whole_sum(S, c, 0))
+		return NULL;
+	if (x->ndim < 2 || x->shape[last] % 2) {
+		diag_error(S->d, c->arg[0]->loc, "rope needs [..., S, Dh] with an even Dh, but "
+		           "%s is %s", sema_text(S, c->arg[0]), sema_shape_str(S, x));
+		return NULL;
+	}
+	if (x->dist.kind == DI_SPLIT && x->dist.dim == last) {
+		diag_error(S->d, c->arg[0]->loc, "rope needs the whole last dimension, but %s "
+		           "is %s: all_gather it first", sema_text(S, c->arg[0]),
+		           sema_dist_desc(S, x));
+		return NULL;
+	}
+	return sema_proto(S, x);
 }
 
 static Value *

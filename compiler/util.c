@@ -63,6 +63,14 @@ op_attn(OpKind op)
 	return op_info[op].cls == CL_ATTN || op_info[op].cls == CL_ATTN_GRAD;
 }
 
+int
+op_pos(const Node *n)
+{
+	if (op_attn(n->op))
+		return n->a.causal;
+	return n->op == OP_ROPE || n->op == OP_ROPE_GRAD;
+}
+
 _Noreturn void
 die_at(const char *file, int line, const char *fmt, ...)
 {

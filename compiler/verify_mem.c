@@ -610,9 +610,10 @@ vm_input(const V *v, int r, const RNode *rn, int j, int s, int cnt)
 	return w;
 }
 
-/* An attention's query offset must be the global row of its first query
- * (in a symmetric run, also with the slice or the rank moved by one: the
- * offset is affine in both). */
+/* A causal attention's query offset (a rope's first position) must be the
+ * global row of its first query (row); in a symmetric run also on the
+ * other ranks vm_sym looks at, the slice turned with the rank where the
+ * schedule turns it (the offset is affine in both). */
 static int
 vm_qoff(V *v, int r, const Node *n, const PItem *p, const Want *q, int s)
 {
@@ -620,18 +621,24 @@ vm_qoff(V *v, int r, const Node *n, const PItem *p, const Want *q, int s)
 
 	int ds[6] = {0}, nd = 1;
 
-	if (v->sym)
+	if (v->sym && v->turns) {
 		nd += vm_turns(v, s, -1, ds + 1);
-	for (int k = 0; n->a.causal && k < nd; k++) {
-		int rk = r + ds[k], sk = k ? sched_turn(v->c, s, ds[k]) : s;
+	} else if (v->sym) { /* the same slice on every rank, as in vm_sym */
+		ds[nd++] = 1;
+		if (v->N > 2)
+			ds[nd++] = v->N - 1;
+	}
+	for (int k = 0; k < nd; k++) {
+		int rk = r + ds[k], sk = k && v->turns ? sched_turn(v->c, s, ds[k]) : s;
 		int64_t val[NPV];
 		vm_vals(val, rk, sk, 0, 0, 0);
 		Box b = vm_want(v, q, rk, sk, 0);
 		int64_t want = vm_global(v, rk, &b, sk).lo[qd];
 		int64_t got = p->qoff ? plan_eval(&p->qstart, val) : 0;
+		const char *what = op_attn(n->op) ? "query" : "position";
 		if (got != want)
-			return vm_fail(v, r, s, "%s gets query offset %lld, but its first query is global "
-			               "row %lld%s", n->out->name, (long long)got, (long long)want,
+			return vm_fail(v, r, s, "%s gets %s offset %lld, but its first row is global "
+			               "row %lld%s", n->out->name, what, (long long)got, (long long)want,
 			               k ? arena_printf(v->t, " (on rank %d)", rk) : "");
 	}
 	return RUN_OK;
@@ -660,7 +667,7 @@ vm_compute(V *v, int r, int i, const Item *it)
 			vm_vals(val, r, s, 0, u, 0);
 			if (vm_operand(v, r, i, &p->view[1 + j], val, &in, n, j, NULL))
 				return RUN_ERR;
-			if (j == 0 && op_attn(n->op) && vm_qoff(v, r, n, p, &in, s))
+			if (j == 0 && op_pos(n) && vm_qoff(v, r, n, p, &in, s))
 				return RUN_ERR;
 		}
 	}
@@ -1044,7 +1051,7 @@ vm_plain(V *v, const Node *n, const PItem *p)
 			if (vm_operand(v, r, 0, &p->view[1 + j], val, &in[j], n, j, NULL))
 				return RUN_ERR;
 		}
-		if (op_attn(n->op) && vm_qoff(v, r, n, p, &in[0], 0))
+		if (op_pos(n) && vm_qoff(v, r, n, p, &in[0], 0))
 			return RUN_ERR;
 	}
 	return RUN_OK;

@@ -151,7 +151,7 @@ vf_fingerprint(Fp *F, const Coll *c, const PColl *pc, Print *p)
 	}
 	for (int k = 0; k < c->region.n; k++) {
 		const RNode *rn = c->region.v[k];
-		int64_t x[] = {rn->node->op, op_attn(rn->node->op) && rn->node->a.causal,
+		int64_t x[] = {rn->node->op, op_pos(rn->node),
 		               rn->odim};
 		vf_put(p, x, sizeof x);
 		vf_put_int(p, rn->node->nin);
