@@ -32,6 +32,7 @@ sizes3() { # the -D options that make example $1 divide by 3
 	ulysses) echo "-D S=96 -D D=48 -D H=6" ;;
 	mamba) echo "-D S=96 -D D=24" ;;
 	zero_dp) echo "-D T=96 -D D=48" ;;
+	llama) echo "-D S=96 -D D=48 -D H=6 -D KV=3 -D F=96" ;;
 	esac
 }
 
@@ -125,3 +126,19 @@ for c in "a2a2d" "a2a3d" "a2a3d -D A=2"; do
 		done
 	done
 done
+
+# RoPE and grouped-query attention against NumPy (tests/rope_gqa.py): the
+# meaning of the ops checked independently of the serial reference, which
+# shares the runtime's calls. Needs Debian's python3-numpy.
+if /usr/bin/python3 -c "import numpy" 2>/dev/null; then
+	for s in vanilla "fuse(ring)" "fuse(bidir)"; do
+		d="$out/rope_gqa-$(tag "$s")"
+		sh scripts/build-model.sh "$B" "$d" tests/e2e/rope_gqa.cf "--schedule=$s" >"$d.log" 2>&1
+		$MPIRUN -n 2 "$d/run" --iters 1 --warmup 0 --dump "$d/out.bin" \
+			--dump-inputs "$d/in.bin" >"$d.out" 2>&1
+		check "e2e: rope and grouped-query attention equal NumPy's, $s N=2" \
+			/usr/bin/python3 tests/rope_gqa.py "$d/rope_gqa.h" "$d/in.bin" "$d/out.bin"
+	done
+else
+	echo "SKIP e2e: rope and grouped-query attention against NumPy: no python3-numpy"
+fi

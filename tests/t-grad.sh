@@ -82,9 +82,10 @@ exsizes() {
 	mamba) echo "-D B=1 -D S=8 -D D=4" ;;
 	transformer) echo "-D B=1 -D S=8 -D D=8 -D H=4 -D F=16 -D L=1" ;;
 	zero_dp) echo "-D T=8 -D D=8 -D F=4" ;;
+	llama) echo "-D B=1 -D S=8 -D D=16 -D H=8 -D KV=4 -D F=16" ;;
 	esac
 }
-for m in attention ulysses mamba transformer zero_dp; do
+for m in attention ulysses mamba transformer zero_dp llama; do
 	grp=tp
 	[ $m = ulysses ] && grp=sp
 	[ $m = zero_dp ] && grp=dp

@@ -15,7 +15,7 @@
 . tests/lib.sh
 out=$B/tests/sched
 mkdir -p "$out" tests/golden/sched
-EXAMPLES="mlp attention mamba ulysses zero_dp transformer"
+EXAMPLES="mlp attention mamba ulysses zero_dp transformer llama"
 
 # Sizes for group size $1 that every kind below divides.
 sizes() {
@@ -27,6 +27,7 @@ sizes() {
 	ulysses) echo "-D sp=$n -D S=$((8 * n)) -D H=$((4 * n)) -D D=$((8 * n))" ;;
 	zero_dp) echo "-D dp=$n -D T=$((4 * n)) -D D=$((4 * n)) -D F=8" ;;
 	transformer) echo "-D tp=$n -D S=$((8 * n)) -D H=$n -D D=$((4 * n)) -D F=$((4 * n))" ;;
+	llama) echo "-D tp=$n -D S=$((8 * n)) -D H=$((2 * n)) -D KV=$n -D D=$((4 * n)) -D F=$((4 * n))" ;;
 	esac
 }
 
@@ -38,6 +39,7 @@ ncoll() {
 	ulysses) echo 12 ;;
 	zero_dp) echo 2 ;;
 	transformer) echo 28 ;;
+	llama) echo 12 ;;
 	esac
 }
 
