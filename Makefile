@@ -77,6 +77,11 @@ $(B)/codegen/driver.inc: codegen/driver_main.c.in
 	@mkdir -p $(@D)
 	sed 's/\\/\\\\/g; s/"/\\"/g; s/^/"/; s/$$/\\n"/' $< > $@
 $(B)/codegen/cg_driver.o: $(B)/codegen/driver.inc
+# The Python module's fixed part (--emit=py), the same way.
+$(B)/codegen/py.inc: codegen/py_module.py.in
+	@mkdir -p $(@D)
+	sed 's/\\/\\\\/g; s/"/\\"/g; s/^/"/; s/$$/\\n"/' $< > $@
+$(B)/codegen/cg_py.o: $(B)/codegen/py.inc
 
 $(B)/cfc: $(CF_OBJ)
 	$(CC) $(LDFLAGS_ALL) -o $@ $(CF_OBJ) $(GVC_LIBS) -lm

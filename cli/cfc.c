@@ -70,6 +70,12 @@ emit_c(FILE *f, Comp *c)
 	cg_parallel(f, c->arena, c->plan, c->bplan, &c->files);
 }
 
+static void
+emit_py(FILE *f, Comp *c)
+{
+	cg_python(f, c->arena, c->plan, c->bplan);
+}
+
 static const Emit emits[] = {
 	{"ast", ".ast", emit_ast, "the syntax tree", NULL, NULL},
 	{"graph", ".graph", emit_graph, "the dependency graph: shapes, splits, locality", NULL, NULL},
@@ -83,6 +89,7 @@ static const Emit emits[] = {
 	{"ref", "_ref.c", emit_ref, "C of the serial reference", NULL, NULL},
 	{"h", ".h", emit_h, "the C header of the model", NULL, NULL},
 	{"driver", "_main.c", emit_driver, "C main: fill, run, time, check", NULL, NULL},
+	{"py", ".py", emit_py, "a Python module running the C on NumPy arrays", NULL, NULL},
 };
 enum { NEMIT = sizeof emits / sizeof emits[0] };
 

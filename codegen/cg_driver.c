@@ -51,6 +51,12 @@ filled(int kind)
 	return kind != 2 && kind != 4;
 }
 
+unsigned
+cg_table_seed(int kind, int k)
+{
+	return filled(kind) ? 1000u + (unsigned)k : 0;
+}
+
 void
 cg_fill_seeds(Cg *c)
 {
@@ -71,7 +77,8 @@ cg_fill_seeds(Cg *c)
 			const Value *v = vs.v[i];
 			if (!filled(l))
 				continue;
-			emit(e, "#define %s_%s_SEED %du\n", c->upper, table_cname(c, &bc, l, v), 1000 + k);
+			emit(e, "#define %s_%s_SEED %uu\n", c->upper, table_cname(c, &bc, l, v),
+			     cg_table_seed(l, k));
 		}
 	}
 	emit(e, "\n");

@@ -69,6 +69,9 @@ void cg_helpers(Cg *c);
  * (inputs 0, weights 1, outputs 2, output gradients 3, gradients 4); and
  * the header's NAME_x_SEED of every tensor the driver fills. */
 Vec cg_table_part(Arena *a, const Graph *g, int kind);
+/* The seed of the k-th tensor of that table, of kind: NAME_x_SEED, or 0
+ * for a tensor the passes write. */
+unsigned cg_table_seed(int kind, int k);
 void cg_fill_seeds(Cg *c);
 /* The macros of the saved activations' offsets (CF_SAVED_x) and the
  * size query NAME_saved_bytes (NAME_ref_saved_bytes), when g has a

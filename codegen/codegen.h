@@ -44,5 +44,9 @@ void cg_header(FILE *f, Arena *a, const Graph *g);
 void cg_parallel(FILE *f, Arena *a, const Plan *p, const Plan *bp, const CgFiles *files);
 void cg_reference(FILE *f, Arena *a, const Plan *p, const Plan *bp, const CgFiles *files);
 void cg_driver(FILE *f, Arena *a, const Graph *g, const CgFiles *files);
+/* cg_py.c: a Python module (--emit=py) that loads the C of p and bp (the
+ * backward's plan, or NULL) built as a shared library and runs it on
+ * NumPy arrays through ctypes. */
+void cg_python(FILE *f, Arena *a, const Plan *p, const Plan *bp);
 
 #endif
