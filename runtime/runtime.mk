@@ -62,8 +62,14 @@ $(B)/tests/progress_bench: $(B)/tests/runtime/progress_bench.o $(B)/libcfrt.a
 	$(MPICC) $(LDFLAGS_ALL) -o $@ $(B)/tests/runtime/progress_bench.o \
 		$(RT_TEST_LINK)
 
+# Grouped-query attention against repeated heads through the API alone
+# (tests/gpu/gqa_check.c; the CUDA build of it is runtime/cuda/cuda.mk's).
+$(B)/tests/gqa_check: tests/gpu/gqa_check.c $(B)/libcfrt.a
+	@mkdir -p $(@D)
+	$(MPICC) $(CFLAGS_ALL) -Iruntime $(LDFLAGS_ALL) -o $@ $< $(RT_TEST_LINK)
+
 RT_TESTS = $(B)/tests/runtime_unit $(B)/tests/runtime_fault \
-           $(B)/tests/progress_bench
+           $(B)/tests/progress_bench $(B)/tests/gqa_check
 all: $(RT_LIBFILES) $(RT_TESTS)
 CHECK_DEPS += $(B)/libcfrt.a $(B)/tests/runtime_unit $(RT_LIBFILES) $(RT_TESTS)
 

@@ -137,3 +137,10 @@ else
 	fail "runtime trace JSON"
 	cat "$out/trace.log"
 fi
+
+# grouped-query attention against repeated key/value heads through the API
+# alone (tests/gpu/gqa_check.c, also run on the GPU by tests/gpu/run.sh)
+$MPIRUN -np 1 "$B/tests/gqa_check" >"$out/gqa_check.log" 2>&1
+cat "$out/gqa_check.log"
+check "runtime: grouped-query attention equals repeated key/value heads (f32, f64)" \
+	grep -q '^gqa_check: all ok$' "$out/gqa_check.log"

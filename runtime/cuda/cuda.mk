@@ -67,6 +67,14 @@ $(B)/tests/gpu/attn_check: tests/gpu/attn_check.c $(B)/libcfrt_cuda.a
 	$(MPICC) $(CFLAGS_ALL) -Iruntime $(LDFLAGS_ALL) -o $@ $< \
 		$(B)/libcfrt_cuda.a $(CUDA_LIBS)
 
+# Grouped-query attention against repeated key/value heads, forward and
+# backward, on one GPU (tests/gpu/gqa_check.c --gpu; run by
+# tests/gpu/run.sh under mpirun -n 1; t-runtime runs it on the MPI backend).
+$(B)/tests/gpu/gqa_check: tests/gpu/gqa_check.c $(B)/libcfrt_cuda.a
+	@mkdir -p $(@D)
+	$(MPICC) $(CFLAGS_ALL) -Iruntime $(LDFLAGS_ALL) -o $@ $< \
+		$(B)/libcfrt_cuda.a $(CUDA_LIBS)
+
 # The backward calls against a double reference on the host, on one GPU
 # (tests/gpu/grad_check.c; run by tests/gpu/run.sh under mpirun -n 1).
 $(B)/tests/gpu/grad_check: tests/gpu/grad_check.c $(B)/libcfrt_cuda.a
@@ -81,12 +89,12 @@ $(B)/bench/gpu/xfer_probe: bench/gpu/xfer_probe.c $(B)/libcfrt_cuda.a
 
 CU_ALL = $(B)/libcfrt_cuda.a $(B)/cfrt_cuda.pc $(B)/tests/gpu/cmpdump \
          $(B)/bench/gpu/gemm_probe $(B)/bench/gpu/xfer_probe $(B)/tests/gpu/attn_check \
-         $(B)/tests/gpu/grad_check
+         $(B)/tests/gpu/grad_check $(B)/tests/gpu/gqa_check
 all: $(CU_ALL)
 CHECK_DEPS += $(CU_ALL)
 
 test-gpu: $(B)/cfc $(B)/libcfrt.a $(B)/libcfrt_cuda.a $(B)/tests/gpu/cmpdump \
-          $(B)/tests/gpu/attn_check $(B)/tests/gpu/grad_check
+          $(B)/tests/gpu/attn_check $(B)/tests/gpu/grad_check $(B)/tests/gpu/gqa_check
 	@B=$(B) sh tests/gpu/run.sh
 
 bench-gpu: $(B)/cfc $(B)/libcfrt_cuda.a

@@ -10,8 +10,14 @@ out=$B/tests/gpu-run
 t=$(echo "$sched" | tr -d ' ' | tr '(),=' '___-' | sed 's/_*$//')
 dir=$out/$ex-$t-$n-$type
 group=$(group "$ex")
-case $type in
-f32) tol=1e-5 ;;
+# llama's bf16 output errs more than the others' (run.sh says why 2e-2):
+# its SwiGLU multiplies two rounded GEMM outputs and rope rounds q and k
+# once more. Measured on one H100 against the CPU f32 output: 2.97e-2;
+# the same block with 8 key/value heads (no grouping) 3.03e-2, without
+# rope 2.17e-2; the transformer 1.90e-2.
+case $type/$ex in
+f32/*) tol=1e-5 ;;
+*/llama) tol=4e-2 ;;
 *) tol=2e-2 ;;
 esac
 name="gpu: $ex $sched N=$n $type"

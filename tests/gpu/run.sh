@@ -16,8 +16,9 @@
 # wrong slice, step or peer gives errors of order 1.
 # Also pc_app (a hand-written FuseRS with cfrt_gemm beta = 1) on 2 and 4,
 # attn_check (the fused attention kernels, forward and backward,
-# tests/gpu/attn_check.c) and grad_check (the backward calls,
-# tests/gpu/grad_check.c) on 1.
+# tests/gpu/attn_check.c), grad_check (the backward calls,
+# tests/gpu/grad_check.c) and gqa_check (grouped-query attention,
+# tests/gpu/gqa_check.c) on 1.
 . tests/lib.sh
 out=$B/tests/gpu-run
 rm -rf "$out"
@@ -110,4 +111,14 @@ if [ $grc = 0 ] && grep -q '^grad_check: all ok$' "$out/grad_check"; then
 else
 	fail "gpu: grad_check"
 	tail -n 20 "$out/grad_check"
+fi
+
+# -- grouped-query attention against repeated key/value heads on one GPU
+# (tests/gpu/gqa_check.c): the fused kernels and the GEMM path
+$MPIRUN -x NCCL_NVLS_ENABLE -n 1 "$B/tests/gpu/gqa_check" --gpu >"$out/gqa_check" 2>&1
+if [ $? = 0 ] && grep -q '^gqa_check: all ok$' "$out/gqa_check"; then
+	pass "gpu: gqa_check"
+else
+	fail "gpu: gqa_check"
+	tail -n 20 "$out/gqa_check"
 fi
