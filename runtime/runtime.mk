@@ -85,6 +85,7 @@ install-runtime: $(RT_LIBFILES)
 	ln -sf libcfrt.so.$(RT_VERSION) $(DESTDIR)$(PREFIX)/lib/libcfrt.so.0
 	ln -sf libcfrt.so.0 $(DESTDIR)$(PREFIX)/lib/libcfrt.so
 	$(RT_PC) >$(DESTDIR)$(PREFIX)/lib/pkgconfig/cfrt.pc
+	@[ -n "$(DESTDIR)" ] || sh scripts/ldconfig.sh "$(PREFIX)/lib"
 
 install: install-runtime
 .PHONY: install-runtime
