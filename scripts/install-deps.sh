@@ -4,7 +4,7 @@
 # Needs root or sudo. Safe to run again: does nothing when all are present.
 set -eu
 PKGS=${*:-"build-essential clang pkg-config flex bison libgraphviz-dev graphviz \
-libopenmpi-dev openmpi-bin libcunit1-dev libopenblas-dev python3"}
+libopenmpi-dev openmpi-bin libcunit1-dev libopenblas-dev python3 cmake"}
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||
