@@ -34,8 +34,9 @@ numel(const int64_t *d, int nd)
 	return n;
 }
 
-/* Allocates this rank's shard of t (or all of it) and, but for y, fills
- * it as the driver does: from the header's seed, by global index. */
+/* Allocates this rank's shard of t (or all of it) and fills it as the
+ * driver does, from the header's seed by global index; y (seed 0) is
+ * left unfilled. */
 static void
 alloc_fill(cfrt_ctx *ctx, tensor *t, int whole)
 {
