@@ -371,7 +371,7 @@ if command -v cmake >/dev/null 2>&1; then
 		cmake -S tests/e2e/cmake -B "$t/cmake-v1" -DCMAKE_PREFIX_PATH="$pre" -DCF_VERSION=1.0 \
 			>"$t/cmake-v1.log" 2>&1; rc=$?
 		check "apps: cmake: find_package(CommFuse 1.0) is refused, naming 0.1.0" sh -c \
-			"[ $rc -ne 0 ] && grep -q '0.1.0' '$t/cmake-v1.log'"
+			"[ $rc -ne 0 ] && grep -q 'version: 0.1.0$' '$t/cmake-v1.log'"
 	fi
 else
 	echo "SKIP cmake is not installed (scripts/install-deps.sh installs it)"
