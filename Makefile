@@ -92,6 +92,7 @@ $(B)/cfc: $(CF_OBJ)
 	$(B)/cfc $(CFCFLAGS) $< --emit=c -o $*.c
 
 include runtime/runtime.mk
+include cmake/cmake.mk
 include runtime/cuda/cuda.mk
 include tests/tests.mk
 include bench/bench.mk

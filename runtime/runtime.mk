@@ -13,7 +13,7 @@ RT_OBJ = $(RT_SRC:%.c=$(B)/%.o)
 RT_CFLAGS = -fPIC -pthread -Iruntime $(BLAS_CFLAGS)
 RT_LIBS = $(BLAS_LIBS) -lm -pthread
 RT_LIBFILES = $(B)/libcfrt.a $(B)/libcfrt.so.$(RT_VERSION) $(B)/libcfrt.so.0 \
-              $(B)/libcfrt.so $(B)/cfrt.pc
+              $(B)/libcfrt.so $(B)/cfrt.pc $(B)/cfrt-uninstalled.pc
 
 $(B)/runtime/mpi/%.o: runtime/mpi/%.c
 	@mkdir -p $(@D)
@@ -41,6 +41,17 @@ RT_PC = sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(RT_VERSION)|' \
 $(B)/cfrt.pc: runtime/cfrt.pc.in runtime/runtime.mk
 	@mkdir -p $(@D)
 	$(RT_PC) >$@
+
+# cfrt-uninstalled.pc: the build tree's cfrt. pkg-config prefers NAME-
+# uninstalled.pc where it finds one, so PKG_CONFIG_PATH=$(B) pkg-config
+# cfrt gives runtime/ for the header and $(B) for the library, with an
+# rpath to it: a program built against the build tree runs from it.
+$(B)/cfrt-uninstalled.pc: runtime/cfrt.pc.in runtime/runtime.mk
+	@mkdir -p $(@D)
+	$(RT_PC) | sed -e 's|^prefix=.*|prefix=$(CURDIR)|' -e 's|^libdir=.*|libdir=$(abspath $(B))|' \
+		-e 's|^includedir=.*|includedir=$(CURDIR)/runtime|' \
+		-e 's|^Description: .*|&; uninstalled: the build tree $(abspath $(B))|' \
+		-e 's|^Libs: -L$${libdir}|& -Wl,-rpath,$${libdir}|' >$@
 
 # ---- tests: tests/runtime/unit_*.c make one CUnit runner (run under
 # mpirun with 1, 2, 3 ranks); fault.c, pc_app.c and progress_bench.c are
@@ -80,6 +91,7 @@ install-runtime: $(RT_LIBFILES)
 	ln -sf libcfrt.so.$(RT_VERSION) $(DESTDIR)$(PREFIX)/lib/libcfrt.so.0
 	ln -sf libcfrt.so.0 $(DESTDIR)$(PREFIX)/lib/libcfrt.so
 	$(RT_PC) >$(DESTDIR)$(PREFIX)/lib/pkgconfig/cfrt.pc
+	@[ -n "$(DESTDIR)" ] || sh scripts/ldconfig.sh "$(PREFIX)/lib"
 
 install: install-runtime
 .PHONY: install-runtime

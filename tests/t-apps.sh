@@ -3,8 +3,10 @@
 # job, the wrong number of ranks, a rank that fails or crashes mid-run, an
 # out-of-tree program built through pkg-config after `make install`,
 # golden files of the generated C of mlp.cf (vanilla and fuse),
-# library collectives handed their tensors in place where they can be, and
-# calls on the longest names.
+# library collectives handed their tensors in place where they can be,
+# calls on the longest names, programs built through CMake's package (the
+# build tree and an installed prefix) and through pkg-config before
+# installing, and when make install runs ldconfig.
 . tests/lib.sh
 t=$B/tests/apps
 rm -rf "$t"
@@ -309,3 +311,113 @@ done
 check "apps: --explain says the default fell back to vanilla, and why" grep -q \
 	"all_reduce y: vanilla (asked fuse(ring)) .*; the built-in default fuse(ring) needs a dimension of h @ w2 (\[6,10\]) that divides into 4 slices: vanilla used" \
 	"$t/odd.explain"
+
+# -- CMake without hand-written flags: tests/e2e/cmake (cfc_generate of mlp
+# with tp = 2 run by main.c against the serial reference, on libcfrt.so;
+# cfc's driver of mlp under fuse(bidir) with its backward, on libcfrt.a)
+# configured against the build tree (CommFuse_DIR=$B) and against the
+# prefix installed above, built with -Werror, run on 2 ranks.
+# drv_ok FILE: the driver's line in FILE reports max_rel_err and
+# grad_max_rel_err <= 1e-5.
+drv_ok() { err_ok "$1" && le "$(field grad_max_rel_err "$1")" 1e-5; }
+# static_ok FILE: program FILE loads no libcfrt.so.
+static_ok() { test -x "$1" && ! ldd "$1" | grep -q libcfrt; }
+# cmake_app NAME DIR LIBDIR CMAKE-ARGS...: configures tests/e2e/cmake into
+# DIR with CMAKE-ARGS, builds and runs it; its app must load libcfrt.so.0
+# from LIBDIR, its driver no libcfrt.so at all.
+cmake_app() {
+	cname=$1 cdir=$2 clib=$3
+	shift 3
+	if cmake -S tests/e2e/cmake -B "$cdir" -DCMAKE_C_FLAGS="-Wall -Wextra -Werror $SANFLAGS" \
+	    "$@" >"$cdir.log" 2>&1 && cmake --build "$cdir" -j 2 >>"$cdir.log" 2>&1; then
+		$MPIRUN -n 2 "$cdir/app" >"$cdir.out" 2>&1
+		$MPIRUN -n 2 "$cdir/mlp_bidir_driver" --check --iters 1 --warmup 0 >"$cdir.drv" 2>&1
+		cat "$cdir.out" "$cdir.drv"
+	else
+		cat "$cdir.log"
+	fi
+	check "apps: cmake ($cname): an app linking cfc_generate's mlp matches the reference on 2 ranks" \
+		sh -c "test \$(grep -c '^cmake app: rank=[01] max_rel_err=' '$cdir.out') -eq 2 &&
+		awk -F'max_rel_err=' '/max_rel_err/ { if (\$2 + 0 > 1e-5) bad = 1 } END { exit bad }' '$cdir.out'"
+	check "apps: cmake ($cname): the app loads libcfrt.so.0 from $clib" sh -c \
+		"ldd '$cdir/app' | grep -q 'libcfrt.so.0 => $clib/libcfrt.so.0 '"
+	check "apps: cmake ($cname): cfc_generate's driver (fuse(bidir), backward) matches" \
+		drv_ok "$cdir.drv"
+	check "apps: cmake ($cname): the driver is linked with libcfrt.a" static_ok "$cdir/mlp_bidir_driver"
+}
+if command -v cmake >/dev/null 2>&1; then
+	# from the build tree, on a copy of the spec: touching it runs cfc again
+	mkdir -p "$t/cmake-spec"
+	cp examples/mlp.cf "$t/cmake-spec/mlp.cf"
+	cmake_app "build tree" "$t/cmake" "$ROOT/$B" -DCommFuse_DIR="$ROOT/$B" \
+		-DCF_SPEC="$ROOT/$t/cmake-spec/mlp.cf"
+	cmake --build "$t/cmake" >"$t/cmake.again" 2>&1
+	sleep 1
+	touch "$t/cmake-spec/mlp.cf"
+	cmake --build "$t/cmake" >"$t/cmake.touched" 2>&1
+	check "apps: cmake: a build with nothing changed runs no cfc" sh -c \
+		"grep -q 'Built target app' '$t/cmake.again' && ! grep -q 'cfc:' '$t/cmake.again'"
+	check "apps: cmake: a build after the spec changed runs cfc for both models" sh -c \
+		"grep -q 'cfc: mlp from' '$t/cmake.touched' && grep -q 'cfc: mlp_bidir from' '$t/cmake.touched'"
+	if [ -z "$SANFLAGS" ]; then
+		# the installed package, its spec named relative to CMakeLists.txt
+		cmake_app "installed" "$t/cmake-inst" "$pre/lib" -DCMAKE_PREFIX_PATH="$pre"
+		check "apps: cmake (installed) found the package under the prefix" grep -qx \
+			"CommFuse_DIR:PATH=$pre/lib/cmake/CommFuse" "$t/cmake-inst/CMakeCache.txt"
+		# the staged copy finds its prefix from its own place, where it
+		# checks that cfrt.h, cfc and both libraries are
+		check "apps: cmake finds the package in a DESTDIR stage" cmake -S tests/e2e/cmake \
+			-B "$t/cmake-stage" -DCMAKE_PREFIX_PATH="$ROOT/$t/stage/usr/local"
+		cmake -S tests/e2e/cmake -B "$t/cmake-v1" -DCMAKE_PREFIX_PATH="$pre" -DCF_VERSION=1.0 \
+			>"$t/cmake-v1.log" 2>&1; rc=$?
+		check "apps: cmake: find_package(CommFuse 1.0) is refused, naming 0.1.0" sh -c \
+			"[ $rc -ne 0 ] && grep -q 'version: 0.1.0$' '$t/cmake-v1.log'"
+	fi
+else
+	echo "SKIP cmake is not installed (scripts/install-deps.sh installs it)"
+fi
+
+# -- pkg-config before make install: cfrt-uninstalled.pc in $B, found for
+# cfrt through PKG_CONFIG_PATH alone; the program runs from the build tree
+# with no LD_LIBRARY_PATH (the file's rpath)
+d=$t/uninst
+"$CFC" examples/mlp.cf -D tp=2 --emit=h,c,ref,driver -o "$d"
+check "apps: PKG_CONFIG_PATH=$B pkg-config cfrt takes cfrt-uninstalled.pc" \
+	env PKG_CONFIG_PATH="$B" pkg-config --uninstalled cfrt
+(cd "$d" && mpicc -std=c11 -O2 -Wall -Wextra -Werror $SANFLAGS mlp_main.c mlp.c mlp_ref.c -o app \
+	$(PKG_CONFIG_PATH=$ROOT/$B pkg-config --cflags --libs cfrt)) >"$t/uninst.log" 2>&1 ||
+	cat "$t/uninst.log"
+check "apps: the program built through cfrt-uninstalled.pc loads the build tree's libcfrt.so.0" \
+	sh -c "ldd '$d/app' | grep -q 'libcfrt.so.0 => $ROOT/$B/libcfrt.so.0 '"
+$MPIRUN -n 2 "$d/app" --check --iters 1 >"$t/uninst.out" 2>&1
+cat "$t/uninst.out"
+check "apps: a program built with only pkg-config's flags for the build tree runs right" \
+	err_ok "$t/uninst.out"
+
+# -- make install runs ldconfig as root, with no DESTDIR, into a directory
+# the loader searches, and only then: a stand-in for ldconfig lists the
+# one directory FAKE_DIR and notes how many arguments each run had
+if [ -z "$SANFLAGS" ] && [ "$(id -u)" -eq 0 ]; then
+	fake=$ROOT/$t/ldconfig
+	printf '#!/bin/sh\nif [ "$*" = -vNX ]; then echo "$FAKE_DIR: (from fake.conf:1)"\nelse echo $# >>"$0.ran"; fi\n' \
+		>"$fake"
+	chmod +x "$fake"
+	# ldinstall DIR MAKE-ARGS...: make install PREFIX=$pre MAKE-ARGS, the
+	# loader searching DIR; true when ldconfig ran once, to rebuild its
+	# cache (no arguments)
+	ldinstall() {
+		ldir=$1
+		shift
+		rm -f "$fake.ran"
+		FAKE_DIR=$ldir LDCONFIG=$fake make --no-print-directory B="$B" install PREFIX="$pre" "$@" \
+			>"$t/ldinstall.log" 2>&1 || cat "$t/ldinstall.log"
+		[ "$(cat "$fake.ran" 2>/dev/null)" = 0 ]
+	}
+	not() { ! "$@"; }
+	check "apps: make install as root into a directory the loader searches runs ldconfig" \
+		ldinstall "$pre/lib"
+	check "apps: make install into a directory the loader does not search runs no ldconfig" \
+		not ldinstall /usr/lib
+	check "apps: make install DESTDIR=... runs no ldconfig" \
+		not ldinstall "$pre/lib" DESTDIR="$ROOT/$t/stage-ld"
+fi
