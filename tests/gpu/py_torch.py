@@ -1,7 +1,9 @@
 """py_torch.py DIR: the module cfc --emit=py wrote into DIR (mlp with
 --backward, one rank), its library built against libcfrt_cuda, run on
 torch CUDA tensors: the same bits as on NumPy arrays through the same
-library, the reference's within 1e-5, torch's pending work on its current
+library, the reference's within 1e-5, PyTorch's own ops (gelu(x @ w1) @ w2
+and its autograd gradients, in float64) within 1e-5, torch's pending
+work on its current
 stream seen by the pass, and the wrong tensors refused. One line per
 check, "torch: NAME ok" or "torch: NAME FAIL ...". (GPU machine.)"""
 import sys
@@ -51,6 +53,17 @@ with mlp.Model(device=0) as m:
     tg = m.backward(d_y=torch.from_numpy(dy).cuda())
     report("the same gradients as NumPy's",
            all(np.array_equal(tg[k].cpu().numpy(), g[k]) for k in g))
+    # against PyTorch's own ops: mlp.cf's forward (tp = 1: its collectives
+    # are the identity) and its gradients by autograd, in float64
+    t64 = {k: torch.from_numpy(v).cuda().double().requires_grad_() for k, v in whole.items()}
+    yt = torch.nn.functional.gelu(t64["x"] @ t64["w1"], approximate="tanh") @ t64["w2"]
+    yt.backward(torch.from_numpy(mlp.seeded("d_y")).cuda().double())
+    e = ((ty.double() - yt).abs().max() / yt.abs().max()).item()
+    report("PyTorch's ops (gelu(x @ w1) @ w2, float64): the output", e <= 1e-5, "%.3e" % e)
+    for k in tg:
+        want = t64[k[2:]].grad
+        e = ((tg[k].double() - want).abs().max() / want.abs().max()).item()
+        report("PyTorch's autograd (float64): %s" % k, e <= 1e-5, "%.3e" % e)
     # work still queued on torch's stream when the pass starts
     big = torch.randn(4096, 4096, device="cuda")
     for _ in range(20):

@@ -122,3 +122,24 @@ else
 	fail "gpu: gqa_check"
 	tail -n 20 "$out/gqa_check"
 fi
+
+# -- the Python module (cfc --emit=py) on torch CUDA tensors, one GPU:
+# mlp at tp = 1 against NumPy, the reference and PyTorch's own ops
+# (tests/gpu/py_torch.py), when python3 has torch
+if python3 -c "import torch, numpy" 2>/dev/null; then
+	d=$out/py
+	mkdir -p "$d"
+	"$B/cfc" examples/mlp.cf -D tp=1 --backward --emit=h,c,ref,py -o "$d" &&
+	mpicc -shared -fPIC -O2 -Iruntime -I"$d" -o "$d/libmlp.so" "$d/mlp.c" "$d/mlp_ref.c" \
+		"$B/libcfrt_cuda.a" $CUDA_LIBS >"$d.log" 2>&1 &&
+	$MPIRUN -x NCCL_NVLS_ENABLE -n 1 python3 tests/gpu/py_torch.py "$d" >"$d.out" 2>&1
+	cat "$d.out"
+	if grep -q '^torch: .* ok$' "$d.out" && ! grep -q '^torch: .* FAIL' "$d.out"; then
+		pass "gpu: python module on torch tensors"
+	else
+		fail "gpu: python module on torch tensors"
+		tail -n 20 "$d.log"
+	fi
+else
+	echo "SKIP gpu: python module on torch tensors: python3 has no torch"
+fi
