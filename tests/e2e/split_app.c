@@ -2,50 +2,18 @@
  * of 2 (MPI_Comm_split) and runs the generated mlp model in each group on
  * different data. Each group checks its output shard against the serial
  * reference of its own data; rank 0 prints one line per group. */
-#include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
 
 #include "mlp.h"
-
-typedef struct tensor {
-	const char *name;
-	int nd, split;
-	int64_t dims[4], rank_dims[4];
-	void *buf;
-} tensor;
-
-static int64_t
-numel(const int64_t *d, int nd)
-{
-	int64_t n = 1;
-	for (int i = 0; i < nd; i++)
-		n *= d[i];
-	return n;
-}
-
-/* Fills this rank's shard (or the whole tensor) of global tensor t. */
-static void
-fill(cfrt_ctx *ctx, tensor *t, int whole, uint64_t seed)
-{
-	int64_t off[4] = {0};
-	const int64_t *d = whole ? t->dims : t->rank_dims;
-	size_t bytes = (size_t)numel(d, t->nd) * sizeof(float);
-
-	CFRT_TRY(ctx, cfrt_alloc(ctx, &t->buf, bytes));
-	if (!whole && t->split >= 0)
-		off[t->split] = cfrt_rank(ctx) * t->rank_dims[t->split];
-	cfrt_view v = cfrt_view_contig(t->buf, CFRT_F32, t->nd, d);
-	CFRT_TRY(ctx, cfrt_fill_global(ctx, &v, seed, t->dims, off));
-}
+#include "shard.h"
 
 static void
 tensors(tensor *t)
 {
-	tensor x = {"x", MLP_x_NDIM, MLP_x_SPLIT, MLP_x_DIMS, MLP_x_RANK_DIMS, NULL};
-	tensor w1 = {"w1", MLP_w1_NDIM, MLP_w1_SPLIT, MLP_w1_DIMS, MLP_w1_RANK_DIMS, NULL};
-	tensor w2 = {"w2", MLP_w2_NDIM, MLP_w2_SPLIT, MLP_w2_DIMS, MLP_w2_RANK_DIMS, NULL};
-	tensor y = {"y", MLP_y_NDIM, MLP_y_SPLIT, MLP_y_DIMS, MLP_y_RANK_DIMS, NULL};
+	tensor x = {MLP_x_NDIM, MLP_x_SPLIT, MLP_x_DIMS, MLP_x_RANK_DIMS, 0, NULL};
+	tensor w1 = {MLP_w1_NDIM, MLP_w1_SPLIT, MLP_w1_DIMS, MLP_w1_RANK_DIMS, 0, NULL};
+	tensor w2 = {MLP_w2_NDIM, MLP_w2_SPLIT, MLP_w2_DIMS, MLP_w2_RANK_DIMS, 0, NULL};
+	tensor y = {MLP_y_NDIM, MLP_y_SPLIT, MLP_y_DIMS, MLP_y_RANK_DIMS, 0, NULL};
 	t[0] = x, t[1] = w1, t[2] = w2, t[3] = y;
 }
 
@@ -57,10 +25,10 @@ run(cfrt_ctx *ctx, tensor *t, int whole, uint64_t seed)
 	mlp_io io;
 	void *ws;
 
-	for (int k = 0; k < 3; k++)
-		fill(ctx, &t[k], whole, seed + (uint64_t)k);
-	size_t ybytes = (size_t)numel(whole ? t[3].dims : t[3].rank_dims, t[3].nd) * sizeof(float);
-	CFRT_TRY(ctx, cfrt_alloc(ctx, &t[3].buf, ybytes));
+	for (int k = 0; k < 4; k++) {
+		t[k].seed = k < 3 ? seed + (uint64_t)k : 0;
+		tensor_alloc(ctx, &t[k], whole);
+	}
 	w.w1 = t[1].buf, w.w2 = t[2].buf, io.x = t[0].buf, io.y = t[3].buf;
 	CFRT_TRY(ctx, cfrt_alloc(ctx, &ws, whole ? mlp_ref_workspace_bytes() : mlp_workspace_bytes()));
 	if (whole)
@@ -68,35 +36,6 @@ run(cfrt_ctx *ctx, tensor *t, int whole, uint64_t seed)
 	else
 		mlp_forward(ctx, &w, &io, ws);
 	cfrt_free(ctx, ws);
-}
-
-/* max |mine - ref| / max |ref| over this rank's shard of y. */
-static double
-compare(cfrt_ctx *ctx, tensor *mine, cfrt_ctx *rctx, tensor *ref)
-{
-	int64_t n = numel(mine->rank_dims, mine->nd), rn = numel(ref->dims, ref->nd);
-	float *a = malloc((size_t)n * sizeof *a), *b = malloc((size_t)rn * sizeof *b);
-	double md = 0, mr = 0;
-	int r = cfrt_rank(ctx);
-
-	CFRT_TRY(ctx, cfrt_download(ctx, a, mine->buf, (size_t)n * sizeof *a));
-	CFRT_TRY(rctx, cfrt_download(rctx, b, ref->buf, (size_t)rn * sizeof *b));
-	for (int64_t i = 0; i < n; i++) {
-		int64_t g = 0, mul = 1, k = i;
-		for (int d = mine->nd - 1; d >= 0; d--) {
-			int64_t x = k % mine->rank_dims[d];
-			k /= mine->rank_dims[d];
-			if (d == mine->split)
-				x += r * mine->rank_dims[d];
-			g += x * mul;
-			mul *= mine->dims[d];
-		}
-		md = fmax(md, fabs(a[i] - b[g]));
-		mr = fmax(mr, fabs(b[g]));
-	}
-	free(a);
-	free(b);
-	return md / mr;
 }
 
 int
@@ -121,7 +60,7 @@ main(int argc, char **argv)
 		cfrt_fail(NULL, CFRT_ESIZE);
 	tensors(rt);
 	run(rctx, rt, 1, seed);
-	double err = compare(ctx, &t[3], rctx, &rt[3]), all[64];
+	double err = shard_err(ctx, &t[3], rctx, &rt[3]), all[64];
 	MPI_Gather(&err, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
 	if (wr == 0)
 		for (int r = 0; r < ws && r < 64; r++)

@@ -133,6 +133,41 @@ test_slot_window(void)
 	st_done(&r);
 }
 
+/* llama's rope inside the fused all_gather, each slice told the position
+ * of the next row (and, under vanilla, every rank told its own shard's):
+ * the proof names the offset it got and the row it should have. */
+static void
+test_rope_position(void)
+{
+	static const char *const kinds[] = {"fuse(ring)", "vanilla"};
+
+	for (int k = 0; k < 2; k++) {
+		SRun r;
+		char *text = st_example("llama");
+		const Coll *c;
+		PColl *pc = plan_of(&r, text, kinds[k], "attn0.xa", &c);
+		int found = 0;
+
+		for (int id = 0; id < c->nitems; id++) {
+			PItem *p = pc->item[id];
+			if (!p || (!p->qoff && k == 0))
+				continue;
+			if (k == 0) {
+				p->qstart.add += 1;
+			} else {
+				p->qoff = 1;
+				p->qstart.c[PV_R] += 16; /* S / tp rows a rank */
+			}
+			found = 1;
+		}
+		CU_ASSERT_FATAL(found);
+		st_rejects(c, pc, k == 0 ? "gets position offset 1, but its first row is global row 0" :
+		                           "gets position offset 16, but its first row is global row 0");
+		st_done(&r);
+		free(text);
+	}
+}
+
 /* A causal attention split by queries told the wrong first query. */
 static void
 test_query_offset(void)
@@ -149,7 +184,7 @@ test_query_offset(void)
 			found = 1;
 		}
 	CU_ASSERT_FATAL(found);
-	st_rejects(c, pc, "but its first query is global row");
+	st_rejects(c, pc, "gets query offset 49, but its first row is global row 48");
 	st_done(&r);
 	free(text);
 }
@@ -261,5 +296,6 @@ test_plan_register(void)
 	CU_add_test(s, "overlapping workspace", test_overlapping_workspace);
 	CU_add_test(s, "a request slot reused in flight", test_slot_window);
 	CU_add_test(s, "a wrong query offset", test_query_offset);
+	CU_add_test(s, "a wrong rope position", test_rope_position);
 	CU_add_test(s, "an offset right on rank 0 only", test_wrong_off_rank0);
 }

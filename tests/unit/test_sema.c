@@ -572,7 +572,7 @@ test_attention(void)
 	expect_error("  in q : [B, H, S, D];\n  in k : [B, H, S, 64];\n"
 	             "  y = attention(q, k, k);\n  out y;\n",
 	             "attention shapes [2,8,256,128], [2,8,256,64] and [2,8,256,64] do not match: "
-	             "q must be [..., Sq, Dh] and k, v [..., Sk, Dh]");
+	             "q must be [..., H, Sq, Dh] and k, v [..., Hk, Sk, Dh] with Hk dividing H");
 	expect_error("  in q : [B, H, S, D] split S over tp;\n  in k : [B, H, S, D] split H over tp;\n"
 	             "  y = attention(q, k, k);\n  out y;\n",
 	             "attention operands are split differently: q (split S over tp), "
