@@ -2,30 +2,69 @@
 # Runs every tests/t-*.sh (or those named as arguments) and counts the
 # PASS/FAIL lines they print; a suite that cannot run here prints a
 # "SKIP why" line, shown in the summary. Exits non-zero when anything
-# failed.
+# failed. JOBS suites run at once (default: the number of cores, at most
+# 4; JOBS=1 runs them one after the other): each is a program of its own
+# with its own directory under $B/tests, and on 2 cores the slowest
+# suite (t-e2e) no longer waits behind the others. A suite's lines are
+# printed when it ends, in the order they end; the total is the sum.
 : "${B:=build}"
+: "${JOBS:=$(n=$(nproc 2>/dev/null || echo 1); [ "$n" -gt 4 ] && n=4; echo "$n")}"
 export B CFC="$B/cfc"
-pass=0 fail=0 skip=0
 skipped() { [ "$1" -eq 0 ] || echo ", $1 skipped"; }
 log=$B/tests/log
 mkdir -p "$log"
+rm -rf "$log/claim" "$log"/*.count
+mkdir "$log/claim"
 scripts=${*:-tests/t-*.sh}
+
+# suite T NAME: runs suite T and prints its block in one write (a block
+# of lines under PIPE_BUF does not interleave with another lane's);
+# leaves its counts in $log/NAME.count
+suite() {
+	sh "$1" >"$log/$2.out" 2>&1
+	rc=$?
+	p=$(grep -c '^PASS ' "$log/$2.out")
+	f=$(grep -c '^FAIL ' "$log/$2.out")
+	k=$(grep -c '^SKIP ' "$log/$2.out")
+	{
+		echo "== $2"
+		grep '^FAIL ' "$log/$2.out" | sed 's/^/   /'
+		if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+			echo "   FAIL $2 exited $rc; the end of its log:"
+			tail -n 20 "$log/$2.out" | sed 's/^/   | /'
+			f=1
+		fi
+		grep '^SKIP ' "$log/$2.out" | sed 's/^SKIP /   skipped: /'
+		echo "   $p passed, $f failed$(skipped "$k")"
+	} >"$log/$2.block"
+	cat "$log/$2.block"
+	echo "$p $f $k" >"$log/$2.count"
+}
+
+# lane: takes the suites in turn; mkdir claims one atomically, so each
+# runs once whatever the number of lanes
+lane() {
+	for t in $scripts; do
+		name=$(basename "$t" .sh)
+		mkdir "$log/claim/$name" 2>/dev/null || continue
+		suite "$t" "$name"
+	done
+}
+
+i=0
+while [ "$i" -lt "$JOBS" ]; do
+	lane &
+	i=$((i + 1))
+done
+wait
+pass=0 fail=0 skip=0
 for t in $scripts; do
 	name=$(basename "$t" .sh)
-	echo "== $name"
-	sh "$t" >"$log/$name.out" 2>&1
-	rc=$?
-	grep '^FAIL ' "$log/$name.out" | sed 's/^/   /'
-	p=$(grep -c '^PASS ' "$log/$name.out")
-	f=$(grep -c '^FAIL ' "$log/$name.out")
-	if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
-		echo "   FAIL $name exited $rc; the end of its log:"
-		tail -n 20 "$log/$name.out" | sed 's/^/   | /'
-		f=1
+	if [ -f "$log/$name.count" ]; then
+		read -r p f k <"$log/$name.count"
+	else
+		echo "   FAIL $name did not run" && p=0 f=1 k=0
 	fi
-	k=$(grep -c '^SKIP ' "$log/$name.out")
-	grep '^SKIP ' "$log/$name.out" | sed 's/^SKIP /   skipped: /'
-	echo "   $p passed, $f failed$(skipped "$k")"
 	pass=$((pass + p)) fail=$((fail + f)) skip=$((skip + k))
 done
 echo "total: $pass passed, $fail failed$(skipped "$skip")"
