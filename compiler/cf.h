@@ -113,6 +113,9 @@ void diag_note(Diag *d, Loc loc, const char *fmt, ...)
 /* Line `line` (1-based) of s, not NUL-terminated: *len bytes; NULL past
  * the end. */
 const char *diag_line(const Src *s, int line, size_t *len);
+/* The length of the well-formed UTF-8 sequence at s (2 to 4 bytes), or 0
+ * (ASCII, or bytes that are no UTF-8). */
+int diag_utf8_len(const char *s);
 /* An error with no position in the source (command line, I/O). */
 void diag_plain(Diag *d, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));

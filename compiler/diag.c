@@ -42,6 +42,59 @@ diag_line(const Src *s, int line, size_t *len)
 	return p;
 }
 
+/* The length of the well-formed UTF-8 sequence at p (2 to 4 bytes: no
+ * overlong form, no surrogate, nothing past U+10FFFF), or 0. */
+int
+diag_utf8_len(const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	int n = p[0] >= 0xf0 ? 4 : p[0] >= 0xe0 ? 3 : p[0] >= 0xc2 ? 2 : 0;
+	if (n == 0 || p[0] > 0xf4)
+		return 0;
+	for (int i = 1; i < n; i++)
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+	if ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] > 0x9f) ||
+	    (p[0] == 0xf0 && p[1] < 0x90) || (p[0] == 0xf4 && p[1] > 0x8f))
+		return 0;
+	return n;
+}
+
+/* Whether s[i] continues a well-formed UTF-8 sequence that starts in
+ * s[0..i) (show_line writes such a sequence as one character). */
+static int
+diag_in_utf8(const char *s, size_t i)
+{
+	for (size_t b = i; b > 0 && i - b < 3; b--) {
+		unsigned char c = (unsigned char)s[b - 1];
+		if ((c & 0xc0) != 0x80)
+			return c >= 0xc2 && (size_t)diag_utf8_len(s + b - 1) > i - (b - 1);
+	}
+	return 0;
+}
+
+/* The column, counted in characters (well-formed UTF-8 sequences count
+ * one, any other byte one), of byte column col of line (the column of the
+ * character that byte is part of). Locations count bytes; what cfc writes
+ * counts characters, like GCC's display column (a tab is one). */
+static int
+diag_col(const Diag *d, int line, int col)
+{
+	size_t len;
+	const char *p;
+
+	if (!d->src || line <= 0 || col <= 1 || !(p = diag_line(d->src, line, &len)))
+		return col;
+	int c = 0;
+	size_t i = 0;
+	while (i < (size_t)col) {
+		int n = i < len && (unsigned char)p[i] >= 128 ? diag_utf8_len(p + i) : 0;
+		i += n && i + (size_t)n <= len ? (size_t)n : 1;
+		c++;
+	}
+	return c;
+}
+
 /* Prints the source line with a caret from col to ecol (same line only).
  * Long lines are cut to a window around the caret. */
 static void
@@ -61,17 +114,30 @@ show_line(Diag *d, Loc loc)
 	fputs(from ? " ..." : " ", d->out);
 	for (size_t i = from; i < to; i++) {
 		unsigned char c = (unsigned char)p[i];
-		fputc(c == '\t' || (c >= 32 && c < 127) ? c : '?', d->out);
+		size_t n = c >= 128 ? (size_t)diag_utf8_len(p + i) : 0;
+		if (n && i + n <= to) {
+			fwrite(p + i, 1, n, d->out);
+			i += n - 1;
+		} else
+			fputc(c == '\t' || (c >= 32 && c < 127) ? c : '?', d->out);
 	}
 	fputs(to < len ? "...\n" : "\n", d->out);
 	fputs(from ? "    " : " ", d->out);
-	for (size_t i = from; i < col; i++)
-		fputc(p[i] == '\t' ? '\t' : ' ', d->out);
+	for (size_t i = from; i < col; i++) {
+		if (p[i] == '\t')
+			fputc('\t', d->out);
+		else if (((unsigned char)p[i] & 0xc0) != 0x80 ||
+		         !diag_in_utf8(p + from, i - from))
+			fputc(' ', d->out); /* a character written whole above
+			                     * takes one column */
+	}
 	fputc('^', d->out);
 	if (loc.eline == loc.line && loc.ecol > loc.col) {
 		size_t e = (size_t)loc.ecol;
 		for (size_t i = col + 1; i < e && i < to; i++)
-			fputc('~', d->out);
+			if (((unsigned char)p[i] & 0xc0) != 0x80 ||
+			    !diag_in_utf8(p + from, i - from))
+				fputc('~', d->out);
 	}
 	fputc('\n', d->out);
 }
@@ -117,7 +183,8 @@ report(Diag *d, Loc loc, const char *kind, const char *fmt, va_list ap)
 		return;
 	}
 	if (loc.line > 0)
-		fprintf(d->out, "%s:%d:%d: %s: ", name, loc.line, loc.col, kind);
+		fprintf(d->out, "%s:%d:%d: %s: ", name, loc.line,
+		        diag_col(d, loc.line, loc.col), kind);
 	else
 		fprintf(d->out, "%s: %s: ", name, kind);
 	vfprintf(d->out, fmt, ap);
@@ -189,23 +256,27 @@ diag_plain_note(Diag *d, const char *fmt, ...)
 
 /* ---- JSON and SARIF ---- */
 
-/* s as a JSON string. */
+/* s as a JSON string: well-formed UTF-8 passes as it is (a name or
+ * comment in the source stays readable); any other byte past ASCII is
+ * written as U+0080..U+00FF, since a message may quote bytes of a binary
+ * input that are no UTF-8 and the JSON must still parse. */
 static void
 json_str(FILE *f, const char *s)
 {
 	fputc('"', f);
 	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		if (*p == '"' || *p == '\\')
+		int n = *p >= 128 ? diag_utf8_len((const char *)p) : 0;
+		if (n) {
+			fwrite(p, 1, n, f);
+			p += n - 1;
+		} else if (*p == '"' || *p == '\\')
 			fprintf(f, "\\%c", *p);
 		else if (*p == '\n')
 			fputs("\\n", f);
 		else if (*p == '\t')
 			fputs("\\t", f);
 		else if (*p < 32 || *p >= 127)
-			fprintf(f, "\\u%04x", *p); /* each byte past ASCII as U+0080..U+00FF: a
-			                             * message may quote bytes of a binary
-			                             * input that are no UTF-8, and the JSON
-			                             * must still parse */
+			fprintf(f, "\\u%04x", *p);
 		else
 			fputc(*p, f);
 	}
@@ -218,8 +289,9 @@ json_pos(FILE *f, const Diag *d, int line, int col)
 {
 	fputs("{\"file\": ", f);
 	json_str(f, diag_file(d));
+	int c = diag_col(d, line, col);
 	fprintf(f, ", \"line\": %d, \"column\": %d, \"display-column\": %d, \"byte-column\": %d}",
-	        line, col, col, col);
+	        line, c, c, col);
 }
 
 static void
@@ -291,7 +363,8 @@ sarif_loc(FILE *f, const Diag *d, Loc l, const char *msg)
 		int eline = l.eline >= l.line ? l.eline : l.line;
 		int ecol = eline == l.line && l.ecol < col ? col : l.ecol;
 		fprintf(f, ", \"region\": {\"startLine\": %d, \"startColumn\": %d, \"endLine\": %d, "
-		        "\"endColumn\": %d}", l.line, col, eline, ecol + 1);
+		        "\"endColumn\": %d}", l.line, diag_col(d, l.line, col), eline,
+		        diag_col(d, eline, ecol) + 1);
 	}
 	fputc('}', f);
 	if (msg) {
@@ -309,7 +382,7 @@ flush_sarif(Diag *d)
 
 	fputs("{\"$schema\": \"https://json.schemastore.org/sarif-2.1.0.json\", "
 	      "\"version\": \"2.1.0\", \"runs\": [{\"tool\": {\"driver\": {\"name\": \"cfc\", "
-	      "\"version\": \"" CF_VERSION "\"}}, \"results\": [", f);
+	      "\"version\": \"" CF_VERSION "\"}}, \"columnKind\": \"unicodeCodePoints\", \"results\": [", f);
 	for (int i = 0, owned = 0; i < d->nrec; i++) {
 		const DiagRec *r = &d->rec[i];
 		int note = !strcmp(r->kind, "note");
