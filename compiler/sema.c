@@ -127,6 +127,21 @@ sema_divides(Sema *S, const Value *v, int d, const Group *g, Loc loc, const char
 
 /* ---- declarations ---- */
 
+/* The label of a dimension written as x: a size's name, or a product of
+ * names (`H * Dh`, which split_heads by H labels Dh); otherwise none. */
+static const char *
+dim_label(Sema *S, const Expr *x)
+{
+	if (x->kind == E_NAME)
+		return x->u.name;
+	if (x->kind == E_BIN && x->u.bin.op == '*') {
+		const char *l = dim_label(S, x->u.bin.l), *r = dim_label(S, x->u.bin.r);
+		if (l && r)
+			return arena_printf(S->a, "%s*%s", l, r);
+	}
+	return NULL;
+}
+
 /* Remembers a tensor named inside a layer instance, for "layer.t" keys. */
 static void
 bind(Sema *S, const Scope *sc, const char *name, Value *v)
@@ -161,7 +176,7 @@ tensor_shape(Sema *S, Scope *sc, const Stmt *st, Value *v)
 			           "%s is %lld", d, name, sema_text(S, x), (long long)v->shape[d]);
 			ok = 0;
 		}
-		v->label[d] = x->kind == E_NAME ? x->u.name : NULL;
+		v->label[d] = dim_label(S, x);
 	}
 	return ok;
 }

@@ -224,6 +224,20 @@ heads_count(Sema *S, Call *c, int64_t *h)
 	return 1;
 }
 
+/* The label of the head dim when a dim labelled d splits into heads
+ * labelled h: what follows "h*" in d (H*Dh by H: Dh), else d/h. */
+static const char *
+head_label(Sema *S, const char *d, const char *h)
+{
+	size_t k = h ? strlen(h) : 0;
+
+	if (!d || !h)
+		return NULL;
+	if (strncmp(d, h, k) == 0 && d[k] == '*' && d[k + 1])
+		return d + k + 1;
+	return arena_printf(S->a, "%s/%s", d, h);
+}
+
 /* split_heads: [..., S, D] -> [..., H, S, D/H] */
 static Value *
 infer_split_heads(Sema *S, Call *c, Node *n)
@@ -252,8 +266,7 @@ infer_split_heads(Sema *S, Call *c, Node *n)
 	r->shape[nd - 1] = x->shape[nd - 2];
 	r->label[nd - 1] = x->label[nd - 2];
 	r->shape[nd] = x->shape[nd - 1] / h;
-	r->label[nd] = x->label[nd - 1] && r->label[nd - 2] ? arena_printf(S->a,
-	               "%s/%s", x->label[nd - 1], r->label[nd - 2]) : NULL;
+	r->label[nd] = head_label(S, x->label[nd - 1], r->label[nd - 2]);
 	n->a.heads = (int)h;
 	/* a split of S stays on S; a split of D moves onto the heads, which
 	 * must then divide over the group */
