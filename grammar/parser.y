@@ -235,8 +235,8 @@ static int
 yyreport_syntax_error(const yypcontext_t *ctx, Parse *p, void *scanner)
 {
 	enum { NEXP = 5 };
-	yysymbol_kind_t exp[NEXP];
-	int n = yypcontext_expected_tokens(ctx, exp, NEXP);
+	yysymbol_kind_t exp[YYNTOKENS]; /* all of them: a ';' may be among many */
+	int n = yypcontext_expected_tokens(ctx, exp, YYNTOKENS);
 	yysymbol_kind_t got = yypcontext_token(ctx);
 	Loc loc = *yypcontext_location(ctx);
 	char msg[512];
@@ -250,7 +250,7 @@ yyreport_syntax_error(const yypcontext_t *ctx, Parse *p, void *scanner)
 	for (int i = 0; n > 0 && n < NEXP && i < n && len < sizeof msg; i++)
 		len += (size_t)snprintf(msg + len, sizeof msg - len, "%s%s",
 		                        i ? " or " : ", expecting ", yysymbol_name(exp[i]));
-	if (n > 0 && semi_expected(exp, n < NEXP ? n : NEXP) && p->last.line > 0 &&
+	if (n > 0 && semi_expected(exp, n) && p->last.line > 0 &&
 	    loc.line > p->last.eline) {
 		loc.line = loc.eline = p->last.eline;
 		loc.col = loc.ecol = p->last.ecol + 1;
