@@ -31,6 +31,8 @@ typedef struct Comp {
 	int ioerr;  /* errors reading the input or writing outputs (not
 	             * counted in the "N errors" line) */
 	CgFiles files; /* of the output being written */
+	Profile *profile; /* --profile, or NULL */
+	Src psrc;         /* its text */
 } Comp;
 
 typedef struct Emit {
@@ -65,6 +67,12 @@ emit_sched(FILE *f, Comp *c)
 static void emit_sched_dot(FILE *f, Comp *c) { sched_dot(f, c->sched, c->bsched); }
 
 static void
+emit_gantt(FILE *f, Comp *c)
+{
+	gantt_svg(f, c->arena, c->sched, c->bsched, c->profile);
+}
+
+static void
 emit_c(FILE *f, Comp *c)
 {
 	cg_parallel(f, c->arena, c->plan, c->bplan, &c->files);
@@ -85,6 +93,7 @@ static const Emit emits[] = {
 	{"sched-dot", ".sched.dot", emit_sched_dot, "the schedule as swimlanes in DOT", NULL, NULL},
 	{"svg", ".svg", emit_sched_dot, "the schedule drawn as SVG", "svg", NULL},
 	{"png", ".png", emit_sched_dot, "the schedule drawn as PNG", "png", NULL},
+	{"gantt", ".gantt.svg", emit_gantt, "the predicted timeline per rank as SVG (--profile)", NULL, NULL},
 	{"c", ".c", emit_c, "C of the parallel forward pass (and its header)", NULL, "h"},
 	{"ref", "_ref.c", emit_ref, "C of the serial reference", NULL, NULL},
 	{"h", ".h", emit_h, "the C header of the model", NULL, NULL},
@@ -106,6 +115,7 @@ typedef struct Cli {
 	int accumulate;       /* --accumulate */
 	DiagFormat diagfmt;   /* -fdiagnostics-format= */
 	int sched_ranks;      /* --sched-ranks= */
+	const char *profile;  /* --profile= */
 } Cli;
 
 static void
@@ -131,6 +141,9 @@ usage(FILE *f)
 	      "  --explain        say, for every collective, which schedule was applied,\n"
 	      "                   what compute it was fused with, and why not more\n"
 	      "                   (on standard output)\n"
+	      "  --profile=FILE   a machine profile from cfrt-calibrate: predict every\n"
+	      "                   candidate schedule of every collective (--explain\n"
+	      "                   lists them); auto takes the fastest\n"
 	      "  --sched-ranks=N  --emit=sched lists the steps of the first N ranks\n"
 	      "                   (default 2; all: every rank)\n"
 	      "  --no-line        no #line directives in generated C\n"
@@ -286,6 +299,8 @@ parse_args(Cli *cl, int argc, char **argv)
 			rc = parse_diagfmt(cl, a + 21);
 		} else if (!strncmp(a, "--schedule=", 11)) {
 			cl->force = a + 11;
+		} else if (!strncmp(a, "--profile=", 10) && a[10]) {
+			cl->profile = a + 10;
 		} else if (a[0] == '-' && a[1]) {
 			return bad_usage("unknown option '%s'", a);
 		} else if (cl->input) {
@@ -302,6 +317,9 @@ parse_args(Cli *cl, int argc, char **argv)
 		return bad_usage("%s", "several --emit kinds need -o DIR");
 	if (cl->accumulate && !cl->backward)
 		return bad_usage("%s", "--accumulate needs --backward");
+	if (cl->want[emit_find("gantt")] && !cl->profile)
+		return bad_usage("%s", "--emit=gantt draws the predicted timeline: give --profile=FILE "
+		                 "(cfrt-calibrate writes one)");
 	if (cl->want[emit_find("png")] && (!cl->out || !strcmp(cl->out, "-")) && isatty(1))
 		return bad_usage("%s", "--emit=png is binary: give -o FILE or redirect standard output");
 	return -1;
@@ -490,6 +508,7 @@ schedule(Comp *c, Graph *g, Sched **s, Plan **p)
 {
 	/* regions: each collective and the compute it can be fused with */
 	*s = region_sched(g);
+	(*s)->profile = c->profile;
 	/* lowering: the step programs, the stages in order */
 	if (lower_sched(*s, &c->diag))
 		return EX_INPUT;
@@ -514,6 +533,18 @@ compile(Comp *c, Cli *cl)
 		diag_flush(&fd);
 		if (!cl->opt.force)
 			return EX_USAGE;
+	}
+	/* the machine profile of --profile */
+	if (cl->profile) {
+		Diag pd;
+		diag_init(&pd, &c->psrc, stderr);
+		pd.format = c->diag.format;
+		c->profile = profile_read(c->arena, &pd, &c->psrc, cl->profile);
+		diag_flush(&pd);
+		if (!c->profile) {
+			c->diag.format = DF_TEXT; /* one JSON or SARIF log: pd's */
+			return EX_INPUT;
+		}
 	}
 	/* parse */
 	if (!(c->prog = parse_program(c->arena, &c->diag, &c->src)))

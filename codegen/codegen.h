@@ -6,6 +6,7 @@
 #define CODEGEN_H
 
 #include "plan.h"
+#include "predict.h"
 
 /* dot.c: the dependency graph as graphviz DOT (--emit=dot). */
 void dot_graph(FILE *f, const Graph *g);
@@ -23,6 +24,11 @@ const char *sched_step_label(Arena *a, const Coll *c, int r, int p, int i, int t
                              const char *sep);
 /* sched_dot.c: the schedule as per-rank swimlanes in DOT (--emit=sched-dot). */
 void sched_dot(FILE *f, const Sched *s, const Sched *bwd); /* bwd: NULL or the backward's */
+
+/* gantt.c: the predicted timeline of the forward (and backward) on
+ * profile pf, per rank a row of compute, one of sends and one of
+ * receives, as SVG (--emit=gantt). */
+void gantt_svg(FILE *f, Arena *a, const Sched *s, const Sched *bwd, const Profile *pf);
 
 /* render.c: DOT text to svg or png through libgvc: 0 with the picture in
  * *out (malloc'd, *outlen bytes), else an error reported. */

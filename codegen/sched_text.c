@@ -494,6 +494,53 @@ tx_why_none(Arena *a, const Coll *c)
 	return "";
 }
 
+/* --profile: every candidate's predicted time, the one used marked. */
+static void
+tx_candidates(FILE *f, const Sched *s, const Coll *c)
+{
+	Arena *a = s->arena;
+
+	if (!s->profile)
+		return;
+	fprintf(f, "  predicted on %s (%s, %d ranks calibrated), ms:\n", s->profile->name,
+	        s->profile->backend, s->profile->ranks);
+	for (int k = 0; k < c->ncand; k++) {
+		const Candidate *cd = &c->cand[k];
+		const char *how = sched_kind_str(a, &cd->how);
+		if (cd->pr.err)
+			fprintf(f, "    %-22s not predicted: %s\n", how, cd->pr.err);
+		else
+			fprintf(f, "    %-22s %10.4f   compute %.4f, transfers %.4f%s\n", how,
+			        cd->pr.total * 1e3, cd->pr.compute * 1e3, cd->pr.xfer * 1e3,
+			        k == c->used ? c->want.kind == SK_AUTO ? "   <- auto: the fastest" :
+			        "   <- used, as asked" : "");
+	}
+}
+
+/* --profile: the whole pass, stage by stage as run. */
+static void
+tx_total(FILE *f, const Sched *s)
+{
+	double t = 0;
+	const char *err = NULL;
+
+	if (!s->profile)
+		return;
+	for (int k = 0; k < s->stages.n; k++) {
+		const Stage *st = s->stages.v[k];
+		Prediction pr = st->kind == ST_COMPUTE ? predict_node(s->arena, st->u.node, s->profile) :
+		                predict_coll(s->arena, st->u.coll, s->profile, 0);
+		if (pr.err && !err)
+			err = pr.err;
+		t += pr.total;
+	}
+	if (err)
+		fprintf(f, "%spass: not predicted: %s\n", bwd_mark(s), err);
+	else
+		fprintf(f, "%spass: predicted %.4f ms on %s\n", bwd_mark(s), t * 1e3,
+		        s->profile->name);
+}
+
 void
 sched_explain(FILE *f, const Sched *s)
 {
@@ -519,5 +566,7 @@ sched_explain(FILE *f, const Sched *s)
 		if (c->note)
 			fprintf(f, "; %s", c->note);
 		fputc('\n', f);
+		tx_candidates(f, s, c);
 	}
+	tx_total(f, s);
 }

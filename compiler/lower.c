@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "predict.h"
 #include "sched.h"
 
 typedef struct Lower {
@@ -966,11 +967,9 @@ lw_order(Lower *L, Sched *s)
 	arena_release(t, mark);
 }
 
-/* A program that is not symmetric (sched_symmetric) is proved by running
- * all N ranks, each through all its rounds: more than MAXPROOF items is
- * refused, naming the schedules that are proved on one rank. */
-static void
-lw_proof_size(Lower *L, const Coll *c)
+/* The items one rank runs, over all rounds. */
+static int64_t
+lw_items(const Coll *c)
 {
 	int64_t items = 0;
 
@@ -979,6 +978,17 @@ lw_proof_size(Lower *L, const Coll *c)
 		for (int t = 0; t < ph->nlanes; t++)
 			items += (int64_t)ph->nrounds * ph->lanes[t].n;
 	}
+	return items;
+}
+
+/* A program that is not symmetric (sched_symmetric) is proved by running
+ * all N ranks, each through all its rounds: more than MAXPROOF items is
+ * refused, naming the schedules that are proved on one rank. */
+static void
+lw_proof_size(Lower *L, const Coll *c)
+{
+	int64_t items = lw_items(c);
+
 	if (items * c->N <= MAXPROOF || sched_symmetric(c))
 		return;
 	diag_error(L->d, c->want.loc.line > 0 ? c->want.loc : c->node->loc, "%s on %s: proving "
@@ -986,6 +996,86 @@ lw_proof_size(Lower *L, const Coll *c)
 	           "(%lld in all); fuse(ring) and fuse(bidir), vanilla and slice(k) are proved on "
 	           "one rank", graph_sched_str(L->a, &c->how), c->node->out->name, c->N,
 	           (long long)items, (long long)MAXPROOF);
+}
+
+/* ---- --profile: every candidate lowered, proved and predicted ---- */
+
+/* c as region discovery left it, before a lowering. */
+static void
+lw_reset(Coll *c, const char *note)
+{
+	c->bufs = (Vec){0};
+	c->phases = (Vec){0};
+	c->nsteps = c->nitems = c->nlabels = 0;
+	c->note = note;
+}
+
+/* Lowers, proves and predicts every candidate schedule of c that the
+ * rules let apply (each once); an auto choice becomes the fastest (the
+ * earliest of equals: the simpler). c is left for its real lowering. */
+static void
+lw_candidates(Lower *L, Coll *c, const Profile *pf)
+{
+	SchedChoice cand[16], want = c->want;
+	int n = predict_candidates(c->node, cand, 16), best = -1;
+	const char *note = c->note;
+	char err[256];
+
+	c->cand = arena_alloc(L->a, (size_t)n * sizeof *c->cand);
+	c->ncand = 0;
+	c->used = -1;
+	for (int k = 0; k < n; k++) {
+		cand[k].from = SF_BUILTIN;
+		cand[k].loc = want.loc;
+		cand[k].query = cand[k].kind == SK_FUSE && want.kind == SK_FUSE && want.query;
+		c->want = cand[k];
+		lw_reset(c, note);
+		lw_resolve(L, c);
+		const char *how = sched_kind_str(L->a, &c->how);
+		int seen = 0;
+		for (int j = 0; j < c->ncand; j++)
+			seen |= !strcmp(sched_kind_str(L->a, &c->cand[j].how), how);
+		if (seen)
+			continue;
+		lw_coll_lower(L, c);
+		VerifyStats st;
+		if (lw_items(c) * c->N > MAXPROOF && !sched_symmetric(c))
+			continue; /* too long to prove here (and to run) */
+		if (verify_coll(c, NULL, &st, err, sizeof err))
+			continue;
+		Candidate *cd = &c->cand[c->ncand++];
+		cd->how = c->how;
+		cd->pr = predict_coll(L->a, c, pf, 0);
+		/* faster by more than rounding: equals keep the simpler */
+		if (!cd->pr.err && (best < 0 || cd->pr.total < c->cand[best].pr.total * (1 - 1e-9)))
+			best = c->ncand - 1;
+	}
+	c->want = want;
+	lw_reset(c, note);
+	if (want.kind == SK_AUTO && best >= 0) {
+		c->used = best;
+		c->want = c->cand[best].how;
+		c->want.from = SF_BUILTIN;
+		c->want.loc = want.loc;
+	}
+}
+
+/* After c's real lowering: the candidate it runs, and auto's note; an
+ * auto choice is shown as asked again. */
+static void
+lw_used(Lower *L, Coll *c, const SchedChoice *want, const Profile *pf)
+{
+	if (c->used >= 0) {
+		const Candidate *cd = &c->cand[c->used];
+		lw_note(L, c, arena_printf(L->a, "auto: %s, predicted %.3g ms, the fastest of %d "
+		                           "candidates on profile %s", sched_kind_str(L->a, &cd->how),
+		                           cd->pr.total * 1e3, c->ncand, pf->name));
+		c->want = *want;
+		return;
+	}
+	for (int k = 0; k < c->ncand; k++)
+		if (!strcmp(sched_kind_str(L->a, &c->cand[k].how), sched_kind_str(L->a, &c->how)))
+			c->used = k;
 }
 
 int
@@ -998,9 +1088,14 @@ lower_sched(Sched *s, Diag *d)
 		Coll *c = s->byid[k];
 		if (!c)
 			continue;
+		SchedChoice want = c->want;
+		if (s->profile)
+			lw_candidates(&L, c, s->profile);
 		lw_resolve(&L, c);
 		lw_coll_lower(&L, c);
 		lw_proof_size(&L, c);
+		if (s->profile)
+			lw_used(&L, c, &want, s->profile);
 	}
 	if (d->nerr == before)
 		lw_order(&L, s);

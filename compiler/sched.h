@@ -212,6 +212,11 @@ typedef struct Coll {
 	int nlabels;       /* transfer labels: every item's label is below */
 	int verified;      /* verify_sched proved it; stats are its findings */
 	VerifyStats stats;
+	/* --profile (predict.h): every candidate schedule's predicted
+	 * time, in predict_candidates' order, and the one used (-1: none of
+	 * them, the choice as asked) */
+	struct Candidate *cand;
+	int ncand, used;
 } Coll;
 
 typedef enum StageKind {
@@ -234,6 +239,8 @@ typedef struct Sched {
 	Coll **owner;      /* by Node.id: the Coll whose region holds the node */
 	Vec stages;        /* of Stage*, in execution order */
 	Vec colls;         /* of Coll*, in execution order */
+	const struct Profile *profile; /* --profile: lowering predicts every
+	                                * candidate and auto takes the fastest */
 } Sched;
 
 /* ---- region.c: requires a graph with locality (graph_fill_locality).

@@ -1,0 +1,572 @@
+/* predict.c: the predicted time of a lowered collective on a machine
+ * profile, by running its per-rank step program (the one verify.c
+ * proves) for all N ranks at once on the profile's rates.
+ * requires: a lowered Coll (lower.c) whose program verify_coll proves
+ * (every transfer matched, no deadlock), and a profile (profile.c).
+ * ensures: the time from the stage's start until its last rank ends and
+ * its last transfer lands; or Prediction.err naming the rate the profile
+ * lacks.
+ *
+ * The model (docs/PROFILE.md):
+ *  - each rank runs its items in order; compute items take their queue
+ *    in turn, slowed by Profile.slowdown when a transfer of the rank is
+ *    moving as one starts;
+ *  - a transfer is posted when every compute item before it has ended;
+ *    a send and its receive (matched as MPI does: in post order per
+ *    sender, receiver and tag) move once both are posted and the link
+ *    from sender to receiver is free, taking the profile's time for
+ *    their bytes with as many transfers at once at either end as are
+ *    moving then;
+ *  - a library collective starts when every rank has posted it;
+ *  - a wait holds the compute queue until its transfer has landed. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "predict.h"
+
+typedef struct PX {
+	ItemKind kind;
+	int rank, peer, tag, label, round;
+	double bytes, tpost, t0, t1;
+	int match; /* the other end's record, or -1 */
+} PX;
+
+typedef struct PCI {
+	int label, round, nposted;
+	double tmax, t1;
+	char *posted; /* by rank: posted (1), waited (2) */
+} PCI;
+
+typedef struct PRank {
+	SchedPos pos;
+	const Item *cur; /* the item it is at (blocked on), or NULL */
+	int round;       /* cur's round */
+	double tc;       /* when its compute queue is free */
+	double alone;    /* its compute, no slowdown */
+	double xfer;     /* its sends' time */
+	int *xs;         /* its transfer records, in post order */
+	int nxs, capxs;
+	int pend;        /* a blocking collective it waits for, or -1 */
+	int done;
+} PRank;
+
+typedef struct Sim {
+	Arena *a;
+	const Coll *c;
+	const Profile *pf;
+	int N, esz, dt;
+	PRank *rk;
+	PX *x;
+	int nx, capx;
+	PCI *ci;
+	int nci, capci;
+	double *link; /* N * N: when the link from s to d is free */
+	Prediction *pr;
+	int spans;
+} Sim;
+
+enum { RECENT = 32 }; /* transfer records of a rank looked at for overlap */
+
+static void
+sim_span(Sim *S, int r, int q, double t0, double t1, const char *what)
+{
+	Prediction *pr = S->pr;
+
+	if (!S->spans || t1 <= t0)
+		return;
+	pr->span = arena_grow(S->a, pr->span, pr->nspan, &pr->capspan, 64, sizeof *pr->span);
+	pr->span[pr->nspan++] = (PSpan){r, q, t0, t1, what};
+}
+
+static void
+sim_err(Sim *S, const char *fmt, const char *what)
+{
+	if (!S->pr->err)
+		S->pr->err = arena_printf(S->a, fmt, what, S->pf->name);
+}
+
+/* ---- compute costs ---- */
+
+static double
+elems_of(const int64_t *d, int nd)
+{
+	double e = 1;
+
+	for (int i = 0; i < nd; i++)
+		e *= (double)d[i];
+	return e;
+}
+
+/* Per-rank dims of v, dim cut (when >= 0) scaled by f. */
+static void
+cut_dims(const Value *v, int cut, double f, int64_t *d)
+{
+	for (int i = 0; i < v->ndim; i++)
+		d[i] = value_rank_extent(v, i);
+	if (cut >= 0 && cut < v->ndim) {
+		d[cut] = (int64_t)llround((double)d[cut] * f);
+		if (d[cut] < 1)
+			d[cut] = 1;
+	}
+}
+
+/* Seconds of node n computing the part of its per-rank work that the
+ * cuts leave: its output cut along odim (-1: whole) and input i along
+ * idim[i] (-1: whole), each by f. err set when the profile lacks the
+ * rate. */
+static double
+node_cost(const Profile *pf, const Node *n, int odim, const int *idim, double f,
+          const char **what)
+{
+	int64_t o[MAXDIM], in[MAXIN][MAXDIM];
+	int dt = n->out->dtype, cls = op_info[n->op].cls;
+
+	cut_dims(n->out, odim, f, o);
+	for (int i = 0; i < n->nin; i++)
+		cut_dims(n->in[i], idim ? idim[i] : -1, f, in[i]);
+	double eo = elems_of(o, n->out->ndim);
+	if (cls == CL_MM) {
+		const Value *A = n->in[0];
+		int nd = A->ndim;
+		double N = (double)o[n->out->ndim - 1], M = eo / N, K;
+		if (n->a.mm.sum)
+			K = elems_of(in[0], nd) / (double)in[0][nd - 1];
+		else
+			K = (double)in[0][n->a.mm.ta && nd >= 2 ? nd - 2 : nd - 1];
+		double t = profile_gemm(&pf->gemm[dt], M, N, K);
+		if (t < 0) {
+			*what = "gemm";
+			return 0;
+		}
+		return t;
+	}
+	if (cls == CL_ATTN || cls == CL_ATTN_GRAD) {
+		const int64_t *q = in[0], *k = in[1];
+		double fl = 4 * (double)q[0] * (double)q[1] * (double)q[2] * (double)k[2] *
+		            (double)q[3] * (n->a.causal ? 0.5 : 1);
+		if (cls == CL_ATTN_GRAD)
+			fl *= 1.5; /* recompute the scores, dP and one gradient: three GEMMs for two */
+		if (pf->attn[dt] <= 0) {
+			*what = "attn";
+			return 0;
+		}
+		return fl / pf->attn[dt];
+	}
+	double bytes = eo;
+	for (int i = 0; i < n->nin; i++)
+		bytes += elems_of(in[i], n->in[i]->ndim);
+	bytes *= dtype_size[dt];
+	if (pf->ew[dt] <= 0) {
+		*what = "ew";
+		return 0;
+	}
+	return bytes / pf->ew[dt];
+}
+
+static double
+sim_compute(Sim *S, const Item *it)
+{
+	const RNode *rn = S->c->region.v[it->u.comp.rn];
+	const char *what = NULL;
+	double f = (double)it->u.comp.sel.cnt / S->c->nslices;
+	double t = node_cost(S->pf, rn->node, rn->odim, rn->idim, f, &what);
+
+	if (what)
+		sim_err(S, "the profile %2$s has no %1$s rate for this type", what);
+	return t;
+}
+
+/* Elements of the slices a BufRef names. */
+static double
+ref_elems(const Coll *c, const BufRef *br)
+{
+	const Buf *b = c->bufs.v[br->buf];
+
+	return (double)b->slot_elems * (br->sel.cnt > 0 ? br->sel.cnt : 1);
+}
+
+static double
+sim_move(Sim *S, const Item *it)
+{
+	double e = ref_elems(S->c, &it->u.move.dst) * S->esz;
+	double k = it->kind == IT_ADD ? 3 : it->kind == IT_COPY ? 2 : 1;
+
+	if (S->pf->ew[S->dt] <= 0) {
+		sim_err(S, "the profile %2$s has no %1$s rate for this type", "ew");
+		return 0;
+	}
+	return e * k / S->pf->ew[S->dt];
+}
+
+/* ---- transfers ---- */
+
+/* The p2p time of bytes with conc transfers at once at a rank: the
+ * table of the least class that holds conc (else the largest given). */
+static double
+p2p_time(Sim *S, double bytes, int conc)
+{
+	const Profile *pf = S->pf;
+	int best = -1;
+
+	for (int c = 0; c < MAXCONC; c++)
+		if (pf->p2p[c].n && (best < 0 || profile_conc[best] < conc))
+			best = c;
+	if (best < 0) {
+		sim_err(S, "the profile %2$s has no %1$s times", "p2p");
+		return 0;
+	}
+	return profile_bytes(&pf->p2p[best], bytes);
+}
+
+/* Transfers of rank r moving at time t (among its recent ones). */
+static int
+moving(const Sim *S, int r, double t)
+{
+	const PRank *R = &S->rk[r];
+	int n = 0;
+
+	for (int j = R->nxs - 1; j >= 0 && j >= R->nxs - RECENT; j--) {
+		const PX *x = &S->x[R->xs[j]];
+		if (x->match >= 0 && x->t0 <= t && t < x->t1)
+			n++;
+	}
+	return n;
+}
+
+static const char *
+xfer_what(Sim *S, const PX *x)
+{
+	return arena_printf(S->a, "%s %d %s rank %d", x->kind == IT_SEND ? "send" : "recv",
+	                    x->round, x->kind == IT_SEND ? "to" : "from", x->peer);
+}
+
+/* Send s meets receive q: both move from the later post, once the link
+ * is free. */
+static void
+sim_pair(Sim *S, int s, int q)
+{
+	PX *xs = &S->x[s], *xq = &S->x[q];
+	double *lk = &S->link[(size_t)xs->rank * (size_t)S->N + (size_t)xq->rank];
+	double t0 = fmax(fmax(xs->tpost, xq->tpost), *lk);
+	int conc = 1 + (moving(S, xs->rank, t0) > moving(S, xq->rank, t0) ?
+	                moving(S, xs->rank, t0) : moving(S, xq->rank, t0));
+	double d = p2p_time(S, xs->bytes, conc);
+
+	xs->match = q, xq->match = s;
+	xs->t0 = xq->t0 = t0;
+	xs->t1 = xq->t1 = *lk = t0 + d;
+	S->rk[xs->rank].xfer += d;
+	sim_span(S, xs->rank, 1, t0, t0 + d, xfer_what(S, xs));
+	sim_span(S, xq->rank, 2, t0, t0 + d, xfer_what(S, xq));
+}
+
+static void
+sim_post(Sim *S, int r, const Item *it, int i)
+{
+	PRank *R = &S->rk[r];
+	int peer = sched_ix(&it->u.xfer.peer, r, i), send = it->kind == IT_SEND;
+
+	S->x = arena_grow(S->a, S->x, S->nx, &S->capx, 256, sizeof *S->x);
+	int k = S->nx++;
+	S->x[k] = (PX){it->kind, r, peer, it->u.xfer.tag, it->u.xfer.label,
+	               sched_ix(&it->u.xfer.round, r, i), ref_elems(S->c, &it->u.xfer.buf) * S->esz,
+	               R->tc, 0, 0, -1};
+	R->xs = arena_grow(S->a, R->xs, R->nxs, &R->capxs, 64, sizeof *R->xs);
+	R->xs[R->nxs++] = k;
+	/* the oldest unmatched opposite record at peer from r with the tag */
+	const PRank *P = &S->rk[peer];
+	for (int j = 0; j < P->nxs; j++) {
+		const PX *o = &S->x[P->xs[j]];
+		if (o->match < 0 && o->kind == (send ? IT_RECV : IT_SEND) && o->peer == r &&
+		    o->tag == it->u.xfer.tag) {
+			send ? sim_pair(S, k, P->xs[j]) : sim_pair(S, P->xs[j], k);
+			return;
+		}
+	}
+}
+
+/* ---- library collectives ---- */
+
+/* Seconds of a library collective over N ranks: the profile's table
+ * when it was measured on N ranks, else a ring of p2p transfers. */
+static double
+coll_time(Sim *S, OpKind op, double block)
+{
+	const Profile *pf = S->pf;
+	int k = profile_coll_index(op), N = S->N;
+
+	if (N == 1)
+		return 0;
+	if (k >= 0 && pf->coll[k].n && pf->ranks == N)
+		return profile_bytes(&pf->coll[k], block);
+	double ew = pf->ew[S->dt] > 0 ? pf->ew[S->dt] : INFINITY;
+	switch (op) {
+	case OP_ALL_REDUCE:
+		return 2 * (N - 1) * p2p_time(S, block / N, 2) + (N - 1) * 3 * block / N / ew;
+	case OP_REDUCE_SCATTER:
+		return (N - 1) * (p2p_time(S, block, 2) + 3 * block / ew);
+	default:
+		return (N - 1) * p2p_time(S, block, 2);
+	}
+}
+
+static PCI *
+ci_get(Sim *S, int label, int round)
+{
+	for (int k = 0; k < S->nci; k++)
+		if (S->ci[k].label == label && S->ci[k].round == round)
+			return &S->ci[k];
+	S->ci = arena_grow(S->a, S->ci, S->nci, &S->capci, 16, sizeof *S->ci);
+	PCI *ci = &S->ci[S->nci++];
+	*ci = (PCI){label, round, 0, 0, 0, arena_alloc(S->a, (size_t)S->N)};
+	return ci;
+}
+
+static void
+sim_coll_post(Sim *S, int r, const Item *it, int i)
+{
+	PRank *R = &S->rk[r];
+	const Buf *b = S->c->bufs.v[it->u.coll.src];
+	int round = sched_ix(&it->u.coll.round, r, i);
+	PCI *ci = ci_get(S, it->u.coll.label, round);
+	double block = (double)b->slot_elems * S->esz;
+
+	if (it->u.coll.op == OP_ALL_REDUCE)
+		block *= it->u.coll.sel.cnt;
+	ci->posted[r] = 1;
+	ci->tmax = fmax(ci->tmax, R->tc);
+	if (++ci->nposted == S->N) {
+		ci->t1 = ci->tmax + coll_time(S, it->u.coll.op, block);
+		for (int q = 0; q < S->N; q++) {
+			S->rk[q].xfer += ci->t1 - ci->tmax;
+			sim_span(S, q, 3, ci->tmax, ci->t1, op_info[it->u.coll.op].name);
+		}
+	}
+	if (it->u.coll.blocking)
+		R->pend = (int)(ci - S->ci);
+}
+
+/* ---- running the ranks ---- */
+
+/* Holds r's compute queue until t; the gap is a wait span. */
+static void
+sim_hold(Sim *S, int r, double t)
+{
+	PRank *R = &S->rk[r];
+
+	if (t > R->tc) {
+		sim_span(S, r, 4, R->tc, t, "wait");
+		R->tc = t;
+	}
+}
+
+/* The record of what wait item it (round i) of rank r waits for: a
+ * transfer (*x) or a collective (*ci); both NULL: nothing posted. */
+static void
+wait_target(Sim *S, int r, const Item *it, int i, PX **x, PCI **ci)
+{
+	PRank *R = &S->rk[r];
+	int round = sched_ix(&it->u.wait.round, r, i);
+
+	*x = NULL, *ci = NULL;
+	for (int j = R->nxs - 1; j >= 0; j--) {
+		PX *p = &S->x[R->xs[j]];
+		if (p->label == it->u.wait.label && p->round == round) {
+			*x = p;
+			return;
+		}
+	}
+	for (int k = 0; k < S->nci; k++)
+		if (S->ci[k].label == it->u.wait.label && S->ci[k].round == round &&
+		    S->ci[k].posted[r] == 1) {
+			*ci = &S->ci[k];
+			return;
+		}
+}
+
+/* Can rank r run its current item now (its transfer is matched, its
+ * collective posted by all)? */
+static int
+sim_ready(Sim *S, int r)
+{
+	PRank *R = &S->rk[r];
+	PX *x;
+	PCI *ci;
+
+	if (R->pend >= 0)
+		return S->ci[R->pend].nposted == S->N;
+	if (R->cur->kind != IT_WAIT)
+		return 1;
+	wait_target(S, r, R->cur, R->round, &x, &ci);
+	return x ? x->match >= 0 : ci ? ci->nposted == S->N : 1;
+}
+
+static void
+sim_wait(Sim *S, int r, const Item *it, int i)
+{
+	PX *x;
+	PCI *ci;
+
+	wait_target(S, r, it, i, &x, &ci);
+	if (x)
+		sim_hold(S, r, x->t1);
+	if (ci) {
+		ci->posted[r] = 2;
+		sim_hold(S, r, ci->t1);
+	}
+}
+
+static double
+slowed(Sim *S, int r, double t)
+{
+	return moving(S, r, S->rk[r].tc) ? t * S->pf->slowdown : t;
+}
+
+/* Runs item it of rank r (round i), which sim_ready admits. */
+static void
+sim_item(Sim *S, int r, const Item *it, int i)
+{
+	PRank *R = &S->rk[r];
+	double t;
+
+	switch (it->kind) {
+	case IT_COMPUTE:
+	case IT_ADD:
+	case IT_COPY:
+	case IT_ZERO:
+		t = it->kind == IT_COMPUTE ? sim_compute(S, it) : sim_move(S, it);
+		R->alone += t;
+		t = slowed(S, r, t);
+		if (S->spans) {
+			const RNode *rn = it->kind == IT_COMPUTE ? S->c->region.v[it->u.comp.rn] : NULL;
+			sim_span(S, r, 0, R->tc, R->tc + t, rn ? rn->node->out->name :
+			         it->kind == IT_ADD ? "add" : it->kind == IT_COPY ? "copy" : "zero");
+		}
+		R->tc += t;
+		return;
+	case IT_SEND:
+	case IT_RECV:
+		sim_post(S, r, it, i);
+		return;
+	case IT_COLL:
+		sim_coll_post(S, r, it, i);
+		return;
+	case IT_WAIT:
+		sim_wait(S, r, it, i);
+		return;
+	}
+}
+
+/* Rank r's current item (fetched when it has none); NULL: r is done. */
+static const Item *
+sim_cur(Sim *S, int r)
+{
+	PRank *R = &S->rk[r];
+
+	if (!R->cur && !R->done) {
+		R->cur = sched_next(S->c, r, &R->pos);
+		R->round = R->pos.i;
+		R->done = !R->cur && R->pend < 0;
+	}
+	return R->cur;
+}
+
+/* One step of the whole job: of the ranks that can go on, the one whose
+ * compute queue is free first runs its next item (at equal times, a post
+ * before a compute, so that a transfer posted at t is seen as moving by
+ * compute that starts at t). 0 when every rank is done; -1 when none
+ * can go on. */
+static int
+sim_step(Sim *S)
+{
+	int best = -1, bestc = 0, left = 0;
+
+	for (int r = 0; r < S->N; r++) {
+		PRank *R = &S->rk[r];
+		if (!sim_cur(S, r) && R->pend < 0)
+			continue;
+		left = 1;
+		if (!sim_ready(S, r))
+			continue;
+		int comp = R->pend < 0 && R->cur->kind <= IT_ZERO;
+		if (best < 0 || R->tc < S->rk[best].tc || (R->tc == S->rk[best].tc && comp < bestc))
+			best = r, bestc = comp;
+	}
+	if (best < 0)
+		return left ? -1 : 0;
+	PRank *R = &S->rk[best];
+	if (R->pend >= 0) { /* the blocking collective it posted has ended */
+		PCI *ci = &S->ci[R->pend];
+		ci->posted[best] = 2;
+		sim_hold(S, best, ci->t1);
+		R->pend = -1;
+		return 1;
+	}
+	sim_item(S, best, R->cur, R->round);
+	R->cur = NULL;
+	return 1;
+}
+
+Prediction
+predict_coll(Arena *a, const Coll *c, const Profile *pf, int want_spans)
+{
+	Prediction pr = {0};
+	Sim S = {.a = a, .c = c, .pf = pf, .N = c->N, .esz = dtype_size[c->node->in[0]->dtype],
+	         .dt = c->node->in[0]->dtype, .pr = &pr, .spans = want_spans};
+
+	S.rk = arena_alloc(a, (size_t)S.N * sizeof *S.rk);
+	S.link = arena_alloc(a, (size_t)S.N * (size_t)S.N * sizeof *S.link);
+	for (int r = 0; r < S.N; r++)
+		S.rk[r].pend = -1;
+	int rc;
+	while ((rc = sim_step(&S)) > 0)
+		;
+	if (rc < 0) {
+		pr.err = "the program blocks (the verifier would have refused it)";
+		return pr;
+	}
+	int busiest = 0;
+	for (int r = 0; r < S.N; r++) {
+		double end = S.rk[r].tc;
+		for (int j = 0; j < S.rk[r].nxs; j++)
+			end = fmax(end, S.x[S.rk[r].xs[j]].t1);
+		pr.total = fmax(pr.total, end);
+		if (S.rk[r].alone > S.rk[busiest].alone)
+			busiest = r;
+	}
+	for (int k = 0; k < S.nci; k++)
+		pr.total = fmax(pr.total, S.ci[k].t1);
+	pr.compute = S.rk[busiest].alone;
+	pr.xfer = S.rk[busiest].xfer;
+	return pr;
+}
+
+Prediction
+predict_node(Arena *a, const Node *n, const Profile *pf)
+{
+	Prediction pr = {0};
+	const char *what = NULL;
+
+	pr.total = pr.compute = node_cost(pf, n, -1, NULL, 1, &what);
+	if (what)
+		pr.err = arena_printf(a, "the profile %s has no %s rate for %s", pf->name, what,
+		                      dtype_name[n->out->dtype]);
+	return pr;
+}
+
+int
+predict_candidates(const Node *n, SchedChoice *out, int max)
+{
+	int k = 0;
+	(void)n;
+
+	if (k < max)
+		out[k++] = (SchedChoice){.kind = SK_VANILLA};
+	for (int s = 2; s <= 4 && k < max; s *= 2)
+		out[k++] = (SchedChoice){.kind = SK_SLICE, .k = s};
+	for (int t = 0; t < NTOPO; t++)
+		for (int m = 1; m <= 2 && k < max; m++)
+			out[k++] = (SchedChoice){.kind = SK_FUSE, .topo = (Topo)t, .m = m};
+	return k;
+}

@@ -1,0 +1,105 @@
+/* predict.h: the cost model. A profile (profile.c) holds what
+ * cfrt-calibrate measured on one machine: GEMM times over a grid of
+ * shapes, the rates of the other compute, point-to-point transfer times
+ * by message size and by how many transfers run at once, the library
+ * collectives' times, and how much slower compute runs under transfers.
+ * predict.c predicts a lowered collective's time by running its proven
+ * per-rank step program on those rates, every rank at once: each rank's
+ * compute queue in order, each transfer when both its ends have posted
+ * it and the link between them is free, each wait holding the compute
+ * queue until its transfer ends (the critical path, not a formula per
+ * schedule kind); lower.c asks it for every candidate schedule of a
+ * collective and `auto` takes the fastest (docs/PROFILE.md). */
+#ifndef PREDICT_H
+#define PREDICT_H
+
+#include "sched.h"
+
+enum { PROFILE_VERSION = 1, MAXCONC = 3 };
+
+/* A measured point: x (bytes, or a GEMM's m, n, k) and its seconds. */
+typedef struct PPoint {
+	double m, n, k; /* GEMM shape; transfers: k is the message bytes */
+	double sec;
+	int line;       /* where the profile gives it */
+} PPoint;
+
+typedef struct PTable {
+	PPoint *p;
+	int n, cap;
+} PTable;
+
+/* Concurrency classes of point-to-point transfers: 1, 2 or 4 transfers
+ * at one rank at once (the ring's send and receive are 2; bidir's four
+ * are 4). */
+extern const int profile_conc[MAXCONC];
+
+typedef struct Profile {
+	const char *name;      /* the file's */
+	const char *backend;   /* as cfrt_backend_name said, e.g. "mpi+openblas" */
+	const char *transfer;  /* the transfer mode calibrated, e.g. "mpi", "ce" */
+	int ranks;             /* ranks the calibration ran on */
+	PTable gemm[NDTYPE];   /* (m, n, k) -> seconds */
+	double ew[NDTYPE];     /* bytes read + written per second by
+	                        * elementwise ops, norms, copies; 0: none */
+	double attn[NDTYPE];   /* attention flop per second; 0: none */
+	PTable p2p[MAXCONC];   /* (bytes) -> seconds of each of that many
+	                        * transfers running at once at a rank */
+	PTable coll[4];        /* library collectives over `ranks` ranks:
+	                        * (bytes of one rank's block) -> seconds; by
+	                        * profile_coll_index */
+	double slowdown;       /* compute time while a transfer runs, over its
+	                        * time alone (>= 1) */
+} Profile;
+
+/* profile.c: reads profile file path; NULL after an error reported on
+ * d as "path:line:col: error: ..." (d's source becomes the file). */
+Profile *profile_read(Arena *a, Diag *d, Src *src, const char *path);
+/* Parses src (its name for messages); NULL after errors on d. */
+Profile *profile_parse(Arena *a, Diag *d, const Src *src);
+/* 0..3 for all_gather, reduce_scatter, all_reduce, all_to_all; -1. */
+int profile_coll_index(OpKind op);
+/* Seconds of one table lookup: GEMM (m, n, k) by inverse-distance
+ * weighting of the measured rates in log space (a measured point exactly;
+ * one point: its rate for every shape); transfers and collectives by
+ * bytes, piecewise linear in the points (below the first: the first's
+ * time, the latency; past the last: the last segment's slope; one point:
+ * time proportional to bytes). -1: empty table. */
+double profile_gemm(const PTable *t, double m, double n, double k);
+double profile_bytes(const PTable *t, double bytes);
+
+/* One span of a predicted timeline: rank r busy from t0 to t1 seconds
+ * with (queue) 0 compute, 1 a send, 2 a receive, 3 a library
+ * collective, 4 waiting (its compute queue held by a transfer). */
+typedef struct PSpan {
+	int rank, queue;
+	double t0, t1;
+	const char *what;
+} PSpan;
+
+typedef struct Prediction {
+	double total;    /* seconds from the stage's start to its last end */
+	double compute;  /* the busiest rank's compute alone, no slowdown */
+	double xfer;     /* the same rank's transfer time */
+	const char *err; /* why nothing was predicted (a missing rate), or NULL */
+	PSpan *span;     /* when asked: the timeline */
+	int nspan, capspan;
+} Prediction;
+
+/* One candidate of --profile: the schedule and its prediction. */
+typedef struct Candidate {
+	SchedChoice how;
+	Prediction pr;
+} Candidate;
+
+/* predict.c: the time of lowered collective c on profile pf, every one
+ * of its N ranks run; spans recorded when want_spans. */
+Prediction predict_coll(Arena *a, const Coll *c, const Profile *pf, int want_spans);
+/* The time of a plain stage's node on every rank. */
+Prediction predict_node(Arena *a, const Node *n, const Profile *pf);
+/* The candidate schedules of collective n in the order --explain lists
+ * them: vanilla, slice(2), slice(4), fuse(ring|bidir|pairwise, m = 1, 2)
+ * (those that do not apply are left out by the rules: lower.c). */
+int predict_candidates(const Node *n, SchedChoice *out, int max);
+
+#endif

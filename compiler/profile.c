@@ -1,0 +1,415 @@
+/* profile.c: the machine profile that cfrt-calibrate writes
+ * (docs/PROFILE.md), read and looked up.
+ * requires: nothing.
+ * ensures: a profile that profile_parse returns is whole: its version
+ * line, its backend and ranks, its `end` line; every number finite and
+ * positive; the points of every table distinct and sorted by size. Any
+ * other file is refused with "file:line:col: error: ...". */
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "predict.h"
+
+const int profile_conc[MAXCONC] = {1, 2, 4};
+
+static const OpKind coll_ops[4] = {OP_ALL_GATHER, OP_REDUCE_SCATTER, OP_ALL_REDUCE,
+                                   OP_ALL_TO_ALL};
+
+int
+profile_coll_index(OpKind op)
+{
+	for (int i = 0; i < 4; i++)
+		if (coll_ops[i] == op)
+			return i;
+	return -1;
+}
+
+/* ---- reading ---- */
+
+typedef struct Rd {
+	Arena *a;
+	Diag *d;
+	const char *p, *end; /* the rest of the current line */
+	const char *line;    /* its start */
+	int lno;
+} Rd;
+
+static Loc
+rd_loc(const Rd *r, const char *at, size_t len)
+{
+	int col = (int)(at - r->line) + 1;
+
+	return (Loc){r->lno, col, r->lno, col + (len ? (int)len - 1 : 0)};
+}
+
+/* The next word of the line (NULL at its end or at a comment), *len its
+ * length. */
+static const char *
+rd_word(Rd *r, size_t *len)
+{
+	while (r->p < r->end && (*r->p == ' ' || *r->p == '\t' || *r->p == '\r'))
+		r->p++;
+	if (r->p == r->end || *r->p == '#')
+		return NULL;
+	const char *w = r->p;
+	while (r->p < r->end && !isspace((unsigned char)*r->p) && *r->p != '#')
+		r->p++;
+	*len = (size_t)(r->p - w);
+	return w;
+}
+
+static int
+rd_is(const char *w, size_t len, const char *s)
+{
+	return w && strlen(s) == len && !strncmp(w, s, len);
+}
+
+/* A number > 0 (>= 1 when whole: an integer), else an error naming what. */
+static int
+rd_num(Rd *r, const char *what, int whole, double *out)
+{
+	size_t len;
+	const char *w = rd_word(r, &len);
+	char buf[64], *e;
+
+	if (!w) {
+		diag_error(r->d, rd_loc(r, r->p, 0), "expected %s", what);
+		return 0;
+	}
+	if (len >= sizeof buf)
+		len = sizeof buf - 1;
+	memcpy(buf, w, len);
+	buf[len] = 0;
+	errno = 0;
+	double x = strtod(buf, &e);
+	if (*e || e == buf || errno || !isfinite(x) || x <= 0 || (whole && x != floor(x))) {
+		diag_error(r->d, rd_loc(r, w, len), "%s must be a %s number, not '%s'", what,
+		           whole ? "whole positive" : "positive", buf);
+		return 0;
+	}
+	*out = x;
+	return 1;
+}
+
+static const char *
+rd_name(Rd *r, const char *what)
+{
+	size_t len;
+	const char *w = rd_word(r, &len);
+
+	if (!w) {
+		diag_error(r->d, rd_loc(r, r->p, 0), "expected %s", what);
+		return NULL;
+	}
+	return arena_strndup(r->a, w, len);
+}
+
+static int
+rd_dtype(Rd *r)
+{
+	size_t len;
+	const char *w = rd_word(r, &len);
+
+	for (int t = DT_F32; w && t < NDTYPE; t++)
+		if (rd_is(w, len, dtype_name[t]))
+			return t;
+	diag_error(r->d, rd_loc(r, w ? w : r->p, w ? len : 0), "expected an element type "
+	           "(f32, f64, bf16, f16)");
+	return -1;
+}
+
+static void
+tab_add(Arena *a, PTable *t, PPoint p)
+{
+	t->p = arena_grow(a, t->p, t->n, &t->cap, 16, sizeof *t->p);
+	t->p[t->n++] = p;
+}
+
+static int
+pt_cmp(const void *x, const void *y)
+{
+	const PPoint *a = x, *b = y;
+
+	if (a->k != b->k)
+		return a->k < b->k ? -1 : 1;
+	if (a->m != b->m)
+		return a->m < b->m ? -1 : 1;
+	if (a->n != b->n)
+		return a->n < b->n ? -1 : 1;
+	return 0;
+}
+
+/* Sorts t; an error at the line of a repeated point. */
+static int
+tab_sort(Rd *r, PTable *t, const char *what)
+{
+	qsort(t->p, (size_t)t->n, sizeof *t->p, pt_cmp);
+	for (int i = 1; i < t->n; i++)
+		if (!pt_cmp(&t->p[i - 1], &t->p[i])) {
+			const PPoint *a = &t->p[i - 1], *b = &t->p[i];
+			int l0 = a->line < b->line ? a->line : b->line, l1 = a->line + b->line - l0;
+			diag_error(r->d, (Loc){l1, 1, l1, 1}, "this %s point repeats the one of line %d",
+			           what, l0);
+			return 0;
+		}
+	return 1;
+}
+
+/* The end of the rest of the line must be blank. */
+static int
+rd_done(Rd *r)
+{
+	size_t len;
+	const char *w = rd_word(r, &len);
+
+	if (!w)
+		return 1;
+	diag_error(r->d, rd_loc(r, w, len), "unexpected '%.*s' at the end of the entry",
+	           (int)(len > 40 ? 40 : len), w);
+	return 0;
+}
+
+/* One entry (the line's first word is w). */
+static int
+rd_entry(Rd *r, Profile *pf, const char *w, size_t len)
+{
+	double x[4];
+
+	if (rd_is(w, len, "backend"))
+		return (pf->backend = rd_name(r, "the backend's name")) != NULL;
+	if (rd_is(w, len, "transfer"))
+		return (pf->transfer = rd_name(r, "the transfer mode")) != NULL;
+	if (rd_is(w, len, "ranks")) {
+		if (!rd_num(r, "ranks", 1, x))
+			return 0;
+		pf->ranks = x[0] > MAXGROUP ? MAXGROUP : (int)x[0];
+		return 1;
+	}
+	if (rd_is(w, len, "slowdown")) {
+		if (!rd_num(r, "the slowdown factor", 0, x))
+			return 0;
+		if (x[0] < 1) {
+			diag_error(r->d, rd_loc(r, r->line, 8), "the slowdown factor must be at least "
+			           "1, not %g", x[0]);
+			return 0;
+		}
+		pf->slowdown = x[0];
+		return 1;
+	}
+	if (rd_is(w, len, "gemm")) {
+		int t = rd_dtype(r);
+		if (t < 0 || !rd_num(r, "m", 1, &x[0]) || !rd_num(r, "n", 1, &x[1]) ||
+		    !rd_num(r, "k", 1, &x[2]) || !rd_num(r, "seconds", 0, &x[3]))
+			return 0;
+		tab_add(r->a, &pf->gemm[t], (PPoint){x[0], x[1], x[2], x[3], r->lno});
+		return 1;
+	}
+	if (rd_is(w, len, "ew") || rd_is(w, len, "attn")) {
+		int t = rd_dtype(r), ew = rd_is(w, len, "ew");
+		if (t < 0 || !rd_num(r, ew ? "bytes per second" : "flop per second", 0, x))
+			return 0;
+		(ew ? pf->ew : pf->attn)[t] = x[0];
+		return 1;
+	}
+	if (rd_is(w, len, "p2p")) {
+		const char *at = r->p;
+		if (!rd_num(r, "the transfers at once", 1, &x[0]))
+			return 0;
+		int c = 0;
+		while (c < MAXCONC && profile_conc[c] != (int)x[0])
+			c++;
+		if (c == MAXCONC) {
+			diag_error(r->d, rd_loc(r, at + strspn(at, " \t"), 1), "transfers at once must "
+			           "be 1, 2 or 4, not %g", x[0]);
+			return 0;
+		}
+		if (!rd_num(r, "bytes", 1, &x[1]) || !rd_num(r, "seconds", 0, &x[2]))
+			return 0;
+		tab_add(r->a, &pf->p2p[c], (PPoint){0, 0, x[1], x[2], r->lno});
+		return 1;
+	}
+	if (rd_is(w, len, "coll")) {
+		size_t n;
+		const char *o = rd_word(r, &n);
+		int c = -1;
+		for (int i = 0; o && i < 4; i++)
+			if (rd_is(o, n, op_info[coll_ops[i]].name))
+				c = i;
+		if (c < 0) {
+			diag_error(r->d, rd_loc(r, o ? o : r->p, o ? n : 0), "expected a collective "
+			           "(all_gather, reduce_scatter, all_reduce, all_to_all)");
+			return 0;
+		}
+		if (!rd_num(r, "bytes", 1, &x[0]) || !rd_num(r, "seconds", 0, &x[1]))
+			return 0;
+		tab_add(r->a, &pf->coll[c], (PPoint){0, 0, x[0], x[1], r->lno});
+		return 1;
+	}
+	diag_error(r->d, rd_loc(r, w, len), "unknown entry '%.*s' (gemm, ew, attn, p2p, coll, "
+	           "slowdown, backend, transfer, ranks, end)", (int)(len > 40 ? 40 : len), w);
+	return 0;
+}
+
+Profile *
+profile_parse(Arena *a, Diag *d, const Src *src)
+{
+	Rd r = {.a = a, .d = d};
+	Profile *pf = arena_alloc(a, sizeof *pf);
+	const char *p = src->text, *end = src->text + src->len;
+	int version = 0, ended = 0, before = d->nerr;
+
+	pf->name = src->name;
+	pf->slowdown = 1;
+	for (r.lno = 1; p < end && d->nerr == before; r.lno++) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		r.line = r.p = p;
+		r.end = nl ? nl : end;
+		p = nl ? nl + 1 : end;
+		size_t len;
+		const char *w = rd_word(&r, &len);
+		if (!w)
+			continue;
+		if (memchr(r.line, 0, (size_t)(r.end - r.line))) {
+			diag_error(d, rd_loc(&r, r.line, 0), "a NUL byte: not a profile");
+			break;
+		}
+		if (ended) {
+			diag_error(d, rd_loc(&r, w, len), "'%.*s' after the end line",
+			           (int)(len > 40 ? 40 : len), w);
+			break;
+		}
+		if (!version) {
+			double v;
+			if (!rd_is(w, len, "cfprofile")) {
+				diag_error(d, rd_loc(&r, w, len), "not a cfrt-calibrate profile: it must "
+				           "begin with 'cfprofile %d'", PROFILE_VERSION);
+				break;
+			}
+			if (!rd_num(&r, "the profile version", 1, &v) || !rd_done(&r))
+				break;
+			if (v != PROFILE_VERSION) {
+				diag_error(d, rd_loc(&r, r.line, 9), "profile version %g, but this cfc reads "
+				           "version %d: run cfrt-calibrate of this release again", v,
+				           PROFILE_VERSION);
+				break;
+			}
+			version = 1;
+			continue;
+		}
+		if (rd_is(w, len, "end")) {
+			ended = rd_done(&r);
+			continue;
+		}
+		if (rd_entry(&r, pf, w, len))
+			rd_done(&r);
+	}
+	if (d->nerr != before)
+		return NULL;
+	Loc eof = {r.lno > 1 ? r.lno - 1 : 1, 1, 0, 0};
+	eof.eline = eof.line, eof.ecol = eof.col;
+	if (!version) {
+		diag_error(d, eof, "empty: not a cfrt-calibrate profile");
+		return NULL;
+	}
+	if (!ended) {
+		diag_error(d, eof, "truncated: the profile has no 'end' line");
+		return NULL;
+	}
+	if (!pf->backend || !pf->ranks) {
+		diag_error(d, eof, "the profile names no %s", !pf->backend ? "backend" : "ranks");
+		return NULL;
+	}
+	int ok = 1;
+	for (int t = 0; t < NDTYPE && ok; t++)
+		ok = tab_sort(&r, &pf->gemm[t], "gemm");
+	for (int c = 0; c < MAXCONC && ok; c++)
+		ok = tab_sort(&r, &pf->p2p[c], "p2p");
+	for (int c = 0; c < 4 && ok; c++)
+		ok = tab_sort(&r, &pf->coll[c], "coll");
+	return ok ? pf : NULL;
+}
+
+Profile *
+profile_read(Arena *a, Diag *d, Src *src, const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	size_t cap = 1 << 14, n = 0;
+	char *buf;
+
+	src->name = path;
+	src->text = "";
+	src->len = 0;
+	d->src = src;
+	if (!f) {
+		diag_plain(d, "cannot open %s: %s", path, strerror(errno));
+		return NULL;
+	}
+	buf = malloc(cap + 1);
+	for (size_t got; buf && (got = fread(buf + n, 1, cap - n, f)) > 0;) {
+		n += got;
+		if (n == cap) {
+			char *b = n > (64u << 20) ? NULL : realloc(buf, (cap *= 2) + 1);
+			if (!b)
+				break;
+			buf = b;
+		}
+	}
+	int bad = !buf || ferror(f) || n == cap;
+	fclose(f);
+	if (bad) {
+		diag_plain(d, "cannot read %s%s", path, n == cap ? ": larger than a profile" : "");
+		free(buf);
+		return NULL;
+	}
+	buf[n] = 0;
+	src->text = arena_strndup(a, buf, n);
+	src->len = n;
+	free(buf);
+	return profile_parse(a, d, src);
+}
+
+/* ---- lookups ---- */
+
+double
+profile_gemm(const PTable *t, double m, double n, double k)
+{
+	double wsum = 0, lsum = 0, flop = 2 * m * n * k;
+
+	if (!t->n)
+		return -1;
+	for (int i = 0; i < t->n; i++) {
+		const PPoint *p = &t->p[i];
+		double dm = log2(m / p->m), dn = log2(n / p->n), dk = log2(k / p->k);
+		double d2 = dm * dm + dn * dn + dk * dk;
+		double rate = 2 * p->m * p->n * p->k / p->sec;
+		if (d2 < 1e-12)
+			return flop / rate;
+		double w = 1 / (d2 * d2);
+		wsum += w;
+		lsum += w * log(rate);
+	}
+	return flop / exp(lsum / wsum);
+}
+
+double
+profile_bytes(const PTable *t, double bytes)
+{
+	const PPoint *p = t->p;
+	int n = t->n;
+
+	if (!n)
+		return -1;
+	if (n == 1)
+		return p[0].sec * bytes / p[0].k;
+	if (bytes <= p[0].k)
+		return p[0].sec;
+	int i = 1;
+	while (i < n - 1 && bytes > p[i].k)
+		i++;
+	double x0 = p[i - 1].k, x1 = p[i].k, y0 = p[i - 1].sec, y1 = p[i].sec;
+	double y = y0 + (y1 - y0) * (bytes - x0) / (x1 - x0);
+	return y > 0 ? y : y0;
+}

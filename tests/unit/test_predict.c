@@ -1,0 +1,276 @@
+/* Unit tests of the cost model: the profile reader (profile.c) accepts
+ * a whole profile and refuses malformed, truncated and wrong-version
+ * ones with "file:line:col: error:"; the lookups interpolate as
+ * documented; the predictor (predict.c) gives the exact expected times on
+ * synthetic profiles (pure compute, pure transfer, perfect overlap, a
+ * transfer-bound ring, compute slowed by transfers, a library
+ * collective); auto takes the candidate the predictor ranks first. */
+#include <math.h>
+
+#include "predict.h"
+#include "sched_test.h"
+
+/* Parses text as profile "t.prof"; the diagnostics in *err (malloc'd). */
+static Profile *
+pf_parse(Arena *a, const char *text, char **err)
+{
+	static Src src;
+	size_t len;
+	Diag d;
+	FILE *ef = open_memstream(err, &len);
+
+	src = (Src){"t.prof", text, strlen(text)};
+	diag_init(&d, &src, ef);
+	Profile *pf = profile_parse(a, &d, &src);
+	fclose(ef);
+	return pf;
+}
+
+static void
+rejects(const char *text, const char *want)
+{
+	Arena *a = arena_new();
+	char *err = NULL;
+
+	CU_ASSERT_PTR_NULL(pf_parse(a, text, &err));
+	if (!err || !strstr(err, want))
+		fprintf(stderr, "\nwanted '%s' in: %s\n", want, err ? err : "(nothing)");
+	CU_ASSERT_PTR_NOT_NULL(err && strstr(err, want));
+	CU_ASSERT_PTR_NOT_NULL(err && strstr(err, "t.prof:"));
+	free(err);
+	arena_free(a);
+}
+
+#define HEAD "cfprofile 1\nbackend synthetic\nranks 4\n"
+
+static void
+test_reader(void)
+{
+	Arena *a = arena_new();
+	char *err = NULL;
+	Profile *pf = pf_parse(a, "# a comment\ncfprofile 1   # the version\nbackend mpi+openblas\n"
+	                       "transfer mpi\nranks 2\ngemm f32 64 64 64 1e-4\ngemm f32 16 16 16 2e-6\n"
+	                       "ew f32 1e10\nattn f64 5e9\np2p 2 4096 3e-6\np2p 2 1024 1e-6\n"
+	                       "coll all_gather 1024 4e-6\nslowdown 1.25\nend\n", &err);
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(pf);
+	CU_ASSERT_STRING_EQUAL(pf->backend, "mpi+openblas");
+	CU_ASSERT_STRING_EQUAL(pf->transfer, "mpi");
+	CU_ASSERT_EQUAL(pf->ranks, 2);
+	CU_ASSERT_EQUAL(pf->gemm[DT_F32].n, 2);
+	CU_ASSERT_EQUAL(pf->gemm[DT_F32].p[0].m, 16); /* sorted */
+	CU_ASSERT_EQUAL(pf->p2p[1].n, 2);
+	CU_ASSERT_EQUAL(pf->p2p[1].p[0].k, 1024);
+	CU_ASSERT_EQUAL(pf->p2p[0].n, 0);
+	CU_ASSERT_DOUBLE_EQUAL(pf->ew[DT_F32], 1e10, 1);
+	CU_ASSERT_DOUBLE_EQUAL(pf->attn[DT_F64], 5e9, 1);
+	CU_ASSERT_DOUBLE_EQUAL(pf->slowdown, 1.25, 1e-12);
+	CU_ASSERT_EQUAL(pf->coll[profile_coll_index(OP_ALL_GATHER)].n, 1);
+	free(err);
+	arena_free(a);
+
+	rejects("", "empty");
+	rejects("# only a comment\n", "empty");
+	rejects("backend x\n", "t.prof:1:1: error: not a cfrt-calibrate profile");
+	rejects("cfprofile 2\nbackend x\nranks 1\nend\n", "t.prof:1:1: error: profile version 2, "
+	        "but this cfc reads version 1");
+	rejects(HEAD "gemm f32 64 64 64 1e-4\n", "truncated: the profile has no 'end' line");
+	rejects(HEAD "gemm f32 64 64", "t.prof:4:15: error: expected k");
+	rejects(HEAD "gemm f32 64 64 64 -1\nend\n", "t.prof:4:19: error: seconds must be a "
+	        "positive number, not '-1'");
+	rejects(HEAD "gemm f32 64 6.5 64 1\nend\n", "n must be a whole positive number");
+	rejects(HEAD "gemm f8 64 64 64 1\nend\n", "t.prof:4:6: error: expected an element type");
+	rejects(HEAD "p2p 3 64 1\nend\n", "t.prof:4:5: error: transfers at once must be 1, 2 or 4");
+	rejects(HEAD "coll broadcast 64 1\nend\n", "expected a collective");
+	rejects(HEAD "gpus 4\nend\n", "t.prof:4:1: error: unknown entry 'gpus'");
+	rejects(HEAD "ew f32 1e10 7\nend\n", "t.prof:4:13: error: unexpected '7'");
+	rejects(HEAD "ew f32 nan\nend\n", "bytes per second must be a positive number");
+	rejects(HEAD "end\nranks 2\n", "t.prof:5:1: error: 'ranks' after the end line");
+	rejects("cfprofile 1\nranks 4\nend\n", "the profile names no backend");
+	rejects(HEAD "p2p 1 64 1\np2p 1 64 2\nend\n", "t.prof:5:1: error: this p2p point repeats "
+	        "the one of line 4");
+	rejects(HEAD "slowdown 0.5\nend\n", "the slowdown factor must be at least 1");
+}
+
+static void
+test_lookup(void)
+{
+	Arena *a = arena_new();
+	char *err = NULL;
+	Profile *pf = pf_parse(a, HEAD "gemm f32 64 64 64 1e-3\ngemm f32 128 128 128 4e-3\n"
+	                       "p2p 1 1000 1e-6\np2p 1 3000 2e-6\ngemm f64 10 10 10 2e-6\n"
+	                       "p2p 2 1000 1e-3\nend\n", &err);
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(pf);
+	/* a measured shape exactly; between two, a rate between theirs */
+	CU_ASSERT_DOUBLE_EQUAL(profile_gemm(&pf->gemm[DT_F32], 64, 64, 64), 1e-3, 1e-15);
+	CU_ASSERT_DOUBLE_EQUAL(profile_gemm(&pf->gemm[DT_F32], 128, 128, 128), 4e-3, 1e-15);
+	double t = profile_gemm(&pf->gemm[DT_F32], 90, 90, 90), fl = 2.0 * 90 * 90 * 90;
+	double r64 = 2.0 * 64 * 64 * 64 / 1e-3, r128 = 2.0 * 128 * 128 * 128 / 4e-3;
+	CU_ASSERT(fl / t > r64 && fl / t < r128);
+	/* one point: its rate for every shape */
+	CU_ASSERT_DOUBLE_EQUAL(profile_gemm(&pf->gemm[DT_F64], 20, 30, 40), 2e-6 * 24, 1e-15);
+	CU_ASSERT_DOUBLE_EQUAL(profile_gemm(&pf->gemm[DT_BF16], 1, 1, 1), -1, 0);
+	/* transfers: the latency below the first point, linear between, the
+	 * last slope past the last; one point: proportional */
+	CU_ASSERT_DOUBLE_EQUAL(profile_bytes(&pf->p2p[0], 10), 1e-6, 1e-18);
+	CU_ASSERT_DOUBLE_EQUAL(profile_bytes(&pf->p2p[0], 2000), 1.5e-6, 1e-18);
+	CU_ASSERT_DOUBLE_EQUAL(profile_bytes(&pf->p2p[0], 5000), 3e-6, 1e-18);
+	CU_ASSERT_DOUBLE_EQUAL(profile_bytes(&pf->p2p[1], 500), 0.5e-3, 1e-15);
+	free(err);
+	arena_free(a);
+}
+
+/* The all_gather of 4 slices of [16, 32] f32 (2048 bytes each) with the
+ * [16, 32] @ [32, 16] matmul of each slice when mm. */
+static const char *
+ag_spec(const char *kind, int mm)
+{
+	static char buf[512];
+
+	snprintf(buf, sizeof buf, "model ag {\n size S = 64, D = 32, F = 16;\n group tp = 4;\n"
+	         " type f32;\n in x : [S, D] split S over tp;\n weight w : [D, F];\n"
+	         " xa = all_gather(x, S);\n%s schedule { default %s; }\n}\n",
+	         mm ? " y = xa @ w;\n out y;\n" : " out xa;\n", kind);
+	return buf;
+}
+
+/* us microseconds of the all_gather of ag_spec under kind on a profile
+ * where a slice's copy takes 1 us, its matmul tc us and its transfer x us
+ * (one at a time or several), compute under transfers slow times as long,
+ * and the library all_gather of 2048-byte blocks lib us (0: none). */
+static double
+ag_time(const char *kind, int mm, double tc, double x, double slow, double lib)
+{
+	SRun r;
+	Sched *s = st_build(&r, ag_spec(kind, mm), NULL);
+	char text[512], *err = NULL;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+	snprintf(text, sizeof text, HEAD "gemm f32 16 16 32 %.17g\new f32 4.096e9\n"
+	         "p2p 1 2048 %.17g\nslowdown %.17g\n%send\n", tc * 1e-6, x * 1e-6, slow,
+	         lib > 0 ? "coll all_gather 2048 LIB\n" : "");
+	if (lib > 0) {
+		char *at = strstr(text, "LIB");
+		char tail[64];
+		snprintf(tail, sizeof tail, "%.17g\nend\n", lib * 1e-6);
+		strcpy(at, tail);
+	}
+	Profile *pf = pf_parse(r.a, text, &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(pf);
+	free(err);
+	Prediction pr = predict_coll(r.a, st_coll(s, "xa"), pf, 1);
+	CU_ASSERT_PTR_NULL(pr.err);
+	double us = pr.total * 1e6;
+	st_done(&r);
+	return us;
+}
+
+static void
+test_predict(void)
+{
+	/* pure compute: a plain node, bytes over the rate */
+	SRun r;
+	Sched *s = st_build(&r, "model m {\n size S = 64, D = 32;\n type f32;\n in x : [S, D];\n"
+	                    " y = gelu(x);\n out y;\n}\n", NULL);
+	char *err = NULL;
+	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+	Profile *pf = pf_parse(r.a, HEAD "ew f32 1e9\nend\n", &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(pf);
+	const Stage *st = s->stages.v[0];
+	CU_ASSERT_EQUAL_FATAL(st->kind, ST_COMPUTE);
+	CU_ASSERT_DOUBLE_EQUAL(predict_node(r.a, st->u.node, pf).total, 2 * 64 * 32 * 4 / 1e9, 1e-18);
+	free(err);
+	st_done(&r);
+
+	/* fuse(ring), 4 ranks, each rank: copy its slice (1 us), then per
+	 * step post the next transfer and compute a slice */
+	const double eps = 1e-9;
+	/* pure transfer: three rounds one after another */
+	CU_ASSERT_DOUBLE_EQUAL(ag_time("fuse(ring)", 0, 10, 4, 1, 0), 1 + 3 * 4, eps);
+	/* perfect overlap: every transfer under a compute */
+	CU_ASSERT_DOUBLE_EQUAL(ag_time("fuse(ring)", 1, 10, 4, 1, 0), 1 + 4 * 10, eps);
+	/* transfer-bound: each step waits for its slice */
+	CU_ASSERT_DOUBLE_EQUAL(ag_time("fuse(ring)", 1, 2, 5, 1, 0), 1 + 3 * 5 + 2, eps);
+	/* contention: the three computes under a transfer take 1.5 times as
+	 * long, the last (no transfer left) does not */
+	CU_ASSERT_DOUBLE_EQUAL(ag_time("fuse(ring)", 1, 10, 4, 1.5, 0), 1 + 3 * 15 + 10, eps);
+	/* vanilla: the library all_gather, then the whole matmul (four
+	 * slices' worth at the measured rate) */
+	CU_ASSERT_DOUBLE_EQUAL(ag_time("vanilla", 1, 10, 4, 1, 7), 7 + 4 * 10, eps);
+	/* vanilla with no collective measured: a ring of transfers */
+	CU_ASSERT_DOUBLE_EQUAL(ag_time("vanilla", 1, 10, 4, 1, 0), 3 * 4 + 4 * 10, eps);
+}
+
+/* auto with a profile lowers the candidate the predictor ranks first, for
+ * every collective of every example, on a compute-heavy and on a
+ * transfer-heavy machine; --explain's table holds every candidate. */
+static void
+test_auto(void)
+{
+	static const char *const ex[] = {"mlp", "attention", "mamba", "ulysses", "zero_dp",
+	                                 "transformer", "llama"};
+	static const char *const mach[] = {
+		HEAD "gemm f32 64 64 64 5e-5\new f32 1e10\nattn f32 1e10\np2p 1 100000 1e-3\nend\n",
+		HEAD "gemm f32 64 64 64 5e-7\new f32 1e12\nattn f32 1e12\np2p 1 1000 1e-6\n"
+		     "p2p 1 100000 1e-3\np2p 2 100000 3e-3\nslowdown 1.4\nend\n",
+	};
+
+	for (size_t e = 0; e < sizeof ex / sizeof *ex; e++) {
+		char *text = st_example(ex[e]);
+		for (size_t m = 0; m < sizeof mach / sizeof *mach; m++) {
+			SRun r;
+			char *err = NULL;
+			Arena *pa = arena_new();
+			Profile *pf = pf_parse(pa, mach[m], &err);
+			CU_ASSERT_PTR_NOT_NULL_FATAL(pf);
+			free(err);
+			/* region_sched, then the profile, then lowering */
+			Options o = {0};
+			r.a = arena_new();
+			r.src = (Src){"t.cf", text, strlen(text)};
+			diag_init(&r.d, &r.src, stderr);
+			Src fs = {"--schedule", "auto", 4};
+			o.force = parse_choice(r.a, &r.d, &fs);
+			Program *p = parse_program(r.a, &r.d, &r.src);
+			Graph *g = p ? sema_build(r.a, &r.d, p, &o) : NULL;
+			CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+			graph_fill_locality(g);
+			Sched *s = region_sched(g);
+			s->profile = pf;
+			CU_ASSERT_FATAL(lower_sched(s, &r.d) == 0);
+			CU_ASSERT_EQUAL(verify_sched(s, plan_sched(s), &r.d), 0);
+			for (int j = 0; j < s->colls.n; j++) {
+				const Coll *c = s->colls.v[j];
+				CU_ASSERT_FATAL(c->ncand >= 1);
+				CU_ASSERT_FATAL(c->used >= 0 && c->used < c->ncand);
+				int first = 0;
+				for (int k = 1; k < c->ncand; k++)
+					if (c->cand[k].pr.total < c->cand[first].pr.total * (1 - 1e-9))
+						first = k;
+				CU_ASSERT_EQUAL(c->used, first);
+				CU_ASSERT_STRING_EQUAL(sched_kind_str(r.a, &c->how),
+				                       sched_kind_str(r.a, &c->cand[first].how));
+				/* and its prediction is the lowered program's */
+				Prediction pr = predict_coll(r.a, c, pf, 0);
+				CU_ASSERT_DOUBLE_EQUAL(pr.total, c->cand[first].pr.total,
+				                       1e-12 * pr.total);
+			}
+			arena_free(r.a);
+			arena_free(pa);
+		}
+		free(text);
+	}
+}
+
+void test_predict_register(void);
+
+void
+test_predict_register(void)
+{
+	CU_pSuite s = CU_add_suite("predict", NULL, NULL);
+	CU_add_test(s, "profile reader", test_reader);
+	CU_add_test(s, "profile lookups", test_lookup);
+	CU_add_test(s, "predictions with known answers", test_predict);
+	CU_add_test(s, "auto takes the predicted fastest", test_auto);
+}
