@@ -12,7 +12,12 @@
 #  - the hand-written MPI + OpenBLAS MLP (bench/mlp_mpi.c), whole, without
 #    its two collectives, and the collectives alone;
 #  - the decomposition loss of the models' GEMMs (bench/gemm_split.c), on
-#    one rank: the GEMM's own cost of being cut, free of core sharing.
+#    one rank: the GEMM's own cost of being cut, free of core sharing;
+#  - cfc's cost model: cfrt-calibrate measures the machine first (or
+#    PROFILE=FILE names a profile), every row gets cfc --profile's
+#    prediction (predicted_ms) and its error against the measured time
+#    (pred_err = predicted / measured - 1), and the schedule auto takes
+#    on that profile is built and timed like the others (row "auto").
 # Every run reports medians over ITERS iterations after WARMUP. The runs
 # go round ROUNDS times, interleaved, so that a burst of other load hits
 # every variant alike; of the rounds the smallest median is kept (other
@@ -53,7 +58,7 @@ export OMPI_MCA_btl_vader_single_copy_mechanism
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 MPIRUN="mpirun --allow-run-as-root --oversubscribe --timeout 300"
 [ -z "$BENCH_CPUS" ] || MPIRUN="taskset -c $BENCH_CPUS $MPIRUN --bind-to none"
-SCHEDULES="vanilla slice(4) fuse(ring) fuse(bidir)"
+SCHEDULES="vanilla slice(4) fuse(ring) fuse(bidir) auto"
 WRAP=
 for f in isend irecv all_gather iall_gather reduce_scatter \
     ireduce_scatter all_reduce iall_reduce all_to_all iall_to_all; do
@@ -75,6 +80,7 @@ build() {
 		dir=$out/models/$m-bwd-$(tag "$s")
 		set -- "$@" --backward
 	fi
+	[ "$s" = auto ] && set -- "$@" --profile="$prof"
 	sh scripts/build-model.sh "$B" "$dir" "examples/$m.cf" "$@" \
 		-D tp="$RANKS" --schedule="$s" >"$dir.log" 2>&1 ||
 		{ cat "$dir.log" >&2; die "building $m with $s failed"; }
@@ -82,6 +88,26 @@ build() {
 		"$B" "$dir" "examples/$m.cf" "$@" -D tp="$RANKS" --schedule="$s" \
 		>>"$dir.log" 2>&1 ||
 		{ cat "$dir.log" >&2; die "linking $m with $s without transfers failed"; }
+}
+
+# predict MODEL SCHEDULE SIZES...: cfc's prediction on the profile of the
+# pass the bench row times (the backward's with BWD=1), appended to
+# predicted.txt as "KEY|ms"; for auto, the schedules it took.
+predict() {
+	m=$1 s=$2
+	shift 2
+	key="$m" pass="pass"
+	if [ "${BWD:-0}" = 1 ]; then
+		key="$m backward" pass="backward pass"
+		set -- "$@" --backward
+	fi
+	x=$("$B/cfc" "examples/$m.cf" "$@" -D tp="$RANKS" --schedule="$s" --profile="$prof" \
+		--explain) || die "predicting $m with $s failed"
+	ms=$(echo "$x" | sed -n "s/^$pass: predicted \([0-9.]*\) ms.*/\1/p")
+	echo "$key,$s,none|${ms:--}" >>"$out/predicted.txt"
+	[ "$s" != auto ] || echo "  $key: auto takes $(echo "$x" |
+		sed -n 's/.*auto: \([^ ]*\), predicted .*/\1/p' | sort | uniq -c |
+		awk '{ printf "%s%s x%s", (NR > 1 ? ", " : ""), $2, $1 }')"
 }
 
 # The machine's CPU seconds so far: "busy total" over all cores.
@@ -183,6 +209,25 @@ bwd_round() {
 	echo "# mlp $MLP_SIZES; attention $ATT_SIZES"
 } | tee "$out/header.txt"
 
+# ---- the machine's profile for cfc's cost model (PROFILE=FILE: one
+# measured before) ----
+prof=${PROFILE:-$out/machine.prof}
+if [ -z "${PROFILE:-}" ]; then
+	echo "calibrating (cfrt-calibrate on $RANKS ranks)"
+	$MPIRUN -n "$RANKS" "$B/cfrt-calibrate" -o "$prof" >"$out/calibrate.log" 2>&1 ||
+		{ cat "$out/calibrate.log" >&2; die "cfrt-calibrate failed"; }
+	sed 's/^/  /' "$out/calibrate.log"
+fi
+echo "# profile: $prof ($(sed -n 's/^# measured in /measured in /p' "$prof"))" >>"$out/header.txt"
+rm -f "$out/predicted.txt"
+echo "predicting (cfc --profile)"
+for s in $SCHEDULES; do
+	predict mlp "$s" $MLP_SIZES
+	predict attention "$s" $ATT_SIZES
+	BWD=1 predict mlp "$s" $MLP_SIZES
+	BWD=1 predict attention "$s" $ATT_SIZES
+done
+
 if [ "$BUILD" != 0 ]; then
 	echo "building"
 	for s in $SCHEDULES; do
@@ -233,7 +278,8 @@ echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg) (this run's own $RA
 	tee -a "$out/header.txt"
 
 # ---- best rounds, derived metrics, CSV and table ----
-awk -F'|' -v ranks="$RANKS" -f bench/report.awk "$out/runs.txt" >"$csv" ||
+awk -F'|' -v ranks="$RANKS" -v pred="$out/predicted.txt" -f bench/report.awk \
+	"$out/runs.txt" >"$csv" ||
 	die "report failed"
 echo
 cat "$out/header.txt"

@@ -15,7 +15,17 @@
 # Writes, per model in order of appearance, the baseline row, then one row
 # per model,variant,progress in order of appearance:
 #   model,variant,progress,ranks,time_ms,rank_ms,compute_ms,ect_ms,
-#   overlap_eff,decomp_loss,spread,other_cpu,max_rel_err
+#   overlap_eff,decomp_loss,spread,other_cpu,max_rel_err,predicted_ms,
+#   pred_err (cfc --profile's prediction, from -v pred=FILE, and
+#   predicted / time - 1)
+BEGIN {
+	# cfc's predictions: "model,variant,progress|ms" lines of file pred
+	while (pred != "" && (getline l < pred) > 0) {
+		split(l, pk, "|")
+		predicted[pk[1]] = pk[2]
+	}
+}
+
 {
 	split($1, k, ",")
 	row = k[1] "," k[2] "," k[3]
@@ -54,7 +64,7 @@ function f(x, d) { return x == "" ? "" : sprintf("%." d "f", x) }
 
 END {
 	print "model,variant,progress,ranks,time_ms,rank_ms,compute_ms,ect_ms," \
-	      "overlap_eff,decomp_loss,spread,other_cpu,max_rel_err"
+	      "overlap_eff,decomp_loss,spread,other_cpu,max_rel_err,predicted_ms,pred_err"
 	for (i = 1; i <= nm; i++) {
 		m = models[i]
 		best = ""
@@ -65,14 +75,14 @@ END {
 				best = c
 		}
 		ev = val(span, m ",vanilla,none", "comm") - best
-		printf "%s,compute alone (best unsplit),-,%s,%.1f,,%.1f,0.0,,0.000,,,\n",
+		printf "%s,compute alone (best unsplit),-,%s,%.1f,,%.1f,0.0,,0.000,,,,,\n",
 		       m, ranks, best, best
 		for (j = 1; j <= nr[m]; j++)
 			print line(m, rows[m, j], best, ev)
 	}
 }
 
-function line(m, row, best, ev,   t, rk, c, ect, ov, dl, g1, nrk, sp, oc) {
+function line(m, row, best, ev,   t, rk, c, ect, ov, dl, g1, nrk, sp, oc, pm) {
 	ect = ov = dl = c = sp = oc = ""
 	nrk = ranks
 	if ((row, "xfer") in cnt) {
@@ -98,6 +108,8 @@ function line(m, row, best, ev,   t, rk, c, ect, ov, dl, g1, nrk, sp, oc) {
 		dl = c == "" ? "" : f(c / best - 1, 3)
 		ect = f(ect, 1)
 	}
+	pm = (row in predicted) && predicted[row] != "-" ? predicted[row] : ""
 	return row "," nrk "," f(t, 1) "," f(rk, 1) "," f(c, 1) "," ect "," \
-	       ov "," dl "," sp "," oc "," err[row]
+	       ov "," dl "," sp "," oc "," err[row] "," f(pm, 1) "," \
+	       (pm != "" && t > 0 ? f(pm / t - 1, 3) : "")
 }

@@ -66,6 +66,8 @@ emit_sched(FILE *f, Comp *c)
 
 static void emit_sched_dot(FILE *f, Comp *c) { sched_dot(f, c->sched, c->bsched); }
 
+static void emit_profile(FILE *f, Comp *c) { profile_write(f, c->profile); }
+
 static void
 emit_gantt(FILE *f, Comp *c)
 {
@@ -94,6 +96,7 @@ static const Emit emits[] = {
 	{"svg", ".svg", emit_sched_dot, "the schedule drawn as SVG", "svg", NULL},
 	{"png", ".png", emit_sched_dot, "the schedule drawn as PNG", "png", NULL},
 	{"gantt", ".gantt.svg", emit_gantt, "the predicted timeline per rank as SVG (--profile)", NULL, NULL},
+	{"profile", ".prof", emit_profile, "the --profile as read (every number exact)", NULL, NULL},
 	{"c", ".c", emit_c, "C of the parallel forward pass (and its header)", NULL, "h"},
 	{"ref", "_ref.c", emit_ref, "C of the serial reference", NULL, NULL},
 	{"h", ".h", emit_h, "the C header of the model", NULL, NULL},
@@ -320,6 +323,8 @@ parse_args(Cli *cl, int argc, char **argv)
 	if (cl->want[emit_find("gantt")] && !cl->profile)
 		return bad_usage("%s", "--emit=gantt draws the predicted timeline: give --profile=FILE "
 		                 "(cfrt-calibrate writes one)");
+	if (cl->want[emit_find("profile")] && !cl->profile)
+		return bad_usage("%s", "--emit=profile writes the profile read: give --profile=FILE");
 	if (cl->want[emit_find("png")] && (!cl->out || !strcmp(cl->out, "-")) && isatty(1))
 		return bad_usage("%s", "--emit=png is binary: give -o FILE or redirect standard output");
 	return -1;

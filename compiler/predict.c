@@ -29,7 +29,8 @@ typedef struct PX {
 	ItemKind kind;
 	int rank, peer, tag, label, round;
 	double bytes, tpost, t0, t1;
-	int match; /* the other end's record, or -1 */
+	int match;    /* the other end's record, or -1 */
+	double tdone; /* when a wait at either end saw it land; 0: not yet */
 } PX;
 
 typedef struct PCI {
@@ -271,7 +272,7 @@ sim_post(Sim *S, int r, const Item *it, int i)
 	int k = S->nx++;
 	S->x[k] = (PX){it->kind, r, peer, it->u.xfer.tag, it->u.xfer.label,
 	               sched_ix(&it->u.xfer.round, r, i), ref_elems(S->c, &it->u.xfer.buf) * S->esz,
-	               R->tc, 0, 0, -1};
+	               R->tc, 0, 0, -1, 0};
 	R->xs = arena_grow(S->a, R->xs, R->nxs, &R->capxs, 64, sizeof *R->xs);
 	R->xs[R->nxs++] = k;
 	/* the oldest unmatched opposite record at peer from r with the tag */
@@ -402,6 +403,25 @@ sim_ready(Sim *S, int r)
 	return x ? x->match >= 0 : ci ? ci->nposted == S->N : 1;
 }
 
+/* When rank r, waiting from tw, has transfer x: at its nominal end when
+ * transfers move on their own (Profile.overlap 1) or it started while r
+ * already waited; else only the share overlap of the time from its start
+ * to tw (when r computed) counted, the rest passes from tw on. */
+static double
+wait_end(Sim *S, PX *x, double tw)
+{
+	double ov = S->pf->overlap, d = x->t1 - x->t0, end;
+
+	if (x->tdone > 0) /* the other end's wait saw it land */
+		return x->tdone;
+	if (ov >= 1 || tw <= x->t0)
+		end = x->t1;
+	else
+		end = ov * (tw - x->t0) >= d ? tw : tw + (d - ov * (tw - x->t0));
+	x->tdone = S->x[x->match].tdone = end;
+	return end;
+}
+
 static void
 sim_wait(Sim *S, int r, const Item *it, int i)
 {
@@ -410,7 +430,7 @@ sim_wait(Sim *S, int r, const Item *it, int i)
 
 	wait_target(S, r, it, i, &x, &ci);
 	if (x)
-		sim_hold(S, r, x->t1);
+		sim_hold(S, r, wait_end(S, x, S->rk[r].tc));
 	if (ci) {
 		ci->posted[r] = 2;
 		sim_hold(S, r, ci->t1);

@@ -50,6 +50,11 @@ typedef struct Profile {
 	                        * profile_coll_index */
 	double slowdown;       /* compute time while a transfer runs, over its
 	                        * time alone (>= 1) */
+	double overlap;        /* the share of a transfer's time that passes
+	                        * while its ranks compute (0 < x <= 1; 1: it
+	                        * moves on its own, as on GPUs or with a
+	                        * progress thread; near 0: only inside MPI
+	                        * calls, so the rest of it passes at the wait) */
 } Profile;
 
 /* profile.c: reads profile file path; NULL after an error reported on
@@ -57,6 +62,9 @@ typedef struct Profile {
 Profile *profile_read(Arena *a, Diag *d, Src *src, const char *path);
 /* Parses src (its name for messages); NULL after errors on d. */
 Profile *profile_parse(Arena *a, Diag *d, const Src *src);
+/* Writes pf in the file format, every number exact (%.17g), the points in
+ * order: reading it back gives the same profile (--emit=profile). */
+void profile_write(FILE *f, const Profile *pf);
 /* 0..3 for all_gather, reduce_scatter, all_reduce, all_to_all; -1. */
 int profile_coll_index(OpKind op);
 /* Seconds of one table lookup: GEMM (m, n, k) by inverse-distance

@@ -67,10 +67,14 @@ rd_is(const char *w, size_t len, const char *s)
 	return w && strlen(s) == len && !strncmp(w, s, len);
 }
 
-/* A number > 0 (>= 1 when whole: an integer), else an error naming what. */
+enum { NUM_WHOLE = 1, NUM_ZERO = 2 };
+
+/* A number > 0 (an integer with NUM_WHOLE; >= 0 with NUM_ZERO), else an
+ * error naming what. */
 static int
-rd_num(Rd *r, const char *what, int whole, double *out)
+rd_num(Rd *r, const char *what, int how, double *out)
 {
+	int whole = how & NUM_WHOLE;
 	size_t len;
 	const char *w = rd_word(r, &len);
 	char buf[64], *e;
@@ -85,9 +89,10 @@ rd_num(Rd *r, const char *what, int whole, double *out)
 	buf[len] = 0;
 	errno = 0;
 	double x = strtod(buf, &e);
-	if (*e || e == buf || errno || !isfinite(x) || x <= 0 || (whole && x != floor(x))) {
+	if (*e || e == buf || errno || !isfinite(x) || x < 0 || (x == 0 && !(how & NUM_ZERO)) ||
+	    (whole && x != floor(x))) {
 		diag_error(r->d, rd_loc(r, w, len), "%s must be a %s number, not '%s'", what,
-		           whole ? "whole positive" : "positive", buf);
+		           whole ? "whole positive" : how & NUM_ZERO ? "nonnegative" : "positive", buf);
 		return 0;
 	}
 	*out = x;
@@ -183,7 +188,7 @@ rd_entry(Rd *r, Profile *pf, const char *w, size_t len)
 	if (rd_is(w, len, "transfer"))
 		return (pf->transfer = rd_name(r, "the transfer mode")) != NULL;
 	if (rd_is(w, len, "ranks")) {
-		if (!rd_num(r, "ranks", 1, x))
+		if (!rd_num(r, "ranks", NUM_WHOLE, x))
 			return 0;
 		pf->ranks = x[0] > MAXGROUP ? MAXGROUP : (int)x[0];
 		return 1;
@@ -199,10 +204,21 @@ rd_entry(Rd *r, Profile *pf, const char *w, size_t len)
 		pf->slowdown = x[0];
 		return 1;
 	}
+	if (rd_is(w, len, "overlap")) {
+		if (!rd_num(r, "the overlap fraction", NUM_ZERO, x))
+			return 0;
+		if (x[0] > 1) {
+			diag_error(r->d, rd_loc(r, r->line, 7), "the overlap fraction must be at most 1, "
+			           "not %g", x[0]);
+			return 0;
+		}
+		pf->overlap = x[0];
+		return 1;
+	}
 	if (rd_is(w, len, "gemm")) {
 		int t = rd_dtype(r);
-		if (t < 0 || !rd_num(r, "m", 1, &x[0]) || !rd_num(r, "n", 1, &x[1]) ||
-		    !rd_num(r, "k", 1, &x[2]) || !rd_num(r, "seconds", 0, &x[3]))
+		if (t < 0 || !rd_num(r, "m", NUM_WHOLE, &x[0]) || !rd_num(r, "n", NUM_WHOLE, &x[1]) ||
+		    !rd_num(r, "k", NUM_WHOLE, &x[2]) || !rd_num(r, "seconds", 0, &x[3]))
 			return 0;
 		tab_add(r->a, &pf->gemm[t], (PPoint){x[0], x[1], x[2], x[3], r->lno});
 		return 1;
@@ -216,7 +232,7 @@ rd_entry(Rd *r, Profile *pf, const char *w, size_t len)
 	}
 	if (rd_is(w, len, "p2p")) {
 		const char *at = r->p;
-		if (!rd_num(r, "the transfers at once", 1, &x[0]))
+		if (!rd_num(r, "the transfers at once", NUM_WHOLE, &x[0]))
 			return 0;
 		int c = 0;
 		while (c < MAXCONC && profile_conc[c] != (int)x[0])
@@ -226,7 +242,7 @@ rd_entry(Rd *r, Profile *pf, const char *w, size_t len)
 			           "be 1, 2 or 4, not %g", x[0]);
 			return 0;
 		}
-		if (!rd_num(r, "bytes", 1, &x[1]) || !rd_num(r, "seconds", 0, &x[2]))
+		if (!rd_num(r, "bytes", NUM_WHOLE, &x[1]) || !rd_num(r, "seconds", 0, &x[2]))
 			return 0;
 		tab_add(r->a, &pf->p2p[c], (PPoint){0, 0, x[1], x[2], r->lno});
 		return 1;
@@ -243,13 +259,13 @@ rd_entry(Rd *r, Profile *pf, const char *w, size_t len)
 			           "(all_gather, reduce_scatter, all_reduce, all_to_all)");
 			return 0;
 		}
-		if (!rd_num(r, "bytes", 1, &x[0]) || !rd_num(r, "seconds", 0, &x[1]))
+		if (!rd_num(r, "bytes", NUM_WHOLE, &x[0]) || !rd_num(r, "seconds", 0, &x[1]))
 			return 0;
 		tab_add(r->a, &pf->coll[c], (PPoint){0, 0, x[0], x[1], r->lno});
 		return 1;
 	}
 	diag_error(r->d, rd_loc(r, w, len), "unknown entry '%.*s' (gemm, ew, attn, p2p, coll, "
-	           "slowdown, backend, transfer, ranks, end)", (int)(len > 40 ? 40 : len), w);
+	           "slowdown, overlap, backend, transfer, ranks, end)", (int)(len > 40 ? 40 : len), w);
 	return 0;
 }
 
@@ -263,6 +279,7 @@ profile_parse(Arena *a, Diag *d, const Src *src)
 
 	pf->name = src->name;
 	pf->slowdown = 1;
+	pf->overlap = 1;
 	for (r.lno = 1; p < end && d->nerr == before; r.lno++) {
 		const char *nl = memchr(p, '\n', (size_t)(end - p));
 		r.line = r.p = p;
@@ -288,7 +305,7 @@ profile_parse(Arena *a, Diag *d, const Src *src)
 				           "begin with 'cfprofile %d'", PROFILE_VERSION);
 				break;
 			}
-			if (!rd_num(&r, "the profile version", 1, &v) || !rd_done(&r))
+			if (!rd_num(&r, "the profile version", NUM_WHOLE, &v) || !rd_done(&r))
 				break;
 			if (v != PROFILE_VERSION) {
 				diag_error(d, rd_loc(&r, r.line, 9), "profile version %g, but this cfc reads "
@@ -369,6 +386,49 @@ profile_read(Arena *a, Diag *d, Src *src, const char *path)
 	src->len = n;
 	free(buf);
 	return profile_parse(a, d, src);
+}
+
+/* ---- writing ---- */
+
+static void
+tab_write(FILE *f, const char *head, const PTable *t, int gemm)
+{
+	for (int i = 0; i < t->n; i++) {
+		const PPoint *p = &t->p[i];
+		if (gemm)
+			fprintf(f, "%s %.17g %.17g %.17g %.17g\n", head, p->m, p->n, p->k, p->sec);
+		else
+			fprintf(f, "%s %.17g %.17g\n", head, p->k, p->sec);
+	}
+}
+
+void
+profile_write(FILE *f, const Profile *pf)
+{
+	char head[64];
+
+	fprintf(f, "cfprofile %d\n# as cfc read it\nbackend %s\n", PROFILE_VERSION,
+	        pf->backend);
+	if (pf->transfer)
+		fprintf(f, "transfer %s\n", pf->transfer);
+	fprintf(f, "ranks %d\n", pf->ranks);
+	for (int t = DT_F32; t < NDTYPE; t++) {
+		snprintf(head, sizeof head, "gemm %s", dtype_name[t]);
+		tab_write(f, head, &pf->gemm[t], 1);
+		if (pf->ew[t] > 0)
+			fprintf(f, "ew %s %.17g\n", dtype_name[t], pf->ew[t]);
+		if (pf->attn[t] > 0)
+			fprintf(f, "attn %s %.17g\n", dtype_name[t], pf->attn[t]);
+	}
+	for (int c = 0; c < MAXCONC; c++) {
+		snprintf(head, sizeof head, "p2p %d", profile_conc[c]);
+		tab_write(f, head, &pf->p2p[c], 0);
+	}
+	for (int c = 0; c < 4; c++) {
+		snprintf(head, sizeof head, "coll %s", op_info[coll_ops[c]].name);
+		tab_write(f, head, &pf->coll[c], 0);
+	}
+	fprintf(f, "slowdown %.17g\noverlap %.17g\nend\n", pf->slowdown, pf->overlap);
 }
 
 /* ---- lookups ---- */

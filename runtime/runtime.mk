@@ -81,11 +81,22 @@ $(B)/tests/gqa_check: tests/gpu/gqa_check.c $(B)/libcfrt.a
 
 RT_TESTS = $(B)/tests/runtime_unit $(B)/tests/runtime_fault \
            $(B)/tests/progress_bench $(B)/tests/gqa_check
-all: $(RT_LIBFILES) $(RT_TESTS)
-CHECK_DEPS += $(B)/libcfrt.a $(B)/tests/runtime_unit $(RT_LIBFILES) $(RT_TESTS)
 
-install-runtime: $(RT_LIBFILES)
-	mkdir -p $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
+# cfrt-calibrate: measures a machine for cfc --profile (installed with the
+# runtime; runtime/cuda/cuda.mk builds cfrt-calibrate-cuda from the same
+# source).
+$(B)/cfrt-calibrate: runtime/tools/calibrate.c $(B)/libcfrt.a
+	@mkdir -p $(@D)
+	$(MPICC) $(CFLAGS_ALL) -Iruntime $(LDFLAGS_ALL) -o $@ $< $(RT_TEST_LINK)
+
+all: $(RT_LIBFILES) $(RT_TESTS) $(B)/cfrt-calibrate
+CHECK_DEPS += $(B)/libcfrt.a $(B)/tests/runtime_unit $(RT_LIBFILES) $(RT_TESTS) \
+              $(B)/cfrt-calibrate
+
+install-runtime: $(RT_LIBFILES) $(B)/cfrt-calibrate
+	mkdir -p $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig \
+		$(DESTDIR)$(PREFIX)/bin
+	cp $(B)/cfrt-calibrate $(DESTDIR)$(PREFIX)/bin/cfrt-calibrate
 	cp runtime/cfrt.h $(DESTDIR)$(PREFIX)/include/cfrt.h
 	cp $(B)/libcfrt.a $(B)/libcfrt.so.$(RT_VERSION) $(DESTDIR)$(PREFIX)/lib/
 	ln -sf libcfrt.so.$(RT_VERSION) $(DESTDIR)$(PREFIX)/lib/libcfrt.so.0

@@ -1,0 +1,427 @@
+/* cfrt-calibrate: measures the machine it runs on for cfc's cost model
+ * and writes the profile that `cfc --profile=FILE` reads
+ * (docs/PROFILE.md). Run it under mpirun like an application, on as many
+ * ranks as the models will use (at least 2 for the transfers):
+ *
+ *   mpirun -n 4 cfrt-calibrate -o machine.prof
+ *
+ * Every rank measures at once, as every rank computes at once in a real
+ * run; a time is the median over repetitions of the slowest rank's.
+ * It measures, through the runtime's public API only (so the same source
+ * calibrates the MPI backend and, linked with libcfrt_cuda, the GPUs):
+ *   gemm   GEMM seconds on a grid of shapes (m, n, k), per element type;
+ *   ew     bytes per second of elementwise adds;
+ *   attn   attention flop per second;
+ *   p2p    seconds of one message by size, with 1, 2 and 4 transfers at
+ *          once at each rank (one pair; the ring; both ring directions);
+ *   coll   the library's all_gather, reduce_scatter, all_reduce and
+ *          all_to_all by block size, on all the ranks;
+ *   slowdown  a GEMM's time while the ring's transfers run, over its time
+ *          alone;
+ *   overlap   the share of those transfers' own time that passed during
+ *          the GEMM (1: they move on their own; near 0: only inside MPI).
+ * --quick measures a few small points (seconds; for tests). */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <mpi.h>
+
+#include "cfrt.h"
+
+typedef struct Cal {
+	cfrt_ctx *ctx;
+	int rank, size, quick, gpu;
+	FILE *out; /* rank 0 */
+	void *a, *b, *c; /* device buffers of cap bytes each */
+	size_t cap;
+	double budget; /* seconds per point at most */
+} Cal;
+
+static void
+die_rc(Cal *C, int rc, const char *what)
+{
+	if (rc != CFRT_OK) {
+		fprintf(stderr, "cfrt-calibrate: rank %d: %s: %s\n", C->rank, what,
+		        cfrt_last_error(C->ctx));
+		MPI_Abort(MPI_COMM_WORLD, 1);
+	}
+}
+
+static int
+cmp_d(const void *x, const void *y)
+{
+	double a = *(const double *)x, b = *(const double *)y;
+	return a < b ? -1 : a > b;
+}
+
+/* The slowest rank's time of one run of fn, the median of reps runs (fewer
+ * when they take longer than the budget); fn returns nonzero when the
+ * backend cannot run it (then -1, on every rank). */
+typedef int (*RunFn)(Cal *C, void *arg);
+
+static double
+timed(Cal *C, RunFn fn, void *arg, int reps)
+{
+	double t[64], spent = 0;
+	int n = 0;
+
+	if (reps > 64)
+		reps = 64;
+	/* one run to warm up (and to see whether the backend can) */
+	int bad = fn(C, arg) != 0, anybad;
+	cfrt_sync(C->ctx);
+	MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+	if (anybad)
+		return -1;
+	while (n < reps && (n < 3 || spent < C->budget)) {
+		cfrt_barrier(C->ctx);
+		double t0 = cfrt_wtime(C->ctx);
+		die_rc(C, fn(C, arg), "a measured call");
+		die_rc(C, cfrt_sync(C->ctx), "cfrt_sync");
+		double dt = cfrt_wtime(C->ctx) - t0, mx;
+		MPI_Allreduce(&dt, &mx, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+		t[n++] = mx;
+		spent += mx;
+	}
+	qsort(t, (size_t)n, sizeof *t, cmp_d);
+	return t[n / 2];
+}
+
+static const char *const tname[] = {"f32", "f64", "bf16", "f16"};
+
+/* ---- compute ---- */
+
+typedef struct Gemm {
+	cfrt_dtype t;
+	int64_t m, n, k;
+} Gemm;
+
+static int
+run_gemm(Cal *C, void *arg)
+{
+	const Gemm *g = arg;
+
+	return cfrt_gemm(C->ctx, g->t, CFRT_NOTRANS, CFRT_NOTRANS, g->m, g->n, g->k, 1, C->a,
+	                 g->k, 0, C->b, g->n, 0, 0, C->c, g->n, 0, 1);
+}
+
+typedef struct Ew {
+	cfrt_dtype t;
+	int64_t n;
+} Ew;
+
+static int
+run_ew(Cal *C, void *arg)
+{
+	const Ew *e = arg;
+	cfrt_view a = cfrt_view_contig(C->a, e->t, 1, &e->n);
+	cfrt_view b = cfrt_view_contig(C->b, e->t, 1, &e->n);
+	cfrt_view c = cfrt_view_contig(C->c, e->t, 1, &e->n);
+
+	return cfrt_add(C->ctx, &c, &a, &b);
+}
+
+typedef struct Attn {
+	cfrt_dtype t;
+	int64_t dims[4]; /* B, H, S, Dh */
+} Attn;
+
+static int
+run_attn(Cal *C, void *arg)
+{
+	const Attn *x = arg;
+	cfrt_view q = cfrt_view_contig(C->a, x->t, 4, x->dims);
+	cfrt_view k = cfrt_view_contig(C->b, x->t, 4, x->dims);
+	cfrt_view o = cfrt_view_contig(C->c, x->t, 4, x->dims);
+
+	return cfrt_attention(C->ctx, &o, &q, &k, &k, 0, 0);
+}
+
+static void
+cal_compute(Cal *C, cfrt_dtype t)
+{
+	static const int64_t cpu[] = {32, 128, 512, 1024}, gpu[] = {256, 1024, 4096, 8192};
+	static const int64_t quick[] = {16, 64};
+	const int64_t *sz = C->quick ? quick : C->gpu ? gpu : cpu;
+	int nsz = C->quick ? 2 : 4, any = 0;
+	size_t es = cfrt_dtype_size(t);
+	int64_t n = (int64_t)(C->cap / es);
+	cfrt_view fa = cfrt_view_contig(C->a, t, 1, &n), fb = cfrt_view_contig(C->b, t, 1, &n);
+
+	/* values of this type in [0, 1): no NaN or denormal slows a kernel */
+	int bad = cfrt_fill_uniform(C->ctx, &fa, 1) != CFRT_OK ||
+	          cfrt_fill_uniform(C->ctx, &fb, 2) != CFRT_OK, anybad;
+	MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+	if (anybad)
+		return; /* the backend has no such type */
+
+	for (int i = 0; i < nsz; i++)
+		for (int j = 0; j < nsz; j++)
+			for (int l = 0; l < nsz; l++) {
+				Gemm g = {t, sz[i], sz[j], sz[l]};
+				if ((size_t)(g.m * g.k) * es > C->cap || (size_t)(g.k * g.n) * es > C->cap ||
+				    (size_t)(g.m * g.n) * es > C->cap)
+					continue;
+				double s = timed(C, run_gemm, &g, C->quick ? 3 : 7);
+				if (s < 0)
+					return; /* the backend has no such type */
+				any = 1;
+				if (C->out)
+					fprintf(C->out, "gemm %s %lld %lld %lld %.6g\n", tname[t],
+					        (long long)g.m, (long long)g.n, (long long)g.k, s);
+			}
+	if (!any)
+		return;
+	Ew e = {t, (int64_t)(C->cap / es)};
+	if (C->quick && e.n > (1 << 16))
+		e.n = 1 << 16;
+	double s = timed(C, run_ew, &e, C->quick ? 3 : 9);
+	if (s > 0 && C->out)
+		fprintf(C->out, "ew %s %.6g\n", tname[t], 3.0 * (double)e.n * (double)es / s);
+	Attn x = {t, {1, 4, C->quick ? 64 : C->gpu ? 2048 : 256, 64}};
+	double fl = 4.0 * x.dims[0] * x.dims[1] * x.dims[2] * x.dims[2] * x.dims[3];
+	if ((size_t)(x.dims[0] * x.dims[1] * x.dims[2] * x.dims[3]) * es <= C->cap) {
+		s = timed(C, run_attn, &x, C->quick ? 3 : 5);
+		if (s > 0 && C->out)
+			fprintf(C->out, "attn %s %.6g\n", tname[t], fl / s);
+	}
+}
+
+/* ---- transfers ---- */
+
+typedef struct P2p {
+	int64_t count; /* f32 elements of one message */
+	int conc;      /* 1: rank 0 to rank 1 alone; 2: the ring; 4: both ways */
+} P2p;
+
+static int
+run_p2p(Cal *C, void *arg)
+{
+	const P2p *p = arg;
+	int r = C->rank, N = C->size, next = (r + 1) % N, prev = (r + N - 1) % N;
+	cfrt_req q[4];
+	int n = 0, rc = CFRT_OK;
+	size_t half = C->cap / 2;
+	char *a = C->a, *b = C->b;
+
+	cfrt_group_begin(C->ctx);
+	if (p->conc == 1) {
+		if (r == 0)
+			rc = cfrt_isend(C->ctx, a, p->count, CFRT_F32, 1, 1, &q[n++]);
+		else if (r == 1)
+			rc = cfrt_irecv(C->ctx, b, p->count, CFRT_F32, 0, 1, &q[n++]);
+	} else {
+		rc = cfrt_isend(C->ctx, a, p->count, CFRT_F32, next, 1, &q[n++]);
+		if (rc == CFRT_OK)
+			rc = cfrt_irecv(C->ctx, b, p->count, CFRT_F32, prev, 1, &q[n++]);
+		if (rc == CFRT_OK && p->conc == 4) {
+			rc = cfrt_isend(C->ctx, a + half, p->count, CFRT_F32, prev, 2, &q[n++]);
+			if (rc == CFRT_OK)
+				rc = cfrt_irecv(C->ctx, b + half, p->count, CFRT_F32, next, 2, &q[n++]);
+		}
+	}
+	cfrt_group_end(C->ctx);
+	if (rc == CFRT_OK)
+		rc = cfrt_waitall(C->ctx, n, q);
+	return rc;
+}
+
+typedef struct Coll {
+	int op; /* 0 all_gather, 1 reduce_scatter, 2 all_reduce, 3 all_to_all */
+	int64_t count; /* f32 elements of one rank's block */
+} Coll;
+
+static const char *const coll_name[] = {"all_gather", "reduce_scatter", "all_reduce",
+                                        "all_to_all"};
+
+static int
+run_coll(Cal *C, void *arg)
+{
+	const Coll *c = arg;
+
+	switch (c->op) {
+	case 0: return cfrt_all_gather(C->ctx, C->a, C->b, c->count, CFRT_F32);
+	case 1: return cfrt_reduce_scatter(C->ctx, C->a, C->b, c->count, CFRT_F32);
+	case 2: return cfrt_all_reduce(C->ctx, C->a, C->b, c->count * C->size, CFRT_F32);
+	default: return cfrt_all_to_all(C->ctx, C->a, C->b, c->count, CFRT_F32);
+	}
+}
+
+static void
+cal_transfers(Cal *C)
+{
+	int64_t lo = 1024, hi = C->quick ? (1 << 16) : C->gpu ? (256 << 20) : (16 << 20);
+	static const int conc[] = {1, 2, 4};
+
+	if (C->size < 2)
+		return;
+	for (int k = 0; k < 3; k++)
+		for (int64_t bytes = lo; bytes <= hi; bytes *= 4) {
+			P2p p = {bytes / 4, conc[k]};
+			if ((size_t)bytes * (conc[k] == 4 ? 2 : 1) > C->cap)
+				break;
+			double s = timed(C, run_p2p, &p, C->quick ? 3 : 9);
+			if (s > 0 && C->out)
+				fprintf(C->out, "p2p %d %lld %.6g\n", conc[k], (long long)bytes, s);
+		}
+	for (int op = 0; op < 4; op++)
+		for (int64_t bytes = lo; bytes <= hi / C->size; bytes *= 4) {
+			Coll c = {op, bytes / 4};
+			if ((size_t)bytes * (size_t)C->size > C->cap)
+				break;
+			double s = timed(C, run_coll, &c, C->quick ? 3 : 7);
+			if (s > 0 && C->out)
+				fprintf(C->out, "coll %s %lld %.6g\n", coll_name[op], (long long)bytes, s);
+		}
+}
+
+/* Rings of transfers of count f32 elements (each rank sends to the next
+ * and receives from the previous) posted just before a GEMM: the slowest
+ * rank's GEMM time (*gemm) and the time its waits take after it (*wait),
+ * medians of reps. */
+static void
+gemm_under(Cal *C, const Gemm *g, int64_t count, int reps, double *gemm, double *wait)
+{
+	int r = C->rank, N = C->size;
+	char *b = C->b, *c = C->c;
+	double tg[64], tw[64];
+
+	if (reps > 64)
+		reps = 64;
+	for (int i = 0; i < reps; i++) {
+		cfrt_req q[2];
+		double dt[2];
+		cfrt_barrier(C->ctx);
+		cfrt_group_begin(C->ctx);
+		die_rc(C, cfrt_isend(C->ctx, c, count, CFRT_F32, (r + 1) % N, 3, &q[0]), "isend");
+		die_rc(C, cfrt_irecv(C->ctx, c + C->cap / 2, count, CFRT_F32, (r + N - 1) % N, 3,
+		                     &q[1]), "irecv");
+		cfrt_group_end(C->ctx);
+		double t0 = cfrt_wtime(C->ctx);
+		die_rc(C, cfrt_gemm(C->ctx, g->t, CFRT_NOTRANS, CFRT_NOTRANS, g->m, g->n, g->k, 1, C->a,
+		                    g->k, 0, b, g->n, 0, 0, b + C->cap / 2, g->n, 0, 1), "gemm");
+		double t1 = cfrt_wtime(C->ctx);
+		die_rc(C, cfrt_waitall(C->ctx, 2, q), "waitall");
+		die_rc(C, cfrt_sync(C->ctx), "cfrt_sync");
+		dt[0] = t1 - t0;
+		dt[1] = cfrt_wtime(C->ctx) - t1;
+		double mx[2];
+		MPI_Allreduce(dt, mx, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+		tg[i] = mx[0], tw[i] = mx[1];
+	}
+	qsort(tg, (size_t)reps, sizeof *tg, cmp_d);
+	qsort(tw, (size_t)reps, sizeof *tw, cmp_d);
+	*gemm = tg[reps / 2], *wait = tw[reps / 2];
+}
+
+/* slowdown: a GEMM's time under the ring's transfers over its time
+ * alone; overlap: the share of the transfers' own time (measured alone)
+ * that passed during the GEMM (what is left is waited for after it). */
+static void
+cal_slowdown(Cal *C)
+{
+	int64_t s = C->quick ? 64 : C->gpu ? 4096 : 512;
+	int64_t count = (C->quick ? 16384 : C->gpu ? (64 << 20) : (4 << 20)) / 4;
+	Gemm g = {CFRT_F32, s, s, s};
+	int reps = C->quick ? 3 : 9;
+
+	if (C->size < 2 || (size_t)(s * s) * 4 > C->cap / 2 || (size_t)count * 4 > C->cap / 2)
+		return;
+	cfrt_view fa = cfrt_view_contig(C->a, CFRT_F32, 1, &(int64_t){(int64_t)(C->cap / 4)});
+	die_rc(C, cfrt_fill_uniform(C->ctx, &fa, 1), "fill");
+	P2p p = {count, 2};
+	double alone = timed(C, run_gemm, &g, reps), xfer = timed(C, run_p2p, &p, reps);
+	double under, wait;
+	gemm_under(C, &g, count, reps, &under, &wait);
+	double f = alone > 0 ? under / alone : 1;
+	double ov = xfer > 0 ? 1 - wait / xfer : 1;
+	if (C->out)
+		fprintf(C->out, "# a %lld^3 GEMM %.4g s alone, %.4g s under a ring of %lld-byte "
+		        "transfers (%.4g s alone), waited %.4g s after it\n"
+		        "slowdown %.4g\noverlap %.4g\n", (long long)s, alone, under,
+		        (long long)count * 4, xfer, wait, f < 1 ? 1 : f, ov < 0 ? 0 : ov > 1 ? 1 : ov);
+}
+
+static void
+usage(FILE *f)
+{
+	fputs("usage: mpirun -n N cfrt-calibrate [-o FILE] [--quick]\n"
+	      "Measures this machine for cfc's cost model and writes its profile\n"
+	      "(default cfrt.prof); cfc --profile=FILE reads it.\n"
+	      "  -o FILE   where rank 0 writes the profile\n"
+	      "  --quick   a few small points (seconds): for tests, not for choosing\n", f);
+}
+
+int
+main(int argc, char **argv)
+{
+	Cal C = {0};
+	const char *path = "cfrt.prof";
+
+	MPI_Init(&argc, &argv);
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "-o") && i + 1 < argc) {
+			path = argv[++i];
+		} else if (!strcmp(argv[i], "--quick")) {
+			C.quick = 1;
+		} else {
+			int help = !strcmp(argv[i], "-h") || !strcmp(argv[i], "--help");
+			MPI_Comm_rank(MPI_COMM_WORLD, &C.rank);
+			if (C.rank == 0)
+				usage(help ? stdout : stderr);
+			MPI_Finalize();
+			return help ? 0 : 2;
+		}
+	}
+	MPI_Comm_size(MPI_COMM_WORLD, &C.size);
+	die_rc(&C, cfrt_init(&C.ctx, MPI_COMM_WORLD, C.size, "calibrate"), "cfrt_init");
+	C.rank = cfrt_rank(C.ctx);
+	C.gpu = !strncmp(cfrt_backend_name(), "cuda", 4);
+	C.cap = C.quick ? (1u << 20) : C.gpu ? ((size_t)1 << 30) : ((size_t)64 << 20);
+	C.budget = C.quick ? 0.05 : C.gpu ? 0.2 : 0.5;
+	die_rc(&C, cfrt_alloc(C.ctx, &C.a, C.cap), "cfrt_alloc");
+	die_rc(&C, cfrt_alloc(C.ctx, &C.b, C.cap), "cfrt_alloc");
+	die_rc(&C, cfrt_alloc(C.ctx, &C.c, C.cap), "cfrt_alloc");
+	die_rc(&C, cfrt_memset_zero(C.ctx, C.a, C.cap), "zero");
+	die_rc(&C, cfrt_memset_zero(C.ctx, C.b, C.cap), "zero");
+	die_rc(&C, cfrt_memset_zero(C.ctx, C.c, C.cap), "zero");
+	char *tmp = NULL;
+	if (C.rank == 0) {
+		size_t len = strlen(path) + 8;
+		tmp = malloc(len);
+		snprintf(tmp, len, "%s.tmp", path);
+		C.out = fopen(tmp, "w");
+		if (!C.out) {
+			perror(tmp);
+			MPI_Abort(MPI_COMM_WORLD, 1);
+		}
+		fprintf(C.out, "cfprofile 1\n# written by cfrt-calibrate%s on %d rank%s\n"
+		        "backend %s\ntransfer %s\nranks %d\n", C.quick ? " --quick" : "", C.size,
+		        C.size == 1 ? "" : "s", cfrt_backend_name(), cfrt_progress_name(C.ctx),
+		        C.size);
+	}
+	double t0 = MPI_Wtime();
+	for (int t = CFRT_F32; t <= CFRT_F16; t++)
+		cal_compute(&C, (cfrt_dtype)t);
+	cal_transfers(&C);
+	cal_slowdown(&C);
+	if (C.rank == 0) {
+		fprintf(C.out, "# measured in %.1f s\nend\n", MPI_Wtime() - t0);
+		if (fclose(C.out) || rename(tmp, path)) {
+			perror(path);
+			MPI_Abort(MPI_COMM_WORLD, 1);
+		}
+		printf("cfrt-calibrate: wrote %s (%d rank%s, %.1f s)\n", path, C.size,
+		       C.size == 1 ? "" : "s", MPI_Wtime() - t0);
+		free(tmp);
+	}
+	cfrt_free(C.ctx, C.a);
+	cfrt_free(C.ctx, C.b);
+	cfrt_free(C.ctx, C.c);
+	cfrt_finalize(C.ctx);
+	MPI_Finalize();
+	return 0;
+}

@@ -1,0 +1,91 @@
+#!/bin/sh
+# The cost model end to end (the predictor's exact answers are CUnit's,
+# tests/unit/test_predict.c):
+#  - cfrt-calibrate --quick on 2 ranks writes a whole profile (every entry
+#    kind, the end line) that cfc reads, and --emit=profile round-trips
+#    it (written, read and written again: the same text, every point);
+#  - cfc --profile --explain predicts every candidate of every collective
+#    of every example (forward and backward) and auto marks one of each;
+#  - --emit=gantt is SVG with bars, and needs --profile;
+#  - a malformed profile is refused with file:line:col, also as JSON.
+. tests/lib.sh
+out=$B/tests/predict
+rm -rf "$out"
+mkdir -p "$out"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+: "${OMPI_MCA_btl_vader_single_copy_mechanism:=none}"
+export OMPI_MCA_btl_vader_single_copy_mechanism OPENBLAS_NUM_THREADS=1
+prof=$out/q.prof
+
+if mpirun --oversubscribe --timeout 120 -n 2 "$B/cfrt-calibrate" --quick -o "$prof" \
+	>"$out/cal.log" 2>&1; then
+	pass "cfrt-calibrate --quick on 2 ranks"
+else
+	fail "cfrt-calibrate --quick on 2 ranks"
+	cat "$out/cal.log"
+fi
+for e in "cfprofile 1" "backend mpi+openblas" "ranks 2" "gemm f32 " "gemm f64 " "ew f32 " \
+	"attn f64 " "p2p 1 " "p2p 2 " "p2p 4 " "coll all_gather " "coll reduce_scatter " \
+	"coll all_reduce " "coll all_to_all " "slowdown " "overlap " "end"; do
+	check "calibrated profile has '$e'" grep -q "^$e" "$prof"
+done
+
+# round trip: cfc's reading of it, written, read and written again
+data() { grep -v '^#' "$1" | grep -vc '^$'; }
+"$CFC" examples/mlp.cf --profile="$prof" --emit=profile -o "$out/r1.prof" &&
+	"$CFC" examples/mlp.cf --profile="$out/r1.prof" --emit=profile -o "$out/r2.prof"
+check "profile round-trips (written twice: the same)" cmp "$out/r1.prof" "$out/r2.prof"
+check "profile round-trips (every entry kept)" test "$(data "$prof")" = "$(data "$out/r1.prof")"
+
+# every candidate of every collective predicted; auto marks one of each
+for ex in mlp attention mamba ulysses zero_dp transformer llama; do
+	if "$CFC" "examples/$ex.cf" --backward --profile="$prof" --schedule=auto --explain \
+		>"$out/$ex.explain" 2>"$out/$ex.err"; then
+		colls=$(grep -c '^examples/' "$out/$ex.explain")
+		marks=$(grep -c '<- auto: the fastest' "$out/$ex.explain")
+		tables=$(grep -c '^  predicted on ' "$out/$ex.explain")
+		none=$(grep -c 'not predicted' "$out/$ex.explain")
+		passes=$(grep -c 'pass: predicted [0-9.]* ms' "$out/$ex.explain")
+		if [ "$colls" -gt 0 ] && [ "$marks" = "$colls" ] && [ "$tables" = "$colls" ] &&
+			[ "$none" = 0 ] && [ "$passes" = 2 ]; then
+			pass "auto on a calibrated profile: $ex ($colls collectives)"
+		else
+			fail "auto on a calibrated profile: $ex (collectives $colls, tables $tables, auto marks $marks, unpredicted $none, pass lines $passes)"
+			head -n 20 "$out/$ex.explain" "$out/$ex.err"
+		fi
+	else
+		fail "auto on a calibrated profile: $ex (cfc failed)"
+		cat "$out/$ex.err"
+	fi
+done
+
+# the timeline
+"$CFC" examples/mlp.cf --backward --profile="$prof" --emit=gantt -o "$out/mlp.gantt.svg"
+check "--emit=gantt is SVG with bars per rank" python3 -c '
+import sys, xml.etree.ElementTree as E
+t = E.parse(sys.argv[1]).getroot()
+ns = "{http://www.w3.org/2000/svg}"
+bars = [r for r in t.iter(ns + "rect") if r.find(ns + "title") is not None]
+rows = {r.get("y") for r in bars}
+sys.exit(not (len(bars) > 20 and len(rows) >= 4 * 3 - 1))' "$out/mlp.gantt.svg"
+"$CFC" examples/mlp.cf --emit=gantt >"$out/nog.out" 2>"$out/nog.err"
+rc=$?
+check "--emit=gantt without --profile: usage error" sh -c \
+	"[ $rc = 2 ] && grep -q 'give --profile=FILE' '$out/nog.err'"
+
+# a malformed profile
+printf 'cfprofile 1\nbackend x\nranks 2\ngemm f32 64 64 sixty 1e-3\nend\n' >"$out/bad.prof"
+"$CFC" examples/mlp.cf --profile="$out/bad.prof" >/dev/null 2>"$out/bad.err"
+rc=$?
+check "malformed profile refused with file:line:col" sh -c \
+	"[ $rc = 1 ] && grep -q '^$out/bad.prof:4:16: error: k must be a whole positive number' '$out/bad.err'"
+"$CFC" examples/mlp.cf --profile="$out/bad.prof" -fdiagnostics-format=json >/dev/null \
+	2>"$out/bad.json"
+check "malformed profile as one JSON log" python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+c = d[0]["locations"][0]["caret"]
+sys.exit(not (len(d) == 1 and c["file"].endswith("bad.prof") and c["line"] == 4))' "$out/bad.json"
+printf 'cfprofile 1\nbackend x\nranks 2\n' >"$out/cut.prof"
+"$CFC" examples/mlp.cf --profile="$out/cut.prof" >/dev/null 2>"$out/cut.err"
+check "truncated profile refused" grep -q "cut.prof:3:1: error: truncated" "$out/cut.err"
