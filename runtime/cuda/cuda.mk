@@ -87,9 +87,15 @@ $(B)/bench/gpu/xfer_probe: bench/gpu/xfer_probe.c $(B)/libcfrt_cuda.a
 	@mkdir -p $(@D)
 	$(MPICC) $(CFLAGS_ALL) -Iruntime $(LDFLAGS_ALL) -o $@ $< $(B)/libcfrt_cuda.a $(CUDA_LIBS)
 
+# cfrt-calibrate on the GPUs: the same program as the MPI backend's
+# (runtime/tools/calibrate.c), linked with this backend.
+$(B)/cfrt-calibrate-cuda: runtime/tools/calibrate.c $(B)/libcfrt_cuda.a
+	@mkdir -p $(@D)
+	$(MPICC) $(CFLAGS_ALL) -Iruntime $(LDFLAGS_ALL) -o $@ $< $(B)/libcfrt_cuda.a $(CUDA_LIBS) -lm
+
 CU_ALL = $(B)/libcfrt_cuda.a $(B)/cfrt_cuda.pc $(B)/tests/gpu/cmpdump \
          $(B)/bench/gpu/gemm_probe $(B)/bench/gpu/xfer_probe $(B)/tests/gpu/attn_check \
-         $(B)/tests/gpu/grad_check $(B)/tests/gpu/gqa_check
+         $(B)/tests/gpu/grad_check $(B)/tests/gpu/gqa_check $(B)/cfrt-calibrate-cuda
 all: $(CU_ALL)
 CHECK_DEPS += $(CU_ALL)
 
@@ -100,8 +106,9 @@ test-gpu: $(B)/cfc $(B)/libcfrt.a $(B)/libcfrt_cuda.a $(B)/tests/gpu/cmpdump \
 bench-gpu: $(B)/cfc $(B)/libcfrt_cuda.a
 	@B=$(B) sh bench/gpu/bench.sh
 
-install-cuda: $(B)/libcfrt_cuda.a
-	mkdir -p $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
+install-cuda: $(B)/libcfrt_cuda.a $(B)/cfrt-calibrate-cuda
+	mkdir -p $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
+	cp $(B)/cfrt-calibrate-cuda $(DESTDIR)$(PREFIX)/bin/
 	cp runtime/cfrt.h $(DESTDIR)$(PREFIX)/include/cfrt.h
 	cp $(B)/libcfrt_cuda.a $(DESTDIR)$(PREFIX)/lib/
 	$(CU_PC) >$(DESTDIR)$(PREFIX)/lib/pkgconfig/cfrt_cuda.pc
