@@ -35,8 +35,9 @@ typedef struct PX {
 
 typedef struct PCI {
 	int label, round, nposted;
-	double tmax, t1;
-	char *posted; /* by rank: posted (1), waited (2) */
+	double tmax, t1; /* starts when the last rank posts it; nominal end */
+	double tdone;    /* when a wait saw it land (Profile.overlap < 1) */
+	char *posted;    /* by rank: posted (1), waited (2) */
 } PCI;
 
 typedef struct PRank {
@@ -148,21 +149,23 @@ node_cost(const Profile *pf, const Node *n, int odim, const int *idim, double f,
 		            (double)q[3] * (n->a.causal ? 0.5 : 1);
 		if (cls == CL_ATTN_GRAD)
 			fl *= 1.5; /* recompute the scores, dP and one gradient: three GEMMs for two */
-		if (pf->attn[dt] <= 0) {
+		double rate = profile_attn_rate(&pf->attn[dt], (double)k[2]);
+		if (rate <= 0) {
 			*what = "attn";
 			return 0;
 		}
-		return fl / pf->attn[dt];
+		return fl / rate;
 	}
 	double bytes = eo;
 	for (int i = 0; i < n->nin; i++)
 		bytes += elems_of(in[i], n->in[i]->ndim);
 	bytes *= dtype_size[dt];
-	if (pf->ew[dt] <= 0) {
+	double rate = pf->op[dt][n->op] > 0 ? pf->op[dt][n->op] : pf->ew[dt];
+	if (rate <= 0) {
 		*what = "ew";
 		return 0;
 	}
-	return bytes / pf->ew[dt];
+	return bytes / rate;
 }
 
 static double
@@ -320,7 +323,7 @@ ci_get(Sim *S, int label, int round)
 			return &S->ci[k];
 	S->ci = arena_grow(S->a, S->ci, S->nci, &S->capci, 16, sizeof *S->ci);
 	PCI *ci = &S->ci[S->nci++];
-	*ci = (PCI){label, round, 0, 0, 0, arena_alloc(S->a, (size_t)S->N)};
+	*ci = (PCI){label, round, 0, 0, 0, 0, arena_alloc(S->a, (size_t)S->N)};
 	return ci;
 }
 
@@ -408,18 +411,32 @@ sim_ready(Sim *S, int r)
  * already waited; else only the share overlap of the time from its start
  * to tw (when r computed) counted, the rest passes from tw on. */
 static double
+landed(const Sim *S, double t0, double t1, double tw)
+{
+	double ov = S->pf->overlap, d = t1 - t0;
+
+	if (ov >= 1 || tw <= t0)
+		return t1;
+	return ov * (tw - t0) >= d ? tw : tw + (d - ov * (tw - t0));
+}
+
+static double
 wait_end(Sim *S, PX *x, double tw)
 {
-	double ov = S->pf->overlap, d = x->t1 - x->t0, end;
-
 	if (x->tdone > 0) /* the other end's wait saw it land */
 		return x->tdone;
-	if (ov >= 1 || tw <= x->t0)
-		end = x->t1;
-	else
-		end = ov * (tw - x->t0) >= d ? tw : tw + (d - ov * (tw - x->t0));
-	x->tdone = S->x[x->match].tdone = end;
-	return end;
+	x->tdone = S->x[x->match].tdone = landed(S, x->t0, x->t1, tw);
+	return x->tdone;
+}
+
+/* The same for a library collective: the first wait of any rank lands it
+ * for all. */
+static double
+coll_end(Sim *S, PCI *ci, double tw)
+{
+	if (ci->tdone <= 0)
+		ci->tdone = landed(S, ci->tmax, ci->t1, tw);
+	return ci->tdone;
 }
 
 static void
@@ -433,7 +450,7 @@ sim_wait(Sim *S, int r, const Item *it, int i)
 		sim_hold(S, r, wait_end(S, x, S->rk[r].tc));
 	if (ci) {
 		ci->posted[r] = 2;
-		sim_hold(S, r, ci->t1);
+		sim_hold(S, r, coll_end(S, ci, S->rk[r].tc));
 	}
 }
 
@@ -519,7 +536,7 @@ sim_step(Sim *S)
 	if (R->pend >= 0) { /* the blocking collective it posted has ended */
 		PCI *ci = &S->ci[R->pend];
 		ci->posted[best] = 2;
-		sim_hold(S, best, ci->t1);
+		sim_hold(S, best, coll_end(S, ci, R->tc));
 		R->pend = -1;
 		return 1;
 	}

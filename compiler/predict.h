@@ -42,7 +42,12 @@ typedef struct Profile {
 	PTable gemm[NDTYPE];   /* (m, n, k) -> seconds */
 	double ew[NDTYPE];     /* bytes read + written per second by
 	                        * elementwise ops, norms, copies; 0: none */
-	double attn[NDTYPE];   /* attention flop per second; 0: none */
+	double op[NDTYPE][NOP]; /* the same of one op (`op T NAME RATE`:
+	                         * gelu's tanh costs more than an add's
+	                         * bytes); 0: ew's */
+	PTable attn[NDTYPE];   /* attention: (key length k) -> flop per
+	                        * second (in PPoint.sec), linear between the
+	                        * lengths measured, constant past them */
 	PTable p2p[MAXCONC];   /* (bytes) -> seconds of each of that many
 	                        * transfers running at once at a rank */
 	PTable coll[4];        /* library collectives over `ranks` ranks:
@@ -75,6 +80,8 @@ int profile_coll_index(OpKind op);
  * time proportional to bytes). -1: empty table. */
 double profile_gemm(const PTable *t, double m, double n, double k);
 double profile_bytes(const PTable *t, double bytes);
+/* Attention's flop per second at key length sk; -1: none measured. */
+double profile_attn_rate(const PTable *t, double sk);
 
 /* One span of a predicted timeline: rank r busy from t0 to t1 seconds
  * with (queue) 0 compute, 1 a send, 2 a receive, 3 a library

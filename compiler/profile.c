@@ -223,11 +223,38 @@ rd_entry(Rd *r, Profile *pf, const char *w, size_t len)
 		tab_add(r->a, &pf->gemm[t], (PPoint){x[0], x[1], x[2], x[3], r->lno});
 		return 1;
 	}
-	if (rd_is(w, len, "ew") || rd_is(w, len, "attn")) {
-		int t = rd_dtype(r), ew = rd_is(w, len, "ew");
-		if (t < 0 || !rd_num(r, ew ? "bytes per second" : "flop per second", 0, x))
+	if (rd_is(w, len, "ew")) {
+		int t = rd_dtype(r);
+		if (t < 0 || !rd_num(r, "bytes per second", 0, x))
 			return 0;
-		(ew ? pf->ew : pf->attn)[t] = x[0];
+		pf->ew[t] = x[0];
+		return 1;
+	}
+	if (rd_is(w, len, "attn")) {
+		int t = rd_dtype(r);
+		if (t < 0 || !rd_num(r, "the key length", NUM_WHOLE, &x[0]) ||
+		    !rd_num(r, "flop per second", 0, &x[1]))
+			return 0;
+		tab_add(r->a, &pf->attn[t], (PPoint){0, 0, x[0], x[1], r->lno});
+		return 1;
+	}
+	if (rd_is(w, len, "op")) {
+		int t = rd_dtype(r);
+		size_t n;
+		const char *o = t < 0 ? NULL : rd_word(r, &n);
+		int k = -1;
+		for (int i = 0; o && i < NOP; i++)
+			if (rd_is(o, n, op_info[i].name) && op_info[i].cls != CL_LEAF &&
+			    op_info[i].cls != CL_COLL && op_info[i].cls != CL_MM)
+				k = i;
+		if (t >= 0 && k < 0) {
+			diag_error(r->d, rd_loc(r, o ? o : r->p, o ? n : 0), "expected an op of the "
+			           "language (gelu, layernorm, softmax, ...; not matmul: gemm times it)");
+			return 0;
+		}
+		if (t < 0 || !rd_num(r, "bytes per second", 0, x))
+			return 0;
+		pf->op[t][k] = x[0];
 		return 1;
 	}
 	if (rd_is(w, len, "p2p")) {
@@ -264,8 +291,8 @@ rd_entry(Rd *r, Profile *pf, const char *w, size_t len)
 		tab_add(r->a, &pf->coll[c], (PPoint){0, 0, x[0], x[1], r->lno});
 		return 1;
 	}
-	diag_error(r->d, rd_loc(r, w, len), "unknown entry '%.*s' (gemm, ew, attn, p2p, coll, "
-	           "slowdown, overlap, backend, transfer, ranks, end)", (int)(len > 40 ? 40 : len), w);
+	diag_error(r->d, rd_loc(r, w, len), "unknown entry '%.*s' (gemm, ew, attn, op, p2p, coll, "
+	           "op, slowdown, overlap, backend, transfer, ranks, end)", (int)(len > 40 ? 40 : len), w);
 	return 0;
 }
 
@@ -341,7 +368,7 @@ profile_parse(Arena *a, Diag *d, const Src *src)
 	}
 	int ok = 1;
 	for (int t = 0; t < NDTYPE && ok; t++)
-		ok = tab_sort(&r, &pf->gemm[t], "gemm");
+		ok = tab_sort(&r, &pf->gemm[t], "gemm") && tab_sort(&r, &pf->attn[t], "attn");
 	for (int c = 0; c < MAXCONC && ok; c++)
 		ok = tab_sort(&r, &pf->p2p[c], "p2p");
 	for (int c = 0; c < 4 && ok; c++)
@@ -417,8 +444,12 @@ profile_write(FILE *f, const Profile *pf)
 		tab_write(f, head, &pf->gemm[t], 1);
 		if (pf->ew[t] > 0)
 			fprintf(f, "ew %s %.17g\n", dtype_name[t], pf->ew[t]);
-		if (pf->attn[t] > 0)
-			fprintf(f, "attn %s %.17g\n", dtype_name[t], pf->attn[t]);
+		snprintf(head, sizeof head, "attn %s", dtype_name[t]);
+		tab_write(f, head, &pf->attn[t], 0);
+		for (int k = 0; k < NOP; k++)
+			if (pf->op[t][k] > 0)
+				fprintf(f, "op %s %s %.17g\n", dtype_name[t], op_info[k].name,
+				        pf->op[t][k]);
 	}
 	for (int c = 0; c < MAXCONC; c++) {
 		snprintf(head, sizeof head, "p2p %d", profile_conc[c]);
@@ -452,6 +483,23 @@ profile_gemm(const PTable *t, double m, double n, double k)
 		lsum += w * log(rate);
 	}
 	return flop / exp(lsum / wsum);
+}
+
+double
+profile_attn_rate(const PTable *t, double sk)
+{
+	const PPoint *p = t->p;
+	int n = t->n, i = 1;
+
+	if (!n)
+		return -1;
+	if (sk <= p[0].k)
+		return p[0].sec;
+	if (sk >= p[n - 1].k)
+		return p[n - 1].sec;
+	while (sk > p[i].k)
+		i++;
+	return p[i - 1].sec + (p[i].sec - p[i - 1].sec) * (sk - p[i - 1].k) / (p[i].k - p[i - 1].k);
 }
 
 double

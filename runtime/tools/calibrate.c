@@ -11,7 +11,9 @@
  * calibrates the MPI backend and, linked with libcfrt_cuda, the GPUs):
  *   gemm   GEMM seconds on a grid of shapes (m, n, k), per element type;
  *   ew     bytes per second of elementwise adds;
- *   attn   attention flop per second;
+ *   op     the same of every other op cfc's model prices by bytes (gelu,
+ *          the norms, softmax, rope, their gradients, ...);
+ *   attn   attention flop per second by sequence length;
  *   p2p    seconds of one message by size, with 1, 2 and 4 transfers at
  *          once at each rank (one pair; the ring; both ring directions);
  *   coll   the library's all_gather, reduce_scatter, all_reduce and
@@ -124,6 +126,53 @@ run_ew(Cal *C, void *arg)
 	return cfrt_add(C->ctx, &c, &a, &b);
 }
 
+/* The ops other than GEMM and attention, each by its bytes per second
+ * (inputs and output, as cfc's model counts them) on [rows, 64]. */
+typedef struct Op {
+	const char *name; /* cfc's name of it */
+	int nin;          /* tensor inputs of the size of the output */
+} Op;
+
+static const Op ops[] = {
+	{"add", 2}, {"mul", 2}, {"gelu", 1}, {"silu", 1}, {"relu", 1}, {"sigmoid", 1},
+	{"exp", 1}, {"gelu_grad", 2}, {"silu_grad", 2}, {"relu_grad", 2}, {"sigmoid_grad", 2},
+	{"layernorm", 1}, {"rmsnorm", 1}, {"softmax", 1}, {"softmax_grad", 2}, {"rope", 1},
+};
+enum { NOPS = sizeof ops / sizeof ops[0] };
+
+typedef struct OpRun {
+	cfrt_dtype t;
+	int64_t n; /* elements */
+	int k;     /* ops[k] */
+} OpRun;
+
+static int
+run_op(Cal *C, void *arg)
+{
+	const OpRun *o = arg;
+	int64_t d[2] = {o->n / 64, 64};
+	cfrt_view a = cfrt_view_contig(C->a, o->t, 2, d), b = cfrt_view_contig(C->b, o->t, 2, d);
+	cfrt_view c = cfrt_view_contig(C->c, o->t, 2, d);
+	const char *n = ops[o->k].name;
+
+	if (!strcmp(n, "add")) return cfrt_add(C->ctx, &c, &a, &b);
+	if (!strcmp(n, "mul")) return cfrt_mul(C->ctx, &c, &a, &b);
+	if (!strcmp(n, "gelu")) return cfrt_gelu(C->ctx, &c, &a);
+	if (!strcmp(n, "silu")) return cfrt_silu(C->ctx, &c, &a);
+	if (!strcmp(n, "relu")) return cfrt_relu(C->ctx, &c, &a);
+	if (!strcmp(n, "sigmoid")) return cfrt_sigmoid(C->ctx, &c, &a);
+	if (!strcmp(n, "exp")) return cfrt_exp(C->ctx, &c, &a);
+	if (!strcmp(n, "gelu_grad")) return cfrt_gelu_grad(C->ctx, &c, &a, &b);
+	if (!strcmp(n, "silu_grad")) return cfrt_silu_grad(C->ctx, &c, &a, &b);
+	if (!strcmp(n, "relu_grad")) return cfrt_relu_grad(C->ctx, &c, &a, &b);
+	if (!strcmp(n, "sigmoid_grad")) return cfrt_sigmoid_grad(C->ctx, &c, &a, &b);
+	if (!strcmp(n, "layernorm")) return cfrt_layernorm(C->ctx, &c, &a, NULL, NULL, 1e-5);
+	if (!strcmp(n, "rmsnorm")) return cfrt_rmsnorm(C->ctx, &c, &a, NULL, 1e-5);
+	if (!strcmp(n, "softmax")) return cfrt_softmax(C->ctx, &c, &a);
+	if (!strcmp(n, "softmax_grad")) return cfrt_softmax_grad(C->ctx, &c, &a, &b);
+	return cfrt_rope(C->ctx, &c, &a, 10000, 0, 0);
+}
+
 typedef struct Attn {
 	cfrt_dtype t;
 	int64_t dims[4]; /* B, H, S, Dh */
@@ -181,12 +230,24 @@ cal_compute(Cal *C, cfrt_dtype t)
 	double s = timed(C, run_ew, &e, C->quick ? 3 : 9);
 	if (s > 0 && C->out)
 		fprintf(C->out, "ew %s %.6g\n", tname[t], 3.0 * (double)e.n * (double)es / s);
-	Attn x = {t, {1, 4, C->quick ? 64 : C->gpu ? 2048 : 256, 64}};
-	double fl = 4.0 * x.dims[0] * x.dims[1] * x.dims[2] * x.dims[2] * x.dims[3];
-	if ((size_t)(x.dims[0] * x.dims[1] * x.dims[2] * x.dims[3]) * es <= C->cap) {
+	/* each op on a quarter of the buffer: a size an activation has */
+	for (int k = 0; k < NOPS; k++) {
+		OpRun o = {t, (e.n / 4) / 64 * 64, k};
+		double so = timed(C, run_op, &o, C->quick ? 3 : 7);
+		if (so > 0 && C->out)
+			fprintf(C->out, "op %s %s %.6g\n", tname[t], ops[k].name,
+			        (ops[k].nin + 1.0) * (double)o.n * (double)es / so);
+	}
+	/* attention by sequence length: its rate changes with it */
+	int64_t s0 = C->quick ? 64 : C->gpu ? 512 : 128, s1 = C->quick ? 128 : C->gpu ? 8192 : 2048;
+	for (int64_t sq = s0; sq <= s1; sq *= 2) {
+		Attn x = {t, {1, 4, sq, 64}};
+		double fl = 4.0 * x.dims[0] * x.dims[1] * x.dims[2] * x.dims[2] * x.dims[3];
+		if ((size_t)(x.dims[0] * x.dims[1] * x.dims[2] * x.dims[3]) * es > C->cap)
+			break;
 		s = timed(C, run_attn, &x, C->quick ? 3 : 5);
 		if (s > 0 && C->out)
-			fprintf(C->out, "attn %s %.6g\n", tname[t], fl / s);
+			fprintf(C->out, "attn %s %lld %.6g\n", tname[t], (long long)sq, fl / s);
 	}
 }
 
@@ -330,8 +391,11 @@ cal_slowdown(Cal *C)
 
 	if (C->size < 2 || (size_t)(s * s) * 4 > C->cap / 2 || (size_t)count * 4 > C->cap / 2)
 		return;
-	cfrt_view fa = cfrt_view_contig(C->a, CFRT_F32, 1, &(int64_t){(int64_t)(C->cap / 4)});
+	int64_t n = (int64_t)(C->cap / 4);
+	cfrt_view fa = cfrt_view_contig(C->a, CFRT_F32, 1, &n);
+	cfrt_view fb = cfrt_view_contig(C->b, CFRT_F32, 1, &n);
 	die_rc(C, cfrt_fill_uniform(C->ctx, &fa, 1), "fill");
+	die_rc(C, cfrt_fill_uniform(C->ctx, &fb, 2), "fill");
 	P2p p = {count, 2};
 	double alone = timed(C, run_gemm, &g, reps), xfer = timed(C, run_p2p, &p, reps);
 	double under, wait;

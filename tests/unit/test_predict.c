@@ -50,7 +50,7 @@ test_reader(void)
 	char *err = NULL;
 	Profile *pf = pf_parse(a, "# a comment\ncfprofile 1   # the version\nbackend mpi+openblas\n"
 	                       "transfer mpi\nranks 2\ngemm f32 64 64 64 1e-4\ngemm f32 16 16 16 2e-6\n"
-	                       "ew f32 1e10\nattn f64 5e9\np2p 2 4096 3e-6\np2p 2 1024 1e-6\n"
+	                       "ew f32 1e10\nattn f64 256 5e9\nattn f64 64 2e9\np2p 2 4096 3e-6\np2p 2 1024 1e-6\n"
 	                       "coll all_gather 1024 4e-6\nslowdown 1.25\nend\n", &err);
 
 	CU_ASSERT_PTR_NOT_NULL_FATAL(pf);
@@ -63,7 +63,11 @@ test_reader(void)
 	CU_ASSERT_EQUAL(pf->p2p[1].p[0].k, 1024);
 	CU_ASSERT_EQUAL(pf->p2p[0].n, 0);
 	CU_ASSERT_DOUBLE_EQUAL(pf->ew[DT_F32], 1e10, 1);
-	CU_ASSERT_DOUBLE_EQUAL(pf->attn[DT_F64], 5e9, 1);
+	CU_ASSERT_EQUAL(pf->attn[DT_F64].n, 2);
+	/* attention's rate by key length: linear between, constant past */
+	CU_ASSERT_DOUBLE_EQUAL(profile_attn_rate(&pf->attn[DT_F64], 160), 3.5e9, 1);
+	CU_ASSERT_DOUBLE_EQUAL(profile_attn_rate(&pf->attn[DT_F64], 32), 2e9, 1);
+	CU_ASSERT_DOUBLE_EQUAL(profile_attn_rate(&pf->attn[DT_F64], 4096), 5e9, 1);
 	CU_ASSERT_DOUBLE_EQUAL(pf->slowdown, 1.25, 1e-12);
 	CU_ASSERT_EQUAL(pf->coll[profile_coll_index(OP_ALL_GATHER)].n, 1);
 	free(err);
@@ -90,6 +94,8 @@ test_reader(void)
 	rejects(HEAD "p2p 1 64 1\np2p 1 64 2\nend\n", "t.prof:5:1: error: this p2p point repeats "
 	        "the one of line 4");
 	rejects(HEAD "slowdown 0.5\nend\n", "the slowdown factor must be at least 1");
+	rejects(HEAD "op f32 matmul 1e9\nend\n", "t.prof:4:8: error: expected an op of the language");
+	rejects(HEAD "overlap 1.5\nend\n", "the overlap fraction must be at most 1");
 }
 
 static void
@@ -187,6 +193,12 @@ test_predict(void)
 	CU_ASSERT_EQUAL_FATAL(st->kind, ST_COMPUTE);
 	CU_ASSERT_DOUBLE_EQUAL(predict_node(r.a, st->u.node, pf).total, 2 * 64 * 32 * 4 / 1e9, 1e-18);
 	free(err);
+	/* an op's own rate before ew's */
+	pf = pf_parse(r.a, HEAD "ew f32 1e9\nop f32 gelu 2.5e8\nop f32 add 4e9\nend\n", &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(pf);
+	CU_ASSERT_DOUBLE_EQUAL(predict_node(r.a, st->u.node, pf).total, 2 * 64 * 32 * 4 / 2.5e8,
+	                       1e-18);
+	free(err);
 	st_done(&r);
 
 	/* fuse(ring), 4 ranks, each rank: copy its slice (1 us), then per
@@ -224,8 +236,8 @@ test_auto(void)
 	static const char *const ex[] = {"mlp", "attention", "mamba", "ulysses", "zero_dp",
 	                                 "transformer", "llama"};
 	static const char *const mach[] = {
-		HEAD "gemm f32 64 64 64 5e-5\new f32 1e10\nattn f32 1e10\np2p 1 100000 1e-3\nend\n",
-		HEAD "gemm f32 64 64 64 5e-7\new f32 1e12\nattn f32 1e12\np2p 1 1000 1e-6\n"
+		HEAD "gemm f32 64 64 64 5e-5\new f32 1e10\nattn f32 128 1e10\np2p 1 100000 1e-3\nend\n",
+		HEAD "gemm f32 64 64 64 5e-7\new f32 1e12\nattn f32 128 1e12\np2p 1 1000 1e-6\n"
 		     "p2p 1 100000 1e-3\np2p 2 100000 3e-3\nslowdown 1.4\nend\n",
 	};
 
