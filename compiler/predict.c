@@ -149,7 +149,8 @@ node_cost(const Profile *pf, const Node *n, int odim, const int *idim, double f,
 		            (double)q[3] * (n->a.causal ? 0.5 : 1);
 		if (cls == CL_ATTN_GRAD)
 			fl *= 1.5; /* recompute the scores, dP and one gradient: three GEMMs for two */
-		double rate = profile_attn_rate(&pf->attn[dt], (double)k[2]);
+		int c = n->a.causal && pf->attn[1][dt].n;
+		double rate = profile_attn_rate(&pf->attn[c][dt], (double)k[2]);
 		if (rate <= 0) {
 			*what = "attn";
 			return 0;

@@ -45,9 +45,12 @@ typedef struct Profile {
 	double op[NDTYPE][NOP]; /* the same of one op (`op T NAME RATE`:
 	                         * gelu's tanh costs more than an add's
 	                         * bytes); 0: ew's */
-	PTable attn[NDTYPE];   /* attention: (key length k) -> flop per
-	                        * second (in PPoint.sec), linear between the
-	                        * lengths measured, constant past them */
+	PTable attn[2][NDTYPE]; /* attention without ([0]) and with ([1]) a
+	                         * causal mask: (key length k) -> flop per
+	                         * second (in PPoint.sec; a causal one counts
+	                         * half the flop of an unmasked one), linear
+	                         * between the lengths measured, constant
+	                         * past them */
 	PTable p2p[MAXCONC];   /* (bytes) -> seconds of each of that many
 	                        * transfers running at once at a rank */
 	PTable coll[4];        /* library collectives over `ranks` ranks:

@@ -230,12 +230,12 @@ rd_entry(Rd *r, Profile *pf, const char *w, size_t len)
 		pf->ew[t] = x[0];
 		return 1;
 	}
-	if (rd_is(w, len, "attn")) {
-		int t = rd_dtype(r);
+	if (rd_is(w, len, "attn") || rd_is(w, len, "attn_causal")) {
+		int t = rd_dtype(r), causal = rd_is(w, len, "attn_causal");
 		if (t < 0 || !rd_num(r, "the key length", NUM_WHOLE, &x[0]) ||
 		    !rd_num(r, "flop per second", 0, &x[1]))
 			return 0;
-		tab_add(r->a, &pf->attn[t], (PPoint){0, 0, x[0], x[1], r->lno});
+		tab_add(r->a, &pf->attn[causal][t], (PPoint){0, 0, x[0], x[1], r->lno});
 		return 1;
 	}
 	if (rd_is(w, len, "op")) {
@@ -291,7 +291,7 @@ rd_entry(Rd *r, Profile *pf, const char *w, size_t len)
 		tab_add(r->a, &pf->coll[c], (PPoint){0, 0, x[0], x[1], r->lno});
 		return 1;
 	}
-	diag_error(r->d, rd_loc(r, w, len), "unknown entry '%.*s' (gemm, ew, attn, op, p2p, coll, "
+	diag_error(r->d, rd_loc(r, w, len), "unknown entry '%.*s' (gemm, ew, attn, attn_causal, op, p2p, coll, "
 	           "op, slowdown, overlap, backend, transfer, ranks, end)", (int)(len > 40 ? 40 : len), w);
 	return 0;
 }
@@ -368,7 +368,8 @@ profile_parse(Arena *a, Diag *d, const Src *src)
 	}
 	int ok = 1;
 	for (int t = 0; t < NDTYPE && ok; t++)
-		ok = tab_sort(&r, &pf->gemm[t], "gemm") && tab_sort(&r, &pf->attn[t], "attn");
+		ok = tab_sort(&r, &pf->gemm[t], "gemm") && tab_sort(&r, &pf->attn[0][t], "attn") &&
+		     tab_sort(&r, &pf->attn[1][t], "attn_causal");
 	for (int c = 0; c < MAXCONC && ok; c++)
 		ok = tab_sort(&r, &pf->p2p[c], "p2p");
 	for (int c = 0; c < 4 && ok; c++)
@@ -444,8 +445,10 @@ profile_write(FILE *f, const Profile *pf)
 		tab_write(f, head, &pf->gemm[t], 1);
 		if (pf->ew[t] > 0)
 			fprintf(f, "ew %s %.17g\n", dtype_name[t], pf->ew[t]);
-		snprintf(head, sizeof head, "attn %s", dtype_name[t]);
-		tab_write(f, head, &pf->attn[t], 0);
+		for (int c = 0; c < 2; c++) {
+			snprintf(head, sizeof head, "attn%s %s", c ? "_causal" : "", dtype_name[t]);
+			tab_write(f, head, &pf->attn[c][t], 0);
+		}
 		for (int k = 0; k < NOP; k++)
 			if (pf->op[t][k] > 0)
 				fprintf(f, "op %s %s %.17g\n", dtype_name[t], op_info[k].name,

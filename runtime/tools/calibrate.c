@@ -13,7 +13,8 @@
  *   ew     bytes per second of elementwise adds;
  *   op     the same of every other op cfc's model prices by bytes (gelu,
  *          the norms, softmax, rope, their gradients, ...);
- *   attn   attention flop per second by sequence length;
+ *   attn   attention flop per second by sequence length, without and
+ *          with a causal mask (attn_causal: half the flop);
  *   p2p    seconds of one message by size, with 1, 2 and 4 transfers at
  *          once at each rank (one pair; the ring; both ring directions);
  *   coll   the library's all_gather, reduce_scatter, all_reduce and
@@ -176,6 +177,7 @@ run_op(Cal *C, void *arg)
 typedef struct Attn {
 	cfrt_dtype t;
 	int64_t dims[4]; /* B, H, S, Dh */
+	int causal;
 } Attn;
 
 static int
@@ -186,7 +188,7 @@ run_attn(Cal *C, void *arg)
 	cfrt_view k = cfrt_view_contig(C->b, x->t, 4, x->dims);
 	cfrt_view o = cfrt_view_contig(C->c, x->t, 4, x->dims);
 
-	return cfrt_attention(C->ctx, &o, &q, &k, &k, 0, 0);
+	return cfrt_attention(C->ctx, &o, &q, &k, &k, x->causal, 0);
 }
 
 static void
@@ -240,15 +242,17 @@ cal_compute(Cal *C, cfrt_dtype t)
 	}
 	/* attention by sequence length: its rate changes with it */
 	int64_t s0 = C->quick ? 64 : C->gpu ? 512 : 128, s1 = C->quick ? 128 : C->gpu ? 8192 : 2048;
-	for (int64_t sq = s0; sq <= s1; sq *= 2) {
-		Attn x = {t, {1, 4, sq, 64}};
-		double fl = 4.0 * x.dims[0] * x.dims[1] * x.dims[2] * x.dims[2] * x.dims[3];
-		if ((size_t)(x.dims[0] * x.dims[1] * x.dims[2] * x.dims[3]) * es > C->cap)
-			break;
-		s = timed(C, run_attn, &x, C->quick ? 3 : 5);
-		if (s > 0 && C->out)
-			fprintf(C->out, "attn %s %lld %.6g\n", tname[t], (long long)sq, fl / s);
-	}
+	for (int causal = 0; causal < 2; causal++)
+		for (int64_t sq = s0; sq <= s1; sq *= 2) {
+			Attn x = {t, {1, 4, sq, 64}, causal};
+			double fl = 4.0 * x.dims[0] * x.dims[1] * x.dims[2] * x.dims[2] * x.dims[3];
+			if ((size_t)(x.dims[0] * x.dims[1] * x.dims[2] * x.dims[3]) * es > C->cap)
+				break;
+			s = timed(C, run_attn, &x, C->quick ? 3 : 5);
+			if (s > 0 && C->out) /* a causal mask: half the flop, as cfc counts */
+				fprintf(C->out, "attn%s %s %lld %.6g\n", causal ? "_causal" : "", tname[t],
+				        (long long)sq, fl / (causal ? 2 : 1) / s);
+		}
 }
 
 /* ---- transfers ---- */

@@ -63,11 +63,11 @@ test_reader(void)
 	CU_ASSERT_EQUAL(pf->p2p[1].p[0].k, 1024);
 	CU_ASSERT_EQUAL(pf->p2p[0].n, 0);
 	CU_ASSERT_DOUBLE_EQUAL(pf->ew[DT_F32], 1e10, 1);
-	CU_ASSERT_EQUAL(pf->attn[DT_F64].n, 2);
+	CU_ASSERT_EQUAL(pf->attn[0][DT_F64].n, 2);
 	/* attention's rate by key length: linear between, constant past */
-	CU_ASSERT_DOUBLE_EQUAL(profile_attn_rate(&pf->attn[DT_F64], 160), 3.5e9, 1);
-	CU_ASSERT_DOUBLE_EQUAL(profile_attn_rate(&pf->attn[DT_F64], 32), 2e9, 1);
-	CU_ASSERT_DOUBLE_EQUAL(profile_attn_rate(&pf->attn[DT_F64], 4096), 5e9, 1);
+	CU_ASSERT_DOUBLE_EQUAL(profile_attn_rate(&pf->attn[0][DT_F64], 160), 3.5e9, 1);
+	CU_ASSERT_DOUBLE_EQUAL(profile_attn_rate(&pf->attn[0][DT_F64], 32), 2e9, 1);
+	CU_ASSERT_DOUBLE_EQUAL(profile_attn_rate(&pf->attn[0][DT_F64], 4096), 5e9, 1);
 	CU_ASSERT_DOUBLE_EQUAL(pf->slowdown, 1.25, 1e-12);
 	CU_ASSERT_EQUAL(pf->coll[profile_coll_index(OP_ALL_GATHER)].n, 1);
 	free(err);
