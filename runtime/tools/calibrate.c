@@ -184,11 +184,15 @@ static int
 run_attn(Cal *C, void *arg)
 {
 	const Attn *x = arg;
-	cfrt_view q = cfrt_view_contig(C->a, x->t, 4, x->dims);
-	cfrt_view k = cfrt_view_contig(C->b, x->t, 4, x->dims);
-	cfrt_view o = cfrt_view_contig(C->c, x->t, 4, x->dims);
+	/* heads split from [B, S, H*Dh], as the generated code passes them */
+	int64_t B = x->dims[0], H = x->dims[1], S = x->dims[2], Dh = x->dims[3];
+	cfrt_view q = {C->a, x->t, 4, {B, H, S, Dh}, {S * H * Dh, Dh, H * Dh, 1}};
+	cfrt_view k = q, v = q, o = q;
 
-	return cfrt_attention(C->ctx, &o, &q, &k, &k, x->causal, 0);
+	k.p = C->b;
+	v.p = (char *)C->b + C->cap / 2;
+	o.p = C->c;
+	return cfrt_attention(C->ctx, &o, &q, &k, &v, x->causal, 0);
 }
 
 static void
@@ -246,7 +250,7 @@ cal_compute(Cal *C, cfrt_dtype t)
 		for (int64_t sq = s0; sq <= s1; sq *= 2) {
 			Attn x = {t, {1, 4, sq, 64}, causal};
 			double fl = 4.0 * x.dims[0] * x.dims[1] * x.dims[2] * x.dims[2] * x.dims[3];
-			if ((size_t)(x.dims[0] * x.dims[1] * x.dims[2] * x.dims[3]) * es > C->cap)
+			if ((size_t)(x.dims[0] * x.dims[1] * x.dims[2] * x.dims[3]) * es > C->cap / 2)
 				break;
 			s = timed(C, run_attn, &x, C->quick ? 3 : 5);
 			if (s > 0 && C->out) /* a causal mask: half the flop, as cfc counts */
