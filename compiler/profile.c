@@ -151,7 +151,8 @@ pt_cmp(const void *x, const void *y)
 static int
 tab_sort(Rd *r, PTable *t, const char *what)
 {
-	qsort(t->p, (size_t)t->n, sizeof *t->p, pt_cmp);
+	if (t->n > 1)
+		qsort(t->p, (size_t)t->n, sizeof *t->p, pt_cmp);
 	for (int i = 1; i < t->n; i++)
 		if (!pt_cmp(&t->p[i - 1], &t->p[i])) {
 			const PPoint *a = &t->p[i - 1], *b = &t->p[i];
