@@ -136,17 +136,20 @@ void cfrti_matmul_batch(gemm_args *g, const cfrt_view *c, const cfrt_view *a,
 int cfrti_matmul_run(cfrt_ctx *ctx, gemm_args *g, const cfrt_view *c,
                      const cfrt_view *a, const cfrt_view *b);
 
-/* Attention: the checks of cfrt_attention and of cfrt_attention_grad
- * (dq, dk and dv may be NULL); the row stride of the [S,Dh] matrices of a
- * [B,H,S,Dh] view and its element [b,h,0,0]. */
-int cfrti_attn_check(cfrt_ctx *ctx, const cfrt_view *out, const cfrt_view *q,
+/* Attention: the checks of cfrt_attention(_lse) and of
+ * cfrt_attention_grad(_lse) (dq, dk, dv and lse may be NULL); the row
+ * stride of the [S,Dh] matrices of a [B,H,S,Dh] view and its element
+ * [b,h,0,0]. */
+int cfrti_attn_check(cfrt_ctx *ctx, const cfrt_view *out,
+                     const cfrt_view *lse, const cfrt_view *q,
                      const cfrt_view *k, const cfrt_view *v,
                      int64_t q_offset);
 int cfrti_attn_grad_check(cfrt_ctx *ctx, const cfrt_view *dq,
                           const cfrt_view *dk, const cfrt_view *dv,
                           const cfrt_view *q, const cfrt_view *k,
                           const cfrt_view *v, const cfrt_view *out,
-                          const cfrt_view *dout, int64_t q_offset);
+                          const cfrt_view *dout, const cfrt_view *lse,
+                          int64_t q_offset);
 int64_t cfrti_head_ld(const cfrt_view *v);
 char *cfrti_head_at(const cfrt_view *v, int64_t b, int64_t h);
 
