@@ -1,5 +1,7 @@
 /* matmul.c: the arguments of cfrt_gemm, cfrt_matmul, cfrt_attention and
- * cfrt_attention_grad, and the batch loop of cfrt_matmul.
+ * cfrt_attention_grad, the batch loop of cfrt_matmul, and the public
+ * attention calls (on the backends' cfrti_attention and
+ * cfrti_attention_grad).
  * ensures: a gemm_args that passes cfrti_gemm_check has dims and leading
  * dims that fit an int (CBLAS and cuBLAS take ints), ld >= the columns of
  * its matrix, and no null matrix that the GEMM would touch. */
@@ -306,4 +308,47 @@ char *cfrti_head_at(const cfrt_view *v, int64_t b, int64_t h)
 {
 	int64_t off = b * v->stride[0] + h * v->stride[1];
 	return (char *)v->p + off * (int64_t)cfrt_dtype_size(v->t);
+}
+
+/* The public attention calls, on the backend's hooks. */
+int cfrt_attention(cfrt_ctx *ctx, const cfrt_view *out, const cfrt_view *q,
+                   const cfrt_view *k, const cfrt_view *v, int causal,
+                   int64_t q_offset)
+{
+	cfrti_attn a = {"cfrt_attention", q, k, v, out, NULL, NULL, NULL, NULL,
+	                NULL, causal, q_offset};
+	return cfrti_attention(ctx, &a);
+}
+
+int cfrt_attention_lse(cfrt_ctx *ctx, const cfrt_view *out,
+                       const cfrt_view *lse, const cfrt_view *q,
+                       const cfrt_view *k, const cfrt_view *v, int causal,
+                       int64_t q_offset)
+{
+	cfrti_attn a = {"cfrt_attention_lse", q, k, v, out, lse, NULL, NULL,
+	                NULL, NULL, causal, q_offset};
+	return cfrti_attention(ctx, &a);
+}
+
+int cfrt_attention_grad(cfrt_ctx *ctx, const cfrt_view *dq,
+                        const cfrt_view *dk, const cfrt_view *dv,
+                        const cfrt_view *q, const cfrt_view *k,
+                        const cfrt_view *v, const cfrt_view *out,
+                        const cfrt_view *dout, int causal, int64_t q_offset)
+{
+	cfrti_attn a = {"cfrt_attention_grad", q, k, v, out, NULL, dq, dk, dv,
+	                dout, causal, q_offset};
+	return cfrti_attention_grad(ctx, &a);
+}
+
+int cfrt_attention_grad_lse(cfrt_ctx *ctx, const cfrt_view *dq,
+                            const cfrt_view *dk, const cfrt_view *dv,
+                            const cfrt_view *q, const cfrt_view *k,
+                            const cfrt_view *v, const cfrt_view *out,
+                            const cfrt_view *dout, const cfrt_view *lse,
+                            int causal, int64_t q_offset)
+{
+	cfrti_attn a = {"cfrt_attention_grad_lse", q, k, v, out, lse, dq, dk,
+	                dv, dout, causal, q_offset};
+	return cfrti_attention_grad(ctx, &a);
 }

@@ -200,11 +200,10 @@ static int attn_probs(cfrt_ctx *ctx, const gemm_args *s, char *probs,
 /* Heads hn.. (nh of them) of batch entry b: scores and probabilities in
  * the workspace (attn_probs, writing the lse when given), out = probs v;
  * each step one batched GEMM or one kernel. */
-static int attn_heads(cfrt_ctx *ctx, const cfrt_view *out,
-                      const cfrt_view *lse, const cfrt_view *q,
-                      const cfrt_view *k, const cfrt_view *v, int64_t b,
-                      int64_t h0, int64_t nh, int causal, int64_t q_offset)
+static int attn_heads(cfrt_ctx *ctx, const cfrti_attn *a, int64_t b,
+                      int64_t h0, int64_t nh)
 {
+	const cfrt_view *q = a->q, *k = a->k, *v = a->v, *out = a->out;
 	int64_t sq = q->dim[2], sk = k->dim[2], dh = q->dim[3];
 	char *probs = probs_of(ctx, q, sk, nh);
 	gemm_args s = scores_gemm(ctx, q, k, b, h0, nh);
@@ -217,8 +216,8 @@ static int attn_heads(cfrt_ctx *ctx, const cfrt_view *out,
 	if (rc == CFRT_OK)
 		rc = cfrti_gemm_check(ctx, &o);
 	if (rc == CFRT_OK)
-		rc = attn_probs(ctx, &s, probs, causal, q_offset,
-		                lse_rows(lse, b, h0, 0));
+		rc = attn_probs(ctx, &s, probs, a->causal, a->q_offset,
+		                lse_rows(a->lse, b, h0, 0));
 	return rc != CFRT_OK ? rc : cfrti_gemm_run(ctx, &o);
 }
 
@@ -262,26 +261,24 @@ static kview attn_kview(const cfrt_view *v)
 	return k;
 }
 
-static int attention(cfrt_ctx *ctx, const char *api, const cfrt_view *out,
-                     const cfrt_view *lse, const cfrt_view *q,
-                     const cfrt_view *k, const cfrt_view *v, int causal,
-                     int64_t q_offset)
+int cfrti_attention(cfrt_ctx *ctx, const cfrti_attn *a)
 {
+	const cfrt_view *q = a->q, *k = a->k;
 	int flash = 0;
-	int rc = cfrti_enter(ctx, api);
+	int rc = cfrti_enter(ctx, a->api);
 	if (rc == CFRT_OK)
-		rc = cfrti_attn_check(ctx, out, lse, q, k, v, q_offset);
+		rc = cfrti_attn_check(ctx, a->out, a->lse, q, k, a->v, a->q_offset);
 	if (rc == CFRT_OK)
 		rc = attn_mode(ctx, &flash);
 	if (rc != CFRT_OK || cfrt_view_numel(q) == 0)
 		return rc;
 	if (flash) {
 		kview kl = {0};
-		if (lse)
-			kl = kv_of(lse);
+		if (a->lse)
+			kl = kv_of(a->lse);
 		cudaError_t e = (cudaError_t)cfrtk_flash_attn(ctx->dev.cs, q->t,
-			attn_kview(out), attn_kview(q), attn_kview(k), attn_kview(v),
-			causal, q_offset, kl);
+			attn_kview(a->out), attn_kview(q), attn_kview(k),
+			attn_kview(a->v), a->causal, a->q_offset, kl);
 		if (e != cudaErrorNotSupported)
 			return cfrti_cuda(ctx, e, "flash attention kernel");
 	}
@@ -290,36 +287,12 @@ static int attention(cfrt_ctx *ctx, const char *api, const cfrt_view *out,
 	for (int64_t b = 0; rc == CFRT_OK && b < q->dim[0]; b++)
 		for (int64_t h = 0; rc == CFRT_OK && h < nh; h += n) {
 			n = attn_step(q, k, h, chunk);
-			rc = attn_heads(ctx, out, lse, q, k, v, b, h, n, causal,
-			                q_offset);
+			rc = attn_heads(ctx, a, b, h, n);
 		}
 	return rc;
 }
 
-int cfrt_attention(cfrt_ctx *ctx, const cfrt_view *out, const cfrt_view *q,
-                   const cfrt_view *k, const cfrt_view *v, int causal,
-                   int64_t q_offset)
-{
-	return attention(ctx, "cfrt_attention", out, NULL, q, k, v, causal,
-	                 q_offset);
-}
-
-int cfrt_attention_lse(cfrt_ctx *ctx, const cfrt_view *out,
-                       const cfrt_view *lse, const cfrt_view *q,
-                       const cfrt_view *k, const cfrt_view *v, int causal,
-                       int64_t q_offset)
-{
-	return attention(ctx, "cfrt_attention_lse", out, lse, q, k, v, causal,
-	                 q_offset);
-}
-
 /* ---- attention backward ------------------------------------------------- */
-
-/* The views of one cfrt_attention_grad(_lse) call (dq, dk, dv and lse
- * may be NULL). */
-typedef struct grad_views {
-	const cfrt_view *dq, *dk, *dv, *q, *k, *v, *out, *dout, *lse;
-} grad_views;
 
 /* The dk or dv of no queries: zeros, head by head (NULL: nothing). */
 static int zero_heads(cfrt_ctx *ctx, const cfrt_view *v)
@@ -353,15 +326,15 @@ static gemm_args grad_gemm(cfrt_trans ta, int64_t m, int64_t k,
 }
 
 /* Heads h0.. (nh of them) of batch entry b on the GEMM path: P as the
- * forward has it (attn_probs; from the lse when given), dv = P^T dout, dP = dout v^T over the
- * scores, dS = P (dP - delta) over P, dq = dS k / sqrt(Dh) and
+ * forward has it (attn_probs; from the lse when given), dv = P^T dout,
+ * dP = dout v^T over the scores, dS = P (dP - delta) over P, dq = dS k / sqrt(Dh) and
  * dk = dS^T q / sqrt(Dh); each step one batched GEMM or one kernel, those
  * of NULL gradients skipped. Every GEMM is checked before any runs. With
  * grouped heads (k and v have fewer), nh is 1 and dk and dv of the key/
  * value head kh are added to those of the group's earlier query heads
  * (written by the first). */
-static int grad_heads(cfrt_ctx *ctx, const grad_views *g, int64_t b,
-                      int64_t h0, int64_t nh, int causal, int64_t q_offset)
+static int grad_heads(cfrt_ctx *ctx, const cfrti_attn *g, int64_t b,
+                      int64_t h0, int64_t nh)
 {
 	const cfrt_view *q = g->q, *k = g->k, *dout = g->dout;
 	int64_t sq = q->dim[2], sk = k->dim[2], dh = q->dim[3];
@@ -390,7 +363,7 @@ static int grad_heads(cfrt_ctx *ctx, const grad_views *g, int64_t b,
 	if (rc == CFRT_OK && g->dk)
 		rc = cfrti_gemm_check(ctx, &gk);
 	if (rc == CFRT_OK)
-		rc = attn_probs(ctx, &s, probs, causal, q_offset,
+		rc = attn_probs(ctx, &s, probs, g->causal, g->q_offset,
 		                lse_rows(g->lse, b, h0, 1));
 	if (rc == CFRT_OK && g->dv)
 		rc = cfrti_gemm_run(ctx, &gv);
@@ -400,15 +373,15 @@ static int grad_heads(cfrt_ctx *ctx, const grad_views *g, int64_t b,
 	if (rc == CFRT_OK)
 		rc = cfrti_cuda(ctx, (cudaError_t)cfrtk_attn_dscores(ctx->dev.cs,
 		                q->t, probs, ctx->dev.ws, kv_of(dout),
-		                kv_of(g->out), b, h0, nh * sq, sq, sk, causal,
-		                q_offset), "attention softmax backward kernel");
+		                kv_of(g->out), b, h0, nh * sq, sq, sk, g->causal,
+		                g->q_offset), "attention softmax backward kernel");
 	if (rc == CFRT_OK && g->dq)
 		rc = cfrti_gemm_run(ctx, &gq);
 	return rc != CFRT_OK || !g->dk ? rc : cfrti_gemm_run(ctx, &gk);
 }
 
 /* The fused kernels' views of batch entries b0.. (nb of them). */
-static kgrad grad_kviews(const grad_views *g, int64_t b0, int64_t nb)
+static kgrad grad_kviews(const cfrti_attn *g, int64_t b0, int64_t nb)
 {
 	const cfrt_view *v[9] = {g->dq, g->dk, g->dv, g->q, g->k, g->v, g->out,
 	                         g->dout, g->lse};
@@ -428,8 +401,7 @@ static kgrad grad_kviews(const grad_views *g, int64_t b0, int64_t nb)
 /* The fused backward, over batch entries in steps whose workspace stays
  * under ATTN_WS_MAX (one entry at least); CFRT_ENOTSUP, having done
  * nothing, where it does not apply. */
-static int grad_flash(cfrt_ctx *ctx, const grad_views *g, int causal,
-                      int64_t q_offset)
+static int grad_flash(cfrt_ctx *ctx, const cfrti_attn *g)
 {
 	int64_t nb = g->q->dim[0];
 	kgrad kg = grad_kviews(g, 0, nb);
@@ -443,21 +415,20 @@ static int grad_flash(cfrt_ctx *ctx, const grad_views *g, int causal,
 	for (int64_t b0 = 0; rc == CFRT_OK && b0 < nb; b0 += step) {
 		kg = grad_kviews(g, b0, nb - b0 < step ? nb - b0 : step);
 		rc = cfrti_cuda(ctx, (cudaError_t)cfrtk_flash_attn_grad(ctx->dev.cs,
-		                g->q->t, &kg, causal, q_offset, ctx->dev.ws),
+		                g->q->t, &kg, g->causal, g->q_offset, ctx->dev.ws),
 		                "flash attention backward kernels");
 	}
 	return rc;
 }
 
-static int attention_grad(cfrt_ctx *ctx, const char *api,
-                          const grad_views *g, int causal, int64_t q_offset)
+int cfrti_attention_grad(cfrt_ctx *ctx, const cfrti_attn *g)
 {
 	const cfrt_view *q = g->q, *k = g->k;
 	int flash = 0, want = g->dq || g->dk || g->dv;
-	int rc = cfrti_enter(ctx, api);
+	int rc = cfrti_enter(ctx, g->api);
 	if (rc == CFRT_OK)
 		rc = cfrti_attn_grad_check(ctx, g->dq, g->dk, g->dv, q, k, g->v,
-		                           g->out, g->dout, g->lse, q_offset);
+		                           g->out, g->dout, g->lse, g->q_offset);
 	if (rc == CFRT_OK)
 		rc = attn_mode(ctx, &flash);
 	if (rc != CFRT_OK || !want || cfrt_view_numel(k) == 0)
@@ -467,7 +438,7 @@ static int attention_grad(cfrt_ctx *ctx, const char *api,
 		return rc != CFRT_OK ? rc : zero_heads(ctx, g->dv);
 	}
 	if (flash) {
-		rc = grad_flash(ctx, g, causal, q_offset);
+		rc = grad_flash(ctx, g);
 		if (rc != CFRT_ENOTSUP)
 			return rc;
 	}
@@ -477,29 +448,6 @@ static int attention_grad(cfrt_ctx *ctx, const char *api,
 	rc = attn_chunk(ctx, q, k->dim[2], nh == k->dim[1] ? nh : 1, &chunk);
 	for (int64_t b = 0; rc == CFRT_OK && b < q->dim[0]; b++)
 		for (int64_t h = 0; rc == CFRT_OK && h < nh; h += chunk)
-			rc = grad_heads(ctx, g, b, h, nh - h < chunk ? nh - h : chunk,
-			                causal, q_offset);
+			rc = grad_heads(ctx, g, b, h, nh - h < chunk ? nh - h : chunk);
 	return rc;
-}
-
-int cfrt_attention_grad(cfrt_ctx *ctx, const cfrt_view *dq,
-                        const cfrt_view *dk, const cfrt_view *dv,
-                        const cfrt_view *q, const cfrt_view *k,
-                        const cfrt_view *v, const cfrt_view *out,
-                        const cfrt_view *dout, int causal, int64_t q_offset)
-{
-	grad_views g = {dq, dk, dv, q, k, v, out, dout, NULL};
-	return attention_grad(ctx, "cfrt_attention_grad", &g, causal, q_offset);
-}
-
-int cfrt_attention_grad_lse(cfrt_ctx *ctx, const cfrt_view *dq,
-                            const cfrt_view *dk, const cfrt_view *dv,
-                            const cfrt_view *q, const cfrt_view *k,
-                            const cfrt_view *v, const cfrt_view *out,
-                            const cfrt_view *dout, const cfrt_view *lse,
-                            int causal, int64_t q_offset)
-{
-	grad_views g = {dq, dk, dv, q, k, v, out, dout, lse};
-	return attention_grad(ctx, "cfrt_attention_grad_lse", &g, causal,
-	                      q_offset);
 }

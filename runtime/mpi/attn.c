@@ -27,48 +27,36 @@ static lane lse_lane(const cfrt_view *lse, int64_t b, int64_t h)
 	return l;
 }
 
-/* Scores of one head in the workspace: masked softmax of each row, and
- * its log-sum-exp into lse when lse.p is set. */
-static void softmax_scores(cfrt_ctx *ctx, const gemm_args *s, int causal,
-                           int64_t q_offset, lane lse)
-{
-	int64_t done = 0;
-	for (int64_t i = 0; i < s->m; i++) {
-		lane row = {(char *)s->c + i * s->n * (int64_t)cfrt_dtype_size(s->t),
-		            1, s->t};
-		double l = cfrti_softmax_lane(row, row, row_keys(i, s->n, causal,
-		                              q_offset), s->n);
-		if (lse.p)
-			lane_set(lse, i, l);
-		tick(ctx, &done, s->n);
-	}
-}
-
-/* Scores of one head in the workspace become P = exp(s - lse) over the
- * keys of each row, 0 after them: the softmax of the forward that wrote
- * lse, without a pass for the row's max and sum. */
-static void probs_from_lse(cfrt_ctx *ctx, const gemm_args *s, int causal,
-                           int64_t q_offset, lane lse)
+/* Scores of one head in the workspace become the probabilities of each
+ * row's keys, 0 after them: their masked softmax, whose log-sum-exp goes
+ * to lse when lse.p is set; or (read) exp(s - lse) from the lse that the
+ * forward wrote, without a pass for the row's max and sum. */
+static void probs(cfrt_ctx *ctx, const gemm_args *s, int causal,
+                  int64_t q_offset, lane lse, int read)
 {
 	int64_t done = 0;
 	for (int64_t i = 0; i < s->m; i++) {
 		lane row = {(char *)s->c + i * s->n * (int64_t)cfrt_dtype_size(s->t),
 		            1, s->t};
 		int64_t n = row_keys(i, s->n, causal, q_offset);
-		double l = lane_get(lse, i);
-		for (int64_t j = 0; j < s->n; j++)
-			lane_set(row, j, j < n ? exp(lane_get(row, j) - l) : 0.0);
+		if (read) {
+			double l = lane_get(lse, i);
+			for (int64_t j = 0; j < s->n; j++)
+				lane_set(row, j, j < n ? exp(lane_get(row, j) - l) : 0.0);
+		} else {
+			double l = cfrti_softmax_lane(row, row, n, s->n);
+			if (lse.p)
+				lane_set(lse, i, l);
+		}
 		tick(ctx, &done, s->n);
 	}
 }
 
-static int attention(cfrt_ctx *ctx, const char *api, const cfrt_view *out,
-                     const cfrt_view *lse, const cfrt_view *q,
-                     const cfrt_view *k, const cfrt_view *v, int causal,
-                     int64_t q_offset)
+int cfrti_attention(cfrt_ctx *ctx, const cfrti_attn *a)
 {
-	double t0 = cfrti_begin(ctx, api);
-	int rc = cfrti_attn_check(ctx, out, lse, q, k, v, q_offset);
+	const cfrt_view *q = a->q, *k = a->k, *v = a->v, *out = a->out;
+	double t0 = cfrti_begin(ctx, a->api);
+	int rc = cfrti_attn_check(ctx, out, a->lse, q, k, v, a->q_offset);
 	if (rc != CFRT_OK)
 		return rc;
 	int64_t sq = q->dim[2], sk = k->dim[2], dh = q->dim[3];
@@ -95,27 +83,10 @@ static int attention(cfrt_ctx *ctx, const char *api, const cfrt_view *out,
 			if (rc != CFRT_OK)
 				return rc;
 			cfrti_gemm_run(ctx, &s);
-			softmax_scores(ctx, &s, causal, q_offset, lse_lane(lse, b, h));
+			probs(ctx, &s, a->causal, a->q_offset, lse_lane(a->lse, b, h), 0);
 			cfrti_gemm_run(ctx, &o);
 		}
 	return cfrti_end(ctx, t0, CFRT_OK);
-}
-
-int cfrt_attention(cfrt_ctx *ctx, const cfrt_view *out, const cfrt_view *q,
-                   const cfrt_view *k, const cfrt_view *v, int causal,
-                   int64_t q_offset)
-{
-	return attention(ctx, "cfrt_attention", out, NULL, q, k, v, causal,
-	                 q_offset);
-}
-
-int cfrt_attention_lse(cfrt_ctx *ctx, const cfrt_view *out,
-                       const cfrt_view *lse, const cfrt_view *q,
-                       const cfrt_view *k, const cfrt_view *v, int causal,
-                       int64_t q_offset)
-{
-	return attention(ctx, "cfrt_attention_lse", out, lse, q, k, v, causal,
-	                 q_offset);
 }
 
 /* ---- backward ----------------------------------------------------------- */
@@ -153,18 +124,13 @@ static void zero_heads(const cfrt_view *v)
 	}
 }
 
-/* The views of one backward call (dq, dk, dv and lse may be NULL). */
-typedef struct grad_views {
-	const cfrt_view *dq, *dk, *dv, *q, *k, *v, *out, *dout, *lse;
-} grad_views;
-
 /* The five GEMMs of the backward of one head; the matrices' pointers are
  * set per head, those of a NULL gradient stay NULL. */
 typedef struct grad_gemms {
 	gemm_args s, gv, dp, gq, gk;
 } grad_gemms;
 
-static grad_gemms grad_setup(const grad_views *w, char *probs, char *dscores)
+static grad_gemms grad_setup(const cfrti_attn *w, char *probs, char *dscores)
 {
 	const cfrt_view *q = w->q, *k = w->k, *dout = w->dout;
 	int64_t sq = q->dim[2], sk = k->dim[2], dh = q->dim[3];
@@ -202,9 +168,8 @@ static int gemm_if(cfrt_ctx *ctx, const gemm_args *g, const void *want)
  * the second, dS = P * (dP - delta) over dP, dq = dS k / sqrt(Dh) and
  * dk = dS^T q / sqrt(Dh); dk and dv added to what the group's earlier
  * query heads left there unless h is its first (first). */
-static int grad_head(cfrt_ctx *ctx, grad_gemms *g, const grad_views *w,
-                     int64_t b, int64_t h, int64_t kh, int first, int causal,
-                     int64_t q_offset)
+static int grad_head(cfrt_ctx *ctx, grad_gemms *g, const cfrti_attn *w,
+                     int64_t b, int64_t h, int64_t kh, int first)
 {
 	g->s.a = g->gk.b = cfrti_head_at(w->q, b, h);
 	g->s.b = g->gq.b = cfrti_head_at(w->k, b, kh);
@@ -219,10 +184,8 @@ static int grad_head(cfrt_ctx *ctx, grad_gemms *g, const grad_views *w,
 	if (rc != CFRT_OK)
 		return rc;
 	cfrti_gemm_run(ctx, &g->s);
-	if (w->lse)
-		probs_from_lse(ctx, &g->s, causal, q_offset, lse_lane(w->lse, b, h));
-	else
-		softmax_scores(ctx, &g->s, causal, q_offset, lse_lane(NULL, 0, 0));
+	probs(ctx, &g->s, w->causal, w->q_offset, lse_lane(w->lse, b, h),
+	      w->lse != NULL);
 	rc = gemm_if(ctx, &g->gv, w->dv);
 	if (rc == CFRT_OK)
 		rc = gemm_if(ctx, &g->dp, ds);
@@ -235,12 +198,11 @@ static int grad_head(cfrt_ctx *ctx, grad_gemms *g, const grad_views *w,
 	return rc != CFRT_OK ? rc : gemm_if(ctx, &g->gk, w->dk);
 }
 
-static int attention_grad(cfrt_ctx *ctx, const char *api, const grad_views *w,
-                          int causal, int64_t q_offset)
+int cfrti_attention_grad(cfrt_ctx *ctx, const cfrti_attn *w)
 {
-	double t0 = cfrti_begin(ctx, api);
+	double t0 = cfrti_begin(ctx, w->api);
 	int rc = cfrti_attn_grad_check(ctx, w->dq, w->dk, w->dv, w->q, w->k,
-	                               w->v, w->out, w->dout, w->lse, q_offset);
+	                               w->v, w->out, w->dout, w->lse, w->q_offset);
 	if (rc != CFRT_OK)
 		return rc;
 	int64_t sq = w->q->dim[2], sk = w->k->dim[2];
@@ -255,34 +217,11 @@ static int attention_grad(cfrt_ctx *ctx, const char *api, const grad_views *w,
 	rc = cfrti_ws_reserve(ctx, 2 * block);
 	if (rc != CFRT_OK)
 		return rc;
-	char *probs = ctx->ws;
-	grad_gemms g = grad_setup(w, probs, probs + block);
+	char *pblock = ctx->ws; /* P, then dP and dS */
+	grad_gemms g = grad_setup(w, pblock, pblock + block);
 	int64_t grp = w->q->dim[1] / w->k->dim[1];
 	for (int64_t b = 0; rc == CFRT_OK && b < w->q->dim[0]; b++)
 		for (int64_t h = 0; rc == CFRT_OK && h < w->q->dim[1]; h++)
-			rc = grad_head(ctx, &g, w, b, h, h / grp, h % grp == 0, causal,
-			               q_offset);
+			rc = grad_head(ctx, &g, w, b, h, h / grp, h % grp == 0);
 	return rc != CFRT_OK ? rc : cfrti_end(ctx, t0, CFRT_OK);
-}
-
-int cfrt_attention_grad(cfrt_ctx *ctx, const cfrt_view *dq,
-                        const cfrt_view *dk, const cfrt_view *dv,
-                        const cfrt_view *q, const cfrt_view *k,
-                        const cfrt_view *v, const cfrt_view *out,
-                        const cfrt_view *dout, int causal, int64_t q_offset)
-{
-	grad_views w = {dq, dk, dv, q, k, v, out, dout, NULL};
-	return attention_grad(ctx, "cfrt_attention_grad", &w, causal, q_offset);
-}
-
-int cfrt_attention_grad_lse(cfrt_ctx *ctx, const cfrt_view *dq,
-                            const cfrt_view *dk, const cfrt_view *dv,
-                            const cfrt_view *q, const cfrt_view *k,
-                            const cfrt_view *v, const cfrt_view *out,
-                            const cfrt_view *dout, const cfrt_view *lse,
-                            int causal, int64_t q_offset)
-{
-	grad_views w = {dq, dk, dv, q, k, v, out, dout, lse};
-	return attention_grad(ctx, "cfrt_attention_grad_lse", &w, causal,
-	                      q_offset);
 }
