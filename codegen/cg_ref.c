@@ -257,10 +257,9 @@ ref_node(Cg *c, const Node *n)
 
 /* By value: whether the reference touches it. It writes every value an
  * op computes (an attention's lse too) and every output, and reads the
- * inputs of every op; a
- * collective is the identity, so its input is needed where its result is
- * (an alias), and nothing is needed for a collective whose result no one
- * reads. */
+ * inputs of every op; a collective is the identity, so its input is
+ * needed where its result is (an alias), and nothing is needed for a
+ * collective whose result no one reads. */
 static char *
 ref_needed(Cg *c)
 {

@@ -169,6 +169,7 @@ static int is_trans(const Node *n) { return n->op == OP_MATMUL && (n->a.mm.ta ||
 static int is_heads(const Node *n) { return op_info[n->op].cls == CL_HEADS; }
 static int is_attn(const Node *n) { return op_attn(n->op); }
 static int is_sum(const Node *n) { return n->op == OP_MATMUL && n->a.mm.sum; }
+/* an attention that saves its lse, or one of its gradients (they read it) */
 static int is_lse(const Node *n) { return n->lse || (op_attn(n->op) && n->op != OP_ATTENTION); }
 
 /* cf_4d, the [B, H, S, Dh] view of attention's operands (nd = 4), or

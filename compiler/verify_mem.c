@@ -20,8 +20,8 @@
  *  - request and staging slots: a post takes slot round mod slots, which
  *    must be free, and the wait finds its round there;
  *  - a causal attention's query offset is the global row of its first
- *    query, and the log-sum-exp it saves goes to the rows of its
- *    query slice;
+ *    query, and the log-sum-exp an attention saves goes to the rows of
+ *    the slices it computes (the whole of it in a plain stage);
  *  - plain stages read exactly the rows of each input that the rows of
  *    their result need (the op's slice-locality), on every rank;
  *  - the workspace: every object inside it and aligned, and objects that
