@@ -283,7 +283,10 @@ emit_compute(Par *P, const Item *it, const PItem *p)
 		in[j] = arena_printf(cg->a, "%s%d", L(P, LC_IN), j);
 		emit(&cg->e, "cfrt_view %s = %s;\n", in[j], view_c(P, &p->view[1 + j]));
 	}
-	cg_op(cg, n, L(P, LC_OUT), in, p->qoff ? pe_c(P, &p->qstart) : NULL, it->u.comp.beta);
+	if (n->lse) /* the log-sum-exp rows of this slice's queries */
+		emit(&cg->e, "cfrt_view %s = %s;\n", L(P, LC_LSE), view_c(P, &p->view[1 + n->nin]));
+	cg_op(cg, n, L(P, LC_OUT), in, n->lse ? L(P, LC_LSE) : NULL,
+	      p->qoff ? pe_c(P, &p->qstart) : NULL, it->u.comp.beta);
 	if (p->loop)
 		emit_close(&cg->e, "");
 	else
@@ -702,14 +705,14 @@ static void
 emit_stage_node(Par *P, const Node *n, const PItem *p)
 {
 	Cg *cg = P->cg;
-	const char *in[MAXIN];
+	const char *in[MAXIN], *lse = n->lse ? cg->cname[n->lse->id] : NULL;
 	int cut = 0;
 
 	emit_line(&cg->e, n->loc);
 	cg_comment(cg, n);
 	emit(&cg->e, "cfrt_where(%s, \"%s\", 0);\n", L(P, LC_CTX), n->out->name);
-	for (int j = 0; j < n->nin; j++)
-		cut |= p->view[1 + j].ncut > 0;
+	for (int j = 1; j < p->nview; j++)
+		cut |= p->view[j].ncut > 0;
 	if (cut)
 		emit_begin(&cg->e);
 	for (int j = 0; j < n->nin; j++) {
@@ -719,7 +722,11 @@ emit_stage_node(Par *P, const Node *n, const PItem *p)
 		in[j] = arena_printf(cg->a, "%s%d", L(P, LC_IN), j);
 		emit(&cg->e, "cfrt_view %s = %s;\n", in[j], view_c(P, &p->view[1 + j]));
 	}
-	cg_op(cg, n, cg->cname[n->out->id], in, p->qoff ? pe_c(P, &p->qstart) : NULL, 0);
+	if (lse && cut) {
+		lse = L(P, LC_LSE);
+		emit(&cg->e, "cfrt_view %s = %s;\n", lse, view_c(P, &p->view[1 + n->nin]));
+	}
+	cg_op(cg, n, cg->cname[n->out->id], in, lse, p->qoff ? pe_c(P, &p->qstart) : NULL, 0);
 	if (cut)
 		emit_close(&cg->e, "");
 }

@@ -126,12 +126,15 @@ header_backward(Cg *c, const Graph *b)
 	emit(&bc.e, "/* ---- training: the backward pass ----\n"
 	        " * %s_forward saves what the backward reads of its values (local\n"
 	        " * shards; a gathered tensor is gathered again unless the spec\n"
-	        " * says to save it whole) in a buffer of\n"
+	        " * says to save it whole)%s in a buffer of\n"
 	        " * %s_saved_bytes() bytes per rank, which the application keeps until\n"
 	        " * the backward of that forward pass has run. The backward takes the\n"
 	        " * gradients of the outputs (d_NAME, spread like NAME) and writes the\n"
 	        " * gradient of every input and weight, spread like it. %s */\n"
-	        "#define %s_ACCUMULATES %d\n\n", p, p, b->accumulate ?
+	        "#define %s_ACCUMULATES %d\n\n", p, cg_saves_lse(c->g) ?
+	        " and, of each\n * attention, the log-sum-exp of its query rows (f32, f64 in an f64\n"
+	        " * model), from which the backward rebuilds the softmax\n"
+	        " * (cfrt_attention_lse, cfrt_attention_grad_lse)," : "", p, b->accumulate ?
 	        "The weight\n * gradients are accumulated (cfc --accumulate): each backward pass\n"
 	        " * adds its gradient to what the weight gradients' buffers hold, so\n"
 	        " * the application zeroes them before a step's first micro-batch.\n"
@@ -249,14 +252,14 @@ ref_node(Cg *c, const Node *n)
 	}
 	for (int i = 0; i < n->nin; i++)
 		in[i] = c->cname[n->in[i]->id];
-	cg_op(c, n, c->cname[n->out->id], in, NULL, 0);
+	cg_op(c, n, c->cname[n->out->id], in, n->lse ? c->cname[n->lse->id] : NULL, NULL, 0);
 }
 
 /* By value: whether the reference touches it. It writes every value an
- * op computes and every output, and reads the inputs of every op; a
- * collective is the identity, so its input is needed where its result is
- * (an alias), and nothing is needed for a collective whose result no one
- * reads. */
+ * op computes (an attention's lse too) and every output, and reads the
+ * inputs of every op; a collective is the identity, so its input is
+ * needed where its result is (an alias), and nothing is needed for a
+ * collective whose result no one reads. */
 static char *
 ref_needed(Cg *c)
 {
@@ -269,6 +272,8 @@ ref_needed(Cg *c)
 		if (op_info[n->op].cls == CL_LEAF)
 			continue;
 		need[n->out->id] |= !coll || n->out->role == R_OUT;
+		if (n->lse)
+			need[n->lse->id] = 1;
 		for (int j = 0; j < n->nin; j++)
 			need[n->in[j]->id] |= !coll || need[n->out->id];
 	}

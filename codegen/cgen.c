@@ -169,6 +169,43 @@ static int is_trans(const Node *n) { return n->op == OP_MATMUL && (n->a.mm.ta ||
 static int is_heads(const Node *n) { return op_info[n->op].cls == CL_HEADS; }
 static int is_attn(const Node *n) { return op_attn(n->op); }
 static int is_sum(const Node *n) { return n->op == OP_MATMUL && n->a.mm.sum; }
+/* an attention that saves its lse, or one of its gradients (they read it) */
+static int is_lse(const Node *n) { return n->lse || (op_attn(n->op) && n->op != OP_ATTENTION); }
+
+/* cf_4d, the [B, H, S, Dh] view of attention's operands (nd = 4), or
+ * cf_3d, the [B, H, S] view of its log-sum-exp (nd = 3): one body. */
+static void
+helper_nd(Emitter *e, int nd)
+{
+	if (nd == 4)
+		emit(e, "/* v as [B, H, S, Dh] for attention: leading dims of extent 1 added,\n"
+		        " * or two leading dims that continue each other merged, until it\n"
+		        " * has 4. */\n");
+	else
+		emit(e, "/* v as [B, H, S] for an attention's log-sum-exp rows, as cf_4d\n"
+		        " * does it (until it has 3 dims). */\n");
+	emit_func(e, "static cfrt_view\ncf_%dd(cfrt_view v)", nd);
+	emit_open(e, "while (v.nd < %d)", nd);
+	emit_open(e, "for (int d = v.nd; d > 0; d--)");
+	emit(e, "v.dim[d] = v.dim[d - 1];\nv.stride[d] = v.stride[d - 1];\n");
+	emit_close(e, "");
+	emit(e, "v.dim[0] = 1;\n");
+	emit(e, "v.stride[0] = v.stride[1] * v.dim[1];\n");
+	emit(e, "v.nd++;\n");
+	emit_close(e, "");
+	emit_open(e, "for (int d = 0; v.nd > %d && d < v.nd - %d;)", nd, nd - 1);
+	emit_open(e, "if (v.stride[d] != v.dim[d + 1] * v.stride[d + 1])");
+	emit(e, "d++;\ncontinue;\n");
+	emit_close(e, "");
+	emit(e, "v.dim[d] *= v.dim[d + 1];\nv.stride[d] = v.stride[d + 1];\n");
+	emit_open(e, "for (int k = d + 1; k < v.nd - 1; k++)");
+	emit(e, "v.dim[k] = v.dim[k + 1];\nv.stride[k] = v.stride[k + 1];\n");
+	emit_close(e, "");
+	emit(e, "v.nd--;\n");
+	emit_close(e, "");
+	emit(e, "return v;\n");
+	emit_close(e, "\n");
+}
 
 /* Emits only the helpers this model needs: no unused static functions. */
 void
@@ -231,32 +268,10 @@ cg_helpers(Cg *c)
 		emit(e, "return cfrt_view_permute(v, perm);\n");
 		emit_close(e, "\n");
 	}
-	if (uses_op(c->g, is_attn)) {
-		emit(e, "/* v as [B, H, S, Dh] for attention: leading dims of extent 1 added,\n"
-		        " * or two leading dims that continue each other merged, until it\n"
-		        " * has 4. */\n");
-		emit_func(e, "static cfrt_view\ncf_4d(cfrt_view v)");
-		emit_open(e, "while (v.nd < 4)");
-		emit_open(e, "for (int d = v.nd; d > 0; d--)");
-		emit(e, "v.dim[d] = v.dim[d - 1];\nv.stride[d] = v.stride[d - 1];\n");
-		emit_close(e, "");
-		emit(e, "v.dim[0] = 1;\n");
-		emit(e, "v.stride[0] = v.stride[1] * v.dim[1];\n");
-		emit(e, "v.nd++;\n");
-		emit_close(e, "");
-		emit_open(e, "for (int d = 0; v.nd > 4 && d < v.nd - 3;)");
-		emit_open(e, "if (v.stride[d] != v.dim[d + 1] * v.stride[d + 1])");
-		emit(e, "d++;\ncontinue;\n");
-		emit_close(e, "");
-		emit(e, "v.dim[d] *= v.dim[d + 1];\nv.stride[d] = v.stride[d + 1];\n");
-		emit_open(e, "for (int k = d + 1; k < v.nd - 1; k++)");
-		emit(e, "v.dim[k] = v.dim[k + 1];\nv.stride[k] = v.stride[k + 1];\n");
-		emit_close(e, "");
-		emit(e, "v.nd--;\n");
-		emit_close(e, "");
-		emit(e, "return v;\n");
-		emit_close(e, "\n");
-	}
+	if (uses_op(c->g, is_attn))
+		helper_nd(e, 4);
+	if (uses_op(c->g, is_lse))
+		helper_nd(e, 3);
 }
 
 void
@@ -290,12 +305,14 @@ fn_name(Cg *c, const Node *n)
 	return arena_printf(c->a, "cfrt_%s", op_info[n->op].name);
 }
 
-/* The operands of one op's call: C expressions of cfrt_view lvalues;
- * q_offset: the global index of the first query row (attention); beta:
- * 1 to accumulate into out (matmul). */
+/* The operands of one op's call: C expressions of cfrt_view lvalues
+ * (lse: an attention's log-sum-exp, or NULL); q_offset: the global index
+ * of the first query row (attention); beta: 1 to accumulate into out
+ * (matmul). */
 typedef struct Operands {
 	const char *out;
 	const char *const *in;
+	const char *lse;
 	const char *q_offset;
 	int beta;
 } Operands;
@@ -403,6 +420,8 @@ op_heads(Cg *c, const Node *n, const Operands *x)
 	emit_close(&c->e, "");
 }
 
+/* attention: cfrt_attention, or with a saved log-sum-exp (x->lse)
+ * cfrt_attention_lse writing it too */
 static void
 op_attention(Cg *c, const Node *n, const Operands *x)
 {
@@ -411,13 +430,20 @@ op_attention(Cg *c, const Node *n, const Operands *x)
 	emit_begin(&c->e);
 	emit(&c->e, "cfrt_view %s = cf_4d(%s), %s = cf_4d(%s), %s = cf_4d(%s), %s = cf_4d(%s);\n",
 	     l[LC_O4], x->out, l[LC_Q4], x->in[0], l[LC_K4], x->in[1], l[LC_V4], x->in[2]);
-	call(c, "cfrt_attention", "&%s, &%s, &%s, &%s, %d, %s", l[LC_O4], l[LC_Q4], l[LC_K4],
-	     l[LC_V4], n->a.causal, x->q_offset ? x->q_offset : "0");
+	if (x->lse) {
+		emit(&c->e, "cfrt_view %s = cf_3d(%s);\n", l[LC_L3], x->lse);
+		call(c, "cfrt_attention_lse", "&%s, &%s, &%s, &%s, &%s, %d, %s", l[LC_O4], l[LC_L3],
+		     l[LC_Q4], l[LC_K4], l[LC_V4], n->a.causal, x->q_offset ? x->q_offset : "0");
+	} else {
+		call(c, "cfrt_attention", "&%s, &%s, &%s, &%s, %d, %s", l[LC_O4], l[LC_Q4], l[LC_K4],
+		     l[LC_V4], n->a.causal, x->q_offset ? x->q_offset : "0");
+	}
 	emit_close(&c->e, "");
 }
 
-/* the backward's attention_dq, _dk, _dv (q, k, v, out, dout): one
- * cfrt_attention_grad each, the other two gradients NULL */
+/* the backward's attention_dq, _dk, _dv (q, k, v, out, dout, lse): one
+ * cfrt_attention_grad_lse each, from the forward's saved log-sum-exp,
+ * the other two gradients NULL */
 static void
 op_attn_grad(Cg *c, const Node *n, const Operands *x)
 {
@@ -429,8 +455,9 @@ op_attn_grad(Cg *c, const Node *n, const Operands *x)
 	emit(&c->e, "cfrt_view %s = cf_4d(%s), %s = cf_4d(%s), %s = cf_4d(%s), %s = cf_4d(%s),\n"
 	     "           %s = cf_4d(%s), %s = cf_4d(%s);\n", l[LC_O4], x->out, l[LC_Q4], x->in[0],
 	     l[LC_K4], x->in[1], l[LC_V4], x->in[2], l[LC_Y4], x->in[3], l[LC_DY4], x->in[4]);
-	call(c, "cfrt_attention_grad", "%s, %s, %s, &%s, &%s, &%s, &%s, &%s, %d, %s", g[0], g[1], g[2],
-	     l[LC_Q4], l[LC_K4], l[LC_V4], l[LC_Y4], l[LC_DY4], n->a.causal,
+	emit(&c->e, "cfrt_view %s = cf_3d(%s);\n", l[LC_L3], x->in[5]);
+	call(c, "cfrt_attention_grad_lse", "%s, %s, %s, &%s, &%s, &%s, &%s, &%s, &%s, %d, %s", g[0],
+	     g[1], g[2], l[LC_Q4], l[LC_K4], l[LC_V4], l[LC_Y4], l[LC_DY4], l[LC_L3], n->a.causal,
 	     x->q_offset ? x->q_offset : "0");
 	emit_close(&c->e, "");
 }
@@ -454,9 +481,9 @@ static const OpEmit op_emit[NOP] = {
 
 void
 cg_op(Cg *c, const Node *n, const char *out, const char *const *in,
-      const char *q_offset, int beta)
+      const char *lse, const char *q_offset, int beta)
 {
-	const Operands x = {out, in, q_offset, beta};
+	const Operands x = {out, in, lse, q_offset, beta};
 
 	if (!op_emit[n->op])
 		die("cg_op: %s is no compute op", op_info[n->op].name);
@@ -540,6 +567,17 @@ cg_ws_name(Cg *c, const Value *v)
 	return arena_printf(c->a, "%s_%s", c->ws, c->cname[v->id]);
 }
 
+int
+cg_saves_lse(const Graph *g)
+{
+	for (int i = 0; i < g->saved.n; i++) {
+		const Value *v = g->saved.v[i];
+		if (v->def->lse == v)
+			return 1;
+	}
+	return 0;
+}
+
 void
 cg_saved_defines(Cg *c)
 {
@@ -548,12 +586,14 @@ cg_saved_defines(Cg *c)
 	if (!g->bwd)
 		return;
 	emit(&c->e, "/* The saved activations (%lld bytes%s): what the backward pass\n"
-	        " * reads of the forward's values, bytes from the start of the buffer. */\n",
-	     (long long)cg_saved_bytes(c), c->whole ? ", whole tensors" : " per rank");
+	        " * reads of the forward's values, bytes from the start of the buffer%s */\n",
+	     (long long)cg_saved_bytes(c), c->whole ? ", whole tensors" : " per rank",
+	     cg_saves_lse(g) ? "\n * (and each attention's log-sum-exp rows, cfrt_attention_lse)." : ".");
 	for (int i = 0; i < g->saved.n; i++) {
 		const Value *v = g->saved.v[i];
-		emit(&c->e, "#define CF_SAVED_%s %lld /* %s */\n", c->cname[v->id],
-		     (long long)(c->whole ? v->ref_soff : v->soff), v->name);
+		emit(&c->e, "#define CF_SAVED_%s %lld /* %s%s */\n", c->cname[v->id],
+		     (long long)(c->whole ? v->ref_soff : v->soff), v->name,
+		     v->def->lse == v ? arena_printf(c->a, ": lse of %s", v->def->out->name) : "");
 	}
 	emit(&c->e, "\n");
 	emit_func(&c->e, "size_t\n%s_%ssaved_bytes(void)", c->prefix, c->whole ? "ref_" : "");

@@ -15,7 +15,7 @@
 	X(BASE, "base") X(DST, "dst") X(SRC, "src") X(OUT, "o") X(IN, "in") \
 	X(DATA, "b") X(STAGE, "st") X(BLK, "blk") X(SEND, "sst") X(RECV, "rst") \
 	X(AT, "at") X(BT, "bt") X(HV, "hv") X(O4, "o4") X(Q4, "q4") X(K4, "k4") X(V4, "v4") \
-	X(Y4, "y4") X(DY4, "dy4") \
+	X(Y4, "y4") X(DY4, "dy4") X(LSE, "lse") X(L3, "l3") \
 	X(SAVED, "saved") X(GR, "gr")
 typedef enum CgLocal {
 #define X(id, s) LC_##id,
@@ -55,11 +55,12 @@ const char *cg_group_sizes(Cg *c);
 /* "input", "weight", "output", "gradient", ...: what v is to the caller. */
 const char *cg_role_word(const Value *v);
 const char *cg_dtype(DType t);
-/* Emits the call of node n; out and in[] are C expressions of cfrt_view
- * lvalues; q_offset: the global index of the first query row (attention);
- * beta: 1 to accumulate into out (matmul only). */
+/* Emits the call of node n; out, in[] and lse (an attention's Node.lse,
+ * else NULL) are C expressions of cfrt_view lvalues; q_offset: the global
+ * index of the first query row (attention); beta: 1 to accumulate into
+ * out (matmul only). */
 void cg_op(Cg *c, const Node *n, const char *out, const char *const *in,
-           const char *q_offset, int beta);
+           const char *lse, const char *q_offset, int beta);
 /* The comment naming node n and where it comes from. */
 void cg_comment(Cg *c, const Node *n);
 /* The static helpers every generated file starts with, for the ops of
@@ -77,6 +78,8 @@ void cg_fill_seeds(Cg *c);
  * size query NAME_saved_bytes (NAME_ref_saved_bytes), when g has a
  * backward graph: per rank, or whole tensors in the reference. */
 void cg_saved_defines(Cg *c);
+/* Does forward graph g save an attention's log-sum-exp (Node.lse)? */
+int cg_saves_lse(const Graph *g);
 /* Bytes of the saved buffer this program (whole: the reference) uses. */
 int64_t cg_saved_bytes(const Cg *c);
 /* Declares the view local of every value used[id] marks, at its place:

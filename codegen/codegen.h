@@ -22,6 +22,9 @@ void sched_explain(FILE *f, const Sched *s);
  * a line of transfers joined by sep; NULL when nothing runs. */
 const char *sched_step_label(Arena *a, const Coll *c, int r, int p, int i, int t,
                              const char *sep);
+/* The results of node n on slice s ("*": all of them): "t4[s]", and
+ * with the log-sum-exp an attention saves (Node.lse) "t4[s], t4_lse[s]". */
+const char *sched_results(Arena *a, const Node *n, const char *s);
 /* sched_dot.c: the schedule as per-rank swimlanes in DOT (--emit=sched-dot). */
 void sched_dot(FILE *f, const Sched *s, const Sched *bwd); /* bwd: NULL or the backward's */
 

@@ -139,7 +139,8 @@ dot_coll(Dot *D, const Coll *c)
 static void
 dot_compute(Dot *D, const Node *n)
 {
-	const char *l = arena_printf(D->a, "%s = %s", n->out->name, graph_node_str(D->a, n));
+	const char *l = arena_printf(D->a, "%s = %s", sched_results(D->a, n, "*"),
+	                             graph_node_str(D->a, n));
 
 	for (int r = 0; r < D->lanes; r++)
 		dot_box(D, r, l, "fillcolor=\"#e6f4ea\"");

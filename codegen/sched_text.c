@@ -130,11 +130,19 @@ tx_call(Arena *a, const RNode *rn, const char *s)
 	return arena_printf(a, "%s(%s)", op_info[n->op].name, args);
 }
 
+const char *
+sched_results(Arena *a, const Node *n, const char *s)
+{
+	const char *lhs = tx_at(a, n->out->name, s);
+
+	return n->lse ? arena_printf(a, "%s, %s", lhs, tx_at(a, n->lse->name, s)) : lhs;
+}
+
 static const char *
 tx_compute(Arena *a, const Coll *c, const Item *it, const char *s, const char *dst)
 {
 	const RNode *rn = c->region.v[it->u.comp.rn];
-	const char *lhs = tx_at(a, rn->node->out->name, s);
+	const char *lhs = sched_results(a, rn->node, s);
 	const char *call = tx_call(a, rn, s);
 
 	if (rnode_sums(rn))
@@ -277,7 +285,7 @@ sched_step_label(Arena *a, const Coll *c, int r, int p, int i, int t, const char
 		const RNode *rn = c->region.v[it->u.comp.rn];
 		const char *s = tx_conc(a, c, &it->u.comp.sel, r, i);
 		out = tx_join(a, out, arena_printf(a, "%s %s %s", rnode_sums(rn) ? rn->node->out->name :
-		                                   tx_at(a, rn->node->out->name, s),
+		                                   sched_results(a, rn->node, s),
 		                                   it->u.comp.beta ? "+=" : "=", tx_call(a, rn, s)), sep);
 	}
 	return moves ? tx_join(a, out, moves, sep) : out;
@@ -322,7 +330,7 @@ tx_region(FILE *f, Arena *a, const Sched *s, const Coll *c)
 		const char *how = rnode_sums(rn) ? arena_printf(a, "summed over %s", value_dim_name(a,
 		                  rn->node->in[0], rn->idim[0] >= 0 ? rn->idim[0] : 0)) :
 		                  arena_printf(a, "along %s", value_dim_name(a, rn->node->out, rn->odim));
-		fprintf(f, "%s %s = %s %s (%s)", k ? "," : "", rn->node->out->name,
+		fprintf(f, "%s %s = %s %s (%s)", k ? "," : "", sched_results(a, rn->node, "*"),
 		        graph_node_str(a, rn->node), how, tx_where(a, s, rn->node));
 	}
 	fputc('\n', f);
@@ -461,7 +469,7 @@ sched_print(FILE *f, const Sched *s, int ranks)
 			tx_coll(f, a, s, st->u.coll, show);
 			continue;
 		}
-		fprintf(f, "%scompute %s = %s  %s\n", bwd_mark(s), st->u.node->out->name,
+		fprintf(f, "%scompute %s = %s  %s\n", bwd_mark(s), sched_results(a, st->u.node, "*"),
 		        graph_node_str(a, st->u.node), tx_where(a, s, st->u.node));
 	}
 }
@@ -475,8 +483,9 @@ tx_region_list(Arena *a, const Sched *s, const Coll *c)
 
 	for (int k = 0; k < c->region.n; k++) {
 		const RNode *rn = c->region.v[k];
-		out = arena_printf(a, "%s%s%s=%s (%s)", out, k ? ", " : "", rn->node->out->name,
-		                   op_info[rn->node->op].name, tx_where(a, s, rn->node));
+		out = arena_printf(a, "%s%s%s=%s (%s%s)", out, k ? ", " : "", rn->node->out->name,
+		                   op_info[rn->node->op].name, tx_where(a, s, rn->node),
+		                   rn->node->lse ? arena_printf(a, "; saves %s", rn->node->lse->name) : "");
 	}
 	return out;
 }

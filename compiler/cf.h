@@ -15,7 +15,7 @@
 
 enum {
 	MAXDIM = 6,     /* most dimensions a tensor may have */
-	MAXIN = 5,      /* most inputs of one op (the attention gradients') */
+	MAXIN = 6,      /* most inputs of one op (the attention gradients') */
 	MAXERR = 20,    /* diagnostics printed before giving up */
 	MAXNEST = 256,  /* deepest bracket nesting the scanner accepts */
 	MAXIDENT = 255, /* longest identifier */
@@ -359,7 +359,8 @@ typedef struct Value {
 	                     * DI_SPLIT); else kind DI_REPL and the gradient
 	                     * is spread like the weight */
 	Role role;
-	Node *def;          /* producing node */
+	Node *def;          /* producing node (its out; or the lse of an
+	                     * attention node, its second result) */
 	Vec uses;           /* of Node* */
 	Loc loc;
 	Loc nloc;           /* where its name is written (or loc) */
@@ -403,6 +404,11 @@ typedef struct Node {
 	int inmap[MAXIN][MAXDIM];
 	struct SchedChoice *sched; /* collectives: the schedule asked for;
 	                            * &Graph.defsched when none names it */
+	Value *lse;  /* OP_ATTENTION of a model with a backward (grad.c): a
+	              * second result, the log-sum-exp of each query row of
+	              * the scaled, masked scores ([..., H, Sq], out's dims
+	              * but the last, spread alike; f32, f64 for f64), saved
+	              * for the backward, which reads it; else NULL */
 } Node;
 
 /* n takes the global row of the first element of its input 0 along that
@@ -471,7 +477,8 @@ typedef struct Graph {
 	DType dtype;        /* the model's default type */
 	Vec sizes;          /* of Size* */
 	Vec groups;         /* of Group* */
-	Vec values;         /* of Value* */
+	Vec values;         /* of Value*: every node's out, then (grad.c) the
+	                     * attention nodes' lse */
 	Vec nodes;          /* of Node*, topological */
 	Vec inputs;         /* of Value*: in declarations */
 	Vec weights;        /* of Value* */

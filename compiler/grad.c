@@ -22,14 +22,19 @@
  * all_gather made is gathered again in the backward from its saved shard
  * (Megatron's choice), by an all_gather node of the backward graph,
  * unless the spec says `save` of it (Value.keep): then it is saved whole.
+ * Each differentiated attention also saves a value the spec does not
+ * name: the log-sum-exp of its query rows (Node.lse, a second result of
+ * the forward's attention node), from which its backward rebuilds the
+ * softmax without a statistics pass (the flash-attention way).
  *
  * requires: a checked forward graph with its graph facts.
  * ensures: g->bwd passes graph_check; its outputs are d_NAME for every in
  * and weight of g, in that order, spread like their tensors (with
  * accumulate, a weight's is the grads struct's old value plus the
  * gradient: an add whose second input is HO_ACC); g->saved
- * lists the saved values with their offsets; or NULL and errors reported,
- * g unchanged. */
+ * lists the saved values with their offsets; every attention of g that
+ * the backward differentiates has its lse, a value of g; or NULL and
+ * errors reported, g unchanged. */
 #include <string.h>
 
 #include "plan.h"
@@ -559,25 +564,59 @@ vjp_heads(Bw *B, const Node *n, Value *dy)
 	contribute(B, x, dx);
 }
 
-/* attention(q, k, v): the runtime's backward recomputes the softmax from
- * q and k; dq, dk, dv are three nodes of (q, k, v, out, dout). With q
- * split along the queries and k, v whole, dk and dv are each rank's
- * queries' part: partial sums over q's group, which the transposed
- * all_gather of k and v (a reduce_scatter) or an all_reduce completes.
- * Otherwise each is spread as its operand. */
+/* The log-sum-exp rows of forward attention n, to be its second result
+ * (Node.lse, a value of the forward graph once place_saved adds it;
+ * until then its id is -1), saved and read by the backward as a saved
+ * leaf: out's dims but the last (Dh), spread like out (never split along
+ * Dh: attention is not local there), f32 (f64 in an f64 model), as
+ * cfrt_attention_lse writes it. */
+static Value *
+attn_lse(Bw *B, const Node *n)
+{
+	const Value *o = n->out;
+	Value *l = arena_alloc(B->a, sizeof *l);
+
+	if (o->dist.kind == DI_SPLIT && o->dist.dim >= o->ndim - 1)
+		die("grad: attention %s split along its last dim", o->name);
+	l->dtype = o->dtype == DT_F64 ? DT_F64 : DT_F32;
+	l->ndim = o->ndim - 1;
+	memcpy(l->shape, o->shape, sizeof l->shape[0] * (size_t)l->ndim);
+	memcpy(l->label, o->label, sizeof l->label[0] * (size_t)l->ndim);
+	l->dist = o->dist;
+	l->role = R_ACT;
+	l->loc = o->loc;
+	l->nloc = o->nloc;
+	l->name = fresh_name(B, arena_printf(B->a, "%s_lse", o->name));
+	l->def = B->g->nodes.v[n->id];
+	l->id = -1;
+	strmap_put(B->a, &B->taken, value_cname(B->a, l), l);
+	vec_push(B->a, &B->saved, l);
+	Value *c = leaf(B, l, R_IN, l->name);
+	c->home = HO_SAVED;
+	return c;
+}
+
+/* attention(q, k, v): the runtime's backward rebuilds the softmax from q,
+ * k and the log-sum-exp the forward saved (attn_lse); dq, dk, dv are
+ * three nodes of (q, k, v, out, dout, lse). With q split along the
+ * queries and k, v whole, dk and dv are each rank's queries' part:
+ * partial sums over q's group, which the transposed all_gather of k and
+ * v (a reduce_scatter) or an all_reduce completes. Otherwise each is
+ * spread as its operand. */
 static void
 vjp_attention(Bw *B, const Node *n, Value *dy)
 {
 	static const OpKind op[3] = {OP_ATTN_DQ, OP_ATTN_DK, OP_ATTN_DV};
 	const Value *q = n->in[0];
-	Value *in[5] = {fwd(B, n->in[0]), fwd(B, n->in[1]), fwd(B, n->in[2]), fwd(B, n->out), dy};
+	Value *in[6] = {fwd(B, n->in[0]), fwd(B, n->in[1]), fwd(B, n->in[2]), fwd(B, n->out), dy,
+	                attn_lse(B, n)};
 	int qsplit = q->dist.kind == DI_SPLIT && q->dist.dim == q->ndim - 2;
 
 	for (int i = 0; i < 3; i++) {
 		Dist d = n->in[i]->dist;
 		if (i > 0 && qsplit)
 			d = (Dist){DI_PARTIAL, 0, q->dist.group};
-		contribute(B, n->in[i], like_node(B, n, op[i], 5, in, n->in[i], lin(dy, d), NULL));
+		contribute(B, n->in[i], like_node(B, n, op[i], 6, in, n->in[i], lin(dy, d), NULL));
 	}
 }
 
@@ -696,7 +735,8 @@ leaf_grad(Bw *B, Value *v, const char *name)
 
 /* The saved values become results of the forward that live in the saved
  * buffer, at their offsets there: a rank's shards, and whole tensors for
- * the reference. */
+ * the reference. An attention's log-sum-exp joins the forward graph as
+ * its node's second result. */
 static void
 place_saved(Bw *B)
 {
@@ -704,6 +744,11 @@ place_saved(Bw *B)
 
 	for (int i = 0; i < B->saved.n; i++) {
 		Value *v = B->saved.v[i];
+		if (v->id < 0) {
+			v->id = g->values.n;
+			vec_push(B->a, &g->values, v);
+			v->def->lse = v;
+		}
 		v->role = R_OUT;
 		v->home = HO_SAVED;
 		vec_push(B->a, &g->saved, v);

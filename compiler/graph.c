@@ -389,7 +389,7 @@ graph_dist_ew(OpKind op, Dist a, Dist b, Dist *r)
 static void
 check_value(const Value *v, int i)
 {
-	if (v->id != i || !v->name || !v->def || v->def->out != v)
+	if (v->id != i || !v->name || !v->def || (v->def->out != v && v->def->lse != v))
 		die("value %d (%s): bad id, name or definition", i, v->name ? v->name : "?");
 	if (v->dtype <= DT_NONE || v->dtype >= NDTYPE || v->ndim < 1 || v->ndim > MAXDIM)
 		die("value %s: bad dtype or rank", v->name);
@@ -419,6 +419,10 @@ check_node(const Node *n, int i)
 	if (op_info[n->op].cls == CL_COLL && (!n->a.coll.group || !n->sched))
 		die("node %d (%s): collective without a group or schedule", i,
 		    op_info[n->op].name);
+	if (n->lse && (n->op != OP_ATTENTION || n->lse->def != n ||
+	               n->lse->ndim != n->out->ndim - 1))
+		die("node %d (%s): a log-sum-exp that is not an attention's", i,
+		    op_info[n->op].name);
 }
 
 static void
@@ -436,10 +440,13 @@ graph_check(const Graph *g)
 		die("graph without a name");
 	for (int i = 0; i < g->values.n; i++)
 		check_value(g->values.v[i], i);
-	for (int i = 0; i < g->nodes.n; i++)
+	int nlse = 0;
+	for (int i = 0; i < g->nodes.n; i++) {
 		check_node(g->nodes.v[i], i);
-	if (g->values.n != g->nodes.n)
-		die("%d values but %d nodes", g->values.n, g->nodes.n);
+		nlse += ((const Node *)g->nodes.v[i])->lse != NULL;
+	}
+	if (g->values.n != g->nodes.n + nlse)
+		die("%d values but %d nodes and %d log-sum-exps", g->values.n, g->nodes.n, nlse);
 	check_role(&g->inputs, R_IN, "input");
 	check_role(&g->weights, R_WEIGHT, "weight");
 	check_role(&g->outputs, R_OUT, "output");
@@ -543,6 +550,10 @@ dump_values(FILE *f, const Graph *g)
 		row[5] = shape_cell(a, v, 1);
 		row[6] = node_str(a, n, 1);
 		row[7] = local_cell(a, n);
+		if (v != n->out) { /* an attention's log-sum-exp */
+			row[6] = arena_printf(a, "lse of %s", row[6]);
+			row[7] = "-";
+		}
 		row[8] = arena_printf(a, "%s:%d:%d", g->file, n->loc.line, n->loc.col);
 	}
 	table_print(f, "", cells, nrow, NCOL);

@@ -297,6 +297,12 @@ pl_compute(Pl *L, const Item *it, PItem *p)
 	for (int j = 0; j < n->nin; j++)
 		pl_window(n, j, &p->view[1 + j]);
 	p->nview = 1 + n->nin;
+	if (n->lse) { /* the log-sum-exp rows of the slices of the result */
+		PView *v = &p->view[p->nview++];
+		int64_t se = value_rank_extent(n->lse, rn->odim) / c->nslices;
+		*v = pv_value(n->lse);
+		pv_cut(v, rn->odim, pe_slices(se), se * cnt);
+	}
 	pl_qoff(n, p);
 }
 
@@ -653,6 +659,8 @@ pl_plain(const Node *n, Arena *a)
 		pl_window(n, j, &p->view[1 + j]);
 	}
 	p->nview = 1 + n->nin;
+	if (n->lse)
+		p->view[p->nview++] = pv_value(n->lse);
 	pl_qoff(n, p);
 	return p;
 }

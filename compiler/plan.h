@@ -89,7 +89,8 @@ typedef struct PSide {
  * inputs). */
 typedef struct PItem {
 	int nview;
-	PView view[MAXIN + 1]; /* compute: out, in[0..]; add/copy: dst, src;
+	PView view[MAXIN + 1]; /* compute: out, in[0..], then an attention's
+	                         * lse (Node.lse); add/copy: dst, src;
 	                         * zero: dst; send/recv: its data */
 	int loop;      /* compute: one call per slice u of the chunk */
 	int qoff;      /* attention with a causal mask: qstart is used */

@@ -20,7 +20,8 @@
  *  - request and staging slots: a post takes slot round mod slots, which
  *    must be free, and the wait finds its round there;
  *  - a causal attention's query offset is the global row of its first
- *    query;
+ *    query, and the log-sum-exp an attention saves goes to the rows of
+ *    the slices it computes (the whole of it in a plain stage);
  *  - plain stages read exactly the rows of each input that the rows of
  *    their result need (the op's slice-locality), on every rank;
  *  - the workspace: every object inside it and aligned, and objects that
@@ -460,22 +461,41 @@ vm_run(V *v, int r, int s, const char *what, const MView *m, const Box *want)
 
 /* What the schedule says an operand is, as a function of the rank, the
  * slice and the part: cnt slices of buffer buf, or (rn set) input j of a
- * region node. */
+ * region node, or (lse set) the log-sum-exp of a region node or plain
+ * stage. */
 typedef struct Want {
 	int buf, cnt;
 	const RNode *rn;
 	int j;
 	const Ix *part;    /* the part index of the reference, or NULL */
 	const Node *plain; /* or input j (-1: the result) of a plain stage */
+	int lse;           /* the lse of rn or plain (Node.lse) */
 } Want;
 
 static Box vm_input(const V *v, int r, const RNode *rn, int j, int s, int cnt);
 
 static Box vm_plain_want(const V *v, const Node *n, int j, int r);
 
+/* The log-sum-exp rows of cnt slices from s of region node rn: the
+ * slices of its result's rows, in the lse's own storage, which has the
+ * result's dims but the last and, like the result, no split along the
+ * region's dim (region.c). */
+static Box
+vm_lse_box(const V *v, const RNode *rn, int s, int cnt)
+{
+	Box w = vm_whole(v, rn->node->lse->id);
+	int64_t se = w.ext[rn->odim] / v->c->nslices;
+
+	w.lo[rn->odim] = s * se;
+	w.ext[rn->odim] = se * cnt;
+	return w;
+}
+
 static Box
 vm_want(const V *v, const Want *w, int r, int64_t s, int64_t part)
 {
+	if (w->lse)
+		return w->plain ? vm_whole(v, w->plain->lse->id) : vm_lse_box(v, w->rn, (int)s, w->cnt);
 	if (w->plain)
 		return w->j < 0 ? vm_whole(v, w->plain->out->id) : vm_plain_want(v, w->plain, w->j, r);
 	if (w->rn)
@@ -644,6 +664,13 @@ vm_qoff(V *v, int r, const Node *n, const PItem *p, const Want *q, int s)
 	return RUN_OK;
 }
 
+/* How to name the log-sum-exp operand of attention n. */
+static const char *
+vm_lse_what(V *v, const Node *n)
+{
+	return arena_printf(v->t, "the log-sum-exp %s of %s", n->lse->name, n->out->name);
+}
+
 int
 vm_compute(V *v, int r, int i, const Item *it)
 {
@@ -654,6 +681,9 @@ vm_compute(V *v, int r, int i, const Item *it)
 	int s0, calls = p->loop ? sel->cnt : 1, cnt = p->loop ? 1 : sel->cnt;
 	const BufRef *d = &it->u.comp.dst;
 
+	if (p->nview != n->nin + 1 + (n->lse != NULL))
+		return vm_fail(v, r, -1, "%s has %d operands planned, not %d", n->out->name, p->nview,
+		               n->nin + 1 + (n->lse != NULL));
 	vf_sel(sel, r, i, &s0, 1);
 	for (int u = 0; u < calls; u++) {
 		int s = s0 + u * sel->stride;
@@ -670,6 +700,11 @@ vm_compute(V *v, int r, int i, const Item *it)
 			if (j == 0 && op_pos(n) && vm_qoff(v, r, n, p, &in, s))
 				return RUN_ERR;
 		}
+		Want lse = {.cnt = cnt, .rn = rn, .lse = 1};
+		vm_vals(val, r, s, 0, u, 0);
+		if (n->lse && vm_operand(v, r, i, &p->view[1 + n->nin], val, &lse, NULL, 0,
+		                         vm_lse_what(v, n)))
+			return RUN_ERR;
 	}
 	return RUN_OK;
 }
@@ -1030,9 +1065,11 @@ vm_plain_want(const V *v, const Node *n, int j, int r)
 int
 vm_plain(V *v, const Node *n, const PItem *p)
 {
-	if (p->nview != n->nin + 1)
+	int nview = n->nin + 1 + (n->lse != NULL);
+
+	if (p->nview != nview)
 		return vm_fail(v, 0, -1, "%s has %d operands planned, not %d", n->out->name, p->nview,
-		               n->nin + 1);
+		               nview);
 	/* both sides are affine in r: equal at 0 and 1, and in bounds at 0 and
 	 * N - 1, they are equal and in bounds on every rank */
 	int rs[3] = {0, 1, v->N - 1};
@@ -1052,6 +1089,11 @@ vm_plain(V *v, const Node *n, const PItem *p)
 				return RUN_ERR;
 		}
 		if (op_pos(n) && vm_qoff(v, r, n, p, &in[0], 0))
+			return RUN_ERR;
+		Want lse = {.plain = n, .lse = 1};
+		vm_vals(val, r, -1, 0, 0, 0);
+		if (n->lse && vm_operand(v, r, 0, &p->view[1 + n->nin], val, &lse, NULL, 0,
+		                         vm_lse_what(v, n)))
 			return RUN_ERR;
 	}
 	return RUN_OK;

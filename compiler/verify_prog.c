@@ -152,7 +152,7 @@ vf_fingerprint(Fp *F, const Coll *c, const PColl *pc, Print *p)
 	for (int k = 0; k < c->region.n; k++) {
 		const RNode *rn = c->region.v[k];
 		int64_t x[] = {rn->node->op, op_pos(rn->node),
-		               rn->odim};
+		               rn->odim, rn->node->lse != NULL};
 		vf_put(p, x, sizeof x);
 		vf_put_int(p, rn->node->nin);
 		vf_put(p, rn->from, sizeof rn->from);
@@ -161,6 +161,8 @@ vf_fingerprint(Fp *F, const Coll *c, const PColl *pc, Print *p)
 		fp_value(F, p, rn->node->out);
 		for (int j = 0; j < rn->node->nin; j++)
 			fp_value(F, p, rn->node->in[j]);
+		if (rn->node->lse)
+			fp_value(F, p, rn->node->lse);
 	}
 	for (int k = 0; k < c->phases.n; k++) {
 		const Phase *ph = c->phases.v[k];

@@ -470,6 +470,23 @@ int cfrt_attention(cfrt_ctx *ctx, const cfrt_view *out, const cfrt_view *q,
                    const cfrt_view *k, const cfrt_view *v, int causal,
                    int64_t q_offset);
 
+/* cfrt_attention that also writes, per query row, the log-sum-exp of its
+ * scaled, masked scores (the statistic a flash-attention forward keeps
+ * for its backward):
+ *   lse[b,h,i] = log(sum_j exp(s_ij)), s = q k^T / sqrt(Dh),
+ * natural log, over the keys j that row i sees (causal: j <= q_offset +
+ * i; every row sees key 0, so lse is finite). lse is a 3-d view
+ * [B,H,Sq] (the first three dims of q), any strides, of type CFRT_F32
+ * for F32, BF16 and F16 views and CFRT_F64 for F64 views (LSE type
+ * below); it must not overlap the other views. Row i of a call with
+ * q_offset o is row o + i of the whole call, as out's rows are. lse NULL:
+ * cfrt_attention. */
+#define CFRT_LSE_TYPE(t) ((t) == CFRT_F64 ? CFRT_F64 : CFRT_F32)
+int cfrt_attention_lse(cfrt_ctx *ctx, const cfrt_view *out,
+                       const cfrt_view *lse, const cfrt_view *q,
+                       const cfrt_view *k, const cfrt_view *v, int causal,
+                       int64_t q_offset);
+
 /* Linear recurrence along dimension dim: h_t = decay * h_{t-1} + x_t with
  * h_{-1} = 0, for every line of the other dims (a Mamba-like sequence scan:
  * it needs the whole sequence, it is not slice-local). */
@@ -536,6 +553,20 @@ int cfrt_attention_grad(cfrt_ctx *ctx, const cfrt_view *dq,
                         const cfrt_view *q, const cfrt_view *k,
                         const cfrt_view *v, const cfrt_view *out,
                         const cfrt_view *dout, int causal, int64_t q_offset);
+
+/* cfrt_attention_grad from the log-sum-exp that cfrt_attention_lse wrote
+ * for the same q, k, causal and q_offset (the flash-attention way): P is
+ * rebuilt as exp(q k^T / sqrt(Dh) - lse) over the keys each row sees,
+ * with no pass over the scores for their max and sum first. lse as
+ * cfrt_attention_lse takes it; NULL: cfrt_attention_grad, which
+ * recomputes it. The results agree with the recomputing call to within
+ * the rounding of lse to its type. */
+int cfrt_attention_grad_lse(cfrt_ctx *ctx, const cfrt_view *dq,
+                            const cfrt_view *dk, const cfrt_view *dv,
+                            const cfrt_view *q, const cfrt_view *k,
+                            const cfrt_view *v, const cfrt_view *out,
+                            const cfrt_view *dout, const cfrt_view *lse,
+                            int causal, int64_t q_offset);
 
 /* Fills dst, the window at offsets[0..nd) of a row-major global tensor of
  * dims global_dims[0..nd) (nd = dst->nd), with element e = cfrt_uniform(seed,

@@ -4,7 +4,7 @@
  * the getters, error messages, the last error, the clock, cfrt_where,
  * cfrt_fail), view.c (view checks, line walk), check.c (argument checks of
  * the compute ops), matmul.c (GEMM and matmul arguments, matmul's batch
- * loop, attention checks), transfer.c (transfer checks and the public
+ * loop, attention checks and its public calls), transfer.c (transfer checks and the public
  * transfer calls). Their names differ from the backends' files: one
  * archive holds both.
  *
@@ -136,17 +136,32 @@ void cfrti_matmul_batch(gemm_args *g, const cfrt_view *c, const cfrt_view *a,
 int cfrti_matmul_run(cfrt_ctx *ctx, gemm_args *g, const cfrt_view *c,
                      const cfrt_view *a, const cfrt_view *b);
 
-/* Attention: the checks of cfrt_attention and of cfrt_attention_grad
- * (dq, dk and dv may be NULL); the row stride of the [S,Dh] matrices of a
- * [B,H,S,Dh] view and its element [b,h,0,0]. */
-int cfrti_attn_check(cfrt_ctx *ctx, const cfrt_view *out, const cfrt_view *q,
+/* Attention: the views of one call of cfrt_attention(_lse) (q, k, v,
+ * out, lse) or of cfrt_attention_grad(_lse) (all; out is the forward's
+ * result); lse, dq, dk and dv may be NULL. matmul.c defines the four
+ * public calls on the backend's hooks cfrti_attention and
+ * cfrti_attention_grad (end of this file). */
+typedef struct cfrti_attn {
+	const char *api; /* the public call, which messages name */
+	const cfrt_view *q, *k, *v, *out, *lse;
+	const cfrt_view *dq, *dk, *dv, *dout;
+	int causal;
+	int64_t q_offset;
+} cfrti_attn;
+
+/* The checks of cfrt_attention(_lse) and of cfrt_attention_grad(_lse)
+ * (dq, dk, dv and lse may be NULL); the row stride of the [S,Dh]
+ * matrices of a [B,H,S,Dh] view and its element [b,h,0,0]. */
+int cfrti_attn_check(cfrt_ctx *ctx, const cfrt_view *out,
+                     const cfrt_view *lse, const cfrt_view *q,
                      const cfrt_view *k, const cfrt_view *v,
                      int64_t q_offset);
 int cfrti_attn_grad_check(cfrt_ctx *ctx, const cfrt_view *dq,
                           const cfrt_view *dk, const cfrt_view *dv,
                           const cfrt_view *q, const cfrt_view *k,
                           const cfrt_view *v, const cfrt_view *out,
-                          const cfrt_view *dout, int64_t q_offset);
+                          const cfrt_view *dout, const cfrt_view *lse,
+                          int64_t q_offset);
 int64_t cfrti_head_ld(const cfrt_view *v);
 char *cfrti_head_at(const cfrt_view *v, int64_t b, int64_t h);
 
@@ -206,5 +221,10 @@ int cfrti_xfer_start(cfrt_ctx *ctx, const char *api, const xdesc *d,
 int cfrti_xfer_wait(cfrt_ctx *ctx, cfrt_req *req);
 /* Runs a GEMM that passed cfrti_gemm_check. */
 int cfrti_gemm_run(cfrt_ctx *ctx, const gemm_args *g);
+/* Attention forward (out, and lse unless NULL) and backward (the
+ * gradients not NULL) of the views of a, as cfrt.h says; each checks a
+ * (cfrti_attn_check, cfrti_attn_grad_check) naming a->api. */
+int cfrti_attention(cfrt_ctx *ctx, const cfrti_attn *a);
+int cfrti_attention_grad(cfrt_ctx *ctx, const cfrti_attn *a);
 
 #endif /* CFRT_COMMON_H */

@@ -1,5 +1,7 @@
 /* matmul.c: the arguments of cfrt_gemm, cfrt_matmul, cfrt_attention and
- * cfrt_attention_grad, and the batch loop of cfrt_matmul.
+ * cfrt_attention_grad, the batch loop of cfrt_matmul, and the public
+ * attention calls (on the backends' cfrti_attention and
+ * cfrti_attention_grad).
  * ensures: a gemm_args that passes cfrti_gemm_check has dims and leading
  * dims that fit an int (CBLAS and cuBLAS take ints), ld >= the columns of
  * its matrix, and no null matrix that the GEMM would touch. */
@@ -237,7 +239,25 @@ static int check_qkv(cfrt_ctx *ctx, const cfrt_view *out, const cfrt_view *q,
 	return CFRT_OK;
 }
 
-int cfrti_attn_check(cfrt_ctx *ctx, const cfrt_view *out, const cfrt_view *q,
+/* The log-sum-exp rows of q (NULL: none): [B,H,Sq] of CFRT_LSE_TYPE. */
+static int check_lse(cfrt_ctx *ctx, const cfrt_view *lse, const cfrt_view *q)
+{
+	int rc = lse ? cfrti_check_view(ctx, lse, "lse") : CFRT_OK;
+	if (rc != CFRT_OK || !lse)
+		return rc;
+	if (lse->nd != 3 || lse->t != CFRT_LSE_TYPE(q->t) ||
+	    lse->dim[0] != q->dim[0] || lse->dim[1] != q->dim[1] ||
+	    lse->dim[2] != q->dim[2])
+		return cfrti_err(ctx, CFRT_EINVAL, "lse must be a 3-d view "
+		                 "[%lld,%lld,%lld] (q's B, H, Sq) of %s",
+		                 (long long)q->dim[0], (long long)q->dim[1],
+		                 (long long)q->dim[2],
+		                 q->t == CFRT_F64 ? "f64" : "f32");
+	return CFRT_OK;
+}
+
+int cfrti_attn_check(cfrt_ctx *ctx, const cfrt_view *out,
+                     const cfrt_view *lse, const cfrt_view *q,
                      const cfrt_view *k, const cfrt_view *v, int64_t q_offset)
 {
 	int rc = check_qkv(ctx, out, q, k, v);
@@ -246,7 +266,7 @@ int cfrti_attn_check(cfrt_ctx *ctx, const cfrt_view *out, const cfrt_view *q,
 	if (q_offset < 0 || k->dim[2] < 1)
 		return cfrti_err(ctx, CFRT_EINVAL, "q_offset %lld is negative or "
 		                 "there are no keys", (long long)q_offset);
-	return CFRT_OK;
+	return check_lse(ctx, lse, q);
 }
 
 /* A gradient view: a [B,H,S,Dh] view of like's dims and dtype with a unit
@@ -263,9 +283,10 @@ int cfrti_attn_grad_check(cfrt_ctx *ctx, const cfrt_view *dq,
                           const cfrt_view *dk, const cfrt_view *dv,
                           const cfrt_view *q, const cfrt_view *k,
                           const cfrt_view *v, const cfrt_view *out,
-                          const cfrt_view *dout, int64_t q_offset)
+                          const cfrt_view *dout, const cfrt_view *lse,
+                          int64_t q_offset)
 {
-	int rc = cfrti_attn_check(ctx, out, q, k, v, q_offset);
+	int rc = cfrti_attn_check(ctx, out, lse, q, k, v, q_offset);
 	if (rc == CFRT_OK)
 		rc = check_grad(ctx, dout, out, "dout", "out");
 	if (rc == CFRT_OK && dq)
@@ -287,4 +308,47 @@ char *cfrti_head_at(const cfrt_view *v, int64_t b, int64_t h)
 {
 	int64_t off = b * v->stride[0] + h * v->stride[1];
 	return (char *)v->p + off * (int64_t)cfrt_dtype_size(v->t);
+}
+
+/* The public attention calls, on the backend's hooks. */
+int cfrt_attention(cfrt_ctx *ctx, const cfrt_view *out, const cfrt_view *q,
+                   const cfrt_view *k, const cfrt_view *v, int causal,
+                   int64_t q_offset)
+{
+	cfrti_attn a = {"cfrt_attention", q, k, v, out, NULL, NULL, NULL, NULL,
+	                NULL, causal, q_offset};
+	return cfrti_attention(ctx, &a);
+}
+
+int cfrt_attention_lse(cfrt_ctx *ctx, const cfrt_view *out,
+                       const cfrt_view *lse, const cfrt_view *q,
+                       const cfrt_view *k, const cfrt_view *v, int causal,
+                       int64_t q_offset)
+{
+	cfrti_attn a = {"cfrt_attention_lse", q, k, v, out, lse, NULL, NULL,
+	                NULL, NULL, causal, q_offset};
+	return cfrti_attention(ctx, &a);
+}
+
+int cfrt_attention_grad(cfrt_ctx *ctx, const cfrt_view *dq,
+                        const cfrt_view *dk, const cfrt_view *dv,
+                        const cfrt_view *q, const cfrt_view *k,
+                        const cfrt_view *v, const cfrt_view *out,
+                        const cfrt_view *dout, int causal, int64_t q_offset)
+{
+	cfrti_attn a = {"cfrt_attention_grad", q, k, v, out, NULL, dq, dk, dv,
+	                dout, causal, q_offset};
+	return cfrti_attention_grad(ctx, &a);
+}
+
+int cfrt_attention_grad_lse(cfrt_ctx *ctx, const cfrt_view *dq,
+                            const cfrt_view *dk, const cfrt_view *dv,
+                            const cfrt_view *q, const cfrt_view *k,
+                            const cfrt_view *v, const cfrt_view *out,
+                            const cfrt_view *dout, const cfrt_view *lse,
+                            int causal, int64_t q_offset)
+{
+	cfrti_attn a = {"cfrt_attention_grad_lse", q, k, v, out, lse, dq, dk,
+	                dv, dout, causal, q_offset};
+	return cfrti_attention_grad(ctx, &a);
 }

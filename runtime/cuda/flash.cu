@@ -8,7 +8,9 @@
 // m16n8k16 from ldmatrix fragments, f32 accumulation), the softmax online
 // in f32 (running max and sum per row), P rounded to the input type as the
 // GEMM path rounds its probabilities. Key blocks wholly above the causal
-// diagonal are never loaded; O is normalised and written once.
+// diagonal are never loaded; O is normalised and written once, and, when
+// asked (cfrt_attention_lse), each row's log-sum-exp from its running max
+// and sum.
 #define OMPI_SKIP_MPICXX 1
 #include <math.h>
 
@@ -24,7 +26,9 @@ const int THREADS = BM / 16 * 32;
 struct attn_args {
 	const char *q, *k, *v;
 	char *o;
+	float *lse;                         // NULL: not written
 	int64_t qs[3], ks[3], vs[3], os[3]; // b, h, row strides (elements)
+	int64_t ls[3];                      // lse's b, h, row strides
 	int nh, nqb;                        // heads, query blocks per head
 	int grp;                            // query heads per key/value head
 	int sq, sk, causal, q_offset;
@@ -32,11 +36,16 @@ struct attn_args {
 };
 
 // The warp's 16 rows of O / l (l summed over each row's 4 threads first),
-// staged in its rows of sq (Q is in registers by then).
+// staged in its rows of sq (Q is in registers by then); with gl (the
+// lse of the warp's first row, row stride ls), each row's natural
+// log-sum-exp (m the row's max score, l its sum of exp2 of the scaled
+// differences), by the row's first thread.
 template <typename T, int DH>
 __device__ __forceinline__ void store_out(const float (&o)[DH / 8][4],
-                                          float (&l)[2], T *so, T *go,
-                                          int64_t ld, int valid, int lane)
+                                          const float (&m)[2], float (&l)[2],
+                                          float scale_log2, T *so, T *go,
+                                          int64_t ld, float *gl, int64_t ls,
+                                          int valid, int lane)
 {
 	float inv[2];
 #pragma unroll
@@ -44,6 +53,10 @@ __device__ __forceinline__ void store_out(const float (&o)[DH / 8][4],
 		l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
 		l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
 		inv[r] = l[r] > 0.f ? 1.f / l[r] : 0.f;
+		int row = (lane >> 2) + 8 * r;
+		if (gl && (lane & 3) == 0 && row < valid)
+			gl[row * ls] = (m[r] * scale_log2 + log2f(l[r])) *
+			               0.6931471805599453f;
 	}
 	store_rows<T, DH>(o, inv, so, go, ld, valid, lane);
 }
@@ -107,8 +120,10 @@ __global__ void __launch_bounds__(THREADS, 1) flash_fwd(attn_args a)
 	}
 	T *go = (T *)a.o + b * a.os[0] + h * a.os[1] +
 	        (q0 + warp * 16) * a.os[2];
-	store_out<T, DH>(o, l, sq + warp * 16 * LD, go, a.os[2],
-	                 a.sq - q0 - warp * 16, lane);
+	float *gl = a.lse ? a.lse + b * a.ls[0] + h * a.ls[1] +
+	                    (q0 + warp * 16) * a.ls[2] : NULL;
+	store_out<T, DH>(o, m, l, a.scale_log2, sq + warp * 16 * LD, go, a.os[2],
+	                 gl, a.ls[2], a.sq - q0 - warp * 16, lane);
 }
 
 template <typename T, int DH>
@@ -144,7 +159,7 @@ int launch_dh(cudaStream_t s, int64_t dh, const attn_args &a, int blocks)
 
 extern "C" int cfrtk_flash_attn(cudaStream_t s, cfrt_dtype t, kview out,
                                 kview q, kview k, kview v, int causal,
-                                int64_t q_offset)
+                                int64_t q_offset, kview lse)
 {
 	int64_t nbh = q.dim[0] * q.dim[1], sq = q.dim[2], sk = k.dim[2];
 	int64_t dh = q.dim[3], nqb = (sq + BM - 1) / BM;
@@ -159,6 +174,8 @@ extern "C" int cfrtk_flash_attn(cudaStream_t s, cfrt_dtype t, kview out,
 	a.k = k.p;
 	a.v = v.p;
 	a.o = out.p;
+	a.lse = (float *)lse.p;
+	strides(a.ls, lse);
 	strides(a.qs, q);
 	strides(a.ks, k);
 	strides(a.vs, v);

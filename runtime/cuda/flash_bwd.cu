@@ -6,7 +6,9 @@
 // in three launches:
 //  1. row_stats: per query row the log-sum-exp of its masked scaled scores
 //     (S = Q K^T with the running max and sum of the forward kernel) and
-//     delta = rowsum(dout * out), f32, into the workspace;
+//     delta = rowsum(dout * out), f32, into the workspace; given the
+//     forward's log-sum-exp (cfrt_attention_grad_lse), lse_stats instead:
+//     delta and that lse in log2 units, no score computed;
 //  2. flash_bwd: a CTA takes BN keys of one (b, h), a warp 16 of them, and
 //     walks the query blocks that see them (causal: from the diagonal on),
 //     BM queries at a time, Q and dO of the next block landing while this
@@ -45,6 +47,8 @@ struct grad_args {
 	float *dq_sum; // [bh][Sq][Dh], zeroed; NULL without dq
 	float *lse;    // [bh][Sq]: log2 of the row's sum of exp2(s scale_log2)
 	float *delta;  // [bh][Sq]: rowsum(dout * out)
+	const float *lse_in; // the forward's natural lse [B,H,Sq], or NULL
+	int64_t lis[3];      // its b, h, row strides
 	int nh, nqb, nkb; // heads, row_stats' query blocks, key blocks
 	int nkh, grp;     // key/value heads, query heads each serves
 	int sq, sk, causal, q_offset;
@@ -148,6 +152,21 @@ __global__ void __launch_bounds__(THREADS, 1) row_stats(grad_args a)
 	float d = row_delta<T, DH>(a, b, h, r, threadIdx.x & 1);
 	if ((threadIdx.x & 1) == 0 && r < a.sq)
 		a.delta[bh * a.sq + r] = d;
+}
+
+// One CTA: SM query rows of head bh, two threads a row: delta, and the
+// forward's natural lse times log2(e), the statistics row_stats makes.
+template <typename T, int DH>
+__global__ void __launch_bounds__(THREADS) lse_stats(grad_args a)
+{
+	int64_t bh = blockIdx.x / a.nqb, b = bh / a.nh, h = bh % a.nh;
+	int r = (int)(blockIdx.x % a.nqb) * SM + threadIdx.x / 2;
+	float d = row_delta<T, DH>(a, b, h, r, threadIdx.x & 1);
+	if ((threadIdx.x & 1) == 0 && r < a.sq) {
+		a.delta[bh * a.sq + r] = d;
+		a.lse[bh * a.sq + r] = a.lse_in[b * a.lis[0] + h * a.lis[1] +
+		                                r * a.lis[2]] * 1.4426950408889634f;
+	}
 }
 
 // ---- 2. the backward proper --------------------------------------------
@@ -430,7 +449,7 @@ int launch(cudaStream_t s, const grad_args &a, int64_t nbh)
 	             4 * BM * (int)sizeof(float);
 	const void *fs = (const void *)row_stats<T, DH>;
 	const void *fb = (const void *)flash_bwd<T, DH>;
-	cudaError_t e = cudaFuncSetAttribute(
+	cudaError_t e = a.lse_in ? cudaSuccess : cudaFuncSetAttribute(
 		fs, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_s);
 	if (e == cudaSuccess)
 		e = cudaFuncSetAttribute(
@@ -440,7 +459,10 @@ int launch(cudaStream_t s, const grad_args &a, int64_t nbh)
 		                    sizeof(float), s);
 	if (e != cudaSuccess)
 		return (int)e;
-	row_stats<T, DH><<<(int)(nbh * a.nqb), THREADS, smem_s, s>>>(a);
+	if (a.lse_in)
+		lse_stats<T, DH><<<(int)(nbh * a.nqb), THREADS, 0, s>>>(a);
+	else
+		row_stats<T, DH><<<(int)(nbh * a.nqb), THREADS, smem_s, s>>>(a);
 	flash_bwd<T, DH><<<(int)(nbh / a.grp * a.nkb), THREADS, smem_b, s>>>(a);
 	if (a.dq_sum) {
 		int64_t n8 = nbh * a.sq * DH / 8, blocks = (n8 + 255) / 256;
@@ -507,6 +529,8 @@ extern "C" int cfrtk_flash_attn_grad(cudaStream_t s, cfrt_dtype t,
 	grad_args a;
 	a.q = g->q.p, a.k = g->k.p, a.v = g->v.p, a.o = g->out.p, a.g = g->dout.p;
 	a.dq = g->dq.p, a.dk = g->dk.p, a.dv = g->dv.p;
+	a.lse_in = (const float *)g->lse.p;
+	strides(a.lis, g->lse);
 	strides(a.qs, g->q);
 	strides(a.ks, g->k);
 	strides(a.vs, g->v);

@@ -173,26 +173,37 @@ static gemm_args scores_gemm(cfrt_ctx *ctx, const cfrt_view *q,
 	return s;
 }
 
+/* The log-sum-exp rows of heads h0.. of batch entry b for the softmax
+ * kernel (lse NULL: none); read: P from them. */
+static klse lse_rows(const cfrt_view *lse, int64_t b, int64_t h0, int read)
+{
+	klse l = {NULL, {0, 0, 0}, b, h0, read};
+	for (int d = 0; lse && d < 3; d++)
+		l.st[d] = lse->stride[d];
+	l.p = lse ? (char *)lse->p : NULL;
+	return l;
+}
+
 /* Runs the scores GEMM s (s->batch heads) and their masked softmax into
- * probs. */
+ * probs, with their log-sum-exp as lse says. */
 static int attn_probs(cfrt_ctx *ctx, const gemm_args *s, char *probs,
-                      int causal, int64_t q_offset)
+                      int causal, int64_t q_offset, klse lse)
 {
 	int rc = cfrti_gemm_run(ctx, s);
 	if (rc == CFRT_OK)
 		rc = cfrti_cuda(ctx, (cudaError_t)cfrtk_attn_softmax(ctx->dev.cs,
 		                s->t, s->c, probs, s->batch * s->m, s->m, s->n,
-		                causal, q_offset), "attention softmax kernel");
+		                causal, q_offset, lse), "attention softmax kernel");
 	return rc;
 }
 
 /* Heads hn.. (nh of them) of batch entry b: scores and probabilities in
- * the workspace (attn_probs), out = probs v; each step one batched GEMM
- * or one kernel. */
-static int attn_heads(cfrt_ctx *ctx, const cfrt_view *out, const cfrt_view *q,
-                      const cfrt_view *k, const cfrt_view *v, int64_t b,
-                      int64_t h0, int64_t nh, int causal, int64_t q_offset)
+ * the workspace (attn_probs, writing the lse when given), out = probs v;
+ * each step one batched GEMM or one kernel. */
+static int attn_heads(cfrt_ctx *ctx, const cfrti_attn *a, int64_t b,
+                      int64_t h0, int64_t nh)
 {
+	const cfrt_view *q = a->q, *k = a->k, *v = a->v, *out = a->out;
 	int64_t sq = q->dim[2], sk = k->dim[2], dh = q->dim[3];
 	char *probs = probs_of(ctx, q, sk, nh);
 	gemm_args s = scores_gemm(ctx, q, k, b, h0, nh);
@@ -205,7 +216,8 @@ static int attn_heads(cfrt_ctx *ctx, const cfrt_view *out, const cfrt_view *q,
 	if (rc == CFRT_OK)
 		rc = cfrti_gemm_check(ctx, &o);
 	if (rc == CFRT_OK)
-		rc = attn_probs(ctx, &s, probs, causal, q_offset);
+		rc = attn_probs(ctx, &s, probs, a->causal, a->q_offset,
+		                lse_rows(a->lse, b, h0, 0));
 	return rc != CFRT_OK ? rc : cfrti_gemm_run(ctx, &o);
 }
 
@@ -249,22 +261,24 @@ static kview attn_kview(const cfrt_view *v)
 	return k;
 }
 
-int cfrt_attention(cfrt_ctx *ctx, const cfrt_view *out, const cfrt_view *q,
-                   const cfrt_view *k, const cfrt_view *v, int causal,
-                   int64_t q_offset)
+int cfrti_attention(cfrt_ctx *ctx, const cfrti_attn *a)
 {
+	const cfrt_view *q = a->q, *k = a->k;
 	int flash = 0;
-	int rc = cfrti_enter(ctx, "cfrt_attention");
+	int rc = cfrti_enter(ctx, a->api);
 	if (rc == CFRT_OK)
-		rc = cfrti_attn_check(ctx, out, q, k, v, q_offset);
+		rc = cfrti_attn_check(ctx, a->out, a->lse, q, k, a->v, a->q_offset);
 	if (rc == CFRT_OK)
 		rc = attn_mode(ctx, &flash);
 	if (rc != CFRT_OK || cfrt_view_numel(q) == 0)
 		return rc;
 	if (flash) {
+		kview kl = {0};
+		if (a->lse)
+			kl = kv_of(a->lse);
 		cudaError_t e = (cudaError_t)cfrtk_flash_attn(ctx->dev.cs, q->t,
-			attn_kview(out), attn_kview(q), attn_kview(k), attn_kview(v),
-			causal, q_offset);
+			attn_kview(a->out), attn_kview(q), attn_kview(k),
+			attn_kview(a->v), a->causal, a->q_offset, kl);
 		if (e != cudaErrorNotSupported)
 			return cfrti_cuda(ctx, e, "flash attention kernel");
 	}
@@ -273,17 +287,12 @@ int cfrt_attention(cfrt_ctx *ctx, const cfrt_view *out, const cfrt_view *q,
 	for (int64_t b = 0; rc == CFRT_OK && b < q->dim[0]; b++)
 		for (int64_t h = 0; rc == CFRT_OK && h < nh; h += n) {
 			n = attn_step(q, k, h, chunk);
-			rc = attn_heads(ctx, out, q, k, v, b, h, n, causal, q_offset);
+			rc = attn_heads(ctx, a, b, h, n);
 		}
 	return rc;
 }
 
 /* ---- attention backward ------------------------------------------------- */
-
-/* The views of one cfrt_attention_grad call (dq, dk, dv may be NULL). */
-typedef struct grad_views {
-	const cfrt_view *dq, *dk, *dv, *q, *k, *v, *out, *dout;
-} grad_views;
 
 /* The dk or dv of no queries: zeros, head by head (NULL: nothing). */
 static int zero_heads(cfrt_ctx *ctx, const cfrt_view *v)
@@ -317,15 +326,15 @@ static gemm_args grad_gemm(cfrt_trans ta, int64_t m, int64_t k,
 }
 
 /* Heads h0.. (nh of them) of batch entry b on the GEMM path: P as the
- * forward has it (attn_probs), dv = P^T dout, dP = dout v^T over the
- * scores, dS = P (dP - delta) over P, dq = dS k / sqrt(Dh) and
+ * forward has it (attn_probs; from the lse when given), dv = P^T dout,
+ * dP = dout v^T over the scores, dS = P (dP - delta) over P, dq = dS k / sqrt(Dh) and
  * dk = dS^T q / sqrt(Dh); each step one batched GEMM or one kernel, those
  * of NULL gradients skipped. Every GEMM is checked before any runs. With
  * grouped heads (k and v have fewer), nh is 1 and dk and dv of the key/
  * value head kh are added to those of the group's earlier query heads
  * (written by the first). */
-static int grad_heads(cfrt_ctx *ctx, const grad_views *g, int64_t b,
-                      int64_t h0, int64_t nh, int causal, int64_t q_offset)
+static int grad_heads(cfrt_ctx *ctx, const cfrti_attn *g, int64_t b,
+                      int64_t h0, int64_t nh)
 {
 	const cfrt_view *q = g->q, *k = g->k, *dout = g->dout;
 	int64_t sq = q->dim[2], sk = k->dim[2], dh = q->dim[3];
@@ -354,7 +363,8 @@ static int grad_heads(cfrt_ctx *ctx, const grad_views *g, int64_t b,
 	if (rc == CFRT_OK && g->dk)
 		rc = cfrti_gemm_check(ctx, &gk);
 	if (rc == CFRT_OK)
-		rc = attn_probs(ctx, &s, probs, causal, q_offset);
+		rc = attn_probs(ctx, &s, probs, g->causal, g->q_offset,
+		                lse_rows(g->lse, b, h0, 1));
 	if (rc == CFRT_OK && g->dv)
 		rc = cfrti_gemm_run(ctx, &gv);
 	if (rc != CFRT_OK || !ds)
@@ -363,35 +373,35 @@ static int grad_heads(cfrt_ctx *ctx, const grad_views *g, int64_t b,
 	if (rc == CFRT_OK)
 		rc = cfrti_cuda(ctx, (cudaError_t)cfrtk_attn_dscores(ctx->dev.cs,
 		                q->t, probs, ctx->dev.ws, kv_of(dout),
-		                kv_of(g->out), b, h0, nh * sq, sq, sk, causal,
-		                q_offset), "attention softmax backward kernel");
+		                kv_of(g->out), b, h0, nh * sq, sq, sk, g->causal,
+		                g->q_offset), "attention softmax backward kernel");
 	if (rc == CFRT_OK && g->dq)
 		rc = cfrti_gemm_run(ctx, &gq);
 	return rc != CFRT_OK || !g->dk ? rc : cfrti_gemm_run(ctx, &gk);
 }
 
 /* The fused kernels' views of batch entries b0.. (nb of them). */
-static kgrad grad_kviews(const grad_views *g, int64_t b0, int64_t nb)
+static kgrad grad_kviews(const cfrti_attn *g, int64_t b0, int64_t nb)
 {
-	const cfrt_view *v[8] = {g->dq, g->dk, g->dv, g->q, g->k, g->v, g->out,
-	                         g->dout};
-	kview kv[8];
-	for (int i = 0; i < 8; i++) {
+	const cfrt_view *v[9] = {g->dq, g->dk, g->dv, g->q, g->k, g->v, g->out,
+	                         g->dout, g->lse};
+	kview kv[9];
+	for (int i = 0; i < 9; i++) {
 		memset(&kv[i], 0, sizeof kv[i]);
 		if (v[i]) {
 			cfrt_view s = cfrt_view_slice(*v[i], 0, b0, nb);
-			kv[i] = attn_kview(&s);
+			kv[i] = i == 8 ? kv_of(&s) : attn_kview(&s); /* lse: 3-d */
 		}
 	}
-	kgrad k = {kv[0], kv[1], kv[2], kv[3], kv[4], kv[5], kv[6], kv[7]};
+	kgrad k = {kv[0], kv[1], kv[2], kv[3], kv[4], kv[5], kv[6], kv[7],
+	           kv[8]};
 	return k;
 }
 
 /* The fused backward, over batch entries in steps whose workspace stays
  * under ATTN_WS_MAX (one entry at least); CFRT_ENOTSUP, having done
  * nothing, where it does not apply. */
-static int grad_flash(cfrt_ctx *ctx, const grad_views *g, int causal,
-                      int64_t q_offset)
+static int grad_flash(cfrt_ctx *ctx, const cfrti_attn *g)
 {
 	int64_t nb = g->q->dim[0];
 	kgrad kg = grad_kviews(g, 0, nb);
@@ -405,34 +415,30 @@ static int grad_flash(cfrt_ctx *ctx, const grad_views *g, int causal,
 	for (int64_t b0 = 0; rc == CFRT_OK && b0 < nb; b0 += step) {
 		kg = grad_kviews(g, b0, nb - b0 < step ? nb - b0 : step);
 		rc = cfrti_cuda(ctx, (cudaError_t)cfrtk_flash_attn_grad(ctx->dev.cs,
-		                g->q->t, &kg, causal, q_offset, ctx->dev.ws),
+		                g->q->t, &kg, g->causal, g->q_offset, ctx->dev.ws),
 		                "flash attention backward kernels");
 	}
 	return rc;
 }
 
-int cfrt_attention_grad(cfrt_ctx *ctx, const cfrt_view *dq,
-                        const cfrt_view *dk, const cfrt_view *dv,
-                        const cfrt_view *q, const cfrt_view *k,
-                        const cfrt_view *v, const cfrt_view *out,
-                        const cfrt_view *dout, int causal, int64_t q_offset)
+int cfrti_attention_grad(cfrt_ctx *ctx, const cfrti_attn *g)
 {
-	grad_views g = {dq, dk, dv, q, k, v, out, dout};
-	int flash = 0;
-	int rc = cfrti_enter(ctx, "cfrt_attention_grad");
+	const cfrt_view *q = g->q, *k = g->k;
+	int flash = 0, want = g->dq || g->dk || g->dv;
+	int rc = cfrti_enter(ctx, g->api);
 	if (rc == CFRT_OK)
-		rc = cfrti_attn_grad_check(ctx, dq, dk, dv, q, k, v, out, dout,
-		                           q_offset);
+		rc = cfrti_attn_grad_check(ctx, g->dq, g->dk, g->dv, q, k, g->v,
+		                           g->out, g->dout, g->lse, g->q_offset);
 	if (rc == CFRT_OK)
 		rc = attn_mode(ctx, &flash);
-	if (rc != CFRT_OK || (!dq && !dk && !dv) || cfrt_view_numel(k) == 0)
+	if (rc != CFRT_OK || !want || cfrt_view_numel(k) == 0)
 		return rc;
 	if (q->dim[2] == 0) { /* no queries: no contribution to dk and dv */
-		rc = zero_heads(ctx, dk);
-		return rc != CFRT_OK ? rc : zero_heads(ctx, dv);
+		rc = zero_heads(ctx, g->dk);
+		return rc != CFRT_OK ? rc : zero_heads(ctx, g->dv);
 	}
 	if (flash) {
-		rc = grad_flash(ctx, &g, causal, q_offset);
+		rc = grad_flash(ctx, g);
 		if (rc != CFRT_ENOTSUP)
 			return rc;
 	}
@@ -442,7 +448,6 @@ int cfrt_attention_grad(cfrt_ctx *ctx, const cfrt_view *dq,
 	rc = attn_chunk(ctx, q, k->dim[2], nh == k->dim[1] ? nh : 1, &chunk);
 	for (int64_t b = 0; rc == CFRT_OK && b < q->dim[0]; b++)
 		for (int64_t h = 0; rc == CFRT_OK && h < nh; h += chunk)
-			rc = grad_heads(ctx, &g, b, h, nh - h < chunk ? nh - h : chunk,
-			                causal, q_offset);
+			rc = grad_heads(ctx, g, b, h, nh - h < chunk ? nh - h : chunk);
 	return rc;
 }

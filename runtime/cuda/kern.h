@@ -72,12 +72,23 @@ int cfrtk_rows_grad(cudaStream_t s, cfrt_dtype t, int op, kview dx, kview dy,
 int cfrtk_sum_leading(cudaStream_t s, cfrt_dtype t, kview dst, kview src,
                       kview lead);
 
+/* The log-sum-exp of the rows of one cfrtk_attn_softmax call: p NULL,
+ * none; else row r's is element (b, h0 + r / sq, r % sq) of a [B,H,Sq]
+ * view of the scores' type at p (strides st), which the call writes, or
+ * (read) reads to make P = exp(s - lse) without the row's max and sum. */
+typedef struct klse {
+	char *p;
+	int64_t st[3];
+	int64_t b, h0;
+	int read;
+} klse;
+
 /* Masked softmax of rows scores[i*sk .. i*sk+sk) (F32, or F64 when t is
  * F64) into probs of type t; row i is query q_offset + i % sq; causal masks
- * key j > that. */
+ * key j > that; lse as klse says. */
 int cfrtk_attn_softmax(cudaStream_t s, cfrt_dtype t, const void *scores,
                        void *probs, int64_t rows, int64_t sq, int64_t sk,
-                       int causal, int64_t q_offset);
+                       int causal, int64_t q_offset, klse lse);
 
 /* The GEMM path's softmax backward, in place over probs (type t, rows of
  * sk as cfrtk_attn_softmax wrote them): dS = P * (dP - delta), dP in dp
@@ -91,24 +102,28 @@ int cfrtk_attn_dscores(cudaStream_t s, cfrt_dtype t, void *probs,
 
 /* Fused attention (flash.cu): out = softmax(q k^T / sqrt(Dh) [+ causal
  * mask]) v for views [B,H,S,Dh] as cfrt_attention takes them, st[2] the row
- * stride (cfrti_head_ld). Returns cudaErrorNotSupported, launching
+ * stride (cfrti_head_ld); lse (p NULL: none) the [B,H,Sq] F32 view of
+ * cfrt_attention_lse, written. Returns cudaErrorNotSupported, launching
  * nothing, where the kernel does not apply: t not BF16 or F16, Dh not a
  * multiple of 16 in 16..128, Sq or Sk of 2^30 or more, or a pointer or
  * stride not 16-byte aligned; the caller then takes the GEMM path. */
 int cfrtk_flash_attn(cudaStream_t s, cfrt_dtype t, kview out, kview q,
-                     kview k, kview v, int causal, int64_t q_offset);
+                     kview k, kview v, int causal, int64_t q_offset,
+                     kview lse);
 
 /* Fused attention backward (flash_bwd.cu): the views of
- * cfrt_attention_grad as cfrtk_flash_attn takes them (st[2] the row
- * stride); dq, dk, dv have p NULL where not computed. */
+ * cfrt_attention_grad_lse as cfrtk_flash_attn takes them (st[2] the row
+ * stride); dq, dk, dv have p NULL where not computed, lse where the
+ * kernels recompute it. */
 typedef struct kgrad {
-	kview dq, dk, dv, q, k, v, out, dout;
+	kview dq, dk, dv, q, k, v, out, dout, lse;
 } kgrad;
 
 /* The workspace bytes cfrtk_flash_attn_grad needs for g: f32 row
- * statistics (two a query row) and, with dq, an f32 dq sum; 0 where the
- * kernel does not apply (the conditions of cfrtk_flash_attn, for dq, dk,
- * dv, dout and out too) or nothing is to be done. */
+ * statistics (two a query row: the lse in log2 units, and delta) and,
+ * with dq, an f32 dq sum; 0 where the kernel does not apply (the
+ * conditions of cfrtk_flash_attn, for dq, dk, dv, dout and out too) or
+ * nothing is to be done. */
 size_t cfrtk_flash_attn_grad_ws(cfrt_dtype t, const kgrad *g);
 
 /* dq, dk, dv of g (those not NULL) in the workspace ws of

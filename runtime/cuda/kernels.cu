@@ -178,10 +178,10 @@ __global__ void norm_rows(kview d, kview s, kview g, kview b, int rms,
 }
 
 // Softmax of the first `valid` of the n elements at x (stride sx) into y
-// (stride sy), zeros after them; one block.
+// (stride sy), zeros after them; one block. Returns their log-sum-exp.
 template <typename A, typename S, typename T>
-__device__ void softmax_row(const S *x, int64_t sx, T *y, int64_t sy,
-                            int64_t n, int64_t valid, A *sh)
+__device__ A softmax_row(const S *x, int64_t sx, T *y, int64_t sy,
+                         int64_t n, int64_t valid, A *sh)
 {
 	A m = -INFINITY, sum = 0;
 	for (int64_t i = threadIdx.x; i < valid; i += blockDim.x) {
@@ -191,10 +191,12 @@ __device__ void softmax_row(const S *x, int64_t sx, T *y, int64_t sy,
 	m = block_reduce(m, sh, true);
 	for (int64_t i = threadIdx.x; i < valid; i += blockDim.x)
 		sum += f_exp(to_acc(x[i * sx]) - m);
-	A inv = A(1) / block_reduce(sum, sh, false);
+	sum = block_reduce(sum, sh, false);
+	A inv = A(1) / sum;
 	for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
 		y[i * sy] = store<T>(i < valid ? f_exp(to_acc(x[i * sx]) - m) * inv
 		                               : A(0));
+	return m + f_log(sum);
 }
 
 template <typename T>
@@ -224,15 +226,31 @@ int rows_type(cudaStream_t s, int op, kview d, kview x, kview g, kview b,
 
 // ---- attention softmax over the scores workspace ------------------------
 
+// Row r of the scores (query r % sq of head h0 + r / sq) into its
+// probabilities; with lse (klse), its log-sum-exp written there, or read
+// from there instead of taking the row's max and sum (P = exp(s - lse)).
 template <typename S, typename T>
 __global__ void attn_softmax(const S *scores, T *probs, int64_t sq,
-                             int64_t sk, int causal, int64_t q_offset)
+                             int64_t sk, int causal, int64_t q_offset,
+                             klse lse)
 {
 	typedef typename acc<S>::type A;
 	__shared__ A sh[32];
-	int64_t r = blockIdx.x, q = q_offset + r % sq;
+	int64_t r = blockIdx.x, i = r % sq, q = q_offset + i;
 	int64_t valid = causal && q + 1 < sk ? q + 1 : sk;
-	softmax_row<A>(scores + r * sk, 1, probs + r * sk, 1, sk, valid, sh);
+	const S *x = scores + r * sk;
+	T *y = probs + r * sk;
+	S *l = lse.p ? (S *)lse.p + lse.b * lse.st[0] +
+	               (lse.h0 + r / sq) * lse.st[1] + i * lse.st[2] : NULL;
+	if (l && lse.read) {
+		A m = to_acc(*l);
+		for (int64_t j = threadIdx.x; j < sk; j += blockDim.x)
+			y[j] = store<T>(j < valid ? f_exp(to_acc(x[j]) - m) : A(0));
+		return;
+	}
+	A v = softmax_row<A>(x, 1, y, 1, sk, valid, sh);
+	if (l && threadIdx.x == 0)
+		*l = v;
 }
 
 // The backward's dS = P (dP - delta) over the probabilities (in place),
@@ -457,25 +475,25 @@ extern "C" int cfrtk_fill(cudaStream_t s, cfrt_dtype t, kview dst,
 template <typename S, typename T>
 static int attn_type(cudaStream_t s, const void *scores, void *probs,
                      int64_t rows, int64_t sq, int64_t sk, int causal,
-                     int64_t q_offset)
+                     int64_t q_offset, klse lse)
 {
 	if (rows > 0x7fffffff)
 		return (int)cudaErrorInvalidConfiguration;
 	attn_softmax<S, T><<<(int)rows, row_threads(sk), 0, s>>>(
-		(const S *)scores, (T *)probs, sq, sk, causal, q_offset);
+		(const S *)scores, (T *)probs, sq, sk, causal, q_offset, lse);
 	return (int)cudaGetLastError();
 }
 
 extern "C" int cfrtk_attn_softmax(cudaStream_t s, cfrt_dtype t,
                                   const void *scores, void *probs,
                                   int64_t rows, int64_t sq, int64_t sk,
-                                  int causal, int64_t q_offset)
+                                  int causal, int64_t q_offset, klse lse)
 {
 	if (t == CFRT_F64)
 		return attn_type<double, double>(s, scores, probs, rows, sq, sk,
-		                                 causal, q_offset);
+		                                 causal, q_offset, lse);
 	BY_TYPE(t, (attn_type<float, T>(s, scores, probs, rows, sq, sk, causal,
-	                                q_offset)));
+	                                q_offset, lse)));
 }
 
 template <typename S, typename T>

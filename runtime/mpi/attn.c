@@ -6,31 +6,57 @@
  * the backward's dq rows; its dk and dv are sums over the query rows, so
  * those of query slices add up to the whole call's. With grouped-query
  * attention (k and v have fewer heads), query head h reads key/value head
- * h / (H / Hk), and that head's dk and dv sum the group's. */
+ * h / (H / Hk), and that head's dk and dv sum the group's. The forward
+ * can also write each row's log-sum-exp (cfrt_attention_lse), and the
+ * backward take it instead of the row's max and sum over its scores. */
 #include <math.h>
 
 #include "backend.h"
 
-/* Scores of one head in the workspace: masked softmax of each row. */
-static void softmax_scores(cfrt_ctx *ctx, const gemm_args *s, int causal,
-                           int64_t q_offset)
+/* Keys that row i of a call sees: 0 .. keys - 1. */
+static int64_t row_keys(int64_t i, int64_t sk, int causal, int64_t q_offset)
+{
+	return causal && q_offset + i + 1 < sk ? q_offset + i + 1 : sk;
+}
+
+/* The log-sum-exp of head (b, h)'s rows, as a lane (p NULL: no lse). */
+static lane lse_lane(const cfrt_view *lse, int64_t b, int64_t h)
+{
+	lane l = {lse ? cfrti_head_at(lse, b, h) : NULL,
+	          lse ? lse->stride[2] : 0, lse ? lse->t : CFRT_F64};
+	return l;
+}
+
+/* Scores of one head in the workspace become the probabilities of each
+ * row's keys, 0 after them: their masked softmax, whose log-sum-exp goes
+ * to lse when lse.p is set; or (read) exp(s - lse) from the lse that the
+ * forward wrote, without a pass for the row's max and sum. */
+static void probs(cfrt_ctx *ctx, const gemm_args *s, int causal,
+                  int64_t q_offset, lane lse, int read)
 {
 	int64_t done = 0;
 	for (int64_t i = 0; i < s->m; i++) {
-		int64_t n = causal && q_offset + i + 1 < s->n ? q_offset + i + 1 : s->n;
 		lane row = {(char *)s->c + i * s->n * (int64_t)cfrt_dtype_size(s->t),
 		            1, s->t};
-		cfrti_softmax_lane(row, row, n, s->n);
+		int64_t n = row_keys(i, s->n, causal, q_offset);
+		if (read) {
+			double l = lane_get(lse, i);
+			for (int64_t j = 0; j < s->n; j++)
+				lane_set(row, j, j < n ? exp(lane_get(row, j) - l) : 0.0);
+		} else {
+			double l = cfrti_softmax_lane(row, row, n, s->n);
+			if (lse.p)
+				lane_set(lse, i, l);
+		}
 		tick(ctx, &done, s->n);
 	}
 }
 
-int cfrt_attention(cfrt_ctx *ctx, const cfrt_view *out, const cfrt_view *q,
-                   const cfrt_view *k, const cfrt_view *v, int causal,
-                   int64_t q_offset)
+int cfrti_attention(cfrt_ctx *ctx, const cfrti_attn *a)
 {
-	double t0 = cfrti_begin(ctx, "cfrt_attention");
-	int rc = cfrti_attn_check(ctx, out, q, k, v, q_offset);
+	const cfrt_view *q = a->q, *k = a->k, *v = a->v, *out = a->out;
+	double t0 = cfrti_begin(ctx, a->api);
+	int rc = cfrti_attn_check(ctx, out, a->lse, q, k, v, a->q_offset);
 	if (rc != CFRT_OK)
 		return rc;
 	int64_t sq = q->dim[2], sk = k->dim[2], dh = q->dim[3];
@@ -57,7 +83,7 @@ int cfrt_attention(cfrt_ctx *ctx, const cfrt_view *out, const cfrt_view *q,
 			if (rc != CFRT_OK)
 				return rc;
 			cfrti_gemm_run(ctx, &s);
-			softmax_scores(ctx, &s, causal, q_offset);
+			probs(ctx, &s, a->causal, a->q_offset, lse_lane(a->lse, b, h), 0);
 			cfrti_gemm_run(ctx, &o);
 		}
 	return cfrti_end(ctx, t0, CFRT_OK);
@@ -104,12 +130,9 @@ typedef struct grad_gemms {
 	gemm_args s, gv, dp, gq, gk;
 } grad_gemms;
 
-static grad_gemms grad_setup(const cfrt_view *dq, const cfrt_view *dk,
-                             const cfrt_view *dv, const cfrt_view *q,
-                             const cfrt_view *k, const cfrt_view *v,
-                             const cfrt_view *dout, char *probs,
-                             char *dscores)
+static grad_gemms grad_setup(const cfrti_attn *w, char *probs, char *dscores)
 {
+	const cfrt_view *q = w->q, *k = w->k, *dout = w->dout;
 	int64_t sq = q->dim[2], sk = k->dim[2], dh = q->dim[3];
 	double scale = 1.0 / sqrt((double)dh);
 	cfrt_dtype t = q->t;
@@ -117,16 +140,16 @@ static grad_gemms grad_setup(const cfrt_view *dq, const cfrt_view *dk,
 		{t, t, CFRT_NOTRANS, CFRT_TRANS, sq, sk, dh, scale, 0.0, NULL,
 		 NULL, probs, cfrti_head_ld(q), cfrti_head_ld(k), sk, 0, 0, 0, 1},
 		{t, t, CFRT_TRANS, CFRT_NOTRANS, sk, dh, sq, 1.0, 0.0, probs, NULL,
-		 NULL, sk, cfrti_head_ld(dout), dv ? cfrti_head_ld(dv) : dh, 0, 0,
-		 0, 1},
+		 NULL, sk, cfrti_head_ld(dout), w->dv ? cfrti_head_ld(w->dv) : dh,
+		 0, 0, 0, 1},
 		{t, t, CFRT_NOTRANS, CFRT_TRANS, sq, sk, dh, 1.0, 0.0, NULL, NULL,
-		 dscores, cfrti_head_ld(dout), cfrti_head_ld(v), sk, 0, 0, 0, 1},
+		 dscores, cfrti_head_ld(dout), cfrti_head_ld(w->v), sk, 0, 0, 0, 1},
 		{t, t, CFRT_NOTRANS, CFRT_NOTRANS, sq, dh, sk, scale, 0.0, dscores,
-		 NULL, NULL, sk, cfrti_head_ld(k), dq ? cfrti_head_ld(dq) : dh, 0,
-		 0, 0, 1},
+		 NULL, NULL, sk, cfrti_head_ld(k), w->dq ? cfrti_head_ld(w->dq) : dh,
+		 0, 0, 0, 1},
 		{t, t, CFRT_TRANS, CFRT_NOTRANS, sk, dh, sq, scale, 0.0, dscores,
-		 NULL, NULL, sk, cfrti_head_ld(q), dk ? cfrti_head_ld(dk) : dh, 0,
-		 0, 0, 1}};
+		 NULL, NULL, sk, cfrti_head_ld(q), w->dk ? cfrti_head_ld(w->dk) : dh,
+		 0, 0, 0, 1}};
 	return g;
 }
 
@@ -140,74 +163,65 @@ static int gemm_if(cfrt_ctx *ctx, const gemm_args *g, const void *want)
 }
 
 /* Head (b, h), with key/value head kh: P = masked softmax(q k^T /
- * sqrt(Dh)) as the forward has it in the workspace's first block,
- * dv = P^T dout, dP = dout v^T in the second, dS = P * (dP - delta) over
- * dP, dq = dS k / sqrt(Dh) and dk = dS^T q / sqrt(Dh); dk and dv added to
- * what the group's earlier query heads left there unless h is its first
- * (first). */
-static int grad_head(cfrt_ctx *ctx, grad_gemms *g, const cfrt_view *dq,
-                     const cfrt_view *dk, const cfrt_view *dv,
-                     const cfrt_view *q, const cfrt_view *k,
-                     const cfrt_view *v, const cfrt_view *out,
-                     const cfrt_view *dout, int64_t b, int64_t h, int64_t kh,
-                     int first, int causal, int64_t q_offset)
+ * sqrt(Dh)) as the forward has it in the workspace's first block
+ * (recomputed, or from the saved lse), dv = P^T dout, dP = dout v^T in
+ * the second, dS = P * (dP - delta) over dP, dq = dS k / sqrt(Dh) and
+ * dk = dS^T q / sqrt(Dh); dk and dv added to what the group's earlier
+ * query heads left there unless h is its first (first). */
+static int grad_head(cfrt_ctx *ctx, grad_gemms *g, const cfrti_attn *w,
+                     int64_t b, int64_t h, int64_t kh, int first)
 {
-	g->s.a = g->gk.b = cfrti_head_at(q, b, h);
-	g->s.b = g->gq.b = cfrti_head_at(k, b, kh);
-	g->gv.b = g->dp.a = cfrti_head_at(dout, b, h);
-	g->dp.b = cfrti_head_at(v, b, kh);
-	g->gv.c = dv ? cfrti_head_at(dv, b, kh) : NULL;
-	g->gq.c = dq ? cfrti_head_at(dq, b, h) : NULL;
-	g->gk.c = dk ? cfrti_head_at(dk, b, kh) : NULL;
+	g->s.a = g->gk.b = cfrti_head_at(w->q, b, h);
+	g->s.b = g->gq.b = cfrti_head_at(w->k, b, kh);
+	g->gv.b = g->dp.a = cfrti_head_at(w->dout, b, h);
+	g->dp.b = cfrti_head_at(w->v, b, kh);
+	g->gv.c = w->dv ? cfrti_head_at(w->dv, b, kh) : NULL;
+	g->gq.c = w->dq ? cfrti_head_at(w->dq, b, h) : NULL;
+	g->gk.c = w->dk ? cfrti_head_at(w->dk, b, kh) : NULL;
 	g->gv.beta = g->gk.beta = first ? 0.0 : 1.0;
-	const void *ds = dq ? (const void *)dq : dk; /* dS is wanted */
+	const void *ds = w->dq ? (const void *)w->dq : w->dk; /* dS is wanted */
 	int rc = cfrti_gemm_check(ctx, &g->s);
 	if (rc != CFRT_OK)
 		return rc;
 	cfrti_gemm_run(ctx, &g->s);
-	softmax_scores(ctx, &g->s, causal, q_offset);
-	rc = gemm_if(ctx, &g->gv, dv);
+	probs(ctx, &g->s, w->causal, w->q_offset, lse_lane(w->lse, b, h),
+	      w->lse != NULL);
+	rc = gemm_if(ctx, &g->gv, w->dv);
 	if (rc == CFRT_OK)
 		rc = gemm_if(ctx, &g->dp, ds);
 	if (rc == CFRT_OK && ds)
 		softmax_grad_scores(ctx, &g->dp, g->s.c,
-		                    cfrti_head_at(out, b, h), cfrti_head_ld(out),
-		                    g->dp.a, cfrti_head_ld(dout), q->dim[3]);
+		                    cfrti_head_at(w->out, b, h), cfrti_head_ld(w->out),
+		                    g->dp.a, cfrti_head_ld(w->dout), w->q->dim[3]);
 	if (rc == CFRT_OK)
-		rc = gemm_if(ctx, &g->gq, dq);
-	return rc != CFRT_OK ? rc : gemm_if(ctx, &g->gk, dk);
+		rc = gemm_if(ctx, &g->gq, w->dq);
+	return rc != CFRT_OK ? rc : gemm_if(ctx, &g->gk, w->dk);
 }
 
-int cfrt_attention_grad(cfrt_ctx *ctx, const cfrt_view *dq,
-                        const cfrt_view *dk, const cfrt_view *dv,
-                        const cfrt_view *q, const cfrt_view *k,
-                        const cfrt_view *v, const cfrt_view *out,
-                        const cfrt_view *dout, int causal, int64_t q_offset)
+int cfrti_attention_grad(cfrt_ctx *ctx, const cfrti_attn *w)
 {
-	double t0 = cfrti_begin(ctx, "cfrt_attention_grad");
-	int rc = cfrti_attn_grad_check(ctx, dq, dk, dv, q, k, v, out, dout,
-	                               q_offset);
+	double t0 = cfrti_begin(ctx, w->api);
+	int rc = cfrti_attn_grad_check(ctx, w->dq, w->dk, w->dv, w->q, w->k,
+	                               w->v, w->out, w->dout, w->lse, w->q_offset);
 	if (rc != CFRT_OK)
 		return rc;
-	int64_t sq = q->dim[2], sk = k->dim[2];
-	size_t block = (size_t)(sq * sk) * cfrt_dtype_size(q->t);
+	int64_t sq = w->q->dim[2], sk = w->k->dim[2];
+	size_t block = (size_t)(sq * sk) * cfrt_dtype_size(w->q->t);
 	if (sq == 0) { /* no queries: no contribution to dk and dv */
-		zero_heads(dk);
-		zero_heads(dv);
+		zero_heads(w->dk);
+		zero_heads(w->dv);
 		return cfrti_end(ctx, t0, CFRT_OK);
 	}
-	if (!dq && !dk && !dv)
+	if (!w->dq && !w->dk && !w->dv)
 		return cfrti_end(ctx, t0, CFRT_OK);
 	rc = cfrti_ws_reserve(ctx, 2 * block);
 	if (rc != CFRT_OK)
 		return rc;
-	char *probs = ctx->ws;
-	grad_gemms g = grad_setup(dq, dk, dv, q, k, v, dout, probs,
-	                          probs + block);
-	int64_t grp = q->dim[1] / k->dim[1];
-	for (int64_t b = 0; rc == CFRT_OK && b < q->dim[0]; b++)
-		for (int64_t h = 0; rc == CFRT_OK && h < q->dim[1]; h++)
-			rc = grad_head(ctx, &g, dq, dk, dv, q, k, v, out, dout, b,
-			               h, h / grp, h % grp == 0, causal, q_offset);
+	char *pblock = ctx->ws; /* P, then dP and dS */
+	grad_gemms g = grad_setup(w, pblock, pblock + block);
+	int64_t grp = w->q->dim[1] / w->k->dim[1];
+	for (int64_t b = 0; rc == CFRT_OK && b < w->q->dim[0]; b++)
+		for (int64_t h = 0; rc == CFRT_OK && h < w->q->dim[1]; h++)
+			rc = grad_head(ctx, &g, w, b, h, h / grp, h % grp == 0);
 	return rc != CFRT_OK ? rc : cfrti_end(ctx, t0, CFRT_OK);
 }

@@ -129,7 +129,8 @@ static inline void tick(cfrt_ctx *ctx, int64_t *done, int64_t n)
 	}
 }
 
-/* norm.c: softmax of the first n elements of a lane, zero after them. */
-void cfrti_softmax_lane(lane dst, lane src, int64_t n, int64_t len);
+/* norm.c: softmax of the first n elements of a lane, zero after them;
+ * returns their log-sum-exp (computed in double, as the softmax). */
+double cfrti_softmax_lane(lane dst, lane src, int64_t n, int64_t len);
 
 #endif /* CFRT_BACKEND_H */

@@ -59,7 +59,7 @@ int cfrt_rmsnorm(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src,
 	return norm_rows(ctx, "cfrt_rmsnorm", dst, src, gamma, NULL, eps, 1);
 }
 
-void cfrti_softmax_lane(lane dst, lane src, int64_t n, int64_t len)
+double cfrti_softmax_lane(lane dst, lane src, int64_t n, int64_t len)
 {
 	double max = -INFINITY, sum = 0.0;
 	for (int64_t i = 0; i < n; i++)
@@ -70,6 +70,7 @@ void cfrti_softmax_lane(lane dst, lane src, int64_t n, int64_t len)
 		lane_set(dst, i, exp(lane_get(src, i) - max) / sum);
 	for (int64_t i = n; i < len; i++)
 		lane_set(dst, i, 0.0);
+	return max + log(sum);
 }
 
 int cfrt_softmax(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src)

@@ -10,9 +10,15 @@
  * are then that slice's part), heads interleaved in [B,S,H*Dh], and
  * peaked softmaxes (q scaled by 8). The kernels must not write outside
  * out's, dq's, dk's and dv's views; gradients passed as NULL are not
- * written, and the others are those of the full call. Then the benchmark
- * shape (B=16, H=8, S=4096, Dh=128, causal, bf16): median of 20 calls of
- * each path, forward and backward, bracketed by cfrt_wtime (which
+ * written, and the others are those of the full call. The saved
+ * log-sum-exp: cfrt_attention_lse on both paths leaves out as
+ * cfrt_attention does, bit for bit, and its lse agrees across the paths
+ * and with the double reference; cfrt_attention_grad_lse from the fused
+ * forward's lse agrees on both paths with the recomputing backward and
+ * with the reference. Then the benchmark shape (B=16, H=8, S=4096,
+ * Dh=128, causal, bf16): median of 20 calls of each path, forward and
+ * backward (the backward also from the saved lse), bracketed by
+ * cfrt_wtime (which
  * synchronises the compute stream; the stream is private, so no cudaEvent
  * can be put on it from here).
  * Prints "attn_check: CASE: ... ok" (or MISMATCH) per case (the
@@ -32,6 +38,10 @@
  * f32 (no TF32) differs by the order of its sums only (~2e-6 modelled). */
 #define TOL 1e-2
 #define TOL_F32 1e-5
+/* the lse (f32 from f32 sums on every path) against the double reference,
+ * relative to its largest value: leaving out one key of a thousand
+ * shifts a row by ~1e-3 */
+#define TOL_LSE 1e-4
 #define REPS 20
 
 enum layout { HEADS, INTERLEAVED, PADDED }; /* [B,H,S,Dh], [B,S,H*Dh](+4) */
@@ -82,11 +92,12 @@ static double tol(cfrt_dtype t)
 }
 
 /* q, k, v, out of a case: buffers of Sk rows each, out's a second time
- * (its initial contents), and the views. */
+ * (its initial contents), and the views; the [B,H,Sq] f32 log-sum-exp
+ * of cfrt_attention_lse. */
 typedef struct qkv {
-	void *buf[4];
+	void *buf[4], *lbuf;
 	int64_t n; /* elements per buffer */
-	cfrt_view q, k, v, o;
+	cfrt_view q, k, v, o, l;
 } qkv;
 
 /* Element i of a host copy of a buffer of type t. */
@@ -142,12 +153,17 @@ static void make_qkv(cfrt_ctx *ctx, const acase *c, qkv *x)
 	x->v = layout_view(x->buf[2], c, c->sk);
 	x->o = cfrt_view_slice(layout_view(x->buf[3], c, c->sk), 2,
 	                       c->q_offset, c->sq);
+	CFRT_TRY(ctx, cfrt_alloc(ctx, &x->lbuf, (size_t)(c->b * c->h * c->sq) *
+	                         sizeof(float)));
+	x->l = cfrt_view_contig(x->lbuf, CFRT_F32, 3,
+	                        (int64_t[]){c->b, c->h, c->sq});
 }
 
 static void free_qkv(cfrt_ctx *ctx, qkv *x)
 {
 	for (int i = 0; i < 4; i++)
 		CFRT_TRY(ctx, cfrt_free(ctx, x->buf[i]));
+	CFRT_TRY(ctx, cfrt_free(ctx, x->lbuf));
 }
 
 static int attend(cfrt_ctx *ctx, const char *mode, const acase *c,
@@ -156,6 +172,15 @@ static int attend(cfrt_ctx *ctx, const char *mode, const acase *c,
 	setenv("CFRT_ATTN", mode, 1);
 	return cfrt_attention(ctx, &x->o, &x->q, &x->k, &x->v, c->causal,
 	                      c->q_offset);
+}
+
+/* attend, also writing the lse into x->l. */
+static int attend_lse(cfrt_ctx *ctx, const char *mode, const acase *c,
+                      const qkv *x)
+{
+	setenv("CFRT_ATTN", mode, 1);
+	return cfrt_attention_lse(ctx, &x->o, &x->l, &x->q, &x->k, &x->v,
+	                          c->causal, c->q_offset);
 }
 
 /* Element offset of [b,h,i,d] of v in its buffer base. */
@@ -167,8 +192,9 @@ static int64_t at(const cfrt_view *v, const void *base, int64_t b, int64_t h,
 	       h * v->stride[1] + i * v->stride[2] + d * v->stride[3];
 }
 
-/* out of the case in double, [B,H,Sq,Dh] dense, from host copies. */
-static double *reference(const acase *c, const qkv *x, void *h[3])
+/* out of the case in double, [B,H,Sq,Dh] dense, from host copies; its
+ * log-sum-exp, [B,H,Sq], into lse. */
+static double *reference(const acase *c, const qkv *x, void *h[3], double *lse)
 {
 	int64_t dh = c->dh;
 	double *r = calloc((size_t)(c->b * c->h * c->sq * dh), sizeof *r);
@@ -192,6 +218,7 @@ static double *reference(const acase *c, const qkv *x, void *h[3])
 		}
 		for (int64_t j = 0; j < nk; j++)
 			sum += p[j] = exp(p[j] - m);
+		lse[(b * c->h + hh) * c->sq + i] = m + log(sum);
 		double *o = r + ((b * c->h + hh) * c->sq + i) * dh;
 		for (int64_t j = 0; j < nk; j++) {
 			int64_t vj = at(&x->v, x->buf[2], b, hh, j, 0);
@@ -249,6 +276,51 @@ static void *download(cfrt_ctx *ctx, const void *buf, int64_t n, cfrt_dtype t)
 	return h;
 }
 
+/* max |got - want| / max |want| of n f32 values against want (f32), or
+ * against ref (double) when want is NULL. */
+static double lse_err(const float *got, const float *want, const double *ref,
+                      int64_t n)
+{
+	double e = 0, w = 0;
+	for (int64_t i = 0; i < n; i++) {
+		double y = want ? want[i] : ref[i], dif = fabs(got[i] - y);
+		e = isnan(dif) ? INFINITY : fmax(e, dif);
+		w = fmax(w, fabs(y));
+	}
+	return e / (w > 0 ? w : 1);
+}
+
+/* The forward with the lse on both paths: out the same values as the
+ * plain call's on that path (host copies fl, gm), the lse of the paths against each other
+ * and against ref (NULL: none); 1 on a mismatch. */
+static int run_lse(cfrt_ctx *ctx, const acase *c, const qkv *x, const void *fl,
+                   const void *gm, const double *ref)
+{
+	static const char *const modes[] = {"flash", "gemm"};
+	int64_t nl = c->b * c->h * c->sq;
+	float *l[2];
+	int same = 1;
+	for (int m = 0; m < 2; m++) {
+		CFRT_TRY(ctx, attend_lse(ctx, modes[m], c, x));
+		void *o = download(ctx, x->buf[3], x->n, c->t);
+		same &= rel_err(&x->o, x->buf[3], o, m ? gm : fl, NULL) == 0;
+		free(o);
+		l[m] = download(ctx, x->lbuf, nl, CFRT_F32);
+	}
+	double eg = lse_err(l[0], l[1], NULL, nl);
+	double er = ref ? fmax(lse_err(l[0], NULL, ref, nl),
+	                       lse_err(l[1], NULL, ref, nl)) : 0;
+	int ok = same && eg <= TOL_LSE && er <= TOL_LSE;
+	printf("attn_check: lse %s: out %s the plain call's, lse flash vs gemm "
+	       "%.2e", c->name, same ? "is" : "is NOT", eg);
+	if (ref)
+		printf(", vs double reference %.2e", er);
+	printf(": %s\n", ok ? "ok" : "MISMATCH");
+	free(l[0]);
+	free(l[1]);
+	return !ok;
+}
+
 /* Runs a case; 0 when flash, gemm (and the reference) agree. */
 static int run_case(cfrt_ctx *ctx, const acase *c)
 {
@@ -263,17 +335,20 @@ static int run_case(cfrt_ctx *ctx, const acase *c)
 	void *gm = download(ctx, x.buf[3], x.n, c->t);
 	double eg = rel_err(&x.o, x.buf[3], fl, gm, NULL), er = 0;
 	int64_t bad = clobbered(&x.o, x.buf[3], x.n, fl, before);
+	double *lref = malloc((size_t)(c->b * c->h * c->sq) * sizeof *lref);
 	if (c->ref) {
 		void *h[3];
 		for (int i = 0; i < 3; i++)
 			h[i] = download(ctx, x.buf[i], x.n, c->t);
-		double *ref = reference(c, &x, h);
+		double *ref = reference(c, &x, h, lref);
 		er = fmax(rel_err(&x.o, x.buf[3], fl, NULL, ref),
 		          rel_err(&x.o, x.buf[3], gm, NULL, ref));
 		free(ref);
 		for (int i = 0; i < 3; i++)
 			free(h[i]);
 	}
+	int lbad = run_lse(ctx, c, &x, fl, gm, c->ref ? lref : NULL);
+	free(lref);
 	int ok = eg <= tol(c->t) && er <= tol(c->t) && bad == 0;
 	printf("attn_check: %s: flash vs gemm %.2e", c->name, eg);
 	if (c->ref)
@@ -284,7 +359,7 @@ static int run_case(cfrt_ctx *ctx, const acase *c)
 	free(fl);
 	free(gm);
 	free_qkv(ctx, &x);
-	return !ok;
+	return !ok + lbad;
 }
 
 /* ---- backward ------------------------------------------------------------ */
@@ -327,15 +402,21 @@ static void free_grads(cfrt_ctx *ctx, grads *d)
 }
 
 /* cfrt_attention_grad of the case on path mode; want: which of dq, dk,
- * dv (bits 1, 2, 4) to compute, the others NULL. */
+ * dv (bits 1, 2, 4) to compute, the others NULL; lse: from x->l
+ * (cfrt_attention_grad_lse), else recomputed. */
 static int attend_grad(cfrt_ctx *ctx, const char *mode, const acase *c,
-                       const qkv *x, const grads *d, int want)
+                       const qkv *x, const grads *d, int want, int lse)
 {
+	const cfrt_view *dq = want & 1 ? &d->v[1] : NULL;
+	const cfrt_view *dk = want & 2 ? &d->v[2] : NULL;
+	const cfrt_view *dv = want & 4 ? &d->v[3] : NULL;
 	setenv("CFRT_ATTN", mode, 1);
-	return cfrt_attention_grad(ctx, want & 1 ? &d->v[1] : NULL,
-	                           want & 2 ? &d->v[2] : NULL,
-	                           want & 4 ? &d->v[3] : NULL, &x->q, &x->k,
-	                           &x->v, &x->o, &d->v[0], c->causal, c->q_offset);
+	if (lse)
+		return cfrt_attention_grad_lse(ctx, dq, dk, dv, &x->q, &x->k, &x->v,
+		                               &x->o, &d->v[0], &x->l, c->causal,
+		                               c->q_offset);
+	return cfrt_attention_grad(ctx, dq, dk, dv, &x->q, &x->k, &x->v, &x->o,
+	                           &d->v[0], c->causal, c->q_offset);
 }
 
 /* [Sk,Dh] of head (b, h) of view v (in buffer base, host copy hc). */
@@ -398,34 +479,40 @@ static void grad_reference(const acase *c, const qkv *x, const grads *d,
 	free(p);
 }
 
-/* The backward of a case on both paths (from the fused forward's out):
- * flash against gemm and, for the smaller cases, both against the double
- * reference; nothing written outside dq's, dk's and dv's views. */
+/* The backward of a case on both paths (from the fused forward's out,
+ * and its lse): flash against gemm and, for the smaller cases, both
+ * against the double reference; then both paths from the saved lse
+ * against their recomputing runs and the reference ("grad lse");
+ * nothing written outside dq's, dk's and dv's views. */
 static int run_grad_case(cfrt_ctx *ctx, const acase *c)
 {
 	static const char *const modes[] = {"flash", "gemm"};
 	qkv x;
 	grads d;
-	void *before[3], *got[2][3];
-	double eg[3], er[3] = {0, 0, 0};
+	void *before[3], *got[4][3]; /* flash, gemm; then from the lse */
+	double eg[3], el[3] = {0, 0, 0}, er[3] = {0, 0, 0}, erl[3] = {0, 0, 0};
 	int64_t bad = 0;
 	make_qkv(ctx, c, &x);
-	CFRT_TRY(ctx, attend(ctx, "flash", c, &x));
+	CFRT_TRY(ctx, attend_lse(ctx, "flash", c, &x));
 	make_grads(ctx, c, &x, &d);
 	for (int i = 0; i < 3; i++)
 		before[i] = download(ctx, d.buf[i + 1], x.n, c->t);
-	for (int m = 0; m < 2; m++) {
+	for (int m = 0; m < 4; m++) {
 		fill_grads(ctx, c, &x, &d);
-		CFRT_TRY(ctx, attend_grad(ctx, modes[m], c, &x, &d, 7));
+		CFRT_TRY(ctx, attend_grad(ctx, modes[m % 2], c, &x, &d, 7, m >= 2));
 		for (int i = 0; i < 3; i++) {
 			got[m][i] = download(ctx, d.buf[i + 1], x.n, c->t);
 			bad += clobbered(&d.v[i + 1], d.buf[i + 1], x.n, got[m][i],
 			                 before[i]);
 		}
 	}
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < 3; i++) {
 		eg[i] = rel_err(&d.v[i + 1], d.buf[i + 1], got[0][i], got[1][i],
 		                NULL);
+		for (int m = 0; m < 2; m++)
+			el[i] = fmax(el[i], rel_err(&d.v[i + 1], d.buf[i + 1],
+			                            got[m + 2][i], got[m][i], NULL));
+	}
 	if (c->ref) {
 		void *h[5];
 		double *r[3];
@@ -433,28 +520,44 @@ static int run_grad_case(cfrt_ctx *ctx, const acase *c)
 			h[i] = download(ctx, i < 4 ? x.buf[i] : d.buf[0], x.n, c->t);
 		grad_reference(c, &x, &d, h, r);
 		for (int i = 0; i < 3; i++) {
-			for (int m = 0; m < 2; m++)
-				er[i] = fmax(er[i], rel_err(&d.v[i + 1], d.buf[i + 1],
-				                            got[m][i], NULL, r[i]));
+			for (int m = 0; m < 4; m++) {
+				double e = rel_err(&d.v[i + 1], d.buf[i + 1], got[m][i],
+				                   NULL, r[i]);
+				if (m < 2)
+					er[i] = fmax(er[i], e);
+				else
+					erl[i] = fmax(erl[i], e);
+			}
 			free(r[i]);
 		}
 		for (int i = 0; i < 5; i++)
 			free(h[i]);
 	}
-	int ok = bad == 0;
-	for (int i = 0; i < 3; i++)
+	int ok = bad == 0, okl = bad == 0;
+	for (int i = 0; i < 3; i++) {
 		ok &= eg[i] <= tol(c->t) && er[i] <= tol(c->t);
+		okl &= el[i] <= tol(c->t) && erl[i] <= tol(c->t);
+	}
 	printf("attn_check: grad %s: dq dk dv flash vs gemm %.2e %.2e %.2e",
 	       c->name, eg[0], eg[1], eg[2]);
 	if (c->ref)
 		printf(", vs double reference %.2e %.2e %.2e", er[0], er[1], er[2]);
 	printf(", %lld written outside: %s\n", (long long)bad,
 	       ok ? "ok" : "MISMATCH");
-	for (int i = 0; i < 3; i++)
-		free(before[i]), free(got[0][i]), free(got[1][i]);
+	printf("attn_check: grad lse %s: dq dk dv from the lse vs recomputed "
+	       "(worse path) %.2e %.2e %.2e", c->name, el[0], el[1], el[2]);
+	if (c->ref)
+		printf(", vs double reference %.2e %.2e %.2e", erl[0], erl[1],
+		       erl[2]);
+	printf(": %s\n", okl ? "ok" : "MISMATCH");
+	for (int i = 0; i < 3; i++) {
+		free(before[i]);
+		for (int m = 0; m < 4; m++)
+			free(got[m][i]);
+	}
 	free_grads(ctx, &d);
 	free_qkv(ctx, &x);
-	return !ok;
+	return !ok + !okl;
 }
 
 /* Each path and each subset of dq, dk, dv on a case: the gradients asked
@@ -472,14 +575,14 @@ static int grad_subsets(cfrt_ctx *ctx, const acase *c)
 	make_grads(ctx, c, &x, &d);
 	for (int m = 0; m < 2; m++) {
 		void *full[3], *before[3];
-		CFRT_TRY(ctx, attend_grad(ctx, modes[m], c, &x, &d, 7));
+		CFRT_TRY(ctx, attend_grad(ctx, modes[m], c, &x, &d, 7, 0));
 		for (int i = 0; i < 3; i++)
 			full[i] = download(ctx, d.buf[i + 1], x.n, c->t);
 		for (int want = 1; want < 7; want++) {
 			fill_grads(ctx, c, &x, &d);
 			for (int i = 0; i < 3; i++)
 				before[i] = download(ctx, d.buf[i + 1], x.n, c->t);
-			CFRT_TRY(ctx, attend_grad(ctx, modes[m], c, &x, &d, want));
+			CFRT_TRY(ctx, attend_grad(ctx, modes[m], c, &x, &d, want, 0));
 			for (int i = 0; i < 3; i++) {
 				void *g = download(ctx, d.buf[i + 1], x.n, c->t);
 				size_t bytes = (size_t)x.n * cfrt_dtype_size(c->t);
@@ -520,23 +623,24 @@ static int cmp_double(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* One call of a path: the forward, or the backward when d is given. */
+/* One call of a path: the forward, or the backward when d is given
+ * (from x's lse when lse is set). */
 static int call(cfrt_ctx *ctx, const char *mode, const acase *c,
-                const qkv *x, const grads *d)
+                const qkv *x, const grads *d, int lse)
 {
-	return d ? attend_grad(ctx, mode, c, x, d, 7) : attend(ctx, mode, c, x);
+	return d ? attend_grad(ctx, mode, c, x, d, 7, lse) : attend(ctx, mode, c, x);
 }
 
 /* Median ms of REPS calls of one path, after 3 warm-up calls. */
 static double median_ms(cfrt_ctx *ctx, const char *mode, const acase *c,
-                        const qkv *x, const grads *d)
+                        const qkv *x, const grads *d, int lse)
 {
 	double ms[REPS];
 	for (int i = 0; i < 3; i++)
-		CFRT_TRY(ctx, call(ctx, mode, c, x, d));
+		CFRT_TRY(ctx, call(ctx, mode, c, x, d, lse));
 	for (int i = 0; i < REPS; i++) {
 		double t0 = cfrt_wtime(ctx);
-		CFRT_TRY(ctx, call(ctx, mode, c, x, d));
+		CFRT_TRY(ctx, call(ctx, mode, c, x, d, lse));
 		ms[i] = (cfrt_wtime(ctx) - t0) * 1e3;
 	}
 	qsort(ms, REPS, sizeof ms[0], cmp_double);
@@ -551,17 +655,20 @@ static void bench(cfrt_ctx *ctx, int layout)
 	grads d;
 	make_qkv(ctx, &c, &x);
 	make_grads(ctx, &c, &x, &d);
+	CFRT_TRY(ctx, attend_lse(ctx, "flash", &c, &x));
 	/* the backward as 2.5 forwards: S again, dP, dV, dQ, dK (the fused
 	 * path's pass for the row statistics uncounted) */
 	double flop = 2.0 * 2 * c.b * c.h * c.sq * c.sk * c.dh / 2;
 	const char *modes[] = {"flash", "gemm"};
-	for (int g = 0; g < 2; g++)
+	static const char *const what[] = {"", "grad ", "grad lse "};
+	for (int g = 0; g < 3; g++)
 		for (int i = 0; i < 2; i++) {
-			double ms = median_ms(ctx, modes[i], &c, &x, g ? &d : NULL);
+			double ms = median_ms(ctx, modes[i], &c, &x, g ? &d : NULL,
+			                      g == 2);
 			double f = g ? 2.5 * flop : flop;
 			printf("attn_check: time %s%s B=%lld H=%lld S=%lld Dh=%lld "
 			       "causal bf16 %s: %.3f ms, %.1f TFLOP/s\n",
-			       g ? "grad " : "", modes[i], (long long)c.b,
+			       what[g], modes[i], (long long)c.b,
 			       (long long)c.h, (long long)c.sq, (long long)c.dh,
 			       layout == HEADS ? "[B,H,S,Dh]" : "[B,S,D]", ms,
 			       f / ms * 1e-9);

@@ -6,8 +6,12 @@
  * in f32 and f64. out and dq must equal those of the repeated heads; the
  * dk and dv of a key/value head the sum of its repeats' (summed here in
  * double). Errors as max |got - want| / max |want| per tensor; a wrong
- * head mapping gives errors of order 1. Run under mpirun -n 1; prints
- * one line per case and "gqa_check: all ok" or "MISMATCH". */
+ * head mapping gives errors of order 1. The same through the saved
+ * log-sum-exp: cfrt_attention_lse's out must be cfrt_attention's bit for
+ * bit and its lse that of the repeated heads, and cfrt_attention_grad_lse
+ * from it must give the repeated heads' dq, dk and dv as the recomputing
+ * backward does (errors "lse ..."). Run under mpirun -n 1; prints one
+ * line per case and "gqa_check: all ok" or "MISMATCH". */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,7 +46,8 @@ static double elem(const void *h, cfrt_dtype t, int64_t i)
 	return f;
 }
 
-/* A contiguous [b,h,s,dh] tensor on the device: its buffer and view. */
+/* A contiguous [b,h,s,dh] tensor on the device: its buffer and view;
+ * with dh 0, the [b,h,s] log-sum-exp of a query tensor of type t. */
 typedef struct tens {
 	void *p;
 	cfrt_view v;
@@ -58,6 +63,29 @@ static tens tens_new(cfrt_ctx *ctx, cfrt_dtype t, const gcase *c, int64_t h,
 	if (seed)
 		CFRT_TRY(ctx, cfrt_fill_uniform(ctx, &x.v, seed));
 	return x;
+}
+
+static tens lse_new(cfrt_ctx *ctx, cfrt_dtype t, const gcase *c)
+{
+	gcase one = *c;
+	one.dh = 1;
+	tens x = tens_new(ctx, CFRT_LSE_TYPE(t), &one, c->h, c->sq, 0);
+	x.v.nd = 3;
+	return x;
+}
+
+/* Do two tensors hold the same bytes? */
+static int same(cfrt_ctx *ctx, const tens *a, const tens *b)
+{
+	size_t n = (size_t)a->n * cfrt_dtype_size(a->v.t);
+	char *x = malloc(n), *y = malloc(n);
+	CFRT_TRY(ctx, cfrt_sync(ctx));
+	CFRT_TRY(ctx, cfrt_download(ctx, x, a->p, n));
+	CFRT_TRY(ctx, cfrt_download(ctx, y, b->p, n));
+	int eq = !memcmp(x, y, n);
+	free(x);
+	free(y);
+	return eq;
 }
 
 /* The tensor's elements as doubles (a new array). */
@@ -114,7 +142,12 @@ static int run(cfrt_ctx *ctx, const gcase *c, cfrt_dtype t, const char *mode, do
 	tens dq = tens_new(ctx, t, c, c->h, c->sq, 0), dqr = tens_new(ctx, t, c, c->h, c->sq, 0);
 	tens dk = tens_new(ctx, t, c, c->hk, c->sk, 0), dv = tens_new(ctx, t, c, c->hk, c->sk, 0);
 	tens dkr = tens_new(ctx, t, c, c->h, c->sk, 0), dvr = tens_new(ctx, t, c, c->h, c->sk, 0);
-	tens *all[] = {&q, &k, &v, &g, &kr, &vr, &o, &orp, &dq, &dqr, &dk, &dv, &dkr, &dvr};
+	tens ol = tens_new(ctx, t, c, c->h, c->sq, 0), l = lse_new(ctx, t, c);
+	tens lr = lse_new(ctx, t, c), olr = tens_new(ctx, t, c, c->h, c->sq, 0);
+	tens dql = tens_new(ctx, t, c, c->h, c->sq, 0), dkl = tens_new(ctx, t, c, c->hk, c->sk, 0);
+	tens dvl = tens_new(ctx, t, c, c->hk, c->sk, 0);
+	tens *all[] = {&q, &k, &v, &g, &kr, &vr, &o, &orp, &dq, &dqr, &dk, &dv, &dkr, &dvr,
+	               &ol, &l, &lr, &olr, &dql, &dkl, &dvl};
 	repeat(ctx, &kr, &k, c->h, c->hk);
 	repeat(ctx, &vr, &v, c->h, c->hk);
 	CFRT_TRY(ctx, cfrt_attention(ctx, &o.v, &q.v, &k.v, &v.v, c->causal, c->q_offset));
@@ -123,21 +156,37 @@ static int run(cfrt_ctx *ctx, const gcase *c, cfrt_dtype t, const char *mode, do
 	                                  c->causal, c->q_offset));
 	CFRT_TRY(ctx, cfrt_attention_grad(ctx, &dqr.v, &dkr.v, &dvr.v, &q.v, &kr.v, &vr.v,
 	                                  &orp.v, &g.v, c->causal, c->q_offset));
-	const tens *got[4] = {&o, &dq, &dk, &dv}, *rep[4] = {&orp, &dqr, &dkr, &dvr};
-	double e[4], worst = 0;
-	for (int i = 0; i < 4; i++) {
+	CFRT_TRY(ctx, cfrt_attention_lse(ctx, &ol.v, &l.v, &q.v, &k.v, &v.v, c->causal,
+	                                 c->q_offset));
+	CFRT_TRY(ctx, cfrt_attention_lse(ctx, &olr.v, &lr.v, &q.v, &kr.v, &vr.v, c->causal,
+	                                 c->q_offset));
+	CFRT_TRY(ctx, cfrt_attention_grad_lse(ctx, &dql.v, &dkl.v, &dvl.v, &q.v, &k.v, &v.v,
+	                                      &ol.v, &g.v, &l.v, c->causal, c->q_offset));
+	const tens *got[7] = {&o, &dq, &dk, &dv, &dql, &dkl, &dvl};
+	const tens *rep[7] = {&orp, &dqr, &dkr, &dvr, &dqr, &dkr, &dvr};
+	static const int grp[7] = {0, 0, 1, 1, 0, 1, 1}; /* dk, dv: group sums */
+	double e[8], worst = 0;
+	for (int i = 0; i < 7; i++) {
 		double *a = host(ctx, got[i]), *b = host(ctx, rep[i]);
-		e[i] = err(a, b, c, c->hk, i >= 2);
+		e[i] = err(a, b, c, c->hk, grp[i]);
 		worst = fmax(worst, e[i]);
 		free(a);
 		free(b);
 	}
-	int bad = !(worst <= tol);
+	double *a = host(ctx, &l), *b = host(ctx, &lr);
+	gcase flat = *c;
+	flat.dh = 1;
+	e[7] = err(a, b, &flat, c->hk, 0);
+	free(a);
+	free(b);
+	int eq = same(ctx, &o, &ol), bad = !(worst <= tol) || !(e[7] <= tol) || !eq;
 	printf("gqa_check: %s %s B=%lld H=%lld Hk=%lld Sq=%lld Sk=%lld Dh=%lld q_offset=%lld "
-	       "causal=%d: out %.3g dq %.3g dk %.3g dv %.3g (tol %.0e)%s\n",
+	       "causal=%d: out %.3g dq %.3g dk %.3g dv %.3g; lse %.3g, its out %s, dq %.3g "
+	       "dk %.3g dv %.3g (tol %.0e)%s\n",
 	       t == CFRT_BF16 ? "bf16" : t == CFRT_F32 ? "f32" : "f64", mode, (long long)c->b,
 	       (long long)c->h, (long long)c->hk, (long long)c->sq, (long long)c->sk,
-	       (long long)c->dh, (long long)c->q_offset, c->causal, e[0], e[1], e[2], e[3], tol,
+	       (long long)c->dh, (long long)c->q_offset, c->causal, e[0], e[1], e[2], e[3],
+	       e[7], eq ? "the same" : "DIFFERENT", e[4], e[5], e[6], tol,
 	       bad ? " MISMATCH" : "");
 	for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
 		CFRT_TRY(ctx, cfrt_free(ctx, all[i]->p));

@@ -20,6 +20,7 @@ extern const char *ut_trace_prefix;
 void ut_register_compute(void);
 void ut_register_grad(void);
 void ut_register_attention(void);
+void ut_register_lse(void);
 void ut_register_comm(void);
 void ut_register_context(void);
 

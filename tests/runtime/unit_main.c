@@ -91,6 +91,7 @@ static unsigned run_suites(int rank)
 	ut_register_compute();
 	ut_register_grad();
 	ut_register_attention();
+	ut_register_lse();
 	ut_register_comm();
 	CU_basic_set_mode(rank == 0 ? CU_BRM_VERBOSE : CU_BRM_SILENT);
 	CU_basic_run_tests();

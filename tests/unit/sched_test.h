@@ -145,6 +145,16 @@ st_plan(SRun *r, const char *text, const char *force)
 	return st_plan_defs(r, text, force, NULL);
 }
 
+/* st_plan of the forward of text with its backward: it saves what the
+ * backward reads (an attention's log-sum-exp among it). */
+static inline Plan *
+st_plan_trained(SRun *r, const char *text, const char *force)
+{
+	Sched *s = st_compile(r, text, force, NULL, ST_TRAINED);
+
+	return r->p = s ? plan_sched(s) : NULL;
+}
+
 /* The plan of collective c. */
 static inline PColl *
 st_pcoll(const Plan *p, const Coll *c)

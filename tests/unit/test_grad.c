@@ -255,8 +255,9 @@ test_norm(void)
 
 /* Query-split attention (q split along S, k and v whole after a gather):
  * dq split like q; dk and dv partial over tp, reduce-scattered back onto
- * the shards by the gathers' transposes. Head split: everything local,
- * split along the heads, merge and split swapped. */
+ * the shards by the gathers' transposes; the forward saves its
+ * log-sum-exp rows, which the gradients read. Head split: everything
+ * local, split along the heads, merge and split swapped. */
 static void
 test_attention(void)
 {
@@ -276,9 +277,34 @@ test_attention(void)
 	CU_ASSERT_EQUAL(dk->def->in[0]->def->op, OP_ATTN_DK);
 	CU_ASSERT_EQUAL(dk->def->in[0]->dist.kind, DI_PARTIAL);
 	CU_ASSERT_EQUAL(dv->def->in[0]->def->op, OP_ATTN_DV);
+	/* the forward's attention saves its log-sum-exp rows, [B, H, S] split
+	 * along S like y, f32 (the model's type is f32), the last saved
+	 * value; the three gradients read it as their input 5 */
+	const Value *y = val(r.g, "y"), *lse = val(r.g, "y_lse");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(lse);
+	CU_ASSERT_PTR_EQUAL(y->def->lse, lse);
+	CU_ASSERT_PTR_EQUAL(lse->def, y->def);
+	CU_ASSERT_EQUAL(lse->ndim, 3);
+	CU_ASSERT_EQUAL(lse->shape[2], 8);
+	CU_ASSERT_EQUAL(lse->dtype, DT_F32);
+	CU_ASSERT_EQUAL(lse->dist.kind, DI_SPLIT);
+	CU_ASSERT_EQUAL(lse->dist.dim, 2);
+	CU_ASSERT_EQUAL(lse->home, HO_SAVED);
+	CU_ASSERT_PTR_EQUAL(r.g->saved.v[r.g->saved.n - 1], lse);
+	CU_ASSERT_EQUAL(r.g->savedbytes, lse->soff + 256); /* 8 f32, aligned */
+	graph_check(r.g);
+	for (int i = 0; i < b->nodes.n; i++) {
+		const Node *n = b->nodes.v[i];
+		if (!op_attn(n->op))
+			continue;
+		CU_ASSERT_EQUAL(n->nin, 6);
+		CU_ASSERT_STRING_EQUAL(n->in[5]->name, "y_lse");
+		CU_ASSERT_EQUAL(n->in[5]->home, HO_SAVED);
+		CU_ASSERT_EQUAL(n->in[5]->def->op, OP_INPUT);
+	}
 	done(&r);
 
-	b = backward(&r, "model h { size B = 1, S = 8, D = 8, H = 2; group tp = 2;\n"
+	b = backward(&r, "model h { size B = 1, S = 8, D = 8, H = 2; group tp = 2; type f64;\n"
 	                 "  in x : [B, S, D] split D over tp;\n"
 	                 "  q = split_heads(x, H);\n"
 	                 "  y = merge_heads(attention(q, q, q)); out y; }\n");
@@ -288,6 +314,12 @@ test_attention(void)
 	CU_ASSERT_EQUAL(count_op(b, OP_ATTN_DQ) + count_op(b, OP_ATTN_DK) + count_op(b, OP_ATTN_DV), 3);
 	CU_ASSERT_EQUAL(count_op(b, OP_ALL_REDUCE) + count_op(b, OP_REDUCE_SCATTER), 0);
 	CU_ASSERT_EQUAL(((Value *)b->outputs.v[0])->dist.dim, 2);
+	/* f64: the lse too; named after a temporary, split along the heads */
+	lse = val(r.g, "t1_lse");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(lse);
+	CU_ASSERT_EQUAL(lse->dtype, DT_F64);
+	CU_ASSERT_EQUAL(lse->dist.kind, DI_SPLIT);
+	CU_ASSERT_EQUAL(lse->dist.dim, 1);
 	done(&r);
 }
 

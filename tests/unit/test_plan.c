@@ -3,8 +3,9 @@
  * plan makes the choices the bugs it fixed need, and the verifier
  * rejects planted mistakes in the plan (an offset off by one element, a
  * contiguous receive into a strided view, overlapping workspace, a
- * request slot reused while in flight, a wrong query offset), naming the
- * rank, the step and the element. */
+ * request slot reused while in flight, a wrong query offset or rope
+ * position, the wrong rows of an attention's saved log-sum-exp), naming
+ * the rank, the step and the element. */
 #include "sched_test.h"
 
 /* all_to_all with m = 2 on [B, S]: rank r's slot of B is cut along S into
@@ -189,6 +190,83 @@ test_query_offset(void)
 	free(text);
 }
 
+/* The log-sum-exp an attention saves for its backward, told the wrong
+ * rows: one row before its query slice under split = query; under
+ * vanilla, where attention is a plain stage on whole rows, cut to a
+ * rank's own quarter of them (which runs off the end past rank 0); in
+ * Ulysses' FuseA2A (the attention's slices computed into its kept input),
+ * right on rank 0 and a slice off on every other rank. */
+static void
+test_lse_rows(void)
+{
+	SRun r;
+	const Coll *c;
+	char *text = st_example("attention");
+	PColl *pc = NULL;
+	int found = 0;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(st_plan_trained(&r, text, "fuse(ring, split = query)"));
+	pc = st_pcoll(r.p, c = st_coll(r.s, "y"));
+	for (int id = 0; id < c->nitems; id++) {
+		PItem *p = pc->item[id];
+		if (p->nview != 5) /* attention: out, q, k, v, lse */
+			continue;
+		PExpr *st = &p->view[4].cut[0].start;
+		CU_ASSERT_EQUAL_FATAL(p->view[4].ncut, 1);
+		CU_ASSERT_EQUAL(st->c[PV_S], 1);
+		st->c[PV_S] = st->mul;
+		st->mul = 1;
+		st->add = -1;
+		found = 1;
+	}
+	CU_ASSERT_FATAL(found);
+	st_rejects(c, pc, "the log-sum-exp t4_lse of t4: element 0 is t4_lse[47], but the "
+	                  "schedule's block t4_lse[0:2, 0:2, 48:64] has t4_lse[48] there");
+	st_done(&r);
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(st_plan_trained(&r, text, "vanilla"));
+	found = 0;
+	for (int k = 0; k < r.s->stages.n; k++) {
+		PItem *p = r.p->plain[k];
+		const Stage *st = r.s->stages.v[k];
+		if (!p || st->u.node->op != OP_ATTENTION)
+			continue;
+		PExpr at = {.mul = 16};
+		at.c[PV_R] = 1;
+		p->view[4].cut[p->view[4].ncut++] = (PCut){2, at, 64};
+		found = 1;
+	}
+	CU_ASSERT_FATAL(found);
+	char *msg = NULL;
+	size_t len = 0;
+	r.d.out = open_memstream(&msg, &len);
+	CU_ASSERT_NOT_EQUAL(verify_sched(r.s, r.p, &r.d), 0);
+	fclose(r.d.out);
+	r.d.out = stderr;
+	CU_ASSERT_PTR_NOT_NULL(strstr(msg, "stage t4 = attention(q, k, v, causal): rank 1 "));
+	CU_ASSERT_PTR_NOT_NULL(strstr(msg, "a cut [16, 80) of dim 2 leaves t4_lse (extent 64)"));
+	free(msg);
+	st_done(&r);
+	free(text);
+
+	text = st_example("ulysses");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(st_plan_trained(&r, text, "fuse(ring)"));
+	pc = st_pcoll(r.p, c = st_coll(r.s, "o"));
+	found = 0;
+	for (int id = 0; id < c->nitems; id++) {
+		PItem *p = pc->item[id];
+		if (p->nview != 5)
+			continue;
+		p->view[4].cut[0].start.c[PV_R] = 1;
+		found = 1;
+	}
+	CU_ASSERT_FATAL(found && sched_symmetric(c));
+	st_rejects(c, pc, "the log-sum-exp oh_lse of oh");
+	CU_ASSERT_NOT_EQUAL(verify_coll_full(c, pc, NULL, NULL, 0), 0);
+	st_done(&r);
+	free(text);
+}
+
 /* Values whose stages do not overlap share the workspace: the mlp's
  * gathered input is dead after its stage, and the reduce-scatter's
  * scratch reuses its place. */
@@ -297,5 +375,6 @@ test_plan_register(void)
 	CU_add_test(s, "a request slot reused in flight", test_slot_window);
 	CU_add_test(s, "a wrong query offset", test_query_offset);
 	CU_add_test(s, "a wrong rope position", test_rope_position);
+	CU_add_test(s, "wrong log-sum-exp rows", test_lse_rows);
 	CU_add_test(s, "an offset right on rank 0 only", test_wrong_off_rank0);
 }
