@@ -579,8 +579,12 @@ need_partial(Sema *S, const Call *c, int gi)
 	if (!ge && np == 1)
 		return dist_group(&x->dist, DI_PARTIAL);
 	if (!ge) {
+		const char *args = sema_text(S, c->arg[0]);
+		for (int i = 1; i < gi; i++)
+			args = arena_printf(S->a, "%s, %s", args, sema_text(S, c->arg[i]));
 		diag_error(S->d, c->e->loc, "%s is %s: name the group %s sums over as its last "
-		           "argument", sema_text(S, c->arg[0]), sema_dist_desc(S, x), c->fn);
+		           "argument, as in %s(%s, %s)", sema_text(S, c->arg[0]), sema_dist_desc(S, x),
+		           c->fn, c->fn, args, dist_group(&x->dist, DI_PARTIAL)->name);
 		return NULL;
 	}
 	Sym *gs = ge->kind == E_NAME ? sema_lookup(c->sc, ge->u.name) : NULL;

@@ -102,7 +102,7 @@ sema_shape_str(Sema *S, const Value *v)
 
 /* "replicated", "split along S over tp", "a partial sum over tp"; over
  * several groups "split along B over dp and S over tp", "split along B
- * over dp and a partial sum over tp" */
+ * over dp and a partial sum over tp", "a partial sum over tp and dp" */
 const char *
 sema_dist_desc(Sema *S, const Value *v)
 {
@@ -114,10 +114,12 @@ sema_dist_desc(Sema *S, const Value *v)
 			s = arena_printf(S->a, "%s%s%s over %s", s, *s ? " and " : "split along ",
 			                 value_dim_name(S->a, v, d), g->name);
 	}
-	for (int k = 0; k < MAXGROUPS; k++)
-		if (v->dist.p[k].kind == DI_PARTIAL)
-			s = arena_printf(S->a, "%s%sa partial sum over %s", s, *s ? " and " : "",
-			                 v->dist.p[k].group->name);
+	int np = dist_count(&v->dist, DI_PARTIAL), k = 0;
+	for (int i = 0; i < MAXGROUPS; i++)
+		if (v->dist.p[i].kind == DI_PARTIAL)
+			s = arena_printf(S->a, "%s%s%s", s, k++ == 0 ? (*s ? " and a partial sum over " :
+			                 "a partial sum over ") : k == np ? " and " : ", ",
+			                 v->dist.p[i].group->name);
 	return *s ? s : "replicated";
 }
 
