@@ -62,14 +62,14 @@ plan_rank_var(int k, int sg)
 int
 plan_stage_group(const Stage *st)
 {
-	const Dist *d;
+	const Node *n = st->u.node;
 
 	if (st->kind == ST_COLL)
 		return st->u.coll->node->a.coll.group->id;
-	d = &st->u.node->out->dist;
-	for (int k = 0; k < MAXGROUPS; k++)
-		if (d->p[k].kind == DI_SPLIT)
-			return k;
+	for (int j = -1; j < n->nin; j++)
+		for (int k = 0; k < MAXGROUPS; k++)
+			if ((j < 0 ? n->out : n->in[j])->dist.p[k].kind != DI_REPL)
+				return k;
 	return -1;
 }
 

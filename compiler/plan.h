@@ -147,8 +147,9 @@ typedef struct Plan {
 	int *group;        /* by Sched.stages index: the group (index in
 	                    * Graph.groups) whose rank PV_R means in the
 	                    * stage's expressions, and whose ranks a collective
-	                    * runs on; a plain stage's is the first group its
-	                    * result is split over; -1: none (not split) */
+	                    * runs on; a plain stage's is the first group that
+	                    * spreads its result, else one of its inputs; -1:
+	                    * none (all replicated) */
 	char *rank_used;   /* by group index: some stage's expression uses the
 	                    * rank in that group (PV_R or PV_G + k) */
 	/* the serial reference: whole tensors, collectives the identity */

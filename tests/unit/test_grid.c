@@ -84,6 +84,35 @@ test_grid_symmetric(void)
 	free(text);
 }
 
+/* A plain stage whose result is a partial sum (attention_dk of queries
+ * split over tp: each rank's queries' part) reads the query offset in the
+ * rank of the group that sums it, PV_R: not the rank of "another" group,
+ * which a model of one group has none of (the C generator died there). */
+static void
+test_partial_stage_rank(void)
+{
+	SRun r;
+	char *text = st_file("tests/grad/attn.cf");
+	Sched *s = st_compile(&r, text, "fuse(ring)", NULL, ST_BWD);
+	int found = 0;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+	Plan *p = r.p = plan_sched(s);
+	for (int k = 0; k < s->stages.n; k++) {
+		const Stage *st = s->stages.v[k];
+		if (!p->plain[k] || st->u.node->op != OP_ATTN_DK)
+			continue;
+		found = 1;
+		CU_ASSERT_EQUAL(p->group[k], 0);
+		CU_ASSERT(p->plain[k]->qoff && p->plain[k]->qstart.c[PV_R] != 0);
+		CU_ASSERT_EQUAL(plan_item_vars(p->plain[k]) >> PV_G, 0);
+	}
+	CU_ASSERT(found);
+	CU_ASSERT_EQUAL(verify_sched(s, p, &r.d), 0);
+	st_done(&r);
+	free(text);
+}
+
 /* ---- planted mistakes ---- */
 
 /* The first cut of a view of an item of pc whose start reads the rank in
@@ -234,6 +263,8 @@ test_grid_register(void)
 	CU_add_test(s, "tpdp and its windows prove for tp, dp = 1..4 under every kind",
 	            test_grid_proves);
 	CU_add_test(s, "the one-rank proof agrees with every rank's on a grid", test_grid_symmetric);
+	CU_add_test(s, "a plain stage of a partial result reads the rank of its sum's group",
+	            test_partial_stage_rank);
 	s = CU_add_suite("grid_mutation", NULL, NULL);
 	CU_add_test(s, "a window cut by the rank of the wrong group", test_wrong_group);
 	CU_add_test(s, "a window right where the other group's rank is 0 only",
