@@ -146,9 +146,9 @@ data(Cg *c, Cg *bc, const Plan *p, const Plan *bp)
 			emit(e, ", (");
 			for (int d = 0; d < v->ndim; d++) {
 				const Group *q = dist_split_group(&v->dist, d);
-				emit(e, "%d,%s", q ? q->id : -1, d + 1 < v->ndim ? " " : "");
+				emit(e, "%s%d", d ? ", " : "", q ? q->id : -1);
 			}
-			emit(e, "), %u),\n", cg_table_seed(l, k));
+			emit(e, "%s), %u),\n", v->ndim == 1 ? "," : "", cg_table_seed(l, k));
 		}
 	}
 	emit(e, ")\n");
