@@ -6,9 +6,11 @@
  * transpose (all_gather <-> reduce_scatter on the same dim and group,
  * all_to_all(x, A, B) -> all_to_all(dY, B, A), all_reduce -> all_reduce),
  * gradients that reach a value twice are summed, and a gradient spread
- * otherwise than its tensor is moved there by a collective (a replicated
- * weight whose gradient is partial over the group that splits the data
- * gets an all_reduce: data parallelism).
+ * otherwise than its tensor is moved there by a collective per group
+ * where they differ (a weight replicated over the group that splits the
+ * data gets a gradient partial over it, all-reduced: data parallelism;
+ * on a grid, a weight split over tp and replicated over dp gets one split
+ * over tp and partial over dp).
  *
  * Every gradient is a global tensor spread over the ranks like the values
  * of the forward: the gradient of a split value is split the same way,

@@ -1,6 +1,7 @@
 /* sema_infer.c: shape and distribution inference, one function per op
- * kind, by the rules of docs/LANGUAGE.md ("How values are spread over a
- * group").
+ * kind, by the rules of docs/LANGUAGE.md ("How values are spread over the
+ * groups"): each group's part by the rules of one group (graph.c), a dim
+ * split over one group at most; a collective acts on one group.
  * requires: a checked call: arity, tensor arguments evaluated, one dtype.
  * ensures: the result's shape, labels and distribution, and the node's
  * attributes (transposes aside); or NULL with the error reported. */

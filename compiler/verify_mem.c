@@ -23,6 +23,10 @@
  *    query;
  *  - plain stages read exactly the rows of each input that the rows of
  *    their result need (the op's slice-locality), on every rank;
+ *  - several groups: a value split over a group other than the run's (the
+ *    collective's, or a plain stage's) holds the rows of the run's context
+ *    there (V.grank: ranks 0, 1 and the last of each group the checks
+ *    read, vm_contexts; every check is affine in each rank);
  *  - the workspace: every object inside it and aligned, and objects that
  *    overlap in memory never touched in a common stage.
  * requires: the schedule's own checks of verify.c passed at the item.
