@@ -97,9 +97,8 @@ tensor_table(Cg *c, Cg *bc)
 			const char *up = arena_printf(c->a, "%s_%s", c->upper, table_cname(c, bc, l, v));
 			int acc = l == 4 && c->g->bwd->accumulate && i >= c->g->inputs.n;
 			const char *seed = filled(l) ? arena_printf(c->a, "%s_SEED", up) : "0";
-			emit(e, "{\"%s\", %d, %s_NDIM, %s_DIMS, %s_RANK_DIMS, %s_SPLIT, %d, %d, %s},\n",
-			     v->name, l, up, up, up, up, v->dist.kind == DI_SPLIT ? v->dist.group->id : -1,
-			     acc, seed);
+			emit(e, "{\"%s\", %d, %s_NDIM, %s_DIMS, %s_RANK_DIMS, %s, %d, %s},\n",
+			     v->name, l, up, up, up, cg_split_groups(c->a, v), acc, seed);
 		}
 	}
 	emit_close(e, ";");
@@ -178,8 +177,8 @@ cg_driver(FILE *f, Arena *a, const Graph *g, const CgFiles *files)
 	emit(e, "#include <stdint.h>\n\n#include \"%s\"\n\n", files->header);
 	emit(e, "typedef struct cf_tensor {\n\tconst char *name;\n\tint kind; "
 	        "/* 0 input, 1 weight, 2 output, 3 output gradient, 4 gradient */\n\tint nd;\n\tint64_t dims[CFRT_MAX_DIMS];\n"
-	        "\tint64_t rank_dims[CFRT_MAX_DIMS];\n\tint split;\n"
-	        "\tint group; /* the group it is split over, or -1 */\n"
+	        "\tint64_t rank_dims[CFRT_MAX_DIMS];\n"
+	        "\tint group[CFRT_MAX_DIMS]; /* by dim: the group that splits it, or -1 */\n"
 	        "\tint acc; /* a gradient the backward adds to (--accumulate) */\n"
 	        "\tuint64_t seed; /* of its values (the header's NAME_x_SEED), 0: not filled */\n"
 	        "} cf_tensor;\n\n");

@@ -31,6 +31,8 @@ typedef struct Par {
 	const char *r;      /* the rank the stage means (several groups: in
 	                     * its group), or NULL: the local r */
 	int group;          /* with r: the collective's group's index */
+	const char **grank; /* several groups: by group, the local of its
+	                     * rank (PV_G + k) */
 	const char **wsname; /* offset macros: by buffer, then by label and
 	                      * side (ws_temp, ws_stage) */
 } Par;
@@ -111,9 +113,11 @@ sel_c(Par *P, const Sel *s, int loop)
 static const char *
 var_c(Par *P, int v)
 {
-	static const CgLocal loc[NPV] = {LC_S, LC_R, LC_PART, LC_U, LC_BASE};
+	static const CgLocal loc[PV_G] = {LC_S, LC_R, LC_PART, LC_U, LC_BASE};
 
-	return L(P, loc[v]);
+	if (v >= PV_G && !P->grank)
+		die("cg: the rank of group %d in a model of one group", v - PV_G);
+	return v >= PV_G ? P->grank[v - PV_G] : L(P, loc[v]);
 }
 
 /* mul * (c . vars + add), as (s - r * 4) * 16. */
@@ -888,10 +892,12 @@ emit_stages(Cg *cg, const Plan *plan, Par *pars, const char **grank)
 		emit(e, "\n");
 		if (plan->plain[k]) {
 			plain.r = r;
+			plain.grank = grank;
 			emit_stage_node(&plain, ((Stage *)s->stages.v[k])->u.node, plan->plain[k]);
 			continue;
 		}
 		pars[ci].r = r;
+		pars[ci].grank = grank;
 		pars[ci].group = plan->group[k];
 		emit_stage_coll(&pars[ci++]);
 	}

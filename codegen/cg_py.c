@@ -132,7 +132,7 @@ data(Cg *c, Cg *bc, const Plan *p, const Plan *bp)
 	emit(e, ")\n_PASSES = (\"forward\", \"ref_forward\"%s)\n",
 	     bp ? ", \"backward\", \"ref_backward\"" : "");
 	emit(e, "# the C driver's table: (name, C name, kind, dims, this rank's dims,\n"
-	        "# split dim or -1, group index or -1, seed or 0)\n_TABLE = (\n");
+	        "# by dim the index of the group that splits it or -1, seed or 0)\n_TABLE = (\n");
 	for (int l = 0; l < (g->bwd ? 5 : 3); l++) {
 		Vec vs = cg_table_part(c->a, g, l);
 		for (int i = 0; i < vs.n; i++, k++) {
@@ -143,9 +143,12 @@ data(Cg *c, Cg *bc, const Plan *p, const Plan *bp)
 			py_dims(e, v, 1);
 			emit(e, ", ");
 			py_dims(e, v, 0);
-			int split = v->dist.kind == DI_SPLIT;
-			emit(e, ", %d, %d, %u),\n", split ? v->dist.dim : -1,
-			     split ? v->dist.group->id : -1, cg_table_seed(l, k));
+			emit(e, ", (");
+			for (int d = 0; d < v->ndim; d++) {
+				const Group *q = dist_split_group(&v->dist, d);
+				emit(e, "%s%d", d ? ", " : "", q ? q->id : -1);
+			}
+			emit(e, "%s), %u),\n", v->ndim == 1 ? "," : "", cg_table_seed(l, k));
 		}
 	}
 	emit(e, ")\n");

@@ -37,20 +37,30 @@ describe(Cg *c, const Value *v)
 	for (int d = 0; d < v->ndim; d++)
 		emit(e, "%s%s%s%lld", d ? ", " : "", v->label[d] ? v->label[d] : "",
 		     v->label[d] ? "=" : "", (long long)v->shape[d]);
-	if (v->dist.kind == DI_SPLIT)
+	int nsplit = dist_count(&v->dist, DI_SPLIT), sdim = -1;
+	const Group *sg = NULL;
+	for (int d = 0; d < v->ndim && !sg; d++)
+		if ((sg = dist_split_group(&v->dist, d)))
+			sdim = d;
+	if (nsplit == 1)
 		emit(e, "], split along dim %d over %s: rank r holds\n * the slice "
-		     "[r*%lld, (r+1)*%lld) of that dim, %s. */\n", v->dist.dim,
-		     v->dist.group->name, (long long)value_rank_extent(v, v->dist.dim),
-		     (long long)value_rank_extent(v, v->dist.dim), cg_dims(c, v));
+		     "[r*%lld, (r+1)*%lld) of that dim, %s. */\n", sdim, sg->name,
+		     (long long)value_rank_extent(v, sdim), (long long)value_rank_extent(v, sdim),
+		     cg_dims(c, v));
+	else if (nsplit)
+		emit(e, "], split over %d groups: along each dim d that\n * _SPLIT_GROUPS gives "
+		     "group g for, rank r of g holds the slice [r*n, (r+1)*n)\n * of d, n its "
+		     "extent in %s. */\n", nsplit, cg_dims(c, v));
 	else
 		emit(e, "], replicated: every rank holds all of it. */\n");
 	emit(e, "#define %s_%s_NDIM %d\n", up, cn, v->ndim);
 	emit(e, "#define %s_%s_DIMS %s\n", up, cn, cg_dims(&whole, v));
 	emit(e, "#define %s_%s_RANK_DIMS %s\n", up, cn, cg_dims(c, v));
-	emit(e, "#define %s_%s_SPLIT %d\n", up, cn,
-	     v->dist.kind == DI_SPLIT ? v->dist.dim : -1);
-	if (c->g->groups.n > 1)
-		emit(e, "#define %s_%s_GROUP %d\n", up, cn, v->dist.kind == DI_SPLIT ? v->dist.group->id : -1);
+	emit(e, "#define %s_%s_SPLIT %d\n", up, cn, nsplit > 1 ? -2 : sdim);
+	if (c->g->groups.n > 1) {
+		emit(e, "#define %s_%s_GROUP %d\n", up, cn, nsplit > 1 ? -2 : sg ? sg->id : -1);
+		emit(e, "#define %s_%s_SPLIT_GROUPS %s\n", up, cn, cg_split_groups(c->a, v));
+	}
 	emit(e, "\n");
 }
 
@@ -85,8 +95,9 @@ groups(Cg *c)
 			     q->size, q->name);
 		stride *= q->size;
 	}
-	emit(e, ". A tensor split over\n * a group is replicated over the others; "
-	        "_GROUP says which group (-1: none). */\n");
+	emit(e, ". A tensor is replicated\n * over the groups it is not split over; "
+	        "_GROUP says which group splits it\n * (-1: none, -2: several), "
+	        "_SPLIT_GROUPS which one splits each dim (-1: none). */\n");
 	emit(e, "#define %s_NGROUPS %d\n#define %s_GROUP_SIZES %s\n#define %s_JOB_SIZE %lld\n",
 	     c->upper, g->groups.n, c->upper, cg_group_sizes(c), c->upper, cg_job_size(g));
 }

@@ -130,6 +130,18 @@ cg_group_sizes(Cg *c)
 }
 
 const char *
+cg_split_groups(Arena *a, const Value *v)
+{
+	int64_t g[MAXDIM];
+
+	for (int d = 0; d < v->ndim; d++) {
+		const Group *q = dist_split_group(&v->dist, d);
+		g[d] = q ? q->id : -1;
+	}
+	return cg_dims_of(a, v->ndim, g);
+}
+
+const char *
 cg_dims_of(Arena *a, int nd, const int64_t *dims)
 {
 	char buf[256];

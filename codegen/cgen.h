@@ -52,6 +52,8 @@ const char *cg_dims_of(Arena *a, int nd, const int64_t *dims);
 long long cg_job_size(const Graph *g);
 /* "{2, 4}": the group sizes, in declaration order ({1}: no group). */
 const char *cg_group_sizes(Cg *c);
+/* "{-1, 1, 0}": by dim of v, the index of the group that splits it, or -1. */
+const char *cg_split_groups(Arena *a, const Value *v);
 /* "input", "weight", "output", "gradient", ...: what v is to the caller. */
 const char *cg_role_word(const Value *v);
 const char *cg_dtype(DType t);

@@ -20,6 +20,7 @@ typedef struct Dot {
 	int lanes;   /* ranks drawn */
 	int row;     /* rows emitted so far */
 	const char *pass; /* "backward " in the backward's stages, else "" */
+	int grid;    /* several groups: a collective's head names its group */
 } Dot;
 
 static void
@@ -119,8 +120,10 @@ dot_messages(Dot *D, const Coll *c, int first)
 static void
 dot_coll(Dot *D, const Coll *c)
 {
-	const char *head = arena_printf(D->a, "%s%s %s: %s", D->pass, op_info[c->node->op].name,
-	                                c->node->out->name, sched_kind_str(D->a, &c->how));
+	const char *head = arena_printf(D->a, "%s%s %s%s: %s", D->pass, op_info[c->node->op].name,
+	                                c->node->out->name, D->grid ? arena_printf(D->a, " over %s",
+	                                c->node->a.coll.group->name) : "",
+	                                sched_kind_str(D->a, &c->how));
 	int step = 0, first;
 
 	for (int r = 0; r < D->lanes; r++)
@@ -193,7 +196,8 @@ void
 sched_dot(FILE *f, const Sched *s, const Sched *bwd)
 {
 	int nranks = dot_nranks(bwd, dot_nranks(s, 1)); /* the largest group */
-	Dot D = {.f = f, .a = s->arena, .lanes = nranks < MAXLANES ? nranks : MAXLANES};
+	Dot D = {.f = f, .a = s->arena, .lanes = nranks < MAXLANES ? nranks : MAXLANES,
+	         .grid = s->g->groups.n > 1};
 	const char *more = nranks > D.lanes ? arena_printf(D.a, " (ranks 0..%d of %d shown)",
 	                                                   D.lanes - 1, nranks) : "";
 	fprintf(f, "digraph schedule {\n  graph [newrank=true, ordering=out, rankdir=TB, labelloc=t, "

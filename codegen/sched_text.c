@@ -442,9 +442,11 @@ tx_coll(FILE *f, Arena *a, const Sched *s, const Coll *c, int show)
 
 	fprintf(f, "%scollective %s = %s  %s\n", bwd_mark(s), n->out->name, graph_node_str(a, n),
 	        tx_where(a, s, n));
-	fprintf(f, "    schedule %s%s: %d ranks, %d slices along %s, %d step%s\n",
+	/* several groups: which group's ranks */
+	const char *of = s->g->groups.n > 1 ? arena_printf(a, " of %s", n->a.coll.group->name) : "";
+	fprintf(f, "    schedule %s%s: %d ranks%s, %d slices along %s, %d step%s\n",
 	        sched_kind_str(a, &c->how), c->note ? arena_printf(a, " (%s)", c->note) : "", c->N,
-	        c->nslices, c->dim >= 0 ? value_dim_name(a, n->in[0], c->dim) : "-", c->nsteps,
+	        of, c->nslices, c->dim >= 0 ? value_dim_name(a, n->in[0], c->dim) : "-", c->nsteps,
 	        c->nsteps == 1 ? "" : "s");
 	tx_region(f, a, s, c);
 	tx_bufs(f, a, c);

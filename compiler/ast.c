@@ -114,7 +114,7 @@ ast_type(Arena *a, Loc l, DType t)
 
 Stmt *
 ast_tensor(Arena *a, Loc l, Role r, Expr *name, DType t, Vec shape,
-           Expr *split, Expr *gsplit)
+           Vec splits, Vec gsplits)
 {
 	Stmt *s = newstmt(a, S_TENSOR, l);
 
@@ -123,12 +123,8 @@ ast_tensor(Arena *a, Loc l, Role r, Expr *name, DType t, Vec shape,
 	s->u.tensor.nloc = name->loc;
 	s->u.tensor.dtype = t;
 	s->u.tensor.shape = shape;
-	if (split) {
-		s->u.tensor.splitdim = split->u.bin.l;
-		s->u.tensor.group = split->u.bin.r->u.name;
-		s->u.tensor.gloc = split->u.bin.r->loc;
-	}
-	s->u.tensor.gsplit = gsplit;
+	s->u.tensor.splits = splits;
+	s->u.tensor.gsplits = gsplits;
 	return s;
 }
 
@@ -237,6 +233,18 @@ ast_print_expr(FILE *f, const Expr *e)
 	}
 }
 
+/* "split B over dp, S over tp" */
+static void
+dump_splits(FILE *f, const char *word, const Vec *sp)
+{
+	for (int i = 0; i < sp->n; i++) {
+		const Expr *e = sp->v[i];
+		fputs(i ? ", " : word, f);
+		ast_print_expr(f, e->u.bin.l);
+		fprintf(f, " over %s", e->u.bin.r->u.name);
+	}
+}
+
 static void
 dump_tensor(FILE *f, const Stmt *s)
 {
@@ -250,16 +258,8 @@ dump_tensor(FILE *f, const Stmt *s)
 		ast_print_expr(f, s->u.tensor.shape.v[i]);
 	}
 	fputc(']', f);
-	if (s->u.tensor.splitdim) {
-		fputs(" split ", f);
-		ast_print_expr(f, s->u.tensor.splitdim);
-		fprintf(f, " over %s", s->u.tensor.group);
-	}
-	if (s->u.tensor.gsplit) {
-		fputs(" grad split ", f);
-		ast_print_expr(f, s->u.tensor.gsplit->u.bin.l);
-		fprintf(f, " over %s", s->u.tensor.gsplit->u.bin.r->u.name);
-	}
+	dump_splits(f, " split ", &s->u.tensor.splits);
+	dump_splits(f, " grad split ", &s->u.tensor.gsplits);
 }
 
 static void

@@ -199,11 +199,11 @@ typedef struct Stmt {
 			Loc nloc;
 			DType dtype;       /* DT_NONE: the model's type */
 			Vec shape;         /* of Expr* */
-			Expr *splitdim;    /* NULL when not split; E_NAME label or E_INT */
-			const char *group; /* group the dim is split over */
-			Loc gloc;
-			Expr *gsplit;      /* `grad split DIM over GROUP`: a ':' pair
-			                    * of (dim, group name), or NULL */
+			Vec splits;        /* `split DIM over GROUP, ...`: of Expr*,
+			                    * each a ':' pair of (dim: an E_NAME
+			                    * label or E_INT, group: an E_NAME) */
+			Vec gsplits;       /* `grad split DIM over GROUP, ...`, kept
+			                    * alike */
 		} tensor;
 		Vec names;             /* S_OUT, S_SAVE: of Expr* (E_NAME) */
 		Expr *ret;             /* S_RETURN */
@@ -234,10 +234,10 @@ Expr *ast_call(Arena *a, Loc l, Expr *name, Vec args);
 Expr *ast_kwarg(Arena *a, Loc l, Expr *name, Expr *val);
 Stmt *ast_def(Arena *a, Loc l, StmtKind k, Expr *name, Expr *val);
 Stmt *ast_type(Arena *a, Loc l, DType t);
-/* split and gsplit (the gradient's) are NULL or an E_BIN ':' of
+/* splits and gsplits (the gradient's): lists of E_BIN ':' of
  * (dimension, group name) */
 Stmt *ast_tensor(Arena *a, Loc l, Role r, Expr *name, DType t, Vec shape,
-                 Expr *split, Expr *gsplit);
+                 Vec splits, Vec gsplits);
 Stmt *ast_names(Arena *a, Loc l, StmtKind k, Vec names); /* out, save */
 Stmt *ast_return(Arena *a, Loc l, Expr *e);
 Stmt *ast_sched(Arena *a, Loc l, Expr *key, Expr *choice);
@@ -310,17 +310,26 @@ typedef struct Size {
 	int overridden; /* set from -D */
 } Size;
 
-/* How a value is spread over a group. */
+/* How a value is spread over one group. */
 typedef enum DistKind {
 	DI_REPL,    /* every rank holds the whole tensor */
 	DI_SPLIT,   /* rank r holds slice r (of group->size) along dim */
 	DI_PARTIAL  /* every rank holds a whole-shaped partial sum */
 } DistKind;
 
-typedef struct Dist {
+typedef struct DistPart {
 	DistKind kind;
 	int dim;      /* DI_SPLIT: the split dimension */
 	Group *group; /* DI_SPLIT, DI_PARTIAL */
+} DistPart;
+
+/* How a value is spread over the job, the grid of the groups: its part
+ * over each group, by Group.id; replicated over every group it names no
+ * part for (a zeroed Dist is replicated everywhere). Each group's part
+ * follows the rules of LANGUAGE.md on its own; a dimension is split over
+ * at most one group. */
+typedef struct Dist {
+	DistPart p[MAXGROUPS];
 } Dist;
 
 typedef struct Node Node;
@@ -355,9 +364,10 @@ typedef struct Value {
 	                     * saves whole (else the backward gathers it
 	                     * again from its saved shard) */
 	Dist gdist;         /* a weight's gradient's spread when the spec
-	                     * gives one (`grad split D over G`, ZeRO: kind
-	                     * DI_SPLIT); else kind DI_REPL and the gradient
-	                     * is spread like the weight */
+	                     * gives one (`grad split D over G`, ZeRO): the
+	                     * weight's splits and those; else replicated
+	                     * everywhere, and the gradient is spread like
+	                     * the weight */
 	Role role;
 	Node *def;          /* producing node (its out; or the lse of an
 	                     * attention node, its second result) */
@@ -543,9 +553,21 @@ void graph_dump(FILE *f, const Graph *g);
  * dists with their transposes applied (dims counted in the transposed
  * shapes, an of a's dims, bn of b's); graph_dist_ew the larger operand
  * first, b's split dim already moved into a's dims. */
-int graph_dist_mm(Dist a, int an, Dist b, int bn, Dist *r);
-int graph_dist_ew(OpKind op, Dist a, Dist b, Dist *r);
+int graph_dist_mm(Dist a, int an, Dist b, int bn, Dist *r, int *clash);
+int graph_dist_ew(OpKind op, Dist a, Dist b, Dist *r, int *clash);
+/* (clash, when not NULL, gets the dim that two groups would split where
+ * every group's part alone is fine, which they refuse too; else -1.) */
 int graph_dist_eq(Dist a, Dist b);
+/* Dist helpers (graph.c). dist_one: kind k (dim, over g) over g alone. */
+Dist dist_one(DistKind k, int dim, Group *g);
+int dist_count(const Dist *d, DistKind k);      /* groups whose part is k */
+int dist_is_repl(const Dist *d);                /* replicated over every group */
+Group *dist_group(const Dist *d, DistKind k);   /* the first such group, or NULL */
+Group *dist_split_group(const Dist *d, int dim); /* the group splitting dim, or NULL */
+/* Moves every split: dim e to map[e] (-1: none; used by no split). */
+void dist_remap(Dist *d, const int *map, int n);
+/* A dimension that two groups split (else -1): no valid Dist has one. */
+int dist_clash(const Dist *d);
 int64_t value_rank_extent(const Value *v, int d); /* per-rank extent of dim d */
 int64_t value_elems(const Value *v);              /* global element count */
 int64_t value_rank_elems(const Value *v);         /* per-rank element count */

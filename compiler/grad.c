@@ -6,9 +6,11 @@
  * transpose (all_gather <-> reduce_scatter on the same dim and group,
  * all_to_all(x, A, B) -> all_to_all(dY, B, A), all_reduce -> all_reduce),
  * gradients that reach a value twice are summed, and a gradient spread
- * otherwise than its tensor is moved there by a collective (a replicated
- * weight whose gradient is partial over the group that splits the data
- * gets an all_reduce: data parallelism).
+ * otherwise than its tensor is moved there by a collective per group
+ * where they differ (a weight replicated over the group that splits the
+ * data gets a gradient partial over it, all-reduced: data parallelism;
+ * on a grid, a weight split over tp and replicated over dp gets one split
+ * over tp and partial over dp).
  *
  * Every gradient is a global tensor spread over the ranks like the values
  * of the forward: the gradient of a split value is split the same way,
@@ -163,15 +165,17 @@ sched_for(Bw *B, const Node *at)
 	return s;
 }
 
+/* The collective op over group g moving x to the spread `to` (x's but
+ * over g). */
 static Value *
-coll(Bw *B, const Node *at, OpKind op, Value *x, int dim, int dim2, Dist to, const char *name,
-     SchedChoice *how)
+coll(Bw *B, const Node *at, OpKind op, Value *x, Group *g, int dim, int dim2, Dist to,
+     const char *name, SchedChoice *how)
 {
 	Node *n = new_node(B, at, op, 1, &x);
 
 	n->a.coll.dim = dim;
 	n->a.coll.dim2 = dim2;
-	n->a.coll.group = x->dist.group;
+	n->a.coll.group = g;
 	n->sched = how;
 	return commit(B, n, new_value(B, x, to, name));
 }
@@ -192,7 +196,8 @@ fwd(Bw *B, Value *v)
 	} else if (v->def->op == OP_ALL_GATHER && !v->keep) {
 		const Node *ag = v->def;
 		Value *x = fwd(B, ag->in[0]);
-		*c = coll(B, ag, OP_ALL_GATHER, x, ag->a.coll.dim, -1, v->dist, v->name, sched_for(B, ag));
+		*c = coll(B, ag, OP_ALL_GATHER, x, ag->a.coll.group, ag->a.coll.dim, -1, v->dist,
+		          v->name, sched_for(B, ag));
 	} else {
 		vec_push(B->a, &B->saved, v);
 		*c = leaf(B, v, R_IN, v->name);
@@ -218,41 +223,64 @@ want_str(Bw *B, const Value *x, Dist want)
 	return dist_str(B->a, &w);
 }
 
-/* The spread of the gradient of a value spread as x: a partial sum's is
- * replicated (each rank's part gets the whole gradient), any other's like
- * x. */
+/* The spread of the gradient of a value spread as x: over each group, a
+ * partial sum's is replicated (each rank's part gets the whole gradient),
+ * any other's like x. */
 static Dist
 grad_spread(Dist x)
 {
-	return x.kind == DI_PARTIAL ? (Dist){DI_REPL, 0, NULL} : x;
+	for (int k = 0; k < MAXGROUPS; k++)
+		if (x.p[k].kind == DI_PARTIAL)
+			x.p[k] = (DistPart){DI_REPL, 0, NULL};
+	return x;
 }
 
-/* x (a gradient) spread as want, by the collective that moves it there:
- * a partial sum reduce-scattered or all-reduced, a split gathered or
- * exchanged; NULL with an error when no collective does. */
+/* The collective over group k that moves that group's part of h to
+ * want's, when it can move now: pass 0 the reductions (a partial sum
+ * reduce-scattered or all-reduced), pass 1 the others (a split gathered or
+ * exchanged), neither to a dim another group splits; else -1. */
+static int
+fit_op(const Dist *h, const Dist *want, int k, int pass)
+{
+	DistPart a = h->p[k], b = want->p[k];
+
+	if (a.kind == b.kind && (a.kind != DI_SPLIT || a.dim == b.dim))
+		return -1;
+	if (b.kind == DI_SPLIT && dist_split_group(h, b.dim))
+		return -1;
+	if (a.kind == DI_PARTIAL && pass == 0)
+		return b.kind == DI_SPLIT ? OP_REDUCE_SCATTER : b.kind == DI_REPL ? OP_ALL_REDUCE : -1;
+	if (a.kind == DI_SPLIT && pass == 1)
+		return b.kind == DI_REPL ? OP_ALL_GATHER : b.kind == DI_SPLIT ? OP_ALL_TO_ALL : -1;
+	return -1;
+}
+
+/* x (a gradient) spread as want, by the collectives that move it there,
+ * one per group where the two differ: the reductions first (less data
+ * moves after them); the last takes the name. NULL with an error when no
+ * collective does. */
 static Value *
 fit(Bw *B, const Node *at, Value *x, Dist want, const char *name, SchedChoice *how)
 {
-	Dist h = x->dist;
-
-	if (graph_dist_eq(h, want))
-		return x;
-	if (h.kind != DI_REPL && want.kind != DI_REPL && h.group != want.group) {
-		no_rule(B, at, arena_printf(B->a, ": a gradient %s where %s is wanted",
-		                            dist_str(B->a, x), want_str(B, x, want)));
-		return NULL;
+	while (!graph_dist_eq(x->dist, want)) {
+		int k = 0, op = -1;
+		for (int pass = 0; pass < 2 && op < 0; pass++)
+			for (k = 0; k < MAXGROUPS && (op = fit_op(&x->dist, &want, k, pass)) < 0; k++)
+				;
+		if (op < 0) {
+			no_rule(B, at, arena_printf(B->a, ": its gradient is %s where %s is wanted",
+			                            dist_str(B->a, x), want_str(B, x, want)));
+			return NULL;
+		}
+		DistPart a = x->dist.p[k], b = want.p[k];
+		Dist to = x->dist;
+		to.p[k] = b;
+		const char *nm = graph_dist_eq(to, want) ? name :
+		                 fresh_name(B, arena_printf(B->a, "%s_%s", name, a.group->name));
+		x = coll(B, at, op, x, a.group, op == OP_ALL_REDUCE ? -1 : a.kind == DI_SPLIT ?
+		         a.dim : b.dim, op == OP_ALL_TO_ALL ? b.dim : -1, to, nm, how);
 	}
-	if (h.kind == DI_PARTIAL && want.kind == DI_SPLIT)
-		return coll(B, at, OP_REDUCE_SCATTER, x, want.dim, -1, want, name, how);
-	if (h.kind == DI_PARTIAL && want.kind == DI_REPL)
-		return coll(B, at, OP_ALL_REDUCE, x, -1, -1, want, name, how);
-	if (h.kind == DI_SPLIT && want.kind == DI_REPL)
-		return coll(B, at, OP_ALL_GATHER, x, h.dim, -1, want, name, how);
-	if (h.kind == DI_SPLIT && want.kind == DI_SPLIT)
-		return coll(B, at, OP_ALL_TO_ALL, x, h.dim, want.dim, want, name, how);
-	no_rule(B, at, arena_printf(B->a, ": its gradient is %s where %s is wanted",
-	                            dist_str(B->a, x), want_str(B, x, want)));
-	return NULL;
+	return x;
 }
 
 /* A compute node of b: op(in...) shaped like `like`, spread as dist. */
@@ -270,10 +298,12 @@ ew(Bw *B, const Node *at, OpKind op, Value *dy, Value *x, const char *name)
 {
 	Dist r, xd = x->dist;
 	Value *in[2] = {dy, x};
+	int map[MAXDIM];
 
-	if (xd.kind == DI_SPLIT)
-		xd.dim += dy->ndim - x->ndim;
-	if (!graph_dist_ew(op, dy->dist, xd, &r)) {
+	for (int d = 0; d < x->ndim; d++)
+		map[d] = d + dy->ndim - x->ndim;
+	dist_remap(&xd, map, x->ndim);
+	if (!graph_dist_ew(op, dy->dist, xd, &r, NULL)) {
 		no_rule(B, at, arena_printf(B->a, ": its gradient is %s, %s is %s", dist_str(B->a, dy),
 		                            x->name, dist_str(B->a, x)));
 		return NULL;
@@ -282,23 +312,27 @@ ew(Bw *B, const Node *at, OpKind op, Value *dy, Value *x, const char *name)
 }
 
 /* The sum of gradients a and b of one tensor. A partial sum that add
- * cannot take as it is is made whole first: spread like the other, or
- * replicated when the other is partial too (over another group). */
+ * cannot take as it is is made whole first, over each group where the
+ * other is not partial too: spread like the other there, or replicated. */
 static Value *
 sum2(Bw *B, const Node *at, Value *a, Value *b, const char *name)
 {
 	Value *in[2] = {a, b};
 	Dist r;
 
-	for (int i = 0; i < 2 && !graph_dist_ew(OP_ADD, in[0]->dist, in[1]->dist, &r); i++) {
-		if (in[i]->dist.kind != DI_PARTIAL)
+	for (int i = 0; i < 2 && !graph_dist_ew(OP_ADD, in[0]->dist, in[1]->dist, &r, NULL); i++) {
+		Dist want = in[i]->dist, other = grad_spread(in[!i]->dist);
+		for (int k = 0; k < MAXGROUPS; k++)
+			if (want.p[k].kind == DI_PARTIAL && in[!i]->dist.p[k].kind != DI_PARTIAL)
+				want.p[k] = other.p[k];
+		if (graph_dist_eq(want, in[i]->dist))
 			continue;
 		const char *pn = fresh_name(B, arena_printf(B->a, "%s_sum", name));
-		in[i] = fit(B, at, in[i], grad_spread(in[!i]->dist), pn, sched_for(B, NULL));
+		in[i] = fit(B, at, in[i], want, pn, sched_for(B, NULL));
 		if (!in[i])
 			return NULL;
 	}
-	if (!graph_dist_ew(OP_ADD, in[0]->dist, in[1]->dist, &r)) {
+	if (!graph_dist_ew(OP_ADD, in[0]->dist, in[1]->dist, &r, NULL)) {
 		no_rule(B, at, arena_printf(B->a, ": its gradients are %s and %s",
 		                            dist_str(B->a, in[0]), dist_str(B->a, in[1])));
 		return NULL;
@@ -339,7 +373,10 @@ dname(Bw *B, const Value *v)
 static Dist
 lin(const Value *dy, Dist d)
 {
-	return dy->dist.kind == DI_PARTIAL ? dy->dist : d;
+	for (int k = 0; k < MAXGROUPS; k++)
+		if (dy->dist.p[k].kind == DI_PARTIAL)
+			d.p[k] = dy->dist.p[k];
+	return d;
 }
 
 /* A node of b for forward node n: op(in...) shaped like `like`, spread
@@ -360,10 +397,12 @@ static Dist
 transposed(const Value *v, int t)
 {
 	Dist d = v->dist;
-	int a = v->ndim - 2;
+	int a = v->ndim - 2, map[MAXDIM];
 
-	if (t && d.kind == DI_SPLIT && d.dim >= a)
-		d.dim = 2 * a + 1 - d.dim;
+	for (int k = 0; k < v->ndim; k++)
+		map[k] = k < a ? k : 2 * a + 1 - k;
+	if (t)
+		dist_remap(&d, map, v->ndim);
 	return d;
 }
 
@@ -375,7 +414,7 @@ mm(Bw *B, const Node *at, Value *a, Value *b, int ta, int tb, const Value *like)
 	Dist r;
 	Value *in[2] = {a, b};
 
-	if (!graph_dist_mm(transposed(a, ta), a->ndim, transposed(b, tb), b->ndim, &r)) {
+	if (!graph_dist_mm(transposed(a, ta), a->ndim, transposed(b, tb), b->ndim, &r, NULL)) {
 		no_rule(B, at, arena_printf(B->a, ": %s (%s) times %s (%s)", a->name,
 		                            dist_str(B->a, a), b->name, dist_str(B->a, b)));
 		return NULL;
@@ -389,26 +428,41 @@ mm(Bw *B, const Node *at, Value *a, Value *b, int ta, int tb, const Value *like)
 /* a.T @ b summed over the leading dims ([..., M, K] and [..., M, N] to
  * [K, N]): the gradient of a 2-d weight that multiplies batched
  * activations. Contracted dims split alike give a partial sum. */
+/* The rule of a.T @ b summed over the leading dims for one group's parts
+ * (last: the last dim of a and b); 0 when none applies. */
+static int
+part_mm_sum(DistPart da, DistPart db, int last, DistPart *r)
+{
+	*r = (DistPart){DI_REPL, 0, NULL};
+	if (da.kind == DI_REPL && db.kind == DI_REPL)
+		return 1;
+	if ((da.kind == DI_PARTIAL && db.kind == DI_REPL) ||
+	    (da.kind == DI_REPL && db.kind == DI_PARTIAL))
+		*r = da.kind == DI_PARTIAL ? da : db;
+	else if (da.kind == DI_SPLIT && db.kind == DI_SPLIT && da.dim == db.dim && da.dim < last)
+		*r = (DistPart){DI_PARTIAL, 0, da.group};
+	else if (da.kind == DI_SPLIT && da.dim == last && db.kind == DI_REPL)
+		*r = (DistPart){DI_SPLIT, 0, da.group};
+	else if (db.kind == DI_SPLIT && db.dim == last && da.kind == DI_REPL)
+		*r = (DistPart){DI_SPLIT, 1, db.group};
+	else
+		return 0;
+	return 1;
+}
+
+/* a.T @ b summed over the leading dims ([..., M, K] and [..., M, N] to
+ * [K, N]): the gradient of a 2-d weight that multiplies batched
+ * activations. Contracted dims split alike give a partial sum. */
 static Value *
 mm_sum(Bw *B, const Node *at, Value *a, Value *b, const Value *like)
 {
-	Dist da = a->dist, db = b->dist, r = {DI_REPL, 0, NULL};
-	int last = a->ndim - 1;
+	Dist r = {0};
+	int ok = 1;
 	Value *in[2] = {a, b};
 
-	if (da.kind == DI_REPL && db.kind == DI_REPL)
-		;
-	else if ((da.kind == DI_PARTIAL && db.kind == DI_REPL) ||
-	         (da.kind == DI_REPL && db.kind == DI_PARTIAL))
-		r = da.kind == DI_PARTIAL ? da : db;
-	else if (da.kind == DI_SPLIT && db.kind == DI_SPLIT && da.dim == db.dim && da.dim < last &&
-	         da.group == db.group)
-		r = (Dist){DI_PARTIAL, 0, da.group};
-	else if (da.kind == DI_SPLIT && da.dim == last && db.kind == DI_REPL)
-		r = (Dist){DI_SPLIT, 0, da.group};
-	else if (db.kind == DI_SPLIT && db.dim == last && da.kind == DI_REPL)
-		r = (Dist){DI_SPLIT, 1, db.group};
-	else {
+	for (int k = 0; k < MAXGROUPS; k++)
+		ok &= part_mm_sum(a->dist.p[k], b->dist.p[k], a->ndim - 1, &r.p[k]);
+	if (!ok || dist_clash(&r) >= 0) {
 		no_rule(B, at, arena_printf(B->a, ": %s (%s) times %s (%s) summed over the batch",
 		                            a->name, dist_str(B->a, a), b->name, dist_str(B->a, b)));
 		return NULL;
@@ -455,10 +509,11 @@ sum_to(Bw *B, const Node *at, Value *g, const Value *x, const char *name)
 	int off = g->ndim - x->ndim;
 	Dist d = g->dist;
 
-	if (d.kind == DI_SPLIT && d.dim < off)
-		d = (Dist){DI_PARTIAL, 0, d.group};
-	else if (d.kind == DI_SPLIT)
-		d.dim -= off;
+	for (int k = 0; k < MAXGROUPS; k++)
+		if (d.p[k].kind == DI_SPLIT && d.p[k].dim < off)
+			d.p[k] = (DistPart){DI_PARTIAL, 0, d.p[k].group};
+		else if (d.p[k].kind == DI_SPLIT)
+			d.p[k].dim -= off;
 	return compute(B, at, OP_SUM_LEADING, 1, &g, x, d, name);
 }
 
@@ -576,7 +631,7 @@ attn_lse(Bw *B, const Node *n)
 	const Value *o = n->out;
 	Value *l = arena_alloc(B->a, sizeof *l);
 
-	if (o->dist.kind == DI_SPLIT && o->dist.dim >= o->ndim - 1)
+	if (dist_split_group(&o->dist, o->ndim - 1))
 		die("grad: attention %s split along its last dim", o->name);
 	l->dtype = o->dtype == DT_F64 ? DT_F64 : DT_F32;
 	l->ndim = o->ndim - 1;
@@ -610,12 +665,12 @@ vjp_attention(Bw *B, const Node *n, Value *dy)
 	const Value *q = n->in[0];
 	Value *in[6] = {fwd(B, n->in[0]), fwd(B, n->in[1]), fwd(B, n->in[2]), fwd(B, n->out), dy,
 	                attn_lse(B, n)};
-	int qsplit = q->dist.kind == DI_SPLIT && q->dist.dim == q->ndim - 2;
+	Group *qsplit = dist_split_group(&q->dist, q->ndim - 2);
 
 	for (int i = 0; i < 3; i++) {
 		Dist d = n->in[i]->dist;
 		if (i > 0 && qsplit)
-			d = (Dist){DI_PARTIAL, 0, q->dist.group};
+			d.p[qsplit->id] = (DistPart){DI_PARTIAL, 0, qsplit};
 		contribute(B, n->in[i], like_node(B, n, op[i], 6, in, n->in[i], lin(dy, d), NULL));
 	}
 }
@@ -649,6 +704,21 @@ static const Vjp vjp[NOP] = {
 
 /* ---- the pass ---- */
 
+/* The spread the rules take the gradient dy of v in: over a group that
+ * splits v, split alike; over one v is a partial sum over, replicated;
+ * over the others as it is (a replicated value's gradient may be partial
+ * or split). */
+static Dist
+grad_of(const Value *v, const Value *dy)
+{
+	Dist want = grad_spread(v->dist);
+
+	for (int k = 0; k < MAXGROUPS; k++)
+		if (v->dist.p[k].kind == DI_REPL)
+			want.p[k] = dy->dist.p[k];
+	return want;
+}
+
 /* Every op whose result has a gradient, last first. */
 static void
 backprop(Bw *B)
@@ -665,8 +735,8 @@ backprop(Bw *B)
 			continue;
 		}
 		Value *dy = total(B, v, dname(B, v));
-		if (dy && v->dist.kind != DI_REPL)
-			dy = fit(B, n, dy, grad_spread(v->dist), dname(B, v), sched_for(B, NULL));
+		if (dy)
+			dy = fit(B, n, dy, grad_of(v, dy), dname(B, v), sched_for(B, NULL));
 		if (dy)
 			vjp[n->op](B, n, dy);
 	}
@@ -699,14 +769,18 @@ static void
 leaf_grad(Bw *B, Value *v, const char *name)
 {
 	Value *t = total(B, v, name);
-	int gsplit = v->gdist.kind == DI_SPLIT;
+	int gsplit = dist_count(&v->gdist, DI_SPLIT) > 0;
 	Dist want = gsplit ? v->gdist : v->dist;
 
-	if (t && gsplit && !(t->dist.kind == DI_PARTIAL && t->dist.group == want.group)) {
+	for (int k = 0; t && gsplit && k < MAXGROUPS; k++) {
+		const Group *g = want.p[k].group;
+		if (want.p[k].kind != DI_SPLIT || v->dist.p[k].kind == DI_SPLIT ||
+		    t->dist.p[k].kind == DI_PARTIAL)
+			continue;
 		diag_error(B->d, v->nloc, "the gradient of %s (%s) is no partial sum over %s, "
 		           "so it cannot be reduce-scattered over %s (grad split): no data that %s "
 		           "multiplies is split over %s", v->name, dist_str(B->a, t),
-		           want.group->name, want.group->name, v->name, want.group->name);
+		           g->name, g->name, v->name, g->name);
 		B->err = 1;
 		return;
 	}

@@ -27,9 +27,9 @@ graph_add(Arena *a, Graph *g, Node *n, Value *v)
 int64_t
 value_rank_extent(const Value *v, int d)
 {
-	if (v->dist.kind == DI_SPLIT && v->dist.dim == d)
-		return v->shape[d] / v->dist.group->size;
-	return v->shape[d];
+	const Group *g = dist_split_group(&v->dist, d);
+
+	return g ? v->shape[d] / g->size : v->shape[d];
 }
 
 int64_t
@@ -75,19 +75,26 @@ value_dim_name(Arena *a, const Value *v, int d)
 	return l ? l : arena_printf(a, "%d", d);
 }
 
-/* "repl", "split S over tp", "partial over tp" */
+/* "repl", "split S over tp", "partial over tp"; over several groups the
+ * splits in dim order, then the partial sums: "split B over dp, S over
+ * tp", "split B over dp, partial over tp" */
 const char *
 dist_str(Arena *a, const Value *v)
 {
-	switch (v->dist.kind) {
-	case DI_SPLIT:
-		return arena_printf(a, "split %s over %s", value_dim_name(a, v, v->dist.dim),
-		                    v->dist.group->name);
-	case DI_PARTIAL:
-		return arena_printf(a, "partial over %s", v->dist.group->name);
-	default:
-		return "repl";
+	const char *s = "";
+	int nsplit = 0;
+
+	for (int d = 0; d < v->ndim; d++) {
+		const Group *g = dist_split_group(&v->dist, d);
+		if (g)
+			s = arena_printf(a, "%s%s%s over %s", s, nsplit++ ? ", " : "split ",
+			                 value_dim_name(a, v, d), g->name);
 	}
+	for (int k = 0; k < MAXGROUPS; k++)
+		if (v->dist.p[k].kind == DI_PARTIAL)
+			s = arena_printf(a, "%s%spartial over %s", s, *s ? ", " : "",
+			                 v->dist.p[k].group->name);
+	return *s ? s : "repl";
 }
 
 const char *
@@ -312,24 +319,99 @@ graph_fill_locality(Graph *g)
 	}
 }
 
-/* ---- distribution rules (LANGUAGE.md, "How values are spread") ---- */
+/* ---- distributions ---- */
+
+Dist
+dist_one(DistKind k, int dim, Group *g)
+{
+	Dist d = {0};
+
+	if (k != DI_REPL)
+		d.p[g->id] = (DistPart){k, k == DI_SPLIT ? dim : 0, g};
+	return d;
+}
+
+int
+dist_count(const Dist *d, DistKind k)
+{
+	int n = 0;
+
+	for (int i = 0; i < MAXGROUPS; i++)
+		n += d->p[i].kind == k;
+	return n;
+}
+
+int
+dist_is_repl(const Dist *d)
+{
+	return dist_count(d, DI_REPL) == MAXGROUPS;
+}
+
+Group *
+dist_group(const Dist *d, DistKind k)
+{
+	for (int i = 0; i < MAXGROUPS; i++)
+		if (d->p[i].kind == k)
+			return d->p[i].group;
+	return NULL;
+}
+
+Group *
+dist_split_group(const Dist *d, int dim)
+{
+	for (int i = 0; i < MAXGROUPS; i++)
+		if (d->p[i].kind == DI_SPLIT && d->p[i].dim == dim)
+			return d->p[i].group;
+	return NULL;
+}
+
+void
+dist_remap(Dist *d, const int *map, int n)
+{
+	for (int i = 0; i < MAXGROUPS; i++)
+		if (d->p[i].kind == DI_SPLIT && d->p[i].dim < n)
+			d->p[i].dim = map[d->p[i].dim];
+}
+
+int
+dist_clash(const Dist *d)
+{
+	for (int i = 0; i < MAXGROUPS; i++)
+		for (int j = i + 1; j < MAXGROUPS; j++)
+			if (d->p[i].kind == DI_SPLIT && d->p[j].kind == DI_SPLIT &&
+			    d->p[i].dim == d->p[j].dim)
+				return d->p[i].dim;
+	return -1;
+}
+
+/* ---- distribution rules (LANGUAGE.md, "How values are spread") ----
+ * Each applies to every group's part on its own (the ops are linear in
+ * each operand, so parts over independent axes of the grid compose); a
+ * result that two groups would split along one dim is refused. */
+
+static int
+part_eq(DistPart a, DistPart b)
+{
+	if (a.kind != b.kind)
+		return 0;
+	return a.kind != DI_SPLIT || a.dim == b.dim;
+}
 
 int
 graph_dist_eq(Dist a, Dist b)
 {
-	if (a.kind != b.kind)
-		return 0;
-	if (a.kind == DI_REPL)
-		return 1;
-	return a.group == b.group && (a.kind == DI_PARTIAL || a.dim == b.dim);
+	for (int i = 0; i < MAXGROUPS; i++)
+		if (!part_eq(a.p[i], b.p[i]))
+			return 0;
+	return 1;
 }
 
-int
-graph_dist_mm(Dist da, int an, Dist db, int bn, Dist *r)
+static int
+part_mm(DistPart da, int an, DistPart db, int bn, DistPart *r)
 {
 	int ak = an - 1, bk = bn - 2, bnn = bn - 1, batched = bn > 2;
 
-	*r = (Dist){DI_REPL, 0, NULL};
+	*r = (DistPart){DI_REPL, 0, NULL};
 	if (da.kind == DI_REPL && db.kind == DI_REPL)
 		return 1;
 	if (da.kind == DI_PARTIAL && db.kind == DI_REPL) {
@@ -346,12 +428,12 @@ graph_dist_mm(Dist da, int an, Dist db, int bn, Dist *r)
 	}
 	if (da.kind == DI_REPL && db.kind == DI_SPLIT &&
 	    (db.dim == bnn || (batched && db.dim < bk))) {
-		*r = (Dist){DI_SPLIT, db.dim == bnn ? an - 1 : db.dim, db.group};
+		*r = (DistPart){DI_SPLIT, db.dim == bnn ? an - 1 : db.dim, db.group};
 		return 1;
 	}
-	if (da.kind == DI_SPLIT && db.kind == DI_SPLIT && da.group == db.group) {
+	if (da.kind == DI_SPLIT && db.kind == DI_SPLIT) {
 		if (da.dim == ak && db.dim == bk) {
-			*r = (Dist){DI_PARTIAL, 0, da.group};
+			*r = (DistPart){DI_PARTIAL, 0, da.group};
 			return 1;
 		}
 		if (batched && da.dim == db.dim && da.dim < bk) {
@@ -362,12 +444,35 @@ graph_dist_mm(Dist da, int an, Dist db, int bn, Dist *r)
 	return 0;
 }
 
+/* Every group's part by its rule: 0 when one refuses or two groups
+ * split one dim (then *clash, if asked, is that dim). */
+static int
+dist_rule_end(int ok, const Dist *r, int *clash)
+{
+	int c = ok ? dist_clash(r) : -1;
+
+	if (clash)
+		*clash = c;
+	return ok && c < 0;
+}
+
 int
-graph_dist_ew(OpKind op, Dist a, Dist b, Dist *r)
+graph_dist_mm(Dist da, int an, Dist db, int bn, Dist *r, int *clash)
+{
+	int ok = 1;
+
+	*r = (Dist){0};
+	for (int i = 0; i < MAXGROUPS; i++)
+		ok &= part_mm(da.p[i], an, db.p[i], bn, &r->p[i]);
+	return dist_rule_end(ok, r, clash);
+}
+
+static int
+part_ew(OpKind op, DistPart a, DistPart b, DistPart *r)
 {
 	int mul = op != OP_ADD; /* mul and the *_GRAD ops: linear in a */
 
-	if (graph_dist_eq(a, b) && !(a.kind == DI_PARTIAL && mul)) {
+	if (part_eq(a, b) && !(a.kind == DI_PARTIAL && mul)) {
 		*r = a;
 		return 1;
 	}
@@ -384,6 +489,17 @@ graph_dist_ew(OpKind op, Dist a, Dist b, Dist *r)
 	return 0;
 }
 
+int
+graph_dist_ew(OpKind op, Dist a, Dist b, Dist *r, int *clash)
+{
+	int ok = 1;
+
+	*r = (Dist){0};
+	for (int i = 0; i < MAXGROUPS; i++)
+		ok &= part_ew(op, a.p[i], b.p[i], &r->p[i]);
+	return dist_rule_end(ok, r, clash);
+}
+
 /* ---- invariants ---- */
 
 static void
@@ -396,11 +512,16 @@ check_value(const Value *v, int i)
 	for (int d = 0; d < v->ndim; d++)
 		if (v->shape[d] <= 0)
 			die("value %s: extent %d is %lld", v->name, d, (long long)v->shape[d]);
-	if (v->dist.kind != DI_REPL && !v->dist.group)
-		die("value %s: distributed without a group", v->name);
-	if (v->dist.kind == DI_SPLIT && (v->dist.dim < 0 || v->dist.dim >= v->ndim ||
-	                                 v->shape[v->dist.dim] % v->dist.group->size))
-		die("value %s: bad split dimension %d", v->name, v->dist.dim);
+	for (int k = 0; k < MAXGROUPS; k++) {
+		const DistPart *p = &v->dist.p[k];
+		if (p->kind != DI_REPL && (!p->group || p->group->id != k))
+			die("value %s: distributed without its group %d", v->name, k);
+		if (p->kind == DI_SPLIT && (p->dim < 0 || p->dim >= v->ndim ||
+		                            v->shape[p->dim] % p->group->size))
+			die("value %s: bad split dimension %d", v->name, p->dim);
+	}
+	if (dist_clash(&v->dist) >= 0)
+		die("value %s: dimension %d split over two groups", v->name, dist_clash(&v->dist));
 }
 
 static void

@@ -20,6 +20,7 @@ typedef struct Pl {
 	Arena *a;
 	const Coll *c;
 	PColl *pc;
+	int sg;        /* the collective's group (Group.id) */
 } Pl;
 
 int64_t
@@ -50,6 +51,26 @@ plan_temp_extent(const Coll *c, const Buf *b, int d)
 	int64_t e = value_rank_extent(b->v, d);
 
 	return d == b->dim ? e / c->nslices : e;
+}
+
+int
+plan_rank_var(int k, int sg)
+{
+	return k == sg ? PV_R : PV_G + k;
+}
+
+int
+plan_stage_group(const Stage *st)
+{
+	const Node *n = st->u.node;
+
+	if (st->kind == ST_COLL)
+		return st->u.coll->node->a.coll.group->id;
+	for (int j = -1; j < n->nin; j++)
+		for (int k = 0; k < MAXGROUPS; k++)
+			if ((j < 0 ? n->out : n->in[j])->dist.p[k].kind != DI_REPL)
+				return k;
+	return -1;
 }
 
 int
@@ -266,8 +287,8 @@ pl_stage_need(Pl *L, int lb, int side, int64_t elems)
 		l->stage_elems[side] = elems;
 }
 
-static void pl_window(const Node *n, int j, PView *v);
-static void pl_qoff(const Node *n, PItem *p);
+static void pl_window(const Node *n, int j, PView *v, int sg);
+static void pl_qoff(const Node *n, PItem *p, int sg);
 
 static void
 pl_compute(Pl *L, const Item *it, PItem *p)
@@ -295,7 +316,7 @@ pl_compute(Pl *L, const Item *it, PItem *p)
 		}
 	}
 	for (int j = 0; j < n->nin; j++)
-		pl_window(n, j, &p->view[1 + j]);
+		pl_window(n, j, &p->view[1 + j], L->sg);
 	p->nview = 1 + n->nin;
 	if (n->lse) { /* the log-sum-exp rows of the slices of the result */
 		PView *v = &p->view[p->nview++];
@@ -303,7 +324,7 @@ pl_compute(Pl *L, const Item *it, PItem *p)
 		*v = pv_value(n->lse);
 		pv_cut(v, rn->odim, pe_slices(se), se * cnt);
 	}
-	pl_qoff(n, p);
+	pl_qoff(n, p, L->sg);
 }
 
 static void
@@ -593,33 +614,36 @@ pl_coll_plan(Pl *L, const Coll *c)
 /* ---- plain stages: one op on whole per-rank tensors ---- */
 
 /* Cuts view v of input j of n to this rank's window: where n's result is
- * split along d and the input holds all of the dim d maps to, the rows of
- * that dim for the result's rows (in proportion: head split and merge
- * turn D = H * Dh rows into H heads). */
+ * split along d (over a group whose rank is a variable of stage group
+ * sg) and the input holds all of the dim d maps to, the rows of that dim
+ * for the result's rows (in proportion: head split and merge turn D = H *
+ * Dh rows into H heads). */
 static void
-pl_window(const Node *n, int j, PView *v)
+pl_window(const Node *n, int j, PView *v, int sg)
 {
 	const Value *x = n->in[j], *o = n->out;
 
-	if (o->dist.kind != DI_SPLIT)
-		return;
-	int d = o->dist.dim, xd = n->inmap[j][d]; /* graph.c: slice-locality */
-	if (xd < 0 || (x->dist.kind == DI_SPLIT && x->dist.dim == xd))
-		return;
-	int64_t le = value_rank_extent(o, d) * x->shape[xd] / o->shape[d];
-	PExpr st = {.mul = le};
-	st.c[PV_R] = 1;
-	pv_cut(v, xd, st, le);
+	for (int d = 0; d < o->ndim; d++) {
+		const Group *g = dist_split_group(&o->dist, d);
+		int xd = n->inmap[j][d]; /* graph.c: slice-locality */
+		if (!g || xd < 0 || dist_split_group(&x->dist, xd))
+			continue;
+		int64_t le = value_rank_extent(o, d) * x->shape[xd] / o->shape[d];
+		PExpr st = {.mul = le};
+		st.c[plan_rank_var(g->id, sg)] = 1;
+		pv_cut(v, xd, st, le);
+	}
 }
 
 /* The global row of the first query of attention n, whose query operand
  * (input 0) this rank views as q: the starts of q's cuts along the query
  * dim, and the rows before this rank's when q is split along it. */
 static PExpr
-pl_qstart(const Node *n, const PView *q)
+pl_qstart(const Node *n, const PView *q, int sg)
 {
 	const Value *x = n->in[0];
 	int qd = x->ndim - 2;
+	const Group *g = dist_split_group(&x->dist, qd);
 	PExpr e = {.mul = 1};
 
 	for (int k = 0; k < q->ncut; k++) {
@@ -630,38 +654,38 @@ pl_qstart(const Node *n, const PView *q)
 			e.c[v] += c->start.mul * c->start.c[v];
 		e.add += c->start.mul * c->start.add;
 	}
-	if (x->dist.kind == DI_SPLIT && x->dist.dim == qd)
-		e.c[PV_R] += value_rank_extent(x, qd);
+	if (g)
+		e.c[plan_rank_var(g->id, sg)] += value_rank_extent(x, qd);
 	return e;
 }
 
 /* A causal attention's query offset or a rope's first position, when it
  * is not 0. */
 static void
-pl_qoff(const Node *n, PItem *p)
+pl_qoff(const Node *n, PItem *p, int sg)
 {
 	if (!op_pos(n))
 		return;
-	p->qstart = pl_qstart(n, &p->view[1]);
+	p->qstart = pl_qstart(n, &p->view[1], sg);
 	for (int v = 0; v < NPV; v++)
 		p->qoff |= p->qstart.c[v] != 0;
 	p->qoff |= p->qstart.add != 0;
 }
 
 static PItem *
-pl_plain(const Node *n, Arena *a)
+pl_plain(const Node *n, Arena *a, int sg)
 {
 	PItem *p = arena_alloc(a, sizeof *p);
 
 	p->view[0] = pv_value(n->out);
 	for (int j = 0; j < n->nin; j++) {
 		p->view[1 + j] = pv_value(n->in[j]);
-		pl_window(n, j, &p->view[1 + j]);
+		pl_window(n, j, &p->view[1 + j], sg);
 	}
 	p->nview = 1 + n->nin;
 	if (n->lse)
 		p->view[p->nview++] = pv_value(n->lse);
-	pl_qoff(n, p);
+	pl_qoff(n, p, sg);
 	return p;
 }
 
@@ -773,6 +797,13 @@ coll_need(const Coll *c, const PColl *pc)
 }
 
 
+/* The PV_G + k of every view and offset of p, as bits k. */
+static unsigned
+item_granks(const PItem *p)
+{
+	return plan_item_vars(p) >> PV_G;
+}
+
 static void
 pl_need(Plan *P)
 {
@@ -780,19 +811,21 @@ pl_need(Plan *P)
 
 	for (int k = 0, ci = 0; k < s->stages.n; k++) {
 		const Stage *st = s->stages.v[k];
-		const Group *gr;
-		unsigned n;
+		unsigned n, gr = 0;
 		if (st->kind == ST_COMPUTE) {
-			const Value *out = st->u.node->out;
-			gr = out->dist.kind == DI_SPLIT ? out->dist.group : NULL;
 			n = plain_need(P->plain[k]);
+			gr = item_granks(P->plain[k]);
 		} else {
-			gr = st->u.coll->node->a.coll.group;
-			n = coll_need(st->u.coll, P->coll[ci++]);
+			const PColl *pc = P->coll[ci++];
+			n = coll_need(st->u.coll, pc);
+			for (int id = 0; id < st->u.coll->nitems; id++)
+				gr |= item_granks(pc->item[id]);
 		}
-		P->group[k] = gr ? gr->id : -1;
 		if (n & PN_R && P->group[k] >= 0)
 			P->rank_used[P->group[k]] = 1;
+		for (int g = 0; g < s->g->groups.n; g++)
+			if (gr >> g & 1)
+				P->rank_used[g] = 1;
 		P->need |= n;
 	}
 }
@@ -997,10 +1030,12 @@ plan_sched(const Sched *s)
 	P->rank_used = arena_alloc(a, (size_t)s->g->groups.n + 1);
 	for (int k = 0, ci = 0; k < s->stages.n; k++) {
 		const Stage *st = s->stages.v[k];
+		P->group[k] = plan_stage_group(st);
 		if (st->kind == ST_COMPUTE) {
-			P->plain[k] = pl_plain(st->u.node, a);
+			P->plain[k] = pl_plain(st->u.node, a, P->group[k]);
 			continue;
 		}
+		L.sg = P->group[k];
 		pl_coll_plan(&L, st->u.coll);
 		P->coll[ci++] = L.pc;
 	}

@@ -30,7 +30,10 @@ typedef enum PVar {
 	PV_U,    /* block u of a collective's chunk, or slice u of a loop */
 	PV_BASE, /* a collective chunk's first slice; at a wait, as saved at
 	          * its post */
-	NPV
+	PV_G,    /* PV_G + k: the rank in group k (Group.id) of a model of
+	          * several groups, where k is not the stage's group (whose
+	          * rank is PV_R): the other groups' splits of a value */
+	NPV = PV_G + MAXGROUPS
 } PVar;
 
 /* mul * (c[PV_S] * s + c[PV_R] * r + ... + add): an element offset along
@@ -57,7 +60,7 @@ typedef enum PBase {
 	PB_STAGE  /* slot k of a label's staging (id: the label) */
 } PBase;
 
-enum { MAXCUT = 3 };
+enum { MAXCUT = 4 };
 
 /* A view: a base, then cuts applied in order (PB_VALUE only). A staging
  * view is contiguous with dims[0..nd), at block u (PV_U) of blk elements
@@ -143,11 +146,13 @@ typedef struct Plan {
 	PItem **plain;     /* by Sched.stages index; NULL for a collective */
 	unsigned need;     /* PN_* */
 	int *group;        /* by Sched.stages index: the group (index in
-	                    * Graph.groups) whose rank the stage's expressions
-	                    * mean, and whose ranks a collective runs on; -1:
-	                    * none (a plain stage whose result is not split) */
+	                    * Graph.groups) whose rank PV_R means in the
+	                    * stage's expressions, and whose ranks a collective
+	                    * runs on; a plain stage's is the first group that
+	                    * spreads its result, else one of its inputs; -1:
+	                    * none (all replicated) */
 	char *rank_used;   /* by group index: some stage's expression uses the
-	                    * rank in that group */
+	                    * rank in that group (PV_R or PV_G + k) */
 	/* the serial reference: whole tensors, collectives the identity */
 	int64_t *ref_off;  /* by Value.id, -1: none (io, or an alias) */
 	int *ref_alias;    /* by Value.id: the value whose storage it shares, or -1 */
@@ -167,5 +172,10 @@ int plan_ix_mod(const Ix *x);
 int64_t plan_temp_extent(const Coll *c, const Buf *b, int d);
 /* Bytes of one element of the collective's data. */
 int plan_esize(const Coll *c);
+/* The variable of the rank in group k in a stage of group sg: PV_R or
+ * PV_G + k. */
+int plan_rank_var(int k, int sg);
+/* The group of stage st (Plan.group), -1: none. */
+int plan_stage_group(const Stage *st);
 
 #endif

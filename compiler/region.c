@@ -134,7 +134,7 @@ rg_outside(const Finder *F, const Node *n, int i, int f)
 		return arena_printf(F->a, "needs %s, which waits for the whole collective", v->name);
 	if (f >= 0 && rg_split_along(v, f))
 		return arena_printf(F->a, "needs all of %s along %s, but it is split over %s",
-		                    v->name, rg_dim(F, v, f), v->dist.group->name);
+		                    v->name, rg_dim(F, v, f), dist_split_group(&v->dist, f)->name);
 	return f >= 0 ? rg_cut(F, v, f) : NULL;
 }
 
@@ -146,7 +146,7 @@ rg_own_split(const Finder *F, const Value *v, int d)
 	if (!rg_split_along(v, d))
 		return NULL;
 	return arena_printf(F->a, "%s is split along %s over %s: its rows are not the region's "
-	                    "slices", v->name, rg_dim(F, v, d), v->dist.group->name);
+	                    "slices", v->name, rg_dim(F, v, d), dist_split_group(&v->dist, d)->name);
 }
 
 static const char *
@@ -248,7 +248,7 @@ rg_down_block(const Finder *F, const Node *n)
 
 	if (why)
 		return why;
-	if (n->out->dist.kind == DI_PARTIAL)
+	if (dist_count(&n->out->dist, DI_PARTIAL))
 		return "produces partial sums, fused with their reduction";
 	return NULL;
 }
@@ -363,12 +363,14 @@ rg_up_block(const Finder *F, const Coll *c, const Node *n, int f)
 	return rg_cut(F, n->out, f);
 }
 
+/* Does the region grow from n to its input in? Row-parallel: to an op
+ * that makes partial sums over the collective's group g. */
 static int
-rg_extends(UpMode mode, const Node *n, const Value *in)
+rg_extends(UpMode mode, const Node *n, const Value *in, const Group *g)
 {
 	if (op_info[in->def->op].cls == CL_LEAF)
 		return 0;
-	return mode == UP_PARTIAL ? in->dist.kind == DI_PARTIAL : n->op != OP_ATTENTION;
+	return mode == UP_PARTIAL ? in->dist.p[g->id].kind == DI_PARTIAL : n->op != OP_ATTENTION;
 }
 
 /* Grows the region that feeds p (cut along d), from the collective up,
@@ -399,7 +401,7 @@ rg_up(Finder *F, Coll *c, Value *p, int d, UpMode mode)
 		for (int i = 0; i < n->nin; i++) {
 			Value *in = n->in[i];
 			int g = n->inmap[i][f];
-			if (g < 0 || !rg_extends(mode, n, in))
+			if (g < 0 || !rg_extends(mode, n, in, c->node->a.coll.group))
 				continue;
 			F->vdim[in->id] = F->vdim[in->id] == -1 || F->vdim[in->id] == g ? g : -2;
 		}
@@ -461,7 +463,7 @@ rg_ar_dim(Finder *F, Coll *c)
 	F->dry = 1;
 	F->nslices = c->nslices;
 	for (int d = 0; d < p->ndim; d++) {
-		if (p->shape[d] % c->nslices)
+		if (p->shape[d] % c->nslices || dist_split_group(&p->dist, d))
 			continue;
 		c->dim = d;
 		rg_up(F, c, p, d, c->want.query ? UP_QUERY : UP_PARTIAL);

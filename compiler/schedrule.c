@@ -26,7 +26,7 @@ su_slices(const Node *n, const SchedChoice *c)
 
 /* The dimension cut into k slices: all_gather and reduce_scatter their
  * own, all_to_all the one split afterwards, all_reduce the first that
- * divides (-1: none). */
+ * divides and that no group splits (-1: none). */
 static int
 su_dim(const Node *n, int64_t k)
 {
@@ -37,7 +37,7 @@ su_dim(const Node *n, int64_t k)
 	if (n->op != OP_ALL_REDUCE)
 		return n->a.coll.dim;
 	for (int d = 0; d < x->ndim; d++)
-		if (x->shape[d] % k == 0)
+		if (x->shape[d] % k == 0 && !dist_split_group(&x->dist, d))
 			return d;
 	return -1;
 }
@@ -54,8 +54,9 @@ su_cut(Arena *a, const Node *n, const SchedChoice *c)
 		const char *s = "";
 		for (int i = 0; i < x->ndim; i++)
 			s = arena_printf(a, "%s%s%lld", s, i ? "," : "", (long long)x->shape[i]);
-		return arena_printf(a, " needs a dimension of %s ([%s]) that divides into %lld slices",
-		                    value_what(x), s, (long long)k);
+		return arena_printf(a, " needs a dimension of %s ([%s]) that%s divides into %lld "
+		                    "slices", value_what(x), s, dist_count(&x->dist, DI_SPLIT) ?
+		                    " no group splits and that" : "", (long long)k);
 	}
 	if (x->shape[d] % k)
 		return arena_printf(a, " needs %s (%lld) to divide into %lld slices",

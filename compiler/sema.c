@@ -181,53 +181,97 @@ tensor_shape(Sema *S, Scope *sc, const Stmt *st, Value *v)
 	return ok;
 }
 
-/* `split sd over gname` of tensor v: *r, or 0 after an error. */
-static int
-split_of(Sema *S, Scope *sc, Value *v, const Expr *sd, const char *gname, Loc gloc,
-         const char *name, Dist *r)
+/* The group a split names (pair: the ':' of dim and group name), or NULL
+ * after an error. */
+static Group *
+split_group(Sema *S, Scope *sc, const Expr *pair)
 {
-	Sym *gs = sema_lookup(sc, gname);
-	int d = sema_find_dim(S, v, sd, name, NULL);
+	const Expr *ge = pair->u.bin.r;
+	Sym *gs = sema_lookup(sc, ge->u.name);
 
 	if (!gs)
-		sema_unknown(S, sc, gloc, gname);
+		sema_unknown(S, sc, ge->loc, ge->u.name);
 	else if (gs->kind != SY_GROUP)
-		diag_error(S->d, gloc, "'%s' is %s, not a group", gname, sema_kind_noun(gs->kind));
-	if (d < 0 || !gs || gs->kind != SY_GROUP || gs->bad)
+		diag_error(S->d, ge->loc, "'%s' is %s, not a group", ge->u.name,
+		           sema_kind_noun(gs->kind));
+	return gs && gs->kind == SY_GROUP && !gs->bad ? gs->u.group : NULL;
+}
+
+/* `split DIM over GROUP` (pair) of tensor v, added to *r: 0 after an
+ * error. A tensor is split along one dim per group, a dim over one group. */
+static int
+split_of(Sema *S, Scope *sc, Value *v, const Expr *pair, const char *name, Dist *r)
+{
+	const Expr *sd = pair->u.bin.l, *ge = pair->u.bin.r;
+	Group *g = split_group(S, sc, pair);
+	int d = sema_find_dim(S, v, sd, name, NULL);
+
+	if (d < 0 || !g)
 		return 0;
-	if (!sema_divides(S, v, d, gs->u.group, sd->loc, name, NULL))
+	if (r->p[g->id].kind == DI_SPLIT) {
+		diag_error(S->d, ge->loc, "%s is split over %s twice: a tensor is split along "
+		           "one dimension per group", name, g->name);
 		return 0;
-	*r = (Dist){DI_SPLIT, d, gs->u.group};
+	}
+	const Group *o = dist_split_group(r, d);
+	if (o) {
+		diag_error(S->d, sd->loc, "dimension %s of %s is split over %s already: a "
+		           "dimension is split over one group", value_dim_name(S->a, v, d), name,
+		           o->name);
+		return 0;
+	}
+	if (!sema_divides(S, v, d, g, sd->loc, name, NULL))
+		return 0;
+	r->p[g->id] = (DistPart){DI_SPLIT, d, g};
 	return 1;
 }
 
-/* The tensor's split, and a weight's gradient's: only a whole weight's
- * gradient can be spread otherwise than the weight (a tensor is split over
- * one group at a time). */
+/* A weight's `grad split DIM over GROUP, ...`: its gradient is split like
+ * the weight and, over each group it names (one the weight is replicated
+ * over), reduce-scattered along DIM. */
+static int
+grad_splits(Sema *S, Scope *sc, const Stmt *st, Value *v)
+{
+	const Vec *gs = &st->u.tensor.gsplits;
+	const char *name = st->u.tensor.name;
+	int ok = 1;
+
+	if (v->role != R_WEIGHT) {
+		diag_error(S->d, ((Expr *)gs->v[0])->loc, "only a weight's gradient can be given "
+		           "a spread of its own, but %s is an input", name);
+		return 0;
+	}
+	v->gdist = v->dist;
+	for (int i = 0; i < gs->n; i++) {
+		const Expr *pair = gs->v[i];
+		const Group *g = split_group(S, sc, pair);
+		if (g && v->dist.p[g->id].kind != DI_REPL) {
+			diag_error(S->d, pair->u.bin.r->loc, "%s is split over %s, so its gradient "
+			           "is spread like it there: grad split names a group the weight is "
+			           "replicated over", name, g->name);
+			ok = 0;
+		} else if (g) {
+			ok &= split_of(S, sc, v, pair, name, &v->gdist);
+		} else {
+			ok = 0;
+		}
+	}
+	return ok;
+}
+
+/* The tensor's splits, and a weight's gradient's. */
 static int
 tensor_split(Sema *S, Scope *sc, const Stmt *st, Value *v)
 {
-	const Expr *sd = st->u.tensor.splitdim, *gs = st->u.tensor.gsplit;
-	const char *name = st->u.tensor.name;
+	const Vec *sp = &st->u.tensor.splits;
+	int ok = 1;
 
-	v->dist.kind = DI_REPL;
-	if (sd && !split_of(S, sc, v, sd, st->u.tensor.group, st->u.tensor.gloc, name, &v->dist))
-		return 0;
-	if (!gs)
-		return 1;
-	if (v->role != R_WEIGHT) {
-		diag_error(S->d, gs->loc, "only a weight's gradient can be given a spread of its "
-		           "own, but %s is an input", name);
-		return 0;
-	}
-	if (sd) {
-		diag_error(S->d, gs->loc, "%s is split over %s, so its gradient is spread like it: "
-		           "only a whole weight's gradient can be split otherwise", name,
-		           st->u.tensor.group);
-		return 0;
-	}
-	return split_of(S, sc, v, gs->u.bin.l, gs->u.bin.r->u.name, gs->u.bin.r->loc, name,
-	                &v->gdist);
+	v->dist = (Dist){0};
+	for (int i = 0; i < sp->n; i++)
+		ok &= split_of(S, sc, v, sp->v[i], st->u.tensor.name, &v->dist);
+	if (ok && st->u.tensor.gsplits.n)
+		ok = grad_splits(S, sc, st, v);
+	return ok;
 }
 
 static void
@@ -430,9 +474,10 @@ add_output(Sema *S, const Expr *ne)
 		           v->role == R_IN ? "an input" : "a weight");
 	else if (v->role == R_OUT)
 		diag_error(S->d, ne->loc, "%s is already an output", name);
-	else if (v->dist.kind == DI_PARTIAL)
+	else if (dist_count(&v->dist, DI_PARTIAL))
 		diag_error(S->d, ne->loc, "output %s is a partial sum over %s: reduce it "
-		           "first (reduce_scatter or all_reduce)", name, v->dist.group->name);
+		           "first (reduce_scatter or all_reduce)", name,
+		           dist_group(&v->dist, DI_PARTIAL)->name);
 	else {
 		v->role = R_OUT;
 		v->outname = name;

@@ -1,6 +1,7 @@
 /* sema_infer.c: shape and distribution inference, one function per op
- * kind, by the rules of docs/LANGUAGE.md ("How values are spread over a
- * group").
+ * kind, by the rules of docs/LANGUAGE.md ("How values are spread over the
+ * groups"): each group's part by the rules of one group (graph.c), a dim
+ * split over one group at most; a collective acts on one group.
  * requires: a checked call: arity, tensor arguments evaluated, one dtype.
  * ensures: the result's shape, labels and distribution, and the node's
  * attributes (transposes aside); or NULL with the error reported. */
@@ -16,7 +17,7 @@
 static int
 whole_sum(Sema *S, const Call *c, int i)
 {
-	if (c->v[i]->dist.kind != DI_PARTIAL)
+	if (!dist_count(&c->v[i]->dist, DI_PARTIAL))
 		return 1;
 	diag_error(S->d, c->arg[i]->loc, "%s of a partial sum: reduce it first "
 	           "(reduce_scatter or all_reduce)", c->fn);
@@ -39,13 +40,14 @@ view(const Value *v, int t)
 	memcpy(w.shape, v->shape, sizeof w.shape);
 	memcpy(w.label, v->label, sizeof w.label);
 	if (t && v->ndim >= 2) {
-		int a = v->ndim - 2, b = v->ndim - 1;
+		int a = v->ndim - 2, b = v->ndim - 1, map[MAXDIM];
 		int64_t s = w.shape[a];
 		const char *l = w.label[a];
 		w.shape[a] = w.shape[b], w.shape[b] = s;
 		w.label[a] = w.label[b], w.label[b] = l;
-		if (w.dist.kind == DI_SPLIT && w.dist.dim >= a)
-			w.dist.dim = a + b - w.dist.dim;
+		for (int d = 0; d < v->ndim; d++)
+			map[d] = d == a ? b : d == b ? a : d;
+		dist_remap(&w.dist, map, v->ndim);
 	}
 	return w;
 }
@@ -81,8 +83,17 @@ mm_shapes(Sema *S, const Call *c, const Node *n, const View *a, const View *b)
 static int
 mm_dist(Sema *S, const Call *c, const View *a, const View *b, Dist *r)
 {
-	if (graph_dist_mm(a->dist, a->n, b->dist, b->n, r))
+	int clash;
+
+	if (graph_dist_mm(a->dist, a->n, b->dist, b->n, r, &clash))
 		return 1;
+	if (clash >= 0) {
+		diag_error(S->d, c->e->loc, "cannot multiply %s (%s) by %s (%s): dimension %d "
+		           "of the product would be split over two groups",
+		           sema_text(S, c->arg[0]), dist_str(S->a, c->v[0]),
+		           sema_text(S, c->arg[1]), dist_str(S->a, c->v[1]), clash);
+		return 0;
+	}
 	diag_error(S->d, c->e->loc, "cannot multiply %s (%s) by %s (%s): split the "
 	           "rows of the left or the columns of the right with the other "
 	           "replicated, or both along K over one group",
@@ -120,16 +131,24 @@ static int
 ew_dist(Sema *S, const Call *c, OpKind op, Dist a, Dist b, Dist *r)
 {
 	const char *verb = op == OP_ADD ? "add" : "multiply", *x, *y, *dx, *dy;
+	int clash, pp = 0, pr = 0;
 
-	if (graph_dist_ew(op, a, b, r))
+	if (graph_dist_ew(op, a, b, r, &clash))
 		return 1;
 	x = sema_text(S, c->arg[0]), y = sema_text(S, c->arg[1]);
 	dx = dist_str(S->a, c->v[0]), dy = dist_str(S->a, c->v[1]);
-	if (a.kind == DI_PARTIAL && b.kind == DI_PARTIAL && op == OP_MUL)
+	for (int k = 0; k < MAXGROUPS; k++) {
+		DistKind ka = a.p[k].kind, kb = b.p[k].kind;
+		pp |= ka == DI_PARTIAL && kb == DI_PARTIAL;
+		pr |= (ka == DI_PARTIAL || kb == DI_PARTIAL) && (ka == DI_REPL || kb == DI_REPL);
+	}
+	if (clash >= 0)
+		diag_error(S->d, c->e->loc, "cannot %s %s (%s) and %s (%s): dimension %d of "
+		           "the result would be split over two groups", verb, x, dx, y, dy, clash);
+	else if (pp && op == OP_MUL)
 		diag_error(S->d, c->e->loc, "cannot multiply %s (%s) by %s (%s): a product "
 		           "of partial sums is no partial sum; reduce one first", x, dx, y, dy);
-	else if (op == OP_ADD && (a.kind == DI_PARTIAL || b.kind == DI_PARTIAL) &&
-	         (a.kind == DI_REPL || b.kind == DI_REPL))
+	else if (op == OP_ADD && pr)
 		diag_error(S->d, c->e->loc, "cannot add %s (%s) and %s (%s): the "
 		           "replicated value would be counted once per rank; reduce the "
 		           "partial sum first (reduce_scatter or all_reduce)", x, dx, y, dy);
@@ -162,8 +181,10 @@ infer_ew(Sema *S, Call *c, Node *n)
 		if (!r->label[d + off])
 			r->label[d + off] = b->label[d];
 	Dist bd = b->dist;
-	if (bd.kind == DI_SPLIT)
-		bd.dim += off;
+	int map[MAXDIM];
+	for (int d = 0; d < b->ndim; d++)
+		map[d] = d + off;
+	dist_remap(&bd, map, b->ndim);
 	return ew_dist(S, c, n->op, a->dist, bd, &r->dist) ? r : NULL;
 }
 
@@ -187,7 +208,7 @@ infer_row(Sema *S, Call *c, Node *n)
 	(void)n;
 	if (!whole_sum(S, c, 0))
 		return NULL;
-	if (x->dist.kind == DI_SPLIT && x->dist.dim == last) {
+	if (dist_split_group(&x->dist, last)) {
 		diag_error(S->d, c->arg[0]->loc, "%s needs the whole last dimension, but "
 		           "%s is %s: all_gather it first", c->fn, sema_text(S, c->arg[0]),
 		           sema_dist_desc(S, x));
@@ -201,7 +222,7 @@ infer_row(Sema *S, Call *c, Node *n)
 			           (long long)x->shape[last], sema_text(S, c->arg[i]), sema_shape_str(S, p));
 			return NULL;
 		}
-		if (p->dist.kind != DI_REPL) {
+		if (!dist_is_repl(&p->dist)) {
 			diag_error(S->d, c->arg[i]->loc, "the %s of %s must be replicated, "
 			           "but %s is %s", pname[i], c->fn, sema_text(S, c->arg[i]),
 			           sema_dist_desc(S, p));
@@ -270,17 +291,16 @@ infer_split_heads(Sema *S, Call *c, Node *n)
 	n->a.heads = (int)h;
 	/* a split of S stays on S; a split of D moves onto the heads, which
 	 * must then divide over the group */
-	if (x->dist.kind == DI_SPLIT && x->dist.dim == nd - 2)
-		r->dist.dim = nd - 1;
-	if (x->dist.kind == DI_SPLIT && x->dist.dim == nd - 1) {
-		r->dist.dim = nd - 2;
-		if (h % x->dist.group->size) {
-			diag_error(S->d, c->arg[1]->loc, "split_heads: %lld heads do not divide "
-			           "evenly over group %s (%d)", (long long)h,
-			           x->dist.group->name, x->dist.group->size);
-			return NULL;
-		}
+	const Group *g = dist_split_group(&x->dist, nd - 1);
+	if (g && h % g->size) {
+		diag_error(S->d, c->arg[1]->loc, "split_heads: %lld heads do not divide "
+		           "evenly over group %s (%d)", (long long)h, g->name, g->size);
+		return NULL;
 	}
+	int map[MAXDIM];
+	for (int d = 0; d < nd; d++)
+		map[d] = d == nd - 2 ? nd - 1 : d == nd - 1 ? nd - 2 : d;
+	dist_remap(&r->dist, map, nd);
 	return r;
 }
 
@@ -312,7 +332,7 @@ infer_merge_heads(Sema *S, Call *c, Node *n)
 		           "%s has %d dimension%s", sema_text(S, c->arg[0]), nd, nd == 1 ? "" : "s");
 		return NULL;
 	}
-	if (x->dist.kind == DI_SPLIT && x->dist.dim == nd - 1) {
+	if (dist_split_group(&x->dist, nd - 1)) {
 		diag_error(S->d, c->arg[0]->loc, "merge_heads needs whole heads, but %s is %s",
 		           sema_text(S, c->arg[0]), sema_dist_desc(S, x));
 		return NULL;
@@ -325,8 +345,10 @@ infer_merge_heads(Sema *S, Call *c, Node *n)
 	r->label[nd - 2] = merged_label(S, x->label[nd - 3], x->label[nd - 1]);
 	r->label[nd - 1] = NULL;
 	r->shape[nd - 1] = 0;
-	if (x->dist.kind == DI_SPLIT && x->dist.dim >= nd - 3)
-		r->dist.dim = x->dist.dim == nd - 3 ? nd - 2 : nd - 3;
+	int map[MAXDIM];
+	for (int d = 0; d < nd - 1; d++)
+		map[d] = d == nd - 3 ? nd - 2 : d == nd - 2 ? nd - 3 : d;
+	dist_remap(&r->dist, map, nd - 1);
 	return r;
 }
 
@@ -365,52 +387,62 @@ attn_groups(Sema *S, const Call *c, const Dist *r)
 {
 	const Value *q = c->v[0], *k = c->v[1];
 	int hd = q->ndim - 3;
+	const Group *g = hd >= 0 ? dist_split_group(r, hd) : NULL;
 
-	if (r->kind != DI_SPLIT || r->dim != hd || q->shape[hd] == k->shape[hd] ||
-	    k->shape[hd] % r->group->size == 0)
+	if (!g || q->shape[hd] == k->shape[hd] || k->shape[hd] % g->size == 0)
 		return 1;
 	diag_error(S->d, c->e->loc, "attention with %lld key/value head%s for %lld query heads "
 	           "is split over %s (%d ranks): every rank needs whole groups, so the "
 	           "key/value heads must divide over it", (long long)k->shape[hd],
-	           k->shape[hd] == 1 ? "" : "s", (long long)q->shape[hd], r->group->name,
-	           r->group->size);
+	           k->shape[hd] == 1 ? "" : "s", (long long)q->shape[hd], g->name, g->size);
 	return 0;
 }
 
-/* q split along Sq (k, v whole), or all split along one leading dim. */
+/* Over each group: q split along Sq (k, v whole), or all split along one
+ * leading dim, or some split and the others replicated (sliced locally). */
 static int
 attn_dist(Sema *S, const Call *c, Dist *r)
 {
 	int nd = c->v[0]->ndim;
-	const Value *ref = NULL;
 
+	*r = (Dist){0};
 	for (int i = 0; i < 3; i++) {
 		const Value *x = c->v[i];
 		if (!whole_sum(S, c, i))
 			return 0;
-		if (x->dist.kind != DI_SPLIT)
-			continue;
-		if (i > 0 && x->dist.dim == nd - 2) {
+		if (i > 0 && dist_split_group(&x->dist, nd - 2)) {
 			diag_error(S->d, c->arg[i]->loc, "attention needs the whole keys and "
 			           "values along the sequence: all_gather them first");
 			return 0;
 		}
-		if (x->dist.dim == nd - 1) {
+		if (dist_split_group(&x->dist, nd - 1)) {
 			diag_error(S->d, c->arg[i]->loc, "attention needs whole heads, but %s "
 			           "is %s", sema_text(S, c->arg[i]), sema_dist_desc(S, x));
 			return 0;
 		}
-		if (ref && !graph_dist_eq(ref->dist, x->dist)) {
-			diag_error(S->d, c->e->loc, "attention operands are split differently: "
-			           "%s (%s), %s (%s), %s (%s)",
-			           sema_text(S, c->arg[0]), dist_str(S->a, c->v[0]),
-			           sema_text(S, c->arg[1]), dist_str(S->a, c->v[1]),
-			           sema_text(S, c->arg[2]), dist_str(S->a, c->v[2]));
-			return 0;
+		for (int k = 0; k < MAXGROUPS; k++) {
+			DistPart p = x->dist.p[k], *rp = &r->p[k];
+			if (p.kind != DI_SPLIT)
+				continue;
+			if (rp->kind == DI_SPLIT && rp->dim != p.dim) {
+				diag_error(S->d, c->e->loc, "attention operands are split differently: "
+				           "%s (%s), %s (%s), %s (%s)",
+				           sema_text(S, c->arg[0]), dist_str(S->a, c->v[0]),
+				           sema_text(S, c->arg[1]), dist_str(S->a, c->v[1]),
+				           sema_text(S, c->arg[2]), dist_str(S->a, c->v[2]));
+				return 0;
+			}
+			*rp = p;
 		}
-		ref = x;
 	}
-	*r = ref ? ref->dist : (Dist){DI_REPL, 0, NULL};
+	if (dist_clash(r) >= 0) {
+		diag_error(S->d, c->e->loc, "attention operands split dimension %d over two "
+		           "groups: %s (%s), %s (%s), %s (%s)", dist_clash(r),
+		           sema_text(S, c->arg[0]), dist_str(S->a, c->v[0]),
+		           sema_text(S, c->arg[1]), dist_str(S->a, c->v[1]),
+		           sema_text(S, c->arg[2]), dist_str(S->a, c->v[2]));
+		return 0;
+	}
 	return 1;
 }
 
@@ -453,7 +485,7 @@ infer_rope(Sema *S, Call *c, Node *n)
 		           "%s is %s", sema_text(S, c->arg[0]), sema_shape_str(S, x));
 		return NULL;
 	}
-	if (x->dist.kind == DI_SPLIT && x->dist.dim == last) {
+	if (dist_split_group(&x->dist, last)) {
 		diag_error(S->d, c->arg[0]->loc, "rope needs the whole last dimension, but %s "
 		           "is %s: all_gather it first", sema_text(S, c->arg[0]),
 		           sema_dist_desc(S, x));
@@ -476,7 +508,7 @@ infer_scan(Sema *S, Call *c, Node *n)
 	}
 	if (d < 0 || !whole_sum(S, c, 0))
 		return NULL;
-	if (x->dist.kind == DI_SPLIT && x->dist.dim == d) {
+	if (dist_split_group(&x->dist, d)) {
 		diag_error(S->d, c->arg[0]->loc, "scan along %s needs the whole sequence, "
 		           "but %s is %s: all_gather it first", value_dim_name(S->a, x, d),
 		           sema_text(S, c->arg[0]), sema_dist_desc(S, x));
@@ -486,22 +518,43 @@ infer_scan(Sema *S, Call *c, Node *n)
 	return sema_proto(S, x);
 }
 
-/* ---- collectives ---- */
+/* ---- collectives ----
+ * A collective acts on one group: all_gather and all_to_all on the one
+ * that splits the dim they name, reduce_scatter and all_reduce on the one
+ * the partial sum is over (named by a last argument when it is over
+ * several). The parts over the other groups pass through. */
 
 /* The collective's input must be split along d (its argument 1): "all_gather
  * along S needs x split along S, but x is ...", with partial appended when
- * x is a partial sum. */
-static int
+ * x is a partial sum; the group that splits it, or NULL. */
+static Group *
 need_split(Sema *S, const Call *c, int d, const char *prep, const char *partial)
 {
 	const Value *x = c->v[0];
+	Group *g = dist_split_group(&x->dist, d);
 
-	if (x->dist.kind == DI_SPLIT && x->dist.dim == d)
-		return 1;
+	if (g)
+		return g;
 	const char *dn = value_dim_name(S->a, x, d), *xs = sema_text(S, c->arg[0]);
-	diag_error(S->d, x->dist.kind == DI_SPLIT ? c->arg[1]->loc : c->arg[0]->loc,
+	diag_error(S->d, dist_count(&x->dist, DI_SPLIT) ? c->arg[1]->loc : c->arg[0]->loc,
 	           "%s %s %s needs %s split along %s, but %s is %s%s", c->fn, prep, dn,
-	           xs, dn, xs, sema_dist_desc(S, x), x->dist.kind == DI_PARTIAL ? partial : "");
+	           xs, dn, xs, sema_dist_desc(S, x),
+	           dist_count(&x->dist, DI_PARTIAL) ? partial : "");
+	return NULL;
+}
+
+/* The result's dim d, which the collective splits over g, must be split
+ * over no other group. */
+static int
+dim_free(Sema *S, const Call *c, int d, const Group *g, const Expr *at)
+{
+	const Group *o = dist_split_group(&c->v[0]->dist, d);
+
+	if (!o || o == g)
+		return 1;
+	diag_error(S->d, at->loc, "%s over %s cannot split %s along %s: it is split over %s "
+	           "already, and a dimension is split over one group", c->fn, g->name,
+	           sema_text(S, c->arg[0]), value_dim_name(S->a, c->v[0], d), o->name);
 	return 0;
 }
 
@@ -510,24 +563,59 @@ infer_all_gather(Sema *S, Call *c, Node *n)
 {
 	const Value *x = c->v[0];
 	int d = sema_find_dim(S, x, c->arg[1], NULL, c->arg[0]);
+	Group *g = d < 0 ? NULL :
+	           need_split(S, c, d, "along", ": reduce it with reduce_scatter or all_reduce");
 
-	if (d < 0 || !need_split(S, c, d, "along", ": reduce it with reduce_scatter or all_reduce"))
+	if (!g)
 		return NULL;
 	Value *r = sema_proto(S, x);
-	r->dist = (Dist){DI_REPL, 0, NULL};
+	r->dist.p[g->id] = (DistPart){DI_REPL, 0, NULL};
 	n->a.coll.dim = d;
-	n->a.coll.group = x->dist.group;
+	n->a.coll.group = g;
 	return r;
 }
 
-static int
-need_partial(Sema *S, const Call *c)
+/* The group a reduction sums over: the one its input is a partial sum
+ * over, or the one argument gi names (when there, and needed when the
+ * sum is over several); NULL after an error. */
+static Group *
+need_partial(Sema *S, const Call *c, int gi)
 {
-	if (c->v[0]->dist.kind == DI_PARTIAL)
-		return 1;
-	diag_error(S->d, c->arg[0]->loc, "%s needs a partial sum, but %s is %s",
-	           c->fn, sema_text(S, c->arg[0]), sema_dist_desc(S, c->v[0]));
-	return 0;
+	const Value *x = c->v[0];
+	const Expr *ge = gi < c->nargs ? c->arg[gi] : NULL;
+	int np = dist_count(&x->dist, DI_PARTIAL);
+
+	if (!np) {
+		diag_error(S->d, c->arg[0]->loc, "%s needs a partial sum, but %s is %s",
+		           c->fn, sema_text(S, c->arg[0]), sema_dist_desc(S, x));
+		return NULL;
+	}
+	if (!ge && np == 1)
+		return dist_group(&x->dist, DI_PARTIAL);
+	if (!ge) {
+		const char *args = sema_text(S, c->arg[0]);
+		for (int i = 1; i < gi; i++)
+			args = arena_printf(S->a, "%s, %s", args, sema_text(S, c->arg[i]));
+		diag_error(S->d, c->e->loc, "%s is %s: name the group %s sums over as its last "
+		           "argument, as in %s(%s, %s)", sema_text(S, c->arg[0]), sema_dist_desc(S, x),
+		           c->fn, c->fn, args, dist_group(&x->dist, DI_PARTIAL)->name);
+		return NULL;
+	}
+	Sym *gs = ge->kind == E_NAME ? sema_lookup(c->sc, ge->u.name) : NULL;
+	if (!gs || gs->kind != SY_GROUP) {
+		diag_error(S->d, ge->loc, "the last argument of %s names the group it sums over, "
+		           "but %s is no group", c->fn, sema_text(S, ge));
+		return NULL;
+	}
+	if (gs->bad)
+		return NULL;
+	if (x->dist.p[gs->u.group->id].kind != DI_PARTIAL) {
+		diag_error(S->d, ge->loc, "%s over %s needs a partial sum over %s, but %s is %s",
+		           c->fn, gs->u.group->name, gs->u.group->name, sema_text(S, c->arg[0]),
+		           sema_dist_desc(S, x));
+		return NULL;
+	}
+	return gs->u.group;
 }
 
 static Value *
@@ -535,13 +623,13 @@ infer_reduce_scatter(Sema *S, Call *c, Node *n)
 {
 	const Value *x = c->v[0];
 	int d = sema_find_dim(S, x, c->arg[1], NULL, c->arg[0]);
-	Group *g = x->dist.group;
+	Group *g = d < 0 ? NULL : need_partial(S, c, 2);
 
-	if (d < 0 || !need_partial(S, c) ||
+	if (!g || !dim_free(S, c, d, g, c->arg[1]) ||
 	    !sema_divides(S, x, d, g, c->arg[1]->loc, NULL, c->arg[0]))
 		return NULL;
 	Value *r = sema_proto(S, x);
-	r->dist = (Dist){DI_SPLIT, d, g};
+	r->dist.p[g->id] = (DistPart){DI_SPLIT, d, g};
 	n->a.coll.dim = d;
 	n->a.coll.group = g;
 	return r;
@@ -550,11 +638,13 @@ infer_reduce_scatter(Sema *S, Call *c, Node *n)
 static Value *
 infer_all_reduce(Sema *S, Call *c, Node *n)
 {
-	if (!need_partial(S, c))
+	Group *g = need_partial(S, c, 1);
+
+	if (!g)
 		return NULL;
 	Value *r = sema_proto(S, c->v[0]);
-	r->dist = (Dist){DI_REPL, 0, NULL};
-	n->a.coll.group = c->v[0]->dist.group;
+	r->dist.p[g->id] = (DistPart){DI_REPL, 0, NULL};
+	n->a.coll.group = g;
 	return r;
 }
 
@@ -564,6 +654,7 @@ infer_all_to_all(Sema *S, Call *c, Node *n)
 	const Value *x = c->v[0];
 	int d1 = sema_find_dim(S, x, c->arg[1], NULL, c->arg[0]);
 	int d2 = sema_find_dim(S, x, c->arg[2], NULL, c->arg[0]);
+	Group *g;
 
 	if (d1 < 0 || d2 < 0)
 		return NULL;
@@ -571,14 +662,14 @@ infer_all_to_all(Sema *S, Call *c, Node *n)
 		diag_error(S->d, c->arg[2]->loc, "all_to_all needs two different dimensions");
 		return NULL;
 	}
-	if (!need_split(S, c, d1, "from", "") ||
-	    !sema_divides(S, x, d2, x->dist.group, c->arg[2]->loc, NULL, c->arg[0]))
+	if (!(g = need_split(S, c, d1, "from", "")) || !dim_free(S, c, d2, g, c->arg[2]) ||
+	    !sema_divides(S, x, d2, g, c->arg[2]->loc, NULL, c->arg[0]))
 		return NULL;
 	Value *r = sema_proto(S, x);
-	r->dist.dim = d2;
+	r->dist.p[g->id].dim = d2;
 	n->a.coll.dim = d1;
 	n->a.coll.dim2 = d2;
-	n->a.coll.group = x->dist.group;
+	n->a.coll.group = g;
 	return r;
 }
 

@@ -100,19 +100,27 @@ sema_shape_str(Sema *S, const Value *v)
 	return arena_strdup(S->a, buf);
 }
 
-/* "replicated", "split along S over tp", "a partial sum over tp" */
+/* "replicated", "split along S over tp", "a partial sum over tp"; over
+ * several groups "split along B over dp and S over tp", "split along B
+ * over dp and a partial sum over tp", "a partial sum over tp and dp" */
 const char *
 sema_dist_desc(Sema *S, const Value *v)
 {
-	switch (v->dist.kind) {
-	case DI_SPLIT:
-		return arena_printf(S->a, "split along %s over %s",
-		                    value_dim_name(S->a, v, v->dist.dim), v->dist.group->name);
-	case DI_PARTIAL:
-		return arena_printf(S->a, "a partial sum over %s", v->dist.group->name);
-	default:
-		return "replicated";
+	const char *s = "";
+
+	for (int d = 0; d < v->ndim; d++) {
+		const Group *g = dist_split_group(&v->dist, d);
+		if (g)
+			s = arena_printf(S->a, "%s%s%s over %s", s, *s ? " and " : "split along ",
+			                 value_dim_name(S->a, v, d), g->name);
 	}
+	int np = dist_count(&v->dist, DI_PARTIAL), k = 0;
+	for (int i = 0; i < MAXGROUPS; i++)
+		if (v->dist.p[i].kind == DI_PARTIAL)
+			s = arena_printf(S->a, "%s%s%s", s, k++ == 0 ? (*s ? " and a partial sum over " :
+			                 "a partial sum over ") : k == np ? " and " : ", ",
+			                 v->dist.p[i].group->name);
+	return *s ? s : "replicated";
 }
 
 /* ---- names ---- */

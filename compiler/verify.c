@@ -35,8 +35,10 @@ vf_fail(V *v, int r, int slice, const char *fmt, ...)
 	if (v->failed++)
 		return RUN_ERR;
 	/* a symmetric run has rank 0 alone, every rank at its step */
-	n = (size_t)snprintf(v->err, v->errlen, "rank %d step %d slice %d: ", r,
-	                     r >= 0 ? v->rk[r < v->nr ? r : 0].step : 0, slice);
+	char ctx[128];
+	n = (size_t)snprintf(v->err, v->errlen, "rank %d%s step %d slice %d: ", r,
+	                     vm_context_str(v, ctx, sizeof ctx),
+	                     r >= 0 && v->rk ? v->rk[r < v->nr ? r : 0].step : 0, slice);
 	if (n < v->errlen) {
 		va_start(ap, fmt);
 		vsnprintf(v->err + n, v->errlen - n, fmt, ap);
@@ -1242,6 +1244,7 @@ vf_init(V *v, const Coll *c, const PColl *pc, int full, char *err, size_t errlen
 	v->c = c;
 	v->pc = pc;
 	v->plan = pc ? pc->plan : NULL;
+	v->sg = c->node->a.coll.group->id;
 	v->N = c->N;
 	v->W = (c->N + 63) / 64;
 	v->err = err;
@@ -1283,17 +1286,30 @@ vf_check(V *v)
 	return RUN_OK;
 }
 
+/* Several groups: the proof of the plan runs in every context of the
+ * ranks of the other groups that it reads (vm_contexts); the schedule's
+ * own checks are the same in each. */
 static int
 vf_prove(const Coll *c, const PColl *pc, int full, VerifyStats *st, char *err, size_t errlen)
 {
 	V v;
 	char local[512];
+	Arena *t = arena_scratch(c->arena);
+	ArenaMark mark = arena_mark(t);
+	unsigned mask = pc ? vm_coll_groups(c, pc) : 0;
+	int (*ctx)[MAXGROUPS];
+	int nc = vm_contexts(t, pc ? &pc->plan->s->g->groups : NULL, mask, &ctx), rc = RUN_OK;
 
-	vf_init(&v, c, pc, full, err ? err : local, err ? errlen : sizeof local);
-	int rc = vf_check(&v);
-	if (!rc && st)
-		vf_stats(&v, st);
-	vf_free(&v);
+	for (int k = 0; k < nc && rc == RUN_OK; k++) {
+		vf_init(&v, c, pc, full, err ? err : local, err ? errlen : sizeof local);
+		v.ctx = mask;
+		memcpy(v.grank, ctx[k], sizeof v.grank);
+		rc = vf_check(&v);
+		if (!rc && st)
+			vf_stats(&v, st);
+		vf_free(&v);
+	}
+	arena_release(t, mark);
 	return rc != RUN_OK;
 }
 

@@ -109,6 +109,12 @@ typedef struct V {
 	int maxslots;     /* most slots of a label of c */
 	int64_t (*odims)[MAXDIM]; /* by object (verify_mem.c): its dims */
 	int *ond;
+	/* several groups: r is the rank in group sg (the collective's, or a
+	 * plain stage's; -1: none); the ranks in the other groups are the
+	 * run's context, grank (vm_contexts) */
+	int sg;
+	unsigned ctx;     /* the groups whose rank grank sets (bits by id) */
+	int grank[MAXGROUPS];
 } V;
 
 int vf_fail(V *v, int r, int slice, const char *fmt, ...)
@@ -130,8 +136,20 @@ int vm_wait(V *v, int r, int label, int round, const Xfer *x);
 int vm_coll_post(V *v, int r, int i, const CollInst *ci);
 int vm_coll_apply(V *v, const CollInst *ci);
 int vm_coll_wait(V *v, int r, const CollInst *ci);
-/* A plain stage (no collective: v->c is NULL) on every rank. */
+/* A plain stage (no collective: v->c is NULL) on every rank of every
+ * group. */
 int vm_plain(V *v, const Node *n, const PItem *p);
+/* The groups other than c's whose ranks the proof of c and its plan pc
+ * reads: those that split a value c touches or whose rank pc uses (bits by
+ * Group.id). */
+unsigned vm_coll_groups(const Coll *c, const PColl *pc);
+/* The ranks of the groups in mask (of groups, NULL: none) to run the
+ * checks at, each over 0, 1 and its last (the checks are affine in each
+ * rank, with no product of two: where they hold at these points, they
+ * hold for every rank), in *ctx (from t); returns how many (1: none). */
+int vm_contexts(Arena *t, const Vec *groups, unsigned mask, int (**ctx)[MAXGROUPS]);
+/* " (dp rank 1, ...)" for the context of v in messages, or "". */
+const char *vm_context_str(const V *v, char *buf, size_t n);
 int vf_outside(const Coll *c, const Buf *b);
 
 #endif

@@ -24,6 +24,10 @@
  *    the slices it computes (the whole of it in a plain stage);
  *  - plain stages read exactly the rows of each input that the rows of
  *    their result need (the op's slice-locality), on every rank;
+ *  - several groups: a value split over a group other than the run's (the
+ *    collective's, or a plain stage's) holds the rows of the run's context
+ *    there (V.grank: ranks 0, 1 and the last of each group the checks
+ *    read, vm_contexts; every check is affine in each rank);
  *  - the workspace: every object inside it and aligned, and objects that
  *    overlap in memory never touched in a common stage.
  * requires: the schedule's own checks of verify.c passed at the item.
@@ -180,9 +184,17 @@ vm_box_ref(const V *v, int r, int b, int s, int part, int cnt)
 	return x;
 }
 
+/* Rank r's rank in group k: r itself in the run's group, else the
+ * context's. */
+static int
+vm_rank_in(const V *v, int r, int k)
+{
+	return k == v->sg ? r : v->grank[k];
+}
+
 /* The global indexes a box of rank r covers: a value split along d over
- * its group holds rows r * extent ... of d; a scratch buffer holding slice
- * s of its value sits at that slice's rows. */
+ * a group holds rows rank * extent ... of d (its rank in that group); a
+ * scratch buffer holding slice s of its value sits at that slice's rows. */
 static Box
 vm_global(const V *v, int r, const Box *x, int s)
 {
@@ -198,8 +210,10 @@ vm_global(const V *v, int r, const Box *x, int s)
 		g.lo[b->dim] += (int64_t)s * plan_temp_extent(v->c, b, b->dim);
 	}
 	g.obj = val->id;
-	if (val->dist.kind == DI_SPLIT)
-		g.lo[val->dist.dim] += r * value_rank_extent(val, val->dist.dim);
+	for (int k = 0; k < MAXGROUPS; k++)
+		if (val->dist.p[k].kind == DI_SPLIT)
+			g.lo[val->dist.p[k].dim] += (int64_t)vm_rank_in(v, r, k) *
+			                            value_rank_extent(val, val->dist.p[k].dim);
 	return g;
 }
 
@@ -346,15 +360,18 @@ vm_check(V *v, int r, int s, const char *what, const MView *got, const Box *want
 	return vm_fail(v, r, s, "%s: same elements in another order", what);
 }
 
-/* The run-time integers of an item of rank r in round i. */
+/* The run-time integers of an item of rank r in round i: the ranks in
+ * the other groups are the context's. */
 static void
-vm_vals(int64_t *val, int r, int64_t s, int64_t part, int64_t u, int64_t base)
+vm_vals(const V *v, int64_t *val, int r, int64_t s, int64_t part, int64_t u, int64_t base)
 {
 	val[PV_S] = s;
 	val[PV_R] = r;
 	val[PV_PART] = part;
 	val[PV_U] = u;
 	val[PV_BASE] = base;
+	for (int k = 0; k < MAXGROUPS; k++)
+		val[PV_G + k] = v->grank[k];
 }
 
 static int vm_cuts(V *v, int r, const PView *pv, const int64_t *val, MView *m, int check);
@@ -551,7 +568,7 @@ vm_sym(V *v, int i, const PView *pv, int s0, const Want *w, const Node *nd, int 
 		int d = ds[k], s = v->turns ? sched_turn(v->c, s0, d) : s0;
 		int64_t val[NPV];
 		MView m, e;
-		vm_vals(val, d, s, 0, 0, 0);
+		vm_vals(v, val, d, s, 0, 0, 0);
 		if (vm_view(v, d, i, pv, val, 0, &m))
 			return RUN_ERR;
 		Box b = vm_want(v, w, d, s, w->part ? sched_ix(w->part, d, i) : 0);
@@ -651,7 +668,7 @@ vm_qoff(V *v, int r, const Node *n, const PItem *p, const Want *q, int s)
 	for (int k = 0; k < nd; k++) {
 		int rk = r + ds[k], sk = k && v->turns ? sched_turn(v->c, s, ds[k]) : s;
 		int64_t val[NPV];
-		vm_vals(val, rk, sk, 0, 0, 0);
+		vm_vals(v, val, rk, sk, 0, 0, 0);
 		Box b = vm_want(v, q, rk, sk, 0);
 		int64_t want = vm_global(v, rk, &b, sk).lo[qd];
 		int64_t got = p->qoff ? plan_eval(&p->qstart, val) : 0;
@@ -688,20 +705,20 @@ vm_compute(V *v, int r, int i, const Item *it)
 	for (int u = 0; u < calls; u++) {
 		int s = s0 + u * sel->stride;
 		int64_t val[NPV];
-		vm_vals(val, r, s, 0, u, 0);
+		vm_vals(v, val, r, s, 0, u, 0);
 		Want out = {.buf = vm_rotated(d, r, i), .cnt = cnt, .part = &d->part};
 		if (vm_operand(v, r, i, &p->view[0], val, &out, n, -1, NULL))
 			return RUN_ERR;
 		for (int j = 0; j < n->nin; j++) {
 			Want in = {.cnt = cnt, .rn = rn, .j = j};
-			vm_vals(val, r, s, 0, u, 0);
+			vm_vals(v, val, r, s, 0, u, 0);
 			if (vm_operand(v, r, i, &p->view[1 + j], val, &in, n, j, NULL))
 				return RUN_ERR;
 			if (j == 0 && op_pos(n) && vm_qoff(v, r, n, p, &in, s))
 				return RUN_ERR;
 		}
 		Want lse = {.cnt = cnt, .rn = rn, .lse = 1};
-		vm_vals(val, r, s, 0, u, 0);
+		vm_vals(v, val, r, s, 0, u, 0);
 		if (n->lse && vm_operand(v, r, i, &p->view[1 + n->nin], val, &lse, NULL, 0,
 		                         vm_lse_what(v, n)))
 			return RUN_ERR;
@@ -720,7 +737,7 @@ vm_move(V *v, int r, int i, const Item *it)
 		const BufRef *br = k ? &it->u.move.src : &it->u.move.dst;
 		int64_t val[NPV];
 		Want w = {.buf = vm_rotated(br, r, i), .cnt = br->sel.cnt, .part = &br->part};
-		vm_vals(val, r, s, 0, 0, 0);
+		vm_vals(v, val, r, s, 0, 0, 0);
 		if (vm_operand(v, r, i, &p->view[k], val, &w, NULL, 0, k ? "the source of a copy" :
 		               "the destination of a copy"))
 			return RUN_ERR;
@@ -781,7 +798,7 @@ vm_post(V *v, int r, int i, const Item *it, const Xfer *x)
 
 	Want w = {.buf = x->buf, .cnt = 1, .part = &it->u.xfer.buf.part};
 
-	vm_vals(val, r, x->slice, 0, 0, 0);
+	vm_vals(v, val, r, x->slice, 0, 0, 0);
 	if (k < 0 || vm_operand(v, r, i, &p->view[0], val, &w, NULL, 0, what) ||
 	    vm_view(v, r, i, &p->view[0], val, 0, &m))
 		return RUN_ERR;
@@ -873,7 +890,7 @@ vm_side_at(V *v, int r, int i, const CollInst *ci, int dir, int k, int64_t base)
 	int u = 0, s;
 	char bs[160], name[96];
 
-	vm_vals(val, r, 0, 0, 0, base);
+	vm_vals(v, val, r, 0, 0, 0, base);
 	if (!sd->staged && vm_view(v, r, i, &sd->view, val, 0, &run))
 		return RUN_ERR;
 	if (!sd->staged && (!vm_contig(&run) || vm_volume(&run) != p->count * sd->nblock))
@@ -895,7 +912,7 @@ vm_side_at(V *v, int r, int i, const CollInst *ci, int dir, int k, int64_t base)
 				               vm_box_str(&want, bs, sizeof bs),
 				               vm_obj_name(v, want.obj, name, sizeof name));
 		} else {
-			vm_vals(val, r, s, 0, u, base);
+			vm_vals(v, val, r, s, 0, u, base);
 			MView st;
 			if (vm_view(v, r, i, &sd->view, val, 0, &m) || vm_check(v, r, s, what, &m, &want) ||
 			    vm_view(v, r, i, &sd->stage, val, k, &st))
@@ -1038,63 +1055,165 @@ vm_init(V *v)
 /* ---- plain stages ---- */
 
 /* The block of input j that a plain stage needs on rank r: along the
- * dim that the result's split dim maps to (the op's slice-locality, or a
- * right-aligned broadcast of an elementwise operand), the result's
- * global rows; every other dim whole. */
+ * dims that the result's split dims map to (the op's slice-locality, or a
+ * right-aligned broadcast of an elementwise operand), the result's global
+ * rows (by its rank in each group that splits it); every other dim
+ * whole. */
 static Box
 vm_plain_want(const V *v, const Node *n, int j, int r)
 {
 	const Value *o = n->out, *x = n->in[j];
 	Box b = vm_whole(v, x->id);
 
-	if (o->dist.kind != DI_SPLIT)
-		return b;
-	int d = o->dist.dim, xd = n->inmap[j][d];
-	if (xd < 0)
-		return b;
-	/* rows of o map to rows of x in proportion (head split and merge
-	 * turn D = H * Dh rows into H heads) */
-	int64_t le = value_rank_extent(o, d), xs = x->shape[xd], os = o->shape[d];
-	int64_t held = x->dist.kind == DI_SPLIT && x->dist.dim == xd ?
-	               r * value_rank_extent(x, xd) : 0;
-	b.lo[xd] = r * le * xs / os - held;
-	b.ext[xd] = le * xs / os;
+	for (int d = 0; d < o->ndim; d++) {
+		const Group *g = dist_split_group(&o->dist, d);
+		int xd = n->inmap[j][d];
+		if (!g || xd < 0)
+			continue;
+		/* rows of o map to rows of x in proportion (head split and merge
+		 * turn D = H * Dh rows into H heads) */
+		int64_t rk = vm_rank_in(v, r, g->id);
+		int64_t le = value_rank_extent(o, d), xs = x->shape[xd], os = o->shape[d];
+		int64_t held = dist_split_group(&x->dist, xd) ? rk * value_rank_extent(x, xd) : 0;
+		b.lo[xd] = rk * le * xs / os - held;
+		b.ext[xd] = le * xs / os;
+	}
 	return b;
+}
+
+/* The groups that split x, as bits by Group.id. */
+static unsigned
+vm_split_groups(const Value *x)
+{
+	unsigned m = 0;
+
+	for (int k = 0; k < MAXGROUPS; k++)
+		m |= x->dist.p[k].kind == DI_SPLIT ? 1u << k : 0;
+	return m;
+}
+
+/* The groups that split n's result or an input. */
+static unsigned
+vm_node_groups(const Node *n)
+{
+	unsigned m = vm_split_groups(n->out);
+
+	for (int j = 0; j < n->nin; j++)
+		m |= vm_split_groups(n->in[j]);
+	return m;
+}
+
+/* The checks of a plain stage for rank r (in group v->sg) and the context. */
+static int
+vm_plain_at(V *v, const Node *n, const PItem *p, int r)
+{
+	int64_t val[NPV];
+	Want out = {.plain = n, .j = -1}, in[MAXIN];
+
+	vm_vals(v, val, r, -1, 0, 0, 0);
+	if (vm_operand(v, r, 0, &p->view[0], val, &out, n, -1, NULL))
+		return RUN_ERR;
+	for (int j = 0; j < n->nin; j++) {
+		in[j] = (Want){.plain = n, .j = j};
+		vm_vals(v, val, r, -1, 0, 0, 0);
+		if (vm_operand(v, r, 0, &p->view[1 + j], val, &in[j], n, j, NULL))
+			return RUN_ERR;
+	}
+	if (op_pos(n) && vm_qoff(v, r, n, p, &in[0], 0))
+		return RUN_ERR;
+	Want lse = {.plain = n, .lse = 1};
+	vm_vals(v, val, r, -1, 0, 0, 0);
+	if (n->lse && vm_operand(v, r, 0, &p->view[1 + n->nin], val, &lse, NULL, 0,
+	                         vm_lse_what(v, n)))
+		return RUN_ERR;
+	return RUN_OK;
 }
 
 int
 vm_plain(V *v, const Node *n, const PItem *p)
 {
+	int (*ctx)[MAXGROUPS];
+	unsigned mask = vm_node_groups(n) | plan_item_vars(p) >> PV_G |
+	                (v->sg >= 0 ? 1u << v->sg : 0);
 	int nview = n->nin + 1 + (n->lse != NULL);
 
 	if (p->nview != nview)
 		return vm_fail(v, 0, -1, "%s has %d operands planned, not %d", n->out->name, p->nview,
 		               nview);
-	/* both sides are affine in r: equal at 0 and 1, and in bounds at 0 and
-	 * N - 1, they are equal and in bounds on every rank */
-	int rs[3] = {0, 1, v->N - 1};
-	for (int k = 0; k < 3; k++) {
-		int r = rs[k];
-		if (r >= v->N || (k && r == rs[k - 1]))
-			continue;
-		int64_t val[NPV];
-		Want out = {.plain = n, .j = -1}, in[MAXIN];
-		vm_vals(val, r, -1, 0, 0, 0);
-		if (vm_operand(v, r, 0, &p->view[0], val, &out, n, -1, NULL))
-			return RUN_ERR;
-		for (int j = 0; j < n->nin; j++) {
-			in[j] = (Want){.plain = n, .j = j};
-			vm_vals(val, r, -1, 0, 0, 0);
-			if (vm_operand(v, r, 0, &p->view[1 + j], val, &in[j], n, j, NULL))
-				return RUN_ERR;
-		}
-		if (op_pos(n) && vm_qoff(v, r, n, p, &in[0], 0))
-			return RUN_ERR;
-		Want lse = {.plain = n, .lse = 1};
-		vm_vals(val, r, -1, 0, 0, 0);
-		if (n->lse && vm_operand(v, r, 0, &p->view[1 + n->nin], val, &lse, NULL, 0,
-		                         vm_lse_what(v, n)))
+	/* both sides are affine in each rank: equal at 0 and 1, and in bounds
+	 * at 0 and N - 1, of every group (vm_contexts), they are equal and in
+	 * bounds on every rank */
+	int nc = vm_contexts(v->t, &v->plan->s->g->groups, mask, &ctx);
+	v->ctx = mask & ~(v->sg >= 0 ? 1u << v->sg : 0);
+	for (int c = 0; c < nc; c++) {
+		memcpy(v->grank, ctx[c], sizeof v->grank);
+		if (vm_plain_at(v, n, p, v->sg >= 0 ? v->grank[v->sg] : 0))
 			return RUN_ERR;
 	}
 	return RUN_OK;
+}
+
+/* ---- several groups: the ranks of the others ---- */
+
+unsigned
+vm_coll_groups(const Coll *c, const PColl *pc)
+{
+	unsigned m = 0;
+
+	for (int b = 0; b < c->bufs.n; b++)
+		m |= vm_split_groups(((Buf *)c->bufs.v[b])->v);
+	for (int i = 0; i < c->region.n; i++)
+		m |= vm_node_groups(((RNode *)c->region.v[i])->node);
+	for (int id = 0; id < c->nitems; id++)
+		m |= plan_item_vars(pc->item[id]) >> PV_G;
+	return m & ~(1u << c->node->a.coll.group->id);
+}
+
+/* Test point i (0, 1, the last) of a group of n ranks, -1 when it repeats
+ * an earlier one. */
+static int
+vm_point(int i, int n)
+{
+	int r = i == 0 ? 0 : i == 1 ? 1 : n - 1;
+
+	return r >= n || (i == 2 && r <= 1) ? -1 : r;
+}
+
+int
+vm_contexts(Arena *t, const Vec *groups, unsigned mask, int (**ctx)[MAXGROUPS])
+{
+	int idx[MAXGROUPS] = {0}, n = 0, cap = 1, ng = groups ? groups->n : 0;
+
+	for (int k = 0; k < ng; k++)
+		cap *= mask >> k & 1 ? 3 : 1;
+	*ctx = arena_alloc(t, (size_t)cap * sizeof **ctx);
+	for (;;) {
+		int ok = 1, *c = (*ctx)[n];
+		for (int k = 0; k < MAXGROUPS; k++) {
+			c[k] = k < ng && mask >> k & 1 ? vm_point(idx[k], ((Group *)groups->v[k])->size) : 0;
+			ok &= c[k] >= 0;
+		}
+		n += ok;
+		int k = 0;
+		while (k < ng && (!(mask >> k & 1) || ++idx[k] == 3))
+			idx[k++] = 0;
+		if (k == ng)
+			return n;
+	}
+}
+
+const char *
+vm_context_str(const V *v, char *buf, size_t n)
+{
+	const Vec *gs = v->plan ? &v->plan->s->g->groups : NULL;
+	size_t k = 0;
+
+	buf[0] = 0;
+	for (int g = 0; gs && g < gs->n && k < n; g++)
+		if (v->ctx >> g & 1)
+			k += (size_t)snprintf(buf + k, n - k, "%s%s rank %d", k ? ", " : " (",
+			                      ((Group *)gs->v[g])->name, v->grank[g]);
+	if (k && k < n)
+		snprintf(buf + k, n - k, ")");
+	return buf;
 }

@@ -56,10 +56,14 @@ fp_value(Fp *F, Print *p, const Value *v)
 		F->list[F->nseen] = v->id;
 		F->seen[v->id] = ++F->nseen;
 	}
-	int64_t x[] = {F->seen[v->id], v->ndim, v->dtype, v->dist.kind, v->dist.dim,
-	               v->dist.group ? v->dist.group->size : 0, v->role};
+	int64_t x[] = {F->seen[v->id], v->ndim, v->dtype, v->role};
 	vf_put(p, x, sizeof x);
 	vf_put(p, v->shape, sizeof v->shape);
+	for (int k = 0; k < MAXGROUPS; k++) {
+		const DistPart *d = &v->dist.p[k];
+		int64_t y[] = {d->kind, d->dim, d->group ? d->group->size : 0};
+		vf_put(p, y, sizeof y);
+	}
 }
 
 static void
@@ -136,8 +140,8 @@ fp_plan(Fp *F, const PColl *pc, Print *p)
 static void
 vf_fingerprint(Fp *F, const Coll *c, const PColl *pc, Print *p)
 {
-	int64_t head[] = {c->N, c->nslices, c->node->op, c->bin, c->bout, c->region.n,
-	                  c->bufs.n, c->phases.n};
+	int64_t head[] = {c->N, c->node->a.coll.group->id, c->nslices, c->node->op, c->bin,
+	                  c->bout, c->region.n, c->bufs.n, c->phases.n};
 
 	p->n = 0;
 	F->nseen = 0;
@@ -388,7 +392,8 @@ vp_plain(const Plan *P, char *err, size_t n, const Node **at)
 		if (st->kind != ST_COMPUTE)
 			continue;
 		const Node *nd = st->u.node;
-		v.N = nd->out->dist.kind == DI_SPLIT ? nd->out->dist.group->size : 1;
+		v.sg = P->group[k];
+		v.N = v.sg >= 0 ? ((Group *)s->g->groups.v[v.sg])->size : 1;
 		*at = nd;
 		rc = vm_plain(&v, nd, P->plain[k]) != RUN_OK;
 	}

@@ -65,9 +65,9 @@ static void cf_yyerror(Loc *loc, Parse *p, void *scanner, const char *msg);
 %token <i> INT "integer"
 %token <f> FLOAT "number"
 
-%type <e> name expr arg dtype_split_dim grad_split choice skey
+%type <e> name expr arg split choice skey
 %type <d> decl
-%type <v> body stmt defs gdefs exprs args params names sentries
+%type <v> body stmt defs gdefs exprs args params names sentries splits_opt splits grad_split
 %type <t> dtype_opt
 %type <r> role
 
@@ -113,7 +113,7 @@ stmt
 	: SIZE defs ';'              { $$ = $2; }
 	| GROUP gdefs ';'            { $$ = $2; }
 	| TYPE DTYPE ';'             { $$ = ast_list(A, (Vec){0}, ast_type(A, @$, $2)); }
-	| role name ':' dtype_opt '[' exprs ']' dtype_split_dim grad_split ';' { $$ = ast_list(A, (Vec){0}, ast_tensor(A, @$, $1, $2, $4, $6, $8, $9)); }
+	| role name ':' dtype_opt '[' exprs ']' splits_opt grad_split ';' { $$ = ast_list(A, (Vec){0}, ast_tensor(A, @$, $1, $2, $4, $6, $8, $9)); }
 	| name '=' expr ';'          { $$ = ast_list(A, (Vec){0}, ast_def(A, @$, S_ASSIGN, $1, $3)); }
 	| OUT names ';'              { $$ = ast_list(A, (Vec){0}, ast_names(A, @$, S_OUT, $2)); }
 	| SAVE names ';'             { $$ = ast_list(A, (Vec){0}, ast_names(A, @$, S_SAVE, $2)); }
@@ -142,17 +142,27 @@ dtype_opt
 	| DTYPE
 	;
 
-/* `split DIM over GROUP`, kept as a ':' pair of (dim, group name). */
-dtype_split_dim
-	: %empty                     { $$ = NULL; }
-	| SPLIT expr OVER name       { $$ = ast_bin(A, @$, ':', $2, $4); }
+/* `split DIM over GROUP, DIM over GROUP`: one split per group, each kept
+ * as a ':' pair of (dim, group name). */
+splits_opt
+	: %empty                     { $$ = (Vec){0}; }
+	| SPLIT splits               { $$ = $2; }
 	;
 
-/* `grad split DIM over GROUP`: the spread of a weight's gradient in the
- * backward pass (ZeRO), kept like the split */
+splits
+	: split                      { $$ = ast_list(A, (Vec){0}, $1); }
+	| splits ',' split           { $$ = ast_list(A, $1, $3); }
+	;
+
+split
+	: expr OVER name             { $$ = ast_bin(A, @$, ':', $1, $3); }
+	;
+
+/* `grad split DIM over GROUP, ...`: the spread of a weight's gradient in
+ * the backward pass (ZeRO), kept like the splits */
 grad_split
-	: %empty                     { $$ = NULL; }
-	| GRAD SPLIT expr OVER name  { $$ = ast_bin(A, @$, ':', $3, $5); }
+	: %empty                     { $$ = (Vec){0}; }
+	| GRAD SPLIT splits          { $$ = $3; }
 	;
 
 sentries

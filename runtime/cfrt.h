@@ -258,8 +258,10 @@ int cfrt_init(cfrt_ctx **ctx, MPI_Comm comm, int expected_size,
  * collectives are then those of group g (transfers already started keep
  * their group); not inside a transfer group. cfrt_group_rank is the rank
  * in group g (c[g] above).
- * cfrt_barrier is over the whole job. The CUDA backend runs contexts of
- * one group only (CFRT_ENOTSUP). */
+ * cfrt_barrier is over the whole job. The CUDA backend makes one NCCL
+ * communicator per group (split from one over the job); its copy-engine
+ * transfers (CFRT_TRANSFER=ce) serve contexts of one group only
+ * (CFRT_ENOTSUP). */
 #define CFRT_MAX_GROUPS 8
 int cfrt_init_groups(cfrt_ctx **ctx, MPI_Comm comm, int ngroups,
                      const int *sizes, const char *model_name);

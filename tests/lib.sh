@@ -16,8 +16,22 @@ if [ -n "${SAN:-}" ]; then
 fi
 export SANFLAGS
 
-# group EXAMPLE: the name of the first group examples/EXAMPLE.cf declares.
+# group EXAMPLE: the name of the first group examples/EXAMPLE.cf declares;
+# ngroups EXAMPLE: how many it declares (a grid when more than one).
 group() { sed -n 's/^ *group \([a-z_]*\) *=.*/\1/p' "examples/$1.cf" | head -n 1; }
+ngroups() { grep -c '^ *group ' "examples/$1.cf"; }
+# groupdefs EXAMPLE N: the -D options that run EXAMPLE on N ranks (N a
+# power of 2 on a grid: its last group 2 when N > 1, its first the rest).
+groupdefs() {
+	sed -n 's/^ *group \([a-z_]*\) *=.*/\1/p' "examples/$1.cf" | awk -v n="$2" '
+		{ g[NR] = $1 }
+		END {
+			if (NR == 1) { printf "-D %s=%d", g[1], n; exit }
+			last = n > 1 ? 2 : 1
+			for (i = 1; i <= NR; i++)
+				printf "%s-D %s=%d", (i > 1 ? " " : ""), g[i], (i == NR ? last : i == 1 ? n / last : 1)
+		}'
+}
 
 # field NAME FILE: the value of " NAME=" on the driver's line in FILE
 # (a whole word: grad_max_rel_err is not max_rel_err).

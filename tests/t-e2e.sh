@@ -1,6 +1,7 @@
 #!/bin/sh
-# End to end: every example x every schedule kind x N in {1, 2, 3, 4}:
-# compile with cfc (with its backward pass), link against libcfrt, run
+# End to end: every example x every schedule kind x N in {1, 2, 3, 4}
+# (an example on a grid of groups, tpdp: tp x dp in 2x2, 2x3, 3x2, 1x4,
+# 4x1): compile with cfc (with its backward pass), link against libcfrt, run
 # under mpirun, and check that the parallel output and every gradient
 # equal the serial reference's (max relative error <= 1e-5 for the f32
 # output, <= 1e-4 for each f32 gradient) and that two runs give
@@ -80,6 +81,7 @@ tag() { echo "$1" | tr -d ' ' | tr '(),=' '___-' | sed 's/_*$//'; }
 
 for f in examples/*.cf; do
 	ex=$(basename "$f" .cf)
+	[ "$(ngroups "$ex")" -gt 1 ] && continue # a grid: below
 	g=$(group "$ex")
 	ns="1 2 3 4"
 	[ -n "${SAN:-}" ] && ns="2 4"
@@ -90,6 +92,37 @@ for f in examples/*.cf; do
 			if [ "$s" = spec ]; then set -- $extra; else set -- $extra "--schedule=$s"; fi
 			e2e "e2e: $ex $s N=$n" "$out/$ex-$(tag "$s")-$n" $n "$f" --backward "$@"
 		done
+	done
+done
+
+# tensor and data parallelism on a grid of tp x dp ranks (examples/tpdp.cf):
+# 2x2 (its defaults), 2x3 and 3x2 under every kind, 1x4 and 4x1 under its
+# own; tests/e2e/tpdp_window.cf, whose stages read the rank in the other
+# group (forward only: it outputs a gathered tensor), on 2x2 and 2x3
+grid() { # tp dp: sizes that divide
+	echo "-D tp=$1 -D dp=$2 -D B=$((2 * $2)) -D S=$((16 * $1)) -D D=$((8 * $2)) -D F=$((8 * $1))"
+}
+grids="2x2 2x3 3x2 1x4 4x1"
+[ -n "${SAN:-}" ] && grids="2x2 1x4"
+for tpdp in $grids; do
+	tp=${tpdp%x*} dp=${tpdp#*x}
+	kinds="spec vanilla slice(2) fuse(ring) fuse(bidir) fuse(pairwise) fuse(ring,_m_=_2)"
+	[ "$tpdp" = 1x4 ] || [ "$tpdp" = 4x1 ] && kinds=spec
+	for s in $kinds; do
+		s=$(echo "$s" | tr _ ' ')
+		set -- $(grid "$tp" "$dp")
+		[ "$tpdp" = 2x2 ] && set --
+		[ "$s" = spec ] || set -- "$@" "--schedule=$s"
+		e2e "e2e: tpdp $s ${tp}x$dp" "$out/tpdp-$(tag "$s")-$tpdp" $((tp * dp)) examples/tpdp.cf \
+			--backward "$@"
+	done
+done
+for s in spec vanilla "fuse(bidir)" "fuse(pairwise)" "fuse(ring, m = 2)"; do
+	for tpdp in 2x2 2x3; do
+		tp=${tpdp%x*} dp=${tpdp#*x}
+		if [ "$s" = spec ]; then set --; else set -- "--schedule=$s"; fi
+		e2e "e2e: tpdp_window $s ${tp}x$dp" "$out/tpdp_window-$(tag "$s")-$tpdp" $((tp * dp)) \
+			tests/e2e/tpdp_window.cf -D tp="$tp" -D dp="$dp" -D B=$((2 * dp)) "$@"
 	done
 done
 

@@ -3,8 +3,9 @@
 # f64 specs (the MLP of examples/mlp.cf, a sequence-parallel chain of
 # gathers and reduce-scatters, an all_to_all chain, data parallelism, an
 # all_reduce block, a layer's output, a weight over two groups, norms,
-# softmax and broadcasts, attention split along the queries: tests/grad/;
-# the other examples at small sizes) under the schedule kinds at N = 1..4,
+# softmax and broadcasts, attention split along the queries, tensors split
+# over two groups of a grid: tests/grad/; the other examples at small
+# sizes) under the schedule kinds at N = 1..4 (grids: 2x2, 2x3, 3x2),
 # the gradients of the parallel backward must equal central finite
 # differences of the serial reference forward (fd_max_rel_err <= 1e-6;
 # the differences are exact to about 1e-9 in f64), the serial reference
@@ -94,6 +95,32 @@ for m in attention ulysses mamba transformer zero_dp llama; do
 			# shellcheck disable=SC2046
 			grad "grad: $m $s N=$n" "$out/ex-$m-$(tag "$s")-$n" "$n" "examples/$m.cf" \
 				$(exsizes $m) -D $grp="$n" --schedule="$s"
+		done
+	done
+done
+
+# on a grid of tp x dp ranks: the tpdp example (weights split over tp, one
+# gradient reduce-scattered over dp, one all-reduced), gradients gathered
+# over each group that splits their products and all-reduced over both
+# (tests/grad/grid.cf), a partial sum over two groups reduced over each by
+# name (tests/grad/two_partial.cf)
+gridsizes() { # spec tp dp
+	case $1 in
+	two_partial) echo "-D tp=$2 -D dp=$3 -D S=$((4 * $2 * $3)) -D D=$((4 * $2 * $3))" ;;
+	*) echo "-D tp=$2 -D dp=$3 -D B=$((2 * $3)) -D S=$((4 * $2)) -D D=$((4 * $3)) -D F=$((4 * $2))" ;;
+	esac
+}
+for spec in examples/tpdp.cf tests/grad/grid.cf tests/grad/two_partial.cf; do
+	m=$(basename "$spec" .cf)
+	for tpdp in ${GRAD_GRIDS:-2x2 2x3 3x2}; do
+		tp=${tpdp%x*} dp=${tpdp#*x}
+		kinds='vanilla "fuse(ring)" "fuse(bidir)"'
+		[ "$m$tpdp" = tpdp2x2 ] && kinds="$kinds \"fuse(pairwise)\" \"slice(2)\" \"fuse(ring, m = 2)\""
+		eval "set -- ${GRAD_SCHEDULES:-$kinds}"
+		for s in "$@"; do
+			# shellcheck disable=SC2046
+			grad "grad: grid $m $s ${tp}x$dp" "$out/grid-$m-$(tag "$s")-$tpdp" $((tp * dp)) \
+				"$spec" $(gridsizes "$m" "$tp" "$dp") --schedule="$s"
 		done
 	done
 done

@@ -89,7 +89,7 @@ all_ok() {
 check "py: --emit=py writes the same module twice" cmp -s "$t/a.py" "$t/b.py"
 check "py: the module is valid Python" "$PY" -m py_compile "$t/a.py"
 check "py: the module carries the shapes as data" grep -q \
-	'("x", "x", "input", (2, 64, 64), (2, 32, 64), 1, 0, 1000),' "$t/a.py"
+	'("x", "x", "input", (2, 64, 64), (2, 32, 64), (-1, 0, -1), 1000),' "$t/a.py"
 
 # -- mlp on 2 ranks, with its backward
 m2=$t/mlp2
@@ -137,6 +137,14 @@ dump "$g4" 4
 pyrun "$t/grid" 4 "$g4" groups --dump "$g4/y.bin"
 check "py: a grid of two groups on 4 ranks: the driver's output, the reference's gradients" \
 	all_ok "$t/grid" 4 7
+# tensors split over both groups: each rank's block of the whole by its
+# rank in each
+g2=$t/tpdp
+model "$g2" tpdp examples/tpdp.cf --backward
+dump "$g2" 4
+pyrun "$t/tpdp" 4 "$g2" tpdp --dump "$g2/y.bin"
+check "py: tpdp, tensors split over both groups of a 2x2 grid: the driver's output, the reference's gradients" \
+	all_ok "$t/tpdp" 4 6
 
 # -- an exception one rank does not catch ends the job, naming the rank
 start=$(date +%s)

@@ -7,15 +7,17 @@
 #  property: every example under every schedule kind compiles (lowering
 #            and the verifier run on every compile) for every N in 1..64,
 #            with sizes chosen to divide, and every collective's summary
-#            says "verify: ok";
-#  mutation: the verifier rejects planted bugs (the CUnit suite
-#            verify_mutation), naming rank, step and slice;
+#            says "verify: ok"; the grid of tpdp for tp, dp in 1..4 and
+#            larger pairs up to 64 ranks a group;
+#  mutation: the verifier rejects planted bugs (the CUnit suites
+#            verify_mutation and grid_mutation), naming rank, step and
+#            slice (and the ranks in the other groups);
 #  pictures: --emit=svg is XML, --emit=png a PNG; --explain says one line
 #            per collective.
 . tests/lib.sh
 out=$B/tests/sched
 mkdir -p "$out" tests/golden/sched
-EXAMPLES="mlp attention mamba ulysses zero_dp transformer llama"
+EXAMPLES="mlp attention mamba ulysses zero_dp transformer llama tpdp"
 
 # Sizes for group size $1 that every kind below divides.
 sizes() {
@@ -30,6 +32,8 @@ sizes() {
 	llama) echo "-D tp=$n -D S=$((8 * n)) -D H=$((2 * n)) -D KV=$n -D D=$((4 * n)) -D F=$((4 * n))" ;;
 	esac
 }
+# Sizes of tpdp for tp = $1 and dp = $2 that every kind below divides.
+gsizes() { echo "-D tp=$1 -D dp=$2 -D B=$((2 * $2)) -D S=$((8 * $1)) -D D=$((4 * $2)) -D F=$((4 * $1))"; }
 
 # The number of collectives of example $1 with its backward pass: the
 # forward's and the backward's (zero_dp's are all in its backward).
@@ -38,6 +42,7 @@ ncoll() {
 	mlp | attention | mamba) echo 5 ;;
 	ulysses) echo 12 ;;
 	zero_dp) echo 2 ;;
+	tpdp) echo 7 ;;
 	transformer) echo 28 ;;
 	llama) echo 12 ;;
 	esac
@@ -68,16 +73,29 @@ for ex in $EXAMPLES; do
 done
 
 # ---- property ----
-# prop EX KIND FILE: compiles EX under KIND for N = 1..64; the last line of
-# FILE is the PASS or FAIL line, the lines before it the details.
+# points EX: the group sizes EX is proved for: N = 1..64, or a grid's tp x dp
+# for tp, dp in 1..4 and larger pairs up to 64 ranks a group; what: in words.
+points() {
+	if [ "$(ngroups "$1")" -gt 1 ]; then
+		for tp in 1 2 3 4; do for dp in 1 2 3 4; do printf '%s ' "${tp}x$dp"; done; done
+		echo 8x2 2x8 5x3 7x9 16x4 4x16 64x1 1x64
+	else
+		seq 1 64
+	fi
+}
+what() { if [ "$(ngroups "$1")" -gt 1 ]; then echo "tp x dp in 1..4 x 1..4 and 8x2 .. 1x64"; else echo "N = 1..64"; fi; }
+psizes() { case $2 in *x*) gsizes "${2%x*}" "${2#*x}" ;; *) sizes "$2" "$1" ;; esac; }
+
+# prop EX KIND FILE: compiles EX under KIND for every point; the last line
+# of FILE is the PASS or FAIL line, the lines before it the details.
 prop() {
 	unset IFS
 	ex=$1 kind=$2 res=$3
-	want=$(ncoll "$ex") bad="" n=1
+	want=$(ncoll "$ex") bad=""
 	: >"$res"
-	while [ $n -le 64 ]; do
+	for n in $(points "$ex"); do
 		# shellcheck disable=SC2046
-		"$CFC" "examples/$ex.cf" $(sizes $n "$ex") $(passes "$ex") --schedule="$kind" --emit=sched \
+		"$CFC" "examples/$ex.cf" $(psizes "$ex" $n) $(passes "$ex") --schedule="$kind" --emit=sched \
 			-o "$res.txt" 2>"$res.err"
 		rc=$?
 		ok=$(grep -c '^verify: ok ' "$res.txt" 2>/dev/null)
@@ -86,10 +104,9 @@ prop() {
 			echo "$ex $kind N=$n: exit $rc, $ok of $want verified" >>"$res"
 			head -n 5 "$res.err" >>"$res"
 		fi
-		n=$((n + 1))
 	done
 	if [ -z "$bad" ]; then
-		echo "PASS sched property: $ex $kind verifies for N = 1..64" >>"$res"
+		echo "PASS sched property: $ex $kind verifies for $(what "$ex")" >>"$res"
 	else
 		echo "FAIL sched property: $ex $kind (N =$bad)" >>"$res"
 	fi
@@ -114,6 +131,7 @@ done
 
 # ---- mutation ----
 "$B/tests/unit_compiler" verify_mutation >"$out/mutation.out" 2>&1
+"$B/tests/unit_compiler" grid_mutation >>"$out/mutation.out" 2>&1
 sed -n 's/^  Test: \(.*\) \.\.\.passed$/PASS sched mutation: \1/p
 s/^  Test: \(.*\) \.\.\.FAILED$/FAIL sched mutation: \1/p' "$out/mutation.out"
 grep -q '^  Test: ' "$out/mutation.out" || fail "sched mutation: the suite did not run"

@@ -119,6 +119,7 @@ void cfrti_free_comms(cfrt_ctx *ctx)
 /* Group g's communicator, rank and size become the context's. */
 static void set_current(cfrti_base *b, int g)
 {
+	b->cur = g;
 	b->comm = b->grp[g].comm;
 	b->rank = b->grp[g].rank;
 	b->size = b->grp[g].size;

@@ -30,6 +30,7 @@ typedef struct cfrti_base {
 	int job_rank, job_size;
 	int ngroups;   /* the groups of the grid (cfrt_init_groups); the
 	                * current one's comm, rank and size are above */
+	int cur;       /* the current group (cfrt_use_group) */
 	struct cfrti_group {
 		MPI_Comm comm; /* job itself when there is one group */
 		int rank, size;

@@ -173,7 +173,8 @@ typedef struct ce_state {
 /* xfer.c: the transfer table and NCCL. */
 typedef struct xfer_table {
 	int mode;          /* enum xmode */
-	ncclComm_t nccl;
+	ncclComm_t nccl[CFRT_MAX_GROUPS]; /* by group of the context's grid:
+	                    * its ranks (one group: the job) */
 	cudaStream_t s;    /* NCCL transfers, high priority */
 	cudaEvent_t fence; /* on dev.cs, recorded before transfers start */
 	xfer **x; /* slots, each allocated once: MPI writes into them */

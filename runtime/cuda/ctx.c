@@ -18,10 +18,11 @@ cfrt_ctx *cfrti_ctx_new(void)
  * then the modules from the bottom up. */
 int cfrti_ctx_setup(cfrt_ctx *ctx)
 {
-	if (ctx->base.ngroups > 1)
-		return cfrti_err(ctx, CFRT_ENOTSUP, "%d groups: the CUDA backend "
-		                 "runs contexts of one group", ctx->base.ngroups);
 	int rc = cfrti_xfer_mode(ctx);
+	if (rc == CFRT_OK && ctx->xt.mode == XM_CE && ctx->base.ngroups > 1)
+		rc = cfrti_err(ctx, CFRT_ENOTSUP, "%d groups: copy-engine transfers "
+		               "(CFRT_TRANSFER=ce) run contexts of one group; NCCL "
+		               "runs a grid", ctx->base.ngroups);
 	if (rc == CFRT_OK)
 		rc = cfrti_lt_mode(ctx);
 	if (rc == CFRT_OK)

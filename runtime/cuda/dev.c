@@ -74,8 +74,8 @@ static int env_local_rank(void)
 }
 
 /* CFRT_DEVICE, else the local rank (launcher, else the rank among the
- * ranks of comm that share this node) modulo the number of devices.
- * Collective over comm when the fallback is needed. */
+ * ranks of comm, the whole job, that share this node) modulo the number
+ * of devices. Collective over comm when the fallback is needed. */
 static int choose_device(MPI_Comm comm, int *dev)
 {
 	int n = 0, local = env_local_rank();
@@ -138,7 +138,7 @@ static int libraries(cfrt_ctx *ctx)
  * priority) and libraries. */
 int cfrti_dev_init(cfrt_ctx *ctx)
 {
-	if (process_device < 0 && choose_device(ctx->base.comm, &process_device))
+	if (process_device < 0 && choose_device(ctx->base.job, &process_device))
 		return cfrti_err(ctx, CFRT_EDEVICE, "no CUDA device (or "
 		                 "CFRT_DEVICE names none)");
 	ctx->base.device = process_device;

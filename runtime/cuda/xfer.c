@@ -1,8 +1,11 @@
 /* xfer.c: the transfer table, groups, waits, NCCL point-to-point and
  * collectives (the cfrti_xfer_start and cfrti_xfer_wait of
  * runtime/common/transfer.c, which holds the public transfer calls).
- * ensures: after cfrti_xfer_init, ctx->xt.nccl spans the context's ranks
- * and ctx->xt.s is its high-priority stream; a transfer starts on its
+ * ensures: after cfrti_xfer_init, ctx->xt.nccl[g] spans the ranks of
+ * group g of the context's grid (split from one communicator over the
+ * job, ncclCommSplit; one group: the job's), a transfer goes over the
+ * current group's (cfrt_use_group), and ctx->xt.s is the high-priority
+ * stream of them all; a transfer starts on its
  * stream after an event of the compute stream recorded when it is
  * issued, so after every compute call before it; the transfers of one
  * cfrt group are one NCCL group (sends and receives of a step issued
@@ -40,38 +43,66 @@ int cfrti_xfer_mode(cfrt_ctx *ctx)
 	                        &ctx->xt.mode);
 }
 
+/* The communicator of the current group. */
+static ncclComm_t nccl_comm(const cfrt_ctx *ctx)
+{
+	return ctx->xt.nccl[ctx->base.cur];
+}
+
 /* An NCCL result as a status (as cfrti_cuda): the message adds NCCL's
  * last error. */
 static int nccl_status(cfrt_ctx *ctx, ncclResult_t e, const char *call)
 {
 	if (e == ncclSuccess)
 		return CFRT_OK;
-	const char *last = ctx->xt.nccl ? ncclGetLastError(ctx->xt.nccl) : "";
+	const char *last = nccl_comm(ctx) ? ncclGetLastError(nccl_comm(ctx)) : "";
 	return cfrti_err(ctx, CFRT_ECOMM, "%s failed: %s%s%s", call,
 	                 ncclGetErrorString(e), last && *last ? ": " : "",
 	                 last ? last : "");
 }
 
-/* NCCL over the context's ranks: rank 0's unique id, broadcast by MPI. */
-static int nccl_setup(cfrt_ctx *ctx)
+/* NCCL over the job's ranks (*job): rank 0's unique id, broadcast by MPI. */
+static int nccl_job(cfrt_ctx *ctx, ncclComm_t *job)
 {
+	cfrti_base *b = &ctx->base;
 	ncclUniqueId id;
 	int rc = CFRT_OK;
-	if (ctx->base.rank == 0)
+	if (b->job_rank == 0)
 		rc = nccl_status(ctx, ncclGetUniqueId(&id), "ncclGetUniqueId");
 	int ok = rc == CFRT_OK, all = 0;
-	int mrc = MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, ctx->base.comm);
+	int mrc = MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, b->job);
 	if (mrc != MPI_SUCCESS)
 		return cfrti_mpi(ctx, mrc, "MPI_Allreduce");
 	if (!all)
 		return rc != CFRT_OK ? rc : cfrti_err(ctx, CFRT_ECOMM,
 		                                      "rank 0 has no NCCL id");
-	mrc = MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, ctx->base.comm);
+	mrc = MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, b->job);
 	if (mrc != MPI_SUCCESS)
 		return cfrti_mpi(ctx, mrc, "MPI_Bcast");
-	return nccl_status(ctx, ncclCommInitRank(&ctx->xt.nccl, ctx->base.size,
-	                                         id, ctx->base.rank),
+	return nccl_status(ctx, ncclCommInitRank(job, b->job_size, id, b->job_rank),
 	                   "ncclCommInitRank");
+}
+
+/* A communicator per group of the grid: the job's, split as base.c splits
+ * the MPI one (group g's ranks share every coordinate but their rank in
+ * g, which orders them); one group: the job's itself. */
+static int nccl_setup(cfrt_ctx *ctx)
+{
+	cfrti_base *b = &ctx->base;
+	ncclComm_t job = NULL;
+	int rc = nccl_job(ctx, &job), stride = 1;
+	if (rc != CFRT_OK || b->ngroups == 1) {
+		ctx->xt.nccl[0] = job;
+		return rc;
+	}
+	for (int g = 0; rc == CFRT_OK && g < b->ngroups; g++) {
+		int c = b->grp[g].rank;
+		rc = nccl_status(ctx, ncclCommSplit(job, b->job_rank - c * stride, c,
+		                                    &ctx->xt.nccl[g], NULL), "ncclCommSplit");
+		stride *= b->grp[g].size;
+	}
+	ncclCommDestroy(job);
+	return rc;
 }
 
 /* The NCCL stream, the fence and the communicator (collective over the
@@ -98,8 +129,9 @@ void cfrti_xfer_fini(cfrt_ctx *ctx)
 	}
 	free(t->x);
 	free(t->group);
-	if (t->nccl)
-		ncclCommDestroy(t->nccl);
+	for (int g = 0; g < CFRT_MAX_GROUPS; g++)
+		if (t->nccl[g])
+			ncclCommDestroy(t->nccl[g]);
 	if (t->fence)
 		cudaEventDestroy(t->fence);
 	if (t->s)
@@ -156,7 +188,7 @@ static ncclResult_t nccl_call(cfrt_ctx *ctx, const xdesc *d)
 {
 	ncclDataType_t dt = nccl_type(d->t);
 	size_t n = (size_t)d->count, es = cfrt_dtype_size(d->t);
-	ncclComm_t c = ctx->xt.nccl;
+	ncclComm_t c = nccl_comm(ctx);
 	cudaStream_t s = ctx->xt.s;
 	ncclResult_t r = ncclSuccess;
 	switch (d->kind) {

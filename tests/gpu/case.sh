@@ -9,7 +9,7 @@ ex=$1 n=$2 sched=$3 type=$4
 out=$B/tests/gpu-run
 t=$(echo "$sched" | tr -d ' ' | tr '(),=' '___-' | sed 's/_*$//')
 dir=$out/$ex-$t-$n-$type
-group=$(group "$ex")
+defs=$(groupdefs "$ex" "$n")
 # llama's bf16 output errs more than the others' (run.sh says why 2e-2):
 # its SwiGLU multiplies two rounded GEMM outputs and rope rounds q and k
 # once more. Measured on one H100 against the CPU f32 output: 2.97e-2;
@@ -21,7 +21,8 @@ f32/*) tol=1e-5 ;;
 *) tol=2e-2 ;;
 esac
 name="gpu: $ex $sched N=$n $type"
-if ! CF_BACKEND=cuda sh scripts/build-model.sh "$B" "$dir" "examples/$ex.cf" -D "$group=$n" \
+# shellcheck disable=SC2086
+if ! CF_BACKEND=cuda sh scripts/build-model.sh "$B" "$dir" "examples/$ex.cf" $defs \
 	--schedule="$sched" --type="$type" >"$dir.log" 2>&1; then
 	echo "FAIL $name (build)"
 	tail -n 20 "$dir.log"
@@ -29,8 +30,11 @@ if ! CF_BACKEND=cuda sh scripts/build-model.sh "$B" "$dir" "examples/$ex.cf" -D 
 fi
 # vanilla and slice(k) move data by collectives, which are NCCL in both
 # modes: their second run would repeat the first.
+# A grid of groups runs on NCCL only (a communicator per group; the copy
+# engines serve contexts of one group).
 modes="nccl ce"
 case $sched in vanilla|slice*) modes=nccl ;; esac
+[ "$(ngroups "$ex")" -gt 1 ] && modes=nccl
 for mode in $modes; do
 	log=$dir.$mode.out
 	if ! CFRT_TRANSFER=$mode mpirun --allow-run-as-root --timeout 120 \

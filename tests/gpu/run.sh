@@ -1,7 +1,9 @@
 #!/bin/sh
 # GPU correctness tests (make test-gpu, on a machine with 4 GPUs): every
 # example x {vanilla, slice(2), fuse(ring), fuse(bidir)} x N in {2, 4} x
-# {f32, bf16} x transfers {nccl, ce}, compared with the CPU f32 output of
+# {f32, bf16} x transfers {nccl, ce} (a grid of groups, tpdp: 1 x 2 and
+# 2 x 2 ranks, NCCL only: a communicator per group), compared with the CPU
+# f32 output of
 # the MPI backend on the same inputs (cfrt_fill_global: the same values on
 # every backend), as max |gpu - cpu| / max |cpu| over the whole output.
 #
@@ -36,7 +38,7 @@ for f in $EXAMPLES; do
 	dir=$out/ref-$ex
 	if [ -n "${GPU_REFS:-}" ] && cp "$GPU_REFS/ref-$ex.bin" "$out/"; then
 		pass "gpu: CPU reference of $ex (from $GPU_REFS)"
-	elif sh scripts/build-model.sh "$B" "$dir" "$f" -D "$(group "$ex")=1" \
+	elif sh scripts/build-model.sh "$B" "$dir" "$f" $(groupdefs "$ex" 1) \
 		>"$dir.log" 2>&1 &&
 	   $MPIRUN -n 1 "$dir/run" --iters 1 --warmup 0 --dump "$out/ref-$ex.bin" \
 		>>"$dir.log" 2>&1; then

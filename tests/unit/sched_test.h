@@ -166,12 +166,10 @@ st_pcoll(const Plan *p, const Coll *c)
 	return NULL;
 }
 
-/* The text of examples/NAME.cf (malloc'd), read from the repository root. */
+/* The text of file path (malloc'd), relative to the repository root. */
 static inline char *
-st_example(const char *name)
+st_file(const char *path)
 {
-	char path[256];
-	snprintf(path, sizeof path, "examples/%s.cf", name);
 	FILE *f = fopen(path, "rb");
 	char *buf = calloc(1, 1 << 16);
 	if (f && buf)
@@ -179,6 +177,16 @@ st_example(const char *name)
 	if (f)
 		fclose(f);
 	return buf;
+}
+
+/* The text of examples/NAME.cf (malloc'd). */
+static inline char *
+st_example(const char *name)
+{
+	char path[256];
+
+	snprintf(path, sizeof path, "examples/%s.cf", name);
+	return st_file(path);
 }
 
 static inline void

@@ -156,8 +156,8 @@ test_data_parallel(void)
 	Value *dw = b->outputs.v[1];
 	CU_ASSERT_STRING_EQUAL(dw->name, "d_w");
 	CU_ASSERT_EQUAL(dw->def->op, OP_ALL_REDUCE); /* partial over dp: DDP */
-	CU_ASSERT_EQUAL(dw->dist.kind, DI_REPL);
-	CU_ASSERT_EQUAL(dw->def->in[0]->dist.kind, DI_PARTIAL);
+	CU_ASSERT_EQUAL(dw->dist.p[0].kind, DI_REPL);
+	CU_ASSERT_EQUAL(dw->def->in[0]->dist.p[0].kind, DI_PARTIAL);
 	CU_ASSERT_EQUAL(count_op(b, OP_RELU_GRAD), 1);
 	done(&r);
 }
@@ -242,14 +242,14 @@ test_norm(void)
 		const Value *d = b->outputs.v[i];
 		CU_ASSERT_EQUAL(d->def->op, OP_ALL_REDUCE);
 		CU_ASSERT_EQUAL(d->def->in[0]->def->op, OP_SUM_LEADING);
-		CU_ASSERT_EQUAL(d->def->in[0]->dist.kind, DI_PARTIAL);
-		CU_ASSERT_EQUAL(d->dist.kind, DI_REPL);
+		CU_ASSERT_EQUAL(d->def->in[0]->dist.p[0].kind, DI_PARTIAL);
+		CU_ASSERT_EQUAL(d->dist.p[0].kind, DI_REPL);
 	}
 	const Value *dx = b->outputs.v[0];
 	CU_ASSERT_EQUAL(dx->def->op, OP_LAYERNORM_GRAD);
 	CU_ASSERT_EQUAL(dx->def->nin, 3);
-	CU_ASSERT_EQUAL(dx->dist.kind, DI_SPLIT);
-	CU_ASSERT_EQUAL(dx->dist.dim, 0);
+	CU_ASSERT_EQUAL(dx->dist.p[0].kind, DI_SPLIT);
+	CU_ASSERT_EQUAL(dx->dist.p[0].dim, 0);
 	done(&r);
 }
 
@@ -272,10 +272,10 @@ test_attention(void)
 	const Value *dq = b->outputs.v[0], *dk = b->outputs.v[1], *dv = b->outputs.v[2];
 	CU_ASSERT_EQUAL(dq->def->op, OP_ATTN_DQ);
 	CU_ASSERT_EQUAL(dq->def->a.causal, 1);
-	CU_ASSERT_EQUAL(dq->dist.kind, DI_SPLIT);
+	CU_ASSERT_EQUAL(dq->dist.p[0].kind, DI_SPLIT);
 	CU_ASSERT_EQUAL(dk->def->op, OP_REDUCE_SCATTER);
 	CU_ASSERT_EQUAL(dk->def->in[0]->def->op, OP_ATTN_DK);
-	CU_ASSERT_EQUAL(dk->def->in[0]->dist.kind, DI_PARTIAL);
+	CU_ASSERT_EQUAL(dk->def->in[0]->dist.p[0].kind, DI_PARTIAL);
 	CU_ASSERT_EQUAL(dv->def->in[0]->def->op, OP_ATTN_DV);
 	/* the forward's attention saves its log-sum-exp rows, [B, H, S] split
 	 * along S like y, f32 (the model's type is f32), the last saved
@@ -287,8 +287,8 @@ test_attention(void)
 	CU_ASSERT_EQUAL(lse->ndim, 3);
 	CU_ASSERT_EQUAL(lse->shape[2], 8);
 	CU_ASSERT_EQUAL(lse->dtype, DT_F32);
-	CU_ASSERT_EQUAL(lse->dist.kind, DI_SPLIT);
-	CU_ASSERT_EQUAL(lse->dist.dim, 2);
+	CU_ASSERT_EQUAL(lse->dist.p[0].kind, DI_SPLIT);
+	CU_ASSERT_EQUAL(lse->dist.p[0].dim, 2);
 	CU_ASSERT_EQUAL(lse->home, HO_SAVED);
 	CU_ASSERT_PTR_EQUAL(r.g->saved.v[r.g->saved.n - 1], lse);
 	CU_ASSERT_EQUAL(r.g->savedbytes, lse->soff + 256); /* 8 f32, aligned */
@@ -313,13 +313,13 @@ test_attention(void)
 	CU_ASSERT_EQUAL(count_op(b, OP_MERGE_HEADS), 1);
 	CU_ASSERT_EQUAL(count_op(b, OP_ATTN_DQ) + count_op(b, OP_ATTN_DK) + count_op(b, OP_ATTN_DV), 3);
 	CU_ASSERT_EQUAL(count_op(b, OP_ALL_REDUCE) + count_op(b, OP_REDUCE_SCATTER), 0);
-	CU_ASSERT_EQUAL(((Value *)b->outputs.v[0])->dist.dim, 2);
+	CU_ASSERT_EQUAL(((Value *)b->outputs.v[0])->dist.p[0].dim, 2);
 	/* f64: the lse too; named after a temporary, split along the heads */
 	lse = val(r.g, "t1_lse");
 	CU_ASSERT_PTR_NOT_NULL_FATAL(lse);
 	CU_ASSERT_EQUAL(lse->dtype, DT_F64);
-	CU_ASSERT_EQUAL(lse->dist.kind, DI_SPLIT);
-	CU_ASSERT_EQUAL(lse->dist.dim, 1);
+	CU_ASSERT_EQUAL(lse->dist.p[0].kind, DI_SPLIT);
+	CU_ASSERT_EQUAL(lse->dist.p[0].dim, 1);
 	done(&r);
 }
 
@@ -338,10 +338,10 @@ test_zero(void)
 	const Value *d1 = b->outputs.v[1], *d2 = b->outputs.v[2];
 	CU_ASSERT_EQUAL(d1->def->op, OP_REDUCE_SCATTER);
 	CU_ASSERT_EQUAL(d1->def->a.coll.dim, 0);
-	CU_ASSERT_EQUAL(d1->dist.kind, DI_SPLIT);
-	CU_ASSERT_EQUAL(d1->dist.dim, 0);
+	CU_ASSERT_EQUAL(d1->dist.p[0].kind, DI_SPLIT);
+	CU_ASSERT_EQUAL(d1->dist.p[0].dim, 0);
 	CU_ASSERT_EQUAL(d2->def->op, OP_ALL_REDUCE);
-	CU_ASSERT_EQUAL(d2->dist.kind, DI_REPL);
+	CU_ASSERT_EQUAL(d2->dist.p[0].kind, DI_REPL);
 	done(&r);
 }
 
@@ -385,10 +385,10 @@ test_errors(void)
 	                                "  in x : [T, D] grad split T over dp;\n"
 	                                "  weight w : [D, D] split 0 over dp grad split 1 over dp;\n"
 	                                "  y = x @ w; out y; }\n"));
-	CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "g.cf:2:17: error: only a weight's gradient can be "
+	CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "g.cf:2:28: error: only a weight's gradient can be "
 	                                     "given a spread of its own, but x is an input"));
-	CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "g.cf:3:37: error: w is split over dp, so its gradient "
-	                                     "is spread like it"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "g.cf:3:55: error: w is split over dp, so its gradient "
+	                                     "is spread like it there"));
 	done(&r);
 }
 

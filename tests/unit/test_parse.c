@@ -93,11 +93,13 @@ test_model(void)
 	CU_ASSERT_EQUAL(x->kind, S_TENSOR);
 	CU_ASSERT_EQUAL(x->u.tensor.role, R_IN);
 	CU_ASSERT_EQUAL(x->u.tensor.shape.n, 2);
-	CU_ASSERT_STRING_EQUAL(x->u.tensor.group, "tp");
-	CU_ASSERT_STRING_EQUAL(x->u.tensor.splitdim->u.name, "S");
+	CU_ASSERT_EQUAL_FATAL(x->u.tensor.splits.n, 1);
+	const Expr *sp = x->u.tensor.splits.v[0];
+	CU_ASSERT_STRING_EQUAL(sp->u.bin.r->u.name, "tp");
+	CU_ASSERT_STRING_EQUAL(sp->u.bin.l->u.name, "S");
 	Stmt *w = stmt(&r, 0, 5);
 	CU_ASSERT_EQUAL(w->u.tensor.dtype, DT_BF16);
-	CU_ASSERT_PTR_NULL(w->u.tensor.splitdim);
+	CU_ASSERT_EQUAL(w->u.tensor.splits.n, 0);
 	CU_ASSERT_EQUAL(stmt(&r, 0, 7)->kind, S_OUT);
 	done(&r);
 }

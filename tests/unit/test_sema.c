@@ -136,8 +136,9 @@ size_of(const Graph *g, const char *name)
 static int
 is_split(const Value *v, int dim, const char *group)
 {
-	return v && v->dist.kind == DI_SPLIT && v->dist.dim == dim &&
-	       strcmp(v->dist.group->name, group) == 0;
+	const Group *g = v ? dist_split_group(&v->dist, dim) : NULL;
+
+	return g && strcmp(g->name, group) == 0;
 }
 
 static int
@@ -276,7 +277,7 @@ test_tensor_decls(void)
 	CU_ASSERT(is_split(w, 1, "tp"));
 	CU_ASSERT_EQUAL(v->dtype, DT_F64);
 	CU_ASSERT_EQUAL(x->dtype, DT_F32);
-	CU_ASSERT_EQUAL(v->dist.kind, DI_REPL);
+	CU_ASSERT_EQUAL(v->dist.p[0].kind, DI_REPL);
 	CU_ASSERT_PTR_NULL(z->label[1]);
 	CU_ASSERT(is_split(z, 1, "tp"));
 	CU_ASSERT_EQUAL(g->inputs.n, 2);
@@ -370,16 +371,16 @@ test_matmul(void)
 	CU_ASSERT_STRING_EQUAL(a->label[2], "F");
 	CU_ASSERT(is_split(a, 1, "tp"));
 	CU_ASSERT(is_split(c, 2, "tp"));
-	CU_ASSERT_EQUAL(p->dist.kind, DI_PARTIAL);
+	CU_ASSERT_EQUAL(p->dist.p[0].kind, DI_PARTIAL);
 	CU_ASSERT(SHAPE(p, 2, 256, 128));
-	CU_ASSERT_EQUAL(sh_val(g, "q")->dist.kind, DI_PARTIAL);
+	CU_ASSERT_EQUAL(sh_val(g, "q")->dist.p[0].kind, DI_PARTIAL);
 	CU_ASSERT(is_split(sh_val(g, "bb"), 0, "tp"));
 	CU_ASSERT(SHAPE(sh_val(g, "bb"), 4, 256, 512));
 	CU_ASSERT(SHAPE(sh_val(g, "t"), 2, 256, 512));
 	CU_ASSERT(is_split(sh_val(g, "t"), 2, "tp"));
 	CU_ASSERT(sh_val(g, "t")->def->a.mm.tb && !sh_val(g, "t")->def->a.mm.ta);
 	CU_ASSERT_EQUAL(sh_val(g, "l")->def->op, OP_MATMUL);
-	CU_ASSERT_EQUAL(sh_val(g, "rr")->dist.kind, DI_REPL);
+	CU_ASSERT_EQUAL(sh_val(g, "rr")->dist.p[0].kind, DI_REPL);
 	sh_done(&r);
 }
 
@@ -392,7 +393,7 @@ test_matmul_transpose(void)
 	Value *gv = sh_val(g, "g");
 
 	CU_ASSERT(SHAPE(gv, 128, 512));
-	CU_ASSERT_EQUAL(gv->dist.kind, DI_PARTIAL);
+	CU_ASSERT_EQUAL(gv->dist.p[0].kind, DI_PARTIAL);
 	CU_ASSERT_STRING_EQUAL(gv->label[0], "D");
 	CU_ASSERT(gv->def->a.mm.ta);
 	CU_ASSERT(is_split(sh_val(g, "gs"), 0, "tp"));
@@ -437,8 +438,8 @@ test_elementwise(void)
 	CU_ASSERT(is_split(c, 1, "tp"));
 	CU_ASSERT_PTR_EQUAL(c->def->in[0], sh_val(g, "x")); /* the larger first */
 	CU_ASSERT(is_split(sh_val(g, "d"), 1, "tp"));
-	CU_ASSERT_EQUAL(sh_val(g, "pp")->dist.kind, DI_PARTIAL);
-	CU_ASSERT_EQUAL(sh_val(g, "pm")->dist.kind, DI_PARTIAL);
+	CU_ASSERT_EQUAL(sh_val(g, "pp")->dist.p[0].kind, DI_PARTIAL);
+	CU_ASSERT_EQUAL(sh_val(g, "pm")->dist.p[0].kind, DI_PARTIAL);
 	CU_ASSERT_EQUAL(sh_val(g, "s1")->def->op, OP_SCALE);
 	CU_ASSERT_EQUAL(sh_val(g, "s1")->def->nin, 1);
 	CU_ASSERT_DOUBLE_EQUAL(sh_val(g, "s1")->def->a.scale, 0.5, 0);
@@ -562,7 +563,7 @@ test_attention(void)
 	CU_ASSERT(sh_val(g, "a")->def->a.causal);
 	CU_ASSERT(is_split(sh_val(g, "b"), 1, "tp"));
 	CU_ASSERT(!sh_val(g, "b")->def->a.causal);
-	CU_ASSERT_EQUAL(sh_val(g, "c")->dist.kind, DI_REPL);
+	CU_ASSERT_EQUAL(sh_val(g, "c")->dist.p[0].kind, DI_REPL);
 	sh_done(&r);
 	expect_error("  in q : [B, H, S, D] split S over tp;\n  y = attention(q, q, q);\n  out y;\n",
 	             "attention needs the whole keys and values along the sequence: all_gather them first");
@@ -610,12 +611,12 @@ test_collectives(void)
 	                     "  ar = all_reduce(p);\n  a2 = all_to_all(x, S, D);\n  out ag, rs, ar, a2;\n");
 	Value *ag = sh_val(g, "ag"), *rs = sh_val(g, "rs"), *ar = sh_val(g, "ar"), *a2 = sh_val(g, "a2");
 
-	CU_ASSERT_EQUAL(ag->dist.kind, DI_REPL);
+	CU_ASSERT_EQUAL(ag->dist.p[0].kind, DI_REPL);
 	CU_ASSERT_EQUAL(ag->def->a.coll.dim, 1);
 	CU_ASSERT_STRING_EQUAL(ag->def->a.coll.group->name, "tp");
 	CU_ASSERT(is_split(rs, 1, "tp"));
 	CU_ASSERT_EQUAL(rs->def->a.coll.dim, 1);
-	CU_ASSERT_EQUAL(ar->dist.kind, DI_REPL);
+	CU_ASSERT_EQUAL(ar->dist.p[0].kind, DI_REPL);
 	CU_ASSERT_EQUAL(ar->def->a.coll.dim, -1);
 	CU_ASSERT(is_split(a2, 2, "tp"));
 	CU_ASSERT_EQUAL(a2->def->a.coll.dim, 1);
