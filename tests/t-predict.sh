@@ -38,7 +38,7 @@ check "profile round-trips (written twice: the same)" cmp "$out/r1.prof" "$out/r
 check "profile round-trips (every entry kept)" test "$(data "$prof")" = "$(data "$out/r1.prof")"
 
 # every candidate of every collective predicted; auto marks one of each
-for ex in mlp attention mamba ulysses zero_dp transformer llama; do
+for ex in $(ls examples/*.cf | xargs -n1 basename | sed "s/\.cf$//"); do
 	if "$CFC" "examples/$ex.cf" --backward --profile="$prof" --schedule=auto --explain \
 		>"$out/$ex.explain" 2>"$out/$ex.err"; then
 		colls=$(grep -c '^examples/' "$out/$ex.explain")

@@ -234,7 +234,7 @@ static void
 test_auto(void)
 {
 	static const char *const ex[] = {"mlp", "attention", "mamba", "ulysses", "zero_dp",
-	                                 "transformer", "llama"};
+	                                 "transformer", "llama", "tpdp"};
 	static const char *const mach[] = {
 		HEAD "gemm f32 64 64 64 5e-5\new f32 1e10\nattn f32 128 1e10\np2p 1 100000 1e-3\nend\n",
 		HEAD "gemm f32 64 64 64 5e-7\new f32 1e12\nattn f32 128 1e12\np2p 1 1000 1e-6\n"
