@@ -221,21 +221,21 @@ fi
 echo "# profile: $prof ($(sed -n 's/^# measured in /measured in /p' "$prof"))" >>"$out/header.txt"
 rm -f "$out/predicted.txt"
 echo "predicting (cfc --profile)"
-for s in $SCHEDULES; do
-	predict mlp "$s" $MLP_SIZES
-	predict attention "$s" $ATT_SIZES
-	BWD=1 predict mlp "$s" $MLP_SIZES
-	BWD=1 predict attention "$s" $ATT_SIZES
-done
+# every_model CMD: CMD MODEL SCHEDULE SIZES... for every schedule, both
+# models and both passes (BWD=1: the backward).
+every_model() {
+	for s in $SCHEDULES; do
+		for bwd in 0 1; do
+			BWD=$bwd "$1" mlp "$s" $MLP_SIZES
+			BWD=$bwd "$1" attention "$s" $ATT_SIZES
+		done
+	done
+}
+every_model predict
 
 if [ "$BUILD" != 0 ]; then
 	echo "building"
-	for s in $SCHEDULES; do
-		build mlp "$s" $MLP_SIZES
-		build attention "$s" $ATT_SIZES
-		BWD=1 build mlp "$s" $MLP_SIZES
-		BWD=1 build attention "$s" $ATT_SIZES
-	done
+	every_model build
 fi
 mb=$(size_of B "$MLP_SIZES") mS=$(size_of S "$MLP_SIZES") mD=$(size_of D "$MLP_SIZES")
 for r in $(seq "$ROUNDS"); do
