@@ -24,6 +24,34 @@ version_check(Cg *c)
 	            "#endif\n");
 }
 
+/* The end of a tensor's comment: how it is spread. */
+static void
+describe_spread(Cg *c, const Value *v, int sdim, const Group *sg, int nsplit)
+{
+	Emitter *e = &c->e;
+	const char *along = "";
+
+	if (!nsplit) {
+		emit(e, "], replicated: every rank holds all of it. */\n");
+		return;
+	}
+	if (nsplit == 1) {
+		emit(e, "], split along dim %d over %s: rank r holds\n * the slice "
+		     "[r*%lld, (r+1)*%lld) of that dim, %s. */\n", sdim, sg->name,
+		     (long long)value_rank_extent(v, sdim), (long long)value_rank_extent(v, sdim),
+		     cg_dims(c, v));
+		return;
+	}
+	for (int d = 0; d < v->ndim; d++) {
+		const Group *q = dist_split_group(&v->dist, d);
+		if (q)
+			along = arena_printf(c->a, "%s%s%d over %s", along, *along ? " and dim " : "", d,
+			                     q->name);
+	}
+	emit(e, "], split along dim %s:\n * its rank r in each holds the slice "
+	     "[r*n, (r+1)*n) of that dim, n its extent\n * in %s. */\n", along, cg_dims(c, v));
+}
+
 /* The comment and macros of one input, weight or output. */
 static void
 describe(Cg *c, const Value *v)
@@ -31,28 +59,18 @@ describe(Cg *c, const Value *v)
 	Emitter *e = &c->e;
 	Cg whole = *c;
 	const char *up = c->upper, *cn = c->cname[v->id];
+	int nsplit = dist_count(&v->dist, DI_SPLIT), sdim = -1;
+	const Group *sg = NULL;
 
 	whole.whole = 1;
 	emit(e, "/* %s %s: %s [", cg_role_word(v), v->name, dtype_name[v->dtype]);
 	for (int d = 0; d < v->ndim; d++)
 		emit(e, "%s%s%s%lld", d ? ", " : "", v->label[d] ? v->label[d] : "",
 		     v->label[d] ? "=" : "", (long long)v->shape[d]);
-	int nsplit = dist_count(&v->dist, DI_SPLIT), sdim = -1;
-	const Group *sg = NULL;
 	for (int d = 0; d < v->ndim && !sg; d++)
 		if ((sg = dist_split_group(&v->dist, d)))
 			sdim = d;
-	if (nsplit == 1)
-		emit(e, "], split along dim %d over %s: rank r holds\n * the slice "
-		     "[r*%lld, (r+1)*%lld) of that dim, %s. */\n", sdim, sg->name,
-		     (long long)value_rank_extent(v, sdim), (long long)value_rank_extent(v, sdim),
-		     cg_dims(c, v));
-	else if (nsplit)
-		emit(e, "], split over %d groups: along each dim d that\n * _SPLIT_GROUPS gives "
-		     "group g for, rank r of g holds the slice [r*n, (r+1)*n)\n * of d, n its "
-		     "extent in %s. */\n", nsplit, cg_dims(c, v));
-	else
-		emit(e, "], replicated: every rank holds all of it. */\n");
+	describe_spread(c, v, sdim, sg, nsplit);
 	emit(e, "#define %s_%s_NDIM %d\n", up, cn, v->ndim);
 	emit(e, "#define %s_%s_DIMS %s\n", up, cn, cg_dims(&whole, v));
 	emit(e, "#define %s_%s_RANK_DIMS %s\n", up, cn, cg_dims(c, v));
@@ -97,7 +115,7 @@ groups(Cg *c)
 	}
 	emit(e, ". A tensor is replicated\n * over the groups it is not split over; "
 	        "_GROUP says which group splits it\n * (-1: none, -2: several), "
-	        "_SPLIT_GROUPS which one splits each dim (-1: none). */\n");
+	        "_SPLIT_GROUPS which one splits each dim\n * (-1: none). */\n");
 	emit(e, "#define %s_NGROUPS %d\n#define %s_GROUP_SIZES %s\n#define %s_JOB_SIZE %lld\n",
 	     c->upper, g->groups.n, c->upper, cg_group_sizes(c), c->upper, cg_job_size(g));
 }

@@ -624,9 +624,14 @@ pl_window(const Node *n, int j, PView *v, int sg)
 	const Value *x = n->in[j], *o = n->out;
 
 	for (int d = 0; d < o->ndim; d++) {
-		const Group *g = dist_split_group(&o->dist, d);
+		const Group *g = dist_split_group(&o->dist, d), *h;
 		int xd = n->inmap[j][d]; /* graph.c: slice-locality */
-		if (!g || xd < 0 || dist_split_group(&x->dist, xd))
+		if (!g || xd < 0)
+			continue;
+		if ((h = dist_split_group(&x->dist, xd)) && h != g) /* the rules refuse it */
+			die("plan: %s split along %d over %s, its input %s over %s", o->name, d, g->name,
+			    x->name, h->name);
+		if (h)
 			continue;
 		int64_t le = value_rank_extent(o, d) * x->shape[xd] / o->shape[d];
 		PExpr st = {.mul = le};
