@@ -33,6 +33,10 @@
 #   decomp(s)   = compute alone of s / best unsplit compute alone - 1
 # Writes $B/bench/results.csv and prints the table. Needs $B/cfc,
 # $B/libcfrt.a and the tools in $B/bench/tools (bench/bench.mk builds them).
+# BUILD=gen (needs PROFILE=FILE, measured on the target machine) only
+# predicts and generates the C of every model; BUILD=link then links and
+# runs that C, with the predictions gen made, on a machine without cfc
+# (a GPU machine: copy $B/bench/models and $B/bench/predicted.txt there).
 # BUILD=0 reuses the models built by an earlier run (another machine with
 # the same MPI and OpenBLAS needs no compiler then); BENCH_CPUS=0,1 runs
 # every rank on those cores only (taskset), to play a smaller machine;
@@ -49,7 +53,7 @@ tools=$out/tools
 ncpu=$(getconf _NPROCESSORS_ONLN)
 csv=$out/results.csv
 rm -rf "$csv" "$out/runs.log" "$out/runs.txt"
-[ "$BUILD" = 0 ] || rm -rf "$out/models"
+case $BUILD in 0 | link) ;; *) rm -rf "$out/models" ;; esac
 mkdir -p "$out/models"
 # Without single-copy (CMA needs ptrace rights that containers often lack)
 # unless the caller says otherwise, as the demo and the tests run.
@@ -92,7 +96,7 @@ build() {
 
 # predict MODEL SCHEDULE SIZES...: cfc's prediction on the profile of the
 # pass the bench row times (the backward's with BWD=1), appended to
-# predicted.txt as "KEY|ms"; for auto, the schedules it took.
+# predicted.txt as "KEY|ms|compute alone ms"; for auto, the schedules it took.
 predict() {
 	m=$1 s=$2
 	shift 2
@@ -104,7 +108,8 @@ predict() {
 	x=$("$B/cfc" "examples/$m.cf" "$@" -D tp="$RANKS" --schedule="$s" --profile="$prof" \
 		--explain) || die "predicting $m with $s failed"
 	ms=$(echo "$x" | sed -n "s/^$pass: predicted \([0-9.]*\) ms.*/\1/p")
-	echo "$key,$s,none|${ms:--}" >>"$out/predicted.txt"
+	cms=$(echo "$x" | sed -n "s/^$pass: predicted .* (compute alone \([0-9.]*\) ms).*/\1/p")
+	echo "$key,$s,none|${ms:--}|${cms:--}" >>"$out/predicted.txt"
 	[ "$s" != auto ] || echo "  $key: auto takes $(echo "$x" |
 		sed -n 's/.*auto: \([^ ]*\), predicted .*/\1/p' | sort | uniq -c |
 		awk '{ printf "%s%s x%s", (NR > 1 ? ", " : ""), $2, $1 }')"
@@ -212,15 +217,18 @@ bwd_round() {
 # ---- the machine's profile for cfc's cost model (PROFILE=FILE: one
 # measured before) ----
 prof=${PROFILE:-$out/machine.prof}
-if [ -z "${PROFILE:-}" ]; then
+[ "$BUILD" != gen ] || [ -n "${PROFILE:-}" ] ||
+	die "BUILD=gen needs PROFILE=FILE, the target machine's profile"
+if [ "$BUILD" = link ]; then
+	[ -s "$out/predicted.txt" ] || die "BUILD=link needs the predictions of BUILD=gen"
+	prof=$out/machine.prof
+elif [ -z "${PROFILE:-}" ]; then
 	echo "calibrating (cfrt-calibrate on $RANKS ranks)"
 	$MPIRUN -n "$RANKS" "$B/cfrt-calibrate" -o "$prof" >"$out/calibrate.log" 2>&1 ||
 		{ cat "$out/calibrate.log" >&2; die "cfrt-calibrate failed"; }
 	sed 's/^/  /' "$out/calibrate.log"
 fi
 echo "# profile: $prof ($(sed -n 's/^# measured in /measured in /p' "$prof"))" >>"$out/header.txt"
-rm -f "$out/predicted.txt"
-echo "predicting (cfc --profile)"
 # every_model CMD: CMD MODEL SCHEDULE SIZES... for every schedule, both
 # models and both passes (BWD=1: the backward).
 every_model() {
@@ -231,11 +239,27 @@ every_model() {
 		done
 	done
 }
-every_model predict
+if [ "$BUILD" != link ]; then
+	rm -f "$out/predicted.txt"
+	echo "predicting (cfc --profile)"
+	every_model predict
+fi
 
-if [ "$BUILD" != 0 ]; then
-	echo "building"
+case $BUILD in
+0) ;;
+gen | link)
+	echo "building ($BUILD)"
+	export CF_STAGE=$BUILD
 	every_model build
+	unset CF_STAGE ;;
+*)
+	echo "building"
+	every_model build ;;
+esac
+if [ "$BUILD" = gen ]; then
+	[ "$prof" -ef "$out/machine.prof" ] || cp "$prof" "$out/machine.prof"
+	echo "generated: $out/models, $out/predicted.txt, $out/machine.prof"
+	exit 0
 fi
 mb=$(size_of B "$MLP_SIZES") mS=$(size_of S "$MLP_SIZES") mD=$(size_of D "$MLP_SIZES")
 for r in $(seq "$ROUNDS"); do

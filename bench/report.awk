@@ -16,13 +16,15 @@
 # per model,variant,progress in order of appearance:
 #   model,variant,progress,ranks,time_ms,rank_ms,compute_ms,ect_ms,
 #   overlap_eff,decomp_loss,spread,other_cpu,max_rel_err,predicted_ms,
-#   pred_err (cfc --profile's prediction, from -v pred=FILE, and
-#   predicted / time - 1)
+#   pred_err,pred_compute_ms,pred_compute_err (cfc --profile's prediction,
+#   from -v pred=FILE, and predicted / time - 1; the same of the compute
+#   alone, against the row linked without transfers)
 BEGIN {
-	# cfc's predictions: "model,variant,progress|ms" lines of file pred
+	# cfc's predictions: "model,variant,progress|ms|compute ms" lines
 	while (pred != "" && (getline l < pred) > 0) {
 		split(l, pk, "|")
 		predicted[pk[1]] = pk[2]
+		predicted_c[pk[1]] = pk[3]
 	}
 }
 
@@ -64,7 +66,8 @@ function f(x, d) { return x == "" ? "" : sprintf("%." d "f", x) }
 
 END {
 	print "model,variant,progress,ranks,time_ms,rank_ms,compute_ms,ect_ms," \
-	      "overlap_eff,decomp_loss,spread,other_cpu,max_rel_err,predicted_ms,pred_err"
+	      "overlap_eff,decomp_loss,spread,other_cpu,max_rel_err,predicted_ms,pred_err," \
+	      "pred_compute_ms,pred_compute_err"
 	for (i = 1; i <= nm; i++) {
 		m = models[i]
 		best = ""
@@ -75,14 +78,14 @@ END {
 				best = c
 		}
 		ev = val(span, m ",vanilla,none", "comm") - best
-		printf "%s,compute alone (best unsplit),-,%s,%.1f,,%.1f,0.0,,0.000,,,,,\n",
+		printf "%s,compute alone (best unsplit),-,%s,%.1f,,%.1f,0.0,,0.000,,,,,,,\n",
 		       m, ranks, best, best
 		for (j = 1; j <= nr[m]; j++)
 			print line(m, rows[m, j], best, ev)
 	}
 }
 
-function line(m, row, best, ev,   t, rk, c, ect, ov, dl, g1, nrk, sp, oc, pm) {
+function line(m, row, best, ev,   t, rk, c, ect, ov, dl, g1, nrk, sp, oc, pm, pc) {
 	ect = ov = dl = c = sp = oc = ""
 	nrk = ranks
 	if ((row, "xfer") in cnt) {
@@ -109,7 +112,9 @@ function line(m, row, best, ev,   t, rk, c, ect, ov, dl, g1, nrk, sp, oc, pm) {
 		ect = f(ect, 1)
 	}
 	pm = (row in predicted) && predicted[row] != "-" ? predicted[row] : ""
+	pc = (row in predicted_c) && predicted_c[row] != "-" ? predicted_c[row] : ""
 	return row "," nrk "," f(t, 1) "," f(rk, 1) "," f(c, 1) "," ect "," \
 	       ov "," dl "," sp "," oc "," err[row] "," f(pm, 1) "," \
-	       (pm != "" && t > 0 ? f(pm / t - 1, 3) : "")
+	       (pm != "" && t > 0 ? f(pm / t - 1, 3) : "") "," f(pc, 1) "," \
+	       (pc != "" && c > 0 ? f(pc / c - 1, 3) : "")
 }

@@ -519,20 +519,22 @@ tx_candidates(FILE *f, const Sched *s, const Coll *c)
 		const Candidate *cd = &c->cand[k];
 		const char *how = sched_kind_str(a, &cd->how);
 		if (cd->pr.err)
-			fprintf(f, "    %-22s not predicted: %s\n", how, cd->pr.err);
+			fprintf(f, "    %-30s not predicted: %s\n", how, cd->pr.err);
 		else
-			fprintf(f, "    %-22s %10.4f   compute %.4f, transfers %.4f%s\n", how,
+			fprintf(f, "    %-30s %10.4f   compute %.4f, transfers %.4f%s\n", how,
 			        cd->pr.total * 1e3, cd->pr.compute * 1e3, cd->pr.xfer * 1e3,
 			        k == c->used ? c->want.kind == SK_AUTO ? "   <- auto: the fastest" :
 			        "   <- used, as asked" : "");
 	}
 }
 
-/* --profile: the whole pass, stage by stage as run. */
+/* --profile: the whole pass, stage by stage as run; and its compute
+ * alone (each stage's busiest rank, no transfers and no slowdown: what
+ * the pass takes with its transfers removed). */
 static void
 tx_total(FILE *f, const Sched *s)
 {
-	double t = 0;
+	double t = 0, alone = 0;
 	const char *err = NULL;
 
 	if (!s->profile)
@@ -544,12 +546,13 @@ tx_total(FILE *f, const Sched *s)
 		if (pr.err && !err)
 			err = pr.err;
 		t += pr.total;
+		alone += pr.compute;
 	}
 	if (err)
 		fprintf(f, "%spass: not predicted: %s\n", bwd_mark(s), err);
 	else
-		fprintf(f, "%spass: predicted %.4f ms on %s\n", bwd_mark(s), t * 1e3,
-		        s->profile->name);
+		fprintf(f, "%spass: predicted %.4f ms (compute alone %.4f ms) on %s\n",
+		        bwd_mark(s), t * 1e3, alone * 1e3, s->profile->name);
 }
 
 void

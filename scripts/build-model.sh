@@ -6,7 +6,10 @@
 # else scripts/cuda-libs.sh, names those libraries). Used by the
 # demo, the tests and the benchmarks. CF_OPT (default -O2) sets the
 # optimization level; CF_LINK adds objects and flags to the link, and
-# CF_RUN names the program (default run).
+# CF_RUN names the program (default run). CF_STAGE=gen only runs cfc (on
+# a machine with the compiler), CF_STAGE=link only links the C that an
+# earlier gen left in DIR (on a machine without it, e.g. a GPU machine);
+# the default does both.
 set -eu
 B=$1 DIR=$2 SPEC=$3
 shift 3
@@ -16,7 +19,8 @@ else
 	LIBS="$B/libcfrt.a $(pkg-config --libs openblas) -lm -pthread"
 fi
 mkdir -p "$DIR"
-"$B/cfc" "$SPEC" "$@" --emit=h,c,ref,driver -o "$DIR"
+[ "${CF_STAGE:-all}" = link ] || "$B/cfc" "$SPEC" "$@" --emit=h,c,ref,driver -o "$DIR"
+[ "${CF_STAGE:-all}" != gen ] || exit 0
 name=$(sed -n 's/^#define CF_MODEL_NAME "\(.*\)"$/\1/p' "$DIR"/*_main.c)
 mpicc -std=c11 ${CF_OPT:--O2} -g -Wall -Wextra -Werror ${SANFLAGS:-} -Iruntime -I"$DIR" \
 	-o "$DIR/${CF_RUN:-run}" "$DIR/$name.c" "$DIR/${name}_ref.c" "$DIR/${name}_main.c" \
