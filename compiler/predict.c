@@ -113,13 +113,90 @@ cut_dims(const Value *v, int cut, double f, int64_t *d)
 	}
 }
 
+/* Query-key pairs that a causal mask leaves to the query rows o .. o+sq-1
+ * over sk keys: row j sees keys 0 .. j, as both runtimes mask them. */
+static double
+visible_pairs(double o, double sq, double sk)
+{
+	double lo = o + 1, hi = o + sq, n = 0, a = hi < sk ? hi : sk;
+
+	if (a >= lo) /* rows that see fewer keys than there are */
+		n += (lo + a) * (a - lo + 1) / 2;
+	if (hi > sk) /* rows that see them all */
+		n += (hi - (lo > sk + 1 ? lo : sk + 1) + 1) * sk;
+	return n;
+}
+
+/* Seconds per unit of B H Sq Sk Dh of an attention at key length sk, in
+ * two parts: c[0] that every query-key pair costs, masked or not, and
+ * c[1] that only the pairs a causal mask leaves cost (scaled by the share
+ * they are of all pairs). Both come from the unmasked and the causal rate
+ * (flop = mult * 4 B H Sq Sk Dh, half of it with the mask): a backend
+ * that computes the masked scores and skips only their softmax has both,
+ * one that skips masked blocks c[0] = 0. -1: no rate measured. */
+static int
+attn_unit(const PTable *full, const PTable *causal, double sk, double mult, double c[2])
+{
+	double rf = profile_attn_rate(full, sk), rc = profile_attn_rate(causal, sk);
+
+	if (rf <= 0 && rc <= 0)
+		return -1;
+	if (rc <= 0) { /* unmasked alone: the mask saves its share */
+		c[0] = 0, c[1] = 4 * mult / rf;
+		return 0;
+	}
+	double tc = 2 * mult / rc, tf = rf > 0 ? 4 * mult / rf : 2 * tc;
+	c[1] = 2 * (tf - tc);
+	if (c[1] < 0)
+		c[1] = 0;
+	if (c[1] > tf)
+		c[1] = tf;
+	c[0] = tf - c[1];
+	return 0;
+}
+
+/* The share of its query-key pairs that a causal attention computing the
+ * query rows of slice sel (of nsl along q's dim 2, or all rows when
+ * qcut is 0) of rank r, round i, leaves: the rows' offset decides it,
+ * which a query split exploits and a ring exposes (ranks computing early
+ * and late slices in one step). Over a group that splits q's rows the
+ * rank's own rows; over another group, their mean over its ranks. */
+static double
+visible_share(const Value *q, double sq, double sk, int qcut, const Sel *sel, int nsl,
+              int r, int i, const Group *cg)
+{
+	const Group *g = dist_split_group(&q->dist, 2);
+	double ext = (double)value_rank_extent(q, 2), pairs = 0, n = 0;
+	int lo = 0, hi = 1, cnt = 1;
+
+	if (g && g != cg)
+		hi = g->size;
+	else if (g)
+		lo = r, hi = r + 1;
+	if (qcut)
+		cnt = sel->cnt > 0 ? sel->cnt : 1;
+	for (int j = lo; j < hi; j++)
+		for (int u = 0; u < cnt; u++) {
+			double o = g ? j * ext : 0;
+			if (qcut) {
+				int s = sched_ix(&sel->hi, r, i) * sel->per + sched_ix(&sel->lo, r, i) +
+				        u * sel->stride;
+				o += s * ext / nsl;
+			}
+			pairs += visible_pairs(o, sq / cnt, sk);
+			n += sq / cnt * sk;
+		}
+	return pairs / n;
+}
+
 /* Seconds of node n computing the part of its per-rank work that the
  * cuts leave: its output cut along odim (-1: whole) and input i along
- * idim[i] (-1: whole), each by f. err set when the profile lacks the
- * rate. */
+ * idim[i] (-1: whole), each by f; share: of an attention's query-key
+ * pairs, those its causal mask leaves (visible_share; < 0: the whole
+ * call's). err set when the profile lacks the rate. */
 static double
 node_cost(const Profile *pf, const Node *n, int odim, const int *idim, double f,
-          const char **what)
+          double share, const char **what)
 {
 	int64_t o[MAXDIM], in[MAXIN][MAXDIM];
 	int dt = n->out->dtype, cls = op_info[n->op].cls;
@@ -145,17 +222,22 @@ node_cost(const Profile *pf, const Node *n, int odim, const int *idim, double f,
 	}
 	if (cls == CL_ATTN || cls == CL_ATTN_GRAD) {
 		const int64_t *q = in[0], *k = in[1];
-		double fl = 4 * (double)q[0] * (double)q[1] * (double)q[2] * (double)k[2] *
-		            (double)q[3] * (n->a.causal ? 0.5 : 1);
-		if (cls == CL_ATTN_GRAD)
-			fl *= 1.5; /* recompute the scores, dP and one gradient: three GEMMs for two */
-		int c = n->a.causal && pf->attn[1][dt].n;
-		double rate = profile_attn_rate(&pf->attn[c][dt], (double)k[2]);
-		if (rate <= 0) {
+		double P = (double)q[0] * (double)q[1] * (double)q[2] * (double)k[2] * (double)q[3];
+		int grad = cls == CL_ATTN_GRAD && (pf->attn_grad[0][dt].n || pf->attn_grad[1][dt].n);
+		/* without a measured backward: its flop (three GEMMs for two
+		 * more) at the forward's rate */
+		double mult = grad ? 2.5 : cls == CL_ATTN_GRAD ? 1.5 : 1, c[2];
+		const PTable *t = grad ? pf->attn_grad[0] : pf->attn[0];
+		if (attn_unit(&t[dt], grad ? &pf->attn_grad[1][dt] : &pf->attn[1][dt],
+		              (double)k[2], mult, c) < 0) {
 			*what = "attn";
 			return 0;
 		}
-		return fl / rate;
+		if (!n->a.causal)
+			share = 1;
+		else if (share < 0)
+			share = visible_pairs(0, (double)q[2], (double)k[2]) / ((double)q[2] * (double)k[2]);
+		return P * (c[0] + c[1] * share);
 	}
 	double bytes = eo;
 	for (int i = 0; i < n->nin; i++)
@@ -170,12 +252,23 @@ node_cost(const Profile *pf, const Node *n, int odim, const int *idim, double f,
 }
 
 static double
-sim_compute(Sim *S, const Item *it)
+sim_compute(Sim *S, const Item *it, int r, int i)
 {
 	const RNode *rn = S->c->region.v[it->u.comp.rn];
+	const Node *n = rn->node;
 	const char *what = NULL;
-	double f = (double)it->u.comp.sel.cnt / S->c->nslices;
-	double t = node_cost(S->pf, rn->node, rn->odim, rn->idim, f, &what);
+	double f = (double)it->u.comp.sel.cnt / S->c->nslices, share = -1;
+	int cls = op_info[n->op].cls;
+
+	if ((cls == CL_ATTN || cls == CL_ATTN_GRAD) && n->a.causal) {
+		const Value *q = n->in[0], *k = n->in[1];
+		int qcut = rn->idim[0] == 2;
+		double sq = (double)value_rank_extent(q, 2) * (qcut ? f : 1);
+		share = visible_share(q, sq, (double)value_rank_extent(k, 2), qcut,
+		                      &it->u.comp.sel, S->c->nslices, r, i,
+		                      S->c->node->a.coll.group);
+	}
+	double t = node_cost(S->pf, n, rn->odim, rn->idim, f, share, &what);
 
 	if (what)
 		sim_err(S, "the profile %2$s has no %1$s rate for this type", what);
@@ -473,7 +566,7 @@ sim_item(Sim *S, int r, const Item *it, int i)
 	case IT_ADD:
 	case IT_COPY:
 	case IT_ZERO:
-		t = it->kind == IT_COMPUTE ? sim_compute(S, it) : sim_move(S, it);
+		t = it->kind == IT_COMPUTE ? sim_compute(S, it, r, i) : sim_move(S, it);
 		R->alone += t;
 		t = slowed(S, r, t);
 		if (S->spans) {
@@ -586,7 +679,7 @@ predict_node(Arena *a, const Node *n, const Profile *pf)
 	Prediction pr = {0};
 	const char *what = NULL;
 
-	pr.total = pr.compute = node_cost(pf, n, -1, NULL, 1, &what);
+	pr.total = pr.compute = node_cost(pf, n, -1, NULL, 1, -1, &what);
 	if (what)
 		pr.err = arena_printf(a, "the profile %s has no %s rate for %s", pf->name, what,
 		                      dtype_name[n->out->dtype]);

@@ -231,12 +231,15 @@ rd_entry(Rd *r, Profile *pf, const char *w, size_t len)
 		pf->ew[t] = x[0];
 		return 1;
 	}
-	if (rd_is(w, len, "attn") || rd_is(w, len, "attn_causal")) {
-		int t = rd_dtype(r), causal = rd_is(w, len, "attn_causal");
+	int grad = rd_is(w, len, "attn_grad") || rd_is(w, len, "attn_grad_causal");
+	if (grad || rd_is(w, len, "attn") || rd_is(w, len, "attn_causal")) {
+		int t = rd_dtype(r);
+		int causal = rd_is(w, len, "attn_causal") || rd_is(w, len, "attn_grad_causal");
 		if (t < 0 || !rd_num(r, "the key length", NUM_WHOLE, &x[0]) ||
 		    !rd_num(r, "flop per second", 0, &x[1]))
 			return 0;
-		tab_add(r->a, &pf->attn[causal][t], (PPoint){0, 0, x[0], x[1], r->lno});
+		PTable *tab = grad ? &pf->attn_grad[causal][t] : &pf->attn[causal][t];
+		tab_add(r->a, tab, (PPoint){0, 0, x[0], x[1], r->lno});
 		return 1;
 	}
 	if (rd_is(w, len, "op")) {
@@ -292,7 +295,7 @@ rd_entry(Rd *r, Profile *pf, const char *w, size_t len)
 		tab_add(r->a, &pf->coll[c], (PPoint){0, 0, x[0], x[1], r->lno});
 		return 1;
 	}
-	diag_error(r->d, rd_loc(r, w, len), "unknown entry '%.*s' (gemm, ew, attn, attn_causal, op, p2p, coll, "
+	diag_error(r->d, rd_loc(r, w, len), "unknown entry '%.*s' (gemm, ew, attn, attn_causal, attn_grad, attn_grad_causal, op, p2p, coll, "
 	           "op, slowdown, overlap, backend, transfer, ranks, end)", (int)(len > 40 ? 40 : len), w);
 	return 0;
 }
@@ -370,7 +373,9 @@ profile_parse(Arena *a, Diag *d, const Src *src)
 	int ok = 1;
 	for (int t = 0; t < NDTYPE && ok; t++)
 		ok = tab_sort(&r, &pf->gemm[t], "gemm") && tab_sort(&r, &pf->attn[0][t], "attn") &&
-		     tab_sort(&r, &pf->attn[1][t], "attn_causal");
+		     tab_sort(&r, &pf->attn[1][t], "attn_causal") &&
+		     tab_sort(&r, &pf->attn_grad[0][t], "attn_grad") &&
+		     tab_sort(&r, &pf->attn_grad[1][t], "attn_grad_causal");
 	for (int c = 0; c < MAXCONC && ok; c++)
 		ok = tab_sort(&r, &pf->p2p[c], "p2p");
 	for (int c = 0; c < 4 && ok; c++)
@@ -446,9 +451,10 @@ profile_write(FILE *f, const Profile *pf)
 		tab_write(f, head, &pf->gemm[t], 1);
 		if (pf->ew[t] > 0)
 			fprintf(f, "ew %s %.17g\n", dtype_name[t], pf->ew[t]);
-		for (int c = 0; c < 2; c++) {
-			snprintf(head, sizeof head, "attn%s %s", c ? "_causal" : "", dtype_name[t]);
-			tab_write(f, head, &pf->attn[c][t], 0);
+		for (int c = 0; c < 4; c++) {
+			snprintf(head, sizeof head, "attn%s%s %s", c & 2 ? "_grad" : "",
+			         c & 1 ? "_causal" : "", dtype_name[t]);
+			tab_write(f, head, c & 2 ? &pf->attn_grad[c & 1][t] : &pf->attn[c & 1][t], 0);
 		}
 		for (int k = 0; k < NOP; k++)
 			if (pf->op[t][k] > 0)

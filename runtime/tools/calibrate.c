@@ -14,7 +14,9 @@
  *   op     the same of every other op cfc's model prices by bytes (gelu,
  *          the norms, softmax, rope, their gradients, ...);
  *   attn   attention flop per second by sequence length, without and
- *          with a causal mask (attn_causal: half the flop);
+ *          with a causal mask (attn_causal: half the flop); attn_grad
+ *          and attn_grad_causal the same of its backward from the saved
+ *          log-sum-exp (2.5 times the forward's flop);
  *   p2p    seconds of one message by size, with 1, 2 and 4 transfers at
  *          once at each rank (one pair; the ring; both ring directions);
  *   coll   the library's all_gather, reduce_scatter, all_reduce and
@@ -178,6 +180,7 @@ typedef struct Attn {
 	cfrt_dtype t;
 	int64_t dims[4]; /* B, H, S, Dh */
 	int causal;
+	int lse_ready; /* run_attn_grad: the forward wrote the lse */
 } Attn;
 
 static int
@@ -193,6 +196,36 @@ run_attn(Cal *C, void *arg)
 	v.p = (char *)C->b + C->cap / 2;
 	o.p = C->c;
 	return cfrt_attention(C->ctx, &o, &q, &k, &v, x->causal, 0);
+}
+
+/* The backward from a saved log-sum-exp, as the generated backward calls
+ * it: q, out, dout and the lse in a, k and v in b, dq, dk and dv in c. */
+static int
+run_attn_grad(Cal *C, void *arg)
+{
+	const Attn *x = arg;
+	int64_t B = x->dims[0], H = x->dims[1], S = x->dims[2], Dh = x->dims[3];
+	size_t sz = (size_t)(B * H * S * Dh) * cfrt_dtype_size(x->t);
+	cfrt_view q = {C->a, x->t, 4, {B, H, S, Dh}, {S * H * Dh, Dh, H * Dh, 1}};
+	cfrt_view k = q, v = q, o = q, dout = q, dq = q, dk = q, dv = q;
+	cfrt_view lse = {(char *)C->a + 3 * sz, CFRT_LSE_TYPE(x->t), 3, {B, H, S},
+	                 {H * S, S, 1}};
+
+	o.p = (char *)C->a + sz;
+	dout.p = (char *)C->a + 2 * sz;
+	k.p = C->b;
+	v.p = (char *)C->b + sz;
+	dq.p = C->c;
+	dk.p = (char *)C->c + sz;
+	dv.p = (char *)C->c + 2 * sz;
+	if (!x->lse_ready) {
+		int rc = cfrt_attention_lse(C->ctx, &o, &lse, &q, &k, &v, x->causal, 0);
+		if (rc != CFRT_OK)
+			return rc;
+		((Attn *)arg)->lse_ready = 1;
+	}
+	return cfrt_attention_grad_lse(C->ctx, &dq, &dk, &dv, &q, &k, &v, &o, &dout, &lse,
+	                               x->causal, 0);
 }
 
 static void
@@ -244,19 +277,27 @@ cal_compute(Cal *C, cfrt_dtype t)
 			fprintf(C->out, "op %s %s %.6g\n", tname[t], ops[k].name,
 			        (ops[k].nin + 1.0) * (double)o.n * (double)es / so);
 	}
-	/* attention by sequence length: its rate changes with it */
+	/* attention by sequence length, forward and backward: the rates
+	 * change with it */
 	int64_t s0 = C->quick ? 64 : C->gpu ? 512 : 128, s1 = C->quick ? 128 : C->gpu ? 8192 : 2048;
-	for (int causal = 0; causal < 2; causal++)
-		for (int64_t sq = s0; sq <= s1; sq *= 2) {
-			Attn x = {t, {1, 4, sq, 64}, causal};
-			double fl = 4.0 * x.dims[0] * x.dims[1] * x.dims[2] * x.dims[2] * x.dims[3];
-			if ((size_t)(x.dims[0] * x.dims[1] * x.dims[2] * x.dims[3]) * es > C->cap / 2)
-				break;
-			s = timed(C, run_attn, &x, C->quick ? 3 : 5);
-			if (s > 0 && C->out) /* a causal mask: half the flop, as cfc counts */
-				fprintf(C->out, "attn%s %s %lld %.6g\n", causal ? "_causal" : "", tname[t],
-				        (long long)sq, fl / (causal ? 2 : 1) / s);
-		}
+	for (int grad = 0; grad < 2; grad++)
+		for (int causal = 0; causal < 2; causal++)
+			/* the backward up to half the longest on CPUs: its rate is
+			 * as flat, its time twice */
+			for (int64_t sq = s0; sq <= (grad && !C->gpu && !C->quick ? s1 / 2 : s1); sq *= 2) {
+				Attn x = {t, {1, 4, sq, 64}, causal, 0};
+				size_t bytes = (size_t)(x.dims[0] * x.dims[1] * x.dims[2] * x.dims[3]) * es;
+				/* the backward's flop: 2.5 times the forward's */
+				double fl = 4.0 * x.dims[0] * x.dims[1] * x.dims[2] * x.dims[2] * x.dims[3] *
+				            (grad ? 2.5 : 1);
+				if ((grad ? 4 * bytes : bytes) > C->cap / 2)
+					break;
+				s = timed(C, grad ? run_attn_grad : run_attn, &x, C->quick ? 3 : 5);
+				if (s > 0 && C->out) /* a causal mask: half the flop, as cfc counts */
+					fprintf(C->out, "attn%s%s %s %lld %.6g\n", grad ? "_grad" : "",
+					        causal ? "_causal" : "", tname[t], (long long)sq,
+					        fl / (causal ? 2 : 1) / s);
+			}
 }
 
 /* ---- transfers ---- */

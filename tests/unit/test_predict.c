@@ -178,6 +178,54 @@ ag_time(const char *kind, int mm, double tc, double x, double slow, double lib)
 	return ag_time_ov(kind, mm, tc, x, slow, lib, 1);
 }
 
+/* Attention on 64 queries and keys, P = B H Sq Sk Dh = 65536: per unit
+ * of P the unmasked call takes 1 ns (attn: 4 flop per unit over 4e9) and
+ * the causal one 0.6 ns (attn_causal: 2 over 3.33e9), so every pair
+ * costs 0.2 ns and each pair the mask leaves 0.8 ns more; the mask
+ * leaves 64 * 65 / 2 of the 64 * 64 pairs. The backward the same from
+ * attn_grad (2.5 times the flop). */
+static void
+test_attn_cost(void)
+{
+	static const char *spec[] = {
+		"model m {\n size B = 1, H = 2, S = 64, Dh = 8;\n type f32;\n"
+		" in q : [B, H, S, Dh];\n in k : [B, H, S, Dh];\n in v : [B, H, S, Dh];\n"
+		" o = attention(q, k, v, causal);\n out o;\n}\n",
+		"model m {\n size B = 1, H = 2, S = 64, Dh = 8;\n type f32;\n"
+		" in q : [B, H, S, Dh];\n in k : [B, H, S, Dh];\n in v : [B, H, S, Dh];\n"
+		" o = attention(q, k, v);\n out o;\n}\n"};
+	const char *prof = HEAD "attn f32 64 4e9\nattn_causal f32 64 3.3333333333333333e9\n"
+	                   "attn_grad f32 64 1e10\nattn_grad_causal f32 64 8.3333333333333333e9\nend\n";
+	double share = 64.0 * 65 / 2 / (64 * 64), want[] = {65536 * (0.2 + 0.8 * share), 65536};
+
+	for (int c = 0; c < 2; c++) {
+		SRun r;
+		char *err = NULL;
+		Sched *s = st_build(&r, spec[c], NULL);
+		CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+		Profile *pf = pf_parse(r.a, prof, &err);
+		CU_ASSERT_PTR_NOT_NULL_FATAL(pf);
+		free(err);
+		const Stage *st = s->stages.v[0];
+		CU_ASSERT_EQUAL_FATAL(st->kind, ST_COMPUTE);
+		CU_ASSERT_DOUBLE_EQUAL(predict_node(r.a, st->u.node, pf).total * 1e9, want[c], 1e-6);
+		/* the backward from its own rates: the same shares */
+		CU_ASSERT_EQUAL(pf->attn_grad[c == 0][DT_F32].n, 1);
+		st_done(&r);
+	}
+	/* without a causal rate the mask saves its share of the unmasked time */
+	SRun r;
+	char *err = NULL;
+	Sched *s = st_build(&r, spec[0], NULL);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+	Profile *pf = pf_parse(r.a, HEAD "attn f32 64 4e9\nend\n", &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(pf);
+	free(err);
+	CU_ASSERT_DOUBLE_EQUAL(predict_node(r.a, ((Stage *)s->stages.v[0])->u.node, pf).total * 1e9,
+	                       65536 * share, 1e-6);
+	st_done(&r);
+}
+
 static void
 test_predict(void)
 {
@@ -200,6 +248,7 @@ test_predict(void)
 	                       1e-18);
 	free(err);
 	st_done(&r);
+	test_attn_cost();
 
 	/* fuse(ring), 4 ranks, each rank: copy its slice (1 us), then per
 	 * step post the next transfer and compute a slice */
