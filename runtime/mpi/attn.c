@@ -39,10 +39,13 @@ static void probs(cfrt_ctx *ctx, const gemm_args *s, int causal,
 		lane row = {(char *)s->c + i * s->n * (int64_t)cfrt_dtype_size(s->t),
 		            1, s->t};
 		int64_t n = row_keys(i, s->n, causal, q_offset);
-		if (read) {
+		if (read && s->t == CFRT_F32) {
+			cfrti_exp_rows_f32((float *)(void *)row.p, (const float *)(void *)row.p, n,
+			                   s->n, (float)lane_get(lse, i));
+		} else if (read) {
 			double l = lane_get(lse, i);
 			for (int64_t j = 0; j < s->n; j++)
-				lane_set(row, j, j < n ? exp(lane_get(row, j) - l) : 0.0);
+				lane_set_prob(row, j, j < n ? exp_prob(row.t, lane_get(row, j) - l) : 0.0);
 		} else {
 			double l = cfrti_softmax_lane(row, row, n, s->n);
 			if (lse.p)

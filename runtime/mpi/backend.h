@@ -12,6 +12,8 @@
 #ifndef CFRT_BACKEND_H
 #define CFRT_BACKEND_H
 
+#include <float.h>
+#include <math.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -107,6 +109,30 @@ static inline void lane_set(lane l, int64_t i, double v)
 		((double *)(void *)l.p)[i * l.s] = v;
 }
 
+/* exp(x) of a probability's exponent (x <= 0, a score minus its row's
+ * max or log-sum-exp), and lane_set of a probability: one below the
+ * type's smallest normal number is 0. Such a weight is below 2^-126 of
+ * its row's sum (at least 1), and subnormal results cost twice: exp takes
+ * its slow underflow path, and subnormal operands slow the GEMM that
+ * reads them, on x86 CPUs by far (the GPU machines' Xeons, 4 ranks: the
+ * f32 attention model's causal attention call, scores of a wide range,
+ * took 95-149 ms per call with them, 58-93 ms without). exp is called on
+ * every exponent, held to the normal range, so that an attention costs
+ * the same whatever its scores (cfc's cost model prices it from
+ * calibration data). */
+static inline double exp_prob(cfrt_dtype t, double x)
+{
+	double lim = t == CFRT_F32 ? -87.3 : -708.3, e = exp(x < lim ? lim : x);
+	return x < lim ? 0.0 : e;
+}
+
+static inline void lane_set_prob(lane l, int64_t i, double v)
+{
+	if (v < (l.t == CFRT_F32 ? (double)FLT_MIN : DBL_MIN))
+		v = 0.0;
+	lane_set(l, i, v);
+}
+
 /* The lane of view v (walked with `shape`'s index space) for line `line`
  * along axis. */
 static inline lane lane_of(const cfrt_view *v, const cfrt_view *shape,
@@ -132,5 +158,8 @@ static inline void tick(cfrt_ctx *ctx, int64_t *done, int64_t n)
 /* norm.c: softmax of the first n elements of a lane, zero after them;
  * returns their log-sum-exp (computed in double, as the softmax). */
 double cfrti_softmax_lane(lane dst, lane src, int64_t n, int64_t len);
+/* d[i] = exp(s[i] - sub) for i < n as exp_prob gives it, 0 from n to len
+ * (f32 runs of stride 1; d may be s). */
+void cfrti_exp_rows_f32(float *d, const float *s, int64_t n, int64_t len, float sub);
 
 #endif /* CFRT_BACKEND_H */

@@ -107,6 +107,67 @@ static double f_exp(double x, double unused)
 	return exp(x);
 }
 
+/* expf of an argument held to [-80, 80]: the activations below need
+ * exp(+-80) at most to be exact in float (x / (1 + e^80) is x times
+ * 1.8e-35), and expf outside takes its slow overflow and underflow
+ * paths, which the pre-activations of a layer reach often. */
+static inline float exp_held(float x)
+{
+	return expf(x < -80.0f ? -80.0f : x > 80.0f ? 80.0f : x);
+}
+
+/* GELU (tanh form) in float, tanh(u) = 1 - 2 / (exp(2u) + 1) folded in:
+ * 0.5 x (1 + tanh u) = x - x / (exp(2u) + 1). */
+static inline float gelu_f32(float x)
+{
+	float u = 0.7978845608f * (x + 0.044715f * x * x * x);
+	return x - x / (exp_held(2.0f * u) + 1.0f);
+}
+
+static inline float d_gelu_f32(float x)
+{
+	const float c = 0.7978845608f, k = 0.044715f;
+	float t = 1.0f - 2.0f / (exp_held(2.0f * c * (x + k * x * x * x)) + 1.0f);
+	return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * c * (1.0f + 3.0f * k * x * x);
+}
+
+/* f on a line of f32 elements of stride 1, in float math and without the
+ * per-element type tests of lanes; 0 when f has no such loop. On the
+ * GPU machines' Xeons the f32 MLP's GELU took as long as both its GEMMs
+ * (tanh in double through f and lanes); expf in float is 3x faster per
+ * element than tanh in double. */
+static int unary_f32(float *d, const float *x, int64_t n, unary_fn f, double arg)
+{
+	float a = (float)arg;
+
+	if (f == f_gelu)
+		for (int64_t i = 0; i < n; i++)
+			d[i] = gelu_f32(x[i]);
+	else if (f == f_silu)
+		for (int64_t i = 0; i < n; i++)
+			d[i] = x[i] / (1.0f + exp_held(-x[i]));
+	else if (f == f_sigmoid)
+		for (int64_t i = 0; i < n; i++)
+			d[i] = 1.0f / (1.0f + exp_held(-x[i]));
+	else if (f == f_exp)
+		for (int64_t i = 0; i < n; i++)
+			d[i] = expf(x[i]);
+	else if (f == f_relu)
+		for (int64_t i = 0; i < n; i++)
+			d[i] = x[i] > 0.0f ? x[i] : 0.0f;
+	else if (f == f_scale)
+		for (int64_t i = 0; i < n; i++)
+			d[i] = a * x[i];
+	else
+		return 0;
+	return 1;
+}
+
+static int is_f32_run(lane l)
+{
+	return l.t == CFRT_F32 && l.s == 1;
+}
+
 static int unary(cfrt_ctx *ctx, const char *api, const cfrt_view *dst,
                  const cfrt_view *src, unary_fn f, double arg)
 {
@@ -118,8 +179,10 @@ static int unary(cfrt_ctx *ctx, const char *api, const cfrt_view *dst,
 	int64_t n = dst->dim[ax], lines = cfrti_line_count(dst, ax), done = 0;
 	for (int64_t l = 0; n > 0 && l < lines; l++) {
 		lane d = lane_of(dst, dst, ax, l), s = lane_of(src, dst, ax, l);
-		for (int64_t i = 0; i < n; i++)
-			lane_set(d, i, f(lane_get(s, i), arg));
+		if (!is_f32_run(d) || !is_f32_run(s) ||
+		    !unary_f32((float *)(void *)d.p, (const float *)(void *)s.p, n, f, arg))
+			for (int64_t i = 0; i < n; i++)
+				lane_set(d, i, f(lane_get(s, i), arg));
 		tick(ctx, &done, n);
 	}
 	return cfrti_end(ctx, t0, CFRT_OK);
@@ -201,6 +264,14 @@ static int binary_f(cfrt_ctx *ctx, const char *api, const cfrt_view *dst,
 	for (int64_t l = 0; n > 0 && l < lines; l++) {
 		lane d = lane_of(dst, dst, ax, l), x = lane_of(a, dst, ax, l);
 		lane y = lane_of(&bb, dst, ax, l);
+		if (f == d_gelu && is_f32_run(d) && is_f32_run(x) && is_f32_run(y)) {
+			float *dp = (float *)(void *)d.p;
+			const float *xp = (const float *)(void *)x.p, *yp = (const float *)(void *)y.p;
+			for (int64_t i = 0; i < n; i++)
+				dp[i] = xp[i] * d_gelu_f32(yp[i]);
+			tick(ctx, &done, n);
+			continue;
+		}
 		for (int64_t i = 0; i < n; i++) {
 			double u = lane_get(x, i), v = lane_get(y, i);
 			if (f)

@@ -59,15 +59,54 @@ int cfrt_rmsnorm(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src,
 	return norm_rows(ctx, "cfrt_rmsnorm", dst, src, gamma, NULL, eps, 1);
 }
 
+/* The exponent below which an f32 probability is 0 (exp_prob). */
+#define F32_EXP_LIM (-87.3f)
+
+/* cfrti_softmax_lane of f32 runs of stride 1 (softmax rows, attention's
+ * score rows in the workspace; dst may be src): one exp per element, in
+ * float, summed in double. */
+static double softmax_f32(float *d, const float *s, int64_t n, int64_t len)
+{
+	float max = -INFINITY;
+	double sum = 0.0;
+	for (int64_t i = 0; i < n; i++)
+		max = fmaxf(max, s[i]);
+	for (int64_t i = 0; i < n; i++) {
+		float x = s[i] - max, e = expf(x < F32_EXP_LIM ? F32_EXP_LIM : x);
+		d[i] = x < F32_EXP_LIM ? 0.0f : e;
+		sum += d[i];
+	}
+	float inv = (float)(1.0 / sum);
+	for (int64_t i = 0; i < n; i++) {
+		float p = d[i] * inv;
+		d[i] = p < FLT_MIN ? 0.0f : p;
+	}
+	for (int64_t i = n; i < len; i++)
+		d[i] = 0.0f;
+	return max + log(sum);
+}
+
+void cfrti_exp_rows_f32(float *d, const float *s, int64_t n, int64_t len, float sub)
+{
+	for (int64_t i = 0; i < n; i++) {
+		float x = s[i] - sub, e = expf(x < F32_EXP_LIM ? F32_EXP_LIM : x);
+		d[i] = x < F32_EXP_LIM || e < FLT_MIN ? 0.0f : e;
+	}
+	for (int64_t i = n; i < len; i++)
+		d[i] = 0.0f;
+}
+
 double cfrti_softmax_lane(lane dst, lane src, int64_t n, int64_t len)
 {
+	if (dst.t == CFRT_F32 && src.t == CFRT_F32 && dst.s == 1 && src.s == 1)
+		return softmax_f32((float *)(void *)dst.p, (const float *)(void *)src.p, n, len);
 	double max = -INFINITY, sum = 0.0;
 	for (int64_t i = 0; i < n; i++)
 		max = fmax(max, lane_get(src, i));
 	for (int64_t i = 0; i < n; i++)
-		sum += exp(lane_get(src, i) - max);
+		sum += exp_prob(src.t, lane_get(src, i) - max);
 	for (int64_t i = 0; i < n; i++)
-		lane_set(dst, i, exp(lane_get(src, i) - max) / sum);
+		lane_set_prob(dst, i, exp_prob(src.t, lane_get(src, i) - max) / sum);
 	for (int64_t i = n; i < len; i++)
 		lane_set(dst, i, 0.0);
 	return max + log(sum);
