@@ -224,9 +224,10 @@ node_cost(const Profile *pf, const Node *n, int odim, const int *idim, double f,
 		const int64_t *q = in[0], *k = in[1];
 		double P = (double)q[0] * (double)q[1] * (double)q[2] * (double)k[2] * (double)q[3];
 		int grad = cls == CL_ATTN_GRAD && (pf->attn_grad[0][dt].n || pf->attn_grad[1][dt].n);
-		/* without a measured backward: its flop (three GEMMs for two
-		 * more) at the forward's rate */
-		double mult = grad ? 2.5 : cls == CL_ATTN_GRAD ? 1.5 : 1, c[2];
+		/* a backward node computes one of dq, dk and dv: a third of the
+		 * three calls attn_grad measures; without those, the forward's
+		 * time (the three: about 3.4 times it on the CPUs) */
+		double mult = grad ? 2.5 / 3 : 1, c[2];
 		const PTable *t = grad ? pf->attn_grad[0] : pf->attn[0];
 		if (attn_unit(&t[dt], grad ? &pf->attn_grad[1][dt] : &pf->attn[1][dt],
 		              (double)k[2], mult, c) < 0) {

@@ -52,8 +52,9 @@ typedef struct Profile {
 	                         * between the lengths measured, constant
 	                         * past them */
 	PTable attn_grad[2][NDTYPE]; /* the same of the backward (dq, dk and
-	                              * dv of one call), counting 2.5 times
-	                              * the forward's flop */
+	                              * dv by a call each, as generated code
+	                              * runs them), counting 2.5 times the
+	                              * forward's flop */
 	PTable p2p[MAXCONC];   /* (bytes) -> seconds of each of that many
 	                        * transfers running at once at a rank */
 	PTable coll[4];        /* library collectives over `ranks` ranks:

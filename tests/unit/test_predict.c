@@ -209,7 +209,8 @@ test_attn_cost(void)
 		const Stage *st = s->stages.v[0];
 		CU_ASSERT_EQUAL_FATAL(st->kind, ST_COMPUTE);
 		CU_ASSERT_DOUBLE_EQUAL(predict_node(r.a, st->u.node, pf).total * 1e9, want[c], 1e-6);
-		/* the backward from its own rates: the same shares */
+		/* the backward from its own rates: the same shares, a third for each
+	 * of dq, dk and dv */
 		CU_ASSERT_EQUAL(pf->attn_grad[c == 0][DT_F32].n, 1);
 		st_done(&r);
 	}
