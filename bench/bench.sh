@@ -37,6 +37,11 @@
 # predicts and generates the C of every model; BUILD=link then links and
 # runs that C, with the predictions gen made, on a machine without cfc
 # (a GPU machine: copy $B/bench/models and $B/bench/predicted.txt there).
+# With CALIBRATE=1, BUILD=link calibrates that machine first, in the same
+# lease as its runs (a VM's speed drifts between leases); BUILD=report
+# then predicts here on that profile (PROFILE=FILE, with the runs.txt
+# and header.txt of the link run in $B/bench) and writes the table; the
+# auto row keeps the schedules gen took.
 # BUILD=0 reuses the models built by an earlier run (another machine with
 # the same MPI and OpenBLAS needs no compiler then); BENCH_CPUS=0,1 runs
 # every rank on those cores only (taskset), to play a smaller machine;
@@ -52,8 +57,8 @@ out=$B/bench
 tools=$out/tools
 ncpu=$(getconf _NPROCESSORS_ONLN)
 csv=$out/results.csv
-rm -rf "$csv" "$out/runs.log" "$out/runs.txt"
-case $BUILD in 0 | link) ;; *) rm -rf "$out/models" ;; esac
+[ "$BUILD" = report ] || rm -rf "$csv" "$out/runs.log" "$out/runs.txt"
+case $BUILD in 0 | link | report) ;; *) rm -rf "$out/models" ;; esac
 mkdir -p "$out/models"
 # Without single-copy (CMA needs ptrace rights that containers often lack)
 # unless the caller says otherwise, as the demo and the tests run.
@@ -203,8 +208,9 @@ bwd_round() {
 	done
 }
 
-# ---- header: what machine, when, how loaded ----
-{
+# ---- header: what machine, when, how loaded (BUILD=report: the one
+# the runs wrote) ----
+[ "$BUILD" = report ] || {
 	echo "# CommFuse CPU benchmark, $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
 	echo "# machine: $(env -u OMP_NUM_THREADS nproc) cores, $(lscpu | sed -n 's/^Model name: *//p'), $(free -g | awk '/^Mem:/ { print $2 " GiB" }'), $(uname -sr)"
 	echo "# $(mpirun --version 2>&1 | head -n 1), OpenBLAS $(pkg-config --modversion openblas) (1 thread per rank)"
@@ -219,10 +225,15 @@ bwd_round() {
 prof=${PROFILE:-$out/machine.prof}
 [ "$BUILD" != gen ] || [ -n "${PROFILE:-}" ] ||
 	die "BUILD=gen needs PROFILE=FILE, the target machine's profile"
-if [ "$BUILD" = link ]; then
+if [ "$BUILD" = report ]; then
+	[ -n "${PROFILE:-}" ] && [ -s "$out/runs.txt" ] && [ -s "$out/header.txt" ] ||
+		die "BUILD=report needs PROFILE=FILE and the runs and header of BUILD=link in $out"
+	sed -i '/^# profile: /d' "$out/header.txt"
+elif [ "$BUILD" = link ] && [ "${CALIBRATE:-0}" = 0 ]; then
 	[ -s "$out/predicted.txt" ] || die "BUILD=link needs the predictions of BUILD=gen"
 	prof=$out/machine.prof
-elif [ -z "${PROFILE:-}" ]; then
+elif [ -z "${PROFILE:-}" ] || [ "$BUILD" = link ]; then
+	prof=$out/machine.prof
 	echo "calibrating (cfrt-calibrate on $RANKS ranks)"
 	$MPIRUN -n "$RANKS" "$B/cfrt-calibrate" -o "$prof" >"$out/calibrate.log" 2>&1 ||
 		{ cat "$out/calibrate.log" >&2; die "cfrt-calibrate failed"; }
@@ -246,7 +257,7 @@ if [ "$BUILD" != link ]; then
 fi
 
 case $BUILD in
-0) ;;
+0 | report) ;;
 gen | link)
 	echo "building ($BUILD)"
 	export CF_STAGE=$BUILD
@@ -262,6 +273,7 @@ if [ "$BUILD" = gen ]; then
 	exit 0
 fi
 mb=$(size_of B "$MLP_SIZES") mS=$(size_of S "$MLP_SIZES") mD=$(size_of D "$MLP_SIZES")
+[ "$BUILD" = report ] && ROUNDS=0
 for r in $(seq "$ROUNDS"); do
 	echo "round $r of $ROUNDS"
 	model_round mlp
@@ -292,14 +304,15 @@ gemm_rows() { # MODEL M K N PIECES...
 		echo "$m,gemm ${gm}x${gk}x${gn} in $gp,-,gemm|$gt|$gt|-|-" >>"$out/runs.txt"
 	done
 }
-echo "GEMM decomposition loss (1 rank)"
-n=$RANKS
-gemm_rows mlp $((mb * mS)) "$mD" $((4 * mD / n)) "$n" $((mb * n))
-ab=$(size_of B "$ATT_SIZES") as=$(size_of S "$ATT_SIZES") ad=$(size_of D "$ATT_SIZES")
-gemm_rows attention $((ab * as)) "$ad" $((ad / n)) "$n" $((ab * n))
-
-echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg) (this run's own $RANKS ranks count in it); waited ${waited} s for other jobs" |
-	tee -a "$out/header.txt"
+if [ "$BUILD" != report ]; then
+	echo "GEMM decomposition loss (1 rank)"
+	n=$RANKS
+	gemm_rows mlp $((mb * mS)) "$mD" $((4 * mD / n)) "$n" $((mb * n))
+	ab=$(size_of B "$ATT_SIZES") as=$(size_of S "$ATT_SIZES") ad=$(size_of D "$ATT_SIZES")
+	gemm_rows attention $((ab * as)) "$ad" $((ad / n)) "$n" $((ab * n))
+	echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg) (this run's own $RANKS ranks count in it); waited ${waited} s for other jobs" |
+		tee -a "$out/header.txt"
+fi
 
 # ---- best rounds, derived metrics, CSV and table ----
 awk -F'|' -v ranks="$RANKS" -v pred="$out/predicted.txt" -f bench/report.awk \
