@@ -69,9 +69,15 @@ int cfrti_dnn_attention_grad(cfrt_ctx *ctx, const cfrti_attn *g, int strict)
 /* Unique ids of the tensors a plan reads and writes (virtual ones are
  * numbered from U_VIRTUAL). */
 enum {
-	U_Q = 1, U_K, U_V, U_O, U_STATS, U_SCALE, U_NEGINF, U_OFFSET, U_DO,
-	U_DQ, U_DK, U_DV, U_ONE, U_DQACC, U_DELTA, U_VIRTUAL = 100
+	U_Q = 1, U_K, U_V, U_O, U_STATS, U_SCALE, U_NEGINF, U_OFFSET, U_SQ,
+	U_DO, U_DQ, U_DK, U_DV, U_ONE, U_DQACC, U_DELTA, U_VIRTUAL = 100
 };
+
+/* The causal diagonal: none, through (0, 0), moved right by q_offset
+ * (U_OFFSET), at the bottom right (row + Sk - Sq >= col: U_OFFSET holds
+ * Sk, U_SQ Sq; cudnn-frontend's bottom-right alignment, the same mask
+ * when q_offset = Sk - Sq, which the engines know since cuDNN 9.7). */
+enum mask { M_NONE, M_CAUSAL, M_SHIFT, M_BOTTOM_RIGHT };
 
 /* Descriptors of one graph and its plan, all freed together. */
 enum { G_MAXDESC = 256 };
@@ -82,7 +88,7 @@ enum kslot { K_Q, K_K, K_V, K_O, K_LSE, K_DO, K_DQ, K_DK, K_DV, K_N };
 typedef struct dnn_key {
 	int grad;   /* 0 forward, 1 backward */
 	cfrt_dtype t;
-	int causal, shifted; /* shifted: q_offset != 0 */
+	int mask; /* enum mask */
 	int stats;  /* forward: the lse is written */
 	int64_t b, h, hk, sq, sk, dh;
 	int64_t st[9][4]; /* strides: the views of enum kslot */
@@ -327,7 +333,8 @@ static desc key_tensor(gb *g, const dnn_key *k, int i, int64_t uid,
 }
 
 /* The causal mask on scores s: keeps s where row + q_offset >= col, -inf
- * elsewhere (cudnn-frontend's diagonal band with its right bound). */
+ * elsewhere (cudnn-frontend's diagonal band, its right bound at the
+ * diagonal, top left or bottom right). */
 static desc causal_mask(gb *g, const dnn_key *k, desc s)
 {
 	cudnnDataType_t i32 = CUDNN_DATA_INT32, f = CUDNN_DATA_FLOAT;
@@ -336,9 +343,13 @@ static desc causal_mask(gb *g, const dnn_key *k, desc s)
 	                   vt(g, i32, b, h, sq, sk), 2);
 	desc col = pw_axis(g, CUDNN_POINTWISE_GEN_INDEX, f, s, NULL, NULL,
 	                   vt(g, i32, b, h, sq, sk), 3);
-	if (k->shifted)
+	if (k->mask != M_CAUSAL)
 		row = pw_axis(g, CUDNN_POINTWISE_ADD, i32, row,
 		              scalar(g, U_OFFSET, i32), NULL,
+		              vt(g, i32, b, h, sq, sk), 0);
+	if (k->mask == M_BOTTOM_RIGHT)
+		row = pw_axis(g, CUDNN_POINTWISE_SUB, i32, row,
+		              scalar(g, U_SQ, i32), NULL,
 		              vt(g, i32, b, h, sq, sk), 0);
 	desc keep = pw_axis(g, CUDNN_POINTWISE_CMP_GE, CUDNN_DATA_BOOLEAN, row,
 	                    col, NULL, vt(g, CUDNN_DATA_BOOLEAN, b, h, sq, sk), 0);
@@ -374,7 +385,7 @@ static void forward_graph(gb *g, const dnn_key *k)
 	desc v = key_tensor(g, k, K_V, U_V, io, k->hk, sk, dh, 0);
 	desc o = key_tensor(g, k, K_O, U_O, io, h, sq, dh, 0);
 	desc s = scores(g, k, q, kt);
-	if (k->causal)
+	if (k->mask != M_NONE)
 		s = causal_mask(g, k, s);
 	desc m = reduce(g, CUDNN_REDUCE_TENSOR_MAX, s, vt(g, f, b, h, sq, 1));
 	desc e = pw(g, CUDNN_POINTWISE_SUB, s, m, vt(g, f, b, h, sq, sk));
@@ -426,7 +437,7 @@ static void backward_graph(gb *g, const dnn_key *k)
 	desc s = scores(g, k, q, kt);
 	s = pw(g, CUDNN_POINTWISE_SUB, s, stats_tensor(g, k, U_STATS),
 	       vt(g, f, b, h, sq, sk));
-	if (k->causal)
+	if (k->mask != M_NONE)
 		s = causal_mask(g, k, s);
 	desc p = pw(g, CUDNN_POINTWISE_EXP, s, NULL, vt(g, f, b, h, sq, sk));
 	grouped_matmul(g, k, transposed(g, k, p, io), dout, K_DV, U_DV);
@@ -655,13 +666,16 @@ static void key_views(dnn_key *k, const cfrti_attn *a)
 
 /* The key of a's call (grad: the backward's); views a leaves NULL are
  * packed scratch, the lse's too. */
-static dnn_key key_of(const cfrti_attn *a, int grad)
+static dnn_key key_of(const cfrt_ctx *ctx, const cfrti_attn *a, int grad)
 {
 	dnn_key k;
 	memset(&k, 0, sizeof k); /* padding too: keys compare with memcmp */
 	const cfrt_view *q = a->q;
-	k.grad = grad, k.t = q->t, k.causal = a->causal != 0;
-	k.shifted = k.causal && a->q_offset != 0;
+	int64_t o = a->q_offset;
+	k.grad = grad, k.t = q->t;
+	k.mask = !a->causal ? M_NONE : o == 0 ? M_CAUSAL :
+	         o == a->k->dim[2] - q->dim[2] && ctx->dnn->version >= 90700 ?
+	         M_BOTTOM_RIGHT : M_SHIFT;
 	k.stats = grad || a->lse;
 	k.b = q->dim[0], k.h = q->dim[1], k.hk = a->k->dim[1];
 	k.sq = q->dim[2], k.sk = a->k->dim[2], k.dh = q->dim[3];
@@ -677,18 +691,20 @@ static dnn_key key_of(const cfrti_attn *a, int grad)
 	return k;
 }
 
-/* The scalars of a call, passed by value. */
+/* The scalars of a call, passed by value (offset, sq: enum mask's). */
 typedef struct scalars {
 	float scale, neginf, one;
-	int32_t offset;
+	int32_t offset, sq;
 } scalars;
 
-static scalars scalars_of(const cfrt_ctx *ctx, const cfrti_attn *a)
+static scalars scalars_of(const cfrt_ctx *ctx, const dnn_key *k,
+                          const cfrti_attn *a)
 {
 	/* cudnn-frontend masks with the lowest float before cuDNN 9.10 */
-	scalars c = {(float)(1.0 / sqrt((double)a->q->dim[3])),
+	scalars c = {(float)(1.0 / sqrt((double)k->dh)),
 	             ctx->dnn->version < 91000 ? -3.40282347e38f : -INFINITY,
-	             1.0f, (int32_t)a->q_offset};
+	             1.0f, (int32_t)(k->mask == M_BOTTOM_RIGHT ? k->sk :
+	             a->q_offset), (int32_t)k->sq};
 	return c;
 }
 
@@ -702,10 +718,12 @@ static int64_t common_pack(const dnn_key *k, const cfrti_attn *a,
 	uid[n] = U_V, ptr[n++] = a->v->p;
 	uid[n] = U_O, ptr[n++] = a->out->p;
 	uid[n] = U_SCALE, ptr[n++] = &c->scale;
-	if (k->causal)
+	if (k->mask != M_NONE)
 		uid[n] = U_NEGINF, ptr[n++] = &c->neginf;
-	if (k->shifted)
+	if (k->mask == M_SHIFT || k->mask == M_BOTTOM_RIGHT)
 		uid[n] = U_OFFSET, ptr[n++] = &c->offset;
+	if (k->mask == M_BOTTOM_RIGHT)
+		uid[n] = U_SQ, ptr[n++] = &c->sq;
 	if (k->stats)
 		uid[n] = U_STATS, ptr[n++] = a->lse->p;
 	return n;
@@ -715,21 +733,45 @@ static int forward(cfrt_ctx *ctx, const dnn_plan *p, const cfrti_attn *a)
 {
 	int64_t uid[16];
 	void *ptr[16];
-	scalars c = scalars_of(ctx, a);
+	scalars c = scalars_of(ctx, &p->key, a);
 	int64_t n = common_pack(&p->key, a, &c, uid, ptr);
 	return execute(ctx, p, uid, ptr, n);
+}
+
+/* The keys a causal call's queries see: the first q_offset + Sq (all of
+ * them without the mask). */
+static int64_t keys_seen(const cfrti_attn *a)
+{
+	int64_t sk = a->k->dim[2], last = a->q_offset + a->q->dim[2];
+	return a->causal && last < sk ? last : sk;
+}
+
+/* Those keys' rows of k (or v, dk, dv; NULL: NULL). */
+static const cfrt_view *seen(const cfrti_attn *a, const cfrt_view *v,
+                             cfrt_view *buf)
+{
+	if (!v)
+		return NULL;
+	*buf = cfrt_view_slice(*v, 2, 0, keys_seen(a));
+	return buf;
 }
 
 int cfrti_dnn_attention(cfrt_ctx *ctx, const cfrti_attn *a, int strict)
 {
 	dnn_plan *p = NULL;
+	cfrti_attn t = *a;
+	cfrt_view kv[2];
 	if (!expressible(a))
 		return CFRT_ENOTSUP;
-	dnn_key k = key_of(a, 0);
-	int rc = plan_of(ctx, &k, strict, &p);
+	int rc = dnn_handle(ctx, strict);
+	if (rc != CFRT_OK)
+		return rc;
+	t.k = seen(a, a->k, &kv[0]), t.v = seen(a, a->v, &kv[1]);
+	dnn_key k = key_of(ctx, &t, 0);
+	rc = plan_of(ctx, &k, strict, &p);
 	if (rc == CFRT_OK)
 		rc = cfrti_ws_reserve(ctx, (size_t)p->ws);
-	return rc != CFRT_OK ? rc : forward(ctx, p, a);
+	return rc != CFRT_OK ? rc : forward(ctx, p, &t);
 }
 
 static size_t round256(size_t x)
@@ -783,7 +825,7 @@ static int backward(cfrt_ctx *ctx, const dnn_plan *p, const cfrti_attn *g,
 {
 	int64_t uid[24];
 	void *ptr[24];
-	scalars c = scalars_of(ctx, g);
+	scalars c = scalars_of(ctx, &p->key, g);
 	int64_t n = common_pack(&p->key, g, &c, uid, ptr);
 	uid[n] = U_DO, ptr[n++] = g->dout->p;
 	uid[n] = U_DQ, ptr[n++] = g->dq->p;
@@ -800,26 +842,100 @@ static int backward(cfrt_ctx *ctx, const dnn_plan *p, const cfrti_attn *g,
 	return rc != CFRT_OK ? rc : execute(ctx, p, uid, ptr, n);
 }
 
+/* Rows r0.. of a [B,H,S,D] view as one 2-d region of rows of width
+ * bytes, height of them, pitch apart (height 0: nothing), or 0 where
+ * they are not: the dims with more than one entry, ordered by stride,
+ * merged where one steps over a whole run of the next, must come down
+ * to two at most, the inner one of unit stride. */
+typedef struct region {
+	char *p;
+	size_t pitch, width, height;
+} region;
+
+static int rows_region(const cfrt_view *v, int64_t r0, region *r)
+{
+	int64_t d[4], st[4], md[4], ms[4];
+	int n = 0, m = 0;
+	size_t es = cfrt_dtype_size(v->t);
+	for (int i = 0; i < 4; i++) {
+		int64_t dim = i == 2 ? v->dim[2] - r0 : v->dim[i], j = n++;
+		for (; j > 0 && st[j - 1] < v->stride[i]; j--)
+			d[j] = d[j - 1], st[j] = st[j - 1];
+		d[j] = dim, st[j] = v->stride[i];
+	}
+	r->p = (char *)v->p + (size_t)(r0 * v->stride[2]) * es;
+	r->height = 1;
+	for (int i = n - 1; i >= 0; i--) {
+		if (d[i] == 0)
+			r->height = 0;
+		if (d[i] <= 1)
+			continue;
+		if (m > 0 && st[i] == ms[m - 1] * md[m - 1])
+			md[m - 1] *= d[i];
+		else
+			md[m] = d[i], ms[m] = st[i], m++;
+	}
+	if (m > 2 || (m > 0 && ms[0] != 1))
+		return 0;
+	r->width = (size_t)(m > 0 ? md[0] : 1) * es;
+	r->pitch = m > 1 ? (size_t)ms[1] * es : r->width;
+	r->height *= m > 1 ? (size_t)md[1] : 1;
+	return 1;
+}
+
+static int zero_region(cfrt_ctx *ctx, const region *r)
+{
+	if (!r->p || r->height == 0)
+		return CFRT_OK;
+	return cfrti_cuda(ctx, cudaMemset2DAsync(r->p, r->pitch, 0, r->width,
+	                  r->height, ctx->dev.cs), "cudaMemset2DAsync");
+}
+
+/* A causal query slice sees only the first keys: the call runs on those
+ * (t), and the rows of dk and dv after them are zeros (z), where each is
+ * one 2-d memset; else t is g. */
+static void cut_keys(const cfrti_attn *g, cfrti_attn *t, cfrt_view kv[4],
+                     region z[2])
+{
+	int64_t ske = keys_seen(g);
+	memset(z, 0, 2 * sizeof *z);
+	*t = *g;
+	if (ske == g->k->dim[2] || (g->dk && !rows_region(g->dk, ske, &z[0])) ||
+	    (g->dv && !rows_region(g->dv, ske, &z[1]))) {
+		memset(z, 0, 2 * sizeof *z);
+		return;
+	}
+	t->k = seen(g, g->k, &kv[0]), t->v = seen(g, g->v, &kv[1]);
+	t->dk = seen(g, g->dk, &kv[2]), t->dv = seen(g, g->dv, &kv[3]);
+}
+
 int cfrti_dnn_attention_grad(cfrt_ctx *ctx, const cfrti_attn *g, int strict)
 {
 	dnn_plan *pb = NULL, *pf = NULL;
-	cfrt_view sv[W_N];
-	cfrti_attn ga, fa;
+	cfrt_view sv[W_N], kv[4];
+	cfrti_attn t, ga, fa;
+	region z[2];
 	size_t off[W_N + 1];
 	if (!expressible(g))
 		return CFRT_ENOTSUP;
-	grad_scratch(g, NULL, off, sv, &ga, &fa);
-	dnn_key kb = key_of(&ga, 1), kf = key_of(&fa, 0);
-	int rc = plan_of(ctx, &kb, strict, &pb);
+	int rc = dnn_handle(ctx, strict);
+	if (rc != CFRT_OK)
+		return rc;
+	cut_keys(g, &t, kv, z);
+	grad_scratch(&t, NULL, off, sv, &ga, &fa);
+	dnn_key kb = key_of(ctx, &ga, 1), kf = key_of(ctx, &fa, 0);
+	rc = plan_of(ctx, &kb, strict, &pb);
 	if (rc == CFRT_OK && !g->lse)
 		rc = plan_of(ctx, &kf, strict, &pf);
 	if (rc != CFRT_OK)
 		return rc;
 	size_t base = round256((size_t)(pf && pf->ws > pb->ws ? pf->ws : pb->ws));
 	rc = cfrti_ws_reserve(ctx, base + off[W_N]);
+	for (int i = 0; rc == CFRT_OK && i < 2; i++)
+		rc = zero_region(ctx, &z[i]);
 	if (rc != CFRT_OK)
 		return rc;
-	grad_scratch(g, (char *)ctx->dev.ws + base, off, sv, &ga, &fa);
+	grad_scratch(&t, (char *)ctx->dev.ws + base, off, sv, &ga, &fa);
 	if (pf)
 		rc = forward(ctx, pf, &fa);
 	return rc != CFRT_OK ? rc : backward(ctx, pb, &ga, sv);
