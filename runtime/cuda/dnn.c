@@ -229,8 +229,16 @@ static desc scalar(gb *g, int64_t uid, cudnnDataType_t t)
 	return tensor(g, uid, t, one, one, 1);
 }
 
-static void add_op(gb *g, desc op)
+/* An operation of type t with its n descriptor attributes names[i] =
+ * vals[i] (NULL: left unset), added to the graph's. */
+static void operation(gb *g, cudnnBackendDescriptorType_t t, const char *what,
+                      int n, const cudnnBackendAttributeName_t *names,
+                      const desc *vals)
 {
+	desc op = make(g, t, what);
+	for (int i = 0; i < n; i++)
+		if (vals[i])
+			set_desc(g, op, names[i], vals[i]);
 	done(g, op);
 	if (g->st == CUDNN_STATUS_SUCCESS)
 		g->op[g->nop++] = op;
@@ -247,16 +255,14 @@ static desc pw_axis(gb *g, cudnnPointwiseMode_t mode, cudnnDataType_t prec,
 	if (mode == CUDNN_POINTWISE_GEN_INDEX)
 		set(g, pd, CUDNN_ATTR_POINTWISE_AXIS, CUDNN_TYPE_INT64, 1, &axis);
 	done(g, pd);
-	desc op = make(g, CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR,
-	               "pointwise operation");
-	set_desc(g, op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pd);
-	set_desc(g, op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, x);
-	if (b)
-		set_desc(g, op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, b);
-	if (t)
-		set_desc(g, op, CUDNN_ATTR_OPERATION_POINTWISE_TDESC, t);
-	set_desc(g, op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, y);
-	add_op(g, op);
+	operation(g, CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR,
+	          "pointwise operation", 5, (const cudnnBackendAttributeName_t[]){
+	          CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR,
+	          CUDNN_ATTR_OPERATION_POINTWISE_XDESC,
+	          CUDNN_ATTR_OPERATION_POINTWISE_BDESC,
+	          CUDNN_ATTR_OPERATION_POINTWISE_TDESC,
+	          CUDNN_ATTR_OPERATION_POINTWISE_YDESC}, (const desc[]){pd, x, b,
+	          t, y});
 	return y;
 }
 
@@ -273,12 +279,11 @@ static desc reduce(gb *g, cudnnReduceTensorOp_t how, desc x, desc y)
 	    CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &how);
 	set(g, rd, CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f);
 	done(g, rd);
-	desc op = make(g, CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR,
-	               "reduction operation");
-	set_desc(g, op, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, x);
-	set_desc(g, op, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, y);
-	set_desc(g, op, CUDNN_ATTR_OPERATION_REDUCTION_DESC, rd);
-	add_op(g, op);
+	operation(g, CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR,
+	          "reduction operation", 3, (const cudnnBackendAttributeName_t[]){
+	          CUDNN_ATTR_OPERATION_REDUCTION_XDESC,
+	          CUDNN_ATTR_OPERATION_REDUCTION_YDESC,
+	          CUDNN_ATTR_OPERATION_REDUCTION_DESC}, (const desc[]){x, y, rd});
 	return y;
 }
 
@@ -290,23 +295,21 @@ static desc matmul(gb *g, desc a, desc b, desc c)
 	desc md = make(g, CUDNN_BACKEND_MATMUL_DESCRIPTOR, "matmul");
 	set(g, md, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f);
 	done(g, md);
-	desc op = make(g, CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR,
-	               "matmul operation");
-	set_desc(g, op, CUDNN_ATTR_OPERATION_MATMUL_ADESC, a);
-	set_desc(g, op, CUDNN_ATTR_OPERATION_MATMUL_BDESC, b);
-	set_desc(g, op, CUDNN_ATTR_OPERATION_MATMUL_CDESC, c);
-	set_desc(g, op, CUDNN_ATTR_OPERATION_MATMUL_DESC, md);
-	add_op(g, op);
+	operation(g, CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR,
+	          "matmul operation", 4, (const cudnnBackendAttributeName_t[]){
+	          CUDNN_ATTR_OPERATION_MATMUL_ADESC,
+	          CUDNN_ATTR_OPERATION_MATMUL_BDESC,
+	          CUDNN_ATTR_OPERATION_MATMUL_CDESC,
+	          CUDNN_ATTR_OPERATION_MATMUL_DESC}, (const desc[]){a, b, c, md});
 	return c;
 }
 
 static desc reshape(gb *g, desc x, desc y)
 {
-	desc op = make(g, CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR,
-	               "reshape operation");
-	set_desc(g, op, CUDNN_ATTR_OPERATION_RESHAPE_XDESC, x);
-	set_desc(g, op, CUDNN_ATTR_OPERATION_RESHAPE_YDESC, y);
-	add_op(g, op);
+	operation(g, CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR,
+	          "reshape operation", 2, (const cudnnBackendAttributeName_t[]){
+	          CUDNN_ATTR_OPERATION_RESHAPE_XDESC,
+	          CUDNN_ATTR_OPERATION_RESHAPE_YDESC}, (const desc[]){x, y});
 	return y;
 }
 
@@ -376,15 +379,27 @@ static desc scores(gb *g, const dnn_key *k, desc q, desc kt)
 	return s;
 }
 
+/* The tensors of q, k^T, v (v^T: the backward's dO V^T) and out. */
+typedef struct qkvo {
+	desc q, kt, v, o;
+} qkvo;
+
+static qkvo qkvo_of(gb *g, const dnn_key *k, int v_transposed)
+{
+	int64_t h = k->h, sq = k->sq, sk = k->sk, dh = k->dh;
+	qkvo t = {key_tensor(g, k, K_Q, U_Q, g->io, h, sq, dh, 0),
+	          key_tensor(g, k, K_K, U_K, g->io, k->hk, sk, dh, 1),
+	          key_tensor(g, k, K_V, U_V, g->io, k->hk, sk, dh, v_transposed),
+	          key_tensor(g, k, K_O, U_O, g->io, h, sq, dh, 0)};
+	return t;
+}
+
 static void forward_graph(gb *g, const dnn_key *k)
 {
 	cudnnDataType_t f = CUDNN_DATA_FLOAT, io = g->io;
-	int64_t b = k->b, h = k->h, sq = k->sq, sk = k->sk, dh = k->dh;
-	desc q = key_tensor(g, k, K_Q, U_Q, io, h, sq, dh, 0);
-	desc kt = key_tensor(g, k, K_K, U_K, io, k->hk, sk, dh, 1);
-	desc v = key_tensor(g, k, K_V, U_V, io, k->hk, sk, dh, 0);
-	desc o = key_tensor(g, k, K_O, U_O, io, h, sq, dh, 0);
-	desc s = scores(g, k, q, kt);
+	int64_t b = k->b, h = k->h, sq = k->sq, sk = k->sk;
+	qkvo t = qkvo_of(g, k, 0);
+	desc s = scores(g, k, t.q, t.kt);
 	if (k->mask != M_NONE)
 		s = causal_mask(g, k, s);
 	desc m = reduce(g, CUDNN_REDUCE_TENSOR_MAX, s, vt(g, f, b, h, sq, 1));
@@ -395,7 +410,7 @@ static void forward_graph(gb *g, const dnn_key *k)
 	pw(g, CUDNN_POINTWISE_ADD, m, lz, k->stats ? stats_tensor(g, k, U_STATS) :
 	   vt(g, f, b, h, sq, 1));
 	desc p = pw(g, CUDNN_POINTWISE_DIV, e, z, vt(g, io, b, h, sq, sk));
-	matmul(g, p, v, o);
+	matmul(g, p, t.v, t.o);
 }
 
 /* [B,H,Sk,Sq] of type t over the [B,H,Sq,Sk] scores x: their transpose. */
@@ -424,10 +439,8 @@ static void backward_graph(gb *g, const dnn_key *k)
 {
 	cudnnDataType_t f = CUDNN_DATA_FLOAT, io = g->io;
 	int64_t b = k->b, h = k->h, sq = k->sq, sk = k->sk, dh = k->dh;
-	desc q = key_tensor(g, k, K_Q, U_Q, io, h, sq, dh, 0);
-	desc kt = key_tensor(g, k, K_K, U_K, io, k->hk, sk, dh, 1);
-	desc vtr = key_tensor(g, k, K_V, U_V, io, k->hk, sk, dh, 1);
-	desc o = key_tensor(g, k, K_O, U_O, io, h, sq, dh, 0);
+	qkvo t = qkvo_of(g, k, 1);
+	desc q = t.q, kt = t.kt, vtr = t.v, o = t.o;
 	desc dout = key_tensor(g, k, K_DO, U_DO, io, h, sq, dh, 0);
 	int64_t ddim[4] = {b, h, sq, 1}, dst[4] = {h * sq, sq, 1, 1};
 	desc dlt = pw(g, CUDNN_POINTWISE_MUL, dout, o, vt(g, f, b, h, sq, dh));
