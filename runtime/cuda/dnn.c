@@ -22,8 +22,9 @@
  * ensures: cfrti_dnn_attention(_grad) return CFRT_ENOTSUP, having
  * launched nothing and left no message, for a call cuDNN cannot take:
  * another type, a head size that is not a multiple of 16 up to 128,
- * strides or addresses off 16 bytes, no plan (strict: a plan refused is
- * an error naming cuDNN's reason instead, for CFRT_ATTN=cudnn). */
+ * strides or addresses off 16 bytes, a backward needing more than
+ * DNN_WS_MAX of scratch, no plan (strict: a plan refused is an error
+ * naming cuDNN's reason instead, for CFRT_ATTN=cudnn). */
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -78,6 +79,11 @@ enum {
  * Sk, U_SQ Sq; cudnn-frontend's bottom-right alignment, the same mask
  * when q_offset = Sk - Sq, which the engines know since cuDNN 9.7). */
 enum mask { M_NONE, M_CAUSAL, M_SHIFT, M_BOTTOM_RIGHT };
+
+/* The most bytes of scratch a backward keeps in the workspace (f32 dq
+ * sums and the rest, grad_scratch); larger calls go to the fused kernel,
+ * which steps over the batch (gemm.c's ATTN_WS_MAX). */
+#define DNN_WS_MAX ((size_t)2 << 30)
 
 /* Descriptors of one graph and its plan, all freed together. */
 enum { G_MAXDESC = 256 };
@@ -541,13 +547,14 @@ static void find_plan(struct dnn_state *s, gb *g)
 	}
 }
 
-/* The handle on the compute stream, on the first call. */
+/* The handle, made on the first call, on the compute stream (set at
+ * every call: a host call, cheap, and right should the stream change). */
 static int dnn_handle(cfrt_ctx *ctx, int strict)
 {
 	struct dnn_state *s = ctx->dnn;
-	if (s->h)
-		return CFRT_OK;
-	cudnnStatus_t st = cudnnCreate(&s->h);
+	cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
+	if (!s->h)
+		st = cudnnCreate(&s->h);
 	if (st == CUDNN_STATUS_SUCCESS)
 		st = cudnnSetStream(s->h, ctx->dev.cs);
 	if (st != CUDNN_STATUS_SUCCESS) {
@@ -936,6 +943,8 @@ int cfrti_dnn_attention_grad(cfrt_ctx *ctx, const cfrti_attn *g, int strict)
 		return rc;
 	cut_keys(g, &t, kv, z);
 	grad_scratch(&t, NULL, off, sv, &ga, &fa);
+	if (off[W_N] > DNN_WS_MAX)
+		return CFRT_ENOTSUP;
 	dnn_key kb = key_of(ctx, &ga, 1), kf = key_of(ctx, &fa, 0);
 	rc = plan_of(ctx, &kb, strict, &pb);
 	if (rc == CFRT_OK && !g->lse)
