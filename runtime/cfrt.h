@@ -467,7 +467,8 @@ int cfrt_softmax(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src);
  * split). Where a backend materializes the scores (the MPI backend; the
  * CUDA backend's f32 path and CFRT_ATTN=gemm) they use a workspace of
  * Sq*Sk elements that the context owns and grows on demand (freed at
- * cfrt_finalize); the CUDA backend's fused kernel needs none. */
+ * cfrt_finalize); the CUDA backend's fused kernel needs none, cuDNN's
+ * (CFRT_ATTN=cudnn) what its plan asks for. */
 int cfrt_attention(cfrt_ctx *ctx, const cfrt_view *out, const cfrt_view *q,
                    const cfrt_view *k, const cfrt_view *v, int causal,
                    int64_t q_offset);
@@ -549,7 +550,9 @@ int cfrt_scan_grad(cfrt_ctx *ctx, const cfrt_view *dx, const cfrt_view *dy,
  * slices: query-split attention reduces them). Any of dq, dk, dv may be
  * NULL: not computed. Workspace as cfrt_attention's (the MPI backend uses
  * two score-sized blocks; the CUDA backend's fused kernels keep two f32
- * statistics per query row there, and with dq an f32 sum of dq). */
+ * statistics per query row there, and with dq an f32 sum of dq; cuDNN's
+ * an f32 sum of dq, one f32 per query row, and room for the gradients
+ * passed as NULL). */
 int cfrt_attention_grad(cfrt_ctx *ctx, const cfrt_view *dq,
                         const cfrt_view *dk, const cfrt_view *dv,
                         const cfrt_view *q, const cfrt_view *k,

@@ -1,7 +1,8 @@
 #!/bin/sh
 # The CUDA backend on a machine without a GPU: libcfrt_cuda.a links into
 # the generated code of every example (f32 and bf16), of backward passes
-# (tests/grad) and into pc_app, and
+# (tests/grad) and into pc_app, with cuDNN where it is found and without
+# (the library built without it links pc_app with no -lcudnn), and
 # the output comparison of the GPU tests (driver --dump + cmpdump) accepts
 # equal outputs and rejects different ones. The GPU runs themselves are
 # make test-gpu, on a GPU machine. Skipped (a SKIP line) without nvcc.
@@ -39,6 +40,22 @@ check "cuda-build: the GPU benchmark's models build (case a, TP 4)" sh -c \
 	"rm -rf $B/bench/gpu/a-4-* && BUILD_ONLY=1 TPS=4 CASES=a sh bench/gpu/bench.sh &&
 	 test \$(ls $B/bench/gpu/a-4-*/run | wc -l) -eq 4"
 check "cuda-build: backend name" sh -c "strings '$t/pc_app' | grep -q 'cuda+nccl+cublas'"
+# both builds: with cuDNN where scripts/cuda-libs.sh finds it (dnn.c then
+# calls it), and without (CFRT_CUDNN=no: no cuDNN symbol, no -lcudnn)
+nodnn_libs=$(CFRT_CUDNN=no sh scripts/cuda-libs.sh)
+check "cuda-build: pc_app links against libcfrt_cuda built without cuDNN" \
+	mpicc -std=c11 -O2 -Wall -Wextra -Werror $SANFLAGS -Iruntime -o "$t/pc_app_nodnn" \
+	tests/runtime/pc_app.c "$B/nocudnn/libcfrt_cuda.a" $nodnn_libs
+check "cuda-build: without cuDNN nothing calls it" sh -c \
+	"! nm '$B/nocudnn/libcfrt_cuda.a' | grep -q ' U cudnn' && ! echo '$nodnn_libs' | grep -q cudnn"
+if [ -n "$(sh scripts/cuda-libs.sh --cflags)" ]; then
+	check "cuda-build: with cuDNN found, the library calls it and links it" sh -c \
+		"nm '$B/libcfrt_cuda.a' | grep -q ' U cudnnBackendExecute' &&
+		 sh scripts/cuda-libs.sh | grep -q -- -lcudnn &&
+		 nm '$t/pc_app' | grep -q 'cudnnBackendExecute'"
+else
+	echo "SKIP cuda-build: cuDNN not found here: the build with it is not checked"
+fi
 
 # -- the comparison of the GPU tests, on CPU dumps of mlp (N = 1 and 4)
 sh scripts/build-model.sh "$B" "$t/mlp1" examples/mlp.cf -D tp=1 >/dev/null 2>&1

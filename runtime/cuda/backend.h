@@ -13,6 +13,8 @@
  *      xfer.c  the transfer table (ctx->xt), waits, groups, NCCL p2p and
  *              collectives (the communicator is xfer.c's)
  *   2  lt.c    cuBLASLt GEMMs, their algorithm tuned per shape (ctx->lt)
+ *      dnn.c   attention through cuDNN's graph API, a plan per shape
+ *              (ctx->dnn; without cuDNN at build time, never taken)
  *      ce.c    copy-engine transfers through CUDA IPC (ctx->ce), on the
  *              slots that xfer.c hands it (struct xfer's copy-engine
  *              fields are ce.c's); cfrti_enter, the entry of every
@@ -190,6 +192,7 @@ struct cfrt_ctx {
 	lt_state lt;
 	ce_state ce;
 	xfer_table xt;
+	struct dnn_state *dnn; /* dnn.c's, opaque: only it sees cuDNN */
 };
 _Static_assert(offsetof(struct cfrt_ctx, base) == 0,
                "the shared code finds base at the start of a context");
@@ -221,6 +224,18 @@ int cfrti_alloc_handle(cfrt_ctx *ctx, const alloc_rec *a,
 int cfrti_lt_mode(cfrt_ctx *ctx);
 int cfrti_lt_gemm(cfrt_ctx *ctx, const gemm_args *g);
 void cfrti_lt_fini(cfrt_ctx *ctx);
+
+/* dnn.c: init makes the state (the cuDNN handle comes with the first
+ * call); cfrti_dnn_have: built with cuDNN. The calls run a's attention
+ * or backward through cuDNN, or return CFRT_ENOTSUP having done nothing
+ * and left no message where cuDNN cannot take the call (the fused kernel
+ * runs it then); strict: cuDNN refusing a call it should take is an
+ * error naming its reason, not CFRT_ENOTSUP. */
+int cfrti_dnn_have(void);
+int cfrti_dnn_init(cfrt_ctx *ctx);
+void cfrti_dnn_fini(cfrt_ctx *ctx);
+int cfrti_dnn_attention(cfrt_ctx *ctx, const cfrti_attn *a, int strict);
+int cfrti_dnn_attention_grad(cfrt_ctx *ctx, const cfrti_attn *g, int strict);
 
 /* ce.c: copy-engine transfers; also cfrti_enter (common.h), which on
  * this backend starts every compute and transfer call and moves the

@@ -2,7 +2,7 @@
  * hooks of runtime/common/base.c). The only file that knows every module;
  * the order below is the layering of backend.h.
  * ensures: a context is set up module by module from the bottom up (dev,
- * ce, xfer; lt has nothing to make) and freed from the top down, each
+ * dnn, ce, xfer; lt has nothing to make) and freed from the top down, each
  * module freeing only what it made; a failed setup is freed the same way
  * (every fini accepts a module that was never, or only partly, made). */
 #include <stdlib.h>
@@ -28,6 +28,8 @@ int cfrti_ctx_setup(cfrt_ctx *ctx)
 	if (rc == CFRT_OK)
 		rc = cfrti_dev_init(ctx);
 	if (rc == CFRT_OK)
+		rc = cfrti_dnn_init(ctx);
+	if (rc == CFRT_OK)
 		rc = cfrti_ce_init(ctx);
 	if (rc == CFRT_OK)
 		rc = cfrti_xfer_init(ctx);
@@ -52,6 +54,7 @@ void cfrti_ctx_free(cfrt_ctx *ctx)
 {
 	cfrti_xfer_fini(ctx);
 	cfrti_ce_fini(ctx);
+	cfrti_dnn_fini(ctx);
 	cfrti_lt_fini(ctx);
 	cfrti_dev_fini(ctx);
 	cfrti_free_comms(ctx);

@@ -40,6 +40,25 @@ $(B)/libcfrt_cuda.a: $(CU_OBJ)
 	rm -f $@
 	$(AR) rcs $@ $(CU_OBJ)
 
+# cuDNN, when scripts/cuda-libs.sh finds it: only dnn.c includes it. The
+# library as a machine without cuDNN builds it (dnn.c without
+# CFRT_HAVE_CUDNN; link it with CFRT_CUDNN=no sh scripts/cuda-libs.sh),
+# for tests/t-cuda-build.sh.
+CUDNN_CFLAGS := $(shell sh scripts/cuda-libs.sh --cflags $(CUDA_HOME))
+$(B)/runtime/cuda/dnn.o: CU_CFLAGS += $(CUDNN_CFLAGS)
+CU_OBJ_NODNN = $(filter-out $(B)/runtime/cuda/dnn.o,$(CU_OBJ)) $(B)/nocudnn/dnn.o
+$(B)/nocudnn/dnn.o: runtime/cuda/dnn.c
+	@mkdir -p $(@D)
+	$(MPICC) $(CFLAGS_ALL) $(CU_CFLAGS) -c -o $@ $<
+$(B)/nocudnn/libcfrt_cuda.a: $(CU_OBJ_NODNN)
+	rm -f $@
+	$(AR) rcs $@ $(CU_OBJ_NODNN)
+CUDA_LIBS_NODNN := $(shell CFRT_CUDNN=no sh scripts/cuda-libs.sh $(CUDA_HOME))
+# attn_check of that library: CFRT_ATTN=cudnn must fail there (--no-cudnn).
+$(B)/nocudnn/attn_check: tests/gpu/attn_check.c $(B)/nocudnn/libcfrt_cuda.a
+	$(MPICC) $(CFLAGS_ALL) -Iruntime $(LDFLAGS_ALL) -o $@ $< \
+		$(B)/nocudnn/libcfrt_cuda.a $(CUDA_LIBS_NODNN)
+
 CU_PC = printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$${prefix}/lib' \
 	'includedir=$${prefix}/include' '' 'Name: cfrt_cuda' \
 	'Description: CommFuse runtime, CUDA + NCCL + cuBLAS backend (compile with mpicc)' \
@@ -87,6 +106,12 @@ $(B)/bench/gpu/xfer_probe: bench/gpu/xfer_probe.c $(B)/libcfrt_cuda.a
 	@mkdir -p $(@D)
 	$(MPICC) $(CFLAGS_ALL) -Iruntime $(LDFLAGS_ALL) -o $@ $< $(B)/libcfrt_cuda.a $(CUDA_LIBS)
 
+# Our attention through cuDNN and our kernels at issue 11's shapes
+# (bench/gpu/attn_probe.c; bench/gpu/attn_probe.sh runs it beside SDPA).
+$(B)/bench/gpu/attn_probe: bench/gpu/attn_probe.c $(B)/libcfrt_cuda.a
+	@mkdir -p $(@D)
+	$(MPICC) $(CFLAGS_ALL) -Iruntime $(LDFLAGS_ALL) -o $@ $< $(B)/libcfrt_cuda.a $(CUDA_LIBS)
+
 # cfrt-calibrate on the GPUs: the same program as the MPI backend's
 # (runtime/tools/calibrate.c), linked with this backend.
 $(B)/cfrt-calibrate-cuda: runtime/tools/calibrate.c $(B)/libcfrt_cuda.a
@@ -94,13 +119,15 @@ $(B)/cfrt-calibrate-cuda: runtime/tools/calibrate.c $(B)/libcfrt_cuda.a
 	$(MPICC) $(CFLAGS_ALL) -Iruntime $(LDFLAGS_ALL) -o $@ $< $(B)/libcfrt_cuda.a $(CUDA_LIBS) -lm
 
 CU_ALL = $(B)/libcfrt_cuda.a $(B)/cfrt_cuda.pc $(B)/tests/gpu/cmpdump \
-         $(B)/bench/gpu/gemm_probe $(B)/bench/gpu/xfer_probe $(B)/tests/gpu/attn_check \
+         $(B)/bench/gpu/gemm_probe $(B)/bench/gpu/xfer_probe $(B)/bench/gpu/attn_probe \
+         $(B)/tests/gpu/attn_check \
          $(B)/tests/gpu/grad_check $(B)/tests/gpu/gqa_check $(B)/cfrt-calibrate-cuda
 all: $(CU_ALL)
-CHECK_DEPS += $(CU_ALL)
+CHECK_DEPS += $(CU_ALL) $(B)/nocudnn/libcfrt_cuda.a $(B)/nocudnn/attn_check
 
 test-gpu: $(B)/cfc $(B)/libcfrt.a $(B)/libcfrt_cuda.a $(B)/tests/gpu/cmpdump \
-          $(B)/tests/gpu/attn_check $(B)/tests/gpu/grad_check $(B)/tests/gpu/gqa_check
+          $(B)/tests/gpu/attn_check $(B)/tests/gpu/grad_check $(B)/tests/gpu/gqa_check \
+          $(B)/nocudnn/attn_check
 	@B=$(B) sh tests/gpu/run.sh
 
 bench-gpu: $(B)/cfc $(B)/libcfrt_cuda.a

@@ -1,7 +1,8 @@
 /* gemm.c: row-major strided batched GEMM through cuBLAS, matmul on views,
- * and attention and its backward: the fused kernels of flash.cu and
- * flash_bwd.cu for bf16 and f16 where they apply, else GEMMs around the
- * masked softmax kernel (and, backward, the softmax backward kernel).
+ * and attention and its backward: cuDNN's fused attention (dnn.c) or
+ * the fused kernels of flash.cu and flash_bwd.cu for bf16 and f16 where
+ * they apply, else GEMMs around the masked softmax kernel (and,
+ * backward, the softmax backward kernel).
  * requires: arguments pass cfrti_gemm_check before cfrti_gemm_run.
  * ensures: a row-major C = op(A) op(B) is cuBLAS's column-major
  * C^T = op(B)^T op(A)^T, so no operand is copied; 16-bit types run on the
@@ -245,12 +246,24 @@ static int64_t attn_step(const cfrt_view *q, const cfrt_view *k, int64_t h,
 	return left < chunk ? left : chunk;
 }
 
-/* CFRT_ATTN, read at every call: flash (default: the fused kernel
- * wherever it applies) or gemm (always the two GEMMs, for comparison). */
-static int attn_mode(cfrt_ctx *ctx, int *flash)
+/* CFRT_ATTN, read at every call: cudnn (dnn.c's graphs, where cuDNN
+ * takes the call, else the fused kernel; default when the backend was
+ * built with cuDNN), flash (the fused kernel wherever it applies; the
+ * default without cuDNN) or gemm (always the two GEMMs, for comparison).
+ * *strict: cudnn was asked for by name (dnn.c's strict). */
+enum attn_mode { ATTN_GEMM, ATTN_FLASH, ATTN_CUDNN };
+
+static int attn_mode(cfrt_ctx *ctx, int *mode, int *strict)
 {
-	static const char *const names[] = {"gemm", "flash"}; /* *flash */
-	return cfrti_env_choice(ctx, "CFRT_ATTN", names, 2, 1, flash);
+	static const char *const names[] = {"gemm", "flash", "cudnn"};
+	int rc = cfrti_env_choice(ctx, "CFRT_ATTN", names, 3, cfrti_dnn_have() ?
+	                          ATTN_CUDNN : ATTN_FLASH, mode);
+	const char *s = getenv("CFRT_ATTN");
+	*strict = rc == CFRT_OK && *mode == ATTN_CUDNN && s && *s;
+	if (*strict && !cfrti_dnn_have())
+		rc = cfrti_err(ctx, CFRT_ENOTSUP, "CFRT_ATTN=cudnn: cuDNN not "
+		               "available: built without cudnn");
+	return rc;
 }
 
 /* A [B,H,S,Dh] view for the fused kernel: st[2] the row stride. */
@@ -264,15 +277,20 @@ static kview attn_kview(const cfrt_view *v)
 int cfrti_attention(cfrt_ctx *ctx, const cfrti_attn *a)
 {
 	const cfrt_view *q = a->q, *k = a->k;
-	int flash = 0;
+	int mode = ATTN_FLASH, strict = 0;
 	int rc = cfrti_enter(ctx, a->api);
 	if (rc == CFRT_OK)
 		rc = cfrti_attn_check(ctx, a->out, a->lse, q, k, a->v, a->q_offset);
 	if (rc == CFRT_OK)
-		rc = attn_mode(ctx, &flash);
+		rc = attn_mode(ctx, &mode, &strict);
 	if (rc != CFRT_OK || cfrt_view_numel(q) == 0)
 		return rc;
-	if (flash) {
+	if (mode == ATTN_CUDNN) {
+		rc = cfrti_dnn_attention(ctx, a, strict);
+		if (rc != CFRT_ENOTSUP)
+			return rc;
+	}
+	if (mode != ATTN_GEMM) {
 		kview kl = {0};
 		if (a->lse)
 			kl = kv_of(a->lse);
@@ -424,20 +442,25 @@ static int grad_flash(cfrt_ctx *ctx, const cfrti_attn *g)
 int cfrti_attention_grad(cfrt_ctx *ctx, const cfrti_attn *g)
 {
 	const cfrt_view *q = g->q, *k = g->k;
-	int flash = 0, want = g->dq || g->dk || g->dv;
+	int mode = ATTN_FLASH, strict = 0, want = g->dq || g->dk || g->dv;
 	int rc = cfrti_enter(ctx, g->api);
 	if (rc == CFRT_OK)
 		rc = cfrti_attn_grad_check(ctx, g->dq, g->dk, g->dv, q, k, g->v,
 		                           g->out, g->dout, g->lse, g->q_offset);
 	if (rc == CFRT_OK)
-		rc = attn_mode(ctx, &flash);
+		rc = attn_mode(ctx, &mode, &strict);
 	if (rc != CFRT_OK || !want || cfrt_view_numel(k) == 0)
 		return rc;
 	if (q->dim[2] == 0) { /* no queries: no contribution to dk and dv */
 		rc = zero_heads(ctx, g->dk);
 		return rc != CFRT_OK ? rc : zero_heads(ctx, g->dv);
 	}
-	if (flash) {
+	if (mode == ATTN_CUDNN) {
+		rc = cfrti_dnn_attention_grad(ctx, g, strict);
+		if (rc != CFRT_ENOTSUP)
+			return rc;
+	}
+	if (mode != ATTN_GEMM) {
 		rc = grad_flash(ctx, g);
 		if (rc != CFRT_ENOTSUP)
 			return rc;

@@ -1,8 +1,8 @@
 /* gqa_check.c: grouped-query attention (k and v with fewer heads than q)
  * against the same attention with each key/value head repeated for its
  * query heads, forward and backward, through the runtime's API alone: on
- * the CUDA backend in bf16 (the fused kernels, CFRT_ATTN=flash, and the
- * GEMM path, CFRT_ATTN=gemm) and f32 (the GEMM path), on the MPI backend
+ * the CUDA backend in bf16 (cuDNN's fused attention, CFRT_ATTN=cudnn, the
+ * fused kernels, CFRT_ATTN=flash, and the GEMM path, CFRT_ATTN=gemm) and f32 (the GEMM path), on the MPI backend
  * in f32 and f64. out and dq must equal those of the repeated heads; the
  * dk and dv of a key/value head the sum of its repeats' (summed here in
  * double). Errors as max |got - want| / max |want| per tensor; a wrong
@@ -201,6 +201,7 @@ int main(int argc, char **argv)
 	CFRT_TRY(NULL, cfrt_init(&ctx, MPI_COMM_WORLD, 1, "gqa_check"));
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
 		if (gpu) {
+			bad += run(ctx, &cases[i], CFRT_BF16, "cudnn", 2e-2);
 			bad += run(ctx, &cases[i], CFRT_BF16, "flash", 2e-2);
 			bad += run(ctx, &cases[i], CFRT_BF16, "gemm", 2e-2);
 			bad += run(ctx, &cases[i], CFRT_F32, "gemm", 1e-5);

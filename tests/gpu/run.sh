@@ -17,8 +17,8 @@
 # on the longest path (the transformer's two blocks) give ~2e-2, while a
 # wrong slice, step or peer gives errors of order 1.
 # Also pc_app (a hand-written FuseRS with cfrt_gemm beta = 1) on 2 and 4,
-# attn_check (the fused attention kernels, forward and backward,
-# tests/gpu/attn_check.c), grad_check (the backward calls,
+# attn_check (cuDNN's attention and the fused kernels, forward and
+# backward, tests/gpu/attn_check.c; and a build without cuDNN), grad_check (the backward calls,
 # tests/gpu/grad_check.c) and gqa_check (grouped-query attention,
 # tests/gpu/gqa_check.c) on 1.
 . tests/lib.sh
@@ -98,6 +98,15 @@ else
 	tail -n 20 "$out/attn_check"
 fi
 grep '^attn_check: time' "$out/attn_check"
+# the same without cuDNN at build time: CFRT_ATTN=cudnn is CFRT_ENOTSUP
+$MPIRUN -x NCCL_NVLS_ENABLE -n 1 "$B/nocudnn/attn_check" --no-cudnn \
+	>"$out/attn_check.nocudnn" 2>&1
+if [ $? = 0 ] && grep -q '^attn_check: all ok$' "$out/attn_check.nocudnn"; then
+	pass "gpu: attn_check without cuDNN: CFRT_ATTN=cudnn is refused"
+else
+	fail "gpu: attn_check without cuDNN: CFRT_ATTN=cudnn is refused"
+	tail -n 5 "$out/attn_check.nocudnn"
+fi
 
 # -- the backward calls on one GPU against a double reference on the host
 # (tests/gpu/grad_check.c), one PASS/FAIL per case.
