@@ -105,30 +105,31 @@ else
 	cat "$out/pc_app.log"
 fi
 
-# Every trace parses as Chrome trace JSON, has compute (tid 0) and
-# transfer (tid 1) events named with the op and step, and one file per rank.
+# Every trace is one file for the job (tests/tracecheck.py: a process row
+# per rank, no overlapping events on a track, a flow per message), with
+# compute and transfer events named with the op, step and call.
 if python3 - "$out" <<'EOF' >"$out/trace.log" 2>&1
-import glob, json, re, sys
+import glob, json, re, subprocess, sys
 out = sys.argv[1]
-ring = ['fuse_rs "y" step 2: gemm', 'fuse_rs "y" step 2: send to',
-        'fuse_rs "y" step 2: recv from', "tail step 3: all_reduce"]
-want = {  # prefix: (files expected, names expected)
-    "trace-np1": (1, ring), "trace-np2": (2, ring), "trace-np3": (3, ring),
-    "trace-np2-panel": (2, ring), "trace-np2-thread": (2, ring),
-    "trace-pc_app": (3, ["fuse_rs:y step 0: gemm", "fuse_rs:y step 1: send to",
-                         "vanilla:y step 0: reduce_scatter"]),
+ring = ['fuse_rs "y" step 2 slice 1: gemm', 'fuse_rs "y" step 2 slice 1: send to',
+        'fuse_rs "y" step 2 slice 0: recv from', "tail step 3: all_reduce"]
+want = {  # file pattern: (ranks, names expected)
+    "trace-np1.ctx*.json": (1, ring), "trace-np2.ctx*.json": (2, ring),
+    "trace-np3.ctx*.json": (3, ring), "trace-np2-panel.ctx*.json": (2, ring),
+    "trace-np2-thread.ctx*.json": (2, ring),
+    "trace-pc_app.json": (3, [r"fuse_rs:y step 0 slice \d: gemm",
+                              r"fuse_rs:y step 1 slice \d: send to",
+                              "vanilla:y step 0: reduce_scatter"]),
 }
-for prefix, (nfiles, names) in want.items():
-    files = sorted(glob.glob(f"{out}/{prefix}.rank*.json"))
-    assert len(files) == nfiles, (prefix, files)
-    for f in files:
-        ev = json.load(open(f))["traceEvents"]
-        pid = int(re.search(r"\.rank(\d+)\.", f).group(1))
-        xs = [e for e in ev if e["ph"] == "X"]
-        assert all(e["pid"] == pid and e["dur"] >= 0 and e["ts"] >= 0 for e in xs), f
-        assert {e["tid"] for e in xs} == {0, 1}, f
-        for n in names:
-            assert any(e["name"].startswith(n) for e in xs), (f, n)
+for pat, (n, names) in want.items():
+    files = glob.glob(f"{out}/{pat}")
+    assert len(files) == 1, (pat, files)
+    subprocess.run(["python3", "tests/tracecheck.py", files[0], str(n)], check=True)
+    xs = [e for e in json.load(open(files[0]))["traceEvents"] if e["ph"] == "X"]
+    assert {e["tid"] for e in xs} >= {0, 1000}, files[0]
+    for nm in names:
+        assert any(re.match(nm, e["name"]) for e in xs), (files[0], nm)
+assert not glob.glob(f"{out}/*.rank*.json"), "a file per rank"
 print("ok")
 EOF
 then

@@ -133,6 +133,7 @@ static int ctx_setup(cfrt_ctx *ctx, const char *model, const int *sizes)
 	snprintf(b->model, sizeof b->model, "%s", model);
 	snprintf(b->op, sizeof b->op, "-");
 	b->step = -1;
+	b->slice = -1;
 	b->device = -1;
 	b->api = "cfrt_init";
 	MPI_Comm_rank(b->job, &b->job_rank);
@@ -142,7 +143,8 @@ static int ctx_setup(cfrt_ctx *ctx, const char *model, const int *sizes)
 	if (rc != CFRT_OK)
 		return rc;
 	set_current(b, 0);
-	return cfrti_ctx_setup(ctx);
+	rc = cfrti_trace_open(ctx);
+	return rc != CFRT_OK ? rc : cfrti_ctx_setup(ctx);
 }
 
 /* "2 x 4" */
@@ -199,6 +201,7 @@ int cfrt_init_groups(cfrt_ctx **out, MPI_Comm comm, int ngroups,
 	rc = ctx_setup(ctx, model, sizes);
 	if (rc != CFRT_OK) {
 		snprintf(init_msg, sizeof init_msg, "%s", b->err);
+		cfrti_trace_free(ctx);
 		cfrti_ctx_free(ctx);
 		return rc;
 	}
@@ -259,6 +262,9 @@ int cfrt_finalize(cfrt_ctx *ctx)
 	b->api = "cfrt_finalize";
 	b->in_group = 0;
 	int rc = cfrti_ctx_drain(ctx);
+	int trc = cfrti_trace_write(ctx); /* collective: also after a failure */
+	rc = rc != CFRT_OK ? rc : trc;
+	cfrti_trace_free(ctx);
 	if (rc != CFRT_OK)
 		snprintf(init_msg, sizeof init_msg, "%s", b->err);
 	cfrti_ctx_free(ctx);
@@ -287,6 +293,15 @@ void cfrt_where(cfrt_ctx *ctx, const char *op, int step)
 	cfrti_base *b = cfrti_base_of(ctx);
 	snprintf(b->op, sizeof b->op, "%s", op ? op : "-");
 	b->step = step;
+	b->what[0] = 0;
+	b->slice = -1;
+}
+
+void cfrt_what(cfrt_ctx *ctx, const char *what, int slice)
+{
+	cfrti_base *b = cfrti_base_of(ctx);
+	snprintf(b->what, sizeof b->what, "%s", what ? what : "");
+	b->slice = slice;
 }
 
 const char *cfrt_strerror(int status)
