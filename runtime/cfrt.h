@@ -286,6 +286,50 @@ int cfrt_group_rank(const cfrt_ctx *ctx, int g);
  * CFRT_ESIZE naming both layouts (generated code checks its context). */
 int cfrt_check_groups(cfrt_ctx *ctx, int ngroups, const int *sizes);
 
+/* THE APPLICATION'S STREAM AND COMMUNICATOR. cfrt_init_opts is
+ * cfrt_init_groups with options: a context made on the CUDA stream and the
+ * NCCL communicator an application already holds (PyTorch: the current
+ * stream, its process group's communicator), instead of its own. The
+ * handles are void * so that this header needs no CUDA header: stream is
+ * a cudaStream_t (CFRT_OPT_STREAM; NULL is the legacy default stream),
+ * nccl_comm an ncclComm_t (CFRT_OPT_NCCL_COMM). opts NULL or flags 0:
+ * cfrt_init_groups. The context never destroys them; they must outlive it.
+ *  - Stream: compute calls are enqueued on it, in program order with the
+ *    application's own work there, on its device. Transfers go on the
+ *    context's side streams: each starts after the work enqueued on the
+ *    stream before its start (an event the side stream waits on), and its
+ *    cfrt_wait makes the stream wait for it. Generated code waits on every
+ *    transfer it starts, so a generated call leaves the stream ordered
+ *    after all of its work, with no host synchronisation: the
+ *    application may enqueue work that writes an input just before the
+ *    call and reads an output right after it. cfrt_wtime, cfrt_sync,
+ *    cfrt_upload, cfrt_download (and CFRT_GEMM=tune's first GEMM of a
+ *    shape) synchronise the stream; cfrt_finalize the device.
+ *    Copy-engine transfers (CFRT_TRANSFER=ce) work the same way (their
+ *    copies on the context's copy streams, ordered by events); as ever
+ *    they need buffers from cfrt_alloc, and a sender's cfrt_wait blocks
+ *    the host until the receiver has enqueued its copy.
+ *  - NCCL communicator: over the ranks of comm, NCCL rank = rank in comm,
+ *    on the device of the context (the stream's, when given); anything
+ *    else fails with CFRT_EINVAL naming the mismatch. One group: the
+ *    context's transfers use it; several groups: a communicator per group
+ *    is split from it (ncclCommSplit, collective over comm). The
+ *    application must issue its own NCCL calls on it in the same order on
+ *    every rank, never while a generated call is between its first
+ *    transfer and its return on another thread.
+ * The MPI backend has neither: it fails with CFRT_ENOTSUP when a flag is
+ * set. Unknown flags fail with CFRT_EINVAL. */
+#define CFRT_OPT_STREAM 1u
+#define CFRT_OPT_NCCL_COMM 2u
+typedef struct cfrt_opts {
+	unsigned flags;  /* CFRT_OPT_* */
+	void *stream;    /* cudaStream_t */
+	void *nccl_comm; /* ncclComm_t */
+} cfrt_opts;
+int cfrt_init_opts(cfrt_ctx **ctx, MPI_Comm comm, int ngroups,
+                   const int *sizes, const char *model_name,
+                   const cfrt_opts *opts);
+
 /* Waits for every outstanding transfer, writes the trace (CFRT_TRACE), frees
  * the context and everything it holds. Collective. ctx may be NULL. The
  * context is gone even on failure: cfrt_last_error(NULL) has the message,

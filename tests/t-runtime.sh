@@ -1,7 +1,7 @@
 #!/bin/sh
 # The runtime cfrt under mpirun: the CUnit runner with 1, 2 and 3 ranks
 # (and 2 ranks in the panel and thread progress modes), the trace files as
-# JSON, the fault paths (a bad argument mid-run, a truncated receive, a
+# JSON (also of generated fused programs on 4 ranks, tests/tracecheck.py), the fault paths (a bad argument mid-run, a truncated receive, a
 # wrong group size: each must end the job at once with rank, op and step),
 # the thread -> panel fallback, and an out-of-tree build through
 # `make install-runtime` and pkg-config. Needs $B (and $SAN) from run.sh.
@@ -138,6 +138,26 @@ else
 	fail "runtime trace JSON"
 	cat "$out/trace.log"
 fi
+
+# Generated fused programs on 4 ranks, traced: mlp under fuse(ring)
+# (FuseAG and FuseRS rings), ulysses under its spec (FuseA2A) and in
+# pairwise exchange; one file each that tests/tracecheck.py accepts, its
+# events naming the tensors the generated code gave cfrt_what.
+for c in "mlp fuse(ring)" "ulysses spec" "ulysses fuse(pairwise)"; do
+	ex=${c%% *} s=${c#* }
+	d=$out/traced-$ex-$(echo "$s" | tr -d ' ()')
+	node="t1 = matmul(xa, w1)"
+	[ $ex = ulysses ] && node="oh = attention(qh, kh, vh)"
+	if [ "$s" = spec ]; then set --; else set -- "--schedule=$s"; fi
+	ok=0
+	sh scripts/build-model.sh "$B" "$d" "examples/$ex.cf" "$@" >"$d.log" 2>&1 &&
+	CFRT_TRACE=$d/trace $MPIRUN -x CFRT_TRACE -np 4 "$d/run" --check --iters 2 --warmup 1 \
+		>>"$d.log" 2>&1 &&
+	python3 tests/tracecheck.py "$d/trace.json" 4 >>"$d.log" 2>&1 &&
+	grep -q "\"tensors\":\"$node\"" "$d/trace.json" && ok=1
+	check "runtime: trace of $ex $s on 4 ranks: one file, rows, lanes, flows, tensors" test $ok = 1
+	[ $ok = 1 ] || tail -n 20 "$d.log"
+done
 
 # grouped-query attention against repeated key/value heads through the API
 # alone (tests/gpu/gqa_check.c, also run on the GPU by tests/gpu/run.sh)

@@ -156,8 +156,9 @@ static void layout_str(char *s, size_t n, int ngroups, const int *sizes)
 		k += (size_t)snprintf(s + k, n - k, "%s%d", g ? " x " : "", sizes[g]);
 }
 
-int cfrt_init_groups(cfrt_ctx **out, MPI_Comm comm, int ngroups,
-                     const int *sizes, const char *model_name)
+int cfrt_init_opts(cfrt_ctx **out, MPI_Comm comm, int ngroups,
+                   const int *sizes, const char *model_name,
+                   const cfrt_opts *opts)
 {
 	const char *model = model_name ? model_name : "(unnamed)";
 	int size = 0, rc;
@@ -168,6 +169,9 @@ int cfrt_init_groups(cfrt_ctx **out, MPI_Comm comm, int ngroups,
 	if (ngroups < 1 || ngroups > CFRT_MAX_GROUPS || !sizes)
 		return init_fail(CFRT_EINVAL, "%d groups: a context has 1 to %d",
 		                 ngroups, CFRT_MAX_GROUPS);
+	if (opts && opts->flags & ~(CFRT_OPT_STREAM | CFRT_OPT_NCCL_COMM))
+		return init_fail(CFRT_EINVAL, "unknown option flags %#x",
+		                 opts->flags);
 	for (int g = 0; g < ngroups; g++) {
 		if (sizes[g] < 1)
 			return init_fail(CFRT_EINVAL, "group %d has %d ranks", g, sizes[g]);
@@ -190,6 +194,8 @@ int cfrt_init_groups(cfrt_ctx **out, MPI_Comm comm, int ngroups,
 		return init_fail(CFRT_ENOMEM, "no memory for the context");
 	cfrti_base *b = cfrti_base_of(ctx);
 	b->ngroups = ngroups;
+	if (opts)
+		b->opts = *opts;
 	for (int g = 0; g < ngroups; g++)
 		b->grp[g].comm = MPI_COMM_NULL;
 	rc = MPI_Comm_dup(comm, &b->job);
@@ -207,6 +213,12 @@ int cfrt_init_groups(cfrt_ctx **out, MPI_Comm comm, int ngroups,
 	}
 	*out = ctx;
 	return CFRT_OK;
+}
+
+int cfrt_init_groups(cfrt_ctx **out, MPI_Comm comm, int ngroups,
+                     const int *sizes, const char *model_name)
+{
+	return cfrt_init_opts(out, comm, ngroups, sizes, model_name, NULL);
 }
 
 int cfrt_init(cfrt_ctx **out, MPI_Comm comm, int expected_size,
@@ -285,12 +297,14 @@ int cfrt_barrier(cfrt_ctx *ctx)
 {
 	cfrti_base *b = cfrti_base_of(ctx);
 	b->api = "cfrt_barrier";
+	cfrti_trace_flush(ctx);
 	return cfrti_mpi(ctx, MPI_Barrier(b->job), "MPI_Barrier");
 }
 
 void cfrt_where(cfrt_ctx *ctx, const char *op, int step)
 {
 	cfrti_base *b = cfrti_base_of(ctx);
+	cfrti_trace_flush(ctx);
 	snprintf(b->op, sizeof b->op, "%s", op ? op : "-");
 	b->step = step;
 	b->what[0] = 0;
@@ -300,6 +314,7 @@ void cfrt_where(cfrt_ctx *ctx, const char *op, int step)
 void cfrt_what(cfrt_ctx *ctx, const char *what, int slice)
 {
 	cfrti_base *b = cfrti_base_of(ctx);
+	cfrti_trace_flush(ctx);
 	snprintf(b->what, sizeof b->what, "%s", what ? what : "");
 	b->slice = slice;
 }

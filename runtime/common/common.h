@@ -38,6 +38,7 @@ typedef struct cfrti_base {
 	} grp[CFRT_MAX_GROUPS];
 	int device; /* shown by cfrt_fail; -1: the backend has none */
 	int in_group; /* between cfrt_group_begin and cfrt_group_end */
+	cfrt_opts opts; /* of cfrt_init_opts (flags 0: none) */
 	char model[64];
 	char op[64]; /* from cfrt_where */
 	int step;
@@ -261,6 +262,11 @@ int cfrti_check_dtype(cfrt_ctx *ctx, cfrt_dtype t);
 int cfrti_check_mem(cfrt_ctx *ctx, const void *p, size_t bytes, const char *what);
 /* Entry of a public transfer call: names it for messages (base.api). */
 int cfrti_enter(cfrt_ctx *ctx, const char *api);
+/* The compute call issued last has ended, as far as the host knows
+ * (cfrt_where, cfrt_what, cfrt_barrier): a backend that closes a call's
+ * span lazily, at the next call, closes it here, before the host waits
+ * or the application queues its own work. */
+void cfrti_trace_flush(cfrt_ctx *ctx);
 /* Starts d as public call api (in the open group, if any), checked by
  * cfrti_check_xfer; *req: its handle. */
 int cfrti_xfer_start(cfrt_ctx *ctx, const char *api, const xdesc *d,

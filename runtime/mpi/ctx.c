@@ -37,6 +37,12 @@ int cfrti_end(cfrt_ctx *ctx, double t0, int status)
 	return status;
 }
 
+/* Compute spans end in cfrti_end. */
+void cfrti_trace_flush(cfrt_ctx *ctx)
+{
+	(void)ctx;
+}
+
 int cfrti_check_dtype(cfrt_ctx *ctx, cfrt_dtype t)
 {
 	if (t == CFRT_F32 || t == CFRT_F64)
@@ -75,6 +81,10 @@ int cfrti_ws_reserve(cfrt_ctx *ctx, size_t bytes)
  * the progress mode. */
 int cfrti_ctx_setup(cfrt_ctx *ctx)
 {
+	if (ctx->base.opts.flags)
+		return cfrti_err(ctx, CFRT_ENOTSUP, "the mpi backend has no CUDA "
+		                 "stream or NCCL communicator to take (cfrt_opts "
+		                 "flags %#x)", ctx->base.opts.flags);
 	pthread_mutex_init(&ctx->mu, NULL);
 	pthread_cond_init(&ctx->cv, NULL);
 	return cfrti_progress_start(ctx);

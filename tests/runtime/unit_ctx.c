@@ -178,6 +178,26 @@ static void test_trace(void)
 	CU_ASSERT_EQUAL(cfrt_finalize(c), CFRT_OK);
 }
 
+/* The MPI backend has no stream or NCCL communicator to take; unknown
+ * option flags are refused by every backend; no flags: a plain init. */
+static void test_opts(void)
+{
+	cfrt_ctx *c = NULL;
+	int n = cfrt_size(ut_ctx);
+	cfrt_opts o = {CFRT_OPT_STREAM, NULL, NULL};
+	CU_ASSERT_EQUAL(cfrt_init_opts(&c, MPI_COMM_WORLD, 1, &n, "m", &o), CFRT_ENOTSUP);
+	CU_ASSERT_PTR_NULL(c);
+	CU_ASSERT_PTR_NOT_NULL(strstr(cfrt_last_error(NULL), "no CUDA stream or NCCL"));
+	o.flags = CFRT_OPT_NCCL_COMM;
+	CU_ASSERT_EQUAL(cfrt_init_opts(&c, MPI_COMM_WORLD, 1, &n, "m", &o), CFRT_ENOTSUP);
+	o.flags = 4;
+	CU_ASSERT_EQUAL(cfrt_init_opts(&c, MPI_COMM_WORLD, 1, &n, "m", &o), CFRT_EINVAL);
+	CU_ASSERT_STRING_EQUAL(cfrt_last_error(NULL), "cfrt_init: unknown option flags 0x4");
+	o.flags = 0;
+	CU_ASSERT_EQUAL(cfrt_init_opts(&c, MPI_COMM_WORLD, 1, &n, "m", &o), CFRT_OK);
+	CU_ASSERT_EQUAL(cfrt_finalize(c), CFRT_OK);
+}
+
 static void test_views(void)
 {
 	float x[2 * 3 * 8];
@@ -227,6 +247,7 @@ void ut_register_context(void)
 	CU_add_test(s, "several groups: layout, transfers, errors", test_groups);
 	CU_add_test(s, "progress modes none, panel, thread", test_progress_modes);
 	CU_add_test(s, "trace file", test_trace);
+	CU_add_test(s, "init options", test_opts);
 	CU_add_test(s, "view helpers", test_views);
 	CU_add_test(s, "alloc, upload, download, memset", test_memory);
 }
