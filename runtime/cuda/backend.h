@@ -28,13 +28,14 @@
  *      public transfer calls), which calls the backend only through the
  *      hooks of common.h, each defined by the file that owns its work.
  *
- * Queues: compute calls go on ctx->dev.cs, NCCL on ctx->xt.s (high
+ * Queues: compute calls go on ctx->dev.cs (the application's stream under
+ * CFRT_OPT_STREAM: cfrt.h), NCCL on ctx->xt.s (high
  * priority), copy-engine transfers from peer P on ctx->ce.s[P] (high
  * priority). A transfer starts after every compute call issued before it
  * (an event of cs that its stream waits on); cfrt_wait makes cs wait on
  * the transfer's completion event. The host never waits for the device
  * except in cfrt_wtime, cfrt_download, cfrt_upload, cfrt_sync and
- * cfrt_finalize, and, with CFRT_GEMM=tune, in the first GEMM of each
+ * cfrt_finalize (and, with CFRT_TRACE, once at cfrt_init), and, with CFRT_GEMM=tune, in the first GEMM of each
  * shape (it times the candidates on cs: every wait issued before it is
  * then a blocking one, which verified schedules allow). */
 #ifndef CFRT_CUDA_BACKEND_H
