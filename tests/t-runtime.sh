@@ -159,6 +159,20 @@ for c in "mlp fuse(ring)" "ulysses spec" "ulysses fuse(pairwise)"; do
 	[ $ok = 1 ] || tail -n 20 "$d.log"
 done
 
+# CFRT_TRACE_EVENTS caps the events a rank keeps; the others are counted
+d=$out/traced-mlp-fusering
+CFRT_TRACE=$d/capped CFRT_TRACE_EVENTS=20 $MPIRUN -x CFRT_TRACE -x CFRT_TRACE_EVENTS -np 4 \
+	"$d/run" --iters 2 --warmup 1 >"$d.capped.log" 2>&1
+check "runtime: CFRT_TRACE_EVENTS=20 keeps 20 events per rank and counts the dropped" \
+	python3 -c "
+import json, sys
+ev = json.load(open(sys.argv[1]))['traceEvents']
+for r in range(4):
+    assert sum(e['ph'] == 'X' and e['pid'] == r for e in ev) == 20, r
+    assert [e['args']['dropped_events'] > 0 for e in ev
+            if e['name'] == 'process_name' and e['pid'] == r] == [True], r
+" "$d/capped.json"
+
 # grouped-query attention against repeated key/value heads through the API
 # alone (tests/gpu/gqa_check.c, also run on the GPU by tests/gpu/run.sh)
 $MPIRUN -np 1 "$B/tests/gqa_check" >"$out/gqa_check.log" 2>&1

@@ -114,7 +114,8 @@ int cfrti_trace_begin(cfrt_ctx *ctx, const char *call, int track)
 		return -1;
 	if (t->n == t->cap) {
 		int cap = t->cap ? 2 * t->cap : 1024;
-		cfrti_span *sp = cap <= t->max ? realloc(t->sp, (size_t)cap * sizeof *sp) : NULL;
+		cap = cap < t->max ? cap : t->max;
+		cfrti_span *sp = cap > t->cap ? realloc(t->sp, (size_t)cap * sizeof *sp) : NULL;
 		if (!sp) {
 			t->dropped++;
 			return -1;

@@ -26,8 +26,8 @@ int cfrti_tr_mark(cfrt_ctx *ctx, cudaStream_t s)
 	if (!ctx->base.trace || !t->base)
 		return -1;
 	if (t->nev == t->cap) {
-		int cap = t->cap + BLOCK;
-		cudaEvent_t *ev = cap <= t->max ? realloc(t->ev, (size_t)cap * sizeof *ev) : NULL;
+		int cap = t->cap + BLOCK < t->max ? t->cap + BLOCK : t->max;
+		cudaEvent_t *ev = cap > t->cap ? realloc(t->ev, (size_t)cap * sizeof *ev) : NULL;
 		if (!ev)
 			return -1;
 		t->ev = ev;
