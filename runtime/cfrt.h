@@ -52,13 +52,16 @@
  * reference on MPI_COMM_SELF writes <prefix>.ctx1.rank0.json). Chrome
  * trace JSON (Perfetto, chrome://tracing): one process row per rank (pid =
  * rank in the context, named), a track per queue (tid 0 compute; 1000
- * communication; 2000 + P the copy engine pulling from rank P, CUDA
- * CFRT_TRANSFER=ce), spans that overlap on one queue (transfers in flight
- * together) on further lanes of it (tid + 1, ...), so that no two "X"
- * events of a track overlap. ts/dur in microseconds from a time origin
- * taken after a barrier at cfrt_init on every rank. An "X" event is a
- * compute call or a transfer (MPI: from its start to the end of its wait;
- * CUDA: its run on its stream, timed by CUDA events), named "OP step S
+ * communication; 1000 * (2 + P) the copy engine pulling from rank P,
+ * CUDA CFRT_TRANSFER=ce), spans that overlap on one queue (transfers in
+ * flight together) on further lanes of it (tid + 1, ..., named), so that
+ * no two "X" events of a track overlap. ts/dur in microseconds from a
+ * time origin taken after a barrier at cfrt_init on every rank. An "X"
+ * event is a compute call or a transfer. MPI: host times, a transfer from
+ * its start to the end of its wait. CUDA: CUDA events around the work on
+ * its stream (pooled, read at cfrt_finalize; a compute call's span ends
+ * at the next runtime call, cfrt_what or cfrt_where; a copy-engine send
+ * runs on the compute stream from its start to its wait). Named "OP step S
  * slice L: CALL [to|from PEER]" from cfrt_where and cfrt_what, with args
  * op, step, slice, tensors (cfrt_what's), and for transfers bytes, and
  * for point-to-point ones peer and msg (its number among the messages of
