@@ -228,6 +228,24 @@ item_locals(Par *P, const Item *it, const PItem *p, const Sel *sel, int loop)
 
 /* ---- items ---- */
 
+/* The C expression of the item's slice: the local item_locals declared,
+ * or sel's first slice. */
+static const char *
+item_slice(Par *P, const PItem *p, const Sel *sel, int loop)
+{
+	return plan_item_vars(p) & 1u << PV_S ? L(P, LC_S) : sel_c(P, sel, loop);
+}
+
+/* The name of stage buffer b in the trace: its tensor's, or the scratch
+ * set's (p_part). */
+static const char *
+buf_name(Par *P, int b)
+{
+	const Buf *bf = P->c->bufs.v[b];
+
+	return bf->kind == BK_TEMP ? P->temp[bf->set] : bf->v->name;
+}
+
 static void
 item_begin(Par *P)
 {
@@ -282,6 +300,7 @@ emit_compute(Par *P, const Item *it, const PItem *p)
 	else
 		item_begin(P);
 	item_locals(P, it, p, &it->u.comp.sel, p->loop);
+	cg_what(cg, cg_node_str(cg, n), item_slice(P, p, &it->u.comp.sel, p->loop));
 	emit(&cg->e, "cfrt_view %s = %s;\n", L(P, LC_OUT), view_c(P, &p->view[0]));
 	for (int j = 0; j < n->nin; j++) {
 		in[j] = arena_printf(cg->a, "%s%d", L(P, LC_IN), j);
@@ -303,8 +322,13 @@ emit_move(Par *P, const Item *it, const PItem *p)
 	Cg *cg = P->cg;
 	const char *ctx = L(P, LC_CTX), *dst = L(P, LC_DST), *src = L(P, LC_SRC);
 
+	const char *to = buf_name(P, it->u.move.dst.buf);
+
 	item_begin(P);
 	item_locals(P, it, p, &it->u.move.dst.sel, 0);
+	cg_what(cg, it->kind == IT_ZERO ? arena_printf(cg->a, "%s = 0", to) :
+	        arena_printf(cg->a, "%s %s %s", to, it->kind == IT_ADD ? "+=" : "=",
+	                     buf_name(P, it->u.move.src.buf)), item_slice(P, p, &it->u.move.dst.sel, 0));
 	emit(&cg->e, "cfrt_view %s = %s;\n", dst, view_c(P, &p->view[0]));
 	if (it->kind == IT_ZERO) {
 		emit(&cg->e, "CFRT_TRY(%s, cfrt_scale(%s, &%s, &%s, 0.0));\n", ctx, ctx, dst, dst);
@@ -328,6 +352,8 @@ emit_xfer(Par *P, const Item *it, const PItem *p)
 
 	item_begin(P);
 	item_locals(P, it, p, &it->u.xfer.buf.sel, 0);
+	cg_what(cg, arena_printf(cg->a, "%s %s", send ? "send" : "recv",
+	                         buf_name(P, it->u.xfer.buf.buf)), item_slice(P, p, &it->u.xfer.buf.sel, 0));
 	emit(&cg->e, "int %s = %s;\n", L(P, LC_PEER), ix_c(P, &it->u.xfer.peer));
 	round_locals(P, lb, &it->u.xfer.round);
 	emit(&cg->e, "cfrt_view %s = %s;\n", b, view_c(P, &p->view[0]));
@@ -410,6 +436,8 @@ emit_coll(Par *P, const Item *it, const PItem *p)
 	/* the runtime's collectives bear the ops' names: cfrt_[i]all_gather, ... */
 	item_begin(P);
 	item_locals(P, it, p, &it->u.coll.sel, 0);
+	cg_what(cg, arena_printf(cg->a, "%s = %s(%s)", buf_name(P, it->u.coll.dst), op_info[op].name,
+	                         buf_name(P, it->u.coll.src)), item_slice(P, p, &it->u.coll.sel, 0));
 	if (!blocking)
 		round_locals(P, lb, &it->u.coll.round);
 	else
@@ -445,6 +473,9 @@ emit_wait(Par *P, const Item *it)
 	emit_open(&cg->e, "if (%s == %s)", lab_at(P, lb, "rd"), L(P, LC_RD));
 	emit(&cg->e, "CFRT_TRY(%s, cfrt_wait(%s, &%s));\n%s = -1;\n", ctx, ctx, lab_at(P, lb, "rq"),
 	     lab_at(P, lb, "rd"));
+	if (l->unpack || (l->kind == IT_COLL && l->staged[1]))
+		cg_what(cg, arena_printf(cg->a, "unpack %s", l->kind == IT_COLL ?
+		                         buf_name(P, l->coll->u.coll.dst) : P->c->node->out->name), NULL);
 	if (l->kind == IT_COLL && l->staged[1]) {
 		const PItem *p = P->pc->item[l->coll->id];
 		if (l->usebase)
@@ -715,6 +746,7 @@ emit_stage_node(Par *P, const Node *n, const PItem *p)
 	emit_line(&cg->e, n->loc);
 	cg_comment(cg, n);
 	emit(&cg->e, "cfrt_where(%s, \"%s\", 0);\n", L(P, LC_CTX), n->out->name);
+	cg_what(cg, cg_node_str(cg, n), NULL);
 	for (int j = 1; j < p->nview; j++)
 		cut |= p->view[j].ncut > 0;
 	if (cut)
@@ -902,6 +934,7 @@ emit_stages(Cg *cg, const Plan *plan, Par *pars, const char **grank)
 		emit_stage_coll(&pars[ci++]);
 	}
 	emit_line_out(e);
+	emit(e, "cfrt_where(%s, NULL, 0); /* out of the model */\n", cg->loc[LC_CTX]);
 	if (grank)
 		emit(e, "return cfrt_use_group(%s, 0);\n", cg->loc[LC_CTX]);
 	else

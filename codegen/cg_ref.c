@@ -271,6 +271,8 @@ ref_node(Cg *c, const Node *n)
 	emit_line(&c->e, n->loc);
 	cg_comment(c, n);
 	emit(&c->e, "cfrt_where(%s, \"%s\", 0);\n", c->loc[LC_CTX], n->out->name);
+	if (op_info[n->op].cls != CL_COLL || n->out->role == R_OUT)
+		cg_what(c, cg_node_str(c, n), NULL);
 	if (op_info[n->op].cls == CL_COLL) {
 		/* the identity: its result is its input's view (ref_views),
 		 * an output aside */
@@ -351,6 +353,7 @@ ref_program(Cg *c, const Plan *p, const char *wsfn, const char *fn, const char *
 	for (int i = 0; i < g->nodes.n; i++)
 		ref_node(c, g->nodes.v[i]);
 	emit_line_out(e);
+	emit(e, "cfrt_where(%s, NULL, 0); /* out of the model */\n", c->loc[LC_CTX]);
 	emit(e, "return CFRT_OK;\n");
 	emit_close(e, "");
 }

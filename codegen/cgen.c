@@ -286,13 +286,26 @@ cg_helpers(Cg *c)
 		helper_nd(e, 3);
 }
 
+const char *
+cg_node_str(Cg *c, const Node *n)
+{
+	const char *s = arena_printf(c->a, "%s = %s(", n->out->name, op_info[n->op].name);
+
+	for (int i = 0; i < n->nin; i++)
+		s = arena_printf(c->a, "%s%s%s", s, i ? ", " : "", n->in[i]->name);
+	return arena_printf(c->a, "%s)", s);
+}
+
 void
 cg_comment(Cg *c, const Node *n)
 {
-	emit(&c->e, "/* %s = %s(", n->out->name, op_info[n->op].name);
-	for (int i = 0; i < n->nin; i++)
-		emit(&c->e, "%s%s", i ? ", " : "", n->in[i]->name);
-	emit(&c->e, ")  %s:%d */\n", c->g->file, n->loc.line);
+	emit(&c->e, "/* %s  %s:%d */\n", cg_node_str(c, n), c->g->file, n->loc.line);
+}
+
+void
+cg_what(Cg *c, const char *what, const char *slice)
+{
+	emit(&c->e, "cfrt_what(%s, \"%s\", %s);\n", c->loc[LC_CTX], what, slice ? slice : "-1");
 }
 
 static void

@@ -63,8 +63,13 @@ const char *cg_dtype(DType t);
  * out (matmul only). */
 void cg_op(Cg *c, const Node *n, const char *out, const char *const *in,
            const char *lse, const char *q_offset, int beta);
-/* The comment naming node n and where it comes from. */
+/* The comment naming node n and where it comes from; its text
+ * "out = op(in, ...)". */
 void cg_comment(Cg *c, const Node *n);
+const char *cg_node_str(Cg *c, const Node *n);
+/* cfrt_what: the tensors the next runtime calls work on (what, no quotes
+ * in it) and the C expression of their slice (NULL: -1), for the trace. */
+void cg_what(Cg *c, const char *what, const char *slice);
 /* The static helpers every generated file starts with, for the ops of
  * the graph and of its backward graph, if any. */
 void cg_helpers(Cg *c);

@@ -43,21 +43,39 @@
  * on, so for a given program the cut (and so every rounding) is the same on
  * every run; a cut GEMM may round differently from an uncut one.
  *
- * TRACING. With CFRT_TRACE=<prefix> in the environment at cfrt_init, every
- * process writes <prefix>.rank<W>.json at cfrt_finalize (W = rank in
- * MPI_COMM_WORLD; the k-th further context of a process writes
- * <prefix>.rank<W>.ctx<k>.json): Chrome trace events (chrome://tracing,
- * Perfetto), "X" events with ts/dur in microseconds from a time origin
- * shared by the ranks of the context, pid = W, tid 0 = compute calls,
- * tid 1 = transfers (from start to the completion of their wait). Event
- * names carry the op and step last given to cfrt_where.
+ * TRACING. With CFRT_TRACE=<prefix> in the environment at cfrt_init, the
+ * context's rank 0 writes ONE file for the whole job at cfrt_finalize (the
+ * ranks' events gathered over the context's communicator):
+ * <prefix>.json for a process's first context over all of MPI_COMM_WORLD;
+ * the k-th further context of a process adds .ctx<k>, and a context over
+ * fewer ranks adds .rank<W>, W the world rank of its rank 0 (a serial
+ * reference on MPI_COMM_SELF writes <prefix>.ctx1.rank0.json). Chrome
+ * trace JSON (Perfetto, chrome://tracing): one process row per rank (pid =
+ * rank in the context, named), a track per queue (tid 0 compute; 1000
+ * communication; 1000 * (2 + P) the copy engine pulling from rank P,
+ * CUDA CFRT_TRANSFER=ce), spans that overlap on one queue (transfers in
+ * flight together) on further lanes of it (tid + 1, ..., named), so that
+ * no two "X" events of a track overlap. ts/dur in microseconds from a
+ * time origin taken after a barrier at cfrt_init on every rank. An "X"
+ * event is a compute call or a transfer. MPI: host times, a transfer from
+ * its start to the end of its wait. CUDA: CUDA events around the work on
+ * its stream (pooled, read at cfrt_finalize; a compute call's span ends
+ * at the next runtime call, cfrt_what or cfrt_where; a copy-engine send
+ * runs on the compute stream from its start to its wait). Named "OP step S
+ * slice L: CALL [to|from PEER]" from cfrt_where and cfrt_what, with args
+ * op, step, slice, tensors (cfrt_what's), and for transfers bytes, and
+ * for point-to-point ones peer and msg (its number among the messages of
+ * the pair, in start order). A flow ("s" at the send, "f" with bp "e" in
+ * the matching receive, one id) joins each message's two ends;
+ * collectives have none. CFRT_TRACE_EVENTS caps the events kept per rank
+ * (default 65536); the process row's dropped_events counts the others.
  *
  * USE. tests/runtime/pc_app.c is a FuseRS step loop written the way
  * generated code calls the runtime. The header is C11 and C++ (nvcc); C++
  * code using Open MPI defines OMPI_SKIP_MPICXX to skip MPI's C++ bindings.
  *
  * ERRORS. Every function returns CFRT_OK (0) or a negative cfrt_status,
- * except the getters, cfrt_where and cfrt_fail. A failed call leaves a message in the
+ * except the getters, cfrt_where, cfrt_what and cfrt_fail. A failed call leaves a message in the
  * context (cfrt_last_error). Generated code wraps calls in CFRT_TRY, which
  * on failure prints "cfrt: rank R: op OP step S: message" to stderr and
  * aborts the whole job with MPI_Abort: a failure never hangs the job.
@@ -271,6 +289,50 @@ int cfrt_group_rank(const cfrt_ctx *ctx, int g);
  * CFRT_ESIZE naming both layouts (generated code checks its context). */
 int cfrt_check_groups(cfrt_ctx *ctx, int ngroups, const int *sizes);
 
+/* THE APPLICATION'S STREAM AND COMMUNICATOR. cfrt_init_opts is
+ * cfrt_init_groups with options: a context made on the CUDA stream and the
+ * NCCL communicator an application already holds (PyTorch: the current
+ * stream, its process group's communicator), instead of its own. The
+ * handles are void * so that this header needs no CUDA header: stream is
+ * a cudaStream_t (CFRT_OPT_STREAM; NULL is the legacy default stream),
+ * nccl_comm an ncclComm_t (CFRT_OPT_NCCL_COMM). opts NULL or flags 0:
+ * cfrt_init_groups. The context never destroys them; they must outlive it.
+ *  - Stream: compute calls are enqueued on it, in program order with the
+ *    application's own work there, on its device. Transfers go on the
+ *    context's side streams: each starts after the work enqueued on the
+ *    stream before its start (an event the side stream waits on), and its
+ *    cfrt_wait makes the stream wait for it. Generated code waits on every
+ *    transfer it starts, so a generated call leaves the stream ordered
+ *    after all of its work, with no host synchronisation: the
+ *    application may enqueue work that writes an input just before the
+ *    call and reads an output right after it. cfrt_wtime, cfrt_sync,
+ *    cfrt_upload, cfrt_download (and CFRT_GEMM=tune's first GEMM of a
+ *    shape) synchronise the stream; cfrt_finalize the device.
+ *    Copy-engine transfers (CFRT_TRANSFER=ce) work the same way (their
+ *    copies on the context's copy streams, ordered by events); as ever
+ *    they need buffers from cfrt_alloc, and a sender's cfrt_wait blocks
+ *    the host until the receiver has enqueued its copy.
+ *  - NCCL communicator: over the ranks of comm, NCCL rank = rank in comm,
+ *    on the device of the context (the stream's, when given); anything
+ *    else fails with CFRT_EINVAL naming the mismatch. One group: the
+ *    context's transfers use it; several groups: a communicator per group
+ *    is split from it (ncclCommSplit, collective over comm). The
+ *    application must issue its own NCCL calls on it in the same order on
+ *    every rank, never while a generated call is between its first
+ *    transfer and its return on another thread.
+ * The MPI backend has neither: it fails with CFRT_ENOTSUP when a flag is
+ * set. Unknown flags fail with CFRT_EINVAL. */
+#define CFRT_OPT_STREAM 1u
+#define CFRT_OPT_NCCL_COMM 2u
+typedef struct cfrt_opts {
+	unsigned flags;  /* CFRT_OPT_* */
+	void *stream;    /* cudaStream_t */
+	void *nccl_comm; /* ncclComm_t */
+} cfrt_opts;
+int cfrt_init_opts(cfrt_ctx **ctx, MPI_Comm comm, int ngroups,
+                   const int *sizes, const char *model_name,
+                   const cfrt_opts *opts);
+
 /* Waits for every outstanding transfer, writes the trace (CFRT_TRACE), frees
  * the context and everything it holds. Collective. ctx may be NULL. The
  * context is gone even on failure: cfrt_last_error(NULL) has the message,
@@ -300,8 +362,15 @@ int cfrt_barrier(cfrt_ctx *ctx);
  * ------------------------------------------------------------------------ */
 
 /* Records where generated code is: the op (a collective or fused region
- * name, copied) and the step index. Shown by cfrt_fail and in trace names. */
+ * name, copied) and the step index. Shown by cfrt_fail and in trace names.
+ * Clears what cfrt_what recorded. */
 void cfrt_where(cfrt_ctx *ctx, const char *op, int step);
+
+/* Records what the next calls work on, for the trace (TRACING): what
+ * names the tensors ("t1 = matmul(xa, w1)", "send xa"; copied, up to 63
+ * characters), slice the index of the slice they touch (-1: none).
+ * Generated code calls it before each compute call and transfer. */
+void cfrt_what(cfrt_ctx *ctx, const char *what, int slice);
 
 /* A short static description of a status ("invalid argument"). */
 const char *cfrt_strerror(int status);

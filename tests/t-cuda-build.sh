@@ -39,6 +39,11 @@ check "cuda-build: pc_app links against libcfrt_cuda" \
 check "cuda-build: the GPU benchmark's models build (case a, TP 4)" sh -c \
 	"rm -rf $B/bench/gpu/a-4-* && BUILD_ONLY=1 TPS=4 CASES=a sh bench/gpu/bench.sh &&
 	 test \$(ls $B/bench/gpu/a-4-*/run | wc -l) -eq 4"
+# tests/gpu/app_stream (cfrt_init_opts on the application's CUDA stream
+# and NCCL communicator, around a generated forward): a cuda.mk target
+check "cuda-build: app_stream (the application's stream and NCCL communicator) builds" \
+	sh -c "${MAKE:-make} -s --no-print-directory B='$B' SAN='${SAN:-}' '$B/tests/gpu/app_stream' >/dev/null &&
+	       test -x '$B/tests/gpu/app_stream' && strings '$B/tests/gpu/app_stream' | grep -q cfrt_init_opts"
 check "cuda-build: backend name" sh -c "strings '$t/pc_app' | grep -q 'cuda+nccl+cublas'"
 # both builds: with cuDNN where scripts/cuda-libs.sh finds it (dnn.c then
 # calls it), and without (CFRT_CUDNN=no: no cuDNN symbol, no -lcudnn)

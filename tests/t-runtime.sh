@@ -1,7 +1,7 @@
 #!/bin/sh
 # The runtime cfrt under mpirun: the CUnit runner with 1, 2 and 3 ranks
 # (and 2 ranks in the panel and thread progress modes), the trace files as
-# JSON, the fault paths (a bad argument mid-run, a truncated receive, a
+# JSON (also of generated fused programs on 4 ranks, tests/tracecheck.py), the fault paths (a bad argument mid-run, a truncated receive, a
 # wrong group size: each must end the job at once with rank, op and step),
 # the thread -> panel fallback, and an out-of-tree build through
 # `make install-runtime` and pkg-config. Needs $B (and $SAN) from run.sh.
@@ -105,30 +105,31 @@ else
 	cat "$out/pc_app.log"
 fi
 
-# Every trace parses as Chrome trace JSON, has compute (tid 0) and
-# transfer (tid 1) events named with the op and step, and one file per rank.
+# Every trace is one file for the job (tests/tracecheck.py: a process row
+# per rank, no overlapping events on a track, a flow per message), with
+# compute and transfer events named with the op, step and call.
 if python3 - "$out" <<'EOF' >"$out/trace.log" 2>&1
-import glob, json, re, sys
+import glob, json, re, subprocess, sys
 out = sys.argv[1]
-ring = ['fuse_rs "y" step 2: gemm', 'fuse_rs "y" step 2: send to',
-        'fuse_rs "y" step 2: recv from', "tail step 3: all_reduce"]
-want = {  # prefix: (files expected, names expected)
-    "trace-np1": (1, ring), "trace-np2": (2, ring), "trace-np3": (3, ring),
-    "trace-np2-panel": (2, ring), "trace-np2-thread": (2, ring),
-    "trace-pc_app": (3, ["fuse_rs:y step 0: gemm", "fuse_rs:y step 1: send to",
-                         "vanilla:y step 0: reduce_scatter"]),
+ring = ['fuse_rs "y" step 2 slice 1: gemm', 'fuse_rs "y" step 2 slice 1: send to',
+        'fuse_rs "y" step 2 slice 0: recv from', "tail step 3: all_reduce"]
+want = {  # file pattern: (ranks, names expected)
+    "trace-np1.ctx*.json": (1, ring), "trace-np2.ctx*.json": (2, ring),
+    "trace-np3.ctx*.json": (3, ring), "trace-np2-panel.ctx*.json": (2, ring),
+    "trace-np2-thread.ctx*.json": (2, ring),
+    "trace-pc_app.json": (3, [r"fuse_rs:y step 0 slice \d: gemm",
+                              r"fuse_rs:y step 1 slice \d: send to",
+                              "vanilla:y step 0: reduce_scatter"]),
 }
-for prefix, (nfiles, names) in want.items():
-    files = sorted(glob.glob(f"{out}/{prefix}.rank*.json"))
-    assert len(files) == nfiles, (prefix, files)
-    for f in files:
-        ev = json.load(open(f))["traceEvents"]
-        pid = int(re.search(r"\.rank(\d+)\.", f).group(1))
-        xs = [e for e in ev if e["ph"] == "X"]
-        assert all(e["pid"] == pid and e["dur"] >= 0 and e["ts"] >= 0 for e in xs), f
-        assert {e["tid"] for e in xs} == {0, 1}, f
-        for n in names:
-            assert any(e["name"].startswith(n) for e in xs), (f, n)
+for pat, (n, names) in want.items():
+    files = glob.glob(f"{out}/{pat}")
+    assert len(files) == 1, (pat, files)
+    subprocess.run(["python3", "tests/tracecheck.py", files[0], str(n)], check=True)
+    xs = [e for e in json.load(open(files[0]))["traceEvents"] if e["ph"] == "X"]
+    assert {e["tid"] for e in xs} >= {0, 1000}, files[0]
+    for nm in names:
+        assert any(re.match(nm, e["name"]) for e in xs), (files[0], nm)
+assert not glob.glob(f"{out}/*.rank*.json"), "a file per rank"
 print("ok")
 EOF
 then
@@ -137,6 +138,40 @@ else
 	fail "runtime trace JSON"
 	cat "$out/trace.log"
 fi
+
+# Generated fused programs on 4 ranks, traced: mlp under fuse(ring)
+# (FuseAG and FuseRS rings), ulysses under its spec (FuseA2A) and in
+# pairwise exchange; one file each that tests/tracecheck.py accepts, its
+# events naming the tensors the generated code gave cfrt_what.
+for c in "mlp fuse(ring)" "ulysses spec" "ulysses fuse(pairwise)"; do
+	ex=${c%% *} s=${c#* }
+	d=$out/traced-$ex-$(echo "$s" | tr -d ' ()')
+	node="t1 = matmul(xa, w1)"
+	[ $ex = ulysses ] && node="oh = attention(qh, kh, vh)"
+	if [ "$s" = spec ]; then set --; else set -- "--schedule=$s"; fi
+	ok=0
+	sh scripts/build-model.sh "$B" "$d" "examples/$ex.cf" "$@" >"$d.log" 2>&1 &&
+	CFRT_TRACE=$d/trace $MPIRUN -x CFRT_TRACE -np 4 "$d/run" --check --iters 2 --warmup 1 \
+		>>"$d.log" 2>&1 &&
+	python3 tests/tracecheck.py "$d/trace.json" 4 >>"$d.log" 2>&1 &&
+	grep -q "\"tensors\":\"$node\"" "$d/trace.json" && ok=1
+	check "runtime: trace of $ex $s on 4 ranks: one file, rows, lanes, flows, tensors" test $ok = 1
+	[ $ok = 1 ] || tail -n 20 "$d.log"
+done
+
+# CFRT_TRACE_EVENTS caps the events a rank keeps; the others are counted
+d=$out/traced-mlp-fusering
+CFRT_TRACE=$d/capped CFRT_TRACE_EVENTS=20 $MPIRUN -x CFRT_TRACE -x CFRT_TRACE_EVENTS -np 4 \
+	"$d/run" --iters 2 --warmup 1 >"$d.capped.log" 2>&1
+check "runtime: CFRT_TRACE_EVENTS=20 keeps 20 events per rank and counts the dropped" \
+	python3 -c "
+import json, sys
+ev = json.load(open(sys.argv[1]))['traceEvents']
+for r in range(4):
+    assert sum(e['ph'] == 'X' and e['pid'] == r for e in ev) == 20, r
+    assert [e['args']['dropped_events'] > 0 for e in ev
+            if e['name'] == 'process_name' and e['pid'] == r] == [True], r
+" "$d/capped.json"
 
 # grouped-query attention against repeated key/value heads through the API
 # alone (tests/gpu/gqa_check.c, also run on the GPU by tests/gpu/run.sh)

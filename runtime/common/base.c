@@ -133,6 +133,7 @@ static int ctx_setup(cfrt_ctx *ctx, const char *model, const int *sizes)
 	snprintf(b->model, sizeof b->model, "%s", model);
 	snprintf(b->op, sizeof b->op, "-");
 	b->step = -1;
+	b->slice = -1;
 	b->device = -1;
 	b->api = "cfrt_init";
 	MPI_Comm_rank(b->job, &b->job_rank);
@@ -142,7 +143,8 @@ static int ctx_setup(cfrt_ctx *ctx, const char *model, const int *sizes)
 	if (rc != CFRT_OK)
 		return rc;
 	set_current(b, 0);
-	return cfrti_ctx_setup(ctx);
+	rc = cfrti_trace_open(ctx);
+	return rc != CFRT_OK ? rc : cfrti_ctx_setup(ctx);
 }
 
 /* "2 x 4" */
@@ -154,8 +156,9 @@ static void layout_str(char *s, size_t n, int ngroups, const int *sizes)
 		k += (size_t)snprintf(s + k, n - k, "%s%d", g ? " x " : "", sizes[g]);
 }
 
-int cfrt_init_groups(cfrt_ctx **out, MPI_Comm comm, int ngroups,
-                     const int *sizes, const char *model_name)
+int cfrt_init_opts(cfrt_ctx **out, MPI_Comm comm, int ngroups,
+                   const int *sizes, const char *model_name,
+                   const cfrt_opts *opts)
 {
 	const char *model = model_name ? model_name : "(unnamed)";
 	int size = 0, rc;
@@ -166,6 +169,9 @@ int cfrt_init_groups(cfrt_ctx **out, MPI_Comm comm, int ngroups,
 	if (ngroups < 1 || ngroups > CFRT_MAX_GROUPS || !sizes)
 		return init_fail(CFRT_EINVAL, "%d groups: a context has 1 to %d",
 		                 ngroups, CFRT_MAX_GROUPS);
+	if (opts && opts->flags & ~(CFRT_OPT_STREAM | CFRT_OPT_NCCL_COMM))
+		return init_fail(CFRT_EINVAL, "unknown option flags %#x",
+		                 opts->flags);
 	for (int g = 0; g < ngroups; g++) {
 		if (sizes[g] < 1)
 			return init_fail(CFRT_EINVAL, "group %d has %d ranks", g, sizes[g]);
@@ -188,6 +194,8 @@ int cfrt_init_groups(cfrt_ctx **out, MPI_Comm comm, int ngroups,
 		return init_fail(CFRT_ENOMEM, "no memory for the context");
 	cfrti_base *b = cfrti_base_of(ctx);
 	b->ngroups = ngroups;
+	if (opts)
+		b->opts = *opts;
 	for (int g = 0; g < ngroups; g++)
 		b->grp[g].comm = MPI_COMM_NULL;
 	rc = MPI_Comm_dup(comm, &b->job);
@@ -199,11 +207,18 @@ int cfrt_init_groups(cfrt_ctx **out, MPI_Comm comm, int ngroups,
 	rc = ctx_setup(ctx, model, sizes);
 	if (rc != CFRT_OK) {
 		snprintf(init_msg, sizeof init_msg, "%s", b->err);
+		cfrti_trace_free(ctx);
 		cfrti_ctx_free(ctx);
 		return rc;
 	}
 	*out = ctx;
 	return CFRT_OK;
+}
+
+int cfrt_init_groups(cfrt_ctx **out, MPI_Comm comm, int ngroups,
+                     const int *sizes, const char *model_name)
+{
+	return cfrt_init_opts(out, comm, ngroups, sizes, model_name, NULL);
 }
 
 int cfrt_init(cfrt_ctx **out, MPI_Comm comm, int expected_size,
@@ -259,6 +274,9 @@ int cfrt_finalize(cfrt_ctx *ctx)
 	b->api = "cfrt_finalize";
 	b->in_group = 0;
 	int rc = cfrti_ctx_drain(ctx);
+	int trc = cfrti_trace_write(ctx); /* collective: also after a failure */
+	rc = rc != CFRT_OK ? rc : trc;
+	cfrti_trace_free(ctx);
 	if (rc != CFRT_OK)
 		snprintf(init_msg, sizeof init_msg, "%s", b->err);
 	cfrti_ctx_free(ctx);
@@ -279,14 +297,26 @@ int cfrt_barrier(cfrt_ctx *ctx)
 {
 	cfrti_base *b = cfrti_base_of(ctx);
 	b->api = "cfrt_barrier";
+	cfrti_trace_flush(ctx);
 	return cfrti_mpi(ctx, MPI_Barrier(b->job), "MPI_Barrier");
 }
 
 void cfrt_where(cfrt_ctx *ctx, const char *op, int step)
 {
 	cfrti_base *b = cfrti_base_of(ctx);
+	cfrti_trace_flush(ctx);
 	snprintf(b->op, sizeof b->op, "%s", op ? op : "-");
 	b->step = step;
+	b->what[0] = 0;
+	b->slice = -1;
+}
+
+void cfrt_what(cfrt_ctx *ctx, const char *what, int slice)
+{
+	cfrti_base *b = cfrti_base_of(ctx);
+	cfrti_trace_flush(ctx);
+	snprintf(b->what, sizeof b->what, "%s", what ? what : "");
+	b->slice = slice;
 }
 
 const char *cfrt_strerror(int status)

@@ -5,7 +5,8 @@
  * cfrt_fail), view.c (view checks, line walk), check.c (argument checks of
  * the compute ops), matmul.c (GEMM and matmul arguments, matmul's batch
  * loop, attention checks and its public calls), transfer.c (transfer checks and the public
- * transfer calls). Their names differ from the backends' files: one
+ * transfer calls), tracefile.c (the trace: spans the backends record,
+ * written as one file for the job at cfrt_finalize). Their names differ from the backends' files: one
  * archive holds both.
  *
  * Compiled once, with no backend header: the shared code sees a context
@@ -37,9 +38,13 @@ typedef struct cfrti_base {
 	} grp[CFRT_MAX_GROUPS];
 	int device; /* shown by cfrt_fail; -1: the backend has none */
 	int in_group; /* between cfrt_group_begin and cfrt_group_end */
+	cfrt_opts opts; /* of cfrt_init_opts (flags 0: none) */
 	char model[64];
 	char op[64]; /* from cfrt_where */
 	int step;
+	char what[64]; /* from cfrt_what: the tensors of the next calls */
+	int slice;     /* from cfrt_what, -1: none */
+	struct cfrti_trace *trace; /* CFRT_TRACE; NULL: off */
 	const char *api; /* public call running: names it in messages */
 	char err[512];
 } cfrti_base;
@@ -190,6 +195,49 @@ int cfrti_not_in_group(cfrt_ctx *ctx);
  * and cfrt_group_end; EINVAL when one is open already, or none is. */
 int cfrti_set_group(cfrt_ctx *ctx, int open);
 
+/* tracefile.c: the trace of a context (CFRT_TRACE). A backend records
+ * spans: a compute call, or a transfer from its start to its end, on a
+ * track (a queue: the compute queue, the communication queue, a copy
+ * engine's stream). Times are nanoseconds from the trace's origin, the
+ * host clock right after a barrier of the job at cfrt_init, so ranks line
+ * up to within the barrier's skew; a backend that times spans on the
+ * device (CUDA events) leaves t0/t1 at -1, keeps its marks in ev[] and
+ * fills t0/t1 from them in its drain. Spans beyond the cap
+ * (CFRT_TRACE_EVENTS) are dropped and counted. */
+enum { TRK_COMPUTE, TRK_XFER, TRK_COPY /* + the peer's rank in the job */ };
+typedef struct cfrti_span {
+	int64_t t0, t1; /* ns from the origin; -1: not known (yet) */
+	int ev[2];      /* the backend's marks of start and end, or -1 */
+	int track;
+	int kind;       /* -1: compute; else an xkind */
+	int peer;       /* p2p: the peer's rank in the job; else -1 */
+	int64_t msg;    /* p2p: number of the message among those between
+	                 * this rank and peer in this direction, in start order
+	                 * (messages of a pair match in that order: cfrt.h) */
+	int64_t bytes;  /* transfers: bytes sent or received by this rank */
+	int step, slice;
+	char call[24];  /* "matmul", "send", "all_gather" */
+	char op[64];    /* cfrt_where's op and step, cfrt_what's tensors and */
+	char what[64];  /* slice, when the span began */
+} cfrti_span;
+
+/* Reads CFRT_TRACE and CFRT_TRACE_EVENTS (cfrt_init, collective: the
+ * barrier that fixes the origin). */
+int cfrti_trace_open(cfrt_ctx *ctx);
+/* A new span named call on track, or -1 (tracing off, or dropped). */
+int cfrti_trace_begin(cfrt_ctx *ctx, const char *call, int track);
+/* A new span for transfer d (its peer in the job, its message number,
+ * bytes), or -1. */
+int cfrti_trace_xfer(cfrt_ctx *ctx, const xdesc *d, int track);
+/* Span i, or NULL for i < 0. */
+cfrti_span *cfrti_trace_at(cfrt_ctx *ctx, int i);
+/* Host time t (cfrti_now) in ns from the origin. */
+int64_t cfrti_trace_ns(const cfrt_ctx *ctx, double t);
+/* Gathers every rank's spans to rank 0 of the context, which writes the
+ * file (cfrt_finalize, collective); frees the trace. */
+int cfrti_trace_write(cfrt_ctx *ctx);
+void cfrti_trace_free(cfrt_ctx *ctx);
+
 /* ---- hooks: defined by each backend ------------------------------------ */
 
 /* A zeroed context (calloc: cfrt_init frees it with free() when the
@@ -214,6 +262,11 @@ int cfrti_check_dtype(cfrt_ctx *ctx, cfrt_dtype t);
 int cfrti_check_mem(cfrt_ctx *ctx, const void *p, size_t bytes, const char *what);
 /* Entry of a public transfer call: names it for messages (base.api). */
 int cfrti_enter(cfrt_ctx *ctx, const char *api);
+/* The compute call issued last has ended, as far as the host knows
+ * (cfrt_where, cfrt_what, cfrt_barrier): a backend that closes a call's
+ * span lazily, at the next call, closes it here, before the host waits
+ * or the application queues its own work. */
+void cfrti_trace_flush(cfrt_ctx *ctx);
 /* Starts d as public call api (in the open group, if any), checked by
  * cfrti_check_xfer; *req: its handle. */
 int cfrti_xfer_start(cfrt_ctx *ctx, const char *api, const xdesc *d,

@@ -21,20 +21,23 @@
  *              compute and transfer call, which moves their handshakes
  *   1  dev.c   CUDA and cuBLAS errors, the device, its compute stream and
  *              libraries, streams for the layers above, memory (ctx->dev)
- *   0  kernels.cu, grad.cu, flash.cu and flash_bwd.cu (the device
+ *   0  trace.c the trace's spans timed by CUDA events on the streams
+ *              its callers name (ctx->tr; CFRT_TRACE);
+ *      kernels.cu, grad.cu, flash.cu and flash_bwd.cu (the device
  *              kernels, behind kern.h; kdev.cuh: what kernels.cu and
  *              grad.cu share; mma.cuh: what the two flash files share);
  *      runtime/common (common.h: errors, view and argument checks, the
  *      public transfer calls), which calls the backend only through the
  *      hooks of common.h, each defined by the file that owns its work.
  *
- * Queues: compute calls go on ctx->dev.cs, NCCL on ctx->xt.s (high
+ * Queues: compute calls go on ctx->dev.cs (the application's stream under
+ * CFRT_OPT_STREAM: cfrt.h), NCCL on ctx->xt.s (high
  * priority), copy-engine transfers from peer P on ctx->ce.s[P] (high
  * priority). A transfer starts after every compute call issued before it
  * (an event of cs that its stream waits on); cfrt_wait makes cs wait on
  * the transfer's completion event. The host never waits for the device
  * except in cfrt_wtime, cfrt_download, cfrt_upload, cfrt_sync and
- * cfrt_finalize, and, with CFRT_GEMM=tune, in the first GEMM of each
+ * cfrt_finalize (and, with CFRT_TRACE, once at cfrt_init), and, with CFRT_GEMM=tune, in the first GEMM of each
  * shape (it times the candidates on cs: every wait issued before it is
  * then a blocking one, which verified schedules allow). */
 #ifndef CFRT_CUDA_BACKEND_H
@@ -111,6 +114,7 @@ typedef struct xfer {
 	cudaEvent_t done; /* slot-owned; NCCL: recorded after the transfer */
 	cudaEvent_t ready; /* slot-owned; CE receive: cs before the irecv */
 	int ce;           /* this transfer moves by copy engine */
+	int span;         /* its span in the trace, or -1 */
 	/* copy-engine state */
 	int issued;     /* CE receive: copy enqueued */
 	int ev_id;      /* CE send: ready event; CE receive: done event */
@@ -139,9 +143,21 @@ typedef struct remote_mem {
 
 /* The context's state: one struct per module, written only by it. */
 
+/* trace.c: CUDA events of the trace's spans. */
+typedef struct trace_state {
+	cudaEvent_t base;  /* recorded at init; its time is base_ns */
+	int64_t base_ns;
+	cudaStream_t cs;   /* the compute stream, where compute spans end */
+	cudaEvent_t *ev;   /* the pool: each recorded once, read at drain */
+	int nev, cap, max;
+	int open;          /* the compute call's span not yet ended, or -1 */
+} trace_state;
+
 /* dev.c: the device, its compute stream and libraries, memory. */
 typedef struct dev_state {
-	cudaStream_t cs;      /* compute */
+	cudaStream_t cs;      /* compute: the application's (CFRT_OPT_STREAM)
+	                       * or the context's own */
+	int own_cs;           /* cs is the context's: destroyed at fini */
 	cublasHandle_t blas;  /* on cs */
 	void *blas_ws;        /* cuBLAS workspace, BLAS_WS bytes */
 	cublasLtHandle_t lt;
@@ -177,6 +193,7 @@ typedef struct xfer_table {
 	int mode;          /* enum xmode */
 	ncclComm_t nccl[CFRT_MAX_GROUPS]; /* by group of the context's grid:
 	                    * its ranks (one group: the job) */
+	int app_nccl;      /* nccl[0] is the application's: not destroyed */
 	cudaStream_t s;    /* NCCL transfers, high priority */
 	cudaEvent_t fence; /* on dev.cs, recorded before transfers start */
 	xfer **x; /* slots, each allocated once: MPI writes into them */
@@ -188,6 +205,7 @@ typedef struct xfer_table {
 struct cfrt_ctx {
 	cfrti_base base; /* first: what the shared code sees (common.h);
 	                  * base.device: the CUDA device */
+	trace_state tr;
 	dev_state dev;
 	lt_state lt;
 	ce_state ce;
@@ -204,6 +222,20 @@ _Static_assert(offsetof(struct cfrt_ctx, base) == 0,
 /* Each module: init makes its state (after the modules below it), fini
  * frees it (before them; also after a failed or partial init); a *_mode
  * reads a setting, touching no device, before any init. */
+
+/* trace.c; also cfrti_trace_flush (common.h). init (after dev's: on
+ * its compute stream cs) records the base event when tracing; mark
+ * records a pooled event on s and returns its id for a span's ev[], or -1;
+ * call ends the open compute span and, when api is a compute call, opens
+ * one; close ends it (before a host copy or wait); resolve fills the
+ * spans' times once the device is idle. Each does nothing when tracing is
+ * off. */
+int cfrti_tr_init(cfrt_ctx *ctx, cudaStream_t cs);
+void cfrti_tr_fini(cfrt_ctx *ctx);
+int cfrti_tr_mark(cfrt_ctx *ctx, cudaStream_t s);
+void cfrti_tr_call(cfrt_ctx *ctx, const char *api, cudaStream_t cs);
+void cfrti_tr_close(cfrt_ctx *ctx, cudaStream_t cs);
+void cfrti_tr_resolve(cfrt_ctx *ctx);
 
 /* dev.c; also cfrti_check_dtype (common.h). cfrti_dev_stream makes a
  * non-blocking stream of the lowest priority, or of the highest when

@@ -193,6 +193,9 @@ static int start_send(cfrt_ctx *ctx, xfer *x)
 	x->ev_id = r->id;
 	m->ev = r->h;
 	m->ev_id = r->id;
+	cfrti_span *sp = cfrti_trace_at(ctx, x->span);
+	if (sp) /* the send's span: from here to its wait on the compute stream */
+		sp->ev[0] = cfrti_tr_mark(ctx, ctx->dev.cs);
 	int rc = cfrti_cuda(ctx, cudaEventRecord(r->e, ctx->dev.cs),
 	                    "cudaEventRecord");
 	if (rc == CFRT_OK)
@@ -263,7 +266,7 @@ static int issue(cfrt_ctx *ctx, xfer *x)
 	int p = x->d.peer;
 	const char *src = NULL;
 	cudaEvent_t r;
-	cudaStream_t s;
+	cudaStream_t s = NULL;
 	if (m->bytes != bytes)
 		return cfrti_err(ctx, CFRT_ECOMM, "rank %d sends %llu bytes, the "
 		                 "receive expects %zu", p,
@@ -279,9 +282,14 @@ static int issue(cfrt_ctx *ctx, xfer *x)
 	if (rc == CFRT_OK)
 		rc = cfrti_cuda(ctx, cudaStreamWaitEvent(s, r, 0),
 		                "cudaStreamWaitEvent");
+	cfrti_span *sp = cfrti_trace_at(ctx, x->span);
+	if (sp && rc == CFRT_OK) /* the receive's span: the copy */
+		sp->ev[0] = cfrti_tr_mark(ctx, s);
 	if (rc == CFRT_OK && bytes > 0)
 		rc = cfrti_cuda(ctx, cudaMemcpyAsync(x->d.recv, src, bytes,
 		                cudaMemcpyDefault, s), "cudaMemcpyAsync");
+	if (sp && rc == CFRT_OK)
+		sp->ev[1] = cfrti_tr_mark(ctx, s);
 	ipc_ev *d = rc == CFRT_OK ? ev_get(ctx) : NULL;
 	if (!d)
 		return rc != CFRT_OK ? rc : CFRT_ENOMEM;
@@ -329,6 +337,7 @@ int cfrti_ce_progress(cfrt_ctx *ctx)
 int cfrti_enter(cfrt_ctx *ctx, const char *api)
 {
 	ctx->base.api = api;
+	cfrti_tr_call(ctx, api, ctx->dev.cs);
 	return ctx->ce.open > 0 ? cfrti_ce_progress(ctx) : CFRT_OK;
 }
 
@@ -364,6 +373,9 @@ static int wait_send(cfrt_ctx *ctx, xfer *x)
 	if (rc == CFRT_OK)
 		rc = cfrti_cuda(ctx, cudaStreamWaitEvent(ctx->dev.cs, d, 0),
 		                "cudaStreamWaitEvent");
+	cfrti_span *sp = cfrti_trace_at(ctx, x->span);
+	if (sp && rc == CFRT_OK)
+		sp->ev[1] = cfrti_tr_mark(ctx, ctx->dev.cs);
 	ipc_ev *r = ctx->ce.ev[x->ev_id];
 	r->ack = x->done_msg.ev_id;
 	if (rc == CFRT_OK)

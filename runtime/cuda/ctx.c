@@ -2,8 +2,8 @@
  * hooks of runtime/common/base.c). The only file that knows every module;
  * the order below is the layering of backend.h.
  * ensures: a context is set up module by module from the bottom up (dev,
- * dnn, ce, xfer; lt has nothing to make) and freed from the top down, each
- * module freeing only what it made; a failed setup is freed the same way
+ * dnn, trace, ce, xfer; lt has nothing to make) and freed from the top down,
+ * each module freeing only what it made; a failed setup is freed the same way
  * (every fini accepts a module that was never, or only partly, made). */
 #include <stdlib.h>
 
@@ -30,6 +30,8 @@ int cfrti_ctx_setup(cfrt_ctx *ctx)
 	if (rc == CFRT_OK)
 		rc = cfrti_dnn_init(ctx);
 	if (rc == CFRT_OK)
+		rc = cfrti_tr_init(ctx, ctx->dev.cs);
+	if (rc == CFRT_OK)
 		rc = cfrti_ce_init(ctx);
 	if (rc == CFRT_OK)
 		rc = cfrti_xfer_init(ctx);
@@ -43,9 +45,12 @@ int cfrti_ctx_drain(cfrt_ctx *ctx)
 	int rc = cfrti_xfer_wait_all(ctx);
 	if (rc == CFRT_OK)
 		rc = cfrti_ce_drain(ctx);
+	cfrti_trace_flush(ctx);
 	if (rc == CFRT_OK)
 		rc = cfrti_cuda(ctx, cudaDeviceSynchronize(),
 		                "cudaDeviceSynchronize");
+	if (rc == CFRT_OK)
+		cfrti_tr_resolve(ctx);
 	return rc;
 }
 
@@ -54,6 +59,7 @@ void cfrti_ctx_free(cfrt_ctx *ctx)
 {
 	cfrti_xfer_fini(ctx);
 	cfrti_ce_fini(ctx);
+	cfrti_tr_fini(ctx);
 	cfrti_dnn_fini(ctx);
 	cfrti_lt_fini(ctx);
 	cfrti_dev_fini(ctx);

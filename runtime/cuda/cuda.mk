@@ -101,6 +101,19 @@ $(B)/tests/gpu/grad_check: tests/gpu/grad_check.c $(B)/libcfrt_cuda.a
 	$(MPICC) $(CFLAGS_ALL) -Iruntime $(LDFLAGS_ALL) -o $@ $< \
 		$(B)/libcfrt_cuda.a $(CUDA_LIBS)
 
+# An application that gives the context its own CUDA stream and NCCL
+# communicator (tests/gpu/app_stream.c, cfrt_init_opts), on mlp at tp = 1
+# under slice(2) (library collectives on the side stream, waited on
+# later); run by tests/gpu/run.sh on one GPU.
+APP_GEN = $(B)/tests/gpu/app_stream.gen
+$(APP_GEN)/mlp.h $(APP_GEN)/mlp.c $(APP_GEN)/mlp_ref.c &: examples/mlp.cf $(B)/cfc
+	@mkdir -p $(APP_GEN)
+	$(B)/cfc $< -D tp=1 --schedule='slice(2)' --emit=h,c,ref -o $(APP_GEN)
+$(B)/tests/gpu/app_stream: tests/gpu/app_stream.c $(APP_GEN)/mlp.h $(APP_GEN)/mlp.c \
+                           $(APP_GEN)/mlp_ref.c $(B)/libcfrt_cuda.a
+	$(MPICC) $(CFLAGS_ALL) $(CU_CFLAGS) -I$(APP_GEN) $(LDFLAGS_ALL) -o $@ $< \
+		$(APP_GEN)/mlp.c $(APP_GEN)/mlp_ref.c $(B)/libcfrt_cuda.a $(CUDA_LIBS) -lm
+
 # One ring step's transfer, a GEMM, and both at once (bench/gpu/xfer_probe.c).
 $(B)/bench/gpu/xfer_probe: bench/gpu/xfer_probe.c $(B)/libcfrt_cuda.a
 	@mkdir -p $(@D)
@@ -121,13 +134,14 @@ $(B)/cfrt-calibrate-cuda: runtime/tools/calibrate.c $(B)/libcfrt_cuda.a
 CU_ALL = $(B)/libcfrt_cuda.a $(B)/cfrt_cuda.pc $(B)/tests/gpu/cmpdump \
          $(B)/bench/gpu/gemm_probe $(B)/bench/gpu/xfer_probe $(B)/bench/gpu/attn_probe \
          $(B)/tests/gpu/attn_check \
-         $(B)/tests/gpu/grad_check $(B)/tests/gpu/gqa_check $(B)/cfrt-calibrate-cuda
+         $(B)/tests/gpu/grad_check $(B)/tests/gpu/gqa_check $(B)/cfrt-calibrate-cuda \
+         $(B)/tests/gpu/app_stream
 all: $(CU_ALL)
 CHECK_DEPS += $(CU_ALL) $(B)/nocudnn/libcfrt_cuda.a $(B)/nocudnn/attn_check
 
 test-gpu: $(B)/cfc $(B)/libcfrt.a $(B)/libcfrt_cuda.a $(B)/tests/gpu/cmpdump \
           $(B)/tests/gpu/attn_check $(B)/tests/gpu/grad_check $(B)/tests/gpu/gqa_check \
-          $(B)/nocudnn/attn_check
+          $(B)/nocudnn/attn_check $(B)/tests/gpu/app_stream
 	@B=$(B) sh tests/gpu/run.sh
 
 bench-gpu: $(B)/cfc $(B)/libcfrt_cuda.a

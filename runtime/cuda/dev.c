@@ -134,10 +134,31 @@ static int libraries(cfrt_ctx *ctx)
 	return rc;
 }
 
-/* The device (chosen once per process), its compute stream (lowest
- * priority) and libraries. */
+/* The application's stream (CFRT_OPT_STREAM) and its device. */
+static int app_stream(cfrt_ctx *ctx)
+{
+	cudaStream_t s = (cudaStream_t)ctx->base.opts.stream;
+	int dev = -1;
+	int rc = cfrti_cuda(ctx, cudaStreamGetDevice(s, &dev), "cudaStreamGetDevice");
+	if (rc != CFRT_OK)
+		return cfrti_err(ctx, CFRT_EINVAL, "the application's stream: %s",
+		                 ctx->base.err + strlen(ctx->base.api) + 2);
+	ctx->base.device = dev;
+	if (process_device < 0)
+		process_device = dev;
+	ctx->dev.cs = s;
+	return cfrti_cuda(ctx, cudaSetDevice(dev), "cudaSetDevice");
+}
+
+/* The device (chosen once per process; the application's stream's when
+ * it gives one), its compute stream (the application's, else one of the
+ * lowest priority) and libraries. */
 int cfrti_dev_init(cfrt_ctx *ctx)
 {
+	if (ctx->base.opts.flags & CFRT_OPT_STREAM) {
+		int rc = app_stream(ctx);
+		return rc != CFRT_OK ? rc : libraries(ctx);
+	}
 	if (process_device < 0 && choose_device(ctx->base.job, &process_device))
 		return cfrti_err(ctx, CFRT_EDEVICE, "no CUDA device (or "
 		                 "CFRT_DEVICE names none)");
@@ -146,6 +167,7 @@ int cfrti_dev_init(cfrt_ctx *ctx)
 	                    "cudaSetDevice");
 	if (rc == CFRT_OK)
 		rc = cfrti_dev_stream(ctx, 0, &ctx->dev.cs);
+	ctx->dev.own_cs = ctx->dev.cs != NULL;
 	if (rc == CFRT_OK)
 		rc = libraries(ctx);
 	return rc;
@@ -160,7 +182,7 @@ void cfrti_dev_fini(cfrt_ctx *ctx)
 		cublasLtDestroy(d->lt);
 	if (d->blas)
 		cublasDestroy(d->blas);
-	if (d->cs)
+	if (d->cs && d->own_cs)
 		cudaStreamDestroy(d->cs);
 	cudaFree(d->ws);
 	cudaFree(d->blas_ws);
@@ -173,6 +195,7 @@ void cfrti_dev_fini(cfrt_ctx *ctx)
 double cfrt_wtime(cfrt_ctx *ctx)
 {
 	/* a failure here shows at the next call that checks */
+	cfrti_tr_close(ctx, ctx->dev.cs);
 	cudaStreamSynchronize(ctx->dev.cs);
 	return cfrti_now();
 }
@@ -287,8 +310,10 @@ static int host_copy(cfrt_ctx *ctx, const char *api, void *dst,
 		                 bytes);
 	if (bytes == 0)
 		return CFRT_OK;
+	cfrti_tr_call(ctx, api, ctx->dev.cs);
 	int rc = cfrti_cuda(ctx, cudaMemcpyAsync(dst, src, bytes, kind,
 	                    ctx->dev.cs), "cudaMemcpyAsync");
+	cfrti_tr_close(ctx, ctx->dev.cs);
 	if (rc == CFRT_OK)
 		rc = cfrti_cuda(ctx, cudaStreamSynchronize(ctx->dev.cs),
 		                "cudaStreamSynchronize");
@@ -316,6 +341,7 @@ int cfrt_memset_zero(cfrt_ctx *ctx, void *dst, size_t bytes)
 		                 bytes);
 	if (bytes == 0)
 		return CFRT_OK;
+	cfrti_tr_call(ctx, "cfrt_memset_zero", ctx->dev.cs);
 	return cfrti_cuda(ctx, cudaMemsetAsync(dst, 0, bytes, ctx->dev.cs),
 	                  "cudaMemsetAsync");
 }

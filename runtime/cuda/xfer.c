@@ -83,16 +83,43 @@ static int nccl_job(cfrt_ctx *ctx, ncclComm_t *job)
 	                   "ncclCommInitRank");
 }
 
+/* The application's communicator (CFRT_OPT_NCCL_COMM) as the job's,
+ * when it spans the job's ranks in their order, on the context's device. */
+static int nccl_app(cfrt_ctx *ctx, ncclComm_t *job)
+{
+	cfrti_base *b = &ctx->base;
+	ncclComm_t c = (ncclComm_t)b->opts.nccl_comm;
+	int n = -1, r = -1, dev = -1;
+	if (!c || ncclCommCount(c, &n) != ncclSuccess ||
+	    ncclCommUserRank(c, &r) != ncclSuccess || ncclCommCuDevice(c, &dev) != ncclSuccess)
+		return cfrti_err(ctx, CFRT_EINVAL, "the application's NCCL "
+		                 "communicator is not one NCCL knows");
+	if (n != b->job_size || r != b->job_rank)
+		return cfrti_err(ctx, CFRT_EINVAL, "the application's NCCL "
+		                 "communicator has this process as rank %d of %d; "
+		                 "the context's communicator as rank %d of %d",
+		                 r, n, b->job_rank, b->job_size);
+	if (dev != b->device)
+		return cfrti_err(ctx, CFRT_EINVAL, "the application's NCCL "
+		                 "communicator is on device %d, the context on "
+		                 "device %d", dev, b->device);
+	*job = c;
+	return CFRT_OK;
+}
+
 /* A communicator per group of the grid: the job's, split as base.c splits
  * the MPI one (group g's ranks share every coordinate but their rank in
- * g, which orders them); one group: the job's itself. */
+ * g, which orders them); one group: the job's itself. The job's is the
+ * application's (CFRT_OPT_NCCL_COMM), else made here. */
 static int nccl_setup(cfrt_ctx *ctx)
 {
 	cfrti_base *b = &ctx->base;
 	ncclComm_t job = NULL;
-	int rc = nccl_job(ctx, &job), stride = 1;
+	int app = (b->opts.flags & CFRT_OPT_NCCL_COMM) != 0, stride = 1;
+	int rc = app ? nccl_app(ctx, &job) : nccl_job(ctx, &job);
 	if (rc != CFRT_OK || b->ngroups == 1) {
 		ctx->xt.nccl[0] = job;
+		ctx->xt.app_nccl = app;
 		return rc;
 	}
 	for (int g = 0; rc == CFRT_OK && g < b->ngroups; g++) {
@@ -101,7 +128,8 @@ static int nccl_setup(cfrt_ctx *ctx)
 		                                    &ctx->xt.nccl[g], NULL), "ncclCommSplit");
 		stride *= b->grp[g].size;
 	}
-	ncclCommDestroy(job);
+	if (!app)
+		ncclCommDestroy(job);
 	return rc;
 }
 
@@ -129,7 +157,7 @@ void cfrti_xfer_fini(cfrt_ctx *ctx)
 	}
 	free(t->x);
 	free(t->group);
-	for (int g = 0; g < CFRT_MAX_GROUPS; g++)
+	for (int g = t->app_nccl; g < CFRT_MAX_GROUPS; g++)
 		if (t->nccl[g])
 			ncclCommDestroy(t->nccl[g]);
 	if (t->fence)
@@ -222,11 +250,18 @@ static int nccl_issue(cfrt_ctx *ctx, xfer *const *slots, int n)
 		rc = nccl_status(ctx, ncclGroupStart(), "ncclGroupStart");
 	if (rc != CFRT_OK)
 		return rc;
+	int e0 = ctx->base.trace ? cfrti_tr_mark(ctx, ctx->xt.s) : -1;
 	for (int i = 0; rc == CFRT_OK && i < n; i++)
 		rc = nccl_status(ctx, nccl_call(ctx, &slots[i]->d),
 		                api_of[slots[i]->d.kind]);
 	int erc = nccl_status(ctx, ncclGroupEnd(), "ncclGroupEnd");
 	rc = rc != CFRT_OK ? rc : erc;
+	int e1 = e0 >= 0 && rc == CFRT_OK ? cfrti_tr_mark(ctx, ctx->xt.s) : -1;
+	for (int i = 0; e1 >= 0 && i < n; i++) { /* the group runs as one */
+		cfrti_span *sp = cfrti_trace_at(ctx, slots[i]->span);
+		if (sp)
+			sp->ev[0] = e0, sp->ev[1] = e1;
+	}
 	for (int i = 0; rc == CFRT_OK && i < n; i++) {
 		rc = cfrti_cuda(ctx, cudaEventRecord(slots[i]->done, ctx->xt.s),
 		                "cudaEventRecord");
@@ -264,6 +299,10 @@ int cfrti_xfer_start(cfrt_ctx *ctx, const char *api, const xdesc *d,
 		return rc != CFRT_OK ? rc : CFRT_ENOMEM;
 	x->d = *d;
 	x->ce = ctx->xt.mode == XM_CE && d->kind <= T_RECV;
+	x->span = cfrti_trace_xfer(ctx, d, TRK_XFER);
+	cfrti_span *sp = cfrti_trace_at(ctx, x->span);
+	if (sp && x->ce && d->kind == T_RECV) /* the copy engine pulling from peer */
+		sp->track = TRK_COPY + sp->peer;
 	if (x->ce)
 		rc = cfrti_ce_start(ctx, x);
 	else if (ctx->base.in_group)

@@ -1,6 +1,6 @@
 /* backend.h: private to the MPI + CBLAS backend of cfrt.
  *
- * Files: ctx.c (context hooks, memory), trace.c (Chrome trace),
+ * Files: ctx.c (context hooks, memory, compute spans of the trace),
  * progress.c (transfer table, progress modes), comm.c (starts, groups,
  * sync), ew.c (copy, fill, elementwise, scan, sum over leading dims),
  * norm.c (norms, softmax; with their backward ops),
@@ -31,15 +31,8 @@ typedef struct xfer {
 	uint32_t gen;
 	int state;   /* enum xfer_state; X_DONE: complete, not yet waited */
 	int mpi_err; /* MPI_SUCCESS, or the error a progress test saw */
-	double t0;   /* start time, for the trace */
-	char name[96];
+	int span;    /* its span in the trace, or -1 */
 } xfer;
-
-typedef struct trace_ev {
-	char name[96];
-	double t0, t1; /* seconds, clock of cfrti_now() */
-	int tid;       /* 0 compute, 1 transfer */
-} trace_ev;
 
 struct cfrt_ctx {
 	cfrti_base base; /* first: what the shared code sees (common.h) */
@@ -58,33 +51,22 @@ struct cfrt_ctx {
 	void *ws; /* attention scores, or a line of cfrt_sum_leading's
 	           * sums; ws_bytes long */
 	size_t ws_bytes;
-
-	char *trace_path; /* NULL: tracing off */
-	trace_ev *ev;
-	int nev, capev;
-	long dropped; /* events lost to a failed allocation */
-	double origin; /* time 0 of the trace, same on every rank */
 };
 _Static_assert(offsetof(struct cfrt_ctx, base) == 0,
                "the shared code finds base at the start of a context");
 
-/* ctx.c */
+/* ctx.c: cfrti_begin returns the start time for cfrti_end, which
+ * records the call's span when tracing. */
 double cfrti_begin(cfrt_ctx *ctx, const char *api);
 int cfrti_end(cfrt_ctx *ctx, double t0, int status);
 int cfrti_ws_reserve(cfrt_ctx *ctx, size_t bytes);
-
-/* trace.c */
-void cfrti_trace_add(cfrt_ctx *ctx, const char *what, double t0, double t1, int tid);
-void cfrti_trace_name(const cfrt_ctx *ctx, const char *what, char *buf, size_t n);
-int cfrti_trace_write(cfrt_ctx *ctx);
 
 /* progress.c */
 int cfrti_progress_start(cfrt_ctx *ctx);
 void cfrti_progress_stop(cfrt_ctx *ctx);
 void cfrti_progress_poll(cfrt_ctx *ctx);
 int cfrti_xfer_reserve(cfrt_ctx *ctx);
-void cfrti_xfer_add(cfrt_ctx *ctx, const char *name, double t0, MPI_Request r,
-                    cfrt_req *req);
+void cfrti_xfer_add(cfrt_ctx *ctx, int span, MPI_Request r, cfrt_req *req);
 int cfrti_xfer_wait_all_slots(cfrt_ctx *ctx);
 
 /* One strided run of a view: element i at p + i*s elements, of type t. */

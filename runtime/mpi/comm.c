@@ -13,10 +13,6 @@ static const char *const mpi_call[] = {
 	"MPI_Iallreduce", "MPI_Ialltoall"
 };
 
-static const char *const coll_name[] = {
-	"", "", "all_gather", "reduce_scatter", "all_reduce", "all_to_all"
-};
-
 static int mpi_start(cfrt_ctx *ctx, const xdesc *d, MPI_Request *r)
 {
 	MPI_Datatype dt = d->t == CFRT_F32 ? MPI_FLOAT : MPI_DOUBLE;
@@ -46,7 +42,6 @@ static int mpi_start(cfrt_ctx *ctx, const xdesc *d, MPI_Request *r)
 int cfrti_xfer_start(cfrt_ctx *ctx, const char *api, const xdesc *d,
                      cfrt_req *req)
 {
-	char what[48], name[96];
 	MPI_Request r;
 	ctx->base.api = api;
 	int rc = cfrti_check_xfer(ctx, d, req, 1);
@@ -54,19 +49,14 @@ int cfrti_xfer_start(cfrt_ctx *ctx, const char *api, const xdesc *d,
 		rc = cfrti_xfer_reserve(ctx);
 	if (rc != CFRT_OK)
 		return rc;
-	if (d->kind == T_SEND || d->kind == T_RECV)
-		snprintf(what, sizeof what, "%s %d (%lld el)",
-		         d->kind == T_SEND ? "send to" : "recv from", d->peer,
-		         (long long)d->count);
-	else
-		snprintf(what, sizeof what, "%s (%lld el)", coll_name[d->kind],
-		         (long long)d->count);
-	cfrti_trace_name(ctx, what, name, sizeof name);
-	double t0 = cfrti_now();
+	int span = cfrti_trace_xfer(ctx, d, TRK_XFER);
+	cfrti_span *sp = cfrti_trace_at(ctx, span);
+	if (sp)
+		sp->t0 = cfrti_trace_ns(ctx, cfrti_now());
 	int mrc = mpi_start(ctx, d, &r);
 	if (mrc != MPI_SUCCESS)
 		return cfrti_mpi(ctx, mrc, mpi_call[d->kind]);
-	cfrti_xfer_add(ctx, name, t0, r, req);
+	cfrti_xfer_add(ctx, span, r, req);
 	return CFRT_OK;
 }
 

@@ -1,20 +1,18 @@
 /* ctx.c: this backend's part of the context life cycle (the hooks of
  * runtime/common/base.c), entry and exit of calls, memory.
- * ensures: a context that cfrt_init returns has its progress mode running
- * and, with CFRT_TRACE, a trace file name of its own. */
+ * ensures: a context that cfrt_init returns has its progress mode running;
+ * with CFRT_TRACE every compute call that succeeds is a span of the
+ * trace, timed on the host. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend.h"
 
-/* Contexts this process has created: names the trace files. */
-static int contexts_made;
-
 double cfrti_begin(cfrt_ctx *ctx, const char *api)
 {
 	ctx->base.api = api;
-	return ctx->trace_path ? cfrti_now() : 0.0;
+	return ctx->base.trace ? cfrti_now() : 0.0;
 }
 
 /* The entry of the public transfer calls (common.h): they are traced by
@@ -29,9 +27,20 @@ int cfrti_enter(cfrt_ctx *ctx, const char *api)
  * the call without its "cfrt_" prefix. */
 int cfrti_end(cfrt_ctx *ctx, double t0, int status)
 {
-	if (status == CFRT_OK && ctx->trace_path)
-		cfrti_trace_add(ctx, ctx->base.api + 5, t0, cfrti_now(), 0);
+	cfrti_span *s = NULL;
+	if (status == CFRT_OK && ctx->base.trace)
+		s = cfrti_trace_at(ctx, cfrti_trace_begin(ctx, ctx->base.api + 5, TRK_COMPUTE));
+	if (s) {
+		s->t0 = cfrti_trace_ns(ctx, t0);
+		s->t1 = cfrti_trace_ns(ctx, cfrti_now());
+	}
 	return status;
+}
+
+/* Compute spans end in cfrti_end. */
+void cfrti_trace_flush(cfrt_ctx *ctx)
+{
+	(void)ctx;
 }
 
 int cfrti_check_dtype(cfrt_ctx *ctx, cfrt_dtype t)
@@ -68,41 +77,17 @@ int cfrti_ws_reserve(cfrt_ctx *ctx, size_t bytes)
 	return CFRT_OK;
 }
 
-/* The per-process trace file name, or NULL when CFRT_TRACE is unset. */
-static char *trace_path(int world_rank)
-{
-	const char *prefix = getenv("CFRT_TRACE");
-	if (!prefix || !*prefix)
-		return NULL;
-	size_t n = strlen(prefix) + 48;
-	char *s = malloc(n);
-	if (!s)
-		return NULL;
-	if (contexts_made == 0)
-		snprintf(s, n, "%s.rank%d.json", prefix, world_rank);
-	else
-		snprintf(s, n, "%s.rank%d.ctx%d.json", prefix, world_rank,
-		         contexts_made);
-	return s;
-}
-
-/* The backend's part of a fresh context: trace origin (the earliest clock
- * of the group, so rank timelines line up), the transfer table's lock,
- * the trace file and the progress mode. */
+/* The backend's part of a fresh context: the transfer table's lock and
+ * the progress mode. */
 int cfrti_ctx_setup(cfrt_ctx *ctx)
 {
-	double t = cfrti_now();
-	int rc = MPI_Allreduce(&t, &ctx->origin, 1, MPI_DOUBLE, MPI_MIN,
-	                       ctx->base.job);
-	if (rc != MPI_SUCCESS)
-		return cfrti_mpi(ctx, rc, "MPI_Allreduce");
+	if (ctx->base.opts.flags)
+		return cfrti_err(ctx, CFRT_ENOTSUP, "the mpi backend has no CUDA "
+		                 "stream or NCCL communicator to take (cfrt_opts "
+		                 "flags %#x)", ctx->base.opts.flags);
 	pthread_mutex_init(&ctx->mu, NULL);
 	pthread_cond_init(&ctx->cv, NULL);
-	ctx->trace_path = trace_path(ctx->base.world_rank);
-	rc = cfrti_progress_start(ctx);
-	if (rc == CFRT_OK)
-		contexts_made++;
-	return rc;
+	return cfrti_progress_start(ctx);
 }
 
 cfrt_ctx *cfrti_ctx_new(void)
@@ -118,16 +103,12 @@ void cfrti_ctx_free(cfrt_ctx *ctx)
 	cfrti_free_comms(ctx);
 	free(ctx->x);
 	free(ctx->ws);
-	free(ctx->ev);
-	free(ctx->trace_path);
 	free(ctx);
 }
 
 int cfrti_ctx_drain(cfrt_ctx *ctx)
 {
-	int rc = cfrti_xfer_wait_all_slots(ctx);
-	int trc = cfrti_trace_write(ctx);
-	return rc != CFRT_OK ? rc : trc;
+	return cfrti_xfer_wait_all_slots(ctx);
 }
 
 const char *cfrt_backend_name(void)

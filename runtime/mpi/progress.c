@@ -145,8 +145,7 @@ int cfrti_xfer_reserve(cfrt_ctx *ctx)
 	return rc;
 }
 
-void cfrti_xfer_add(cfrt_ctx *ctx, const char *name, double t0, MPI_Request r,
-                    cfrt_req *req)
+void cfrti_xfer_add(cfrt_ctx *ctx, int span, MPI_Request r, cfrt_req *req)
 {
 	pthread_mutex_lock(&ctx->mu);
 	int i = 0;
@@ -156,8 +155,7 @@ void cfrti_xfer_add(cfrt_ctx *ctx, const char *name, double t0, MPI_Request r,
 	x->r = r;
 	x->state = X_ACTIVE;
 	x->mpi_err = MPI_SUCCESS;
-	x->t0 = t0;
-	snprintf(x->name, sizeof x->name, "%s", name);
+	x->span = span;
 	ctx->unwaited++;
 	ctx->active++;
 	req->slot = i + 1;
@@ -175,8 +173,9 @@ static int finish(cfrt_ctx *ctx, xfer *x)
 		rc = MPI_Wait(&x->r, MPI_STATUS_IGNORE);
 		ctx->active--;
 	}
-	if (ctx->trace_path)
-		cfrti_trace_add(ctx, x->name, x->t0, cfrti_now(), 1);
+	cfrti_span *sp = cfrti_trace_at(ctx, x->span);
+	if (sp)
+		sp->t1 = cfrti_trace_ns(ctx, cfrti_now());
 	x->state = X_FREE;
 	x->gen++;
 	ctx->unwaited--;

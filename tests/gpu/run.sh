@@ -20,7 +20,9 @@
 # attn_check (cuDNN's attention and the fused kernels, forward and
 # backward, tests/gpu/attn_check.c; and a build without cuDNN), grad_check (the backward calls,
 # tests/gpu/grad_check.c) and gqa_check (grouped-query attention,
-# tests/gpu/gqa_check.c) on 1.
+# tests/gpu/gqa_check.c) on 1; the trace (CFRT_TRACE) of mlp and ulysses
+# on every GPU, and app_stream (the application's stream and NCCL
+# communicator, tests/gpu/app_stream.c) on 1.
 . tests/lib.sh
 out=$B/tests/gpu-run
 rm -rf "$out"
@@ -133,6 +135,45 @@ else
 	fail "gpu: gqa_check"
 	tail -n 20 "$out/gqa_check"
 fi
+
+# -- the trace (CFRT_TRACE) on the GPUs: mlp under fuse(ring) and ulysses
+# under its spec (FuseA2A) on every GPU there is (at most 4), NCCL and
+# copy-engine transfers; each run writes one file for the job that
+# tests/tracecheck.py accepts (a process row per rank, a named track per
+# stream lane, no overlapping events on one, a flow per message, tensors
+# in args).
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+[ "$ngpu" -gt 4 ] && ngpu=4
+[ "$ngpu" -lt 1 ] && ngpu=1
+for ex in mlp ulysses; do
+	d=$out/trace-$ex
+	s="fuse(ring)"
+	[ $ex = ulysses ] && s=spec
+	set -- $(groupdefs "$ex" "$ngpu")
+	[ "$s" = spec ] || set -- "$@" "--schedule=$s"
+	if ! CF_BACKEND=cuda sh scripts/build-model.sh "$B" "$d" "examples/$ex.cf" "$@" \
+		>"$d.log" 2>&1; then
+		fail "gpu: trace of $ex (build)"
+		continue
+	fi
+	for mode in nccl ce; do
+		CFRT_TRACE=$d/$mode CFRT_TRANSFER=$mode $MPIRUN -x CFRT_TRACE -x CFRT_TRANSFER \
+			-x NCCL_NVLS_ENABLE -n "$ngpu" "$d/run" --iters 2 --warmup 1 \
+			>"$d.$mode.out" 2>&1
+		check "gpu: trace of $ex $s N=$ngpu $mode" \
+			python3 tests/tracecheck.py "$d/$mode.json" "$ngpu"
+	done
+done
+
+# -- an application's own stream and NCCL communicator (cfrt_init_opts;
+# tests/gpu/app_stream.c): its work before and after the generated
+# forward on that stream, no host synchronisation between; traced too.
+CFRT_TRACE=$out/app_stream $MPIRUN -x CFRT_TRACE -x NCCL_NVLS_ENABLE -n 1 \
+	"$B/tests/gpu/app_stream" >"$out/app_stream.out" 2>&1
+cat "$out/app_stream.out"
+check "gpu: the application's stream and NCCL communicator (app_stream)" \
+	grep -q '^app_stream: all ok$' "$out/app_stream.out"
+check "gpu: the trace of app_stream" python3 tests/tracecheck.py "$out/app_stream.json" 1
 
 # -- the Python module (cfc --emit=py) on torch CUDA tensors, one GPU:
 # mlp at tp = 1 against NumPy, the reference and PyTorch's own ops

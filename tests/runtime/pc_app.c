@@ -35,6 +35,7 @@ static float *fuse_rs(cfrt_ctx *ctx, const shard *s, float *buf[2])
 		int l = ((s->r - i - 1) % s->p + s->p) % s->p;
 		cfrt_where(ctx, "fuse_rs:y", i);
 		CFRT_TRY(ctx, cfrt_wait(ctx, &req[1])); /* partial sum of slice l */
+		cfrt_what(ctx, "y += x @ w", l);
 		CFRT_TRY(ctx, cfrt_gemm(ctx, CFRT_F32, CFRT_NOTRANS, CFRT_NOTRANS,
 		                        MS, NC, KL, 1.0, s->x + l * MS * KL, KL, 0,
 		                        s->w, NC, 0, i > 0 ? 1.0 : 0.0, buf[cur],
@@ -43,8 +44,10 @@ static float *fuse_rs(cfrt_ctx *ctx, const shard *s, float *buf[2])
 			break;
 		CFRT_TRY(ctx, cfrt_wait(ctx, &req[0])); /* buf[1-cur] is free */
 		CFRT_TRY(ctx, cfrt_group_begin(ctx));
+		cfrt_what(ctx, "send y", l);
 		CFRT_TRY(ctx, cfrt_isend(ctx, buf[cur], MS * NC, CFRT_F32,
 		                         (s->r + 1) % s->p, 0, &req[0]));
+		cfrt_what(ctx, "recv y", ((l - 1) % s->p + s->p) % s->p);
 		CFRT_TRY(ctx, cfrt_irecv(ctx, buf[1 - cur], MS * NC, CFRT_F32,
 		                         (s->r + s->p - 1) % s->p, 0, &req[1]));
 		CFRT_TRY(ctx, cfrt_group_end(ctx));
@@ -58,9 +61,11 @@ static float *fuse_rs(cfrt_ctx *ctx, const shard *s, float *buf[2])
 static void vanilla(cfrt_ctx *ctx, const shard *s, float *part, float *y)
 {
 	cfrt_where(ctx, "vanilla:y", 0);
+	cfrt_what(ctx, "p = x @ w", -1);
 	CFRT_TRY(ctx, cfrt_gemm(ctx, CFRT_F32, CFRT_NOTRANS, CFRT_NOTRANS,
 	                        s->p * MS, NC, KL, 1.0, s->x, KL, 0, s->w, NC, 0,
 	                        0.0, part, NC, 0, 1));
+	cfrt_what(ctx, "y = reduce_scatter(p)", -1);
 	CFRT_TRY(ctx, cfrt_reduce_scatter(ctx, part, y, MS * NC, CFRT_F32));
 }
 

@@ -145,8 +145,9 @@ static void test_progress_modes(void)
 	                       "bogus: use none, panel or thread");
 }
 
-/* Writes <prefix>.rank<W>.ctx<k>.json (this is not the process's first
- * context); t-runtime.sh checks the JSON and the event names. */
+/* Rank 0 writes <prefix>.ctx<k>.json for the job (this is not the
+ * process's first context); t-runtime.sh checks the JSON and the event
+ * names. */
 static void test_trace(void)
 {
 	cfrt_ctx *c = NULL;
@@ -160,16 +161,40 @@ static void test_trace(void)
 		return;
 	int r = cfrt_rank(c), p = cfrt_size(c);
 	cfrt_where(c, "fuse_rs \"y\"", 2);
+	cfrt_what(c, "y += x @ w", 1);
 	CU_ASSERT_EQUAL(cfrt_gemm(c, CFRT_F32, CFRT_NOTRANS, CFRT_NOTRANS, 4, 4, 4,
 	                          1.0, buf, 4, 0, buf + 16, 4, 0, 1.0, buf + 32, 4,
 	                          0, 1), CFRT_OK);
+	cfrt_what(c, "send buf", 1);
 	CU_ASSERT_EQUAL(cfrt_isend(c, buf, 16, CFRT_F32, (r + 1) % p, 0, &req[0]),
 	                CFRT_OK);
+	cfrt_what(c, "recv in", 0);
 	CU_ASSERT_EQUAL(cfrt_irecv(c, in, 16, CFRT_F32, (r + p - 1) % p, 0, &req[1]),
 	                CFRT_OK);
 	CU_ASSERT_EQUAL(cfrt_waitall(c, 2, req), CFRT_OK);
 	cfrt_where(c, "tail", 3);
+	cfrt_what(c, "in = all_reduce(in)", -1);
 	CU_ASSERT_EQUAL(cfrt_all_reduce(c, in, in, 16, CFRT_F32), CFRT_OK);
+	CU_ASSERT_EQUAL(cfrt_finalize(c), CFRT_OK);
+}
+
+/* The MPI backend has no stream or NCCL communicator to take; unknown
+ * option flags are refused by every backend; no flags: a plain init. */
+static void test_opts(void)
+{
+	cfrt_ctx *c = NULL;
+	int n = cfrt_size(ut_ctx);
+	cfrt_opts o = {CFRT_OPT_STREAM, NULL, NULL};
+	CU_ASSERT_EQUAL(cfrt_init_opts(&c, MPI_COMM_WORLD, 1, &n, "m", &o), CFRT_ENOTSUP);
+	CU_ASSERT_PTR_NULL(c);
+	CU_ASSERT_PTR_NOT_NULL(strstr(cfrt_last_error(NULL), "no CUDA stream or NCCL"));
+	o.flags = CFRT_OPT_NCCL_COMM;
+	CU_ASSERT_EQUAL(cfrt_init_opts(&c, MPI_COMM_WORLD, 1, &n, "m", &o), CFRT_ENOTSUP);
+	o.flags = 4;
+	CU_ASSERT_EQUAL(cfrt_init_opts(&c, MPI_COMM_WORLD, 1, &n, "m", &o), CFRT_EINVAL);
+	CU_ASSERT_STRING_EQUAL(cfrt_last_error(NULL), "cfrt_init: unknown option flags 0x4");
+	o.flags = 0;
+	CU_ASSERT_EQUAL(cfrt_init_opts(&c, MPI_COMM_WORLD, 1, &n, "m", &o), CFRT_OK);
 	CU_ASSERT_EQUAL(cfrt_finalize(c), CFRT_OK);
 }
 
@@ -222,6 +247,7 @@ void ut_register_context(void)
 	CU_add_test(s, "several groups: layout, transfers, errors", test_groups);
 	CU_add_test(s, "progress modes none, panel, thread", test_progress_modes);
 	CU_add_test(s, "trace file", test_trace);
+	CU_add_test(s, "init options", test_opts);
 	CU_add_test(s, "view helpers", test_views);
 	CU_add_test(s, "alloc, upload, download, memset", test_memory);
 }

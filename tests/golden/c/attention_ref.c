@@ -101,10 +101,12 @@ attention_ref_forward(cfrt_ctx *ctx, const attention_weights *w, const attention
 #line 21 "examples/attention.cf"
 	/* t1 = matmul(xa, wq)  examples/attention.cf:21 */
 	cfrt_where(ctx, "t1", 0);
+	cfrt_what(ctx, "t1 = matmul(xa, wq)", -1);
 	CFRT_TRY(ctx, cfrt_matmul(ctx, &t1, &xa, &wq, 1.0, 0.0));
 #line 21 "examples/attention.cf"
 	/* q = split_heads(t1)  examples/attention.cf:21 */
 	cfrt_where(ctx, "q", 0);
+	cfrt_what(ctx, "q = split_heads(t1)", -1);
 	{
 		cfrt_view hv = cf_heads(t1, q.dim[q.nd - 3]);
 		CFRT_TRY(ctx, cfrt_copy(ctx, &q, &hv));
@@ -112,10 +114,12 @@ attention_ref_forward(cfrt_ctx *ctx, const attention_weights *w, const attention
 #line 22 "examples/attention.cf"
 	/* t2 = matmul(xa, wk)  examples/attention.cf:22 */
 	cfrt_where(ctx, "t2", 0);
+	cfrt_what(ctx, "t2 = matmul(xa, wk)", -1);
 	CFRT_TRY(ctx, cfrt_matmul(ctx, &t2, &xa, &wk, 1.0, 0.0));
 #line 22 "examples/attention.cf"
 	/* k = split_heads(t2)  examples/attention.cf:22 */
 	cfrt_where(ctx, "k", 0);
+	cfrt_what(ctx, "k = split_heads(t2)", -1);
 	{
 		cfrt_view hv = cf_heads(t2, k.dim[k.nd - 3]);
 		CFRT_TRY(ctx, cfrt_copy(ctx, &k, &hv));
@@ -123,10 +127,12 @@ attention_ref_forward(cfrt_ctx *ctx, const attention_weights *w, const attention
 #line 23 "examples/attention.cf"
 	/* t3 = matmul(xa, wv)  examples/attention.cf:23 */
 	cfrt_where(ctx, "t3", 0);
+	cfrt_what(ctx, "t3 = matmul(xa, wv)", -1);
 	CFRT_TRY(ctx, cfrt_matmul(ctx, &t3, &xa, &wv, 1.0, 0.0));
 #line 23 "examples/attention.cf"
 	/* v = split_heads(t3)  examples/attention.cf:23 */
 	cfrt_where(ctx, "v", 0);
+	cfrt_what(ctx, "v = split_heads(t3)", -1);
 	{
 		cfrt_view hv = cf_heads(t3, v.dim[v.nd - 3]);
 		CFRT_TRY(ctx, cfrt_copy(ctx, &v, &hv));
@@ -134,6 +140,7 @@ attention_ref_forward(cfrt_ctx *ctx, const attention_weights *w, const attention
 #line 24 "examples/attention.cf"
 	/* t4 = attention(q, k, v)  examples/attention.cf:24 */
 	cfrt_where(ctx, "t4", 0);
+	cfrt_what(ctx, "t4 = attention(q, k, v)", -1);
 	{
 		cfrt_view o4 = cf_4d(t4), q4 = cf_4d(q), k4 = cf_4d(k), v4 = cf_4d(v);
 		CFRT_TRY(ctx, cfrt_attention(ctx, &o4, &q4, &k4, &v4, 1, 0));
@@ -141,6 +148,7 @@ attention_ref_forward(cfrt_ctx *ctx, const attention_weights *w, const attention
 #line 24 "examples/attention.cf"
 	/* o = merge_heads(t4)  examples/attention.cf:24 */
 	cfrt_where(ctx, "o", 0);
+	cfrt_what(ctx, "o = merge_heads(t4)", -1);
 	{
 		cfrt_view hv = cf_heads(o, t4.dim[t4.nd - 3]);
 		CFRT_TRY(ctx, cfrt_copy(ctx, &hv, &t4));
@@ -148,11 +156,14 @@ attention_ref_forward(cfrt_ctx *ctx, const attention_weights *w, const attention
 #line 25 "examples/attention.cf"
 	/* p = matmul(o, wo)  examples/attention.cf:25 */
 	cfrt_where(ctx, "p", 0);
+	cfrt_what(ctx, "p = matmul(o, wo)", -1);
 	CFRT_TRY(ctx, cfrt_matmul(ctx, &p, &o, &wo, 1.0, 0.0));
 #line 26 "examples/attention.cf"
 	/* y = reduce_scatter(p)  examples/attention.cf:26 */
 	cfrt_where(ctx, "y", 0);
+	cfrt_what(ctx, "y = reduce_scatter(p)", -1);
 	CFRT_TRY(ctx, cfrt_copy(ctx, &y, &p));
-#line 157 "attention_ref.c"
+#line 167 "attention_ref.c"
+	cfrt_where(ctx, NULL, 0); /* out of the model */
 	return CFRT_OK;
 }

@@ -39,19 +39,24 @@ mlp_ref_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 #line 19 "examples/mlp.cf"
 	/* t1 = matmul(xa, w1)  examples/mlp.cf:19 */
 	cfrt_where(ctx, "t1", 0);
+	cfrt_what(ctx, "t1 = matmul(xa, w1)", -1);
 	CFRT_TRY(ctx, cfrt_matmul(ctx, &t1, &xa, &w1, 1.0, 0.0));
 #line 19 "examples/mlp.cf"
 	/* h = gelu(t1)  examples/mlp.cf:19 */
 	cfrt_where(ctx, "h", 0);
+	cfrt_what(ctx, "h = gelu(t1)", -1);
 	CFRT_TRY(ctx, cfrt_gelu(ctx, &h, &t1));
 #line 20 "examples/mlp.cf"
 	/* p = matmul(h, w2)  examples/mlp.cf:20 */
 	cfrt_where(ctx, "p", 0);
+	cfrt_what(ctx, "p = matmul(h, w2)", -1);
 	CFRT_TRY(ctx, cfrt_matmul(ctx, &p, &h, &w2, 1.0, 0.0));
 #line 21 "examples/mlp.cf"
 	/* y = reduce_scatter(p)  examples/mlp.cf:21 */
 	cfrt_where(ctx, "y", 0);
+	cfrt_what(ctx, "y = reduce_scatter(p)", -1);
 	CFRT_TRY(ctx, cfrt_copy(ctx, &y, &p));
-#line 56 "mlp_ref.c"
+#line 60 "mlp_ref.c"
+	cfrt_where(ctx, NULL, 0); /* out of the model */
 	return CFRT_OK;
 }

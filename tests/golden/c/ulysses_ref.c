@@ -99,10 +99,12 @@ ulysses_ref_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *i
 #line 19 "examples/ulysses.cf"
 	/* t1 = matmul(x, wq)  examples/ulysses.cf:19 */
 	cfrt_where(ctx, "t1", 0);
+	cfrt_what(ctx, "t1 = matmul(x, wq)", -1);
 	CFRT_TRY(ctx, cfrt_matmul(ctx, &t1, &x, &wq, 1.0, 0.0));
 #line 19 "examples/ulysses.cf"
 	/* q = split_heads(t1)  examples/ulysses.cf:19 */
 	cfrt_where(ctx, "q", 0);
+	cfrt_what(ctx, "q = split_heads(t1)", -1);
 	{
 		cfrt_view hv = cf_heads(t1, q.dim[q.nd - 3]);
 		CFRT_TRY(ctx, cfrt_copy(ctx, &q, &hv));
@@ -110,10 +112,12 @@ ulysses_ref_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *i
 #line 20 "examples/ulysses.cf"
 	/* t2 = matmul(x, wk)  examples/ulysses.cf:20 */
 	cfrt_where(ctx, "t2", 0);
+	cfrt_what(ctx, "t2 = matmul(x, wk)", -1);
 	CFRT_TRY(ctx, cfrt_matmul(ctx, &t2, &x, &wk, 1.0, 0.0));
 #line 20 "examples/ulysses.cf"
 	/* k = split_heads(t2)  examples/ulysses.cf:20 */
 	cfrt_where(ctx, "k", 0);
+	cfrt_what(ctx, "k = split_heads(t2)", -1);
 	{
 		cfrt_view hv = cf_heads(t2, k.dim[k.nd - 3]);
 		CFRT_TRY(ctx, cfrt_copy(ctx, &k, &hv));
@@ -121,10 +125,12 @@ ulysses_ref_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *i
 #line 21 "examples/ulysses.cf"
 	/* t3 = matmul(x, wv)  examples/ulysses.cf:21 */
 	cfrt_where(ctx, "t3", 0);
+	cfrt_what(ctx, "t3 = matmul(x, wv)", -1);
 	CFRT_TRY(ctx, cfrt_matmul(ctx, &t3, &x, &wv, 1.0, 0.0));
 #line 21 "examples/ulysses.cf"
 	/* v = split_heads(t3)  examples/ulysses.cf:21 */
 	cfrt_where(ctx, "v", 0);
+	cfrt_what(ctx, "v = split_heads(t3)", -1);
 	{
 		cfrt_view hv = cf_heads(t3, v.dim[v.nd - 3]);
 		CFRT_TRY(ctx, cfrt_copy(ctx, &v, &hv));
@@ -141,6 +147,7 @@ ulysses_ref_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *i
 #line 25 "examples/ulysses.cf"
 	/* oh = attention(qh, kh, vh)  examples/ulysses.cf:25 */
 	cfrt_where(ctx, "oh", 0);
+	cfrt_what(ctx, "oh = attention(qh, kh, vh)", -1);
 	{
 		cfrt_view o4 = cf_4d(oh), q4 = cf_4d(qh), k4 = cf_4d(kh), v4 = cf_4d(vh);
 		CFRT_TRY(ctx, cfrt_attention(ctx, &o4, &q4, &k4, &v4, 1, 0));
@@ -151,6 +158,7 @@ ulysses_ref_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *i
 #line 27 "examples/ulysses.cf"
 	/* t4 = merge_heads(o)  examples/ulysses.cf:27 */
 	cfrt_where(ctx, "t4", 0);
+	cfrt_what(ctx, "t4 = merge_heads(o)", -1);
 	{
 		cfrt_view hv = cf_heads(t4, o.dim[o.nd - 3]);
 		CFRT_TRY(ctx, cfrt_copy(ctx, &hv, &o));
@@ -158,7 +166,9 @@ ulysses_ref_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *i
 #line 27 "examples/ulysses.cf"
 	/* y = matmul(t4, wo)  examples/ulysses.cf:27 */
 	cfrt_where(ctx, "y", 0);
+	cfrt_what(ctx, "y = matmul(t4, wo)", -1);
 	CFRT_TRY(ctx, cfrt_matmul(ctx, &y, &t4, &wo, 1.0, 0.0));
-#line 163 "ulysses_ref.c"
+#line 172 "ulysses_ref.c"
+	cfrt_where(ctx, NULL, 0); /* out of the model */
 	return CFRT_OK;
 }

@@ -86,6 +86,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 			cfrt_where(ctx, "xa", 0);
 			{
 				int s = r; /* slice */
+				cfrt_what(ctx, "xa = x", s);
 				cfrt_view dst = cfrt_view_slice(xa, 1, s * 16, 16);
 				cfrt_view src = x;
 				CFRT_TRY(ctx, cfrt_copy(ctx, &dst, &src));
@@ -93,6 +94,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 			CFRT_TRY(ctx, cfrt_group_begin(ctx));
 			if (cf_partner(r, 0, 4) >= 0) {
 				int s = r; /* slice */
+				cfrt_what(ctx, "send xa", s);
 				int peer = cf_partner(r, 0, 4);
 				int rd = 0;
 				int k = rd % 3;
@@ -104,6 +106,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 			}
 			if (cf_partner(r, 0, 4) >= 0) {
 				int s = cf_partner(r, 0, 4); /* slice */
+				cfrt_what(ctx, "recv xa", s);
 				int peer = cf_partner(r, 0, 4);
 				int rd = 0;
 				int k = rd % 3;
@@ -116,6 +119,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 			}
 			if (cf_partner(r, 1, 4) >= 0) {
 				int s = r; /* slice */
+				cfrt_what(ctx, "send xa", s);
 				int peer = cf_partner(r, 1, 4);
 				int rd = 1;
 				int k = rd % 3;
@@ -127,6 +131,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 			}
 			if (cf_partner(r, 1, 4) >= 0) {
 				int s = cf_partner(r, 1, 4); /* slice */
+				cfrt_what(ctx, "recv xa", s);
 				int peer = cf_partner(r, 1, 4);
 				int rd = 1;
 				int k = rd % 3;
@@ -141,6 +146,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 			/* t1 = matmul(xa, w1)  examples/mlp.cf:19 */
 			{
 				int s = r; /* slice */
+				cfrt_what(ctx, "t1 = matmul(xa, w1)", s);
 				cfrt_view o = cfrt_view_slice(t1, 1, s * 16, 16);
 				cfrt_view in0 = cfrt_view_slice(xa, 1, s * 16, 16);
 				cfrt_view in1 = w1;
@@ -149,6 +155,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 			/* h = gelu(t1)  examples/mlp.cf:19 */
 			{
 				int s = r; /* slice */
+				cfrt_what(ctx, "h = gelu(t1)", s);
 				cfrt_view o = cfrt_view_slice(h, 1, s * 16, 16);
 				cfrt_view in0 = cfrt_view_slice(t1, 1, s * 16, 16);
 				CFRT_TRY(ctx, cfrt_gelu(ctx, &o, &in0));
@@ -160,6 +167,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 			CFRT_TRY(ctx, cfrt_group_begin(ctx));
 			if (i == 0 && cf_partner(r, i + 2, 4) >= 0) {
 				int s = r; /* slice */
+				cfrt_what(ctx, "send xa", s);
 				int peer = cf_partner(r, i + 2, 4);
 				int rd = i + 2;
 				int k = rd % 3;
@@ -171,6 +179,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 			}
 			if (i == 0 && cf_partner(r, i + 2, 4) >= 0) {
 				int s = cf_partner(r, i + 2, 4); /* slice */
+				cfrt_what(ctx, "recv xa", s);
 				int peer = cf_partner(r, i + 2, 4);
 				int rd = i + 2;
 				int k = rd % 3;
@@ -188,6 +197,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				if (recv_rd[k] == rd) {
 					CFRT_TRY(ctx, cfrt_wait(ctx, &recv_rq[k]));
 					recv_rd[k] = -1;
+					cfrt_what(ctx, "unpack xa", -1);
 					if (recv_upon[k]) {
 						cfrt_view st = cfrt_view_contig((char *)ws + CF_WS_xa_recv_stage + k * 8192, CFRT_F32, recv_up[k].nd, recv_up[k].dim);
 						CFRT_TRY(ctx, cfrt_copy(ctx, &recv_up[k], &st)); /* unpack */
@@ -197,6 +207,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 			if (cf_partner(r, i, 4) >= 0) {
 				/* t1 = matmul(xa, w1)  examples/mlp.cf:19 */
 				int s = cf_partner(r, i, 4); /* slice */
+				cfrt_what(ctx, "t1 = matmul(xa, w1)", s);
 				cfrt_view o = cfrt_view_slice(t1, 1, s * 16, 16);
 				cfrt_view in0 = cfrt_view_slice(xa, 1, s * 16, 16);
 				cfrt_view in1 = w1;
@@ -205,6 +216,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 			if (cf_partner(r, i, 4) >= 0) {
 				/* h = gelu(t1)  examples/mlp.cf:19 */
 				int s = cf_partner(r, i, 4); /* slice */
+				cfrt_what(ctx, "h = gelu(t1)", s);
 				cfrt_view o = cfrt_view_slice(h, 1, s * 16, 16);
 				cfrt_view in0 = cfrt_view_slice(t1, 1, s * 16, 16);
 				CFRT_TRY(ctx, cfrt_gelu(ctx, &o, &in0));
@@ -241,12 +253,14 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 		for (int i = 0; i < 3; i++) {
 			cfrt_where(ctx, "y", i);
 			if (i == 0) {
+				cfrt_what(ctx, "y = 0", r);
 				cfrt_view dst = y;
 				CFRT_TRY(ctx, cfrt_scale(ctx, &dst, &dst, 0.0));
 			}
 			if (cf_partner(r, i, 4) >= 0) {
 				/* p = matmul(h, w2)  examples/mlp.cf:20 */
 				int s = cf_partner(r, i, 4); /* slice */
+				cfrt_what(ctx, "p = matmul(h, w2)", s);
 				cfrt_view o = p_send[cf_mod(i, 3)];
 				cfrt_view in0 = cfrt_view_slice(h, 1, s * 16, 16);
 				cfrt_view in1 = w2;
@@ -254,6 +268,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 			}
 			CFRT_TRY(ctx, cfrt_group_begin(ctx));
 			if (cf_partner(r, i, 4) >= 0) {
+				cfrt_what(ctx, "send p_send", cf_partner(r, i, 4));
 				int peer = cf_partner(r, i, 4);
 				int rd = i;
 				int k = rd % 3;
@@ -262,6 +277,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				CFRT_TRY(ctx, cfrt_isend(ctx, b.p, 2048, CFRT_F32, peer, 0, &send_rq[k]));
 			}
 			if (cf_partner(r, i, 4) >= 0) {
+				cfrt_what(ctx, "recv p_recv", r);
 				int peer = cf_partner(r, i, 4);
 				int rd = i;
 				int k = rd % 3;
@@ -279,6 +295,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				}
 			}
 			if (i == 2 && cf_partner(r, i - 2, 4) >= 0) {
+				cfrt_what(ctx, "y += p_recv", r);
 				cfrt_view dst = y;
 				cfrt_view src = p_recv[cf_mod(i - 2, 3)];
 				CFRT_TRY(ctx, cfrt_add(ctx, &dst, &dst, &src));
@@ -290,6 +307,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 			/* p = matmul(h, w2)  examples/mlp.cf:20 */
 			{
 				int s = r; /* slice */
+				cfrt_what(ctx, "p = matmul(h, w2)", s);
 				cfrt_view o = y;
 				cfrt_view in0 = cfrt_view_slice(h, 1, s * 16, 16);
 				cfrt_view in1 = w2;
@@ -328,6 +346,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				}
 			}
 			if (cf_partner(r, 1, 4) >= 0) {
+				cfrt_what(ctx, "y += p_recv", r);
 				cfrt_view dst = y;
 				cfrt_view src = p_recv[1];
 				CFRT_TRY(ctx, cfrt_add(ctx, &dst, &dst, &src));
@@ -341,12 +360,14 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				}
 			}
 			if (cf_partner(r, 2, 4) >= 0) {
+				cfrt_what(ctx, "y += p_recv", r);
 				cfrt_view dst = y;
 				cfrt_view src = p_recv[2];
 				CFRT_TRY(ctx, cfrt_add(ctx, &dst, &dst, &src));
 			}
 		}
 	}
-#line 351 "mlp.c"
+#line 371 "mlp.c"
+	cfrt_where(ctx, NULL, 0); /* out of the model */
 	return CFRT_OK;
 }

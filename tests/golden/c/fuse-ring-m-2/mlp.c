@@ -76,6 +76,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 			/* lane 0 */
 			if (i == 0) {
 				int s = (r) * 2; /* slice */
+				cfrt_what(ctx, "xa = x", s);
 				cfrt_view dst = cfrt_view_slice(xa, 1, s * 8, 8);
 				cfrt_view src = cfrt_view_slice(x, 1, (s - r * 2) * 8, 8);
 				CFRT_TRY(ctx, cfrt_copy(ctx, &dst, &src));
@@ -85,6 +86,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				if (recv0_rd == rd) {
 					CFRT_TRY(ctx, cfrt_wait(ctx, &recv0_rq));
 					recv0_rd = -1;
+					cfrt_what(ctx, "unpack xa", -1);
 					if (recv0_upon) {
 						cfrt_view st = cfrt_view_contig((char *)ws + CF_WS_xa_recv0_stage, CFRT_F32, recv0_up.nd, recv0_up.dim);
 						CFRT_TRY(ctx, cfrt_copy(ctx, &recv0_up, &st)); /* unpack */
@@ -94,6 +96,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 			CFRT_TRY(ctx, cfrt_group_begin(ctx));
 			if (i <= 2) {
 				int s = (cf_mod(r - i, 4)) * 2; /* slice */
+				cfrt_what(ctx, "send xa", s);
 				int peer = cf_mod(r + 1, 4);
 				int rd = i;
 				int k = rd % 2;
@@ -105,6 +108,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 			}
 			if (i <= 2) {
 				int s = (cf_mod(r - i - 1, 4)) * 2; /* slice */
+				cfrt_what(ctx, "recv xa", s);
 				int peer = cf_mod(r - 1, 4);
 				int rd = i;
 				cfrt_view b = cfrt_view_slice(xa, 1, s * 8, 8);
@@ -118,6 +122,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 			/* t1 = matmul(xa, w1)  examples/mlp.cf:19 */
 			{
 				int s = (cf_mod(r - i, 4)) * 2; /* slice */
+				cfrt_what(ctx, "t1 = matmul(xa, w1)", s);
 				cfrt_view o = cfrt_view_slice(t1, 1, s * 8, 8);
 				cfrt_view in0 = cfrt_view_slice(xa, 1, s * 8, 8);
 				cfrt_view in1 = w1;
@@ -126,6 +131,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 			/* h = gelu(t1)  examples/mlp.cf:19 */
 			{
 				int s = (cf_mod(r - i, 4)) * 2; /* slice */
+				cfrt_what(ctx, "h = gelu(t1)", s);
 				cfrt_view o = cfrt_view_slice(h, 1, s * 8, 8);
 				cfrt_view in0 = cfrt_view_slice(t1, 1, s * 8, 8);
 				CFRT_TRY(ctx, cfrt_gelu(ctx, &o, &in0));
@@ -141,6 +147,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 			/* lane 1 */
 			if (i == 0) {
 				int s = (r) * 2 + 1; /* slice */
+				cfrt_what(ctx, "xa = x", s);
 				cfrt_view dst = cfrt_view_slice(xa, 1, s * 8, 8);
 				cfrt_view src = cfrt_view_slice(x, 1, (s - r * 2) * 8, 8);
 				CFRT_TRY(ctx, cfrt_copy(ctx, &dst, &src));
@@ -150,6 +157,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				if (recv1_rd == rd) {
 					CFRT_TRY(ctx, cfrt_wait(ctx, &recv1_rq));
 					recv1_rd = -1;
+					cfrt_what(ctx, "unpack xa", -1);
 					if (recv1_upon) {
 						cfrt_view st = cfrt_view_contig((char *)ws + CF_WS_xa_recv1_stage, CFRT_F32, recv1_up.nd, recv1_up.dim);
 						CFRT_TRY(ctx, cfrt_copy(ctx, &recv1_up, &st)); /* unpack */
@@ -159,6 +167,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 			CFRT_TRY(ctx, cfrt_group_begin(ctx));
 			if (i <= 2) {
 				int s = (cf_mod(r - i, 4)) * 2 + 1; /* slice */
+				cfrt_what(ctx, "send xa", s);
 				int peer = cf_mod(r + 1, 4);
 				int rd = i;
 				int k = rd % 2;
@@ -170,6 +179,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 			}
 			if (i <= 2) {
 				int s = (cf_mod(r - i - 1, 4)) * 2 + 1; /* slice */
+				cfrt_what(ctx, "recv xa", s);
 				int peer = cf_mod(r - 1, 4);
 				int rd = i;
 				cfrt_view b = cfrt_view_slice(xa, 1, s * 8, 8);
@@ -183,6 +193,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 			/* t1 = matmul(xa, w1)  examples/mlp.cf:19 */
 			{
 				int s = (cf_mod(r - i, 4)) * 2 + 1; /* slice */
+				cfrt_what(ctx, "t1 = matmul(xa, w1)", s);
 				cfrt_view o = cfrt_view_slice(t1, 1, s * 8, 8);
 				cfrt_view in0 = cfrt_view_slice(xa, 1, s * 8, 8);
 				cfrt_view in1 = w1;
@@ -191,6 +202,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 			/* h = gelu(t1)  examples/mlp.cf:19 */
 			{
 				int s = (cf_mod(r - i, 4)) * 2 + 1; /* slice */
+				cfrt_what(ctx, "h = gelu(t1)", s);
 				cfrt_view o = cfrt_view_slice(h, 1, s * 8, 8);
 				cfrt_view in0 = cfrt_view_slice(t1, 1, s * 8, 8);
 				CFRT_TRY(ctx, cfrt_gelu(ctx, &o, &in0));
@@ -238,6 +250,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				if (recv0_rd == rd) {
 					CFRT_TRY(ctx, cfrt_wait(ctx, &recv0_rq));
 					recv0_rd = -1;
+					cfrt_what(ctx, "unpack y", -1);
 					if (recv0_upon) {
 						cfrt_view st = cfrt_view_contig((char *)ws + CF_WS_y_recv0_stage, CFRT_F32, recv0_up.nd, recv0_up.dim);
 						CFRT_TRY(ctx, cfrt_copy(ctx, &recv0_up, &st)); /* unpack */
@@ -247,6 +260,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 			if (i == 0) {
 				/* p = matmul(h, w2)  examples/mlp.cf:20 */
 				int s = (cf_mod(r - i - 1, 4)) * 2; /* slice */
+				cfrt_what(ctx, "p = matmul(h, w2)", s);
 				cfrt_view o = p_acc0[cf_mod(i, 2)];
 				cfrt_view in0 = cfrt_view_slice(h, 1, s * 8, 8);
 				cfrt_view in1 = w2;
@@ -255,6 +269,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 			if (i >= 1 && i <= 2) {
 				/* p = matmul(h, w2)  examples/mlp.cf:20 */
 				int s = (cf_mod(r - i - 1, 4)) * 2; /* slice */
+				cfrt_what(ctx, "p = matmul(h, w2)", s);
 				cfrt_view o = p_acc0[cf_mod(i, 2)];
 				cfrt_view in0 = cfrt_view_slice(h, 1, s * 8, 8);
 				cfrt_view in1 = w2;
@@ -263,6 +278,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 			if (i == 3) {
 				/* p = matmul(h, w2)  examples/mlp.cf:20 */
 				int s = (r) * 2; /* slice */
+				cfrt_what(ctx, "p = matmul(h, w2)", s);
 				cfrt_view o = cfrt_view_slice(y, 1, (s - r * 2) * 8, 8);
 				cfrt_view in0 = cfrt_view_slice(h, 1, s * 8, 8);
 				cfrt_view in1 = w2;
@@ -277,6 +293,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 			}
 			CFRT_TRY(ctx, cfrt_group_begin(ctx));
 			if (i <= 2) {
+				cfrt_what(ctx, "send p_acc0", (cf_mod(r - i - 1, 4)) * 2);
 				int peer = cf_mod(r + 1, 4);
 				int rd = i;
 				cfrt_view b = p_acc0[cf_mod(i, 2)];
@@ -284,6 +301,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				CFRT_TRY(ctx, cfrt_isend(ctx, b.p, 1024, CFRT_F32, peer, 0, &send0_rq));
 			}
 			if (i <= 1) {
+				cfrt_what(ctx, "recv p_acc0", (cf_mod(r - i - 2, 4)) * 2);
 				int peer = cf_mod(r - 1, 4);
 				int rd = i;
 				cfrt_view b = p_acc0[cf_mod(i + 1, 2)];
@@ -293,6 +311,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 			}
 			if (i == 2) {
 				int s = (r) * 2; /* slice */
+				cfrt_what(ctx, "recv y", s);
 				int peer = cf_mod(r - 1, 4);
 				int rd = i;
 				cfrt_view b = cfrt_view_slice(y, 1, (s - r * 2) * 8, 8);
@@ -309,6 +328,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				if (recv1_rd == rd) {
 					CFRT_TRY(ctx, cfrt_wait(ctx, &recv1_rq));
 					recv1_rd = -1;
+					cfrt_what(ctx, "unpack y", -1);
 					if (recv1_upon) {
 						cfrt_view st = cfrt_view_contig((char *)ws + CF_WS_y_recv1_stage, CFRT_F32, recv1_up.nd, recv1_up.dim);
 						CFRT_TRY(ctx, cfrt_copy(ctx, &recv1_up, &st)); /* unpack */
@@ -318,6 +338,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 			if (i == 0) {
 				/* p = matmul(h, w2)  examples/mlp.cf:20 */
 				int s = (cf_mod(r - i - 1, 4)) * 2 + 1; /* slice */
+				cfrt_what(ctx, "p = matmul(h, w2)", s);
 				cfrt_view o = p_acc1[cf_mod(i, 2)];
 				cfrt_view in0 = cfrt_view_slice(h, 1, s * 8, 8);
 				cfrt_view in1 = w2;
@@ -326,6 +347,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 			if (i >= 1 && i <= 2) {
 				/* p = matmul(h, w2)  examples/mlp.cf:20 */
 				int s = (cf_mod(r - i - 1, 4)) * 2 + 1; /* slice */
+				cfrt_what(ctx, "p = matmul(h, w2)", s);
 				cfrt_view o = p_acc1[cf_mod(i, 2)];
 				cfrt_view in0 = cfrt_view_slice(h, 1, s * 8, 8);
 				cfrt_view in1 = w2;
@@ -334,6 +356,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 			if (i == 3) {
 				/* p = matmul(h, w2)  examples/mlp.cf:20 */
 				int s = (r) * 2 + 1; /* slice */
+				cfrt_what(ctx, "p = matmul(h, w2)", s);
 				cfrt_view o = cfrt_view_slice(y, 1, (s - r * 2) * 8, 8);
 				cfrt_view in0 = cfrt_view_slice(h, 1, s * 8, 8);
 				cfrt_view in1 = w2;
@@ -348,6 +371,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 			}
 			CFRT_TRY(ctx, cfrt_group_begin(ctx));
 			if (i <= 2) {
+				cfrt_what(ctx, "send p_acc1", (cf_mod(r - i - 1, 4)) * 2 + 1);
 				int peer = cf_mod(r + 1, 4);
 				int rd = i;
 				cfrt_view b = p_acc1[cf_mod(i, 2)];
@@ -355,6 +379,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				CFRT_TRY(ctx, cfrt_isend(ctx, b.p, 1024, CFRT_F32, peer, 1, &send1_rq));
 			}
 			if (i <= 1) {
+				cfrt_what(ctx, "recv p_acc1", (cf_mod(r - i - 2, 4)) * 2 + 1);
 				int peer = cf_mod(r - 1, 4);
 				int rd = i;
 				cfrt_view b = p_acc1[cf_mod(i + 1, 2)];
@@ -364,6 +389,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 			}
 			if (i == 2) {
 				int s = (r) * 2 + 1; /* slice */
+				cfrt_what(ctx, "recv y", s);
 				int peer = cf_mod(r - 1, 4);
 				int rd = i;
 				cfrt_view b = cfrt_view_slice(y, 1, (s - r * 2) * 8, 8);
@@ -376,6 +402,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 			CFRT_TRY(ctx, cfrt_group_end(ctx));
 		}
 	}
-#line 380 "mlp.c"
+#line 406 "mlp.c"
+	cfrt_where(ctx, NULL, 0); /* out of the model */
 	return CFRT_OK;
 }

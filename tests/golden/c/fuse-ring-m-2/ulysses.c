@@ -167,6 +167,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 			if (i <= 2) {
 				/* t1 = matmul(x, wq)  examples/ulysses.cf:19 */
 				int s = (cf_mod(r + i + 1, 4)) * 2; /* slice */
+				cfrt_what(ctx, "t1 = matmul(x, wq)", s);
 				cfrt_view cf_o = cfrt_view_slice(t1, 2, s * 8, 8);
 				cfrt_view in0 = x;
 				cfrt_view in1 = cfrt_view_slice(wq, 1, s * 8, 8);
@@ -175,6 +176,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 			if (i <= 2) {
 				/* q = split_heads(t1)  examples/ulysses.cf:19 */
 				int s = (cf_mod(r + i + 1, 4)) * 2; /* slice */
+				cfrt_what(ctx, "q = split_heads(t1)", s);
 				cfrt_view cf_o = q_send0[cf_mod(i, 2)];
 				cfrt_view in0 = cfrt_view_slice(t1, 2, s * 8, 8);
 				{
@@ -185,6 +187,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 			if (i == 3) {
 				/* t1 = matmul(x, wq)  examples/ulysses.cf:19 */
 				int s = (r) * 2; /* slice */
+				cfrt_what(ctx, "t1 = matmul(x, wq)", s);
 				cfrt_view cf_o = cfrt_view_slice(t1, 2, s * 8, 8);
 				cfrt_view in0 = x;
 				cfrt_view in1 = cfrt_view_slice(wq, 1, s * 8, 8);
@@ -194,6 +197,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				/* q = split_heads(t1)  examples/ulysses.cf:19 */
 				int s = (r) * 2; /* slice */
 				int part = r; /* the sender's part */
+				cfrt_what(ctx, "q = split_heads(t1)", s);
 				cfrt_view cf_o = cfrt_view_slice(cfrt_view_slice(qh, 1, (s - r * 2) * 2, 2), 2, part * 16, 16);
 				cfrt_view in0 = cfrt_view_slice(t1, 2, s * 8, 8);
 				{
@@ -203,6 +207,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 			}
 			CFRT_TRY(ctx, cfrt_group_begin(ctx));
 			if (i <= 2) {
+				cfrt_what(ctx, "send q_send0", (cf_mod(r + i + 1, 4)) * 2);
 				int peer = cf_mod(r + i + 1, 4);
 				int rd = i;
 				int cf_k = rd % 2;
@@ -213,6 +218,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 			if (i <= 2) {
 				int s = (r) * 2; /* slice */
 				int part = cf_mod(r - i - 1, 4); /* the sender's part */
+				cfrt_what(ctx, "recv qh", s);
 				int peer = cf_mod(r - i - 1, 4);
 				int rd = i;
 				int cf_k = rd % 2;
@@ -230,6 +236,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				if (recv0_rd[cf_k] == rd) {
 					CFRT_TRY(ctx, cfrt_wait(ctx, &recv0_rq[cf_k]));
 					recv0_rd[cf_k] = -1;
+					cfrt_what(ctx, "unpack qh", -1);
 					if (recv0_upon[cf_k]) {
 						cfrt_view st = cfrt_view_contig((char *)ws + CF_WS_qh_recv0_stage + cf_k * 1024, CFRT_F32, recv0_up[cf_k].nd, recv0_up[cf_k].dim);
 						CFRT_TRY(ctx, cfrt_copy(ctx, &recv0_up[cf_k], &st)); /* unpack */
@@ -256,6 +263,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 			if (i <= 2) {
 				/* t1 = matmul(x, wq)  examples/ulysses.cf:19 */
 				int s = (cf_mod(r + i + 1, 4)) * 2 + 1; /* slice */
+				cfrt_what(ctx, "t1 = matmul(x, wq)", s);
 				cfrt_view cf_o = cfrt_view_slice(t1, 2, s * 8, 8);
 				cfrt_view in0 = x;
 				cfrt_view in1 = cfrt_view_slice(wq, 1, s * 8, 8);
@@ -264,6 +272,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 			if (i <= 2) {
 				/* q = split_heads(t1)  examples/ulysses.cf:19 */
 				int s = (cf_mod(r + i + 1, 4)) * 2 + 1; /* slice */
+				cfrt_what(ctx, "q = split_heads(t1)", s);
 				cfrt_view cf_o = q_send1[cf_mod(i, 2)];
 				cfrt_view in0 = cfrt_view_slice(t1, 2, s * 8, 8);
 				{
@@ -274,6 +283,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 			if (i == 3) {
 				/* t1 = matmul(x, wq)  examples/ulysses.cf:19 */
 				int s = (r) * 2 + 1; /* slice */
+				cfrt_what(ctx, "t1 = matmul(x, wq)", s);
 				cfrt_view cf_o = cfrt_view_slice(t1, 2, s * 8, 8);
 				cfrt_view in0 = x;
 				cfrt_view in1 = cfrt_view_slice(wq, 1, s * 8, 8);
@@ -283,6 +293,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				/* q = split_heads(t1)  examples/ulysses.cf:19 */
 				int s = (r) * 2 + 1; /* slice */
 				int part = r; /* the sender's part */
+				cfrt_what(ctx, "q = split_heads(t1)", s);
 				cfrt_view cf_o = cfrt_view_slice(cfrt_view_slice(qh, 1, (s - r * 2) * 2, 2), 2, part * 16, 16);
 				cfrt_view in0 = cfrt_view_slice(t1, 2, s * 8, 8);
 				{
@@ -292,6 +303,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 			}
 			CFRT_TRY(ctx, cfrt_group_begin(ctx));
 			if (i <= 2) {
+				cfrt_what(ctx, "send q_send1", (cf_mod(r + i + 1, 4)) * 2 + 1);
 				int peer = cf_mod(r + i + 1, 4);
 				int rd = i;
 				int cf_k = rd % 2;
@@ -302,6 +314,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 			if (i <= 2) {
 				int s = (r) * 2 + 1; /* slice */
 				int part = cf_mod(r - i - 1, 4); /* the sender's part */
+				cfrt_what(ctx, "recv qh", s);
 				int peer = cf_mod(r - i - 1, 4);
 				int rd = i;
 				int cf_k = rd % 2;
@@ -319,6 +332,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				if (recv1_rd[cf_k] == rd) {
 					CFRT_TRY(ctx, cfrt_wait(ctx, &recv1_rq[cf_k]));
 					recv1_rd[cf_k] = -1;
+					cfrt_what(ctx, "unpack qh", -1);
 					if (recv1_upon[cf_k]) {
 						cfrt_view st = cfrt_view_contig((char *)ws + CF_WS_qh_recv1_stage + cf_k * 1024, CFRT_F32, recv1_up[cf_k].nd, recv1_up[cf_k].dim);
 						CFRT_TRY(ctx, cfrt_copy(ctx, &recv1_up[cf_k], &st)); /* unpack */
@@ -374,6 +388,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 			if (i <= 2) {
 				/* t2 = matmul(x, wk)  examples/ulysses.cf:20 */
 				int s = (cf_mod(r + i + 1, 4)) * 2; /* slice */
+				cfrt_what(ctx, "t2 = matmul(x, wk)", s);
 				cfrt_view cf_o = cfrt_view_slice(t2, 2, s * 8, 8);
 				cfrt_view in0 = x;
 				cfrt_view in1 = cfrt_view_slice(wk, 1, s * 8, 8);
@@ -382,6 +397,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 			if (i <= 2) {
 				/* k = split_heads(t2)  examples/ulysses.cf:20 */
 				int s = (cf_mod(r + i + 1, 4)) * 2; /* slice */
+				cfrt_what(ctx, "k = split_heads(t2)", s);
 				cfrt_view cf_o = k_send0[cf_mod(i, 2)];
 				cfrt_view in0 = cfrt_view_slice(t2, 2, s * 8, 8);
 				{
@@ -392,6 +408,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 			if (i == 3) {
 				/* t2 = matmul(x, wk)  examples/ulysses.cf:20 */
 				int s = (r) * 2; /* slice */
+				cfrt_what(ctx, "t2 = matmul(x, wk)", s);
 				cfrt_view cf_o = cfrt_view_slice(t2, 2, s * 8, 8);
 				cfrt_view in0 = x;
 				cfrt_view in1 = cfrt_view_slice(wk, 1, s * 8, 8);
@@ -401,6 +418,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				/* k = split_heads(t2)  examples/ulysses.cf:20 */
 				int s = (r) * 2; /* slice */
 				int part = r; /* the sender's part */
+				cfrt_what(ctx, "k = split_heads(t2)", s);
 				cfrt_view cf_o = cfrt_view_slice(cfrt_view_slice(kh, 1, (s - r * 2) * 2, 2), 2, part * 16, 16);
 				cfrt_view in0 = cfrt_view_slice(t2, 2, s * 8, 8);
 				{
@@ -410,6 +428,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 			}
 			CFRT_TRY(ctx, cfrt_group_begin(ctx));
 			if (i <= 2) {
+				cfrt_what(ctx, "send k_send0", (cf_mod(r + i + 1, 4)) * 2);
 				int peer = cf_mod(r + i + 1, 4);
 				int rd = i;
 				int cf_k = rd % 2;
@@ -420,6 +439,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 			if (i <= 2) {
 				int s = (r) * 2; /* slice */
 				int part = cf_mod(r - i - 1, 4); /* the sender's part */
+				cfrt_what(ctx, "recv kh", s);
 				int peer = cf_mod(r - i - 1, 4);
 				int rd = i;
 				int cf_k = rd % 2;
@@ -437,6 +457,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				if (recv0_rd[cf_k] == rd) {
 					CFRT_TRY(ctx, cfrt_wait(ctx, &recv0_rq[cf_k]));
 					recv0_rd[cf_k] = -1;
+					cfrt_what(ctx, "unpack kh", -1);
 					if (recv0_upon[cf_k]) {
 						cfrt_view st = cfrt_view_contig((char *)ws + CF_WS_kh_recv0_stage + cf_k * 1024, CFRT_F32, recv0_up[cf_k].nd, recv0_up[cf_k].dim);
 						CFRT_TRY(ctx, cfrt_copy(ctx, &recv0_up[cf_k], &st)); /* unpack */
@@ -463,6 +484,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 			if (i <= 2) {
 				/* t2 = matmul(x, wk)  examples/ulysses.cf:20 */
 				int s = (cf_mod(r + i + 1, 4)) * 2 + 1; /* slice */
+				cfrt_what(ctx, "t2 = matmul(x, wk)", s);
 				cfrt_view cf_o = cfrt_view_slice(t2, 2, s * 8, 8);
 				cfrt_view in0 = x;
 				cfrt_view in1 = cfrt_view_slice(wk, 1, s * 8, 8);
@@ -471,6 +493,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 			if (i <= 2) {
 				/* k = split_heads(t2)  examples/ulysses.cf:20 */
 				int s = (cf_mod(r + i + 1, 4)) * 2 + 1; /* slice */
+				cfrt_what(ctx, "k = split_heads(t2)", s);
 				cfrt_view cf_o = k_send1[cf_mod(i, 2)];
 				cfrt_view in0 = cfrt_view_slice(t2, 2, s * 8, 8);
 				{
@@ -481,6 +504,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 			if (i == 3) {
 				/* t2 = matmul(x, wk)  examples/ulysses.cf:20 */
 				int s = (r) * 2 + 1; /* slice */
+				cfrt_what(ctx, "t2 = matmul(x, wk)", s);
 				cfrt_view cf_o = cfrt_view_slice(t2, 2, s * 8, 8);
 				cfrt_view in0 = x;
 				cfrt_view in1 = cfrt_view_slice(wk, 1, s * 8, 8);
@@ -490,6 +514,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				/* k = split_heads(t2)  examples/ulysses.cf:20 */
 				int s = (r) * 2 + 1; /* slice */
 				int part = r; /* the sender's part */
+				cfrt_what(ctx, "k = split_heads(t2)", s);
 				cfrt_view cf_o = cfrt_view_slice(cfrt_view_slice(kh, 1, (s - r * 2) * 2, 2), 2, part * 16, 16);
 				cfrt_view in0 = cfrt_view_slice(t2, 2, s * 8, 8);
 				{
@@ -499,6 +524,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 			}
 			CFRT_TRY(ctx, cfrt_group_begin(ctx));
 			if (i <= 2) {
+				cfrt_what(ctx, "send k_send1", (cf_mod(r + i + 1, 4)) * 2 + 1);
 				int peer = cf_mod(r + i + 1, 4);
 				int rd = i;
 				int cf_k = rd % 2;
@@ -509,6 +535,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 			if (i <= 2) {
 				int s = (r) * 2 + 1; /* slice */
 				int part = cf_mod(r - i - 1, 4); /* the sender's part */
+				cfrt_what(ctx, "recv kh", s);
 				int peer = cf_mod(r - i - 1, 4);
 				int rd = i;
 				int cf_k = rd % 2;
@@ -526,6 +553,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				if (recv1_rd[cf_k] == rd) {
 					CFRT_TRY(ctx, cfrt_wait(ctx, &recv1_rq[cf_k]));
 					recv1_rd[cf_k] = -1;
+					cfrt_what(ctx, "unpack kh", -1);
 					if (recv1_upon[cf_k]) {
 						cfrt_view st = cfrt_view_contig((char *)ws + CF_WS_kh_recv1_stage + cf_k * 1024, CFRT_F32, recv1_up[cf_k].nd, recv1_up[cf_k].dim);
 						CFRT_TRY(ctx, cfrt_copy(ctx, &recv1_up[cf_k], &st)); /* unpack */
@@ -581,6 +609,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 			if (i <= 2) {
 				/* t3 = matmul(x, wv)  examples/ulysses.cf:21 */
 				int s = (cf_mod(r + i + 1, 4)) * 2; /* slice */
+				cfrt_what(ctx, "t3 = matmul(x, wv)", s);
 				cfrt_view cf_o = cfrt_view_slice(t3, 2, s * 8, 8);
 				cfrt_view in0 = x;
 				cfrt_view in1 = cfrt_view_slice(wv, 1, s * 8, 8);
@@ -589,6 +618,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 			if (i <= 2) {
 				/* v = split_heads(t3)  examples/ulysses.cf:21 */
 				int s = (cf_mod(r + i + 1, 4)) * 2; /* slice */
+				cfrt_what(ctx, "v = split_heads(t3)", s);
 				cfrt_view cf_o = v_send0[cf_mod(i, 2)];
 				cfrt_view in0 = cfrt_view_slice(t3, 2, s * 8, 8);
 				{
@@ -599,6 +629,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 			if (i == 3) {
 				/* t3 = matmul(x, wv)  examples/ulysses.cf:21 */
 				int s = (r) * 2; /* slice */
+				cfrt_what(ctx, "t3 = matmul(x, wv)", s);
 				cfrt_view cf_o = cfrt_view_slice(t3, 2, s * 8, 8);
 				cfrt_view in0 = x;
 				cfrt_view in1 = cfrt_view_slice(wv, 1, s * 8, 8);
@@ -608,6 +639,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				/* v = split_heads(t3)  examples/ulysses.cf:21 */
 				int s = (r) * 2; /* slice */
 				int part = r; /* the sender's part */
+				cfrt_what(ctx, "v = split_heads(t3)", s);
 				cfrt_view cf_o = cfrt_view_slice(cfrt_view_slice(vh, 1, (s - r * 2) * 2, 2), 2, part * 16, 16);
 				cfrt_view in0 = cfrt_view_slice(t3, 2, s * 8, 8);
 				{
@@ -617,6 +649,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 			}
 			CFRT_TRY(ctx, cfrt_group_begin(ctx));
 			if (i <= 2) {
+				cfrt_what(ctx, "send v_send0", (cf_mod(r + i + 1, 4)) * 2);
 				int peer = cf_mod(r + i + 1, 4);
 				int rd = i;
 				int cf_k = rd % 2;
@@ -627,6 +660,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 			if (i <= 2) {
 				int s = (r) * 2; /* slice */
 				int part = cf_mod(r - i - 1, 4); /* the sender's part */
+				cfrt_what(ctx, "recv vh", s);
 				int peer = cf_mod(r - i - 1, 4);
 				int rd = i;
 				int cf_k = rd % 2;
@@ -644,6 +678,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				if (recv0_rd[cf_k] == rd) {
 					CFRT_TRY(ctx, cfrt_wait(ctx, &recv0_rq[cf_k]));
 					recv0_rd[cf_k] = -1;
+					cfrt_what(ctx, "unpack vh", -1);
 					if (recv0_upon[cf_k]) {
 						cfrt_view st = cfrt_view_contig((char *)ws + CF_WS_vh_recv0_stage + cf_k * 1024, CFRT_F32, recv0_up[cf_k].nd, recv0_up[cf_k].dim);
 						CFRT_TRY(ctx, cfrt_copy(ctx, &recv0_up[cf_k], &st)); /* unpack */
@@ -670,6 +705,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 			if (i <= 2) {
 				/* t3 = matmul(x, wv)  examples/ulysses.cf:21 */
 				int s = (cf_mod(r + i + 1, 4)) * 2 + 1; /* slice */
+				cfrt_what(ctx, "t3 = matmul(x, wv)", s);
 				cfrt_view cf_o = cfrt_view_slice(t3, 2, s * 8, 8);
 				cfrt_view in0 = x;
 				cfrt_view in1 = cfrt_view_slice(wv, 1, s * 8, 8);
@@ -678,6 +714,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 			if (i <= 2) {
 				/* v = split_heads(t3)  examples/ulysses.cf:21 */
 				int s = (cf_mod(r + i + 1, 4)) * 2 + 1; /* slice */
+				cfrt_what(ctx, "v = split_heads(t3)", s);
 				cfrt_view cf_o = v_send1[cf_mod(i, 2)];
 				cfrt_view in0 = cfrt_view_slice(t3, 2, s * 8, 8);
 				{
@@ -688,6 +725,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 			if (i == 3) {
 				/* t3 = matmul(x, wv)  examples/ulysses.cf:21 */
 				int s = (r) * 2 + 1; /* slice */
+				cfrt_what(ctx, "t3 = matmul(x, wv)", s);
 				cfrt_view cf_o = cfrt_view_slice(t3, 2, s * 8, 8);
 				cfrt_view in0 = x;
 				cfrt_view in1 = cfrt_view_slice(wv, 1, s * 8, 8);
@@ -697,6 +735,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				/* v = split_heads(t3)  examples/ulysses.cf:21 */
 				int s = (r) * 2 + 1; /* slice */
 				int part = r; /* the sender's part */
+				cfrt_what(ctx, "v = split_heads(t3)", s);
 				cfrt_view cf_o = cfrt_view_slice(cfrt_view_slice(vh, 1, (s - r * 2) * 2, 2), 2, part * 16, 16);
 				cfrt_view in0 = cfrt_view_slice(t3, 2, s * 8, 8);
 				{
@@ -706,6 +745,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 			}
 			CFRT_TRY(ctx, cfrt_group_begin(ctx));
 			if (i <= 2) {
+				cfrt_what(ctx, "send v_send1", (cf_mod(r + i + 1, 4)) * 2 + 1);
 				int peer = cf_mod(r + i + 1, 4);
 				int rd = i;
 				int cf_k = rd % 2;
@@ -716,6 +756,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 			if (i <= 2) {
 				int s = (r) * 2 + 1; /* slice */
 				int part = cf_mod(r - i - 1, 4); /* the sender's part */
+				cfrt_what(ctx, "recv vh", s);
 				int peer = cf_mod(r - i - 1, 4);
 				int rd = i;
 				int cf_k = rd % 2;
@@ -733,6 +774,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				if (recv1_rd[cf_k] == rd) {
 					CFRT_TRY(ctx, cfrt_wait(ctx, &recv1_rq[cf_k]));
 					recv1_rd[cf_k] = -1;
+					cfrt_what(ctx, "unpack vh", -1);
 					if (recv1_upon[cf_k]) {
 						cfrt_view st = cfrt_view_contig((char *)ws + CF_WS_vh_recv1_stage + cf_k * 1024, CFRT_F32, recv1_up[cf_k].nd, recv1_up[cf_k].dim);
 						CFRT_TRY(ctx, cfrt_copy(ctx, &recv1_up[cf_k], &st)); /* unpack */
@@ -788,6 +830,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 			if (i <= 2) {
 				/* oh = attention(qh, kh, vh)  examples/ulysses.cf:25 */
 				int s = (cf_mod(r + i + 1, 4)) * 2; /* slice */
+				cfrt_what(ctx, "oh = attention(qh, kh, vh)", s);
 				cfrt_view cf_o = oh_send0[cf_mod(i, 2)];
 				cfrt_view in0 = cfrt_view_slice(qh, 2, s * 8, 8);
 				cfrt_view in1 = kh;
@@ -801,6 +844,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				/* oh = attention(qh, kh, vh)  examples/ulysses.cf:25 */
 				int s = (r) * 2; /* slice */
 				int part = r; /* the sender's part */
+				cfrt_what(ctx, "oh = attention(qh, kh, vh)", s);
 				cfrt_view cf_o = cfrt_view_slice(cfrt_view_slice(o, 2, (s - r * 2) * 8, 8), 1, part * 4, 4);
 				cfrt_view in0 = cfrt_view_slice(qh, 2, s * 8, 8);
 				cfrt_view in1 = kh;
@@ -812,6 +856,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 			}
 			CFRT_TRY(ctx, cfrt_group_begin(ctx));
 			if (i <= 2) {
+				cfrt_what(ctx, "send oh_send0", (cf_mod(r + i + 1, 4)) * 2);
 				int peer = cf_mod(r + i + 1, 4);
 				int rd = i;
 				int cf_k = rd % 2;
@@ -822,6 +867,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 			if (i <= 2) {
 				int s = (r) * 2; /* slice */
 				int part = cf_mod(r - i - 1, 4); /* the sender's part */
+				cfrt_what(ctx, "recv o", s);
 				int peer = cf_mod(r - i - 1, 4);
 				int rd = i;
 				int cf_k = rd % 2;
@@ -839,6 +885,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				if (recv0_rd[cf_k] == rd) {
 					CFRT_TRY(ctx, cfrt_wait(ctx, &recv0_rq[cf_k]));
 					recv0_rd[cf_k] = -1;
+					cfrt_what(ctx, "unpack o", -1);
 					if (recv0_upon[cf_k]) {
 						cfrt_view st = cfrt_view_contig((char *)ws + CF_WS_o_recv0_stage + cf_k * 1024, CFRT_F32, recv0_up[cf_k].nd, recv0_up[cf_k].dim);
 						CFRT_TRY(ctx, cfrt_copy(ctx, &recv0_up[cf_k], &st)); /* unpack */
@@ -865,6 +912,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 			if (i <= 2) {
 				/* oh = attention(qh, kh, vh)  examples/ulysses.cf:25 */
 				int s = (cf_mod(r + i + 1, 4)) * 2 + 1; /* slice */
+				cfrt_what(ctx, "oh = attention(qh, kh, vh)", s);
 				cfrt_view cf_o = oh_send1[cf_mod(i, 2)];
 				cfrt_view in0 = cfrt_view_slice(qh, 2, s * 8, 8);
 				cfrt_view in1 = kh;
@@ -878,6 +926,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				/* oh = attention(qh, kh, vh)  examples/ulysses.cf:25 */
 				int s = (r) * 2 + 1; /* slice */
 				int part = r; /* the sender's part */
+				cfrt_what(ctx, "oh = attention(qh, kh, vh)", s);
 				cfrt_view cf_o = cfrt_view_slice(cfrt_view_slice(o, 2, (s - r * 2) * 8, 8), 1, part * 4, 4);
 				cfrt_view in0 = cfrt_view_slice(qh, 2, s * 8, 8);
 				cfrt_view in1 = kh;
@@ -889,6 +938,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 			}
 			CFRT_TRY(ctx, cfrt_group_begin(ctx));
 			if (i <= 2) {
+				cfrt_what(ctx, "send oh_send1", (cf_mod(r + i + 1, 4)) * 2 + 1);
 				int peer = cf_mod(r + i + 1, 4);
 				int rd = i;
 				int cf_k = rd % 2;
@@ -899,6 +949,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 			if (i <= 2) {
 				int s = (r) * 2 + 1; /* slice */
 				int part = cf_mod(r - i - 1, 4); /* the sender's part */
+				cfrt_what(ctx, "recv o", s);
 				int peer = cf_mod(r - i - 1, 4);
 				int rd = i;
 				int cf_k = rd % 2;
@@ -916,6 +967,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				if (recv1_rd[cf_k] == rd) {
 					CFRT_TRY(ctx, cfrt_wait(ctx, &recv1_rq[cf_k]));
 					recv1_rd[cf_k] = -1;
+					cfrt_what(ctx, "unpack o", -1);
 					if (recv1_upon[cf_k]) {
 						cfrt_view st = cfrt_view_contig((char *)ws + CF_WS_o_recv1_stage + cf_k * 1024, CFRT_F32, recv1_up[cf_k].nd, recv1_up[cf_k].dim);
 						CFRT_TRY(ctx, cfrt_copy(ctx, &recv1_up[cf_k], &st)); /* unpack */
@@ -936,6 +988,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 #line 27 "examples/ulysses.cf"
 	/* t4 = merge_heads(o)  examples/ulysses.cf:27 */
 	cfrt_where(ctx, "t4", 0);
+	cfrt_what(ctx, "t4 = merge_heads(o)", -1);
 	{
 		cfrt_view hv = cf_heads(t4, o.dim[o.nd - 3]);
 		CFRT_TRY(ctx, cfrt_copy(ctx, &hv, &o));
@@ -944,7 +997,9 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 #line 27 "examples/ulysses.cf"
 	/* y = matmul(t4, wo)  examples/ulysses.cf:27 */
 	cfrt_where(ctx, "y", 0);
+	cfrt_what(ctx, "y = matmul(t4, wo)", -1);
 	CFRT_TRY(ctx, cfrt_matmul(ctx, &y, &t4, &wo, 1.0, 0.0));
-#line 949 "ulysses.c"
+#line 1003 "ulysses.c"
+	cfrt_where(ctx, NULL, 0); /* out of the model */
 	return CFRT_OK;
 }

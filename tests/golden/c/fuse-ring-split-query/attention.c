@@ -126,6 +126,7 @@ attention_forward(cfrt_ctx *ctx, const attention_weights *w, const attention_io 
 			cfrt_where(ctx, "xa", i);
 			if (i == 0) {
 				int s = r; /* slice */
+				cfrt_what(ctx, "xa = x", s);
 				cfrt_view dst = cfrt_view_slice(xa, 1, s * 16, 16);
 				cfrt_view src = x;
 				CFRT_TRY(ctx, cfrt_copy(ctx, &dst, &src));
@@ -135,6 +136,7 @@ attention_forward(cfrt_ctx *ctx, const attention_weights *w, const attention_io 
 				if (recv_rd == rd) {
 					CFRT_TRY(ctx, cfrt_wait(ctx, &recv_rq));
 					recv_rd = -1;
+					cfrt_what(ctx, "unpack xa", -1);
 					if (recv_upon) {
 						cfrt_view st = cfrt_view_contig((char *)ws + CF_WS_xa_recv_stage, CFRT_F32, recv_up.nd, recv_up.dim);
 						CFRT_TRY(ctx, cfrt_copy(ctx, &recv_up, &st)); /* unpack */
@@ -144,6 +146,7 @@ attention_forward(cfrt_ctx *ctx, const attention_weights *w, const attention_io 
 			CFRT_TRY(ctx, cfrt_group_begin(ctx));
 			if (i <= 2) {
 				int s = cf_mod(r - i, 4); /* slice */
+				cfrt_what(ctx, "send xa", s);
 				int peer = cf_mod(r + 1, 4);
 				int rd = i;
 				int cf_k = rd % 2;
@@ -155,6 +158,7 @@ attention_forward(cfrt_ctx *ctx, const attention_weights *w, const attention_io 
 			}
 			if (i <= 2) {
 				int s = cf_mod(r - i - 1, 4); /* slice */
+				cfrt_what(ctx, "recv xa", s);
 				int peer = cf_mod(r - 1, 4);
 				int rd = i;
 				cfrt_view b = cfrt_view_slice(xa, 1, s * 16, 16);
@@ -168,6 +172,7 @@ attention_forward(cfrt_ctx *ctx, const attention_weights *w, const attention_io 
 			/* t1 = matmul(xa, wq)  examples/attention.cf:21 */
 			{
 				int s = cf_mod(r - i, 4); /* slice */
+				cfrt_what(ctx, "t1 = matmul(xa, wq)", s);
 				cfrt_view cf_o = cfrt_view_slice(t1, 1, s * 16, 16);
 				cfrt_view in0 = cfrt_view_slice(xa, 1, s * 16, 16);
 				cfrt_view in1 = wq;
@@ -176,6 +181,7 @@ attention_forward(cfrt_ctx *ctx, const attention_weights *w, const attention_io 
 			/* q = split_heads(t1)  examples/attention.cf:21 */
 			{
 				int s = cf_mod(r - i, 4); /* slice */
+				cfrt_what(ctx, "q = split_heads(t1)", s);
 				cfrt_view cf_o = cfrt_view_slice(q, 2, s * 16, 16);
 				cfrt_view in0 = cfrt_view_slice(t1, 1, s * 16, 16);
 				{
@@ -186,6 +192,7 @@ attention_forward(cfrt_ctx *ctx, const attention_weights *w, const attention_io 
 			/* t2 = matmul(xa, wk)  examples/attention.cf:22 */
 			{
 				int s = cf_mod(r - i, 4); /* slice */
+				cfrt_what(ctx, "t2 = matmul(xa, wk)", s);
 				cfrt_view cf_o = cfrt_view_slice(t2, 1, s * 16, 16);
 				cfrt_view in0 = cfrt_view_slice(xa, 1, s * 16, 16);
 				cfrt_view in1 = wk;
@@ -194,6 +201,7 @@ attention_forward(cfrt_ctx *ctx, const attention_weights *w, const attention_io 
 			/* k = split_heads(t2)  examples/attention.cf:22 */
 			{
 				int s = cf_mod(r - i, 4); /* slice */
+				cfrt_what(ctx, "k = split_heads(t2)", s);
 				cfrt_view cf_o = cfrt_view_slice(k, 2, s * 16, 16);
 				cfrt_view in0 = cfrt_view_slice(t2, 1, s * 16, 16);
 				{
@@ -204,6 +212,7 @@ attention_forward(cfrt_ctx *ctx, const attention_weights *w, const attention_io 
 			/* t3 = matmul(xa, wv)  examples/attention.cf:23 */
 			{
 				int s = cf_mod(r - i, 4); /* slice */
+				cfrt_what(ctx, "t3 = matmul(xa, wv)", s);
 				cfrt_view cf_o = cfrt_view_slice(t3, 1, s * 16, 16);
 				cfrt_view in0 = cfrt_view_slice(xa, 1, s * 16, 16);
 				cfrt_view in1 = wv;
@@ -212,6 +221,7 @@ attention_forward(cfrt_ctx *ctx, const attention_weights *w, const attention_io 
 			/* v = split_heads(t3)  examples/attention.cf:23 */
 			{
 				int s = cf_mod(r - i, 4); /* slice */
+				cfrt_what(ctx, "v = split_heads(t3)", s);
 				cfrt_view cf_o = cfrt_view_slice(v, 2, s * 16, 16);
 				cfrt_view in0 = cfrt_view_slice(t3, 1, s * 16, 16);
 				{
@@ -256,6 +266,7 @@ attention_forward(cfrt_ctx *ctx, const attention_weights *w, const attention_io 
 			if (i <= 2) {
 				/* t4 = attention(q, k, v)  examples/attention.cf:24 */
 				int s = cf_mod(r - i - 1, 4); /* slice */
+				cfrt_what(ctx, "t4 = attention(q, k, v)", s);
 				cfrt_view cf_o = cfrt_view_slice(t4, 2, s * 16, 16);
 				cfrt_view in0 = cfrt_view_slice(q, 2, s * 16, 16);
 				cfrt_view in1 = k;
@@ -268,6 +279,7 @@ attention_forward(cfrt_ctx *ctx, const attention_weights *w, const attention_io 
 			if (i <= 2) {
 				/* o = merge_heads(t4)  examples/attention.cf:24 */
 				int s = cf_mod(r - i - 1, 4); /* slice */
+				cfrt_what(ctx, "o = merge_heads(t4)", s);
 				cfrt_view cf_o = cfrt_view_slice(o, 1, s * 16, 16);
 				cfrt_view in0 = cfrt_view_slice(t4, 2, s * 16, 16);
 				{
@@ -278,6 +290,7 @@ attention_forward(cfrt_ctx *ctx, const attention_weights *w, const attention_io 
 			if (i <= 2) {
 				/* p = matmul(o, wo)  examples/attention.cf:25 */
 				int s = cf_mod(r - i - 1, 4); /* slice */
+				cfrt_what(ctx, "p = matmul(o, wo)", s);
 				cfrt_view cf_o = p_part[cf_mod(i, 2)];
 				cfrt_view in0 = cfrt_view_slice(o, 1, s * 16, 16);
 				cfrt_view in1 = wo;
@@ -286,6 +299,7 @@ attention_forward(cfrt_ctx *ctx, const attention_weights *w, const attention_io 
 			if (i == 3) {
 				/* t4 = attention(q, k, v)  examples/attention.cf:24 */
 				int s = r; /* slice */
+				cfrt_what(ctx, "t4 = attention(q, k, v)", s);
 				cfrt_view cf_o = cfrt_view_slice(t4, 2, s * 16, 16);
 				cfrt_view in0 = cfrt_view_slice(q, 2, s * 16, 16);
 				cfrt_view in1 = k;
@@ -298,6 +312,7 @@ attention_forward(cfrt_ctx *ctx, const attention_weights *w, const attention_io 
 			if (i == 3) {
 				/* o = merge_heads(t4)  examples/attention.cf:24 */
 				int s = r; /* slice */
+				cfrt_what(ctx, "o = merge_heads(t4)", s);
 				cfrt_view cf_o = cfrt_view_slice(o, 1, s * 16, 16);
 				cfrt_view in0 = cfrt_view_slice(t4, 2, s * 16, 16);
 				{
@@ -308,6 +323,7 @@ attention_forward(cfrt_ctx *ctx, const attention_weights *w, const attention_io 
 			if (i == 3) {
 				/* p = matmul(o, wo)  examples/attention.cf:25 */
 				int s = r; /* slice */
+				cfrt_what(ctx, "p = matmul(o, wo)", s);
 				cfrt_view cf_o = y;
 				cfrt_view in0 = cfrt_view_slice(o, 1, s * 16, 16);
 				cfrt_view in1 = wo;
@@ -321,17 +337,20 @@ attention_forward(cfrt_ctx *ctx, const attention_weights *w, const attention_io 
 				}
 			}
 			if (i >= 1 && i <= 2) {
+				cfrt_what(ctx, "p_part += p_recv", cf_mod(r - i - 1, 4));
 				cfrt_view dst = p_part[cf_mod(i, 2)];
 				cfrt_view src = p_recv;
 				CFRT_TRY(ctx, cfrt_add(ctx, &dst, &dst, &src));
 			}
 			if (i == 3) {
+				cfrt_what(ctx, "y += p_recv", r);
 				cfrt_view dst = y;
 				cfrt_view src = p_recv;
 				CFRT_TRY(ctx, cfrt_add(ctx, &dst, &dst, &src));
 			}
 			CFRT_TRY(ctx, cfrt_group_begin(ctx));
 			if (i <= 2) {
+				cfrt_what(ctx, "send p_part", cf_mod(r - i - 1, 4));
 				int peer = cf_mod(r + 1, 4);
 				int rd = i;
 				int cf_k = rd % 2;
@@ -340,6 +359,7 @@ attention_forward(cfrt_ctx *ctx, const attention_weights *w, const attention_io 
 				CFRT_TRY(ctx, cfrt_isend(ctx, b.p, 2048, CFRT_F32, peer, 0, &send_rq[cf_k]));
 			}
 			if (i <= 2) {
+				cfrt_what(ctx, "recv p_recv", cf_mod(r - i - 2, 4));
 				int peer = cf_mod(r - 1, 4);
 				int rd = i;
 				cfrt_view b = p_recv;
@@ -357,6 +377,7 @@ attention_forward(cfrt_ctx *ctx, const attention_weights *w, const attention_io 
 			}
 		}
 	}
-#line 361 "attention.c"
+#line 381 "attention.c"
+	cfrt_where(ctx, NULL, 0); /* out of the model */
 	return CFRT_OK;
 }

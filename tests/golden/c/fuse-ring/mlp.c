@@ -64,6 +64,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 			cfrt_where(ctx, "xa", i);
 			if (i == 0) {
 				int s = r; /* slice */
+				cfrt_what(ctx, "xa = x", s);
 				cfrt_view dst = cfrt_view_slice(xa, 1, s * 16, 16);
 				cfrt_view src = x;
 				CFRT_TRY(ctx, cfrt_copy(ctx, &dst, &src));
@@ -73,6 +74,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				if (recv_rd == rd) {
 					CFRT_TRY(ctx, cfrt_wait(ctx, &recv_rq));
 					recv_rd = -1;
+					cfrt_what(ctx, "unpack xa", -1);
 					if (recv_upon) {
 						cfrt_view st = cfrt_view_contig((char *)ws + CF_WS_xa_recv_stage, CFRT_F32, recv_up.nd, recv_up.dim);
 						CFRT_TRY(ctx, cfrt_copy(ctx, &recv_up, &st)); /* unpack */
@@ -82,6 +84,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 			CFRT_TRY(ctx, cfrt_group_begin(ctx));
 			if (i <= 2) {
 				int s = cf_mod(r - i, 4); /* slice */
+				cfrt_what(ctx, "send xa", s);
 				int peer = cf_mod(r + 1, 4);
 				int rd = i;
 				int k = rd % 2;
@@ -93,6 +96,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 			}
 			if (i <= 2) {
 				int s = cf_mod(r - i - 1, 4); /* slice */
+				cfrt_what(ctx, "recv xa", s);
 				int peer = cf_mod(r - 1, 4);
 				int rd = i;
 				cfrt_view b = cfrt_view_slice(xa, 1, s * 16, 16);
@@ -106,6 +110,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 			/* t1 = matmul(xa, w1)  examples/mlp.cf:19 */
 			{
 				int s = cf_mod(r - i, 4); /* slice */
+				cfrt_what(ctx, "t1 = matmul(xa, w1)", s);
 				cfrt_view o = cfrt_view_slice(t1, 1, s * 16, 16);
 				cfrt_view in0 = cfrt_view_slice(xa, 1, s * 16, 16);
 				cfrt_view in1 = w1;
@@ -114,6 +119,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 			/* h = gelu(t1)  examples/mlp.cf:19 */
 			{
 				int s = cf_mod(r - i, 4); /* slice */
+				cfrt_what(ctx, "h = gelu(t1)", s);
 				cfrt_view o = cfrt_view_slice(h, 1, s * 16, 16);
 				cfrt_view in0 = cfrt_view_slice(t1, 1, s * 16, 16);
 				CFRT_TRY(ctx, cfrt_gelu(ctx, &o, &in0));
@@ -155,6 +161,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 			if (i <= 2) {
 				/* p = matmul(h, w2)  examples/mlp.cf:20 */
 				int s = cf_mod(r - i - 1, 4); /* slice */
+				cfrt_what(ctx, "p = matmul(h, w2)", s);
 				cfrt_view o = p_part[cf_mod(i, 2)];
 				cfrt_view in0 = cfrt_view_slice(h, 1, s * 16, 16);
 				cfrt_view in1 = w2;
@@ -163,6 +170,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 			if (i == 3) {
 				/* p = matmul(h, w2)  examples/mlp.cf:20 */
 				int s = r; /* slice */
+				cfrt_what(ctx, "p = matmul(h, w2)", s);
 				cfrt_view o = y;
 				cfrt_view in0 = cfrt_view_slice(h, 1, s * 16, 16);
 				cfrt_view in1 = w2;
@@ -176,17 +184,20 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				}
 			}
 			if (i >= 1 && i <= 2) {
+				cfrt_what(ctx, "p_part += p_recv", cf_mod(r - i - 1, 4));
 				cfrt_view dst = p_part[cf_mod(i, 2)];
 				cfrt_view src = p_recv;
 				CFRT_TRY(ctx, cfrt_add(ctx, &dst, &dst, &src));
 			}
 			if (i == 3) {
+				cfrt_what(ctx, "y += p_recv", r);
 				cfrt_view dst = y;
 				cfrt_view src = p_recv;
 				CFRT_TRY(ctx, cfrt_add(ctx, &dst, &dst, &src));
 			}
 			CFRT_TRY(ctx, cfrt_group_begin(ctx));
 			if (i <= 2) {
+				cfrt_what(ctx, "send p_part", cf_mod(r - i - 1, 4));
 				int peer = cf_mod(r + 1, 4);
 				int rd = i;
 				int k = rd % 2;
@@ -195,6 +206,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				CFRT_TRY(ctx, cfrt_isend(ctx, b.p, 2048, CFRT_F32, peer, 0, &send_rq[k]));
 			}
 			if (i <= 2) {
+				cfrt_what(ctx, "recv p_recv", cf_mod(r - i - 2, 4));
 				int peer = cf_mod(r - 1, 4);
 				int rd = i;
 				cfrt_view b = p_recv;
@@ -212,6 +224,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 			}
 		}
 	}
-#line 216 "mlp.c"
+#line 228 "mlp.c"
+	cfrt_where(ctx, NULL, 0); /* out of the model */
 	return CFRT_OK;
 }

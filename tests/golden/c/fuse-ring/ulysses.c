@@ -144,6 +144,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 			if (i <= 2) {
 				/* t1 = matmul(x, wq)  examples/ulysses.cf:19 */
 				int s = cf_mod(r + i + 1, 4); /* slice */
+				cfrt_what(ctx, "t1 = matmul(x, wq)", s);
 				cfrt_view cf_o = cfrt_view_slice(t1, 2, s * 16, 16);
 				cfrt_view in0 = x;
 				cfrt_view in1 = cfrt_view_slice(wq, 1, s * 16, 16);
@@ -152,6 +153,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 			if (i <= 2) {
 				/* q = split_heads(t1)  examples/ulysses.cf:19 */
 				int s = cf_mod(r + i + 1, 4); /* slice */
+				cfrt_what(ctx, "q = split_heads(t1)", s);
 				cfrt_view cf_o = q_send[cf_mod(i, 2)];
 				cfrt_view in0 = cfrt_view_slice(t1, 2, s * 16, 16);
 				{
@@ -162,6 +164,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 			if (i == 3) {
 				/* t1 = matmul(x, wq)  examples/ulysses.cf:19 */
 				int s = r; /* slice */
+				cfrt_what(ctx, "t1 = matmul(x, wq)", s);
 				cfrt_view cf_o = cfrt_view_slice(t1, 2, s * 16, 16);
 				cfrt_view in0 = x;
 				cfrt_view in1 = cfrt_view_slice(wq, 1, s * 16, 16);
@@ -171,6 +174,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				/* q = split_heads(t1)  examples/ulysses.cf:19 */
 				int s = r; /* slice */
 				int part = r; /* the sender's part */
+				cfrt_what(ctx, "q = split_heads(t1)", s);
 				cfrt_view cf_o = cfrt_view_slice(qh, 2, part * 16, 16);
 				cfrt_view in0 = cfrt_view_slice(t1, 2, s * 16, 16);
 				{
@@ -180,6 +184,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 			}
 			CFRT_TRY(ctx, cfrt_group_begin(ctx));
 			if (i <= 2) {
+				cfrt_what(ctx, "send q_send", cf_mod(r + i + 1, 4));
 				int peer = cf_mod(r + i + 1, 4);
 				int rd = i;
 				int cf_k = rd % 2;
@@ -189,6 +194,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 			}
 			if (i <= 2) {
 				int part = cf_mod(r - i - 1, 4); /* the sender's part */
+				cfrt_what(ctx, "recv qh", r);
 				int peer = cf_mod(r - i - 1, 4);
 				int rd = i;
 				int cf_k = rd % 2;
@@ -206,6 +212,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				if (recv_rd[cf_k] == rd) {
 					CFRT_TRY(ctx, cfrt_wait(ctx, &recv_rq[cf_k]));
 					recv_rd[cf_k] = -1;
+					cfrt_what(ctx, "unpack qh", -1);
 					if (recv_upon[cf_k]) {
 						cfrt_view st = cfrt_view_contig((char *)ws + CF_WS_qh_recv_stage + cf_k * 2048, CFRT_F32, recv_up[cf_k].nd, recv_up[cf_k].dim);
 						CFRT_TRY(ctx, cfrt_copy(ctx, &recv_up[cf_k], &st)); /* unpack */
@@ -250,6 +257,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 			if (i <= 2) {
 				/* t2 = matmul(x, wk)  examples/ulysses.cf:20 */
 				int s = cf_mod(r + i + 1, 4); /* slice */
+				cfrt_what(ctx, "t2 = matmul(x, wk)", s);
 				cfrt_view cf_o = cfrt_view_slice(t2, 2, s * 16, 16);
 				cfrt_view in0 = x;
 				cfrt_view in1 = cfrt_view_slice(wk, 1, s * 16, 16);
@@ -258,6 +266,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 			if (i <= 2) {
 				/* k = split_heads(t2)  examples/ulysses.cf:20 */
 				int s = cf_mod(r + i + 1, 4); /* slice */
+				cfrt_what(ctx, "k = split_heads(t2)", s);
 				cfrt_view cf_o = k_send[cf_mod(i, 2)];
 				cfrt_view in0 = cfrt_view_slice(t2, 2, s * 16, 16);
 				{
@@ -268,6 +277,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 			if (i == 3) {
 				/* t2 = matmul(x, wk)  examples/ulysses.cf:20 */
 				int s = r; /* slice */
+				cfrt_what(ctx, "t2 = matmul(x, wk)", s);
 				cfrt_view cf_o = cfrt_view_slice(t2, 2, s * 16, 16);
 				cfrt_view in0 = x;
 				cfrt_view in1 = cfrt_view_slice(wk, 1, s * 16, 16);
@@ -277,6 +287,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				/* k = split_heads(t2)  examples/ulysses.cf:20 */
 				int s = r; /* slice */
 				int part = r; /* the sender's part */
+				cfrt_what(ctx, "k = split_heads(t2)", s);
 				cfrt_view cf_o = cfrt_view_slice(kh, 2, part * 16, 16);
 				cfrt_view in0 = cfrt_view_slice(t2, 2, s * 16, 16);
 				{
@@ -286,6 +297,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 			}
 			CFRT_TRY(ctx, cfrt_group_begin(ctx));
 			if (i <= 2) {
+				cfrt_what(ctx, "send k_send", cf_mod(r + i + 1, 4));
 				int peer = cf_mod(r + i + 1, 4);
 				int rd = i;
 				int cf_k = rd % 2;
@@ -295,6 +307,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 			}
 			if (i <= 2) {
 				int part = cf_mod(r - i - 1, 4); /* the sender's part */
+				cfrt_what(ctx, "recv kh", r);
 				int peer = cf_mod(r - i - 1, 4);
 				int rd = i;
 				int cf_k = rd % 2;
@@ -312,6 +325,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				if (recv_rd[cf_k] == rd) {
 					CFRT_TRY(ctx, cfrt_wait(ctx, &recv_rq[cf_k]));
 					recv_rd[cf_k] = -1;
+					cfrt_what(ctx, "unpack kh", -1);
 					if (recv_upon[cf_k]) {
 						cfrt_view st = cfrt_view_contig((char *)ws + CF_WS_kh_recv_stage + cf_k * 2048, CFRT_F32, recv_up[cf_k].nd, recv_up[cf_k].dim);
 						CFRT_TRY(ctx, cfrt_copy(ctx, &recv_up[cf_k], &st)); /* unpack */
@@ -356,6 +370,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 			if (i <= 2) {
 				/* t3 = matmul(x, wv)  examples/ulysses.cf:21 */
 				int s = cf_mod(r + i + 1, 4); /* slice */
+				cfrt_what(ctx, "t3 = matmul(x, wv)", s);
 				cfrt_view cf_o = cfrt_view_slice(t3, 2, s * 16, 16);
 				cfrt_view in0 = x;
 				cfrt_view in1 = cfrt_view_slice(wv, 1, s * 16, 16);
@@ -364,6 +379,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 			if (i <= 2) {
 				/* v = split_heads(t3)  examples/ulysses.cf:21 */
 				int s = cf_mod(r + i + 1, 4); /* slice */
+				cfrt_what(ctx, "v = split_heads(t3)", s);
 				cfrt_view cf_o = v_send[cf_mod(i, 2)];
 				cfrt_view in0 = cfrt_view_slice(t3, 2, s * 16, 16);
 				{
@@ -374,6 +390,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 			if (i == 3) {
 				/* t3 = matmul(x, wv)  examples/ulysses.cf:21 */
 				int s = r; /* slice */
+				cfrt_what(ctx, "t3 = matmul(x, wv)", s);
 				cfrt_view cf_o = cfrt_view_slice(t3, 2, s * 16, 16);
 				cfrt_view in0 = x;
 				cfrt_view in1 = cfrt_view_slice(wv, 1, s * 16, 16);
@@ -383,6 +400,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				/* v = split_heads(t3)  examples/ulysses.cf:21 */
 				int s = r; /* slice */
 				int part = r; /* the sender's part */
+				cfrt_what(ctx, "v = split_heads(t3)", s);
 				cfrt_view cf_o = cfrt_view_slice(vh, 2, part * 16, 16);
 				cfrt_view in0 = cfrt_view_slice(t3, 2, s * 16, 16);
 				{
@@ -392,6 +410,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 			}
 			CFRT_TRY(ctx, cfrt_group_begin(ctx));
 			if (i <= 2) {
+				cfrt_what(ctx, "send v_send", cf_mod(r + i + 1, 4));
 				int peer = cf_mod(r + i + 1, 4);
 				int rd = i;
 				int cf_k = rd % 2;
@@ -401,6 +420,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 			}
 			if (i <= 2) {
 				int part = cf_mod(r - i - 1, 4); /* the sender's part */
+				cfrt_what(ctx, "recv vh", r);
 				int peer = cf_mod(r - i - 1, 4);
 				int rd = i;
 				int cf_k = rd % 2;
@@ -418,6 +438,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				if (recv_rd[cf_k] == rd) {
 					CFRT_TRY(ctx, cfrt_wait(ctx, &recv_rq[cf_k]));
 					recv_rd[cf_k] = -1;
+					cfrt_what(ctx, "unpack vh", -1);
 					if (recv_upon[cf_k]) {
 						cfrt_view st = cfrt_view_contig((char *)ws + CF_WS_vh_recv_stage + cf_k * 2048, CFRT_F32, recv_up[cf_k].nd, recv_up[cf_k].dim);
 						CFRT_TRY(ctx, cfrt_copy(ctx, &recv_up[cf_k], &st)); /* unpack */
@@ -462,6 +483,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 			if (i <= 2) {
 				/* oh = attention(qh, kh, vh)  examples/ulysses.cf:25 */
 				int s = cf_mod(r + i + 1, 4); /* slice */
+				cfrt_what(ctx, "oh = attention(qh, kh, vh)", s);
 				cfrt_view cf_o = oh_send[cf_mod(i, 2)];
 				cfrt_view in0 = cfrt_view_slice(qh, 2, s * 16, 16);
 				cfrt_view in1 = kh;
@@ -475,6 +497,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				/* oh = attention(qh, kh, vh)  examples/ulysses.cf:25 */
 				int s = r; /* slice */
 				int part = r; /* the sender's part */
+				cfrt_what(ctx, "oh = attention(qh, kh, vh)", s);
 				cfrt_view cf_o = cfrt_view_slice(o, 1, part * 4, 4);
 				cfrt_view in0 = cfrt_view_slice(qh, 2, s * 16, 16);
 				cfrt_view in1 = kh;
@@ -486,6 +509,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 			}
 			CFRT_TRY(ctx, cfrt_group_begin(ctx));
 			if (i <= 2) {
+				cfrt_what(ctx, "send oh_send", cf_mod(r + i + 1, 4));
 				int peer = cf_mod(r + i + 1, 4);
 				int rd = i;
 				int cf_k = rd % 2;
@@ -495,6 +519,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 			}
 			if (i <= 2) {
 				int part = cf_mod(r - i - 1, 4); /* the sender's part */
+				cfrt_what(ctx, "recv o", r);
 				int peer = cf_mod(r - i - 1, 4);
 				int rd = i;
 				int cf_k = rd % 2;
@@ -512,6 +537,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				if (recv_rd[cf_k] == rd) {
 					CFRT_TRY(ctx, cfrt_wait(ctx, &recv_rq[cf_k]));
 					recv_rd[cf_k] = -1;
+					cfrt_what(ctx, "unpack o", -1);
 					if (recv_upon[cf_k]) {
 						cfrt_view st = cfrt_view_contig((char *)ws + CF_WS_o_recv_stage + cf_k * 2048, CFRT_F32, recv_up[cf_k].nd, recv_up[cf_k].dim);
 						CFRT_TRY(ctx, cfrt_copy(ctx, &recv_up[cf_k], &st)); /* unpack */
@@ -532,6 +558,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 #line 27 "examples/ulysses.cf"
 	/* t4 = merge_heads(o)  examples/ulysses.cf:27 */
 	cfrt_where(ctx, "t4", 0);
+	cfrt_what(ctx, "t4 = merge_heads(o)", -1);
 	{
 		cfrt_view hv = cf_heads(t4, o.dim[o.nd - 3]);
 		CFRT_TRY(ctx, cfrt_copy(ctx, &hv, &o));
@@ -540,7 +567,9 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 #line 27 "examples/ulysses.cf"
 	/* y = matmul(t4, wo)  examples/ulysses.cf:27 */
 	cfrt_where(ctx, "y", 0);
+	cfrt_what(ctx, "y = matmul(t4, wo)", -1);
 	CFRT_TRY(ctx, cfrt_matmul(ctx, &y, &t4, &wo, 1.0, 0.0));
-#line 545 "ulysses.c"
+#line 573 "ulysses.c"
+	cfrt_where(ctx, NULL, 0); /* out of the model */
 	return CFRT_OK;
 }

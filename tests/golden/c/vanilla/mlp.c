@@ -46,6 +46,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 			cfrt_where(ctx, "xa", 0);
 			{
 				int base = 0; /* the chunk's first slice */
+				cfrt_what(ctx, "xa = all_gather(x)", 0);
 				void *sst = x.p; /* x's block is contiguous: sent in place */
 				/* xa's blocks are not one contiguous run in rank order: received in staging, unpacked after the call */
 				void *rst = (char *)ws + CF_WS_xa_coll_rstage;
@@ -58,6 +59,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 			}
 			/* t1 = matmul(xa, w1)  examples/mlp.cf:19 */
 			{
+				cfrt_what(ctx, "t1 = matmul(xa, w1)", 0);
 				cfrt_view o = t1;
 				cfrt_view in0 = xa;
 				cfrt_view in1 = w1;
@@ -65,6 +67,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 			}
 			/* h = gelu(t1)  examples/mlp.cf:19 */
 			{
+				cfrt_what(ctx, "h = gelu(t1)", 0);
 				cfrt_view o = h;
 				cfrt_view in0 = t1;
 				CFRT_TRY(ctx, cfrt_gelu(ctx, &o, &in0));
@@ -81,6 +84,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 			/* p = matmul(h, w2)  examples/mlp.cf:20 */
 			{
 				int s = 0; /* slice */
+				cfrt_what(ctx, "p = matmul(h, w2)", s);
 				cfrt_view o = p;
 				cfrt_view in0 = cfrt_view_slice(h, 1, s * 16, 64);
 				cfrt_view in1 = w2;
@@ -88,6 +92,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 			}
 			{
 				int base = 0; /* the chunk's first slice */
+				cfrt_what(ctx, "y = reduce_scatter(p)", 0);
 				/* p's blocks are not one contiguous run in rank order: packed into staging */
 				for (int u = 0; u < 4; u++) {
 					cfrt_view blk = cfrt_view_slice(p, 1, (u + base) * 16, 16);
@@ -100,6 +105,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 			}
 		}
 	}
-#line 104 "mlp.c"
+#line 109 "mlp.c"
+	cfrt_where(ctx, NULL, 0); /* out of the model */
 	return CFRT_OK;
 }
