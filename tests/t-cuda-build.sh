@@ -47,16 +47,16 @@ check "cuda-build: app_stream (the application's stream and NCCL communicator) b
 check "cuda-build: backend name" sh -c "strings '$t/pc_app' | grep -q 'cuda+nccl+cublas'"
 # both builds: with cuDNN where scripts/cuda-libs.sh finds it (dnn.c then
 # calls it), and without (CFRT_CUDNN=no: no cuDNN symbol, no -lcudnn)
-nodnn_libs=$(CFRT_CUDNN=no sh scripts/cuda-libs.sh)
+nodnn_libs=${CUDA_LIBS_NODNN:-$(CFRT_CUDNN=no sh scripts/cuda-libs.sh)}
 check "cuda-build: pc_app links against libcfrt_cuda built without cuDNN" \
 	mpicc -std=c11 -O2 -Wall -Wextra -Werror $SANFLAGS -Iruntime -o "$t/pc_app_nodnn" \
 	tests/runtime/pc_app.c "$B/nocudnn/libcfrt_cuda.a" $nodnn_libs
 check "cuda-build: without cuDNN nothing calls it" sh -c \
 	"! nm '$B/nocudnn/libcfrt_cuda.a' | grep -q ' U cudnn' && ! echo '$nodnn_libs' | grep -q cudnn"
-if [ -n "$(sh scripts/cuda-libs.sh --cflags)" ]; then
+if [ -n "${CUDNN_CFLAGS-$(sh scripts/cuda-libs.sh --cflags)}" ]; then
 	check "cuda-build: with cuDNN found, the library calls it and links it" sh -c \
 		"nm '$B/libcfrt_cuda.a' | grep -q ' U cudnnBackendExecute' &&
-		 sh scripts/cuda-libs.sh | grep -q -- -lcudnn &&
+		 echo '${CUDA_LIBS:-$(sh scripts/cuda-libs.sh)}' | grep -q -- -lcudnn &&
 		 nm '$t/pc_app' | grep -q 'cudnnBackendExecute'"
 else
 	echo "SKIP cuda-build: cuDNN not found here: the build with it is not checked"

@@ -54,6 +54,8 @@ $(B)/nocudnn/libcfrt_cuda.a: $(CU_OBJ_NODNN)
 	rm -f $@
 	$(AR) rcs $@ $(CU_OBJ_NODNN)
 CUDA_LIBS_NODNN := $(shell CFRT_CUDNN=no sh scripts/cuda-libs.sh $(CUDA_HOME))
+# the tests link with what the build found, from the same CUDA_HOME
+export CUDA_HOME CUDA_LIBS_NODNN CUDNN_CFLAGS
 # attn_check of that library: CFRT_ATTN=cudnn must fail there (--no-cudnn).
 $(B)/nocudnn/attn_check: tests/gpu/attn_check.c $(B)/nocudnn/libcfrt_cuda.a
 	$(MPICC) $(CFLAGS_ALL) -Iruntime $(LDFLAGS_ALL) -o $@ $< \
