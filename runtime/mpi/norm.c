@@ -59,8 +59,15 @@ int cfrt_rmsnorm(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src,
 	return norm_rows(ctx, "cfrt_rmsnorm", dst, src, gamma, NULL, eps, 1);
 }
 
-/* The exponent below which an f32 probability is 0 (exp_prob). */
-#define F32_EXP_LIM (-87.3f)
+void cfrti_exp_rows_f32(float *d, const float *s, int64_t n, int64_t len, float sub)
+{
+	for (int64_t i = 0; i < n; i++) {
+		float x = s[i] - sub, e = expf(x < F32_EXP_LIM ? F32_EXP_LIM : x);
+		d[i] = x < F32_EXP_LIM || e < FLT_MIN ? 0.0f : e;
+	}
+	for (int64_t i = n; i < len; i++)
+		d[i] = 0.0f;
+}
 
 /* cfrti_softmax_lane of f32 runs of stride 1 (softmax rows, attention's
  * score rows in the workspace; dst may be src): one exp per element, in
@@ -71,29 +78,15 @@ static double softmax_f32(float *d, const float *s, int64_t n, int64_t len)
 	double sum = 0.0;
 	for (int64_t i = 0; i < n; i++)
 		max = fmaxf(max, s[i]);
-	for (int64_t i = 0; i < n; i++) {
-		float x = s[i] - max, e = expf(x < F32_EXP_LIM ? F32_EXP_LIM : x);
-		d[i] = x < F32_EXP_LIM ? 0.0f : e;
+	cfrti_exp_rows_f32(d, s, n, len, max);
+	for (int64_t i = 0; i < n; i++)
 		sum += d[i];
-	}
 	float inv = (float)(1.0 / sum);
 	for (int64_t i = 0; i < n; i++) {
 		float p = d[i] * inv;
 		d[i] = p < FLT_MIN ? 0.0f : p;
 	}
-	for (int64_t i = n; i < len; i++)
-		d[i] = 0.0f;
 	return max + log(sum);
-}
-
-void cfrti_exp_rows_f32(float *d, const float *s, int64_t n, int64_t len, float sub)
-{
-	for (int64_t i = 0; i < n; i++) {
-		float x = s[i] - sub, e = expf(x < F32_EXP_LIM ? F32_EXP_LIM : x);
-		d[i] = x < F32_EXP_LIM || e < FLT_MIN ? 0.0f : e;
-	}
-	for (int64_t i = n; i < len; i++)
-		d[i] = 0.0f;
 }
 
 double cfrti_softmax_lane(lane dst, lane src, int64_t n, int64_t len)
