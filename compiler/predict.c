@@ -219,17 +219,13 @@ node_cost(const Profile *pf, const Node *n, int odim, const int *idim, double f,
 			return 0;
 		}
 		/* a piece of a GEMM costs at least its share of the whole: the
-		 * same flop, more calls (bench/gemm_split.c measures that loss
-		 * at 0-5%; no cut ran faster). Between the grid's points the
-		 * table's noise otherwise made pieces cheaper than the whole,
-		 * and auto took slice(k) for it: 4 ranks on 2 cores, mlp's
-		 * slice(4) predicted 5% less compute than vanilla, measured
-		 * 8% more. */
-		if (f < 1 && (odim >= 0 || (idim && (idim[0] >= 0 || idim[1] >= 0)))) {
-			double w = node_cost(pf, n, -1, NULL, 1, share, what);
-			if (f * w > t)
-				t = f * w;
-		}
+		 * same flop in more calls (bench/gemm_split.c: -6% to +5%, on
+		 * the Xeons and on 2 cores). Between the grid's points the
+		 * table's noise made pieces cheaper than the whole, and auto
+		 * took slice(k) for it: 4 ranks on 2 cores, mlp's slice(4)
+		 * predicted 5% less compute than vanilla, measured 8% more. */
+		if (f < 1)
+			t = fmax(t, f * node_cost(pf, n, -1, NULL, 1, -1, what));
 		return t;
 	}
 	if (cls == CL_ATTN || cls == CL_ATTN_GRAD) {
@@ -238,7 +234,8 @@ node_cost(const Profile *pf, const Node *n, int odim, const int *idim, double f,
 		int grad = cls == CL_ATTN_GRAD && (pf->attn_grad[0][dt].n || pf->attn_grad[1][dt].n);
 		/* a backward node computes one of dq, dk and dv: a third of the
 		 * three calls attn_grad measures; without those, the forward's
-		 * time (the three: about 3.4 times it on the CPUs) */
+		 * time (the three took 1.9-3.1 times it at 1024 keys, in three
+		 * profiles of 4 ranks on 2 cores) */
 		double mult = grad ? 2.5 / 3 : 1, c[2];
 		const PTable *t = grad ? pf->attn_grad[0] : pf->attn[0];
 		if (attn_unit(&t[dt], grad ? &pf->attn_grad[1][dt] : &pf->attn[1][dt],

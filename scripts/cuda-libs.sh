@@ -1,8 +1,9 @@
 #!/bin/sh
 # cuda-libs.sh [--cflags] [CUDA_HOME]: prints what a program linked against
 # libcfrt_cuda.a needs besides MPI (NCCL, cuDNN when found, cuBLASLt,
-# cuBLAS, the CUDA runtime). CUDA_HOME: the argument, else the environment's
-# CUDA_HOME (as runtime/cuda/cuda.mk takes it), else the nvcc on PATH's. The one place that list is written: runtime/cuda/cuda.mk,
+# cuBLAS, the CUDA runtime). CUDA_HOME: the argument, else the
+# environment's CUDA_HOME (as runtime/cuda/cuda.mk takes it), else the
+# nvcc on PATH's. The one place that list is written: runtime/cuda/cuda.mk,
 # scripts/build-model.sh and tests/gpu/run.sh use it.
 # --cflags: what the backend compiles with instead: -DCFRT_HAVE_CUDNN when
 # cuDNN is found, else nothing.

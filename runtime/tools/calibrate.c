@@ -73,8 +73,9 @@ cmp_d(const void *x, const void *y)
  * first rank's start to the last rank's end (C->span), else the slowest
  * rank's own time. A rank's own time misses where ranks outnumber cores:
  * a call shorter than the scheduler's time slice runs at a whole core's
- * speed while the other ranks wait for one (measured on 4 ranks on 2
- * cores: GEMMs of 0.1-1 ms ran at 95-100 GFLOP/s, of 10-40 ms at 43-57).
+ * speed while the other ranks wait for one (4 ranks on 2 cores: GEMMs of
+ * 0.1-1 ms read 68-100 GFLOP/s, of 5-45 ms 43-59; as spans 26-47 and
+ * 30-49).
  * fn returns nonzero when the backend cannot run it (then -1, on every
  * rank). */
 typedef int (*RunFn)(Cal *C, void *arg);
@@ -218,7 +219,7 @@ run_attn(Cal *C, void *arg)
 static int
 run_attn_grad(Cal *C, void *arg)
 {
-	const Attn *x = arg;
+	Attn *x = arg;
 	int64_t B = x->dims[0], H = x->dims[1], S = x->dims[2], Dh = x->dims[3];
 	size_t sz = (size_t)(B * H * S * Dh) * cfrt_dtype_size(x->t);
 	cfrt_view q = {C->a, x->t, 4, {B, H, S, Dh}, {S * H * Dh, Dh, H * Dh, 1}};
@@ -237,7 +238,7 @@ run_attn_grad(Cal *C, void *arg)
 		int rc = cfrt_attention_lse(C->ctx, &o, &lse, &q, &k, &v, x->causal, 0);
 		if (rc != CFRT_OK)
 			return rc;
-		((Attn *)arg)->lse_ready = 1;
+		x->lse_ready = 1;
 	}
 	/* one call per gradient, as the generated backward calls it (each is
 	 * a node of its own, which the proof and the schedules place apart) */
@@ -517,14 +518,14 @@ main(int argc, char **argv)
 	die_rc(&C, cfrt_init(&C.ctx, MPI_COMM_WORLD, C.size, "calibrate"), "cfrt_init");
 	C.rank = cfrt_rank(C.ctx);
 	C.gpu = !strncmp(cfrt_backend_name(), "cuda", 4);
-	/* spans where every rank is on this node (one clock) */
+	/* spans when every rank is on this node (one clock): then, and only
+	 * then, every rank's node holds them all */
 	MPI_Comm node;
-	int nnode = 0, all_here;
+	int nnode = 0;
 	MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
 	MPI_Comm_size(node, &nnode);
 	MPI_Comm_free(&node);
-	MPI_Allreduce((int[]){nnode == C.size}, &all_here, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-	C.span = all_here;
+	C.span = nnode == C.size;
 	C.cap = C.quick ? (1u << 20) : C.gpu ? ((size_t)1 << 30) : ((size_t)64 << 20);
 	C.budget = C.quick ? 0.05 : C.gpu ? 0.2 : 0.5;
 	die_rc(&C, cfrt_alloc(C.ctx, &C.a, C.cap), "cfrt_alloc");
