@@ -209,9 +209,17 @@ test_attn_cost(void)
 		const Stage *st = s->stages.v[0];
 		CU_ASSERT_EQUAL_FATAL(st->kind, ST_COMPUTE);
 		CU_ASSERT_DOUBLE_EQUAL(predict_node(r.a, st->u.node, pf).total * 1e9, want[c], 1e-6);
-		/* the backward from its own rates: the same shares, a third for each
-	 * of dq, dk and dv */
-		CU_ASSERT_EQUAL(pf->attn_grad[c == 0][DT_F32].n, 1);
+		/* the backward from its own rates, a third of the three calls
+		 * for each of dq, dk and dv: per unit of P (2.5 / 3) * 4 / 1e10
+		 * = 1/3 ns unmasked, (2.5 / 3) * 2 / 8.33e9 = 0.2 ns causal, so
+		 * every pair 1/15 ns and each the mask leaves 4/15 ns more (a
+		 * grad node prices q and k, its first two inputs, as this one) */
+		double gwant = c == 0 ? 65536 * (1.0 / 15 + 4.0 / 15 * share) : 65536 / 3.0;
+		for (int g = 0; g < 3; g++) {
+			Node dn = *st->u.node;
+			dn.op = (OpKind[]){OP_ATTN_DQ, OP_ATTN_DK, OP_ATTN_DV}[g];
+			CU_ASSERT_DOUBLE_EQUAL(predict_node(r.a, &dn, pf).total * 1e9, gwant, 1e-6);
+		}
 		st_done(&r);
 	}
 	/* without a causal rate the mask saves its share of the unmasked time */
