@@ -234,7 +234,8 @@ cfrti_span *cfrti_trace_at(cfrt_ctx *ctx, int i);
 /* Host time t (cfrti_now) in ns from the origin. */
 int64_t cfrti_trace_ns(const cfrt_ctx *ctx, double t);
 /* Gathers every rank's spans to rank 0 of the context, which writes the
- * file (cfrt_finalize, collective); frees the trace. */
+ * file (cfrt_finalize, collective); it sorts the spans in place, so no
+ * span is added or looked up after it, only cfrti_trace_free. */
 int cfrti_trace_write(cfrt_ctx *ctx);
 void cfrti_trace_free(cfrt_ctx *ctx);
 

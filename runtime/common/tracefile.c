@@ -65,17 +65,23 @@ int cfrti_trace_open(cfrt_ctx *ctx)
 	if (!prefix || !*prefix)
 		return CFRT_OK;
 	cfrti_trace *t = calloc(1, sizeof *t);
-	if (!t)
-		return cfrti_err(ctx, CFRT_ENOMEM, "no memory for the trace");
-	b->trace = t;
-	t->max = max && atoi(max) > 0 ? atoi(max) : DEFAULT_MAX;
-	t->sent = calloc((size_t)b->job_size, sizeof *t->sent);
-	t->recvd = calloc((size_t)b->job_size, sizeof *t->recvd);
-	t->path = b->job_rank == 0 ? trace_file(b, prefix, made) : NULL;
-	if (!t->sent || !t->recvd || (b->job_rank == 0 && !t->path))
-		return cfrti_err(ctx, CFRT_ENOMEM, "no memory for the trace");
-	int rc = cfrti_mpi(ctx, MPI_Barrier(b->job), "MPI_Barrier");
-	t->origin = cfrti_now();
+	if (t) {
+		b->trace = t;
+		t->max = max && atoi(max) > 0 ? atoi(max) : DEFAULT_MAX;
+		t->sent = calloc((size_t)b->job_size, sizeof *t->sent);
+		t->recvd = calloc((size_t)b->job_size, sizeof *t->recvd);
+		t->path = b->job_rank == 0 ? trace_file(b, prefix, made) : NULL;
+	}
+	/* every rank learns of a failure (none waits for one that left),
+	 * and the reduction is the barrier that lines up the ranks' time 0 */
+	int bad = !t || !t->sent || !t->recvd || (b->job_rank == 0 && !t->path), any;
+	int rc = cfrti_mpi(ctx, MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, b->job),
+	                   "MPI_Allreduce");
+	if (rc == CFRT_OK && any)
+		return cfrti_err(ctx, CFRT_ENOMEM, "no memory for the trace%s",
+		                 bad ? "" : " on another rank");
+	if (t)
+		t->origin = cfrti_now();
 	return rc;
 }
 
@@ -230,25 +236,22 @@ static void put_us(sbuf *o, const char *key, int64_t ns)
 	put(o, ",\"%s\":%lld.%03lld", key, (long long)(ns / 1000), (long long)(ns % 1000));
 }
 
-static const cfrti_span *sort_base;
-
 static int by_start(const void *a, const void *b)
 {
-	const cfrti_span *x = &sort_base[*(const int *)a], *y = &sort_base[*(const int *)b];
+	const cfrti_span *x = a, *y = b;
 	if (x->track != y->track)
 		return x->track < y->track ? -1 : 1;
 	if (x->t0 != y->t0)
 		return x->t0 < y->t0 ? -1 : 1;
-	return x < y ? -1 : x > y;
+	return (x->t1 > y->t1) - (x->t1 < y->t1);
 }
 
-static void put_thread(sbuf *o, int pid, int track, int lane, int nranks)
+static void put_thread(sbuf *o, int pid, int track, int lane)
 {
 	char name[64];
 	int k = track == TRK_COMPUTE ? snprintf(name, sizeof name, "compute") :
 	        track == TRK_XFER ? snprintf(name, sizeof name, "communication") :
-	        snprintf(name, sizeof name, "copy engine from rank %d",
-	                 (track - TRK_COPY) % (nranks > 0 ? nranks : 1));
+	        snprintf(name, sizeof name, "copy engine from rank %d", track - TRK_COPY);
 	if (lane > 0)
 		snprintf(name + k, sizeof name - (size_t)k, " %d", lane + 1);
 	int tid = track * LANES + lane;
@@ -305,35 +308,23 @@ static void put_span(sbuf *o, const cfrti_base *b, const cfrti_span *s, int tid)
 
 /* This rank's part of the file: its process row, its lanes, its spans.
  * Lanes: per track, spans by start time, each on the first lane whose
- * last span has ended (end <= start: touching spans share a lane). */
-static void put_rank(sbuf *o, const cfrti_base *b, const cfrti_trace *t)
+ * last span has ended (end <= start: touching spans share a lane); a
+ * span that finds all LANES busy is dropped, never drawn over another.
+ * Sorts the trace's spans in place: it is written once, at the end. */
+static void put_rank(sbuf *o, const cfrti_base *b, cfrti_trace *t)
 {
-	int *ord = malloc((size_t)(t->n + 1) * sizeof *ord);
-	int64_t end[64];
-	int nlanes = 0, track = -1;
+	int64_t end[LANES];
+	int nlanes = 0, track = -1, n = 0;
 	long dropped = t->dropped;
 	char name[160];
-	if (!ord) {
-		o->oom = 1;
-		return;
-	}
-	int n = 0;
 	for (int i = 0; i < t->n; i++)
 		if (t->sp[i].t0 >= 0 && t->sp[i].t1 >= t->sp[i].t0)
-			ord[n++] = i;
+			t->sp[n++] = t->sp[i];
 		else
 			dropped++;
-	snprintf(name, sizeof name, "rank %d of %s (%d ranks)", b->job_rank, b->model, b->job_size);
-	put(o, ",\n{\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"name\":\"process_name\",\"args\":{\"name\":",
-	    b->job_rank);
-	put_str(o, name);
-	put(o, ",\"world_rank\":%d,\"dropped_events\":%ld}},\n{\"ph\":\"M\",\"pid\":%d,\"tid\":0,"
-	    "\"name\":\"process_sort_index\",\"args\":{\"sort_index\":%d}}", b->world_rank, dropped,
-	    b->job_rank, b->job_rank);
-	sort_base = t->sp;
-	qsort(ord, (size_t)n, sizeof *ord, by_start);
+	qsort(t->sp, (size_t)n, sizeof *t->sp, by_start);
 	for (int j = 0; j < n; j++) {
-		const cfrti_span *s = &t->sp[ord[j]];
+		const cfrti_span *s = &t->sp[j];
 		if (s->track != track) {
 			track = s->track;
 			nlanes = 0;
@@ -341,17 +332,25 @@ static void put_rank(sbuf *o, const cfrti_base *b, const cfrti_trace *t)
 		int l = 0;
 		while (l < nlanes && end[l] > s->t0)
 			l++;
-		if (l == (int)(sizeof end / sizeof *end)) /* 64 at once: never seen */
-			l = nlanes - 1;
+		if (l == LANES) {
+			dropped++;
+			continue;
+		}
 		if (l == nlanes) {
 			nlanes++;
 			end[l] = s->t1;
-			put_thread(o, b->job_rank, track, l, b->job_size);
+			put_thread(o, b->job_rank, track, l);
 		}
 		end[l] = s->t1 > end[l] ? s->t1 : end[l];
 		put_span(o, b, s, track * LANES + l);
 	}
-	free(ord);
+	snprintf(name, sizeof name, "rank %d of %s (%d ranks)", b->job_rank, b->model, b->job_size);
+	put(o, ",\n{\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"name\":\"process_name\",\"args\":{\"name\":",
+	    b->job_rank);
+	put_str(o, name);
+	put(o, ",\"world_rank\":%d,\"dropped_events\":%ld}},\n{\"ph\":\"M\",\"pid\":%d,\"tid\":0,"
+	    "\"name\":\"process_sort_index\",\"args\":{\"sort_index\":%d}}", b->world_rank, dropped,
+	    b->job_rank, b->job_rank);
 }
 
 /* Rank 0 writes the parts of every rank (its own first) into its file. */
