@@ -159,8 +159,32 @@ for c in "mlp fuse(ring)" "ulysses spec" "ulysses fuse(pairwise)"; do
 	[ $ok = 1 ] || tail -n 20 "$d.log"
 done
 
-# CFRT_TRACE_EVENTS caps the events a rank keeps; the others are counted
+# tracecheck.py rejects what it is there to catch: a receive joined to
+# another message (its number changed), and a rank's timeline 1 s early
 d=$out/traced-mlp-fusering
+check "runtime: tracecheck rejects a flow between different messages and a shifted rank" \
+	python3 -c "
+import json, subprocess, sys
+src, tmp = sys.argv[1], sys.argv[1] + '.bad.json'
+def rejects(edit):
+    d = json.load(open(src))
+    edit(d['traceEvents'])
+    json.dump(d, open(tmp, 'w'))
+    return subprocess.run(['python3', 'tests/tracecheck.py', tmp, '4'],
+                          capture_output=True).returncode == 1
+def renumber(ev):
+    r = next(e for e in ev if e['ph'] == 'X' and ': recv ' in e['name'])
+    r['args']['msg'] += 1
+def shift(ev):
+    for e in ev:
+        if e['pid'] == 1 and 'ts' in e:
+            e['ts'] = round(e['ts'] - 1e6, 3)
+assert subprocess.run(['python3', 'tests/tracecheck.py', src, '4'],
+                      capture_output=True).returncode == 0
+assert rejects(renumber) and rejects(shift)
+" "$d/trace.json"
+
+# CFRT_TRACE_EVENTS caps the events a rank keeps; the others are counted
 CFRT_TRACE=$d/capped CFRT_TRACE_EVENTS=20 $MPIRUN -x CFRT_TRACE -x CFRT_TRACE_EVENTS -np 4 \
 	"$d/run" --iters 2 --warmup 1 >"$d.capped.log" 2>&1
 check "runtime: CFRT_TRACE_EVENTS=20 keeps 20 events per rank and counts the dropped" \
