@@ -90,6 +90,7 @@ static int split_groups(cfrt_ctx *ctx, const int *sizes)
 		int c = b->job_rank / stride % sizes[g];
 		q->rank = c;
 		q->size = sizes[g];
+		q->stride = stride;
 		q->comm = b->job;
 		if (b->ngroups > 1) {
 			int rc = MPI_Comm_split(b->job, b->job_rank - c * stride, c,

@@ -35,6 +35,7 @@ typedef struct cfrti_base {
 	struct cfrti_group {
 		MPI_Comm comm; /* job itself when there is one group */
 		int rank, size;
+		int stride; /* job ranks between neighbours of the group */
 	} grp[CFRT_MAX_GROUPS];
 	int device; /* shown by cfrt_fail; -1: the backend has none */
 	int in_group; /* between cfrt_group_begin and cfrt_group_end */

@@ -148,10 +148,7 @@ int cfrti_trace_begin(cfrt_ctx *ctx, const char *call, int track)
  * coordinates but the current group's are this rank's (cfrt.h). */
 static int job_peer(const cfrti_base *b, int peer)
 {
-	int stride = 1;
-	for (int g = 0; g < b->cur; g++)
-		stride *= b->grp[g].size;
-	return b->job_rank + (peer - b->rank) * stride;
+	return b->job_rank + (peer - b->rank) * b->grp[b->cur].stride;
 }
 
 int cfrti_trace_xfer(cfrt_ctx *ctx, const xdesc *d, int track)

@@ -115,7 +115,7 @@ static int nccl_setup(cfrt_ctx *ctx)
 {
 	cfrti_base *b = &ctx->base;
 	ncclComm_t job = NULL;
-	int app = (b->opts.flags & CFRT_OPT_NCCL_COMM) != 0, stride = 1;
+	int app = (b->opts.flags & CFRT_OPT_NCCL_COMM) != 0;
 	int rc = app ? nccl_app(ctx, &job) : nccl_job(ctx, &job);
 	if (rc != CFRT_OK || b->ngroups == 1) {
 		ctx->xt.nccl[0] = job;
@@ -124,9 +124,8 @@ static int nccl_setup(cfrt_ctx *ctx)
 	}
 	for (int g = 0; rc == CFRT_OK && g < b->ngroups; g++) {
 		int c = b->grp[g].rank;
-		rc = nccl_status(ctx, ncclCommSplit(job, b->job_rank - c * stride, c,
+		rc = nccl_status(ctx, ncclCommSplit(job, b->job_rank - c * b->grp[g].stride, c,
 		                                    &ctx->xt.nccl[g], NULL), "ncclCommSplit");
-		stride *= b->grp[g].size;
 	}
 	if (!app)
 		ncclCommDestroy(job);
