@@ -207,13 +207,21 @@ node_cost(const Profile *pf, const Node *n, int odim, const int *idim, double f,
 	double eo = elems_of(o, n->out->ndim);
 	if (cls == CL_MM) {
 		const Value *A = n->in[0];
-		int nd = A->ndim;
-		double N = (double)o[n->out->ndim - 1], M = eo / N, K;
-		if (n->a.mm.sum)
+		int nd = A->ndim, od = n->out->ndim, ic = idim ? idim[0] : -1;
+		double N = (double)o[od - 1], M = eo / N, K, calls = 1;
+		if (n->a.mm.sum) {
+			/* the generated cf_matmul_sum: one GEMM over the rows of the
+			 * leading dims, one per index of those before a cut one */
 			K = elems_of(in[0], nd) / (double)in[0][nd - 1];
-		else
+			if (ic >= 1 && ic <= nd - 2)
+				calls = elems_of(in[0], ic);
+		} else {
 			K = (double)in[0][n->a.mm.ta && nd >= 2 ? nd - 2 : nd - 1];
-		double t = profile_gemm(&pf->gemm[dt], M, N, K);
+			if (pf->batch_loop && od >= 3)
+				calls = elems_of(o, od - 2);
+		}
+		double t = calls * profile_gemm(&pf->gemm[dt], M / (n->a.mm.sum ? 1 : calls), N,
+		                                K / (n->a.mm.sum ? calls : 1));
 		if (t < 0) {
 			*what = "gemm";
 			return 0;

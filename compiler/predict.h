@@ -67,6 +67,10 @@ typedef struct Profile {
 	                        * moves on its own, as on GPUs or with a
 	                        * progress thread; near 0: only inside MPI
 	                        * calls, so the rest of it passes at the wait) */
+	int batch_loop;        /* `batch loop`: a batched matmul runs as one
+	                        * GEMM per batch index (the CPU backend);
+	                        * without it (`batch one`) as one call of all
+	                        * the rows (cuBLAS's strided batch) */
 } Profile;
 
 /* profile.c: reads profile file path; NULL after an error reported on

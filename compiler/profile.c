@@ -194,6 +194,17 @@ rd_entry(Rd *r, Profile *pf, const char *w, size_t len)
 		pf->ranks = x[0] > MAXGROUP ? MAXGROUP : (int)x[0];
 		return 1;
 	}
+	if (rd_is(w, len, "batch")) {
+		size_t n;
+		const char *o = rd_word(r, &n);
+		if (!o || (!rd_is(o, n, "loop") && !rd_is(o, n, "one"))) {
+			diag_error(r->d, rd_loc(r, o ? o : r->p, o ? n : 0), "expected how a batched "
+			           "matmul runs: 'loop' (a GEMM per batch index) or 'one' (one call)");
+			return 0;
+		}
+		pf->batch_loop = rd_is(o, n, "loop");
+		return 1;
+	}
 	if (rd_is(w, len, "slowdown")) {
 		if (!rd_num(r, "the slowdown factor", 0, x))
 			return 0;
@@ -296,7 +307,7 @@ rd_entry(Rd *r, Profile *pf, const char *w, size_t len)
 		return 1;
 	}
 	diag_error(r->d, rd_loc(r, w, len), "unknown entry '%.*s' (gemm, ew, attn, attn_causal, attn_grad, attn_grad_causal, op, p2p, coll, "
-	           "op, slowdown, overlap, backend, transfer, ranks, end)", (int)(len > 40 ? 40 : len), w);
+	           "batch, slowdown, overlap, backend, transfer, ranks, end)", (int)(len > 40 ? 40 : len), w);
 	return 0;
 }
 
@@ -445,7 +456,7 @@ profile_write(FILE *f, const Profile *pf)
 	        pf->backend);
 	if (pf->transfer)
 		fprintf(f, "transfer %s\n", pf->transfer);
-	fprintf(f, "ranks %d\n", pf->ranks);
+	fprintf(f, "ranks %d\nbatch %s\n", pf->ranks, pf->batch_loop ? "loop" : "one");
 	for (int t = DT_F32; t < NDTYPE; t++) {
 		snprintf(head, sizeof head, "gemm %s", dtype_name[t]);
 		tab_write(f, head, &pf->gemm[t], 1);

@@ -545,10 +545,11 @@ main(int argc, char **argv)
 			MPI_Abort(MPI_COMM_WORLD, 1);
 		}
 		fprintf(C.out, "cfprofile 1\n# written by cfrt-calibrate%s on %d rank%s; times: %s\n"
-		        "backend %s\ntransfer %s\nranks %d\n", C.quick ? " --quick" : "", C.size,
-		        C.size == 1 ? "" : "s",
+		        "backend %s\ntransfer %s\nranks %d\nbatch %s\n", C.quick ? " --quick" : "",
+		        C.size, C.size == 1 ? "" : "s",
 		        C.span ? "spans over the ranks of one node" : "the slowest rank's",
-		        cfrt_backend_name(), cfrt_progress_name(C.ctx), C.size);
+		        cfrt_backend_name(), cfrt_progress_name(C.ctx), C.size,
+		        C.gpu ? "one" : "loop"); /* cfrt_matmul: strided batch, or a loop */
 	}
 	double t0 = MPI_Wtime();
 	for (int t = CFRT_F32; t <= CFRT_F16; t++)

@@ -96,6 +96,8 @@ test_reader(void)
 	rejects(HEAD "slowdown 0.5\nend\n", "the slowdown factor must be at least 1");
 	rejects(HEAD "op f32 matmul 1e9\nend\n", "t.prof:4:8: error: expected an op of the language");
 	rejects(HEAD "overlap 1.5\nend\n", "the overlap fraction must be at most 1");
+	rejects(HEAD "batch strided\nend\n", "t.prof:4:7: error: expected how a batched matmul "
+	        "runs: 'loop'");
 }
 
 static void
@@ -235,6 +237,34 @@ test_attn_cost(void)
 	st_done(&r);
 }
 
+/* A batched matmul [2, 64, 32] @ [32, 16]: on a backend that loops
+ * (`batch loop`) two GEMMs of 64 rows, else one call of 128 rows; the
+ * profile measured both shapes, so each price is exact. */
+static void
+test_batch_cost(void)
+{
+	const char *spec = "model m {\n size B = 2, S = 64, D = 32, F = 16;\n type f32;\n"
+	                   " in x : [B, S, D];\n weight w : [D, F];\n y = x @ w;\n out y;\n}\n";
+
+	for (int loop = 0; loop < 3; loop++) {
+		SRun r;
+		char text[256], *err = NULL;
+		Sched *s = st_build(&r, spec, NULL);
+		CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+		snprintf(text, sizeof text, HEAD "%sgemm f32 64 16 32 3e-6\ngemm f32 128 16 32 5e-6\nend\n",
+		         (const char *[]){"", "batch one\n", "batch loop\n"}[loop]);
+		Profile *pf = pf_parse(r.a, text, &err);
+		CU_ASSERT_PTR_NOT_NULL_FATAL(pf);
+		free(err);
+		CU_ASSERT_EQUAL(pf->batch_loop, loop == 2);
+		const Stage *st = s->stages.v[0];
+		CU_ASSERT_EQUAL_FATAL(st->kind, ST_COMPUTE);
+		CU_ASSERT_DOUBLE_EQUAL(predict_node(r.a, st->u.node, pf).total * 1e6,
+		                       loop == 2 ? 6 : 5, 1e-9);
+		st_done(&r);
+	}
+}
+
 static void
 test_predict(void)
 {
@@ -355,5 +385,6 @@ test_predict_register(void)
 	CU_add_test(s, "profile reader", test_reader);
 	CU_add_test(s, "profile lookups", test_lookup);
 	CU_add_test(s, "predictions with known answers", test_predict);
+	CU_add_test(s, "a batched matmul as its backend runs it", test_batch_cost);
 	CU_add_test(s, "auto takes the predicted fastest", test_auto);
 }
