@@ -1,6 +1,7 @@
 /* Compute ops against naive host loops in double: GEMM and matmul, copy on
  * strided views, elementwise ops, norms, softmax, scan, fill; and the
  * errors of bad arguments. */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -321,6 +322,38 @@ static void test_rows(void)
 	rows_case(CFRT_F32, 2, 0, 1000.0); /* softmax stays finite */
 }
 
+/* f32 softmax of widely spread scores: below the exponent limit
+ * (F32_EXP_LIM, -87.3) and for -inf a weight is exactly 0, above it a
+ * normal number even near FLT_MIN; a NaN score makes its row NaN (the
+ * selects that replaced branches must not hide it). */
+static void test_softmax_spread(void)
+{
+	static const float x[4][D] = {
+		{0, -10, -50, -87, -87.2f, -87.4f, -100, -1e30f},
+		{1, 2, NAN, 3, 4, 5, 6, 7},
+		{-INFINITY, 0, -INFINITY, 0, -1, -2, -3, -90},
+		{5, 5, 5, 5, 5, 5, 5, 5}};
+	float y[4][D];
+	cfrt_view v = cfrt_view_contig(y, CFRT_F32, 2, (int64_t[]){4, D});
+	cfrt_view vx = cfrt_view_contig((void *)x, CFRT_F32, 2, (int64_t[]){4, D});
+
+	CU_ASSERT_EQUAL_FATAL(cfrt_softmax(ut_ctx, &v, &vx), CFRT_OK);
+	for (int r = 0; r < 4; r++) {
+		double max = -INFINITY, sum = 0;
+		for (int i = 0; i < D; i++)
+			max = x[r][i] > max ? x[r][i] : max;
+		for (int i = 0; i < D; i++)
+			sum += x[r][i] - max < -87.3 ? 0 : exp(x[r][i] - max);
+		for (int i = 0; i < D; i++) {
+			double want = x[r][i] - max < -87.3 ? 0 : exp(x[r][i] - max) / sum;
+			int ok = r == 1 ? isnan(y[r][i])
+			         : want == 0 ? y[r][i] == 0 && !signbit(y[r][i])
+			                     : fabs(y[r][i] - want) <= 1e-6 * want && y[r][i] >= FLT_MIN;
+			CU_ASSERT(ok);
+		}
+	}
+}
+
 /* ---- scan along the middle and the first dim, in place ---- */
 
 static void test_scan(void)
@@ -412,6 +445,7 @@ void ut_register_compute(void)
 	CU_add_test(s, "gelu, silu, relu, scale on a strided slice", test_unary);
 	CU_add_test(s, "add, mul: same shape and bias broadcast", test_binary);
 	CU_add_test(s, "layernorm, rmsnorm, softmax", test_rows);
+	CU_add_test(s, "softmax of widely spread scores", test_softmax_spread);
 	CU_add_test(s, "scan along dims 0 and 1", test_scan);
 	CU_add_test(s, "fill: shard equals slice of whole", test_fill);
 	CU_add_test(s, "error messages", test_errors);
