@@ -137,7 +137,7 @@ visible_pairs(double o, double sq, double sk)
 static int
 attn_unit(const PTable *full, const PTable *causal, double sk, double mult, double c[2])
 {
-	double rf = profile_attn_rate(full, sk), rc = profile_attn_rate(causal, sk);
+	double rf = profile_rate(full, sk), rc = profile_rate(causal, sk);
 
 	if (rf <= 0 && rc <= 0)
 		return -1;
@@ -261,7 +261,7 @@ node_cost(const Profile *pf, const Node *n, int odim, const int *idim, double f,
 	for (int i = 0; i < n->nin; i++)
 		bytes += elems_of(in[i], n->in[i]->ndim);
 	bytes *= dtype_size[dt];
-	double rate = pf->op[dt][n->op] > 0 ? pf->op[dt][n->op] : pf->ew[dt];
+	double rate = pf->op[dt][n->op] > 0 ? pf->op[dt][n->op] : profile_ew(pf, dt, bytes);
 	if (rate <= 0) {
 		*what = "ew";
 		return 0;
@@ -307,12 +307,13 @@ sim_move(Sim *S, const Item *it)
 {
 	double e = ref_elems(S->c, &it->u.move.dst) * S->esz;
 	double k = it->kind == IT_ADD ? 3 : it->kind == IT_COPY ? 2 : 1;
+	double rate = profile_ew(S->pf, S->dt, e * k);
 
-	if (S->pf->ew[S->dt] <= 0) {
+	if (rate <= 0) {
 		sim_err(S, "the profile %2$s has no %1$s rate for this type", "ew");
 		return 0;
 	}
-	return e * k / S->pf->ew[S->dt];
+	return e * k / rate;
 }
 
 /* ---- transfers ---- */
@@ -416,7 +417,9 @@ coll_time(Sim *S, OpKind op, double block)
 		return 0;
 	if (k >= 0 && pf->coll[k].n && pf->ranks == N)
 		return profile_bytes(&pf->coll[k], block);
-	double ew = pf->ew[S->dt] > 0 ? pf->ew[S->dt] : INFINITY;
+	double ew = profile_ew(pf, S->dt, 3 * block);
+	if (ew <= 0)
+		ew = INFINITY;
 	switch (op) {
 	case OP_ALL_REDUCE:
 		return 2 * (N - 1) * p2p_time(S, block / N, 2) + (N - 1) * 3 * block / N / ew;

@@ -41,7 +41,11 @@ typedef struct Profile {
 	int ranks;             /* ranks the calibration ran on */
 	PTable gemm[NDTYPE];   /* (m, n, k) -> seconds */
 	double ew[NDTYPE];     /* bytes read + written per second by
-	                        * elementwise ops, norms, copies; 0: none */
+	                        * elementwise ops, norms, copies (`ew T
+	                        * RATE`); 0: none */
+	PTable ew_by[NDTYPE];  /* the same by the bytes of the call (`ew T
+	                        * BYTES RATE`: cached data moves faster);
+	                        * when measured, it replaces ew */
 	double op[NDTYPE][NOP]; /* the same of one op (`op T NAME RATE`:
 	                         * gelu's tanh costs more than an add's
 	                         * bytes); 0: ew's */
@@ -91,8 +95,13 @@ int profile_coll_index(OpKind op);
  * time proportional to bytes). -1: empty table. */
 double profile_gemm(const PTable *t, double m, double n, double k);
 double profile_bytes(const PTable *t, double bytes);
-/* Attention's flop per second at key length sk; -1: none measured. */
-double profile_attn_rate(const PTable *t, double sk);
+/* A rate by size (attention's flop per second by key length, ew's bytes
+ * per second by bytes): linear between the points, constant past them;
+ * -1: none measured. */
+double profile_rate(const PTable *t, double sk);
+/* Bytes per second of a plain elementwise pass over bytes of type t: the
+ * ew table's, else the one ew rate; <= 0: none. */
+double profile_ew(const Profile *pf, int t, double bytes);
 
 /* One span of a predicted timeline: rank r busy from t0 to t1 seconds
  * with (queue) 0 compute, 1 a send, 2 a receive, 3 a library

@@ -239,7 +239,22 @@ rd_entry(Rd *r, Profile *pf, const char *w, size_t len)
 		int t = rd_dtype(r);
 		if (t < 0 || !rd_num(r, "bytes per second", 0, x))
 			return 0;
-		pf->ew[t] = x[0];
+		size_t n;
+		const char *save = r->p, *more = rd_word(r, &n);
+		r->p = save;
+		if (!more) { /* ew T RATE */
+			pf->ew[t] = x[0];
+			return 1;
+		}
+		/* ew T BYTES RATE */
+		if (x[0] != floor(x[0])) {
+			diag_error(r->d, rd_loc(r, r->line, 2), "the bytes of an ew point must be a "
+			           "whole number, not %g", x[0]);
+			return 0;
+		}
+		if (!rd_num(r, "bytes per second", 0, &x[1]))
+			return 0;
+		tab_add(r->a, &pf->ew_by[t], (PPoint){0, 0, x[0], x[1], r->lno});
 		return 1;
 	}
 	int grad = rd_is(w, len, "attn_grad") || rd_is(w, len, "attn_grad_causal");
@@ -383,7 +398,8 @@ profile_parse(Arena *a, Diag *d, const Src *src)
 	}
 	int ok = 1;
 	for (int t = 0; t < NDTYPE && ok; t++)
-		ok = tab_sort(&r, &pf->gemm[t], "gemm") && tab_sort(&r, &pf->attn[0][t], "attn") &&
+		ok = tab_sort(&r, &pf->gemm[t], "gemm") && tab_sort(&r, &pf->ew_by[t], "ew") &&
+		     tab_sort(&r, &pf->attn[0][t], "attn") &&
 		     tab_sort(&r, &pf->attn[1][t], "attn_causal") &&
 		     tab_sort(&r, &pf->attn_grad[0][t], "attn_grad") &&
 		     tab_sort(&r, &pf->attn_grad[1][t], "attn_grad_causal");
@@ -462,6 +478,8 @@ profile_write(FILE *f, const Profile *pf)
 		tab_write(f, head, &pf->gemm[t], 1);
 		if (pf->ew[t] > 0)
 			fprintf(f, "ew %s %.17g\n", dtype_name[t], pf->ew[t]);
+		snprintf(head, sizeof head, "ew %s", dtype_name[t]);
+		tab_write(f, head, &pf->ew_by[t], 0);
 		for (int c = 0; c < 4; c++) {
 			snprintf(head, sizeof head, "attn%s%s %s", c & 2 ? "_grad" : "",
 			         c & 1 ? "_causal" : "", dtype_name[t]);
@@ -507,7 +525,7 @@ profile_gemm(const PTable *t, double m, double n, double k)
 }
 
 double
-profile_attn_rate(const PTable *t, double sk)
+profile_rate(const PTable *t, double sk)
 {
 	const PPoint *p = t->p;
 	int n = t->n, i = 1;
@@ -541,4 +559,10 @@ profile_bytes(const PTable *t, double bytes)
 	double x0 = p[i - 1].k, x1 = p[i].k, y0 = p[i - 1].sec, y1 = p[i].sec;
 	double y = y0 + (y1 - y0) * (bytes - x0) / (x1 - x0);
 	return y > 0 ? y : y0;
+}
+
+double
+profile_ew(const Profile *pf, int t, double bytes)
+{
+	return pf->ew_by[t].n ? profile_rate(&pf->ew_by[t], bytes) : pf->ew[t];
 }

@@ -248,14 +248,27 @@ static double d_sigmoid(double y, double unused)
 	return y * (1.0 - y);
 }
 
-/* d = x * f(y) on lines of f32 elements of stride 1, in float math, as
- * unary_f32; 0 when f has no such loop. */
-static int grad_f32(float *d, const float *x, const float *y, int64_t n, unary_fn f)
+/* d = x * f(y), or without f x + y or x * y (mul), on lines of f32
+ * elements of stride 1, in float math, as unary_f32; 0 when f has no
+ * such loop. Float add and mul round as the lanes' double math does
+ * (double's 53 bits hold the exact sum or product of two floats, or
+ * round it harmlessly: 53 >= 2 * 24 + 2), at five times the speed (an
+ * f32 add on 2 ranks of the 2-core machine: 4.1-4.7 GB/s through lanes,
+ * 22-25 GB/s here). */
+static int binary_f32(float *d, const float *x, const float *y, int64_t n, unary_fn f,
+                      int mul)
 {
-	if (f != d_gelu)
+	if (!f && mul)
+		for (int64_t i = 0; i < n; i++)
+			d[i] = x[i] * y[i];
+	else if (!f)
+		for (int64_t i = 0; i < n; i++)
+			d[i] = x[i] + y[i];
+	else if (f == d_gelu)
+		for (int64_t i = 0; i < n; i++)
+			d[i] = x[i] * d_gelu_f32(y[i]);
+	else
 		return 0;
-	for (int64_t i = 0; i < n; i++)
-		d[i] = x[i] * d_gelu_f32(y[i]);
 	return 1;
 }
 
@@ -276,8 +289,8 @@ static int binary_f(cfrt_ctx *ctx, const char *api, const cfrt_view *dst,
 		lane d = lane_of(dst, dst, ax, l), x = lane_of(a, dst, ax, l);
 		lane y = lane_of(&bb, dst, ax, l);
 		if (!is_f32_run(d) || !is_f32_run(x) || !is_f32_run(y) ||
-		    !grad_f32((float *)(void *)d.p, (const float *)(void *)x.p,
-		              (const float *)(void *)y.p, n, f))
+		    !binary_f32((float *)(void *)d.p, (const float *)(void *)x.p,
+		                (const float *)(void *)y.p, n, f, mul))
 			for (int64_t i = 0; i < n; i++) {
 				double u = lane_get(x, i), v = lane_get(y, i);
 				if (f)

@@ -131,6 +131,7 @@ run_gemm(Cal *C, void *arg)
 typedef struct Ew {
 	cfrt_dtype t;
 	int64_t n;
+	int reps; /* adds per run: a short one is timed in a loop */
 } Ew;
 
 static int
@@ -140,8 +141,11 @@ run_ew(Cal *C, void *arg)
 	cfrt_view a = cfrt_view_contig(C->a, e->t, 1, &e->n);
 	cfrt_view b = cfrt_view_contig(C->b, e->t, 1, &e->n);
 	cfrt_view c = cfrt_view_contig(C->c, e->t, 1, &e->n);
+	int rc = CFRT_OK;
 
-	return cfrt_add(C->ctx, &c, &a, &b);
+	for (int i = 0; i < e->reps && rc == CFRT_OK; i++)
+		rc = cfrt_add(C->ctx, &c, &a, &b);
+	return rc;
 }
 
 /* The ops other than GEMM and attention, each by its bytes per second
@@ -288,12 +292,24 @@ cal_compute(Cal *C, cfrt_dtype t)
 			}
 	if (!any)
 		return;
-	Ew e = {t, (int64_t)(C->cap / es)};
+	/* adds by size, from a cached operand to a whole buffer: the copies
+	 * and adds of a schedule move slices of an activation, which a cache
+	 * can hold, at up to a few times the rate of a pass over memory */
+	double s;
+	for (size_t sb = (size_t)64 << 10;; sb = sb * 4 < C->cap ? sb * 4 : C->cap) {
+		Ew e = {t, (int64_t)(sb / es), 1};
+		if (sb < ((size_t)4 << 20))
+			e.reps = (int)(((size_t)4 << 20) / sb);
+		s = timed(C, run_ew, &e, C->quick ? 3 : 9);
+		if (s > 0 && C->out)
+			fprintf(C->out, "ew %s %lld %.6g\n", tname[t], 3LL * e.n * (long long)es,
+			        3.0 * (double)e.n * (double)es * e.reps / s);
+		if (sb >= C->cap || C->quick)
+			break;
+	}
+	Ew e = {t, (int64_t)(C->cap / es), 1};
 	if (C->quick && e.n > (1 << 16))
 		e.n = 1 << 16;
-	double s = timed(C, run_ew, &e, C->quick ? 3 : 9);
-	if (s > 0 && C->out)
-		fprintf(C->out, "ew %s %.6g\n", tname[t], 3.0 * (double)e.n * (double)es / s);
 	/* each op on a quarter of the buffer: a size an activation has */
 	for (int k = 0; k < NOPS; k++) {
 		OpRun o = {t, (e.n / 4) / 64 * 64, k};

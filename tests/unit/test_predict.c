@@ -65,9 +65,9 @@ test_reader(void)
 	CU_ASSERT_DOUBLE_EQUAL(pf->ew[DT_F32], 1e10, 1);
 	CU_ASSERT_EQUAL(pf->attn[0][DT_F64].n, 2);
 	/* attention's rate by key length: linear between, constant past */
-	CU_ASSERT_DOUBLE_EQUAL(profile_attn_rate(&pf->attn[0][DT_F64], 160), 3.5e9, 1);
-	CU_ASSERT_DOUBLE_EQUAL(profile_attn_rate(&pf->attn[0][DT_F64], 32), 2e9, 1);
-	CU_ASSERT_DOUBLE_EQUAL(profile_attn_rate(&pf->attn[0][DT_F64], 4096), 5e9, 1);
+	CU_ASSERT_DOUBLE_EQUAL(profile_rate(&pf->attn[0][DT_F64], 160), 3.5e9, 1);
+	CU_ASSERT_DOUBLE_EQUAL(profile_rate(&pf->attn[0][DT_F64], 32), 2e9, 1);
+	CU_ASSERT_DOUBLE_EQUAL(profile_rate(&pf->attn[0][DT_F64], 4096), 5e9, 1);
 	CU_ASSERT_DOUBLE_EQUAL(pf->slowdown, 1.25, 1e-12);
 	CU_ASSERT_EQUAL(pf->coll[profile_coll_index(OP_ALL_GATHER)].n, 1);
 	free(err);
@@ -87,7 +87,7 @@ test_reader(void)
 	rejects(HEAD "p2p 3 64 1\nend\n", "t.prof:4:5: error: transfers at once must be 1, 2 or 4");
 	rejects(HEAD "coll broadcast 64 1\nend\n", "expected a collective");
 	rejects(HEAD "gpus 4\nend\n", "t.prof:4:1: error: unknown entry 'gpus'");
-	rejects(HEAD "ew f32 1e10 7\nend\n", "t.prof:4:13: error: unexpected '7'");
+	rejects(HEAD "ew f32 1024 1e10 7\nend\n", "t.prof:4:18: error: unexpected '7'");
 	rejects(HEAD "ew f32 nan\nend\n", "bytes per second must be a positive number");
 	rejects(HEAD "end\nranks 2\n", "t.prof:5:1: error: 'ranks' after the end line");
 	rejects("cfprofile 1\nranks 4\nend\n", "the profile names no backend");
@@ -96,6 +96,11 @@ test_reader(void)
 	rejects(HEAD "slowdown 0.5\nend\n", "the slowdown factor must be at least 1");
 	rejects(HEAD "op f32 matmul 1e9\nend\n", "t.prof:4:8: error: expected an op of the language");
 	rejects(HEAD "overlap 1.5\nend\n", "the overlap fraction must be at most 1");
+	rejects(HEAD "ew f32 100.5 1e9\nend\n", "t.prof:4:1: error: the bytes of an ew point must be "
+	        "a whole number");
+	rejects(HEAD "ew f32 100 1e9\new f32 100 2e9\nend\n", "t.prof:5:1: error: this ew point "
+	        "repeats the one of line 4");
+	rejects(HEAD "ew f32 100 -1\nend\n", "bytes per second must be a positive number");
 	rejects(HEAD "batch strided\nend\n", "t.prof:4:7: error: expected how a batched matmul "
 	        "runs: 'loop'");
 }
@@ -125,6 +130,21 @@ test_lookup(void)
 	CU_ASSERT_DOUBLE_EQUAL(profile_bytes(&pf->p2p[0], 2000), 1.5e-6, 1e-18);
 	CU_ASSERT_DOUBLE_EQUAL(profile_bytes(&pf->p2p[0], 5000), 3e-6, 1e-18);
 	CU_ASSERT_DOUBLE_EQUAL(profile_bytes(&pf->p2p[1], 500), 0.5e-3, 1e-15);
+	free(err);
+	arena_free(a);
+
+	/* ew: one rate for every size, or by bytes (linear between the
+	 * points, constant past them), which then stands for the one rate */
+	a = arena_new();
+	pf = pf_parse(a, HEAD "ew f32 5e9\new f64 4000 8e9\new f64 1000 2e10\new f64 1000000 6e9\nend\n",
+	              &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(pf);
+	CU_ASSERT_DOUBLE_EQUAL(profile_ew(pf, DT_F32, 100), 5e9, 1);
+	CU_ASSERT_DOUBLE_EQUAL(profile_ew(pf, DT_F32, 1e9), 5e9, 1);
+	CU_ASSERT_DOUBLE_EQUAL(profile_ew(pf, DT_F64, 10), 2e10, 1);
+	CU_ASSERT_DOUBLE_EQUAL(profile_ew(pf, DT_F64, 2500), 1.4e10, 1);
+	CU_ASSERT_DOUBLE_EQUAL(profile_ew(pf, DT_F64, 1e8), 6e9, 1);
+	CU_ASSERT(profile_ew(pf, DT_BF16, 100) <= 0);
 	free(err);
 	arena_free(a);
 }
