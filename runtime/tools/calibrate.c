@@ -430,9 +430,10 @@ cal_transfers(Cal *C)
 }
 
 /* Rings of transfers of count f32 elements (each rank sends to the next
- * and receives from the previous) posted just before a GEMM: the slowest
- * rank's GEMM time (*gemm) and the time its waits take after it (*wait),
- * medians of reps. */
+ * and receives from the previous) posted just before a GEMM: the GEMM's
+ * time (*gemm) and the time the waits take after it (*wait), medians of
+ * reps, timed as timed() times (spans on one node, else the slowest
+ * rank's). */
 static void
 gemm_under(Cal *C, const Gemm *g, int64_t count, int reps, double *gemm, double *wait)
 {
@@ -444,7 +445,7 @@ gemm_under(Cal *C, const Gemm *g, int64_t count, int reps, double *gemm, double 
 		reps = 64;
 	for (int i = 0; i < reps; i++) {
 		cfrt_req q[2];
-		double dt[2];
+		double dt[3];
 		cfrt_barrier(C->ctx);
 		cfrt_group_begin(C->ctx);
 		die_rc(C, cfrt_isend(C->ctx, c, count, CFRT_F32, (r + 1) % N, 3, &q[0]), "isend");
@@ -457,11 +458,17 @@ gemm_under(Cal *C, const Gemm *g, int64_t count, int reps, double *gemm, double 
 		double t1 = cfrt_wtime(C->ctx);
 		die_rc(C, cfrt_waitall(C->ctx, 2, q), "waitall");
 		die_rc(C, cfrt_sync(C->ctx), "cfrt_sync");
-		dt[0] = t1 - t0;
-		dt[1] = cfrt_wtime(C->ctx) - t1;
-		double mx[2];
-		MPI_Allreduce(dt, mx, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-		tg[i] = mx[0], tw[i] = mx[1];
+		double t2 = cfrt_wtime(C->ctx), mx[3];
+		dt[0] = C->span ? -t0 : t1 - t0;
+		dt[1] = C->span ? t1 : t2 - t1;
+		dt[2] = t2;
+		MPI_Allreduce(dt, mx, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+		/* on one clock, as timed: the GEMMs' span, and from the last
+		 * GEMM's end to the last transfer's, which leaves out the ranks'
+		 * skew (a rank that ends its GEMM early waits for its peers'
+		 * as well as for the transfers) */
+		tg[i] = C->span ? mx[0] + mx[1] : mx[0];
+		tw[i] = C->span ? mx[2] - mx[1] : mx[1];
 	}
 	qsort(tg, (size_t)reps, sizeof *tg, cmp_d);
 	qsort(tw, (size_t)reps, sizeof *tw, cmp_d);
@@ -476,10 +483,14 @@ cal_slowdown(Cal *C)
 {
 	int64_t s = C->quick ? 64 : C->gpu ? 4096 : 512;
 	int64_t count = (C->quick ? 16384 : C->gpu ? (64 << 20) : (4 << 20)) / 4;
-	Gemm g = {CFRT_F32, s, s, s};
+	/* on CPUs 2048 rows: gemm.c cuts a GEMM under transfers into panels
+	 * of 512 rows (of 512 x 512) with a progress test after each, as it
+	 * cuts the models' GEMMs; one of 512 rows is a single panel, which
+	 * tests nothing before its end */
+	Gemm g = {CFRT_F32, C->gpu || C->quick ? s : 4 * s, s, s};
 	int reps = C->quick ? 3 : 9;
 
-	if (C->size < 2 || (size_t)(s * s) * 4 > C->cap / 2 || (size_t)count * 4 > C->cap / 2)
+	if (C->size < 2 || (size_t)(g.m * s) * 4 > C->cap / 2 || (size_t)count * 4 > C->cap / 2)
 		return;
 	int64_t n = (int64_t)(C->cap / 4);
 	cfrt_view fa = cfrt_view_contig(C->a, CFRT_F32, 1, &n);
@@ -493,9 +504,10 @@ cal_slowdown(Cal *C)
 	double f = alone > 0 ? under / alone : 1;
 	double ov = xfer > 0 ? 1 - wait / xfer : 1;
 	if (C->out)
-		fprintf(C->out, "# a %lld^3 GEMM %.4g s alone, %.4g s under a ring of %lld-byte "
+		fprintf(C->out, "# a %lldx%lldx%lld GEMM %.4g s alone, %.4g s under a ring of %lld-byte "
 		        "transfers (%.4g s alone), waited %.4g s after it\n"
-		        "slowdown %.4g\noverlap %.4g\n", (long long)s, alone, under,
+		        "slowdown %.4g\noverlap %.4g\n", (long long)g.m, (long long)s, (long long)s,
+		        alone, under,
 		        (long long)count * 4, xfer, wait, f < 1 ? 1 : f, ov < 0 ? 0 : ov > 1 ? 1 : ov);
 }
 
