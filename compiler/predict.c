@@ -214,14 +214,13 @@ node_cost(const Profile *pf, const Node *n, int odim, const int *idim, double f,
 			 * leading dims, one per index of those before a cut one */
 			K = elems_of(in[0], nd) / (double)in[0][nd - 1];
 			if (ic >= 1 && ic <= nd - 2)
-				calls = elems_of(in[0], ic);
+				calls = elems_of(in[0], ic), K /= calls;
 		} else {
 			K = (double)in[0][n->a.mm.ta && nd >= 2 ? nd - 2 : nd - 1];
 			if (pf->batch_loop && od >= 3)
-				calls = elems_of(o, od - 2);
+				calls = elems_of(o, od - 2), M /= calls;
 		}
-		double t = calls * profile_gemm(&pf->gemm[dt], M / (n->a.mm.sum ? 1 : calls), N,
-		                                K / (n->a.mm.sum ? calls : 1));
+		double t = calls * profile_gemm(&pf->gemm[dt], M, N, K);
 		if (t < 0) {
 			*what = "gemm";
 			return 0;

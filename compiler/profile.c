@@ -237,6 +237,7 @@ rd_entry(Rd *r, Profile *pf, const char *w, size_t len)
 	}
 	if (rd_is(w, len, "ew")) {
 		int t = rd_dtype(r);
+		const char *at = r->p;
 		if (t < 0 || !rd_num(r, "bytes per second", 0, x))
 			return 0;
 		size_t n;
@@ -248,8 +249,9 @@ rd_entry(Rd *r, Profile *pf, const char *w, size_t len)
 		}
 		/* ew T BYTES RATE */
 		if (x[0] != floor(x[0])) {
-			diag_error(r->d, rd_loc(r, r->line, 2), "the bytes of an ew point must be a "
-			           "whole number, not %g", x[0]);
+			at += strspn(at, " \t");
+			diag_error(r->d, rd_loc(r, at, (size_t)(save - at)), "the bytes of an ew point "
+			           "must be a whole number, not %g", x[0]);
 			return 0;
 		}
 		if (!rd_num(r, "bytes per second", 0, &x[1]))

@@ -80,6 +80,18 @@ cmp_d(const void *x, const void *y)
  * rank). */
 typedef int (*RunFn)(Cal *C, void *arg);
 
+/* The time from t0 to t1 of every rank, as C times: the span from the
+ * first rank's t0 to the last one's t1 (C->span), else the slowest
+ * rank's own. Collective. */
+static double
+elapsed(Cal *C, double t0, double t1)
+{
+	double mine[3] = {t1 - t0, -t0, t1}, all[3];
+
+	MPI_Allreduce(mine, all, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+	return C->span ? all[1] + all[2] : all[0];
+}
+
 static double
 timed(Cal *C, RunFn fn, void *arg, int reps)
 {
@@ -99,10 +111,7 @@ timed(Cal *C, RunFn fn, void *arg, int reps)
 		double t0 = cfrt_wtime(C->ctx);
 		die_rc(C, fn(C, arg), "a measured call");
 		die_rc(C, cfrt_sync(C->ctx), "cfrt_sync");
-		double t1 = cfrt_wtime(C->ctx);
-		double mine[3] = {t1 - t0, -t0, t1}, all[3];
-		MPI_Allreduce(mine, all, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-		double dt = C->span ? all[1] + all[2] : all[0];
+		double dt = elapsed(C, t0, cfrt_wtime(C->ctx));
 		t[n++] = dt;
 		spent += dt;
 	}
@@ -149,14 +158,15 @@ run_ew(Cal *C, void *arg)
 }
 
 /* The ops other than GEMM and attention, each by its bytes per second
- * (inputs and output, as cfc's model counts them) on [rows, 64]. */
+ * (inputs and output, as cfc's model counts them) on [rows, 64]; not
+ * add, which the ew table times by size. */
 typedef struct Op {
 	const char *name; /* cfc's name of it */
 	int nin;          /* tensor inputs of the size of the output */
 } Op;
 
 static const Op ops[] = {
-	{"add", 2}, {"mul", 2}, {"gelu", 1}, {"silu", 1}, {"relu", 1}, {"sigmoid", 1},
+	{"mul", 2}, {"gelu", 1}, {"silu", 1}, {"relu", 1}, {"sigmoid", 1},
 	{"exp", 1}, {"gelu_grad", 2}, {"silu_grad", 2}, {"relu_grad", 2}, {"sigmoid_grad", 2},
 	{"layernorm", 1}, {"rmsnorm", 1}, {"softmax", 1}, {"softmax_grad", 2}, {"rope", 1},
 };
@@ -177,7 +187,6 @@ run_op(Cal *C, void *arg)
 	cfrt_view c = cfrt_view_contig(C->c, o->t, 2, d);
 	const char *n = ops[o->k].name;
 
-	if (!strcmp(n, "add")) return cfrt_add(C->ctx, &c, &a, &b);
 	if (!strcmp(n, "mul")) return cfrt_mul(C->ctx, &c, &a, &b);
 	if (!strcmp(n, "gelu")) return cfrt_gelu(C->ctx, &c, &a);
 	if (!strcmp(n, "silu")) return cfrt_silu(C->ctx, &c, &a);
@@ -445,7 +454,6 @@ gemm_under(Cal *C, const Gemm *g, int64_t count, int reps, double *gemm, double 
 		reps = 64;
 	for (int i = 0; i < reps; i++) {
 		cfrt_req q[2];
-		double dt[3];
 		cfrt_barrier(C->ctx);
 		cfrt_group_begin(C->ctx);
 		die_rc(C, cfrt_isend(C->ctx, c, count, CFRT_F32, (r + 1) % N, 3, &q[0]), "isend");
@@ -458,17 +466,13 @@ gemm_under(Cal *C, const Gemm *g, int64_t count, int reps, double *gemm, double 
 		double t1 = cfrt_wtime(C->ctx);
 		die_rc(C, cfrt_waitall(C->ctx, 2, q), "waitall");
 		die_rc(C, cfrt_sync(C->ctx), "cfrt_sync");
-		double t2 = cfrt_wtime(C->ctx), mx[3];
-		dt[0] = C->span ? -t0 : t1 - t0;
-		dt[1] = C->span ? t1 : t2 - t1;
-		dt[2] = t2;
-		MPI_Allreduce(dt, mx, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-		/* on one clock, as timed: the GEMMs' span, and from the last
-		 * GEMM's end to the last transfer's, which leaves out the ranks'
-		 * skew (a rank that ends its GEMM early waits for its peers'
-		 * as well as for the transfers) */
-		tg[i] = C->span ? mx[0] + mx[1] : mx[0];
-		tw[i] = C->span ? mx[2] - mx[1] : mx[1];
+		double t2 = cfrt_wtime(C->ctx), w[3] = {t1, t2, t2 - t1}, mx[3];
+		tg[i] = elapsed(C, t0, t1);
+		/* on one clock from the last GEMM's end to the last transfer's,
+		 * which leaves out the ranks' skew (a rank that ends its GEMM
+		 * early waits for its peers' as well as for the transfers) */
+		MPI_Allreduce(w, mx, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+		tw[i] = C->span ? mx[1] - mx[0] : mx[2];
 	}
 	qsort(tg, (size_t)reps, sizeof *tg, cmp_d);
 	qsort(tw, (size_t)reps, sizeof *tw, cmp_d);

@@ -96,7 +96,7 @@ test_reader(void)
 	rejects(HEAD "slowdown 0.5\nend\n", "the slowdown factor must be at least 1");
 	rejects(HEAD "op f32 matmul 1e9\nend\n", "t.prof:4:8: error: expected an op of the language");
 	rejects(HEAD "overlap 1.5\nend\n", "the overlap fraction must be at most 1");
-	rejects(HEAD "ew f32 100.5 1e9\nend\n", "t.prof:4:1: error: the bytes of an ew point must be "
+	rejects(HEAD "ew f32 100.5 1e9\nend\n", "t.prof:4:8: error: the bytes of an ew point must be "
 	        "a whole number");
 	rejects(HEAD "ew f32 100 1e9\new f32 100 2e9\nend\n", "t.prof:5:1: error: this ew point "
 	        "repeats the one of line 4");
@@ -134,10 +134,10 @@ test_lookup(void)
 	arena_free(a);
 
 	/* ew: one rate for every size, or by bytes (linear between the
-	 * points, constant past them), which then stands for the one rate */
+	 * points, constant past them), which replaces the one rate */
 	a = arena_new();
-	pf = pf_parse(a, HEAD "ew f32 5e9\new f64 4000 8e9\new f64 1000 2e10\new f64 1000000 6e9\nend\n",
-	              &err);
+	pf = pf_parse(a, HEAD "ew f32 5e9\new f64 4000 8e9\new f64 1000 2e10\new f64 3e9\n"
+	              "ew f64 1000000 6e9\nend\n", &err);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(pf);
 	CU_ASSERT_DOUBLE_EQUAL(profile_ew(pf, DT_F32, 100), 5e9, 1);
 	CU_ASSERT_DOUBLE_EQUAL(profile_ew(pf, DT_F32, 1e9), 5e9, 1);
