@@ -4,6 +4,7 @@
 #  - cfrt-calibrate --quick on 2 ranks writes a whole profile (every entry
 #    kind, the end line) that cfc reads, and --emit=profile round-trips
 #    it (written, read and written again: the same text, every point);
+#    --passes 2 writes the same entries, --passes 0 is refused;
 #  - cfc --profile --explain predicts every candidate of every collective
 #    of every example (forward and backward) and auto marks one of each;
 #  - --emit=gantt is SVG with bars, and needs --profile;
@@ -29,6 +30,21 @@ for e in "cfprofile 1" "backend mpi+openblas" "ranks 2" "gemm f32 " "gemm f64 " 
 	"coll all_reduce " "coll all_to_all " "slowdown " "overlap " "end"; do
 	check "calibrated profile has '$e'" grep -q "^$e" "$prof"
 done
+
+# --passes visits every point again: the same entries, the header says so
+keys() { grep -v '^#' "$1" | awk '{NF--; print}'; }
+if mpirun --oversubscribe --timeout 120 -n 2 "$B/cfrt-calibrate" --quick --passes 2 \
+	-o "$out/p2.prof" >"$out/cal2.log" 2>&1 && [ "$(keys "$prof")" = "$(keys "$out/p2.prof")" ] &&
+	grep -q '^# written by .*, the fastest of 2 passes$' "$out/p2.prof"; then
+	pass "cfrt-calibrate --passes 2: the same entries"
+else
+	fail "cfrt-calibrate --passes 2: the same entries"
+	cat "$out/cal2.log"
+fi
+mpirun --oversubscribe --timeout 120 -n 2 "$B/cfrt-calibrate" --passes 0 -o "$out/p0.prof" \
+	>"$out/cal0.log" 2>&1
+check "cfrt-calibrate --passes 0: usage, no profile" \
+	sh -c "grep -q '^usage: ' '$out/cal0.log' && test ! -e '$out/p0.prof'"
 
 # round trip: cfc's reading of it, written, read and written again
 data() { grep -v '^#' "$1" | grep -vc '^$'; }

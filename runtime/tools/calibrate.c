@@ -30,8 +30,11 @@
  *          alone;
  *   overlap   the share of those transfers' own time that passed during
  *          the GEMM (1: they move on their own; near 0: only inside MPI).
- * --quick measures a few small points (seconds; for tests). */
+ * Each point is visited in passes over all of them and keeps its fastest
+ * visit (see measure()). --quick measures a few small points (seconds;
+ * for tests). */
 #include <math.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,8 +50,11 @@ typedef struct Cal {
 	FILE *out; /* rank 0 */
 	void *a, *b, *c; /* device buffers of cap bytes each */
 	size_t cap;
-	double budget; /* seconds per point at most */
+	double budget; /* seconds per point at most, over every pass */
 	int span;      /* one node: times are spans on the node's clock */
+	int passes;    /* times each point is visited, the others between */
+	struct Point *pt; /* what is measured, in the order it is written */
+	int npt, cappt;
 } Cal;
 
 static void
@@ -69,7 +75,8 @@ cmp_d(const void *x, const void *y)
 }
 
 /* The time of one run of fn on every rank at once, the median of reps
- * runs (fewer when they take longer than the budget): the span from the
+ * runs after one to warm up (fewer, but least, when they take longer than
+ * the budget): the span from the
  * first rank's start to the last rank's end (C->span), else the slowest
  * rank's own time. A rank's own time misses where ranks outnumber cores:
  * a call shorter than the scheduler's time slice runs at a whole core's
@@ -93,7 +100,7 @@ elapsed(Cal *C, double t0, double t1)
 }
 
 static double
-timed(Cal *C, RunFn fn, void *arg, int reps)
+timed(Cal *C, RunFn fn, void *arg, int reps, double budget, int least)
 {
 	double t[64], spent = 0;
 	int n = 0;
@@ -106,7 +113,7 @@ timed(Cal *C, RunFn fn, void *arg, int reps)
 	MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
 	if (anybad)
 		return -1;
-	while (n < reps && (n < 3 || spent < C->budget)) {
+	while (n < reps && (n < least || spent < budget)) {
 		cfrt_barrier(C->ctx);
 		double t0 = cfrt_wtime(C->ctx);
 		die_rc(C, fn(C, arg), "a measured call");
@@ -120,6 +127,66 @@ timed(Cal *C, RunFn fn, void *arg, int reps)
 }
 
 static const char *const tname[] = {"f32", "f64", "bf16", "f16"};
+
+/* ---- transfers ---- */
+
+typedef struct P2p {
+	int64_t count; /* f32 elements of one message */
+	int conc;      /* 1: rank 0 to rank 1 alone; 2: the ring; 4: both ways */
+} P2p;
+
+static int
+run_p2p(Cal *C, void *arg)
+{
+	const P2p *p = arg;
+	int r = C->rank, N = C->size, next = (r + 1) % N, prev = (r + N - 1) % N;
+	cfrt_req q[4];
+	int n = 0, rc = CFRT_OK;
+	size_t half = C->cap / 2;
+	char *a = C->a, *b = C->b;
+
+	cfrt_group_begin(C->ctx);
+	if (p->conc == 1) {
+		if (r == 0)
+			rc = cfrt_isend(C->ctx, a, p->count, CFRT_F32, 1, 1, &q[n++]);
+		else if (r == 1)
+			rc = cfrt_irecv(C->ctx, b, p->count, CFRT_F32, 0, 1, &q[n++]);
+	} else {
+		rc = cfrt_isend(C->ctx, a, p->count, CFRT_F32, next, 1, &q[n++]);
+		if (rc == CFRT_OK)
+			rc = cfrt_irecv(C->ctx, b, p->count, CFRT_F32, prev, 1, &q[n++]);
+		if (rc == CFRT_OK && p->conc == 4) {
+			rc = cfrt_isend(C->ctx, a + half, p->count, CFRT_F32, prev, 2, &q[n++]);
+			if (rc == CFRT_OK)
+				rc = cfrt_irecv(C->ctx, b + half, p->count, CFRT_F32, next, 2, &q[n++]);
+		}
+	}
+	cfrt_group_end(C->ctx);
+	if (rc == CFRT_OK)
+		rc = cfrt_waitall(C->ctx, n, q);
+	return rc;
+}
+
+typedef struct Coll {
+	int op; /* 0 all_gather, 1 reduce_scatter, 2 all_reduce, 3 all_to_all */
+	int64_t count; /* f32 elements of one rank's block */
+} Coll;
+
+static const char *const coll_name[] = {"all_gather", "reduce_scatter", "all_reduce",
+                                        "all_to_all"};
+
+static int
+run_coll(Cal *C, void *arg)
+{
+	const Coll *c = arg;
+
+	switch (c->op) {
+	case 0: return cfrt_all_gather(C->ctx, C->a, C->b, c->count, CFRT_F32);
+	case 1: return cfrt_reduce_scatter(C->ctx, C->a, C->b, c->count, CFRT_F32);
+	case 2: return cfrt_all_reduce(C->ctx, C->a, C->b, c->count * C->size, CFRT_F32);
+	default: return cfrt_all_to_all(C->ctx, C->a, C->b, c->count, CFRT_F32);
+	}
+}
 
 /* ---- compute ---- */
 
@@ -266,24 +333,117 @@ run_attn_grad(Cal *C, void *arg)
 	return rc;
 }
 
+/* ---- the points, measured in passes ---- */
+
+/* One point of the profile: fn on arg, written as "key VALUE", VALUE its
+ * seconds or, when work > 0, work over them (a rate). */
+typedef struct Point {
+	RunFn fn;
+	int t; /* the type the buffers must hold for it; -1: any */
+	union {
+		Gemm g;
+		Ew e;
+		OpRun o;
+		Attn x;
+		P2p p;
+		Coll c;
+	} arg;
+	int reps;
+	double work;
+	double s; /* the fastest pass's median; -1: the backend cannot */
+	char key[64];
+} Point;
+
+static Point *
+add(Cal *C, RunFn fn, int t, int reps, double work, const char *fmt, ...)
+{
+	if (C->npt == C->cappt) {
+		C->cappt = C->cappt ? 2 * C->cappt : 256;
+		C->pt = realloc(C->pt, (size_t)C->cappt * sizeof *C->pt);
+		if (!C->pt) {
+			fprintf(stderr, "cfrt-calibrate: out of memory\n");
+			MPI_Abort(MPI_COMM_WORLD, 1);
+		}
+	}
+	Point *p = &C->pt[C->npt++];
+	memset(p, 0, sizeof *p);
+	p->fn = fn, p->t = t, p->reps = reps, p->work = work;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(p->key, sizeof p->key, fmt, ap);
+	va_end(ap);
+	return p;
+}
+
+/* Fills the a and b buffers with values of type t in [0, 1) (no NaN or
+ * denormal slows a kernel): 0 where the backend has no such type, on
+ * every rank. */
+static int
+fill(Cal *C, cfrt_dtype t)
+{
+	int64_t n = (int64_t)(C->cap / cfrt_dtype_size(t));
+	cfrt_view fa = cfrt_view_contig(C->a, t, 1, &n), fb = cfrt_view_contig(C->b, t, 1, &n);
+	int bad = cfrt_fill_uniform(C->ctx, &fa, 1) != CFRT_OK ||
+	          cfrt_fill_uniform(C->ctx, &fb, 2) != CFRT_OK, anybad;
+
+	MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+	return !anybad;
+}
+
+/* Every point, C->passes times, the order reversed on every other pass:
+ * a point's time is the fastest pass's median of its runs. A machine
+ * shared with others (a VM, a loaded node) has slow spells that last
+ * longer than a point; measured in one visit each, the points that fall
+ * in a spell read slow and the rest not (a VM's 512^3 and 512x1024x512
+ * GEMMs at 38-47 GFLOP/s among 61-73). Visits apart keep a spell to one
+ * of a point's passes, as make bench keeps a row's best round. */
+static void
+measure(Cal *C)
+{
+	int filled = -1;
+
+	for (int i = 0; i < C->npt; i++)
+		C->pt[i].s = 0;
+	for (int pass = 0; pass < C->passes; pass++)
+		for (int j = 0; j < C->npt; j++) {
+			Point *p = &C->pt[pass % 2 ? C->npt - 1 - j : j];
+			if (p->s < 0)
+				continue;
+			if (p->t >= 0 && p->t != filled) {
+				fill(C, (cfrt_dtype)p->t);
+				filled = p->t;
+			}
+			if (p->fn == run_attn_grad)
+				p->arg.x.lse_ready = 0; /* another point wrote over it */
+			int reps = (p->reps + C->passes - 1) / C->passes;
+			double s = timed(C, p->fn, &p->arg, reps, C->budget / C->passes,
+			                 (3 + C->passes - 1) / C->passes);
+			if (s < 0 || p->s == 0 || s < p->s)
+				p->s = s;
+		}
+	if (C->out)
+		for (int i = 0; i < C->npt; i++) {
+			Point *p = &C->pt[i];
+			if (p->s > 0)
+				fprintf(C->out, "%s %.6g\n", p->key, p->work > 0 ? p->work / p->s : p->s);
+		}
+}
+
 static void
 cal_compute(Cal *C, cfrt_dtype t)
 {
 	static const int64_t cpu[] = {32, 128, 512, 1024}, gpu[] = {256, 1024, 4096, 8192};
 	static const int64_t quick[] = {16, 64};
 	const int64_t *sz = C->quick ? quick : C->gpu ? gpu : cpu;
-	int nsz = C->quick ? 2 : 4, any = 0;
+	int nsz = C->quick ? 2 : 4;
 	size_t es = cfrt_dtype_size(t);
-	int64_t n = (int64_t)(C->cap / es);
-	cfrt_view fa = cfrt_view_contig(C->a, t, 1, &n), fb = cfrt_view_contig(C->b, t, 1, &n);
+	const char *tn = tname[t];
 
-	/* values of this type in [0, 1): no NaN or denormal slows a kernel */
-	int bad = cfrt_fill_uniform(C->ctx, &fa, 1) != CFRT_OK ||
-	          cfrt_fill_uniform(C->ctx, &fb, 2) != CFRT_OK, anybad;
-	MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-	if (anybad)
+	if (!fill(C, t))
 		return; /* the backend has no such type */
-
+	Gemm g0 = {t, sz[0], sz[0], sz[0]};
+	if (timed(C, run_gemm, &g0, 1, 0, 1) < 0)
+		return; /* nor GEMMs of it */
 	for (int i = 0; i < nsz; i++)
 		for (int j = 0; j < nsz; j++)
 			for (int l = 0; l < nsz; l++) {
@@ -291,28 +451,18 @@ cal_compute(Cal *C, cfrt_dtype t)
 				if ((size_t)(g.m * g.k) * es > C->cap || (size_t)(g.k * g.n) * es > C->cap ||
 				    (size_t)(g.m * g.n) * es > C->cap)
 					continue;
-				double s = timed(C, run_gemm, &g, C->quick ? 3 : 7);
-				if (s < 0)
-					return; /* the backend has no such type */
-				any = 1;
-				if (C->out)
-					fprintf(C->out, "gemm %s %lld %lld %lld %.6g\n", tname[t],
-					        (long long)g.m, (long long)g.n, (long long)g.k, s);
+				add(C, run_gemm, t, C->quick ? 3 : 7, 0, "gemm %s %lld %lld %lld", tn,
+				    (long long)g.m, (long long)g.n, (long long)g.k)->arg.g = g;
 			}
-	if (!any)
-		return;
 	/* adds by size, from operands a cache holds to whole buffers: the
 	 * copies and adds of a schedule move slices of an activation (the
 	 * Xeons, 4 ranks: 14.3 GB/s at 192 KiB, 7.9 at 192 MiB) */
-	double s;
 	for (size_t sb = (size_t)64 << 10;; sb = sb * 4 < C->cap ? sb * 4 : C->cap) {
 		Ew e = {t, (int64_t)(sb / es), 1};
 		if (sb < ((size_t)4 << 20))
 			e.reps = (int)(((size_t)4 << 20) / sb);
-		s = timed(C, run_ew, &e, C->quick ? 3 : 9);
-		if (s > 0 && C->out)
-			fprintf(C->out, "ew %s %lld %.6g\n", tname[t], 3LL * e.n * (long long)es,
-			        3.0 * (double)e.n * (double)es * e.reps / s);
+		add(C, run_ew, t, C->quick ? 3 : 9, 3.0 * (double)e.n * (double)es * e.reps,
+		    "ew %s %lld", tn, 3LL * e.n * (long long)es)->arg.e = e;
 		if (sb >= C->cap || C->quick)
 			break;
 	}
@@ -322,10 +472,8 @@ cal_compute(Cal *C, cfrt_dtype t)
 	/* each op on a quarter of the buffer: a size an activation has */
 	for (int k = 0; k < NOPS; k++) {
 		OpRun o = {t, nop / 64 * 64, k};
-		double so = timed(C, run_op, &o, C->quick ? 3 : 7);
-		if (so > 0 && C->out)
-			fprintf(C->out, "op %s %s %.6g\n", tname[t], ops[k].name,
-			        (ops[k].nin + 1.0) * (double)o.n * (double)es / so);
+		add(C, run_op, t, C->quick ? 3 : 7, (ops[k].nin + 1.0) * (double)o.n * (double)es,
+		    "op %s %s", tn, ops[k].name)->arg.o = o;
 	}
 	/* attention by sequence length, forward and backward: the rates
 	 * change with it */
@@ -337,77 +485,16 @@ cal_compute(Cal *C, cfrt_dtype t)
 			for (int64_t sq = s0; sq <= (grad && !C->gpu && !C->quick ? s1 / 2 : s1); sq *= 2) {
 				Attn x = {t, {1, 4, sq, 64}, causal, 0};
 				size_t bytes = (size_t)(x.dims[0] * x.dims[1] * x.dims[2] * x.dims[3]) * es;
-				/* the backward's flop: 2.5 times the forward's */
+				/* the backward's flop: 2.5 times the forward's; a
+				 * causal mask: half the flop, as cfc counts */
 				double fl = 4.0 * x.dims[0] * x.dims[1] * x.dims[2] * x.dims[2] * x.dims[3] *
-				            (grad ? 2.5 : 1);
+				            (grad ? 2.5 : 1) / (causal ? 2 : 1);
 				if ((grad ? 4 * bytes : bytes) > C->cap / 2)
 					break;
-				s = timed(C, grad ? run_attn_grad : run_attn, &x, C->quick ? 3 : 5);
-				if (s > 0 && C->out) /* a causal mask: half the flop, as cfc counts */
-					fprintf(C->out, "attn%s%s %s %lld %.6g\n", grad ? "_grad" : "",
-					        causal ? "_causal" : "", tname[t], (long long)sq,
-					        fl / (causal ? 2 : 1) / s);
+				add(C, grad ? run_attn_grad : run_attn, t, C->quick ? 3 : 5, fl,
+				    "attn%s%s %s %lld", grad ? "_grad" : "", causal ? "_causal" : "", tn,
+				    (long long)sq)->arg.x = x;
 			}
-}
-
-/* ---- transfers ---- */
-
-typedef struct P2p {
-	int64_t count; /* f32 elements of one message */
-	int conc;      /* 1: rank 0 to rank 1 alone; 2: the ring; 4: both ways */
-} P2p;
-
-static int
-run_p2p(Cal *C, void *arg)
-{
-	const P2p *p = arg;
-	int r = C->rank, N = C->size, next = (r + 1) % N, prev = (r + N - 1) % N;
-	cfrt_req q[4];
-	int n = 0, rc = CFRT_OK;
-	size_t half = C->cap / 2;
-	char *a = C->a, *b = C->b;
-
-	cfrt_group_begin(C->ctx);
-	if (p->conc == 1) {
-		if (r == 0)
-			rc = cfrt_isend(C->ctx, a, p->count, CFRT_F32, 1, 1, &q[n++]);
-		else if (r == 1)
-			rc = cfrt_irecv(C->ctx, b, p->count, CFRT_F32, 0, 1, &q[n++]);
-	} else {
-		rc = cfrt_isend(C->ctx, a, p->count, CFRT_F32, next, 1, &q[n++]);
-		if (rc == CFRT_OK)
-			rc = cfrt_irecv(C->ctx, b, p->count, CFRT_F32, prev, 1, &q[n++]);
-		if (rc == CFRT_OK && p->conc == 4) {
-			rc = cfrt_isend(C->ctx, a + half, p->count, CFRT_F32, prev, 2, &q[n++]);
-			if (rc == CFRT_OK)
-				rc = cfrt_irecv(C->ctx, b + half, p->count, CFRT_F32, next, 2, &q[n++]);
-		}
-	}
-	cfrt_group_end(C->ctx);
-	if (rc == CFRT_OK)
-		rc = cfrt_waitall(C->ctx, n, q);
-	return rc;
-}
-
-typedef struct Coll {
-	int op; /* 0 all_gather, 1 reduce_scatter, 2 all_reduce, 3 all_to_all */
-	int64_t count; /* f32 elements of one rank's block */
-} Coll;
-
-static const char *const coll_name[] = {"all_gather", "reduce_scatter", "all_reduce",
-                                        "all_to_all"};
-
-static int
-run_coll(Cal *C, void *arg)
-{
-	const Coll *c = arg;
-
-	switch (c->op) {
-	case 0: return cfrt_all_gather(C->ctx, C->a, C->b, c->count, CFRT_F32);
-	case 1: return cfrt_reduce_scatter(C->ctx, C->a, C->b, c->count, CFRT_F32);
-	case 2: return cfrt_all_reduce(C->ctx, C->a, C->b, c->count * C->size, CFRT_F32);
-	default: return cfrt_all_to_all(C->ctx, C->a, C->b, c->count, CFRT_F32);
-	}
 }
 
 static void
@@ -423,36 +510,49 @@ cal_transfers(Cal *C)
 			P2p p = {bytes / 4, conc[k]};
 			if ((size_t)bytes * (conc[k] == 4 ? 2 : 1) > C->cap)
 				break;
-			double s = timed(C, run_p2p, &p, C->quick ? 3 : 9);
-			if (s > 0 && C->out)
-				fprintf(C->out, "p2p %d %lld %.6g\n", conc[k], (long long)bytes, s);
+			add(C, run_p2p, -1, C->quick ? 3 : 9, 0, "p2p %d %lld", conc[k],
+			    (long long)bytes)->arg.p = p;
 		}
 	for (int op = 0; op < 4; op++)
 		for (int64_t bytes = lo; bytes <= hi / C->size; bytes *= 4) {
 			Coll c = {op, bytes / 4};
 			if ((size_t)bytes * (size_t)C->size > C->cap)
 				break;
-			double s = timed(C, run_coll, &c, C->quick ? 3 : 7);
-			if (s > 0 && C->out)
-				fprintf(C->out, "coll %s %lld %.6g\n", coll_name[op], (long long)bytes, s);
+			add(C, run_coll, -1, C->quick ? 3 : 7, 0, "coll %s %lld", coll_name[op],
+			    (long long)bytes)->arg.c = c;
 		}
 }
 
-/* Rings of transfers of count f32 elements (each rank sends to the next
- * and receives from the previous) posted just before a GEMM: the GEMM's
- * time (*gemm) and the time the waits take after it (*wait), medians of
+/* The probe behind slowdown and overlap, rep by rep so that a slow spell
+ * of the machine falls on all three alike: the GEMM alone, the ring's
+ * transfers of count f32 elements alone (each rank sends to the next and
+ * receives from the previous), and the GEMM with the ring posted just
+ * before it and the time the waits take after it. Each the median of
  * reps, timed as timed() times (spans on one node, else the slowest
- * rank's). */
+ * rank's): t[0] the GEMM alone, t[1] the ring alone, t[2] the GEMM under
+ * it, t[3] the wait. */
 static void
-gemm_under(Cal *C, const Gemm *g, int64_t count, int reps, double *gemm, double *wait)
+probe(Cal *C, const Gemm *g, int64_t count, int reps, double t[4])
 {
 	int r = C->rank, N = C->size;
 	char *b = C->b, *c = C->c;
-	double tg[64], tw[64];
+	double tt[4][64];
+	P2p ring = {count, 2};
+	RunFn fn[2] = {run_gemm, run_p2p};
+	void *arg[2] = {(void *)g, &ring};
 
 	if (reps > 64)
 		reps = 64;
+	for (int k = 0; k < 2; k++) /* to warm up */
+		die_rc(C, fn[k](C, arg[k]), k ? "the ring" : "gemm");
 	for (int i = 0; i < reps; i++) {
+		for (int k = 0; k < 2; k++) {
+			cfrt_barrier(C->ctx);
+			double t0 = cfrt_wtime(C->ctx);
+			die_rc(C, fn[k](C, arg[k]), k ? "the ring" : "gemm");
+			die_rc(C, cfrt_sync(C->ctx), "cfrt_sync");
+			tt[k][i] = elapsed(C, t0, cfrt_wtime(C->ctx));
+		}
 		cfrt_req q[2];
 		cfrt_barrier(C->ctx);
 		cfrt_group_begin(C->ctx);
@@ -467,16 +567,17 @@ gemm_under(Cal *C, const Gemm *g, int64_t count, int reps, double *gemm, double 
 		die_rc(C, cfrt_waitall(C->ctx, 2, q), "waitall");
 		die_rc(C, cfrt_sync(C->ctx), "cfrt_sync");
 		double t2 = cfrt_wtime(C->ctx), w[3] = {t1, t2, t2 - t1}, mx[3];
-		tg[i] = elapsed(C, t0, t1);
+		tt[2][i] = elapsed(C, t0, t1);
 		/* on one clock from the last GEMM's end to the last transfer's,
 		 * which leaves out the ranks' skew (a rank that ends its GEMM
 		 * early waits for its peers' as well as for the transfers) */
 		MPI_Allreduce(w, mx, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-		tw[i] = C->span ? mx[1] - mx[0] : mx[2];
+		tt[3][i] = C->span ? mx[1] - mx[0] : mx[2];
 	}
-	qsort(tg, (size_t)reps, sizeof *tg, cmp_d);
-	qsort(tw, (size_t)reps, sizeof *tw, cmp_d);
-	*gemm = tg[reps / 2], *wait = tw[reps / 2];
+	for (int k = 0; k < 4; k++) {
+		qsort(tt[k], (size_t)reps, sizeof *tt[k], cmp_d);
+		t[k] = tt[k][reps / 2];
+	}
 }
 
 /* slowdown: a GEMM's time under the ring's transfers over its time
@@ -496,15 +597,10 @@ cal_slowdown(Cal *C)
 
 	if (C->size < 2 || (size_t)(g.m * s) * 4 > C->cap / 2 || (size_t)count * 4 > C->cap / 2)
 		return;
-	int64_t n = (int64_t)(C->cap / 4);
-	cfrt_view fa = cfrt_view_contig(C->a, CFRT_F32, 1, &n);
-	cfrt_view fb = cfrt_view_contig(C->b, CFRT_F32, 1, &n);
-	die_rc(C, cfrt_fill_uniform(C->ctx, &fa, 1), "fill");
-	die_rc(C, cfrt_fill_uniform(C->ctx, &fb, 2), "fill");
-	P2p p = {count, 2};
-	double alone = timed(C, run_gemm, &g, reps), xfer = timed(C, run_p2p, &p, reps);
-	double under, wait;
-	gemm_under(C, &g, count, reps, &under, &wait);
+	fill(C, CFRT_F32);
+	double t[4];
+	probe(C, &g, count, reps, t);
+	double alone = t[0], xfer = t[1], under = t[2], wait = t[3];
 	double f = alone > 0 ? under / alone : 1;
 	double ov = xfer > 0 ? 1 - wait / xfer : 1;
 	if (C->out)
@@ -518,11 +614,13 @@ cal_slowdown(Cal *C)
 static void
 usage(FILE *f)
 {
-	fputs("usage: mpirun -n N cfrt-calibrate [-o FILE] [--quick]\n"
+	fputs("usage: mpirun -n N cfrt-calibrate [-o FILE] [--quick] [--passes N]\n"
 	      "Measures this machine for cfc's cost model and writes its profile\n"
 	      "(default cfrt.prof); cfc --profile=FILE reads it.\n"
 	      "  -o FILE   where rank 0 writes the profile\n"
-	      "  --quick   a few small points (seconds): for tests, not for choosing\n", f);
+	      "  --quick   a few small points (seconds): for tests, not for choosing\n"
+	      "  --passes N  visit every point N times, the others between, and keep\n"
+	      "            the fastest visit (default 3, --quick 1)\n", f);
 }
 
 int
@@ -537,6 +635,8 @@ main(int argc, char **argv)
 			path = argv[++i];
 		} else if (!strcmp(argv[i], "--quick")) {
 			C.quick = 1;
+		} else if (!strcmp(argv[i], "--passes") && i + 1 < argc && atoi(argv[i + 1]) > 0) {
+			C.passes = atoi(argv[++i]);
 		} else {
 			int help = !strcmp(argv[i], "-h") || !strcmp(argv[i], "--help");
 			MPI_Comm_rank(MPI_COMM_WORLD, &C.rank);
@@ -560,6 +660,8 @@ main(int argc, char **argv)
 	C.span = nnode == C.size;
 	C.cap = C.quick ? (1u << 20) : C.gpu ? ((size_t)1 << 30) : ((size_t)64 << 20);
 	C.budget = C.quick ? 0.05 : C.gpu ? 0.2 : 0.5;
+	if (!C.passes)
+		C.passes = C.quick ? 1 : 3;
 	die_rc(&C, cfrt_alloc(C.ctx, &C.a, C.cap), "cfrt_alloc");
 	die_rc(&C, cfrt_alloc(C.ctx, &C.b, C.cap), "cfrt_alloc");
 	die_rc(&C, cfrt_alloc(C.ctx, &C.c, C.cap), "cfrt_alloc");
@@ -576,10 +678,12 @@ main(int argc, char **argv)
 			perror(tmp);
 			MPI_Abort(MPI_COMM_WORLD, 1);
 		}
-		fprintf(C.out, "cfprofile 1\n# written by cfrt-calibrate%s on %d rank%s; times: %s\n"
+		fprintf(C.out, "cfprofile 1\n# written by cfrt-calibrate%s on %d rank%s; times: %s, "
+		        "the fastest of %d pass%s\n"
 		        "backend %s\ntransfer %s\nranks %d\nbatch %s\n", C.quick ? " --quick" : "",
 		        C.size, C.size == 1 ? "" : "s",
-		        C.span ? "spans over the ranks of one node" : "the slowest rank's",
+		        C.span ? "spans over the ranks of one node" : "the slowest rank's", C.passes,
+		        C.passes == 1 ? "" : "es",
 		        cfrt_backend_name(), cfrt_progress_name(C.ctx), C.size,
 		        C.gpu ? "one" : "loop"); /* cfrt_matmul: strided batch, or a loop */
 	}
@@ -587,6 +691,7 @@ main(int argc, char **argv)
 	for (int t = CFRT_F32; t <= CFRT_F16; t++)
 		cal_compute(&C, (cfrt_dtype)t);
 	cal_transfers(&C);
+	measure(&C);
 	cal_slowdown(&C);
 	if (C.rank == 0) {
 		fprintf(C.out, "# measured in %.1f s\nend\n", MPI_Wtime() - t0);
@@ -598,6 +703,7 @@ main(int argc, char **argv)
 		       C.size == 1 ? "" : "s", MPI_Wtime() - t0);
 		free(tmp);
 	}
+	free(C.pt);
 	cfrt_free(C.ctx, C.a);
 	cfrt_free(C.ctx, C.b);
 	cfrt_free(C.ctx, C.c);
