@@ -525,9 +525,9 @@ sim_ready(Sim *S, int r)
  * already waited; else only the share overlap of the time from its start
  * to tw (when r computed) counted, the rest passes from tw on. */
 static double
-landed(const Sim *S, double t0, double t1, double tw)
+landed(double ov, double t0, double t1, double tw)
 {
-	double ov = S->pf->overlap, d = t1 - t0;
+	double d = t1 - t0;
 
 	if (ov >= 1 || tw <= t0)
 		return t1;
@@ -539,17 +539,19 @@ wait_end(Sim *S, PX *x, double tw)
 {
 	if (x->tdone > 0) /* the other end's wait saw it land */
 		return x->tdone;
-	x->tdone = S->x[x->match].tdone = landed(S, x->t0, x->t1, tw);
+	x->tdone = S->x[x->match].tdone = landed(S->pf->overlap, x->t0, x->t1, tw);
 	return x->tdone;
 }
 
-/* The same for a library collective: the first wait of any rank lands it
- * for all. */
+/* The same for a library collective, at its own overlap: the first wait
+ * of any rank lands it for all. */
 static double
 coll_end(Sim *S, PCI *ci, double tw)
 {
+	double ov = S->pf->overlap_coll >= 0 ? S->pf->overlap_coll : S->pf->overlap;
+
 	if (ci->tdone <= 0)
-		ci->tdone = landed(S, ci->tmax, ci->t1, tw);
+		ci->tdone = landed(ov, ci->tmax, ci->t1, tw);
 	return ci->tdone;
 }
 

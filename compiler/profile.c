@@ -216,15 +216,15 @@ rd_entry(Rd *r, Profile *pf, const char *w, size_t len)
 		pf->slowdown = x[0];
 		return 1;
 	}
-	if (rd_is(w, len, "overlap")) {
+	if (rd_is(w, len, "overlap") || rd_is(w, len, "overlap_coll")) {
 		if (!rd_num(r, "the overlap fraction", NUM_ZERO, x))
 			return 0;
 		if (x[0] > 1) {
-			diag_error(r->d, rd_loc(r, r->line, 7), "the overlap fraction must be at most 1, "
-			           "not %g", x[0]);
+			diag_error(r->d, rd_loc(r, r->line, (int)len), "the overlap fraction must be at "
+			           "most 1, not %g", x[0]);
 			return 0;
 		}
-		pf->overlap = x[0];
+		*(len == 7 ? &pf->overlap : &pf->overlap_coll) = x[0];
 		return 1;
 	}
 	if (rd_is(w, len, "gemm")) {
@@ -324,7 +324,7 @@ rd_entry(Rd *r, Profile *pf, const char *w, size_t len)
 		return 1;
 	}
 	diag_error(r->d, rd_loc(r, w, len), "unknown entry '%.*s' (gemm, ew, attn, attn_causal, attn_grad, attn_grad_causal, op, p2p, coll, "
-	           "batch, slowdown, overlap, backend, transfer, ranks, end)", (int)(len > 40 ? 40 : len), w);
+	           "batch, slowdown, overlap, overlap_coll, backend, transfer, ranks, end)", (int)(len > 40 ? 40 : len), w);
 	return 0;
 }
 
@@ -339,6 +339,7 @@ profile_parse(Arena *a, Diag *d, const Src *src)
 	pf->name = src->name;
 	pf->slowdown = 1;
 	pf->overlap = 1;
+	pf->overlap_coll = -1; /* as overlap */
 	for (r.lno = 1; p < end && d->nerr == before; r.lno++) {
 		const char *nl = memchr(p, '\n', (size_t)(end - p));
 		r.line = r.p = p;
@@ -500,7 +501,10 @@ profile_write(FILE *f, const Profile *pf)
 		snprintf(head, sizeof head, "coll %s", op_info[coll_ops[c]].name);
 		tab_write(f, head, &pf->coll[c], 0);
 	}
-	fprintf(f, "slowdown %.17g\noverlap %.17g\nend\n", pf->slowdown, pf->overlap);
+	fprintf(f, "slowdown %.17g\noverlap %.17g\n", pf->slowdown, pf->overlap);
+	if (pf->overlap_coll >= 0)
+		fprintf(f, "overlap_coll %.17g\n", pf->overlap_coll);
+	fputs("end\n", f);
 }
 
 /* ---- lookups ---- */

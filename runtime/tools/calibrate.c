@@ -29,7 +29,8 @@
  *   slowdown  a GEMM's time while the ring's transfers run, over its time
  *          alone;
  *   overlap   the share of those transfers' own time that passed during
- *          the GEMM (1: they move on their own; near 0: only inside MPI).
+ *          the GEMM (1: they move on their own; near 0: only inside MPI);
+ *   overlap_coll  the same of the library's all_gather.
  * Each point is visited in passes over all of them and keeps its fastest
  * visit (see measure()). --quick measures a few small points (seconds;
  * for tests). */
@@ -523,58 +524,76 @@ cal_transfers(Cal *C)
 		}
 }
 
-/* The probe behind slowdown and overlap, rep by rep so that a slow spell
- * of the machine falls on all three alike: the GEMM alone, the ring's
- * transfers of count f32 elements alone (each rank sends to the next and
- * receives from the previous), and the GEMM with the ring posted just
- * before it and the time the waits take after it. Each the median of
- * reps, timed as timed() times (spans on one node, else the slowest
- * rank's): t[0] the GEMM alone, t[1] the ring alone, t[2] the GEMM under
- * it, t[3] the wait. */
+/* The probe behind slowdown, overlap and overlap_coll, rep by rep so
+ * that a slow spell of the machine falls on all of them alike. Each the
+ * median of reps, timed as timed() times (spans on one node, else the
+ * slowest rank's):
+ *   t[0] the GEMM alone;
+ *   t[1] the ring of transfers of count f32 elements alone (each rank
+ *        sends to the next and receives from the previous);
+ *   t[2] the GEMM with the ring posted just before it, t[3] the time the
+ *        waits take after it;
+ *   t[4] the library's all_gather of count / N elements a rank alone;
+ *   t[5] the wait for it after the GEMM, posted just before it. */
 static void
-probe(Cal *C, const Gemm *g, int64_t count, int reps, double t[4])
+probe(Cal *C, const Gemm *g, int64_t count, int reps, double t[6])
 {
 	int r = C->rank, N = C->size;
 	char *b = C->b, *c = C->c;
-	double tt[4][64];
+	double tt[6][64];
 	P2p ring = {count, 2};
-	RunFn fn[2] = {run_gemm, run_p2p};
-	void *arg[2] = {(void *)g, &ring};
+	Coll ag = {0, count / N};
+	RunFn fn[3] = {run_gemm, run_p2p, run_coll};
+	void *arg[3] = {(void *)g, &ring, &ag};
+	static const char *const what[3] = {"gemm", "the ring", "all_gather"};
 
 	if (reps > 64)
 		reps = 64;
-	for (int k = 0; k < 2; k++) /* to warm up */
-		die_rc(C, fn[k](C, arg[k]), k ? "the ring" : "gemm");
+	for (int k = 0; k < 3; k++) /* to warm up */
+		die_rc(C, fn[k](C, arg[k]), what[k]);
 	for (int i = 0; i < reps; i++) {
-		for (int k = 0; k < 2; k++) {
+		static const int at[3] = {0, 1, 4};
+		for (int k = 0; k < 3; k++) {
 			cfrt_barrier(C->ctx);
 			double t0 = cfrt_wtime(C->ctx);
-			die_rc(C, fn[k](C, arg[k]), k ? "the ring" : "gemm");
+			die_rc(C, fn[k](C, arg[k]), what[k]);
 			die_rc(C, cfrt_sync(C->ctx), "cfrt_sync");
-			tt[k][i] = elapsed(C, t0, cfrt_wtime(C->ctx));
+			tt[at[k]][i] = elapsed(C, t0, cfrt_wtime(C->ctx));
 		}
-		cfrt_req q[2];
-		cfrt_barrier(C->ctx);
-		cfrt_group_begin(C->ctx);
-		die_rc(C, cfrt_isend(C->ctx, c, count, CFRT_F32, (r + 1) % N, 3, &q[0]), "isend");
-		die_rc(C, cfrt_irecv(C->ctx, c + C->cap / 2, count, CFRT_F32, (r + N - 1) % N, 3,
-		                     &q[1]), "irecv");
-		cfrt_group_end(C->ctx);
-		double t0 = cfrt_wtime(C->ctx);
-		die_rc(C, cfrt_gemm(C->ctx, g->t, CFRT_NOTRANS, CFRT_NOTRANS, g->m, g->n, g->k, 1, C->a,
-		                    g->k, 0, b, g->n, 0, 0, b + C->cap / 2, g->n, 0, 1), "gemm");
-		double t1 = cfrt_wtime(C->ctx);
-		die_rc(C, cfrt_waitall(C->ctx, 2, q), "waitall");
-		die_rc(C, cfrt_sync(C->ctx), "cfrt_sync");
-		double t2 = cfrt_wtime(C->ctx), w[3] = {t1, t2, t2 - t1}, mx[3];
-		tt[2][i] = elapsed(C, t0, t1);
-		/* on one clock from the last GEMM's end to the last transfer's,
-		 * which leaves out the ranks' skew (a rank that ends its GEMM
-		 * early waits for its peers' as well as for the transfers) */
-		MPI_Allreduce(w, mx, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-		tt[3][i] = C->span ? mx[1] - mx[0] : mx[2];
+		for (int coll = 0; coll < 2; coll++) {
+			cfrt_req q[2];
+			int nq = coll ? 1 : 2;
+			cfrt_barrier(C->ctx);
+			if (coll) {
+				die_rc(C, cfrt_iall_gather(C->ctx, C->a, c, ag.count, CFRT_F32, &q[0]),
+				       "iall_gather");
+			} else {
+				cfrt_group_begin(C->ctx);
+				die_rc(C, cfrt_isend(C->ctx, c, count, CFRT_F32, (r + 1) % N, 3, &q[0]),
+				       "isend");
+				die_rc(C, cfrt_irecv(C->ctx, c + C->cap / 2, count, CFRT_F32, (r + N - 1) % N,
+				                     3, &q[1]), "irecv");
+				cfrt_group_end(C->ctx);
+			}
+			double t0 = cfrt_wtime(C->ctx);
+			die_rc(C, cfrt_gemm(C->ctx, g->t, CFRT_NOTRANS, CFRT_NOTRANS, g->m, g->n, g->k, 1,
+			                    C->a, g->k, 0, b, g->n, 0, 0, b + C->cap / 2, g->n, 0, 1),
+			       "gemm");
+			double t1 = cfrt_wtime(C->ctx);
+			die_rc(C, cfrt_waitall(C->ctx, nq, q), "waitall");
+			die_rc(C, cfrt_sync(C->ctx), "cfrt_sync");
+			double t2 = cfrt_wtime(C->ctx), w[3] = {t1, t2, t2 - t1}, mx[3];
+			if (!coll)
+				tt[2][i] = elapsed(C, t0, t1);
+			/* on one clock from the last GEMM's end to the last
+			 * transfer's, which leaves out the ranks' skew (a rank that
+			 * ends its GEMM early waits for its peers' as well as for
+			 * the transfers) */
+			MPI_Allreduce(w, mx, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+			tt[coll ? 5 : 3][i] = C->span ? mx[1] - mx[0] : mx[2];
+		}
 	}
-	for (int k = 0; k < 4; k++) {
+	for (int k = 0; k < 6; k++) {
 		qsort(tt[k], (size_t)reps, sizeof *tt[k], cmp_d);
 		t[k] = tt[k][reps / 2];
 	}
@@ -598,17 +617,19 @@ cal_slowdown(Cal *C)
 	if (C->size < 2 || (size_t)(g.m * s) * 4 > C->cap / 2 || (size_t)count * 4 > C->cap / 2)
 		return;
 	fill(C, CFRT_F32);
-	double t[4];
+	double t[6];
 	probe(C, &g, count, reps, t);
 	double alone = t[0], xfer = t[1], under = t[2], wait = t[3];
 	double f = alone > 0 ? under / alone : 1;
-	double ov = xfer > 0 ? 1 - wait / xfer : 1;
+	double ov = xfer > 0 ? 1 - wait / xfer : 1, ovc = t[4] > 0 ? 1 - t[5] / t[4] : 1;
 	if (C->out)
 		fprintf(C->out, "# a %lldx%lldx%lld GEMM %.4g s alone, %.4g s under a ring of %lld-byte "
-		        "transfers (%.4g s alone), waited %.4g s after it\n"
-		        "slowdown %.4g\noverlap %.4g\n", (long long)g.m, (long long)s, (long long)s,
-		        alone, under,
-		        (long long)count * 4, xfer, wait, f < 1 ? 1 : f, ov < 0 ? 0 : ov > 1 ? 1 : ov);
+		        "transfers (%.4g s alone), waited %.4g s after it; an all_gather of "
+		        "%lld-byte blocks %.4g s alone, waited %.4g s after it\n"
+		        "slowdown %.4g\noverlap %.4g\noverlap_coll %.4g\n", (long long)g.m,
+		        (long long)s, (long long)s, alone, under, (long long)count * 4, xfer, wait,
+		        (long long)(count / C->size) * 4, t[4], t[5], f < 1 ? 1 : f,
+		        ov < 0 ? 0 : ov > 1 ? 1 : ov, ovc < 0 ? 0 : ovc > 1 ? 1 : ovc);
 }
 
 static void
