@@ -38,6 +38,7 @@ typedef struct PCI {
 	double tmax, t1; /* starts when the last rank posts it; nominal end */
 	double tdone;    /* when a wait saw it land (Profile.overlap < 1) */
 	char *posted;    /* by rank: posted (1), waited (2) */
+	int k;           /* its profile_coll_index */
 } PCI;
 
 typedef struct PRank {
@@ -437,7 +438,7 @@ ci_get(Sim *S, int label, int round)
 			return &S->ci[k];
 	S->ci = arena_grow(S->a, S->ci, S->nci, &S->capci, 16, sizeof *S->ci);
 	PCI *ci = &S->ci[S->nci++];
-	*ci = (PCI){label, round, 0, 0, 0, 0, arena_alloc(S->a, (size_t)S->N)};
+	*ci = (PCI){label, round, 0, 0, 0, 0, arena_alloc(S->a, (size_t)S->N), 0};
 	return ci;
 }
 
@@ -453,6 +454,7 @@ sim_coll_post(Sim *S, int r, const Item *it, int i)
 	if (it->u.coll.op == OP_ALL_REDUCE)
 		block *= it->u.coll.sel.cnt;
 	ci->posted[r] = 1;
+	ci->k = profile_coll_index(it->u.coll.op);
 	ci->tmax = fmax(ci->tmax, R->tc);
 	if (++ci->nposted == S->N) {
 		ci->t1 = ci->tmax + coll_time(S, it->u.coll.op, block);
@@ -546,12 +548,18 @@ wait_end(Sim *S, PX *x, double tw)
 /* The same for a library collective, at its own overlap: the first wait
  * of any rank lands it for all. */
 static double
+coll_overlap(const Sim *S, const PCI *ci)
+{
+	double ov = S->pf->overlap_coll[ci->k];
+
+	return ov >= 0 ? ov : S->pf->overlap;
+}
+
+static double
 coll_end(Sim *S, PCI *ci, double tw)
 {
-	double ov = S->pf->overlap_coll >= 0 ? S->pf->overlap_coll : S->pf->overlap;
-
 	if (ci->tdone <= 0)
-		ci->tdone = landed(ov, ci->tmax, ci->t1, tw);
+		ci->tdone = landed(coll_overlap(S, ci), ci->tmax, ci->t1, tw);
 	return ci->tdone;
 }
 

@@ -71,10 +71,12 @@ typedef struct Profile {
 	                        * moves on its own, as on GPUs or with a
 	                        * progress thread; near 0: only inside MPI
 	                        * calls, so the rest of it passes at the wait) */
-	double overlap_coll;   /* the same of a library collective (libraries
-	                        * progress a collective's rounds only inside
-	                        * their calls, and a round needs every rank
-	                        * there); < 0: as overlap */
+	double overlap_coll[4]; /* the same of each library collective under
+	                        * compute, by profile_coll_index (a library
+	                        * without a progress thread runs a collective
+	                        * round by round inside its calls, a round
+	                        * when every rank has called it); < 0: as
+	                        * overlap */
 	int batch_loop;        /* `batch loop`: a batched matmul runs as one
 	                        * GEMM per batch index (the CPU backend);
 	                        * without it (`batch one`) as one call of all

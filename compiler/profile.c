@@ -112,6 +112,22 @@ rd_name(Rd *r, const char *what)
 	return arena_strndup(r->a, w, len);
 }
 
+/* The collective named next: its profile_coll_index, or -1 after an
+ * error. */
+static int
+rd_coll(Rd *r)
+{
+	size_t n;
+	const char *o = rd_word(r, &n);
+
+	for (int i = 0; o && i < 4; i++)
+		if (rd_is(o, n, op_info[coll_ops[i]].name))
+			return i;
+	diag_error(r->d, rd_loc(r, o ? o : r->p, o ? n : 0), "expected a collective "
+	           "(all_gather, reduce_scatter, all_reduce, all_to_all)");
+	return -1;
+}
+
 static int
 rd_dtype(Rd *r)
 {
@@ -216,15 +232,30 @@ rd_entry(Rd *r, Profile *pf, const char *w, size_t len)
 		pf->slowdown = x[0];
 		return 1;
 	}
-	if (rd_is(w, len, "overlap") || rd_is(w, len, "overlap_coll")) {
+	if (rd_is(w, len, "overlap")) {
 		if (!rd_num(r, "the overlap fraction", NUM_ZERO, x))
 			return 0;
 		if (x[0] > 1) {
-			diag_error(r->d, rd_loc(r, r->line, (int)len), "the overlap fraction must be at "
-			           "most 1, not %g", x[0]);
+			diag_error(r->d, rd_loc(r, r->line, 7), "the overlap fraction must be at most 1, "
+			           "not %g", x[0]);
 			return 0;
 		}
-		*(len == 7 ? &pf->overlap : &pf->overlap_coll) = x[0];
+		pf->overlap = x[0];
+		return 1;
+	}
+	if (rd_is(w, len, "overlap_coll")) {
+		int c = rd_coll(r);
+		const char *at = r->p;
+		if (c < 0 || !rd_num(r, "the overlap fraction", NUM_ZERO, x))
+			return 0;
+		if (x[0] > 1) {
+			while (*at == ' ' || *at == '\t')
+				at++;
+			diag_error(r->d, rd_loc(r, at, (size_t)(r->p - at)), "the overlap fraction must "
+			           "be at most 1, not %g", x[0]);
+			return 0;
+		}
+		pf->overlap_coll[c] = x[0];
 		return 1;
 	}
 	if (rd_is(w, len, "gemm")) {
@@ -307,18 +338,8 @@ rd_entry(Rd *r, Profile *pf, const char *w, size_t len)
 		return 1;
 	}
 	if (rd_is(w, len, "coll")) {
-		size_t n;
-		const char *o = rd_word(r, &n);
-		int c = -1;
-		for (int i = 0; o && i < 4; i++)
-			if (rd_is(o, n, op_info[coll_ops[i]].name))
-				c = i;
-		if (c < 0) {
-			diag_error(r->d, rd_loc(r, o ? o : r->p, o ? n : 0), "expected a collective "
-			           "(all_gather, reduce_scatter, all_reduce, all_to_all)");
-			return 0;
-		}
-		if (!rd_num(r, "bytes", NUM_WHOLE, &x[0]) || !rd_num(r, "seconds", 0, &x[1]))
+		int c = rd_coll(r);
+		if (c < 0 || !rd_num(r, "bytes", NUM_WHOLE, &x[0]) || !rd_num(r, "seconds", 0, &x[1]))
 			return 0;
 		tab_add(r->a, &pf->coll[c], (PPoint){0, 0, x[0], x[1], r->lno});
 		return 1;
@@ -339,7 +360,8 @@ profile_parse(Arena *a, Diag *d, const Src *src)
 	pf->name = src->name;
 	pf->slowdown = 1;
 	pf->overlap = 1;
-	pf->overlap_coll = -1; /* as overlap */
+	for (int c = 0; c < 4; c++)
+		pf->overlap_coll[c] = -1; /* as overlap */
 	for (r.lno = 1; p < end && d->nerr == before; r.lno++) {
 		const char *nl = memchr(p, '\n', (size_t)(end - p));
 		r.line = r.p = p;
@@ -502,8 +524,11 @@ profile_write(FILE *f, const Profile *pf)
 		tab_write(f, head, &pf->coll[c], 0);
 	}
 	fprintf(f, "slowdown %.17g\noverlap %.17g\n", pf->slowdown, pf->overlap);
-	if (pf->overlap_coll >= 0)
-		fprintf(f, "overlap_coll %.17g\n", pf->overlap_coll);
+	for (int c = 0; c < 4; c++) {
+		if (pf->overlap_coll[c] >= 0)
+			fprintf(f, "overlap_coll %s %.17g\n", op_info[coll_ops[c]].name,
+			        pf->overlap_coll[c]);
+	}
 	fputs("end\n", f);
 }
 

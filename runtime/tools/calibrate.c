@@ -30,7 +30,7 @@
  *          alone;
  *   overlap   the share of those transfers' own time that passed during
  *          the GEMM (1: they move on their own; near 0: only inside MPI);
- *   overlap_coll  the same of the library's all_gather.
+ *   overlap_coll  the same of each library collective.
  * Each point is visited in passes over all of them and keeps its fastest
  * visit (see measure()). --quick measures a few small points (seconds;
  * for tests). */
@@ -176,17 +176,32 @@ typedef struct Coll {
 static const char *const coll_name[] = {"all_gather", "reduce_scatter", "all_reduce",
                                         "all_to_all"};
 
+/* c's collective from a into recv: started (req), or run (req NULL). */
+static int
+coll_call(Cal *C, const Coll *c, void *recv, cfrt_req *req)
+{
+	cfrt_ctx *x = C->ctx;
+
+	switch (c->op) {
+	case 0:
+		return req ? cfrt_iall_gather(x, C->a, recv, c->count, CFRT_F32, req)
+		           : cfrt_all_gather(x, C->a, recv, c->count, CFRT_F32);
+	case 1:
+		return req ? cfrt_ireduce_scatter(x, C->a, recv, c->count, CFRT_F32, req)
+		           : cfrt_reduce_scatter(x, C->a, recv, c->count, CFRT_F32);
+	case 2:
+		return req ? cfrt_iall_reduce(x, C->a, recv, c->count * C->size, CFRT_F32, req)
+		           : cfrt_all_reduce(x, C->a, recv, c->count * C->size, CFRT_F32);
+	default:
+		return req ? cfrt_iall_to_all(x, C->a, recv, c->count, CFRT_F32, req)
+		           : cfrt_all_to_all(x, C->a, recv, c->count, CFRT_F32);
+	}
+}
+
 static int
 run_coll(Cal *C, void *arg)
 {
-	const Coll *c = arg;
-
-	switch (c->op) {
-	case 0: return cfrt_all_gather(C->ctx, C->a, C->b, c->count, CFRT_F32);
-	case 1: return cfrt_reduce_scatter(C->ctx, C->a, C->b, c->count, CFRT_F32);
-	case 2: return cfrt_all_reduce(C->ctx, C->a, C->b, c->count * C->size, CFRT_F32);
-	default: return cfrt_all_to_all(C->ctx, C->a, C->b, c->count, CFRT_F32);
-	}
+	return coll_call(C, arg, C->b, NULL);
 }
 
 /* ---- compute ---- */
@@ -524,49 +539,51 @@ cal_transfers(Cal *C)
 		}
 }
 
-/* The probe behind slowdown, overlap and overlap_coll, rep by rep so
- * that a slow spell of the machine falls on all of them alike. Each the
- * median of reps, timed as timed() times (spans on one node, else the
- * slowest rank's):
- *   t[0] the GEMM alone;
- *   t[1] the ring of transfers of count f32 elements alone (each rank
- *        sends to the next and receives from the previous);
- *   t[2] the GEMM with the ring posted just before it, t[3] the time the
- *        waits take after it;
- *   t[4] the library's all_gather of count / N elements a rank alone;
- *   t[5] the wait for it after the GEMM, posted just before it. */
+/* The GEMM with transfers posted just before it, rep by rep with the
+ * GEMM and the transfers alone so that a slow spell of the machine falls
+ * on all of them alike. Each the median of reps, timed as timed() times
+ * (spans on one node, else the slowest rank's): t[0] the GEMM alone, and
+ * for k = 0 (the ring: each rank sends count f32 elements to the next and
+ * receives from the previous) and k = 1..4 (the library's collectives,
+ * blocks of count / N elements) t[1 + 3k] the transfers alone, t[2 + 3k]
+ * the GEMM under them, t[3 + 3k] the wait after it. */
+enum { NPROBE = 5 };
+
 static void
-probe(Cal *C, const Gemm *g, int64_t count, int reps, double t[6])
+probe(Cal *C, const Gemm *g, int64_t count, int reps, double t[1 + 3 * NPROBE])
 {
 	int r = C->rank, N = C->size;
 	char *b = C->b, *c = C->c;
-	double tt[6][64];
+	double tt[1 + 3 * NPROBE][64];
 	P2p ring = {count, 2};
-	Coll ag = {0, count / N};
-	RunFn fn[3] = {run_gemm, run_p2p, run_coll};
-	void *arg[3] = {(void *)g, &ring, &ag};
-	static const char *const what[3] = {"gemm", "the ring", "all_gather"};
+	Coll coll[4];
 
+	for (int k = 0; k < 4; k++)
+		coll[k] = (Coll){k, count / N};
 	if (reps > 64)
 		reps = 64;
-	for (int k = 0; k < 3; k++) /* to warm up */
-		die_rc(C, fn[k](C, arg[k]), what[k]);
-	for (int i = 0; i < reps; i++) {
-		static const int at[3] = {0, 1, 4};
-		for (int k = 0; k < 3; k++) {
+	die_rc(C, run_gemm(C, (void *)g), "gemm"); /* to warm up */
+	for (int i = 0; i < reps; i++)
+		for (int k = -1; k < NPROBE; k++) {
+			const char *what = k <= 0 ? "the ring" : coll_name[k - 1];
+			cfrt_req q[2];
+			int nq = k ? 1 : 2;
 			cfrt_barrier(C->ctx);
 			double t0 = cfrt_wtime(C->ctx);
-			die_rc(C, fn[k](C, arg[k]), what[k]);
+			if (k < 0) { /* the GEMM alone */
+				die_rc(C, run_gemm(C, (void *)g), "gemm");
+				die_rc(C, cfrt_sync(C->ctx), "cfrt_sync");
+				tt[0][i] = elapsed(C, t0, cfrt_wtime(C->ctx));
+				continue;
+			}
+			/* the transfers alone */
+			die_rc(C, k ? run_coll(C, &coll[k - 1]) : run_p2p(C, &ring), what);
 			die_rc(C, cfrt_sync(C->ctx), "cfrt_sync");
-			tt[at[k]][i] = elapsed(C, t0, cfrt_wtime(C->ctx));
-		}
-		for (int coll = 0; coll < 2; coll++) {
-			cfrt_req q[2];
-			int nq = coll ? 1 : 2;
+			tt[1 + 3 * k][i] = elapsed(C, t0, cfrt_wtime(C->ctx));
+			/* and under the GEMM */
 			cfrt_barrier(C->ctx);
-			if (coll) {
-				die_rc(C, cfrt_iall_gather(C->ctx, C->a, c, ag.count, CFRT_F32, &q[0]),
-				       "iall_gather");
+			if (k) {
+				die_rc(C, coll_call(C, &coll[k - 1], c, &q[0]), what);
 			} else {
 				cfrt_group_begin(C->ctx);
 				die_rc(C, cfrt_isend(C->ctx, c, count, CFRT_F32, (r + 1) % N, 3, &q[0]),
@@ -575,7 +592,7 @@ probe(Cal *C, const Gemm *g, int64_t count, int reps, double t[6])
 				                     3, &q[1]), "irecv");
 				cfrt_group_end(C->ctx);
 			}
-			double t0 = cfrt_wtime(C->ctx);
+			t0 = cfrt_wtime(C->ctx);
 			die_rc(C, cfrt_gemm(C->ctx, g->t, CFRT_NOTRANS, CFRT_NOTRANS, g->m, g->n, g->k, 1,
 			                    C->a, g->k, 0, b, g->n, 0, 0, b + C->cap / 2, g->n, 0, 1),
 			       "gemm");
@@ -583,25 +600,30 @@ probe(Cal *C, const Gemm *g, int64_t count, int reps, double t[6])
 			die_rc(C, cfrt_waitall(C->ctx, nq, q), "waitall");
 			die_rc(C, cfrt_sync(C->ctx), "cfrt_sync");
 			double t2 = cfrt_wtime(C->ctx), w[3] = {t1, t2, t2 - t1}, mx[3];
-			if (!coll)
-				tt[2][i] = elapsed(C, t0, t1);
+			tt[2 + 3 * k][i] = elapsed(C, t0, t1);
 			/* on one clock from the last GEMM's end to the last
 			 * transfer's, which leaves out the ranks' skew (a rank that
 			 * ends its GEMM early waits for its peers' as well as for
 			 * the transfers) */
 			MPI_Allreduce(w, mx, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-			tt[coll ? 5 : 3][i] = C->span ? mx[1] - mx[0] : mx[2];
+			tt[3 + 3 * k][i] = C->span ? mx[1] - mx[0] : mx[2];
 		}
-	}
-	for (int k = 0; k < 6; k++) {
+	for (int k = 0; k < 1 + 3 * NPROBE; k++) {
 		qsort(tt[k], (size_t)reps, sizeof *tt[k], cmp_d);
 		t[k] = tt[k][reps / 2];
 	}
 }
 
+static double
+clamp01(double x)
+{
+	return x < 0 ? 0 : x > 1 ? 1 : x;
+}
+
 /* slowdown: a GEMM's time under the ring's transfers over its time
  * alone; overlap: the share of the transfers' own time (measured alone)
- * that passed during the GEMM (what is left is waited for after it). */
+ * that passed during the GEMM (what is left is waited for after it);
+ * overlap_coll, per library collective: the same overlap. */
 static void
 cal_slowdown(Cal *C)
 {
@@ -617,19 +639,26 @@ cal_slowdown(Cal *C)
 	if (C->size < 2 || (size_t)(g.m * s) * 4 > C->cap / 2 || (size_t)count * 4 > C->cap / 2)
 		return;
 	fill(C, CFRT_F32);
-	double t[6];
+	double t[1 + 3 * NPROBE];
 	probe(C, &g, count, reps, t);
-	double alone = t[0], xfer = t[1], under = t[2], wait = t[3];
-	double f = alone > 0 ? under / alone : 1;
-	double ov = xfer > 0 ? 1 - wait / xfer : 1, ovc = t[4] > 0 ? 1 - t[5] / t[4] : 1;
-	if (C->out)
-		fprintf(C->out, "# a %lldx%lldx%lld GEMM %.4g s alone, %.4g s under a ring of %lld-byte "
-		        "transfers (%.4g s alone), waited %.4g s after it; an all_gather of "
-		        "%lld-byte blocks %.4g s alone, waited %.4g s after it\n"
-		        "slowdown %.4g\noverlap %.4g\noverlap_coll %.4g\n", (long long)g.m,
-		        (long long)s, (long long)s, alone, under, (long long)count * 4, xfer, wait,
-		        (long long)(count / C->size) * 4, t[4], t[5], f < 1 ? 1 : f,
-		        ov < 0 ? 0 : ov > 1 ? 1 : ov, ovc < 0 ? 0 : ovc > 1 ? 1 : ovc);
+	double alone = t[0];
+	if (!C->out)
+		return;
+	fprintf(C->out, "# a %lldx%lldx%lld GEMM %.4g s alone\n", (long long)g.m, (long long)s,
+	        (long long)s, alone);
+	for (int k = 0; k < NPROBE; k++) {
+		double x = t[1 + 3 * k], under = t[2 + 3 * k], wait = t[3 + 3 * k];
+		double ov = x > 0 ? clamp01(1 - wait / x) : 1;
+		fprintf(C->out, "# %s of %lld bytes a rank: %.4g s alone; the GEMM %.4g s under it, "
+		        "waited %.4g s after it\n", k ? coll_name[k - 1] : "a ring of transfers",
+		        (long long)(k ? count / C->size : count) * 4, x, under, wait);
+		if (!k) {
+			double f = alone > 0 ? under / alone : 1;
+			fprintf(C->out, "slowdown %.4g\noverlap %.4g\n", f < 1 ? 1 : f, ov);
+		} else {
+			fprintf(C->out, "overlap_coll %s %.4g\n", coll_name[k - 1], ov);
+		}
+	}
 }
 
 static void

@@ -96,8 +96,10 @@ test_reader(void)
 	rejects(HEAD "slowdown 0.5\nend\n", "the slowdown factor must be at least 1");
 	rejects(HEAD "op f32 matmul 1e9\nend\n", "t.prof:4:8: error: expected an op of the language");
 	rejects(HEAD "overlap 1.5\nend\n", "the overlap fraction must be at most 1");
-	rejects(HEAD "overlap_coll 2\nend\n", "t.prof:4:1: error: the overlap fraction must be "
-	        "at most 1");
+	rejects(HEAD "overlap_coll all_gather 2\nend\n", "t.prof:4:25: error: the overlap "
+	        "fraction must be at most 1");
+	rejects(HEAD "overlap_coll gather 0.5\nend\n", "t.prof:4:14: error: expected a "
+	        "collective");
 	rejects(HEAD "ew f32 100.5 1e9\nend\n", "t.prof:4:8: error: the bytes of an ew point must be "
 	        "a whole number");
 	rejects(HEAD "ew f32 100 1e9\new f32 100 2e9\nend\n", "t.prof:5:1: error: this ew point "
@@ -179,7 +181,7 @@ ag_time_ovc(const char *kind, int mm, double tc, double x, double slow, double l
 
 	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
 	if (ovc >= 0)
-		snprintf(ovct, sizeof ovct, "overlap_coll %.17g\n", ovc);
+		snprintf(ovct, sizeof ovct, "overlap_coll all_gather %.17g\n", ovc);
 	snprintf(text, sizeof text, HEAD "gemm f32 16 16 32 %.17g\new f32 4.096e9\n"
 	         "p2p 1 2048 %.17g\nslowdown %.17g\noverlap %.17g\n%s%send\n", tc * 1e-6, x * 1e-6,
 	         slow, ov, ovct, lib > 0 ? "coll all_gather 2048 LIB\n" : "");
@@ -342,8 +344,8 @@ test_predict(void)
 	/* vanilla: the library all_gather, then the whole matmul (four
 	 * slices' worth at the measured rate) */
 	CU_ASSERT_DOUBLE_EQUAL(ag_time("vanilla", 1, 10, 4, 1, 7), 7 + 4 * 10, eps);
-	/* a library collective moves at overlap_coll (slice's chunks), the
-	 * point-to-point transfers at overlap (fuse's) */
+	/* a library collective moves at its overlap_coll (slice's chunks),
+	 * the point-to-point transfers at overlap (fuse's) */
 	double s0 = ag_time_ov("slice(2)", 1, 10, 4, 1, 30, 0);
 	double s1 = ag_time_ov("slice(2)", 1, 10, 4, 1, 30, 1);
 	CU_ASSERT(s0 > s1 + 1);
