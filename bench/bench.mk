@@ -23,7 +23,7 @@ bench: deps
 	@sh scripts/install-deps.sh $(BENCH_PKGS)
 	@$(MAKE) --no-print-directory bench-run
 
-bench-run: $(B)/cfc $(B)/libcfrt.a $(BENCH_TOOLS)
+bench-run: $(B)/cfc $(B)/libcfrt.a $(B)/cfrt-calibrate $(BENCH_TOOLS)
 	@B=$(B) sh bench/bench.sh
 	@python3 bench/plot.py --header $(B)/bench/header.txt $(B)/bench/results.csv
 
