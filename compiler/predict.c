@@ -545,8 +545,7 @@ wait_end(Sim *S, PX *x, double tw)
 	return x->tdone;
 }
 
-/* The same for a library collective, at its own overlap: the first wait
- * of any rank lands it for all. */
+/* A library collective's overlap: its own, else the transfers'. */
 static double
 coll_overlap(const Sim *S, const PCI *ci)
 {
@@ -555,6 +554,8 @@ coll_overlap(const Sim *S, const PCI *ci)
 	return ov >= 0 ? ov : S->pf->overlap;
 }
 
+/* The same as wait_end for a library collective, at its overlap: the
+ * first wait of any rank lands it for all. */
 static double
 coll_end(Sim *S, PCI *ci, double tw)
 {
