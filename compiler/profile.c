@@ -34,6 +34,8 @@ typedef struct Rd {
 	Diag *d;
 	const char *p, *end; /* the rest of the current line */
 	const char *line;    /* its start */
+	const char *num;     /* the last number read, for an error about its value */
+	size_t numlen;
 	int lno;
 } Rd;
 
@@ -95,7 +97,28 @@ rd_num(Rd *r, const char *what, int how, double *out)
 		           whole ? "whole positive" : how & NUM_ZERO ? "nonnegative" : "positive", buf);
 		return 0;
 	}
+	r->num = w, r->numlen = len;
 	*out = x;
+	return 1;
+}
+
+/* The location of the last number rd_num read. */
+static Loc
+rd_numloc(const Rd *r)
+{
+	return rd_loc(r, r->num, r->numlen);
+}
+
+/* An overlap fraction, 0 to 1, into *out. */
+static int
+rd_fraction(Rd *r, double *out)
+{
+	if (!rd_num(r, "the overlap fraction", NUM_ZERO, out))
+		return 0;
+	if (*out > 1) {
+		diag_error(r->d, rd_numloc(r), "the overlap fraction must be at most 1, not %g", *out);
+		return 0;
+	}
 	return 1;
 }
 
@@ -225,38 +248,18 @@ rd_entry(Rd *r, Profile *pf, const char *w, size_t len)
 		if (!rd_num(r, "the slowdown factor", 0, x))
 			return 0;
 		if (x[0] < 1) {
-			diag_error(r->d, rd_loc(r, r->line, 8), "the slowdown factor must be at least "
-			           "1, not %g", x[0]);
+			diag_error(r->d, rd_numloc(r), "the slowdown factor must be at least 1, not %g",
+			           x[0]);
 			return 0;
 		}
 		pf->slowdown = x[0];
 		return 1;
 	}
-	if (rd_is(w, len, "overlap")) {
-		if (!rd_num(r, "the overlap fraction", NUM_ZERO, x))
-			return 0;
-		if (x[0] > 1) {
-			diag_error(r->d, rd_loc(r, r->line, 7), "the overlap fraction must be at most 1, "
-			           "not %g", x[0]);
-			return 0;
-		}
-		pf->overlap = x[0];
-		return 1;
-	}
+	if (rd_is(w, len, "overlap"))
+		return rd_fraction(r, &pf->overlap);
 	if (rd_is(w, len, "overlap_coll")) {
 		int c = rd_coll(r);
-		const char *at = r->p;
-		if (c < 0 || !rd_num(r, "the overlap fraction", NUM_ZERO, x))
-			return 0;
-		if (x[0] > 1) {
-			while (*at == ' ' || *at == '\t')
-				at++;
-			diag_error(r->d, rd_loc(r, at, (size_t)(r->p - at)), "the overlap fraction must "
-			           "be at most 1, not %g", x[0]);
-			return 0;
-		}
-		pf->overlap_coll[c] = x[0];
-		return 1;
+		return c >= 0 && rd_fraction(r, &pf->overlap_coll[c]);
 	}
 	if (rd_is(w, len, "gemm")) {
 		int t = rd_dtype(r);
@@ -268,7 +271,6 @@ rd_entry(Rd *r, Profile *pf, const char *w, size_t len)
 	}
 	if (rd_is(w, len, "ew")) {
 		int t = rd_dtype(r);
-		const char *at = r->p;
 		if (t < 0 || !rd_num(r, "bytes per second", 0, x))
 			return 0;
 		size_t n;
@@ -280,9 +282,8 @@ rd_entry(Rd *r, Profile *pf, const char *w, size_t len)
 		}
 		/* ew T BYTES RATE */
 		if (x[0] != floor(x[0])) {
-			at += strspn(at, " \t");
-			diag_error(r->d, rd_loc(r, at, (size_t)(save - at)), "the bytes of an ew point "
-			           "must be a whole number, not %g", x[0]);
+			diag_error(r->d, rd_numloc(r), "the bytes of an ew point must be a whole "
+			           "number, not %g", x[0]);
 			return 0;
 		}
 		if (!rd_num(r, "bytes per second", 0, &x[1]))

@@ -93,9 +93,10 @@ test_reader(void)
 	rejects("cfprofile 1\nranks 4\nend\n", "the profile names no backend");
 	rejects(HEAD "p2p 1 64 1\np2p 1 64 2\nend\n", "t.prof:5:1: error: this p2p point repeats "
 	        "the one of line 4");
-	rejects(HEAD "slowdown 0.5\nend\n", "the slowdown factor must be at least 1");
+	rejects(HEAD "slowdown 0.5\nend\n", "t.prof:4:10: error: the slowdown factor must be at "
+	        "least 1");
 	rejects(HEAD "op f32 matmul 1e9\nend\n", "t.prof:4:8: error: expected an op of the language");
-	rejects(HEAD "overlap 1.5\nend\n", "the overlap fraction must be at most 1");
+	rejects(HEAD "overlap 1.5\nend\n", "t.prof:4:9: error: the overlap fraction must be at most 1");
 	rejects(HEAD "overlap_coll all_gather 2\nend\n", "t.prof:4:25: error: the overlap "
 	        "fraction must be at most 1");
 	rejects(HEAD "overlap_coll gather 0.5\nend\n", "t.prof:4:14: error: expected a "
