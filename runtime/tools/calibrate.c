@@ -75,6 +75,14 @@ cmp_d(const void *x, const void *y)
 	return a < b ? -1 : a > b;
 }
 
+/* The median of v[0..n) (the upper one of an even n); sorts v. */
+static double
+median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof *v, cmp_d);
+	return v[n / 2];
+}
+
 /* The time of one run of fn on every rank at once, the median of reps
  * runs after one to warm up (fewer, but least, when they take longer than
  * the budget): the span from the
@@ -123,8 +131,7 @@ timed(Cal *C, RunFn fn, void *arg, int reps, double budget, int least)
 		t[n++] = dt;
 		spent += dt;
 	}
-	qsort(t, (size_t)n, sizeof *t, cmp_d);
-	return t[n / 2];
+	return median(t, n);
 }
 
 static const char *const tname[] = {"f32", "f64", "bf16", "f16"};
@@ -136,36 +143,44 @@ typedef struct P2p {
 	int conc;      /* 1: rank 0 to rank 1 alone; 2: the ring; 4: both ways */
 } P2p;
 
+/* Posts p's transfers from send into recv (a second pair, both ways,
+ * half a buffer on): *n requests in q. */
 static int
-run_p2p(Cal *C, void *arg)
+p2p_start(Cal *C, const P2p *p, char *send, char *recv, cfrt_req q[4], int *n)
 {
-	const P2p *p = arg;
 	int r = C->rank, N = C->size, next = (r + 1) % N, prev = (r + N - 1) % N;
-	cfrt_req q[4];
-	int n = 0, rc = CFRT_OK;
+	int rc = CFRT_OK;
 	size_t half = C->cap / 2;
-	char *a = C->a, *b = C->b;
 
+	*n = 0;
 	cfrt_group_begin(C->ctx);
 	if (p->conc == 1) {
 		if (r == 0)
-			rc = cfrt_isend(C->ctx, a, p->count, CFRT_F32, 1, 1, &q[n++]);
+			rc = cfrt_isend(C->ctx, send, p->count, CFRT_F32, 1, 1, &q[(*n)++]);
 		else if (r == 1)
-			rc = cfrt_irecv(C->ctx, b, p->count, CFRT_F32, 0, 1, &q[n++]);
+			rc = cfrt_irecv(C->ctx, recv, p->count, CFRT_F32, 0, 1, &q[(*n)++]);
 	} else {
-		rc = cfrt_isend(C->ctx, a, p->count, CFRT_F32, next, 1, &q[n++]);
+		rc = cfrt_isend(C->ctx, send, p->count, CFRT_F32, next, 1, &q[(*n)++]);
 		if (rc == CFRT_OK)
-			rc = cfrt_irecv(C->ctx, b, p->count, CFRT_F32, prev, 1, &q[n++]);
+			rc = cfrt_irecv(C->ctx, recv, p->count, CFRT_F32, prev, 1, &q[(*n)++]);
 		if (rc == CFRT_OK && p->conc == 4) {
-			rc = cfrt_isend(C->ctx, a + half, p->count, CFRT_F32, prev, 2, &q[n++]);
+			rc = cfrt_isend(C->ctx, send + half, p->count, CFRT_F32, prev, 2, &q[(*n)++]);
 			if (rc == CFRT_OK)
-				rc = cfrt_irecv(C->ctx, b + half, p->count, CFRT_F32, next, 2, &q[n++]);
+				rc = cfrt_irecv(C->ctx, recv + half, p->count, CFRT_F32, next, 2,
+				                &q[(*n)++]);
 		}
 	}
 	cfrt_group_end(C->ctx);
-	if (rc == CFRT_OK)
-		rc = cfrt_waitall(C->ctx, n, q);
 	return rc;
+}
+
+static int
+run_p2p(Cal *C, void *arg)
+{
+	cfrt_req q[4];
+	int n, rc = p2p_start(C, arg, C->a, C->b, q, &n);
+
+	return rc == CFRT_OK ? cfrt_waitall(C->ctx, n, q) : rc;
 }
 
 typedef struct Coll {
@@ -211,13 +226,18 @@ typedef struct Gemm {
 	int64_t m, n, k;
 } Gemm;
 
+/* g of the a and b buffers into out. */
+static int
+gemm_call(Cal *C, const Gemm *g, void *out)
+{
+	return cfrt_gemm(C->ctx, g->t, CFRT_NOTRANS, CFRT_NOTRANS, g->m, g->n, g->k, 1, C->a,
+	                 g->k, 0, C->b, g->n, 0, 0, out, g->n, 0, 1);
+}
+
 static int
 run_gemm(Cal *C, void *arg)
 {
-	const Gemm *g = arg;
-
-	return cfrt_gemm(C->ctx, g->t, CFRT_NOTRANS, CFRT_NOTRANS, g->m, g->n, g->k, 1, C->a,
-	                 g->k, 0, C->b, g->n, 0, 0, C->c, g->n, 0, 1);
+	return gemm_call(C, arg, C->c);
 }
 
 typedef struct Ew {
@@ -424,8 +444,6 @@ measure(Cal *C)
 {
 	int filled = -1;
 
-	for (int i = 0; i < C->npt; i++)
-		C->pt[i].s = 0;
 	for (int pass = 0; pass < C->passes; pass++)
 		for (int j = 0; j < C->npt; j++) {
 			Point *p = &C->pt[pass % 2 ? C->npt - 1 - j : j];
@@ -447,17 +465,11 @@ measure(Cal *C)
 		}
 	for (int i = 0; i < C->npt; i++) {
 		Point *p = &C->pt[i];
-		if (p->s == 0) {
-			qsort(p->pass, (size_t)C->passes, sizeof *p->pass, cmp_d);
-			p->s = p->pass[C->passes / 2];
-		}
+		if (p->s == 0) /* add() zeroed it: every pass measured it */
+			p->s = median(p->pass, C->passes);
+		if (p->s > 0 && C->out)
+			fprintf(C->out, "%s %.6g\n", p->key, p->work > 0 ? p->work / p->s : p->s);
 	}
-	if (C->out)
-		for (int i = 0; i < C->npt; i++) {
-			Point *p = &C->pt[i];
-			if (p->s > 0)
-				fprintf(C->out, "%s %.6g\n", p->key, p->work > 0 ? p->work / p->s : p->s);
-		}
 }
 
 static void
@@ -554,79 +566,71 @@ cal_transfers(Cal *C)
 		}
 }
 
-/* The GEMM with transfers posted just before it, rep by rep with the
- * GEMM and the transfers alone so that a slow spell of the machine falls
- * on all of them alike. Each the median of reps, timed as timed() times
- * (spans on one node, else the slowest rank's): t[0] the GEMM alone, and
- * for k = 0 (the ring: each rank sends count f32 elements to the next and
- * receives from the previous) and k = 1..4 (the library's collectives,
- * blocks of count / N elements) t[1 + 3k] the transfers alone, t[2 + 3k]
- * the GEMM under them, t[3 + 3k] the wait after it. */
+/* Transfers alone and posted just before a GEMM: medians of their time
+ * alone, the GEMM's under them and the wait after it. */
+typedef struct Under {
+	double alone, gemm, wait;
+} Under;
+
+/* k = 0: the ring (each rank sends count f32 elements to the next and
+ * receives from the previous); 1..4: the library's collectives, blocks of
+ * count / N elements. */
 enum { NPROBE = 5 };
 
+/* The GEMM alone (*alone) and under each of the NPROBE transfers (u[k]),
+ * rep by rep so that a slow spell of the machine falls on all of them
+ * alike; medians of reps, timed as timed() times (spans on one node, else
+ * the slowest rank's). The transfers under the GEMM move between the c
+ * buffer's halves, and the GEMM writes the b buffer's second half. */
 static void
-probe(Cal *C, const Gemm *g, int64_t count, int reps, double t[1 + 3 * NPROBE])
+probe(Cal *C, const Gemm *g, int64_t count, int reps, double *alone, Under u[NPROBE])
 {
-	int r = C->rank, N = C->size;
-	char *b = C->b, *c = C->c;
-	double tt[1 + 3 * NPROBE][64];
+	double tg[64], tt[NPROBE][3][64];
+	char *c = C->c;
 	P2p ring = {count, 2};
 	Coll coll[4];
 
 	for (int k = 0; k < 4; k++)
-		coll[k] = (Coll){k, count / N};
+		coll[k] = (Coll){k, count / C->size};
 	if (reps > 64)
 		reps = 64;
 	die_rc(C, run_gemm(C, (void *)g), "gemm"); /* to warm up */
-	for (int i = 0; i < reps; i++)
-		for (int k = -1; k < NPROBE; k++) {
-			const char *what = k <= 0 ? "the ring" : coll_name[k - 1];
-			cfrt_req q[2];
-			int nq = k ? 1 : 2;
+	for (int i = 0; i < reps; i++) {
+		cfrt_barrier(C->ctx);
+		double t0 = cfrt_wtime(C->ctx);
+		die_rc(C, run_gemm(C, (void *)g), "gemm");
+		die_rc(C, cfrt_sync(C->ctx), "cfrt_sync");
+		tg[i] = elapsed(C, t0, cfrt_wtime(C->ctx));
+		for (int k = 0; k < NPROBE; k++) {
+			const char *what = k ? coll_name[k - 1] : "the ring";
+			cfrt_req q[4];
+			int nq = 1;
 			cfrt_barrier(C->ctx);
-			double t0 = cfrt_wtime(C->ctx);
-			if (k < 0) { /* the GEMM alone */
-				die_rc(C, run_gemm(C, (void *)g), "gemm");
-				die_rc(C, cfrt_sync(C->ctx), "cfrt_sync");
-				tt[0][i] = elapsed(C, t0, cfrt_wtime(C->ctx));
-				continue;
-			}
-			/* the transfers alone */
+			t0 = cfrt_wtime(C->ctx);
 			die_rc(C, k ? run_coll(C, &coll[k - 1]) : run_p2p(C, &ring), what);
 			die_rc(C, cfrt_sync(C->ctx), "cfrt_sync");
-			tt[1 + 3 * k][i] = elapsed(C, t0, cfrt_wtime(C->ctx));
-			/* and under the GEMM */
+			tt[k][0][i] = elapsed(C, t0, cfrt_wtime(C->ctx));
 			cfrt_barrier(C->ctx);
-			if (k) {
-				die_rc(C, coll_call(C, &coll[k - 1], c, &q[0]), what);
-			} else {
-				cfrt_group_begin(C->ctx);
-				die_rc(C, cfrt_isend(C->ctx, c, count, CFRT_F32, (r + 1) % N, 3, &q[0]),
-				       "isend");
-				die_rc(C, cfrt_irecv(C->ctx, c + C->cap / 2, count, CFRT_F32, (r + N - 1) % N,
-				                     3, &q[1]), "irecv");
-				cfrt_group_end(C->ctx);
-			}
+			die_rc(C, k ? coll_call(C, &coll[k - 1], c, &q[0])
+			            : p2p_start(C, &ring, c, c + C->cap / 2, q, &nq), what);
 			t0 = cfrt_wtime(C->ctx);
-			die_rc(C, cfrt_gemm(C->ctx, g->t, CFRT_NOTRANS, CFRT_NOTRANS, g->m, g->n, g->k, 1,
-			                    C->a, g->k, 0, b, g->n, 0, 0, b + C->cap / 2, g->n, 0, 1),
-			       "gemm");
+			die_rc(C, gemm_call(C, g, (char *)C->b + C->cap / 2), "gemm");
 			double t1 = cfrt_wtime(C->ctx);
 			die_rc(C, cfrt_waitall(C->ctx, nq, q), "waitall");
 			die_rc(C, cfrt_sync(C->ctx), "cfrt_sync");
 			double t2 = cfrt_wtime(C->ctx), w[3] = {t1, t2, t2 - t1}, mx[3];
-			tt[2 + 3 * k][i] = elapsed(C, t0, t1);
+			tt[k][1][i] = elapsed(C, t0, t1);
 			/* on one clock from the last GEMM's end to the last
 			 * transfer's, which leaves out the ranks' skew (a rank that
 			 * ends its GEMM early waits for its peers' as well as for
 			 * the transfers) */
 			MPI_Allreduce(w, mx, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-			tt[3 + 3 * k][i] = C->span ? mx[1] - mx[0] : mx[2];
+			tt[k][2][i] = C->span ? mx[1] - mx[0] : mx[2];
 		}
-	for (int k = 0; k < 1 + 3 * NPROBE; k++) {
-		qsort(tt[k], (size_t)reps, sizeof *tt[k], cmp_d);
-		t[k] = tt[k][reps / 2];
 	}
+	*alone = median(tg, reps);
+	for (int k = 0; k < NPROBE; k++)
+		u[k] = (Under){median(tt[k][0], reps), median(tt[k][1], reps), median(tt[k][2], reps)};
 }
 
 static double
@@ -654,21 +658,20 @@ cal_slowdown(Cal *C)
 	if (C->size < 2 || (size_t)(g.m * s) * 4 > C->cap / 2 || (size_t)count * 4 > C->cap / 2)
 		return;
 	fill(C, CFRT_F32);
-	double t[1 + 3 * NPROBE];
-	probe(C, &g, count, reps, t);
-	double alone = t[0];
+	double alone;
+	Under u[NPROBE];
+	probe(C, &g, count, reps, &alone, u);
 	if (!C->out)
 		return;
 	fprintf(C->out, "# a %lldx%lldx%lld GEMM %.4g s alone\n", (long long)g.m, (long long)s,
 	        (long long)s, alone);
 	for (int k = 0; k < NPROBE; k++) {
-		double x = t[1 + 3 * k], under = t[2 + 3 * k], wait = t[3 + 3 * k];
-		double ov = x > 0 ? clamp01(1 - wait / x) : 1;
+		double ov = u[k].alone > 0 ? clamp01(1 - u[k].wait / u[k].alone) : 1;
 		fprintf(C->out, "# %s of %lld bytes a rank: %.4g s alone; the GEMM %.4g s under it, "
 		        "waited %.4g s after it\n", k ? coll_name[k - 1] : "a ring of transfers",
-		        (long long)(k ? count / C->size : count) * 4, x, under, wait);
+		        (long long)(k ? count / C->size : count) * 4, u[k].alone, u[k].gemm, u[k].wait);
 		if (!k) {
-			double f = alone > 0 ? under / alone : 1;
+			double f = alone > 0 ? u[k].gemm / alone : 1;
 			fprintf(C->out, "slowdown %.4g\noverlap %.4g\n", f < 1 ? 1 : f, ov);
 		} else {
 			fprintf(C->out, "overlap_coll %s %.4g\n", coll_name[k - 1], ov);
