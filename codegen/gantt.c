@@ -69,7 +69,7 @@ gt_sched(Gt *G, const Sched *s, const char *pass)
 				gt_add(G, r, 0, 0, pr.total, name);
 		} else {
 			const Coll *c = st->u.coll;
-			pr = predict_coll(G->a, c, G->pf, 1);
+			pr = predict_coll(G->a, s->g, c, G->pf, 1);
 			name = arena_printf(G->a, "%s%s %s (%s)", pass, op_info[c->node->op].name,
 			                    c->node->out->name, sched_kind_str(G->a, &c->how));
 			for (int j = 0; j < pr.nspan; j++) {

@@ -542,7 +542,7 @@ tx_total(FILE *f, const Sched *s)
 	for (int k = 0; k < s->stages.n; k++) {
 		const Stage *st = s->stages.v[k];
 		Prediction pr = st->kind == ST_COMPUTE ? predict_node(s->arena, st->u.node, s->profile) :
-		                predict_coll(s->arena, st->u.coll, s->profile, 0);
+		                predict_coll(s->arena, s->g, st->u.coll, s->profile, 0);
 		if (pr.err && !err)
 			err = pr.err;
 		t += pr.total;

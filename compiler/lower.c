@@ -1045,7 +1045,7 @@ lw_candidates(Lower *L, Coll *c, const Profile *pf)
 			continue;
 		Candidate *cd = &c->cand[c->ncand++];
 		cd->how = c->how;
-		cd->pr = predict_coll(L->a, c, pf, 0);
+		cd->pr = predict_coll(L->a, L->g, c, pf, 0);
 		/* faster by more than rounding: equals keep the simpler */
 		if (!cd->pr.err && (best < 0 || cd->pr.total < c->cand[best].pr.total * (1 - 1e-9)))
 			best = c->ncand - 1;

@@ -16,7 +16,8 @@
 #include "plan.h"
 
 typedef struct Pl {
-	Plan *p;
+	Plan *p;       /* NULL: one collective's items alone (plan_coll) */
+	const Graph *g;
 	Arena *a;
 	const Coll *c;
 	PColl *pc;
@@ -134,7 +135,7 @@ pv_dims(const Pl *L, const PView *v, int64_t *dims, int64_t *full)
 			dims[d] = full[d] = plan_temp_extent(L->c, b, d);
 		return nd;
 	}
-	val = L->p->s->g->values.v[v->id];
+	val = L->g->values.v[v->id];
 	nd = val->ndim;
 	for (int d = 0; d < nd; d++)
 		dims[d] = full[d] = value_rank_extent(val, d);
@@ -453,6 +454,7 @@ pl_side(Pl *L, const Item *it, PItem *p, int recv)
 	}
 	s->staged = 1;
 	s->view = pl_block(L, it, recv, one);
+	s->elems = pv_elems(L, &s->view);
 	s->stage = pv_stage(L, it->u.coll.label, recv, &s->view, one ? 0 : p->count);
 	pl_stage_need(L, it->u.coll.label, recv, p->count * s->nblock);
 }
@@ -609,6 +611,15 @@ pl_coll_plan(Pl *L, const Coll *c)
 			pc->lab[lb].slot_bytes[side] = plan_align(pc->lab[lb].stage_elems[side] *
 			                                          plan_esize(c));
 	pc->off = arena_alloc(L->a, (size_t)(c->bufs.n + 1) * sizeof *pc->off);
+}
+
+PColl *
+plan_coll(Arena *a, const Graph *g, const Coll *c)
+{
+	Pl L = {.g = g, .a = a, .sg = c->node->a.coll.group->id};
+
+	pl_coll_plan(&L, c);
+	return L.pc;
 }
 
 /* ---- plain stages: one op on whole per-rank tensors ---- */
@@ -1020,7 +1031,7 @@ plan_sched(const Sched *s)
 	Arena *a = s->arena;
 	Plan *P = arena_alloc(a, sizeof *P);
 	int nv = s->g->values.n;
-	Pl L = {.p = P, .a = a};
+	Pl L = {.p = P, .g = s->g, .a = a};
 
 	P->s = s;
 	P->off = arena_alloc(a, (size_t)(nv + 1) * sizeof *P->off);

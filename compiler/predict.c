@@ -8,9 +8,12 @@
  * lacks.
  *
  * The model (docs/PROFILE.md):
- *  - each rank runs its items in order; compute items take their queue
- *    in turn, slowed by Profile.slowdown when a transfer of the rank is
- *    moving as one starts;
+ *  - each rank runs its items in order, as its memory plan runs them
+ *    (plan_coll): compute items take their queue in turn, one call per
+ *    slice where the plan loops over a chunk's slices, slowed by
+ *    Profile.slowdown when a transfer of the rank is moving as one
+ *    starts; a staged transfer's pack takes the queue before its post,
+ *    its unpack after its wait;
  *  - a transfer is posted when every compute item before it has ended;
  *    a send and its receive (matched as MPI does: in post order per
  *    sender, receiver and tag) move once both are posted and the link
@@ -31,6 +34,7 @@ typedef struct PX {
 	double bytes, tpost, t0, t1;
 	int match;    /* the other end's record, or -1 */
 	double tdone; /* when a wait at either end saw it land; 0: not yet */
+	double unpack; /* a staged receive: elements its wait unpacks */
 } PX;
 
 typedef struct PCI {
@@ -39,6 +43,7 @@ typedef struct PCI {
 	double tdone;    /* when a wait saw it land (Profile.overlap < 1) */
 	char *posted;    /* by rank: posted (1), waited (2) */
 	int k;           /* its profile_coll_index */
+	const PSide *up; /* a staged result: what each rank's wait unpacks */
 } PCI;
 
 typedef struct PRank {
@@ -57,6 +62,7 @@ typedef struct PRank {
 typedef struct Sim {
 	Arena *a;
 	const Coll *c;
+	const PColl *pc; /* its memory plan: calls, packs and unpacks */
 	const Profile *pf;
 	int N, esz, dt;
 	PRank *rk;
@@ -157,35 +163,37 @@ attn_unit(const PTable *full, const PTable *causal, double sk, double mult, doub
 }
 
 /* The share of its query-key pairs that a causal attention computing the
- * query rows of slice sel (of nsl along q's dim 2, or all rows when
- * qcut is 0) of rank r, round i, leaves: the rows' offset decides it,
- * which a query split exploits and a ring exposes (ranks computing early
- * and late slices in one step). Over a group that splits q's rows the
- * rank's own rows; over another group, their mean over its ranks. */
+ * query rows of slices u0 .. u0+nu-1 of sel (each 1/nsl of q's dim 2),
+ * or all rows when qcut is 0, of rank r, round i, leaves: the rows'
+ * offset decides it, which a query split exploits and a ring exposes
+ * (ranks computing early and late slices in one step). Over a group that
+ * splits q's rows the rank's own rows; over another group, their mean
+ * over its ranks. */
 static double
-visible_share(const Value *q, double sq, double sk, int qcut, const Sel *sel, int nsl,
+visible_share(const Value *q, double sk, int qcut, const Sel *sel, int u0, int nu, int nsl,
               int r, int i, const Group *cg)
 {
 	const Group *g = dist_split_group(&q->dist, 2);
-	double ext = (double)value_rank_extent(q, 2), pairs = 0, n = 0;
-	int lo = 0, hi = 1, cnt = 1;
+	double ext = (double)value_rank_extent(q, 2), rows = qcut ? ext / nsl : ext;
+	double pairs = 0, n = 0;
+	int lo = 0, hi = 1;
 
 	if (g && g != cg)
 		hi = g->size;
 	else if (g)
 		lo = r, hi = r + 1;
-	if (qcut)
-		cnt = sel->cnt > 0 ? sel->cnt : 1;
+	if (!qcut)
+		u0 = 0, nu = 1;
 	for (int j = lo; j < hi; j++)
-		for (int u = 0; u < cnt; u++) {
+		for (int u = u0; u < u0 + nu; u++) {
 			double o = g ? j * ext : 0;
 			if (qcut) {
 				int s = sched_ix(&sel->hi, r, i) * sel->per + sched_ix(&sel->lo, r, i) +
 				        u * sel->stride;
 				o += s * ext / nsl;
 			}
-			pairs += visible_pairs(o, sq / cnt, sk);
-			n += sq / cnt * sk;
+			pairs += visible_pairs(o, rows, sk);
+			n += rows * sk;
 		}
 	return pairs / n;
 }
@@ -269,25 +277,31 @@ node_cost(const Profile *pf, const Node *n, int odim, const int *idim, double f,
 	return bytes / rate;
 }
 
+/* Seconds of compute item it of rank r, round i: one call over the
+ * chunk's slices, or one per slice where the plan loops over them (a
+ * chunk of slices that are not adjacent: slice(k)'s, 1/k of each rank's
+ * block apart, are k * N calls of 1/(k N) of the rows each). */
 static double
 sim_compute(Sim *S, const Item *it, int r, int i)
 {
 	const RNode *rn = S->c->region.v[it->u.comp.rn];
 	const Node *n = rn->node;
+	const Sel *sel = &it->u.comp.sel;
 	const char *what = NULL;
-	double f = (double)it->u.comp.sel.cnt / S->c->nslices, share = -1;
-	int cls = op_info[n->op].cls;
+	int cls = op_info[n->op].cls, cnt = sel->cnt > 0 ? sel->cnt : 1;
+	int calls = S->pc->item[it->id]->loop ? cnt : 1, per = cnt / calls;
+	double f = (double)per / S->c->nslices, t = 0;
 
-	if ((cls == CL_ATTN || cls == CL_ATTN_GRAD) && n->a.causal) {
-		const Value *q = n->in[0], *k = n->in[1];
-		int qcut = rn->idim[0] == 2;
-		double sq = (double)value_rank_extent(q, 2) * (qcut ? f : 1);
-		share = visible_share(q, sq, (double)value_rank_extent(k, 2), qcut,
-		                      &it->u.comp.sel, S->c->nslices, r, i,
-		                      S->c->node->a.coll.group);
+	for (int u = 0; u < calls; u++) {
+		double share = -1;
+		if ((cls == CL_ATTN || cls == CL_ATTN_GRAD) && n->a.causal) {
+			const Value *q = n->in[0], *k = n->in[1];
+			share = visible_share(q, (double)value_rank_extent(k, 2), rn->idim[0] == 2, sel,
+			                      u * per, per, S->c->nslices, r, i,
+			                      S->c->node->a.coll.group);
+		}
+		t += node_cost(S->pf, n, rn->odim, rn->idim, f, share, &what);
 	}
-	double t = node_cost(S->pf, n, rn->odim, rn->idim, f, share, &what);
-
 	if (what)
 		sim_err(S, "the profile %2$s has no %1$s rate for this type", what);
 	return t;
@@ -302,18 +316,56 @@ ref_elems(const Coll *c, const BufRef *br)
 	return (double)b->slot_elems * (br->sel.cnt > 0 ? br->sel.cnt : 1);
 }
 
+/* Seconds of moving n runs of bytes each, k operands of them (a copy
+ * reads one and writes one: 2), one call per run. */
 static double
-sim_move(Sim *S, const Item *it)
+move_time(Sim *S, double bytes, double k, int n)
 {
-	double e = ref_elems(S->c, &it->u.move.dst) * S->esz;
-	double k = it->kind == IT_ADD ? 3 : it->kind == IT_COPY ? 2 : 1;
-	double rate = profile_ew(S->pf, S->dt, e * k);
+	double rate = profile_ew(S->pf, S->dt, bytes * k);
 
 	if (rate <= 0) {
 		sim_err(S, "the profile %2$s has no %1$s rate for this type", "ew");
 		return 0;
 	}
-	return e * k / rate;
+	return n * bytes * k / rate;
+}
+
+static double
+sim_move(Sim *S, const Item *it)
+{
+	double e = ref_elems(S->c, &it->u.move.dst) * S->esz;
+
+	return move_time(S, e, it->kind == IT_ADD ? 3 : it->kind == IT_COPY ? 2 : 1, 1);
+}
+
+static int moving(const Sim *S, int r, double t);
+
+static double
+slowed(Sim *S, int r, double t)
+{
+	return moving(S, r, S->rk[r].tc) ? t * S->pf->slowdown : t;
+}
+
+/* Rank r's compute queue busy for t seconds of its own (slowed while its
+ * transfers move), as span what. */
+static void
+sim_busy(Sim *S, int r, double t, const char *what)
+{
+	PRank *R = &S->rk[r];
+
+	R->alone += t;
+	t = slowed(S, r, t);
+	sim_span(S, r, 0, R->tc, R->tc + t, what);
+	R->tc += t;
+}
+
+/* The copies of a staged transfer's nblock blocks of elems elements
+ * each between its memory and its staging, on r's queue. */
+static void
+sim_stage(Sim *S, int r, double elems, int nblock, const char *what)
+{
+	if (elems > 0)
+		sim_busy(S, r, move_time(S, elems * S->esz, 2, nblock), what);
 }
 
 /* ---- transfers ---- */
@@ -382,13 +434,16 @@ static void
 sim_post(Sim *S, int r, const Item *it, int i)
 {
 	PRank *R = &S->rk[r];
+	const PItem *p = S->pc->item[it->id];
 	int peer = sched_ix(&it->u.xfer.peer, r, i), send = it->kind == IT_SEND;
 
+	if (send && p->staged)
+		sim_stage(S, r, (double)p->count, 1, "pack");
 	S->x = arena_grow(S->a, S->x, S->nx, &S->capx, 256, sizeof *S->x);
 	int k = S->nx++;
 	S->x[k] = (PX){it->kind, r, peer, it->u.xfer.tag, it->u.xfer.label,
 	               sched_ix(&it->u.xfer.round, r, i), ref_elems(S->c, &it->u.xfer.buf) * S->esz,
-	               R->tc, 0, 0, -1, 0};
+	               R->tc, 0, 0, -1, 0, !send && p->staged ? (double)p->count : 0};
 	R->xs = arena_grow(S->a, R->xs, R->nxs, &R->capxs, 64, sizeof *R->xs);
 	R->xs[R->nxs++] = k;
 	/* the oldest unmatched opposite record at peer from r with the tag */
@@ -438,7 +493,7 @@ ci_get(Sim *S, int label, int round)
 			return &S->ci[k];
 	S->ci = arena_grow(S->a, S->ci, S->nci, &S->capci, 16, sizeof *S->ci);
 	PCI *ci = &S->ci[S->nci++];
-	*ci = (PCI){label, round, 0, 0, 0, 0, arena_alloc(S->a, (size_t)S->N), 0};
+	*ci = (PCI){label, round, 0, 0, 0, 0, arena_alloc(S->a, (size_t)S->N), 0, NULL};
 	return ci;
 }
 
@@ -447,14 +502,18 @@ sim_coll_post(Sim *S, int r, const Item *it, int i)
 {
 	PRank *R = &S->rk[r];
 	const Buf *b = S->c->bufs.v[it->u.coll.src];
+	const PItem *p = S->pc->item[it->id];
 	int round = sched_ix(&it->u.coll.round, r, i);
 	PCI *ci = ci_get(S, it->u.coll.label, round);
 	double block = (double)b->slot_elems * S->esz;
 
 	if (it->u.coll.op == OP_ALL_REDUCE)
 		block *= it->u.coll.sel.cnt;
+	if (p->side[0].staged)
+		sim_stage(S, r, (double)p->side[0].elems, p->side[0].nblock, "pack");
 	ci->posted[r] = 1;
 	ci->k = profile_coll_index(it->u.coll.op);
+	ci->up = p->side[1].staged ? &p->side[1] : NULL;
 	ci->tmax = fmax(ci->tmax, R->tc);
 	if (++ci->nposted == S->N) {
 		ci->t1 = ci->tmax + coll_time(S, it->u.coll.op, block);
@@ -564,6 +623,16 @@ coll_end(Sim *S, PCI *ci, double tw)
 	return ci->tdone;
 }
 
+/* Rank r has waited for collective ci: its result's unpack. */
+static void
+coll_waited(Sim *S, int r, PCI *ci)
+{
+	ci->posted[r] = 2;
+	sim_hold(S, r, coll_end(S, ci, S->rk[r].tc));
+	if (ci->up)
+		sim_stage(S, r, (double)ci->up->elems, ci->up->nblock, "unpack");
+}
+
 static void
 sim_wait(Sim *S, int r, const Item *it, int i)
 {
@@ -571,25 +640,18 @@ sim_wait(Sim *S, int r, const Item *it, int i)
 	PCI *ci;
 
 	wait_target(S, r, it, i, &x, &ci);
-	if (x)
+	if (x) {
 		sim_hold(S, r, wait_end(S, x, S->rk[r].tc));
-	if (ci) {
-		ci->posted[r] = 2;
-		sim_hold(S, r, coll_end(S, ci, S->rk[r].tc));
+		sim_stage(S, r, x->unpack, 1, "unpack");
 	}
-}
-
-static double
-slowed(Sim *S, int r, double t)
-{
-	return moving(S, r, S->rk[r].tc) ? t * S->pf->slowdown : t;
+	if (ci)
+		coll_waited(S, r, ci);
 }
 
 /* Runs item it of rank r (round i), which sim_ready admits. */
 static void
 sim_item(Sim *S, int r, const Item *it, int i)
 {
-	PRank *R = &S->rk[r];
 	double t;
 
 	switch (it->kind) {
@@ -598,14 +660,9 @@ sim_item(Sim *S, int r, const Item *it, int i)
 	case IT_COPY:
 	case IT_ZERO:
 		t = it->kind == IT_COMPUTE ? sim_compute(S, it, r, i) : sim_move(S, it);
-		R->alone += t;
-		t = slowed(S, r, t);
-		if (S->spans) {
-			const RNode *rn = it->kind == IT_COMPUTE ? S->c->region.v[it->u.comp.rn] : NULL;
-			sim_span(S, r, 0, R->tc, R->tc + t, rn ? rn->node->out->name :
-			         it->kind == IT_ADD ? "add" : it->kind == IT_COPY ? "copy" : "zero");
-		}
-		R->tc += t;
+		sim_busy(S, r, t, it->kind == IT_COMPUTE ?
+		         ((const RNode *)S->c->region.v[it->u.comp.rn])->node->out->name :
+		         it->kind == IT_ADD ? "add" : it->kind == IT_COPY ? "copy" : "zero");
 		return;
 	case IT_SEND:
 	case IT_RECV:
@@ -659,9 +716,7 @@ sim_step(Sim *S)
 		return left ? -1 : 0;
 	PRank *R = &S->rk[best];
 	if (R->pend >= 0) { /* the blocking collective it posted has ended */
-		PCI *ci = &S->ci[R->pend];
-		ci->posted[best] = 2;
-		sim_hold(S, best, coll_end(S, ci, R->tc));
+		coll_waited(S, best, &S->ci[R->pend]);
 		R->pend = -1;
 		return 1;
 	}
@@ -671,10 +726,11 @@ sim_step(Sim *S)
 }
 
 Prediction
-predict_coll(Arena *a, const Coll *c, const Profile *pf, int want_spans)
+predict_coll(Arena *a, const Graph *g, const Coll *c, const Profile *pf, int want_spans)
 {
 	Prediction pr = {0};
-	Sim S = {.a = a, .c = c, .pf = pf, .N = c->N, .esz = dtype_size[c->node->in[0]->dtype],
+	Sim S = {.a = a, .c = c, .pc = plan_coll(a, g, c), .pf = pf, .N = c->N,
+	         .esz = dtype_size[c->node->in[0]->dtype],
 	         .dt = c->node->in[0]->dtype, .pr = &pr, .spans = want_spans};
 
 	S.rk = arena_alloc(a, (size_t)S.N * sizeof *S.rk);

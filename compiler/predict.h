@@ -13,7 +13,7 @@
 #ifndef PREDICT_H
 #define PREDICT_H
 
-#include "sched.h"
+#include "plan.h"
 
 enum { PROFILE_VERSION = 1, MAXCONC = 3 };
 
@@ -133,9 +133,12 @@ typedef struct Candidate {
 	Prediction pr;
 } Candidate;
 
-/* predict.c: the time of lowered collective c on profile pf, every one
- * of its N ranks run; spans recorded when want_spans. */
-Prediction predict_coll(Arena *a, const Coll *c, const Profile *pf, int want_spans);
+/* predict.c: the time of lowered collective c of graph g on profile pf,
+ * every one of its N ranks run as its memory plan (plan_coll) runs it:
+ * one call per slice where the plan loops, and the packs and unpacks of
+ * staged transfers; spans recorded when want_spans. */
+Prediction predict_coll(Arena *a, const Graph *g, const Coll *c, const Profile *pf,
+                        int want_spans);
 /* The time of a plain stage's node on every rank. */
 Prediction predict_node(Arena *a, const Node *n, const Profile *pf);
 /* The candidate schedules of collective n in the order --explain lists

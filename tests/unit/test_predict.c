@@ -195,7 +195,7 @@ ag_time_ovc(const char *kind, int mm, double tc, double x, double slow, double l
 	Profile *pf = pf_parse(r.a, text, &err);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(pf);
 	free(err);
-	Prediction pr = predict_coll(r.a, st_coll(s, "xa"), pf, 1);
+	Prediction pr = predict_coll(r.a, s->g, st_coll(s, "xa"), pf, 1);
 	CU_ASSERT_PTR_NULL(pr.err);
 	double us = pr.total * 1e6;
 	st_done(&r);
@@ -297,6 +297,59 @@ test_batch_cost(void)
 		                       loop == 2 ? 6 : 5, 1e-9);
 		st_done(&r);
 	}
+}
+
+/* The compute alone (the busiest rank's, no slowdown) in us of the
+ * all_gather of spec under kind on profile text. */
+static double
+plan_compute_us(const char *spec, const char *kind, const char *text)
+{
+	SRun r;
+	char *err = NULL;
+	Sched *s = st_build(&r, spec, kind);
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+	Profile *pf = pf_parse(r.a, text, &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(pf);
+	free(err);
+	Prediction pr = predict_coll(r.a, s->g, st_coll(s, "xa"), pf, 0);
+	CU_ASSERT_PTR_NULL(pr.err);
+	double us = pr.compute * 1e6;
+	st_done(&r);
+	return us;
+}
+
+/* The program as its memory plan runs it: a chunk of slices that are not
+ * adjacent is one call per slice, and a transfer whose memory is not one
+ * run is packed before it is sent and unpacked after its wait, each
+ * copy at the ew rate of its size. */
+static void
+test_plan_cost(void)
+{
+	/* slice(2) of ag_spec: 8 slices of 8 rows, chunk i is slices i, i+2,
+	 * i+4, i+6: four [8, 32] @ [32, 16] calls (2 us each, where one call
+	 * of 32 rows would take 4), and the four received blocks of 8 x 32
+	 * f32 (1 KiB, 2 KiB copied at 4.096e9 bytes/s: 0.5 us) unpacked
+	 * from staging; this rank's block is one run, sent as it is */
+	const char *gemms = HEAD "gemm f32 8 16 32 2e-6\ngemm f32 32 16 32 4e-6\n"
+	                    "gemm f32 64 16 32 6e-6\new f32 4.096e9\np2p 1 2048 1e-6\n"
+	                    "coll all_gather 1024 1e-6\nend\n";
+	CU_ASSERT_DOUBLE_EQUAL(plan_compute_us(ag_spec("slice(2)", 1), NULL, gemms),
+	                       2 * (4 * 2 + 4 * 0.5), 1e-9);
+	/* vanilla: one call of all 64 rows; the received blocks are in rank
+	 * order, one run, so nothing is unpacked */
+	CU_ASSERT_DOUBLE_EQUAL(plan_compute_us(ag_spec("vanilla", 1), NULL, gemms), 6, 1e-9);
+
+	/* [B, S, D] = [2, 64, 32] split S: a rank's slice [2, 16, 32] is two
+	 * runs of 16 rows, so fuse(ring) copies its own slice in (4 KiB,
+	 * 8 KiB moved: 2 us), packs each of its three sends and unpacks each
+	 * of its three receives (2 us each); vanilla unpacks the four blocks
+	 * it receives in staging */
+	const char *bsd = "model ag {\n size B = 2, S = 64, D = 32;\n group tp = 4;\n type f32;\n"
+	                  " in x : [B, S, D] split S over tp;\n xa = all_gather(x, S);\n out xa;\n}\n";
+	const char *copies = HEAD "ew f32 4.096e9\np2p 1 4096 1e-6\ncoll all_gather 4096 1e-6\nend\n";
+	CU_ASSERT_DOUBLE_EQUAL(plan_compute_us(bsd, "fuse(ring)", copies), 2 + 3 * 2 + 3 * 2, 1e-9);
+	CU_ASSERT_DOUBLE_EQUAL(plan_compute_us(bsd, "vanilla", copies), 4 * 2, 1e-9);
 }
 
 static void
@@ -408,7 +461,7 @@ test_auto(void)
 				CU_ASSERT_STRING_EQUAL(sched_kind_str(r.a, &c->how),
 				                       sched_kind_str(r.a, &c->cand[first].how));
 				/* and its prediction is the lowered program's */
-				Prediction pr = predict_coll(r.a, c, pf, 0);
+				Prediction pr = predict_coll(r.a, s->g, c, pf, 0);
 				CU_ASSERT_DOUBLE_EQUAL(pr.total, c->cand[first].pr.total,
 				                       1e-12 * pr.total);
 			}
@@ -429,5 +482,6 @@ test_predict_register(void)
 	CU_add_test(s, "profile lookups", test_lookup);
 	CU_add_test(s, "predictions with known answers", test_predict);
 	CU_add_test(s, "a batched matmul as its backend runs it", test_batch_cost);
+	CU_add_test(s, "calls, packs and unpacks as the memory plan runs them", test_plan_cost);
 	CU_add_test(s, "auto takes the predicted fastest", test_auto);
 }
