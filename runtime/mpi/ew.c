@@ -5,6 +5,9 @@
  * and tests transfers between lines in the panel progress mode. */
 #include <math.h>
 #include <string.h>
+#if defined(__SSE__)
+#include <xmmintrin.h>
+#endif
 
 #include "backend.h"
 
@@ -107,13 +110,29 @@ static double f_exp(double x, double unused)
 	return exp(x);
 }
 
+/* x held to [lo, hi], a NaN kept: on x86 by maxss and minss, which
+ * return their second operand when one is NaN, without a branch on the
+ * values (GCC compiles the ?: form to compare-and-jump, mispredicted on
+ * values of both signs past the bounds). */
+static inline float held(float x, float lo, float hi)
+{
+#if defined(__SSE__)
+	return _mm_cvtss_f32(_mm_min_ss(_mm_set_ss(hi), _mm_max_ss(_mm_set_ss(lo), _mm_set_ss(x))));
+#else
+	return x < lo ? lo : x > hi ? hi : x;
+#endif
+}
+
 /* expf of an argument held to [-80, 80]: the activations below need
  * exp(+-80) at most to be exact in float (x / (1 + e^80) is x times
  * 1.8e-35), and expf outside takes its slow overflow and underflow
- * paths, which the pre-activations of a layer reach often. */
+ * paths, which the pre-activations of a layer reach often. Held with
+ * branches, GELU on one core took 3.0 ns an element on values in
+ * [-8, 8) and 10.9 on values in [-200, 200) (mlp's pre-activations in
+ * make bench are such); held without, 3.4 on both. */
 static inline float exp_held(float x)
 {
-	return expf(x < -80.0f ? -80.0f : x > 80.0f ? 80.0f : x);
+	return expf(held(x, -80.0f, 80.0f));
 }
 
 /* GELU (tanh form) in float, tanh(u) = 1 - 2 / (exp(2u) + 1) folded in:

@@ -153,7 +153,7 @@ static void test_copy_heads(void)
 
 /* ---- elementwise ops on a strided view: rows 2..5 of dim 1 of [3,6,5] ---- */
 
-enum { EW_N = 3 * 6 * 5 };
+enum { EW_N = 3 * 6 * 5, NSPREAD = 20 };
 
 static double gelu(double x)
 {
@@ -354,6 +354,55 @@ static void test_softmax_spread(void)
 	}
 }
 
+static double sigmoid(double x)
+{
+	return 1.0 / (1.0 + exp(-x));
+}
+
+static double gelu_grad(double x)
+{
+	double c = sqrt(2.0 / acos(-1.0)), k = 0.044715, t = tanh(c * (x + k * x * x * x));
+	return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3.0 * k * x * x);
+}
+
+/* the gradient of gelu at x times dy = 1 */
+static int gelu_grad_op(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *x)
+{
+	float one[NSPREAD];
+	for (int i = 0; i < NSPREAD; i++)
+		one[i] = 1.0f;
+	cfrt_view dy = cfrt_view_contig(one, CFRT_F32, 1, (int64_t[]){NSPREAD});
+	return cfrt_gelu_grad(ctx, dst, &dy, x);
+}
+
+/* f32 activations of widely spread values, past the exponent's bounds
+ * (+-80, held there without branches) on both sides: within 1e-6 of
+ * max(1, |x|) of the double reference; a NaN stays NaN. */
+static void test_activation_spread(void)
+{
+	static const float x[NSPREAD] = {-300, -200, -100, -45, -44.7f, -40, -10, -1, -0.1f, 0,
+	                                 0.1f, 1, 10, 40, 44.7f, 45, 100, 200, 300, NAN};
+	static const struct {
+		unary_op op;
+		double (*f)(double);
+	} acts[] = {{cfrt_gelu, gelu}, {cfrt_silu, silu}, {cfrt_sigmoid, sigmoid},
+	            {gelu_grad_op, gelu_grad}};
+	float y[NSPREAD];
+	cfrt_view v = cfrt_view_contig(y, CFRT_F32, 1, (int64_t[]){NSPREAD});
+	cfrt_view vx = cfrt_view_contig((void *)x, CFRT_F32, 1, (int64_t[]){NSPREAD});
+
+	for (size_t k = 0; k < sizeof acts / sizeof acts[0]; k++) {
+		CU_ASSERT_EQUAL_FATAL(acts[k].op(ut_ctx, &v, &vx), CFRT_OK);
+		for (int i = 0; i < NSPREAD; i++) {
+			double want = acts[k].f(x[i]), tol = 1e-6 * fmax(1.0, fabs(x[i]));
+			int ok = isnan(x[i]) ? isnan(y[i]) : fabs(y[i] - want) <= tol;
+			if (!ok)
+				printf("\nactivation %zu of %g: %.9g, want %.9g\n", k, x[i], y[i], want);
+			CU_ASSERT(ok);
+		}
+	}
+}
+
 /* ---- scan along the middle and the first dim, in place ---- */
 
 static void test_scan(void)
@@ -446,6 +495,7 @@ void ut_register_compute(void)
 	CU_add_test(s, "add, mul: same shape and bias broadcast", test_binary);
 	CU_add_test(s, "layernorm, rmsnorm, softmax", test_rows);
 	CU_add_test(s, "softmax of widely spread scores", test_softmax_spread);
+	CU_add_test(s, "f32 activations of widely spread values and NaN", test_activation_spread);
 	CU_add_test(s, "scan along dims 0 and 1", test_scan);
 	CU_add_test(s, "fill: shard equals slice of whole", test_fill);
 	CU_add_test(s, "error messages", test_errors);
