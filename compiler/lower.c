@@ -759,9 +759,10 @@ lw_note(Lower *L, Coll *c, const char *s)
 }
 
 /* The choice c gets now that its region is known (the schedule rules:
- * schedrule.c); sema refused those that cannot apply. */
-static void
-lw_resolve(Lower *L, Coll *c)
+ * schedrule.c), in *u; 0 when it cannot apply: the rules refuse it, or
+ * its slices do not divide c's dimension. */
+static int
+lw_use(Lower *L, const Coll *c, SchedUse *u)
 {
 	int op = c->node->op;
 	SchedRegion rg = {
@@ -769,17 +770,33 @@ lw_resolve(Lower *L, Coll *c)
 		.post = c->post.n,
 		.attention = region_has(&c->pre, OP_ATTENTION),
 	};
-	SchedUse u = sched_use(L->a, c->node, &c->want, &rg);
 	const Value *v = c->node->in[0];
 
-	if (u.err)
-		die("lower: %s, which sema let through", u.err);
-	if (c->dim < 0 || v->shape[c->dim] % u.nslices)
+	*u = sched_use(L->a, c->node, &c->want, &rg);
+	return !u->err && c->dim >= 0 && v->shape[c->dim] % u->nslices == 0;
+}
+
+static void
+lw_apply(Lower *L, Coll *c, const SchedUse *u)
+{
+	if (u->note)
+		lw_note(L, c, u->note);
+	sched_set_how(c, u);
+}
+
+/* c's choice as asked, which sema let through only where it applies. */
+static void
+lw_resolve(Lower *L, Coll *c)
+{
+	SchedUse u;
+
+	if (!lw_use(L, c, &u)) {
+		if (u.err)
+			die("lower: %s, which sema let through", u.err);
 		die("lower: %s cuts no dimension of %s into %lld slices", graph_sched_str(L->a, &u.how),
 		    c->node->out->name, (long long)u.nslices);
-	if (u.note)
-		lw_note(L, c, u.note);
-	sched_set_how(c, &u);
+	}
+	lw_apply(L, c, &u);
 }
 
 /* Drops items whose guard admits no round and clamps the rest. */
@@ -1030,7 +1047,10 @@ lw_candidates(Lower *L, Coll *c, const Profile *pf)
 		cand[k].query = cand[k].kind == SK_FUSE && want.kind == SK_FUSE && want.query;
 		c->want = cand[k];
 		lw_reset(c, note);
-		lw_resolve(L, c);
+		SchedUse u;
+		if (!lw_use(L, c, &u))
+			continue; /* its slices do not fit this collective's shape */
+		lw_apply(L, c, &u);
 		const char *how = sched_kind_str(L->a, &c->how);
 		int seen = 0;
 		for (int j = 0; j < c->ncand; j++)

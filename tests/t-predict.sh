@@ -7,6 +7,7 @@
 #    --passes 2 writes the same entries, --passes 0 and 16 are refused;
 #  - cfc --profile --explain predicts every candidate of every collective
 #    of every example (forward and backward) and auto marks one of each;
+#    it leaves out those whose slices do not fit the region it found;
 #  - --emit=gantt is SVG with bars, and needs --profile;
 #  - a malformed profile is refused with file:line:col, also as JSON.
 . tests/lib.sh
@@ -77,6 +78,27 @@ for ex in $(ls examples/*.cf | xargs -n1 basename | sed "s/\.cf$//"); do
 		cat "$out/$ex.err"
 	fi
 done
+
+# auto leaves out the candidates whose slices do not fit the region it
+# found: this all_reduce's region cuts A (3, by the 3 ranks of a ring),
+# which slice(2)'s 2 chunks do not divide (cfc died there)
+cat >"$out/ar.cf" <<'EOF'
+model ar {
+  size A = 3, Z = 2, D = 6;
+  group tp = 3;
+  type f32;
+  in x : [A, Z, D] split D over tp;
+  weight w : [D, D] split 0 over tp;
+  y = all_reduce(x @ w);
+  out y;
+}
+EOF
+"$CFC" "$out/ar.cf" --profile="$prof" --schedule=auto --explain >"$out/ar.explain" 2>"$out/ar.err"
+rc=$?
+check "auto on a profile leaves out candidates whose slices do not fit its region" sh -c \
+	"[ $rc = 0 ] && grep -q '^    fuse(ring) ' '$out/ar.explain' &&
+	 ! grep -q '^    slice(2) ' '$out/ar.explain' &&
+	 [ \$(grep -c '<- auto: the fastest' '$out/ar.explain') = 1 ]"
 
 # the timeline
 "$CFC" examples/mlp.cf --backward --profile="$prof" --emit=gantt -o "$out/mlp.gantt.svg"
