@@ -168,6 +168,20 @@ ag_spec(const char *kind, int mm)
 	return buf;
 }
 
+/* The prediction of collective xa of s on profile text (spans too). */
+static Prediction
+xa_predict(SRun *r, const Sched *s, const char *text)
+{
+	char *err = NULL;
+	Profile *pf = pf_parse(r->a, text, &err);
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(pf);
+	free(err);
+	Prediction pr = predict_coll(r->a, s->g, st_coll(s, "xa"), pf, 1);
+	CU_ASSERT_PTR_NULL(pr.err);
+	return pr;
+}
+
 /* us microseconds of the all_gather of ag_spec under kind on a profile
  * where a slice's copy takes 1 us, its matmul tc us and its transfer x us
  * (one at a time or several), compute under transfers slow times as long,
@@ -178,7 +192,7 @@ ag_time_ovc(const char *kind, int mm, double tc, double x, double slow, double l
 {
 	SRun r;
 	Sched *s = st_build(&r, ag_spec(kind, mm), NULL);
-	char text[512], ovct[64] = "", *err = NULL;
+	char text[512], ovct[64] = "";
 
 	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
 	if (ovc >= 0)
@@ -192,12 +206,7 @@ ag_time_ovc(const char *kind, int mm, double tc, double x, double slow, double l
 		snprintf(tail, sizeof tail, "%.17g\nend\n", lib * 1e-6);
 		strcpy(at, tail);
 	}
-	Profile *pf = pf_parse(r.a, text, &err);
-	CU_ASSERT_PTR_NOT_NULL_FATAL(pf);
-	free(err);
-	Prediction pr = predict_coll(r.a, s->g, st_coll(s, "xa"), pf, 1);
-	CU_ASSERT_PTR_NULL(pr.err);
-	double us = pr.total * 1e6;
+	double us = xa_predict(&r, s, text).total * 1e6;
 	st_done(&r);
 	return us;
 }
@@ -305,16 +314,10 @@ static double
 plan_compute_us(const char *spec, const char *kind, const char *text)
 {
 	SRun r;
-	char *err = NULL;
 	Sched *s = st_build(&r, spec, kind);
 
 	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-	Profile *pf = pf_parse(r.a, text, &err);
-	CU_ASSERT_PTR_NOT_NULL_FATAL(pf);
-	free(err);
-	Prediction pr = predict_coll(r.a, s->g, st_coll(s, "xa"), pf, 0);
-	CU_ASSERT_PTR_NULL(pr.err);
-	double us = pr.compute * 1e6;
+	double us = xa_predict(&r, s, text).compute * 1e6;
 	st_done(&r);
 	return us;
 }
