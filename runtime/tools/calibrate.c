@@ -56,6 +56,7 @@ typedef struct Cal {
 	int passes;    /* times each point is visited, the others between */
 	struct Point *pt; /* what is measured, in the order it is written */
 	int npt, cappt;
+	int noisy;     /* points whose passes disagree by more than NOISY */
 } Cal;
 
 static void
@@ -373,6 +374,10 @@ run_attn_grad(Cal *C, void *arg)
 
 enum { MAXPASS = 15 };
 
+/* Passes of a point that disagree by more than this share (the slowest
+ * over the fastest, less 1) are written beside it as a comment. */
+#define NOISY 0.10
+
 /* One point of the profile: fn on arg, written as "key VALUE", VALUE its
  * seconds or, when work > 0, work over them (a rate). */
 typedef struct Point {
@@ -465,9 +470,21 @@ measure(Cal *C)
 		}
 	for (int i = 0; i < C->npt; i++) {
 		Point *p = &C->pt[i];
-		if (p->s == 0) /* add() zeroed it: every pass measured it */
-			p->s = median(p->pass, C->passes);
-		if (p->s > 0 && C->out)
+		double v[MAXPASS];
+		if (p->s != 0) /* add() zeroed it: 0 when every pass measured it */
+			continue;
+		memcpy(v, p->pass, sizeof v);
+		p->s = median(v, C->passes);
+		if (v[C->passes - 1] > (1 + NOISY) * v[0])
+			C->noisy++;
+		if (C->out && v[C->passes - 1] > (1 + NOISY) * v[0]) {
+			fprintf(C->out, "# %s: its passes disagree by %.0f%%:", p->key,
+			        100 * (v[C->passes - 1] / v[0] - 1));
+			for (int k = 0; k < C->passes; k++)
+				fprintf(C->out, " %.4g", p->work > 0 ? p->work / p->pass[k] : p->pass[k]);
+			fprintf(C->out, "\n");
+		}
+		if (C->out)
 			fprintf(C->out, "%s %.6g\n", p->key, p->work > 0 ? p->work / p->s : p->s);
 	}
 }
@@ -763,7 +780,9 @@ main(int argc, char **argv)
 	measure(&C);
 	cal_slowdown(&C);
 	if (C.rank == 0) {
-		fprintf(C.out, "# measured in %.1f s\nend\n", MPI_Wtime() - t0);
+		fprintf(C.out, "# %d of %d points' passes disagree by more than %.0f%%; each keeps "
+		        "their median\n# measured in %.1f s\nend\n", C.noisy, C.npt, 100 * NOISY,
+		        MPI_Wtime() - t0);
 		if (fclose(C.out) || rename(tmp, path)) {
 			perror(path);
 			MPI_Abort(MPI_COMM_WORLD, 1);
