@@ -354,4 +354,6 @@ numbers move with the scheduler (compare the rounds in runs.log).
 EOF
 	echo
 fi
+awk -F, -f bench/summary.awk "$csv" | tee "$out/summary.txt"
+echo
 echo "results: $csv (every run: $out/runs.log)"
