@@ -880,47 +880,6 @@ lw_coll_lower(Lower *L, Coll *c)
 
 /* ---- stage order ---- */
 
-/* The stage a node belongs to: its collective's (by the collective's node
- * id) or its own; -1 for leaves. */
-static int
-lw_stage_of(const Sched *s, const Node *n)
-{
-	if (op_info[n->op].cls == CL_LEAF)
-		return -1;
-	return s->owner[n->id] ? s->owner[n->id]->node->id : n->id;
-}
-
-/* A min-heap of stage ids ready to run. */
-typedef struct Heap {
-	int *v, n;
-} Heap;
-
-static void
-heap_push(Heap *h, int x)
-{
-	int k = h->n++;
-
-	for (; k > 0 && h->v[(k - 1) / 2] > x; k = (k - 1) / 2)
-		h->v[k] = h->v[(k - 1) / 2];
-	h->v[k] = x;
-}
-
-static int
-heap_pop(Heap *h)
-{
-	int top = h->v[0], x = h->v[--h->n], k = 0;
-
-	for (int c; (c = 2 * k + 1) < h->n; k = c) {
-		if (c + 1 < h->n && h->v[c + 1] < h->v[c])
-			c++;
-		if (x <= h->v[c])
-			break;
-		h->v[k] = h->v[c];
-	}
-	h->v[k] = x;
-	return top;
-}
-
 static void
 lw_push_stage(Lower *L, Sched *s, int k)
 {
@@ -934,53 +893,19 @@ lw_push_stage(Lower *L, Sched *s, int k)
 	vec_push(L->a, &s->stages, st);
 }
 
-/* Kahn's algorithm over stages, the lowest node id first among those
- * ready: regions are contracted into their collective's stage. An edge
- * runs from the stage of each input's producer to the stage reading it. */
+/* The stages in region_order's order: regions contracted into their
+ * collective's stage, which region_sched left acyclic. */
 static void
 lw_order(Lower *L, Sched *s)
 {
 	Arena *t = arena_scratch(L->a);
 	ArenaMark mark = arena_mark(t);
-	int n = L->g->nodes.n, left = 0, ne = 0;
-	int *need = arena_alloc(t, ((size_t)n + 1) * sizeof *need);
-	int *first = arena_alloc(t, ((size_t)n + 2) * sizeof *first);
-	Heap h = {arena_alloc(t, ((size_t)n + 1) * sizeof *h.v), 0};
+	int *order = arena_alloc(t, ((size_t)L->g->nodes.n + 1) * sizeof *order);
 
-	for (int k = 0; k < n; k++) {
-		const Node *nd = L->g->nodes.v[k];
-		int me = lw_stage_of(s, nd);
-		left += me == nd->id;
-		for (int i = 0; me >= 0 && i < nd->nin; i++) {
-			int from = lw_stage_of(s, nd->in[i]->def);
-			if (from >= 0 && from != me)
-				need[me]++, first[from + 1]++, ne++;
-		}
-	}
-	for (int k = 0; k < n; k++)
-		first[k + 1] += first[k];
-	int *succ = arena_alloc(t, ((size_t)ne + 1) * sizeof *succ);
-	int *fill = arena_alloc(t, ((size_t)n + 1) * sizeof *fill);
-	for (int k = 0; k < n; k++) {
-		const Node *nd = L->g->nodes.v[k];
-		int me = lw_stage_of(s, nd);
-		for (int i = 0; me >= 0 && i < nd->nin; i++) {
-			int from = lw_stage_of(s, nd->in[i]->def);
-			if (from >= 0 && from != me)
-				succ[first[from] + fill[from]++] = me;
-		}
-		if (me == k && !need[k])
-			heap_push(&h, k);
-	}
-	for (; h.n; left--) {
-		int k = heap_pop(&h);
-		lw_push_stage(L, s, k);
-		for (int e = first[k]; e < first[k + 1]; e++)
-			if (--need[succ[e]] == 0)
-				heap_push(&h, succ[e]);
-	}
-	if (left)
+	if (region_order(L->g, s->owner, order, NULL))
 		die("lower: the stages of %s depend on each other in a cycle", L->g->name);
+	for (int i = 0; order[i] >= 0; i++)
+		lw_push_stage(L, s, order[i]);
 	arena_release(t, mark);
 }
 

@@ -12,7 +12,8 @@
  * post, each in topological order, RNode.from resolved) and c->stops
  * filled; every node in at most one region (owner[node id]); no region
  * reads a value that depends on its own collective from outside the
- * region. */
+ * region; the stages, every region contracted into its collective's,
+ * have an order (region_order): no two regions wait for each other. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -507,6 +508,181 @@ rg_is_down(const Node *n)
 	return n->op == OP_ALL_GATHER || n->op == OP_ALL_REDUCE;
 }
 
+/* ---- the stages, once regions are contracted ---- */
+
+/* A min-heap of stage ids ready to run. */
+typedef struct Heap {
+	int *v, n;
+} Heap;
+
+static void
+heap_push(Heap *h, int x)
+{
+	int k = h->n++;
+
+	for (; k > 0 && h->v[(k - 1) / 2] > x; k = (k - 1) / 2)
+		h->v[k] = h->v[(k - 1) / 2];
+	h->v[k] = x;
+}
+
+static int
+heap_pop(Heap *h)
+{
+	int top = h->v[0], x = h->v[--h->n], k = 0;
+
+	for (int c; (c = 2 * k + 1) < h->n; k = c) {
+		if (c + 1 < h->n && h->v[c + 1] < h->v[c])
+			c++;
+		if (x <= h->v[c])
+			break;
+		h->v[k] = h->v[c];
+	}
+	h->v[k] = x;
+	return top;
+}
+
+/* The stage node n belongs to: its collective's (by the collective's
+ * node id) or its own; -1 for leaves. */
+static int
+rg_stage_of(Coll *const *owner, const Node *n)
+{
+	if (op_info[n->op].cls == CL_LEAF)
+		return -1;
+	return owner[n->id] ? owner[n->id]->node->id : n->id;
+}
+
+int
+region_order(const Graph *g, Coll *const *owner, int *order, char *left)
+{
+	Arena *t = arena_scratch(g->arena);
+	ArenaMark mark = arena_mark(t);
+	int n = g->nodes.n, nleft = 0, ne = 0, no = 0;
+	int *need = arena_alloc(t, ((size_t)n + 1) * sizeof *need);
+	int *first = arena_alloc(t, ((size_t)n + 2) * sizeof *first);
+	Heap h = {arena_alloc(t, ((size_t)n + 1) * sizeof *h.v), 0};
+
+	/* an edge from the stage of each input's producer to the stage
+	 * reading it, as successor lists */
+	for (int k = 0; k < n; k++) {
+		const Node *nd = g->nodes.v[k];
+		int me = rg_stage_of(owner, nd);
+		nleft += me == nd->id;
+		for (int i = 0; me >= 0 && i < nd->nin; i++) {
+			int from = rg_stage_of(owner, nd->in[i]->def);
+			if (from >= 0 && from != me)
+				need[me]++, first[from + 1]++, ne++;
+		}
+	}
+	for (int k = 0; k < n; k++)
+		first[k + 1] += first[k];
+	int *succ = arena_alloc(t, ((size_t)ne + 1) * sizeof *succ);
+	int *fill = arena_alloc(t, ((size_t)n + 1) * sizeof *fill);
+	for (int k = 0; k < n; k++) {
+		const Node *nd = g->nodes.v[k];
+		int me = rg_stage_of(owner, nd);
+		for (int i = 0; me >= 0 && i < nd->nin; i++) {
+			int from = rg_stage_of(owner, nd->in[i]->def);
+			if (from >= 0 && from != me)
+				succ[first[from] + fill[from]++] = me;
+		}
+		if (me == k && !need[k])
+			heap_push(&h, k);
+	}
+	for (; h.n; nleft--) {
+		int k = heap_pop(&h);
+		order[no++] = k;
+		for (int e = first[k]; e < first[k + 1]; e++)
+			if (--need[succ[e]] == 0)
+				heap_push(&h, succ[e]);
+	}
+	order[no] = -1;
+	for (int k = 0; left && k < n; k++)
+		left[k] = need[k] > 0;
+	arena_release(t, mark);
+	return nleft;
+}
+
+/* Is n in side (of RNode*)? */
+static int
+rg_holds(const Vec *side, const Node *n)
+{
+	for (int i = 0; i < side->n; i++)
+		if (((const RNode *)side->v[i])->node == n)
+			return 1;
+	return 0;
+}
+
+/* Takes node n out of c's region, and with it: from a post region the
+ * nodes after it that read it, or what it computes (they would read it
+ * whole), from a pre region the whole region (its nodes feed one
+ * another up to the collective). */
+static void
+rg_drop(Finder *F, Coll *c, Node *n, int up, const char *why)
+{
+	Arena *t = arena_scratch(F->a);
+	ArenaMark mark = arena_mark(t);
+	char *gone = arena_alloc(t, (size_t)F->g->nodes.n + 1);
+	Vec *side = up ? &c->pre : &c->post;
+	int k = 0;
+
+	gone[n->id] = 1;
+	for (int i = 0; i < side->n; i++) {
+		RNode *rn = side->v[i];
+		int out = up || gone[rn->node->id];
+		for (int j = 0; j < rn->node->nin && !out; j++)
+			out = gone[rn->node->in[j]->def->id];
+		if (out) {
+			gone[rn->node->id] = 1;
+			F->owner[rn->node->id] = NULL;
+		} else {
+			side->v[k++] = rn;
+		}
+	}
+	side->n = k;
+	arena_release(t, mark);
+	rg_stop(F, c, n, up, why);
+}
+
+/* Contracted into their collectives' stages, two regions can read each
+ * other's stages (the backward of two reduce_scatters whose inputs share
+ * a tensor: each gathered gradient's region computes a part of the
+ * other's): then the stages have no order. While so, a region node that
+ * reads a stage left unordered leaves its region (rg_drop): the latest
+ * such node of a post region, else of a pre region. */
+static void
+rg_acyclic(Finder *F)
+{
+	Arena *t = arena_scratch(F->a);
+	ArenaMark mark = arena_mark(t);
+	int n = F->g->nodes.n, *order = arena_alloc(t, ((size_t)n + 1) * sizeof *order);
+	char *left = arena_alloc(t, (size_t)n + 1);
+
+	while (region_order(F->g, F->owner, order, left)) {
+		Node *bad = NULL;
+		const Value *via = NULL;
+		int up = 0;
+		for (int pass = 0; pass < 2 && !bad; pass++)
+			for (int k = n - 1; k >= 0 && !bad; k--) {
+				Node *nd = rg_node(F, k);
+				Coll *c = F->owner[k];
+				if (!c || !left[c->node->id] || rg_holds(&c->pre, nd) != pass)
+					continue;
+				for (int i = 0; i < nd->nin && !bad; i++) {
+					int from = rg_stage_of(F->owner, nd->in[i]->def);
+					if (from >= 0 && from != c->node->id && left[from])
+						bad = nd, via = nd->in[i], up = pass;
+				}
+			}
+		if (!bad)
+			die("region: the stages of %s have no order, and no region makes it",
+			    F->g->name);
+		rg_drop(F, F->owner[bad->id], bad, up,
+		        arena_printf(F->a, "reads %s, which waits for this collective's stage "
+		                     "through another's", via->name));
+	}
+	arena_release(t, mark);
+}
+
 static void
 region_find(Graph *g, Arena *a, Coll **colls, int ncoll, Coll **owner)
 {
@@ -530,6 +706,7 @@ region_find(Graph *g, Arena *a, Coll **colls, int ncoll, Coll **owner)
 			F.nslices = colls[i]->nslices;
 			rg_down(&F, colls[i], colls[i]->node->out, colls[i]->dim);
 		}
+	rg_acyclic(&F);
 	for (int i = 0; i < ncoll; i++)
 		rg_link(a, colls[i]);
 	arena_release(t, mark);

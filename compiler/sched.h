@@ -250,6 +250,14 @@ typedef struct Sched {
 Sched *region_sched(Graph *g);
 /* Does side (pre, post or region: of RNode*) hold an op of kind op? */
 int region_has(const Vec *side, OpKind op);
+/* The stages of g once every region is contracted into its collective's
+ * (owner, by node id: the Coll whose region holds the node), in the
+ * order they run: Kahn's algorithm over the stages (a stage by its
+ * collective's node id, or its own node's), the lowest id first among
+ * those ready, into order[] (ended by -1). Returns how many it could not
+ * order (0: none): those in or after a cycle, marked in left (by stage
+ * id) when left is given. */
+int region_order(const Graph *g, Coll *const *owner, int *order, char *left);
 
 /* ---- lower.c: requires region_sched's Sched; ensures every collective's
  * choice resolved (schedrule.c) and lowered into phases of items, the

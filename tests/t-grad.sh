@@ -3,7 +3,8 @@
 # f64 specs (the MLP of examples/mlp.cf, a sequence-parallel chain of
 # gathers and reduce-scatters, an all_to_all chain, data parallelism, an
 # all_reduce block, a layer's output, a weight over two groups, norms,
-# softmax and broadcasts, attention split along the queries, tensors split
+# softmax and broadcasts, attention split along the queries, two
+# gradients' regions that would wait for each other, tensors split
 # over two groups of a grid: tests/grad/; the other examples at small
 # sizes) under the schedule kinds at N = 1..4 (grids: 2x2, 2x3, 3x2),
 # the gradients of the parallel backward must equal central finite
@@ -62,8 +63,9 @@ for spec in examples/mlp.cf tests/grad/sp.cf tests/grad/a2a.cf tests/grad/dp.cf 
 	done
 done
 
-# the row ops, broadcasts and attention split along the queries (tests/grad)
-for spec in tests/grad/norm.cf tests/grad/attn.cf; do
+# the row ops, broadcasts and attention split along the queries, and two
+# gathered gradients whose regions would need each other (tests/grad)
+for spec in tests/grad/norm.cf tests/grad/attn.cf tests/grad/cross.cf; do
 	m=$(basename "$spec" .cf)
 	for s in ${GRAD_SCHEDULES:-vanilla "fuse(ring)" "fuse(bidir)"}; do
 		for n in ${GRAD_N:-1 2 3 4}; do
