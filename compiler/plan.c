@@ -628,7 +628,9 @@ plan_coll(Arena *a, const Graph *g, const Coll *c)
  * split along d (over a group whose rank is a variable of stage group
  * sg) and the input holds all of the dim d maps to, the rows of that dim
  * for the result's rows (in proportion: head split and merge turn D = H *
- * Dh rows into H heads). */
+ * Dh rows into H heads). A group of one rank has the whole dim: no cut
+ * (a region may slice that dim, as over one rank it is split over none,
+ * and the window, cut after the slice, would leave it). */
 static void
 pl_window(const Node *n, int j, PView *v, int sg)
 {
@@ -637,7 +639,7 @@ pl_window(const Node *n, int j, PView *v, int sg)
 	for (int d = 0; d < o->ndim; d++) {
 		const Group *g = dist_split_group(&o->dist, d), *h;
 		int xd = n->inmap[j][d]; /* graph.c: slice-locality */
-		if (!g || xd < 0)
+		if (!g || xd < 0 || g->size == 1)
 			continue;
 		if ((h = dist_split_group(&x->dist, xd)) && h != g) /* the rules refuse it */
 			die("plan: %s split along %d over %s, its input %s over %s", o->name, d, g->name,

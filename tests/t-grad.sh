@@ -4,7 +4,8 @@
 # gathers and reduce-scatters, an all_to_all chain, data parallelism, an
 # all_reduce block, a layer's output, a weight over two groups, norms,
 # softmax and broadcasts, attention split along the queries, two
-# gradients' regions that would wait for each other, tensors split
+# gradients' regions that would wait for each other, an input split over
+# one rank that a region slices, tensors split
 # over two groups of a grid: tests/grad/; the other examples at small
 # sizes) under the schedule kinds at N = 1..4 (grids: 2x2, 2x3, 3x2),
 # the gradients of the parallel backward must equal central finite
@@ -124,6 +125,15 @@ for spec in examples/tpdp.cf tests/grad/grid.cf tests/grad/two_partial.cf; do
 			grad "grad: grid $m $s ${tp}x$dp" "$out/grid-$m-$(tag "$s")-$tpdp" $((tp * dp)) \
 				"$spec" $(gridsizes "$m" "$tp" "$dp") --schedule="$s"
 		done
+	done
+done
+
+# an input split over a group of one rank, which an all_reduce's region
+# slices along that dim (tests/grad/one_rank.cf), and the same over 2
+for s in ${GRAD_SCHEDULES:-vanilla "slice(2)" "fuse(ring)"}; do
+	for n in 1 2; do
+		grad "grad: one_rank $s dp=$n" "$out/one_rank-$(tag "$s")-$n" "$n" \
+			tests/grad/one_rank.cf -D dp="$n" -D P=$((4 * n)) --schedule="$s"
 	done
 done
 
