@@ -454,7 +454,6 @@ pl_side(Pl *L, const Item *it, PItem *p, int recv)
 	}
 	s->staged = 1;
 	s->view = pl_block(L, it, recv, one);
-	s->elems = pv_elems(L, &s->view);
 	s->stage = pv_stage(L, it->u.coll.label, recv, &s->view, one ? 0 : p->count);
 	pl_stage_need(L, it->u.coll.label, recv, p->count * s->nblock);
 }

@@ -84,7 +84,6 @@ typedef struct PView {
 typedef struct PSide {
 	int staged;
 	int nblock;
-	int64_t elems; /* staged: elements of one block */
 	PView view;  /* direct: the library's buffer; staged: block u */
 	PView stage; /* staged: where block u goes in the slot */
 } PSide;
@@ -165,8 +164,8 @@ typedef struct Plan {
 Plan *plan_sched(const Sched *s);
 
 /* plan.c: the items of collective c of graph g alone, as plan_sched
- * plans them (no workspace; PColl.plan and PColl.off unset): what its
- * program runs as calls and copies, for the cost model (predict.c). */
+ * plans them (PColl.plan NULL, no workspace placed): what its program
+ * runs as calls and copies, for the cost model (predict.c). */
 PColl *plan_coll(Arena *a, const Graph *g, const Coll *c);
 
 /* The locals an item's printed form defines: bit PV_* for s, part, ...

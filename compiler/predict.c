@@ -43,7 +43,8 @@ typedef struct PCI {
 	double tdone;    /* when a wait saw it land (Profile.overlap < 1) */
 	char *posted;    /* by rank: posted (1), waited (2) */
 	int k;           /* its profile_coll_index */
-	const PSide *up; /* a staged result: what each rank's wait unpacks */
+	const PItem *up; /* its post's plan when its result is staged: each
+	                  * rank's wait unpacks side[1].nblock blocks of count */
 } PCI;
 
 typedef struct PRank {
@@ -510,10 +511,10 @@ sim_coll_post(Sim *S, int r, const Item *it, int i)
 	if (it->u.coll.op == OP_ALL_REDUCE)
 		block *= it->u.coll.sel.cnt;
 	if (p->side[0].staged)
-		sim_stage(S, r, (double)p->side[0].elems, p->side[0].nblock, "pack");
+		sim_stage(S, r, (double)p->count, p->side[0].nblock, "pack");
 	ci->posted[r] = 1;
 	ci->k = profile_coll_index(it->u.coll.op);
-	ci->up = p->side[1].staged ? &p->side[1] : NULL;
+	ci->up = p->side[1].staged ? p : NULL;
 	ci->tmax = fmax(ci->tmax, R->tc);
 	if (++ci->nposted == S->N) {
 		ci->t1 = ci->tmax + coll_time(S, it->u.coll.op, block);
@@ -630,7 +631,7 @@ coll_waited(Sim *S, int r, PCI *ci)
 	ci->posted[r] = 2;
 	sim_hold(S, r, coll_end(S, ci, S->rk[r].tc));
 	if (ci->up)
-		sim_stage(S, r, (double)ci->up->elems, ci->up->nblock, "unpack");
+		sim_stage(S, r, (double)ci->up->count, ci->up->side[1].nblock, "unpack");
 }
 
 static void
