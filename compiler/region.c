@@ -602,53 +602,53 @@ region_order(const Graph *g, Coll *const *owner, int *order, char *left)
 	return nleft;
 }
 
-/* Is n in side (of RNode*)? */
+/* Is n in c's pre region? */
 static int
-rg_holds(const Vec *side, const Node *n)
+rg_in_pre(const Coll *c, const Node *n)
 {
-	for (int i = 0; i < side->n; i++)
-		if (((const RNode *)side->v[i])->node == n)
+	for (int i = 0; i < c->pre.n; i++)
+		if (((const RNode *)c->pre.v[i])->node == n)
 			return 1;
 	return 0;
 }
 
-/* Takes node n out of c's region, and with it: from a post region the
- * nodes after it that read it, or what it computes (they would read it
- * whole), from a pre region the whole region (its nodes feed one
- * another up to the collective). */
+/* Takes node n out of c's post region, and with it the nodes after it
+ * there that read it or what it computes (they would read it whole). */
 static void
-rg_drop(Finder *F, Coll *c, Node *n, int up, const char *why)
+rg_drop(Finder *F, Coll *c, Node *n, const char *why)
 {
 	Arena *t = arena_scratch(F->a);
 	ArenaMark mark = arena_mark(t);
 	char *gone = arena_alloc(t, (size_t)F->g->nodes.n + 1);
-	Vec *side = up ? &c->pre : &c->post;
 	int k = 0;
 
 	gone[n->id] = 1;
-	for (int i = 0; i < side->n; i++) {
-		RNode *rn = side->v[i];
-		int out = up || gone[rn->node->id];
+	for (int i = 0; i < c->post.n; i++) {
+		RNode *rn = c->post.v[i];
+		int out = gone[rn->node->id];
 		for (int j = 0; j < rn->node->nin && !out; j++)
 			out = gone[rn->node->in[j]->def->id];
 		if (out) {
 			gone[rn->node->id] = 1;
 			F->owner[rn->node->id] = NULL;
 		} else {
-			side->v[k++] = rn;
+			c->post.v[k++] = rn;
 		}
 	}
-	side->n = k;
+	c->post.n = k;
 	arena_release(t, mark);
-	rg_stop(F, c, n, up, why);
+	rg_stop(F, c, n, 0, why);
 }
 
 /* Contracted into their collectives' stages, two regions can read each
  * other's stages (the backward of two reduce_scatters whose inputs share
  * a tensor: each gathered gradient's region computes a part of the
- * other's): then the stages have no order. While so, a region node that
- * reads a stage left unordered leaves its region (rg_drop): the latest
- * such node of a post region, else of a pre region. */
+ * other's): then the stages have no order. While so, the latest post
+ * region node that reads another stage left unordered leaves its region
+ * (rg_drop). One always exists: a pre region's values are read only in
+ * it (rg_up_block), and a post region's nodes come after their
+ * collective, so a cycle whose every edge ended at a collective or a pre
+ * region would be a cycle of the graph. */
 static void
 rg_acyclic(Finder *F)
 {
@@ -660,23 +660,21 @@ rg_acyclic(Finder *F)
 	while (region_order(F->g, F->owner, order, left)) {
 		Node *bad = NULL;
 		const Value *via = NULL;
-		int up = 0;
-		for (int pass = 0; pass < 2 && !bad; pass++)
-			for (int k = n - 1; k >= 0 && !bad; k--) {
-				Node *nd = rg_node(F, k);
-				Coll *c = F->owner[k];
-				if (!c || !left[c->node->id] || rg_holds(&c->pre, nd) != pass)
-					continue;
-				for (int i = 0; i < nd->nin && !bad; i++) {
-					int from = rg_stage_of(F->owner, nd->in[i]->def);
-					if (from >= 0 && from != c->node->id && left[from])
-						bad = nd, via = nd->in[i], up = pass;
-				}
+		for (int k = n - 1; k >= 0 && !bad; k--) {
+			Node *nd = rg_node(F, k);
+			Coll *c = F->owner[k];
+			if (!c || !left[c->node->id] || rg_in_pre(c, nd))
+				continue;
+			for (int i = 0; i < nd->nin && !bad; i++) {
+				int from = rg_stage_of(F->owner, nd->in[i]->def);
+				if (from >= 0 && from != c->node->id && left[from])
+					bad = nd, via = nd->in[i];
 			}
+		}
 		if (!bad)
-			die("region: the stages of %s have no order, and no region makes it",
+			die("region: the stages of %s have no order, and no post region makes it",
 			    F->g->name);
-		rg_drop(F, F->owner[bad->id], bad, up,
+		rg_drop(F, F->owner[bad->id], bad,
 		        arena_printf(F->a, "reads %s, which waits for this collective's stage "
 		                     "through another's", via->name));
 	}
