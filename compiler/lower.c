@@ -974,7 +974,7 @@ lw_candidates(Lower *L, Coll *c, const Profile *pf)
 		lw_reset(c, note);
 		SchedUse u;
 		if (!lw_use(L, c, &u))
-			continue; /* its slices do not fit this collective's shape */
+			continue; /* its slices do not divide the region's dimension */
 		lw_apply(L, c, &u);
 		const char *how = sched_kind_str(L->a, &c->how);
 		int seen = 0;
