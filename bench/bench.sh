@@ -45,12 +45,16 @@
 # BUILD=0 reuses the models built by an earlier run (another machine with
 # the same MPI and OpenBLAS needs no compiler then); BENCH_CPUS=0,1 runs
 # every rank on those cores only (taskset), to play a smaller machine;
-# OMPI_MCA_* in the environment reach every run and are listed. Before
+# OMPI_MCA_* in the environment reach every run and are listed. SHORT=1
+# runs only the rows the cost model is judged on (every schedule and auto
+# with their transfers, and the hand-written MLP): no compute alone, no
+# progress modes, no GEMM pieces; for a lease too short for the whole
+# benchmark. Before
 # each run the script waits while other processes keep the cores busy (at
 # most QUIET_WAIT seconds in all), and it records their CPU share.
 set -u
 : "${B:=build}" "${ITERS:=9}" "${WARMUP:=2}" "${ROUNDS:=5}" "${RANKS:=4}"
-: "${BUILD:=1}" "${BENCH_CPUS:=}" "${QUIET_WAIT:=60}"
+: "${BUILD:=1}" "${BENCH_CPUS:=}" "${QUIET_WAIT:=60}" "${SHORT:=0}"
 : "${MLP_SIZES:=-D B=2 -D S=1024 -D D=512}"
 : "${ATT_SIZES:=-D B=2 -D S=1024 -D D=512 -D H=8}"
 out=$B/bench
@@ -111,6 +115,7 @@ build() {
 	sh scripts/build-model.sh "$B" "$dir" "examples/$m.cf" "$@" \
 		-D tp="$RANKS" --schedule="$s" >"$dir.log" 2>&1 ||
 		{ cat "$dir.log" >&2; die "building $m with $s failed"; }
+	[ "$SHORT" = 0 ] || return 0
 	CF_RUN=run-nocomm CF_LINK="$WRAP $tools/nocomm.o" sh scripts/build-model.sh \
 		"$B" "$dir" "examples/$m.cf" "$@" -D tp="$RANKS" --schedule="$s" \
 		>>"$dir.log" 2>&1 ||
@@ -205,9 +210,11 @@ model_round() {
 	m=$1
 	for s in $SCHEDULES; do
 		d=$out/models/$m-$(tag "$s")
-		run "$m,$s,none,nocomm" "$d/run-nocomm" --iters "$ITERS" --warmup "$WARMUP"
+		[ "$SHORT" != 0 ] ||
+			run "$m,$s,none,nocomm" "$d/run-nocomm" --iters "$ITERS" --warmup "$WARMUP"
 		run "$m,$s,none,comm" "$d/run" --iters "$ITERS" --warmup "$WARMUP" --check
 	done
+	[ "$SHORT" = 0 ] || return 0
 	for p in panel thread; do
 		export CFRT_PROGRESS=$p
 		run "$m,fuse(ring),$p,comm" -x CFRT_PROGRESS "$out/models/$m-fuse_ring/run" \
@@ -221,7 +228,8 @@ bwd_round() {
 	m=$1
 	for s in $SCHEDULES; do
 		d=$out/models/$m-bwd-$(tag "$s")
-		run "$m backward,$s,none,nocomm" "$d/run-nocomm" --iters "$ITERS" --warmup "$WARMUP"
+		[ "$SHORT" != 0 ] ||
+			run "$m backward,$s,none,nocomm" "$d/run-nocomm" --iters "$ITERS" --warmup "$WARMUP"
 		run "$m backward,$s,none,comm" "$d/run" --iters "$ITERS" --warmup "$WARMUP" --check
 	done
 }
@@ -234,7 +242,7 @@ bwd_round() {
 	echo "# $(mpirun --version 2>&1 | head -n 1), OpenBLAS $(pkg-config --modversion openblas) (1 thread per rank)"
 	echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)${BENCH_CPUS:+; ranks on cores $BENCH_CPUS only}"
 	env | grep '^OMPI_MCA_' | sort | sed 's/^/# /'
-	echo "# $RANKS ranks; best of $ROUNDS rounds of the median of $ITERS iterations after $WARMUP warm-up"
+	echo "# $RANKS ranks; best of $ROUNDS rounds of the median of $ITERS iterations after $WARMUP warm-up$([ "$SHORT" = 0 ] || echo "; SHORT: the schedule rows and the hand-written MLP only")"
 	echo "# mlp $MLP_SIZES; attention $ATT_SIZES"
 } | tee "$out/header.txt"
 
@@ -298,11 +306,13 @@ for r in $(seq "$ROUNDS"); do
 	model_round attention
 	bwd_round mlp
 	bwd_round attention
-	run "mlp,mpi+openblas (hand),mpi,nocomm" "$tools/mlp_mpi" "$mb" "$mS" "$mD" \
-		--iters "$ITERS" --warmup "$WARMUP" --compute-only
+	[ "$SHORT" != 0 ] ||
+		run "mlp,mpi+openblas (hand),mpi,nocomm" "$tools/mlp_mpi" "$mb" "$mS" "$mD" \
+			--iters "$ITERS" --warmup "$WARMUP" --compute-only
 	run "mlp,mpi+openblas (hand),mpi,comm" "$tools/mlp_mpi" "$mb" "$mS" "$mD" \
 		--iters "$ITERS" --warmup "$WARMUP" --check
-	run "mlp,its collectives alone (hand),mpi,xfer" "$tools/mlp_mpi" "$mb" \
+	[ "$SHORT" != 0 ] ||
+		run "mlp,its collectives alone (hand),mpi,xfer" "$tools/mlp_mpi" "$mb" \
 		"$mS" "$mD" --iters "$ITERS" --warmup "$WARMUP" --comm-only
 done
 
@@ -322,12 +332,14 @@ gemm_rows() { # MODEL M K N PIECES...
 		echo "$m,gemm ${gm}x${gk}x${gn} in $gp,-,gemm|$gt|$gt|-|-" >>"$out/runs.txt"
 	done
 }
-if [ "$BUILD" != report ]; then
+if [ "$BUILD" != report ] && [ "$SHORT" = 0 ]; then
 	echo "GEMM decomposition loss (1 rank)"
 	n=$RANKS
 	gemm_rows mlp $((mb * mS)) "$mD" $((4 * mD / n)) "$n" $((mb * n))
 	ab=$(size_of B "$ATT_SIZES") as=$(size_of S "$ATT_SIZES") ad=$(size_of D "$ATT_SIZES")
 	gemm_rows attention $((ab * as)) "$ad" $((ad / n)) "$n" $((ab * n))
+fi
+if [ "$BUILD" != report ]; then
 	echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg) (this run's own $RANKS ranks count in it); waited ${waited} s for other jobs" |
 		tee -a "$out/header.txt"
 fi

@@ -77,9 +77,11 @@ END {
 			    (best == "" || c < best))
 				best = c
 		}
-		ev = val(span, m ",vanilla,none", "comm") - best
-		printf "%s,compute alone (best unsplit),-,%s,%.1f,,%.1f,0.0,,0.000,,,,,,,\n",
-		       m, ranks, best, best
+		ev = best == "" ? "" : val(span, m ",vanilla,none", "comm") - best
+		# no compute alone measured (bench.sh SHORT=1): no baseline row
+		if (best != "")
+			printf "%s,compute alone (best unsplit),-,%s,%.1f,,%.1f,0.0,,0.000,,,,,,,\n",
+			       m, ranks, best, best
 		for (j = 1; j <= nr[m]; j++)
 			print line(m, rows[m, j], best, ev)
 	}
@@ -106,10 +108,12 @@ function line(m, row, best, ev,   t, rk, c, ect, ov, dl, g1, nrk, sp, oc, pm, pc
 		rk = val(rank, row, "comm")
 		sp = spread(row, "comm")
 		c = val(span, row, "nocomm")
-		ect = t - best
-		ov = ev >= 0.05 * best ? f(1 - ect / ev, 3) : ""
-		dl = c == "" ? "" : f(c / best - 1, 3)
-		ect = f(ect, 1)
+		if (best != "") {
+			ect = t - best
+			ov = ev >= 0.05 * best ? f(1 - ect / ev, 3) : ""
+			dl = c == "" ? "" : f(c / best - 1, 3)
+			ect = f(ect, 1)
+		}
 	}
 	pm = (row in predicted) && predicted[row] != "-" ? predicted[row] : ""
 	pc = (row in predicted_c) && predicted_c[row] != "-" ? predicted_c[row] : ""

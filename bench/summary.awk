@@ -6,7 +6,8 @@
 #   worst and its row, how many within 15%; the same of the compute alone;
 # - per model, auto's time against the fastest schedule row measured in
 #   the same run (its regret: auto / fastest - 1, negative where auto was
-#   faster), and against the hand-written MPI + OpenBLAS MLP.
+#   faster), against vanilla, and against the hand-written MPI + OpenBLAS
+#   MLP.
 # Prints nothing for a CSV without predictions.
 NR == 1 {
 	for (i = 1; i <= NF; i++)
@@ -17,13 +18,18 @@ NR == 1 {
 	m = $col["model"]; v = $col["variant"]; t = $col["time_ms"]
 	if (!(m in seen)) { seen[m] = 1; models[++nm] = m }
 	if (v == "auto") { auto[m] = t; next }
+	if (v == "vanilla" && $col["progress"] == "none") van[m] = t
 	if (v == "mpi+openblas (hand)") { hand[m] = t; next }
 	if ($col["progress"] != "none" || $col["pred_err"] == "")
 		next
-	e = $col["pred_err"] + 0; c = $col["pred_compute_err"] + 0
+	e = $col["pred_err"] + 0
 	err[++n] = e < 0 ? -e : e
 	what[n] = m " " v
-	cerr[n] = c < 0 ? -c : c
+	if ($col["pred_compute_err"] != "") {
+		c = $col["pred_compute_err"] + 0
+		cerr[++nc] = c < 0 ? -c : c
+		cwhat[nc] = what[n]
+	}
 	if (!(m in best) || t + 0 < best[m] + 0) { best[m] = t; bestv[m] = v }
 }
 
@@ -52,19 +58,24 @@ END {
 		if (err[i] > err[worst]) worst = i
 		if (err[i] <= 0.15) within++
 	}
-	cw = 1
-	for (i = 1; i <= n; i++)
-		if (cerr[i] > cerr[cw]) cw = i
 	printf "prediction: |error| over %d schedule rows: median %.1f%%, worst %.1f%% (%s), " \
-	       "within 15%%: %d; compute alone: median %.1f%%, worst %.1f%% (%s)\n",
-	       n, 100 * median(err, n), 100 * err[worst], what[worst], within,
-	       100 * median(cerr, n), 100 * cerr[cw], what[cw]
+	       "within 15%%: %d", n, 100 * median(err, n), 100 * err[worst], what[worst], within
+	if (nc) {
+		cw = 1
+		for (i = 1; i <= nc; i++)
+			if (cerr[i] > cerr[cw]) cw = i
+		printf "; compute alone: median %.1f%%, worst %.1f%% (%s)",
+		       100 * median(cerr, nc), 100 * cerr[cw], cwhat[cw]
+	}
+	printf "\n"
 	for (k = 1; k <= nm; k++) {
 		m = models[k]
 		if (!(m in auto) || !(m in best))
 			continue
 		printf "auto: %s %.1f ms, the fastest schedule %s %.1f ms: regret %+.1f%%", m,
 		       auto[m], bestv[m], best[m], 100 * (auto[m] / best[m] - 1)
+		if (m in van)
+			printf "; vanilla %.1f ms (%+.1f%%)", van[m], 100 * (auto[m] / van[m] - 1)
 		if (m in hand)
 			printf "; hand-written MPI + OpenBLAS %.1f ms", hand[m]
 		printf "\n"
