@@ -50,6 +50,23 @@ for n in 0 16; do
 		sh -c "grep -q '^usage: ' '$out/cal$n.log' && test ! -e '$out/p$n.prof'"
 done
 
+# --type: the compute of those types only, the rest as before; a type
+# that is none is refused
+if mpirun --oversubscribe --timeout 120 -n 2 "$B/cfrt-calibrate" --quick --type f64 \
+	-o "$out/t64.prof" >"$out/calt.log" 2>&1 && grep -q '^gemm f64 ' "$out/t64.prof" &&
+	! grep -q '^gemm f32 \|^ew f32 \|^attn f32 ' "$out/t64.prof" &&
+	grep -q '^p2p 2 ' "$out/t64.prof" && grep -q '^slowdown ' "$out/t64.prof" &&
+	grep -q '^# a 64x64x64 GEMM' "$out/t64.prof"; then
+	pass "cfrt-calibrate --type f64: f64 compute only, transfers and slowdown kept"
+else
+	fail "cfrt-calibrate --type f64: f64 compute only, transfers and slowdown kept"
+	cat "$out/calt.log"
+fi
+mpirun --oversubscribe --timeout 120 -n 2 "$B/cfrt-calibrate" --quick --type f64,f99 \
+	-o "$out/t99.prof" >"$out/cal99.log" 2>&1
+check "cfrt-calibrate --type f64,f99: usage, no profile" \
+	sh -c "grep -q '^usage: ' '$out/cal99.log' && test ! -e '$out/t99.prof'"
+
 # round trip: cfc's reading of it, written, read and written again
 data() { grep -v '^#' "$1" | grep -vc '^$'; }
 "$CFC" examples/mlp.cf --profile="$prof" --emit=profile -o "$out/r1.prof" &&

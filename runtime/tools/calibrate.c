@@ -48,6 +48,8 @@
 typedef struct Cal {
 	cfrt_ctx *ctx;
 	int rank, size, quick, gpu;
+	unsigned types; /* bit t: measure the compute of element type t */
+	cfrt_dtype probe_t; /* the type of the slowdown probe's GEMM */
 	FILE *out; /* rank 0 */
 	void *a, *b, *c; /* device buffers of cap bytes each */
 	size_t cap;
@@ -675,12 +677,12 @@ cal_slowdown(Cal *C)
 	 * of 512 rows (of 512 x 512) with a progress test after each, as it
 	 * cuts the models' GEMMs; one of 512 rows is a single panel, which
 	 * tests nothing before its end */
-	Gemm g = {CFRT_F32, C->gpu || C->quick ? s : 4 * s, s, s};
+	Gemm g = {C->probe_t, C->gpu || C->quick ? s : 4 * s, s, s};
 	int reps = C->quick ? 3 : 9;
 
 	if (C->size < 2 || (size_t)(g.m * s) * 4 > C->cap / 2 || (size_t)count * 4 > C->cap / 2)
 		return;
-	fill(C, CFRT_F32);
+	fill(C, C->probe_t);
 	double alone;
 	Under u[NPROBE];
 	probe(C, &g, count, reps, &alone, u);
@@ -702,6 +704,27 @@ cal_slowdown(Cal *C)
 	}
 }
 
+/* "bf16,f32" -> the bits of those types, the first one's in *first;
+ * 0 on a name that is none */
+static int
+parse_types(const char *s, unsigned *bits, cfrt_dtype *first)
+{
+	*bits = 0;
+	while (*s) {
+		size_t n = strcspn(s, ",");
+		int t = 0;
+		while (t < 4 && (strlen(tname[t]) != n || strncmp(s, tname[t], n)))
+			t++;
+		if (t == 4)
+			return 0;
+		if (!*bits)
+			*first = (cfrt_dtype)t;
+		*bits |= 1u << t;
+		s += n + (s[n] == ',');
+	}
+	return *bits != 0;
+}
+
 static void
 usage(FILE *f)
 {
@@ -711,14 +734,17 @@ usage(FILE *f)
 	      "  -o FILE   where rank 0 writes the profile\n"
 	      "  --quick   a few small points (seconds): for tests, not for choosing\n"
 	      "  --passes N  visit every point N times (at most 15), the others\n"
-	      "            between, and keep the median visit (default 3, --quick 1)\n", f);
+	      "            between, and keep the median visit (default 3, --quick 1)\n"
+	      "  --type T[,T...]  measure the compute of these element types only\n"
+	      "            (f32, f64, bf16, f16; default all the backend has); the\n"
+	      "            slowdown probe's GEMM is of the first (default f32)\n", f);
 }
 
 int
 main(int argc, char **argv)
 {
 	Cal C = {0};
-	const char *path = "cfrt.prof";
+	const char *path = "cfrt.prof", *typearg = NULL;
 
 	MPI_Init(&argc, &argv);
 	for (int i = 1; i < argc; i++) {
@@ -729,6 +755,9 @@ main(int argc, char **argv)
 		} else if (!strcmp(argv[i], "--passes") && i + 1 < argc && atoi(argv[i + 1]) > 0 &&
 		           atoi(argv[i + 1]) <= MAXPASS) {
 			C.passes = atoi(argv[++i]);
+		} else if (!strcmp(argv[i], "--type") && i + 1 < argc &&
+		           parse_types(argv[i + 1], &C.types, &C.probe_t)) {
+			typearg = argv[++i];
 		} else {
 			int help = !strcmp(argv[i], "-h") || !strcmp(argv[i], "--help");
 			MPI_Comm_rank(MPI_COMM_WORLD, &C.rank);
@@ -770,9 +799,10 @@ main(int argc, char **argv)
 			perror(tmp);
 			MPI_Abort(MPI_COMM_WORLD, 1);
 		}
-		fprintf(C.out, "cfprofile 1\n# written by cfrt-calibrate%s on %d rank%s; times: %s, "
+		fprintf(C.out, "cfprofile 1\n# written by cfrt-calibrate%s%s%s on %d rank%s; times: %s, "
 		        "the median of %d pass%s\n"
 		        "backend %s\ntransfer %s\nranks %d\nbatch %s\n", C.quick ? " --quick" : "",
+		        typearg ? " --type " : "", typearg ? typearg : "",
 		        C.size, C.size == 1 ? "" : "s",
 		        C.span ? "spans over the ranks of one node" : "the slowest rank's", C.passes,
 		        C.passes == 1 ? "" : "es",
@@ -781,7 +811,8 @@ main(int argc, char **argv)
 	}
 	double t0 = MPI_Wtime();
 	for (int t = CFRT_F32; t <= CFRT_F16; t++)
-		cal_compute(&C, (cfrt_dtype)t);
+		if (!C.types || C.types >> t & 1)
+			cal_compute(&C, (cfrt_dtype)t);
 	cal_transfers(&C);
 	measure(&C);
 	cal_slowdown(&C);
