@@ -37,7 +37,7 @@ check "cuda-build: pc_app links against libcfrt_cuda" \
 	mpicc -std=c11 -O2 -Wall -Wextra -Werror $SANFLAGS -Iruntime -o "$t/pc_app" \
 	tests/runtime/pc_app.c "$B/libcfrt_cuda.a" ${CUDA_LIBS:-$(sed -n 's/^Libs: -L[^ ]* -lcfrt_cuda //p' "$B/cfrt_cuda.pc")}
 check "cuda-build: the GPU benchmark's models build (case a, TP 4)" sh -c \
-	"rm -rf $B/bench/gpu/a-4-* && BUILD_ONLY=1 TPS=4 CASES=a sh bench/gpu/bench.sh &&
+	"rm -rf $B/bench/gpu/a-4-* && PREDICT=0 BUILD_ONLY=1 TPS=4 CASES=a sh bench/gpu/bench.sh &&
 	 test \$(ls $B/bench/gpu/a-4-*/run | wc -l) -eq 4"
 # tests/gpu/app_stream (cfrt_init_opts on the application's CUDA stream
 # and NCCL communicator, around a generated forward): a cuda.mk target

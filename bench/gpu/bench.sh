@@ -13,12 +13,19 @@
 # skip ce),
 # then bench/gpu/torch_ref.py (PyTorch references on the same inputs), then
 # bench/gpu/report.py writes $RESULTS/<date>-<device>.csv and .md.
+# cfc's cost model: first cfrt-calibrate-cuda measures the machine (bf16
+# compute) at each TP under each transfer mode but none, every row gets
+# cfc --profile's prediction on that profile (the none rows: the
+# predicted compute alone), and "auto", the schedule cfc takes on it,
+# is built per mode and timed like the others (PREDICT=0: none of this;
+# PROFILE_DIR=D: the profiles D/machine-TP-MODE.prof measured before).
 # Our output of fuse(ring) with NCCL is dumped and compared with PyTorch's
 # (not d's: its output, as doubles, is 17 GB; b checks the same ops).
 # BUILD_ONLY=1 stops after building the models (tests/t-cuda-build.sh).
 : "${B:=build}"
 : "${TPS:=4 2}" "${CASES:=a b c d}" "${ITERS:=20}" "${RESULTS:=bench/results}"
 : "${SCHEDULES:=vanilla slice(4) fuse(ring) fuse(bidir)}" "${MODES:=nccl ce none}"
+: "${PREDICT:=1}" "${PROFILE_DIR:=}"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 B
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
 raw=$B/bench/gpu
@@ -37,6 +44,57 @@ spec() {
 }
 
 tag() { echo "$1" | tr -d ' ' | tr '(),=' '___-' | sed 's/_*$//'; }
+MPIRUN="mpirun --allow-run-as-root --timeout 150 -x CFRT_TRANSFER -x NCCL_NVLS_ENABLE"
+# the transfer modes that move data (none: compute alone)
+xmodes=$(echo "$MODES" | sed 's/none//')
+
+# -- the machine's profile per TP and transfer mode, on the idle machine
+# (before the builds)
+prof() { echo "${PROFILE_DIR:-$raw}/machine-$1-$2.prof"; }
+if [ "$PREDICT" != 0 ] && [ -z "$PROFILE_DIR" ]; then
+	for tp in $TPS; do
+		for m in $xmodes; do
+			t0=$(date +%s.%N)
+			CFRT_TRANSFER=$m $MPIRUN -n "$tp" "$B/cfrt-calibrate-cuda" --type bf16 \
+				-o "$(prof "$tp" "$m")" >"$raw/calibrate-$tp-$m.log" 2>&1 ||
+				{ echo "calibrating tp=$tp transfer=$m failed:"; tail -n 20 "$raw/calibrate-$tp-$m.log"; }
+			echo "calibrated tp=$tp transfer=$m in $(echo "$t0 $(date +%s.%N)" |
+				awk '{ printf "%.1f", $2 - $1 }') s (mpirun included)" | tee -a "$log"
+		done
+	done
+fi
+
+# -- cfc's prediction of every row, and what auto takes: "predict case=C
+# tp=N schedule=S transfer=M ms=X" lines in predicted.txt (the none rows
+# the predicted compute alone, of the first mode's profile)
+pred=$raw/predicted.txt
+: >"$pred"
+predict_one() { # CASE TP SCHEDULE MODE
+	x=$("$B/cfc" $(spec "$1") -D tp="$2" --type=bf16 --schedule="$3" \
+		--profile="$(prof "$2" "$4")" --explain) || { echo "predicting $*: failed"; return; }
+	ms=$(echo "$x" | sed -n 's/^pass: predicted \([0-9.]*\) ms.*/\1/p')
+	cms=$(echo "$x" | sed -n 's/^pass: predicted .* (compute alone \([0-9.]*\) ms).*/\1/p')
+	echo "predict case=$1 tp=$2 schedule=$3 transfer=$4 ms=${ms:-fail}" >>"$pred"
+	[ "$4" != "$first" ] || [ "$3" = auto ] ||
+		echo "predict case=$1 tp=$2 schedule=$3 transfer=none ms=${cms:-fail}" >>"$pred"
+	[ "$3" != auto ] || echo "auto case=$1 tp=$2 transfer=$4 takes $(echo "$x" |
+		sed -n 's/.*auto: \([^ ]*\), predicted .*/\1/p' | tr '\n' ' ')" | tee -a "$log"
+}
+if [ "$PREDICT" != 0 ]; then
+	SCHEDULES="$SCHEDULES auto"
+	first=${xmodes%% *}
+	for tp in $TPS; do
+		for c in $CASES; do
+			for s in $SCHEDULES; do
+				for m in $xmodes; do
+					# vanilla and slice(k): NCCL collectives in every mode
+					case $s in vanilla | slice*) [ "$m" = "$first" ] || continue ;; esac
+					predict_one "$c" "$tp" "$s" "$m"
+				done
+			done
+		done
+	done
+fi
 
 # -- build every model first, in parallel: one "DIR TP SCHEDULE SPEC" a line
 build_one='
@@ -45,7 +103,13 @@ build_one='
 for tp in $TPS; do
 	for c in $CASES; do
 		for s in $SCHEDULES; do
-			echo "$raw/$c-$tp-$(tag "$s") $tp $s \"$(spec "$c")\""
+			if [ "$s" = auto ]; then # one per mode, on its profile
+				for m in $xmodes; do
+					echo "$raw/$c-$tp-auto-$m $tp auto \"$(spec "$c") --profile=$(prof "$tp" "$m")\""
+				done
+			else
+				echo "$raw/$c-$tp-$(tag "$s") $tp $s \"$(spec "$c")\""
+			fi
 		done
 	done
 done | xargs -L 1 -P 16 sh -c "$build_one" _
@@ -56,12 +120,14 @@ for tp in $TPS; do
 	dumps=""
 	for c in $CASES; do
 		for s in $SCHEDULES; do
-			dir=$raw/$c-$tp-$(tag "$s")
 			# vanilla and slice(k) move data by NCCL collectives in
-			# every mode: ce would repeat nccl
+			# every mode: ce would repeat nccl; auto: built per mode
 			modes=$MODES
-			case $s in vanilla|slice*) modes=$(echo "$MODES" | sed 's/ce//') ;; esac
+			case $s in vanilla|slice*) modes=$(echo "$MODES" | sed 's/ce//') ;;
+			auto) modes=$xmodes ;; esac
 			for m in $modes; do
+				dir=$raw/$c-$tp-$(tag "$s")
+				[ "$s" != auto ] || dir=$raw/$c-$tp-auto-$m
 				extra=""
 				# d's output is 17 GB as doubles: not compared
 				if [ "$s" = "fuse(ring)" ] && [ "$m" = "${DUMP_MODE:-nccl}" ] &&
@@ -69,8 +135,7 @@ for tp in $TPS; do
 					extra="--dump $raw/ours-$c-$tp.bin"
 					dumps="$dumps --dump $c=$raw/ours-$c-$tp.bin"
 				fi
-				line=$(CFRT_TRANSFER=$m mpirun --allow-run-as-root --timeout 150 \
-					-x CFRT_TRANSFER -x NCCL_NVLS_ENABLE -n "$tp" "$dir/run" \
+				line=$(CFRT_TRANSFER=$m $MPIRUN -n "$tp" "$dir/run" \
 					--iters "$ITERS" --warmup 3 $extra 2>"$dir.$m.err" | tail -n 1)
 				ms=$(echo "$line" | sed -n 's/.*time_ms=\([^ ]*\).*/\1/p')
 				echo "run case=$c tp=$tp schedule=$s transfer=$m ms=${ms:-fail} at=$(date +%s)" | tee -a "$log"
@@ -87,5 +152,5 @@ for tp in $TPS; do
 done
 
 dev=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1 | tr ' ' '-')
-python3 bench/gpu/report.py --runs "$log" --torch "$raw/torch.jsonl" \
+python3 bench/gpu/report.py --runs "$log" --predicted "$pred" --torch "$raw/torch.jsonl" \
 	--device "${dev:-gpu}" --results "$RESULTS" --dump-mode "${DUMP_MODE:-nccl}"

@@ -13,7 +13,15 @@ Metrics (Flux, arXiv 2406.06858; DESIGN.md section 4), per case and TP:
   decomp    on the transfer=none rows (the schedule's compute alone):
             that time over the unsplit compute, minus 1: smaller GEMMs plus
             per-step work (PyTorch 'chunks': the GEMM as TP row chunks);
-  err       max |ours - torch| / max |torch| of the output.
+  err       max |ours - torch| / max |torch| of the output;
+  predicted cfc --profile's prediction of the row on the profile of its
+            TP and transfer mode (the none rows: the predicted compute
+            alone), pred_err = predicted / ms - 1; "auto" is the schedule
+            cfc takes on that profile. The summary gives the median and
+            worst |pred_err| over the schedule rows that move data, and
+            auto's regret: its time over the fastest schedule of the same
+            case, TP and mode (vanilla and slice(k) move by NCCL
+            collectives in every mode: their nccl rows count for ce).
 """
 import argparse
 import csv
@@ -30,7 +38,7 @@ CASES = {
 }
 
 # The schedules' order in the table; others follow.
-ORDER = ["vanilla", "slice(4)", "fuse(ring)", "fuse(bidir)"]
+ORDER = ["vanilla", "slice(4)", "fuse(ring)", "fuse(bidir)", "auto"]
 
 
 def read_runs(path):
@@ -41,6 +49,17 @@ def read_runs(path):
             ms = float(kv["ms"]) if kv["ms"] != "fail" else None
             runs[(kv["case"], int(kv["tp"]), kv["schedule"], kv["transfer"])] = ms
     return runs
+
+
+def read_predicted(path):
+    out = {}
+    if not path or not os.path.exists(path):
+        return out
+    for line in open(path):
+        kv = dict(re.findall(r"(\w+)=(\S+)", line))
+        if line.startswith("predict ") and kv.get("ms", "fail") != "fail":
+            out[(kv["case"], int(kv["tp"]), kv["schedule"], kv["transfer"])] = float(kv["ms"])
+    return out
 
 
 def read_torch(path):
@@ -60,7 +79,7 @@ def read_torch(path):
     return out, notes
 
 
-def rows_for(case, tp, runs, torch, dump_mode):
+def rows_for(case, tp, runs, torch, dump_mode, pred):
     rows = []
     get = lambda s, m: runs.get((case, tp, s, m))
     comp = get("vanilla", "none")
@@ -83,6 +102,10 @@ def rows_for(case, tp, runs, torch, dump_mode):
                     r["overlap"] = 1 - (t - comp) / (van - comp)
             if s == "fuse(ring)" and m == dump_mode:
                 r["err"] = err
+            p = pred.get((case, tp, s, m))
+            if p is not None:
+                r["predicted_ms"] = p
+                r["pred_err"] = p / t - 1
             rows.append(r)
     tc = torch.get((case, tp, "compute"), {}).get("ms")
     tt = torch.get((case, tp, "torch"), {}).get("ms")
@@ -104,7 +127,7 @@ def rows_for(case, tp, runs, torch, dump_mode):
 
 
 FIELDS = ["case", "tp", "impl", "schedule", "transfer", "ms", "compute_ms",
-          "ect_ms", "overlap", "decomp", "err"]
+          "ect_ms", "overlap", "decomp", "err", "predicted_ms", "pred_err"]
 
 
 def fmt(v, f="%.3f"):
@@ -135,10 +158,55 @@ def headline(rows):
     return out
 
 
+def median(v):
+    v = sorted(v)
+    n = len(v)
+    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
+
+
+def summary(rows):
+    """The cost model's record: prediction errors and auto's regret."""
+    ours = [r for r in rows if r["impl"] == "ours" and r.get("ms") is not None]
+    out = []
+    for what, sel in (("schedule rows that move data",
+                       lambda r: r["transfer"] != "none" and r["schedule"] != "auto"),
+                      ("compute alone (transfer none)",
+                       lambda r: r["transfer"] == "none")):
+        e = [(abs(r["pred_err"]), r) for r in ours if sel(r) and "pred_err" in r]
+        if not e:
+            continue
+        w = max(e, key=lambda x: x[0])
+        out.append("prediction, %s: |error| median %.1f%%, worst %.1f%% (case %s tp=%d %s %s), "
+                   "%d of %d within 15%%" % (
+                       what, 100 * median([x[0] for x in e]), 100 * w[0], w[1]["case"],
+                       w[1]["tp"], w[1]["schedule"], w[1]["transfer"],
+                       sum(x[0] <= 0.15 for x in e), len(e)))
+    for r in ours:
+        if r["schedule"] != "auto":
+            continue
+        same = [q for q in ours if q["case"] == r["case"] and q["tp"] == r["tp"] and
+                q["schedule"] != "auto" and (q["transfer"] == r["transfer"] or
+                (q["transfer"] == "nccl" and (q["schedule"] == "vanilla" or
+                                              q["schedule"].startswith("slice"))))]
+        if not same:
+            continue
+        b = min(same, key=lambda q: q["ms"])
+        van = next((q["ms"] for q in same if q["schedule"] == "vanilla"), None)
+        out.append("auto: case %s tp=%d %s: %.3f ms, the fastest schedule %s %s %.3f ms: "
+                   "regret %+.1f%%%s" % (
+                       r["case"], r["tp"], r["transfer"], r["ms"], b["schedule"], b["transfer"],
+                       b["ms"], 100 * (r["ms"] / b["ms"] - 1),
+                       "; vanilla %.3f ms (%+.1f%%)" % (van, 100 * (r["ms"] / van - 1))
+                       if van else ""))
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", required=True)
     ap.add_argument("--torch", required=True)
+    ap.add_argument("--predicted", default="",
+                    help="bench.sh's predicted.txt (cfc --profile's predictions)")
     ap.add_argument("--device", default="gpu")
     ap.add_argument("--results", default="bench/results")
     ap.add_argument("--dump-mode", default="nccl",
@@ -146,10 +214,11 @@ def main():
     args = ap.parse_args()
     runs = read_runs(args.runs)
     torch, notes = read_torch(args.torch)
+    pred = read_predicted(args.predicted)
     rows = []
     for case in sorted({k[0] for k in runs}):
         for tp in sorted({k[1] for k in runs if k[0] == case}, reverse=True):
-            rows += rows_for(case, tp, runs, torch, args.dump_mode)
+            rows += rows_for(case, tp, runs, torch, args.dump_mode, pred)
     date = datetime.date.today().isoformat()
     base = os.path.join(args.results, "%s-%s" % (date, args.device))
     with open(base + ".csv", "w", newline="") as f:
@@ -165,11 +234,18 @@ def main():
                 "alone / unsplit - 1; err = max|x - torch|/max|torch|.\n\n")
         for line in headline(rows):
             f.write("**%s**\n\n" % line)
+        summ = summary(rows)
+        if summ:
+            f.write("cfc's cost model (predicted = cfc --profile on the profile "
+                    "calibrated at the same TP and transfer mode):\n\n")
+            for line in summ:
+                f.write("- %s\n" % line)
+            f.write("\n")
         for case in sorted({r["case"] for r in rows}):
             f.write("## (%s) %s\n\n" % (case, CASES.get(case, case)))
             f.write("| tp | impl | schedule | transfer | ms | compute | ECT | "
-                    "overlap | decomp | err |\n")
-            f.write("|---|---|---|---|---|---|---|---|---|---|\n")
+                    "overlap | decomp | err | predicted | pred_err |\n")
+            f.write("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
             for r in rows:
                 if r["case"] != case:
                     continue
@@ -177,7 +253,9 @@ def main():
                     str(r["tp"]), r["impl"], r["schedule"], r["transfer"],
                     fmt(r.get("ms")), fmt(r.get("compute_ms")),
                     fmt(r.get("ect_ms")), fmt(r.get("overlap"), "%.2f"),
-                    fmt(r.get("decomp"), "%.3f"), fmt(r.get("err"), "%.1e")]))
+                    fmt(r.get("decomp"), "%.3f"), fmt(r.get("err"), "%.1e"),
+                    fmt(r.get("predicted_ms")),
+                    "" if r.get("pred_err") is None else "%+.1f%%" % (100 * r["pred_err"])]))
             f.write("\n")
         if notes:
             f.write("Notes from the PyTorch side:\n\n")

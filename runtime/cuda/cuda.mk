@@ -146,7 +146,7 @@ test-gpu: $(B)/cfc $(B)/libcfrt.a $(B)/libcfrt_cuda.a $(B)/tests/gpu/cmpdump \
           $(B)/nocudnn/attn_check $(B)/tests/gpu/app_stream
 	@B=$(B) sh tests/gpu/run.sh
 
-bench-gpu: $(B)/cfc $(B)/libcfrt_cuda.a
+bench-gpu: $(B)/cfc $(B)/libcfrt_cuda.a $(B)/cfrt-calibrate-cuda
 	@B=$(B) sh bench/gpu/bench.sh
 
 install-cuda: $(B)/libcfrt_cuda.a $(B)/cfrt-calibrate-cuda
