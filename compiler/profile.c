@@ -535,13 +535,28 @@ profile_write(FILE *f, const Profile *pf)
 
 /* ---- lookups ---- */
 
+/* A GEMM's rate past the grid's largest size of a dimension is its rate
+ * at that size: the rate saturates with size (one H100, bf16: 739
+ * TFLOP/s at 8192x4096x4096, 701 at 131072x4096x4096), and weighing
+ * every point by its distance from a shape far outside the grid blends
+ * in the small shapes' rates (there: 452). Below the smallest size the
+ * rate falls with the weights as inside. */
 double
 profile_gemm(const PTable *t, double m, double n, double k)
 {
 	double wsum = 0, lsum = 0, flop = 2 * m * n * k;
+	double mx[3] = {0, 0, 0};
 
 	if (!t->n)
 		return -1;
+	for (int i = 0; i < t->n; i++) {
+		mx[0] = fmax(mx[0], t->p[i].m);
+		mx[1] = fmax(mx[1], t->p[i].n);
+		mx[2] = fmax(mx[2], t->p[i].k);
+	}
+	m = fmin(m, mx[0]);
+	n = fmin(n, mx[1]);
+	k = fmin(k, mx[2]);
 	for (int i = 0; i < t->n; i++) {
 		const PPoint *p = &t->p[i];
 		double dm = log2(m / p->m), dn = log2(n / p->n), dk = log2(k / p->k);

@@ -126,6 +126,13 @@ test_lookup(void)
 	double t = profile_gemm(&pf->gemm[DT_F32], 90, 90, 90), fl = 2.0 * 90 * 90 * 90;
 	double r64 = 2.0 * 64 * 64 * 64 / 1e-3, r128 = 2.0 * 128 * 128 * 128 / 4e-3;
 	CU_ASSERT(fl / t > r64 && fl / t < r128);
+	/* past the largest size of a dimension: the rate at that size (the
+	 * weights of every point would blend in the smaller one's) */
+	CU_ASSERT_DOUBLE_EQUAL(profile_gemm(&pf->gemm[DT_F32], 1024, 128, 128), 8 * 4e-3, 1e-15);
+	CU_ASSERT_DOUBLE_EQUAL(profile_gemm(&pf->gemm[DT_F32], 1024, 1024, 1024), 512 * 4e-3,
+	                       1e-12);
+	CU_ASSERT_DOUBLE_EQUAL(profile_gemm(&pf->gemm[DT_F32], 90, 90, 4096),
+	                       32 * profile_gemm(&pf->gemm[DT_F32], 90, 90, 128), 1e-15);
 	/* one point: its rate for every shape */
 	CU_ASSERT_DOUBLE_EQUAL(profile_gemm(&pf->gemm[DT_F64], 20, 30, 40), 2e-6 * 24, 1e-15);
 	CU_ASSERT_DOUBLE_EQUAL(profile_gemm(&pf->gemm[DT_BF16], 1, 1, 1), -1, 0);
