@@ -500,10 +500,12 @@ measure(Cal *C)
 static void
 cal_compute(Cal *C, cfrt_dtype t)
 {
-	static const int64_t cpu[] = {32, 128, 512, 1024}, gpu[] = {256, 1024, 4096, 8192};
+	/* GPU rates keep rising past 8192 rows (one H100, bf16: 739 TFLOP/s
+	 * at 8192x4096x4096; bench-gpu's 131072x4096x4096 GEMMs ran faster) */
+	static const int64_t cpu[] = {32, 128, 512, 1024}, gpu[] = {256, 1024, 4096, 8192, 16384};
 	static const int64_t quick[] = {16, 64};
 	const int64_t *sz = C->quick ? quick : C->gpu ? gpu : cpu;
-	int nsz = C->quick ? 2 : 4;
+	int nsz = C->quick ? 2 : C->gpu ? 5 : 4;
 	size_t es = cfrt_dtype_size(t);
 	const char *tn = tname[t];
 
@@ -551,7 +553,12 @@ cal_compute(Cal *C, cfrt_dtype t)
 			/* the backward up to half the longest on CPUs: its rate is
 			 * as flat, its time twice */
 			for (int64_t sq = s0; sq <= (grad && !C->gpu && !C->quick ? s1 / 2 : s1); sq *= 2) {
-				Attn x = {t, {1, 4, sq, 64}, causal, 0};
+				/* on GPUs 64 heads of 128 in all, as a model's
+				 * B x H fill the SMs (one H100, causal, S = 4096:
+				 * 155 TFLOP/s with 4 heads of 64, 449-491 with 32
+				 * of 128; bench-gpu case c's 128 heads ran at 651) */
+				Attn x = {t, {C->gpu ? 2 : 1, C->gpu ? 32 : 4, sq, C->gpu ? 128 : 64}, causal,
+				          0};
 				size_t bytes = (size_t)(x.dims[0] * x.dims[1] * x.dims[2] * x.dims[3]) * es;
 				/* the backward's flop: 2.5 times the forward's; a
 				 * causal mask: half the flop, as cfc counts */
@@ -581,8 +588,11 @@ cal_transfers(Cal *C)
 			add(C, run_p2p, -1, C->quick ? 3 : 9, 0, "p2p %d %lld", conc[k],
 			    (long long)bytes)->arg.p = p;
 		}
+	/* collectives by block: on GPUs up to what the buffers hold (bench-gpu
+	 * case a reduce-scatters 256 MiB blocks on 4 GPUs; the rate still
+	 * rose at 64 MiB, past which the table extrapolates) */
 	for (int op = 0; op < 4; op++)
-		for (int64_t bytes = lo; bytes <= hi / C->size; bytes *= 4) {
+		for (int64_t bytes = lo; bytes <= (C->gpu ? hi : hi / C->size); bytes *= 4) {
 			Coll c = {op, bytes / 4};
 			if ((size_t)bytes * (size_t)C->size > C->cap)
 				break;
@@ -778,7 +788,10 @@ main(int argc, char **argv)
 	MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
 	MPI_Comm_size(node, &nnode);
 	MPI_Comm_free(&node);
-	C.span = nnode == C.size;
+	/* not on GPUs: there each rank has a device of its own, and
+	 * make bench-gpu times the slowest rank's own time (a span would add
+	 * the ranks' skew at the barrier to every point) */
+	C.span = nnode == C.size && !C.gpu;
 	C.cap = C.quick ? (1u << 20) : C.gpu ? ((size_t)1 << 30) : ((size_t)64 << 20);
 	C.budget = C.quick ? 0.05 : C.gpu ? 0.2 : 0.5;
 	if (!C.passes)
