@@ -352,9 +352,11 @@ echo
 cat "$out/header.txt"
 column -t -s, "$csv" 2>/dev/null || cat "$csv"
 echo
-if [ "$RANKS" -gt "$(env -u OMP_NUM_THREADS nproc)" ]; then
+# the cores of the machine that ran (BUILD=report: the header's)
+cores=$(sed -n 's/^# machine: \([0-9]*\) cores.*/\1/p' "$out/header.txt")
+if [ "$RANKS" -gt "${cores:-1}" ]; then
 	cat <<EOF
-notes: $RANKS ranks on $(env -u OMP_NUM_THREADS nproc) cores. The ranks' compute competes for
+notes: $RANKS ranks on $cores cores. The ranks' compute competes for
 the cores, so "compute alone" is itself measured with the ranks sharing
 them. Transfers are CPU work too: shared-memory MPI (vader, single-copy
 mechanism $OMPI_MCA_btl_vader_single_copy_mechanism) copies in MPI calls on the same cores (without
