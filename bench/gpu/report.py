@@ -45,7 +45,7 @@ def read_runs(path):
     runs = {}
     for line in open(path):
         kv = dict(re.findall(r"(\w+)=(\S+)", line))
-        if "case" in kv:
+        if line.startswith("run ") and "ms" in kv:
             ms = float(kv["ms"]) if kv["ms"] != "fail" else None
             runs[(kv["case"], int(kv["tp"]), kv["schedule"], kv["transfer"])] = ms
     return runs
