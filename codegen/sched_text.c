@@ -505,6 +505,18 @@ tx_why_none(Arena *a, const Coll *c)
 	return "";
 }
 
+/* The mark of candidate k in --explain's table. */
+static const char *
+tx_mark(const Coll *c, int k, int fastest)
+{
+	if (k != c->used)
+		return k == fastest ? "   (the fastest)" : "";
+	if (c->want.kind != SK_AUTO)
+		return "   <- used, as asked";
+	return k == fastest ? "   <- auto: the fastest"
+	                    : "   <- auto: the simplest within " AUTO_MARGIN_TXT " of the fastest";
+}
+
 /* --profile: every candidate's predicted time, the one used marked. */
 static void
 tx_candidates(FILE *f, const Sched *s, const Coll *c)
@@ -513,6 +525,8 @@ tx_candidates(FILE *f, const Sched *s, const Coll *c)
 
 	if (!s->profile)
 		return;
+	int fastest;
+	predict_pick(c->cand, c->ncand, &fastest);
 	fprintf(f, "  predicted on %s (%s, %d ranks calibrated), ms:\n", s->profile->name,
 	        s->profile->backend, s->profile->ranks);
 	for (int k = 0; k < c->ncand; k++) {
@@ -523,8 +537,7 @@ tx_candidates(FILE *f, const Sched *s, const Coll *c)
 		else
 			fprintf(f, "    %-30s %10.4f   compute %.4f, transfers %.4f%s\n", how,
 			        cd->pr.total * 1e3, cd->pr.compute * 1e3, cd->pr.xfer * 1e3,
-			        k == c->used ? c->want.kind == SK_AUTO ? "   <- auto: the fastest" :
-			        "   <- used, as asked" : "");
+			        tx_mark(c, k, fastest));
 	}
 }
 

@@ -953,13 +953,14 @@ lw_reset(Coll *c, const char *note)
 }
 
 /* Lowers, proves and predicts every candidate schedule of c that the
- * rules let apply (each once); an auto choice becomes the fastest (the
- * earliest of equals: the simpler). c is left for its real lowering. */
+ * rules let apply (each once); an auto choice becomes predict_pick's:
+ * the simplest within AUTO_MARGIN_PCT of the fastest. c is left for its
+ * real lowering. */
 static void
 lw_candidates(Lower *L, Coll *c, const Profile *pf)
 {
 	SchedChoice cand[16], want = c->want;
-	int n = predict_candidates(c->node, cand, 16), best = -1;
+	int n = predict_candidates(c->node, cand, 16), best, fastest;
 	const char *note = c->note;
 	char err[256];
 
@@ -991,10 +992,8 @@ lw_candidates(Lower *L, Coll *c, const Profile *pf)
 		Candidate *cd = &c->cand[c->ncand++];
 		cd->how = c->how;
 		cd->pr = predict_coll(L->a, L->g, c, pf, 0);
-		/* faster by more than rounding: equals keep the simpler */
-		if (!cd->pr.err && (best < 0 || cd->pr.total < c->cand[best].pr.total * (1 - 1e-9)))
-			best = c->ncand - 1;
 	}
+	best = predict_pick(c->cand, c->ncand, &fastest);
 	c->want = want;
 	lw_reset(c, note);
 	if (want.kind == SK_AUTO && best >= 0) {
@@ -1012,9 +1011,18 @@ lw_used(Lower *L, Coll *c, const SchedChoice *want, const Profile *pf)
 {
 	if (c->used >= 0) {
 		const Candidate *cd = &c->cand[c->used];
-		lw_note(L, c, arena_printf(L->a, "auto: %s, predicted %.3g ms, the fastest of %d "
-		                           "candidates on profile %s", sched_kind_str(L->a, &cd->how),
-		                           cd->pr.total * 1e3, c->ncand, pf->name));
+		int fastest;
+		predict_pick(c->cand, c->ncand, &fastest);
+		const Candidate *fd = &c->cand[fastest];
+		lw_note(L, c, fastest == c->used
+		        ? arena_printf(L->a, "auto: %s, predicted %.3g ms, the fastest of %d "
+		                       "candidates on profile %s", sched_kind_str(L->a, &cd->how),
+		                       cd->pr.total * 1e3, c->ncand, pf->name)
+		        : arena_printf(L->a, "auto: %s, predicted %.3g ms, the simplest of %d "
+		                       "candidates within %d%% of the fastest (%s, %.3g ms) on "
+		                       "profile %s", sched_kind_str(L->a, &cd->how),
+		                       cd->pr.total * 1e3, c->ncand, AUTO_MARGIN_PCT,
+		                       sched_kind_str(L->a, &fd->how), fd->pr.total * 1e3, pf->name));
 		c->want = *want;
 		return;
 	}

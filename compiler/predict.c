@@ -775,6 +775,24 @@ predict_node(Arena *a, const Node *n, const Profile *pf)
 }
 
 int
+predict_pick(const Candidate *cand, int n, int *fastest)
+{
+	int f = -1;
+
+	for (int k = 0; k < n; k++)
+		if (!cand[k].pr.err && (f < 0 || cand[k].pr.total < cand[f].pr.total))
+			f = k;
+	*fastest = f;
+	if (f < 0)
+		return -1;
+	for (int k = 0; k < n; k++)
+		if (!cand[k].pr.err &&
+		    cand[k].pr.total <= cand[f].pr.total * (1 + AUTO_MARGIN_PCT / 100.0) * (1 + 1e-9))
+			return k;
+	return f;
+}
+
+int
 predict_candidates(const Node *n, SchedChoice *out, int max)
 {
 	int k = 0;

@@ -145,5 +145,13 @@ Prediction predict_node(Arena *a, const Node *n, const Profile *pf);
  * them: vanilla, slice(2), slice(4), fuse(ring|bidir|pairwise, m = 1, 2)
  * (those that do not apply are left out by the rules: lower.c). */
 int predict_candidates(const Node *n, SchedChoice *out, int max);
+/* auto's pick among cand[0..n), in that order (simpler first): the first
+ * predicted within AUTO_MARGIN of the fastest, whose index goes to
+ * *fastest (-1 and -1: none predicted). The predictions' own errors are
+ * of that size (bench medians 2-10%), and in near-ties the simpler
+ * schedule ran faster more often: docs/PROFILE.md. */
+#define AUTO_MARGIN_PCT 3
+#define AUTO_MARGIN_TXT "3%"
+int predict_pick(const Candidate *cand, int n, int *fastest);
 
 #endif

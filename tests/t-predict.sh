@@ -79,7 +79,7 @@ for ex in $(ls examples/*.cf | xargs -n1 basename | sed "s/\.cf$//"); do
 	if "$CFC" "examples/$ex.cf" --backward --profile="$prof" --schedule=auto --explain \
 		>"$out/$ex.explain" 2>"$out/$ex.err"; then
 		colls=$(grep -c '^examples/' "$out/$ex.explain")
-		marks=$(grep -c '<- auto: the fastest' "$out/$ex.explain")
+		marks=$(grep -c '<- auto: the' "$out/$ex.explain")
 		tables=$(grep -c '^  predicted on ' "$out/$ex.explain")
 		none=$(grep -c 'not predicted' "$out/$ex.explain")
 		passes=$(grep -c 'pass: predicted [0-9.]* ms' "$out/$ex.explain")
@@ -115,7 +115,7 @@ rc=$?
 check "auto on a profile leaves out candidates whose slices do not fit its region" sh -c \
 	"[ $rc = 0 ] && grep -q '^    fuse(ring) ' '$out/ar.explain' &&
 	 ! grep -q '^    slice(2) ' '$out/ar.explain' &&
-	 [ \$(grep -c '<- auto: the fastest' '$out/ar.explain') = 1 ]"
+	 [ \$(grep -c '<- auto: the' '$out/ar.explain') = 1 ]"
 
 # the timeline
 "$CFC" examples/mlp.cf --backward --profile="$prof" --emit=gantt -o "$out/mlp.gantt.svg"

@@ -421,9 +421,31 @@ test_predict(void)
 	CU_ASSERT_DOUBLE_EQUAL(ag_time("vanilla", 1, 10, 4, 1, 0), 3 * 4 + 4 * 10, eps);
 }
 
-/* auto with a profile lowers the candidate the predictor ranks first, for
- * every collective of every example, on a compute-heavy and on a
- * transfer-heavy machine; --explain's table holds every candidate. */
+/* auto's rule on hand-made predictions: the first candidate (the
+ * simplest) within 3% of the fastest; unpredicted ones never. */
+static void
+test_pick(void)
+{
+	Candidate c[5] = {{.pr = {.total = 10}}, {.pr = {.total = 9.2}}, {.pr = {.total = 9.0}},
+	                  {.pr = {.total = 1, .err = "no rate"}}, {.pr = {.total = 8.95}}};
+	int fastest;
+
+	/* 8.95 x 1.03 = 9.2185: 9.2 is within it and comes first */
+	CU_ASSERT_EQUAL(predict_pick(c, 5, &fastest), 1);
+	CU_ASSERT_EQUAL(fastest, 4);
+	c[1].pr.total = 9.3; /* now past the margin: 9.0 is the first within */
+	CU_ASSERT_EQUAL(predict_pick(c, 5, &fastest), 2);
+	c[4].pr.total = 5; /* far the fastest: it */
+	CU_ASSERT_EQUAL(predict_pick(c, 5, &fastest), 4);
+	CU_ASSERT_EQUAL(fastest, 4);
+	CU_ASSERT_EQUAL(predict_pick(c + 3, 1, &fastest), -1);
+	CU_ASSERT_EQUAL(fastest, -1);
+}
+
+/* auto with a profile lowers the candidate the predictor ranks first
+ * (the simplest within 3% of the fastest), for every collective of every
+ * example, on a compute-heavy and on a transfer-heavy machine;
+ * --explain's table holds every candidate. */
 static void
 test_auto(void)
 {
@@ -463,10 +485,12 @@ test_auto(void)
 				const Coll *c = s->colls.v[j];
 				CU_ASSERT_FATAL(c->ncand >= 1);
 				CU_ASSERT_FATAL(c->used >= 0 && c->used < c->ncand);
-				int first = 0;
+				int fast = 0, first = 0;
 				for (int k = 1; k < c->ncand; k++)
-					if (c->cand[k].pr.total < c->cand[first].pr.total * (1 - 1e-9))
-						first = k;
+					if (c->cand[k].pr.total < c->cand[fast].pr.total)
+						fast = k;
+				while (c->cand[first].pr.total > c->cand[fast].pr.total * 1.03 * (1 + 1e-9))
+					first++;
 				CU_ASSERT_EQUAL(c->used, first);
 				CU_ASSERT_STRING_EQUAL(sched_kind_str(r.a, &c->how),
 				                       sched_kind_str(r.a, &c->cand[first].how));
@@ -493,5 +517,6 @@ test_predict_register(void)
 	CU_add_test(s, "predictions with known answers", test_predict);
 	CU_add_test(s, "a batched matmul as its backend runs it", test_batch_cost);
 	CU_add_test(s, "calls, packs and unpacks as the memory plan runs them", test_plan_cost);
-	CU_add_test(s, "auto takes the predicted fastest", test_auto);
+	CU_add_test(s, "auto's rule: the simplest within 3% of the fastest", test_pick);
+	CU_add_test(s, "auto takes the candidate the predictor ranks first", test_auto);
 }
