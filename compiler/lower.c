@@ -960,7 +960,7 @@ static void
 lw_candidates(Lower *L, Coll *c, const Profile *pf)
 {
 	SchedChoice cand[16], want = c->want;
-	int n = predict_candidates(c->node, cand, 16), best, fastest;
+	int n = predict_candidates(c->node, cand, 16), best;
 	const char *note = c->note;
 	char err[256];
 
@@ -993,7 +993,7 @@ lw_candidates(Lower *L, Coll *c, const Profile *pf)
 		cd->how = c->how;
 		cd->pr = predict_coll(L->a, L->g, c, pf, 0);
 	}
-	best = predict_pick(c->cand, c->ncand, &fastest);
+	best = predict_pick(c->cand, c->ncand, NULL);
 	c->want = want;
 	lw_reset(c, note);
 	if (want.kind == SK_AUTO && best >= 0) {

@@ -782,7 +782,8 @@ predict_pick(const Candidate *cand, int n, int *fastest)
 	for (int k = 0; k < n; k++)
 		if (!cand[k].pr.err && (f < 0 || cand[k].pr.total < cand[f].pr.total))
 			f = k;
-	*fastest = f;
+	if (fastest)
+		*fastest = f;
 	if (f < 0)
 		return -1;
 	for (int k = 0; k < n; k++)

@@ -146,12 +146,15 @@ Prediction predict_node(Arena *a, const Node *n, const Profile *pf);
  * (those that do not apply are left out by the rules: lower.c). */
 int predict_candidates(const Node *n, SchedChoice *out, int max);
 /* auto's pick among cand[0..n), in that order (simpler first): the first
- * predicted within AUTO_MARGIN of the fastest, whose index goes to
- * *fastest (-1 and -1: none predicted). The predictions' own errors are
- * of that size (bench medians 2-10%), and in near-ties the simpler
- * schedule ran faster more often: docs/PROFILE.md. */
+ * predicted within AUTO_MARGIN_PCT of the fastest, whose index goes to
+ * *fastest unless it is NULL (-1 and -1: none predicted). The
+ * predictions' own errors are of that size (the benches' medians:
+ * 1.4-9.6%), and in near-ties the simpler schedule ran faster more
+ * often: docs/PROFILE.md. */
 #define AUTO_MARGIN_PCT 3
-#define AUTO_MARGIN_TXT "3%"
+#define AUTO_MARGIN_STR(x) #x
+#define AUTO_MARGIN_XSTR(x) AUTO_MARGIN_STR(x)
+#define AUTO_MARGIN_TXT AUTO_MARGIN_XSTR(AUTO_MARGIN_PCT) "%"
 int predict_pick(const Candidate *cand, int n, int *fastest);
 
 #endif

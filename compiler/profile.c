@@ -536,11 +536,11 @@ profile_write(FILE *f, const Profile *pf)
 /* ---- lookups ---- */
 
 /* A GEMM's rate past the grid's largest size of a dimension is its rate
- * at that size: the rate saturates with size (one H100, bf16: 739
- * TFLOP/s at 8192x4096x4096, 701 at 131072x4096x4096), and weighing
- * every point by its distance from a shape far outside the grid blends
- * in the small shapes' rates (there: 452). Below the smallest size the
- * rate falls with the weights as inside. */
+ * at that size: the rate saturates with size (one H100, bf16: the grid's
+ * 8192x4096x4096 read 688-740 TFLOP/s, a traced 131072x4096x4096 ran at
+ * 690), and weighing every point by its distance from a shape far
+ * outside the grid blends in the small shapes' rates (there: 452).
+ * Below the smallest size the rate falls with the weights as inside. */
 double
 profile_gemm(const PTable *t, double m, double n, double k)
 {

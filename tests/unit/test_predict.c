@@ -433,6 +433,7 @@ test_pick(void)
 	/* 8.95 x 1.03 = 9.2185: 9.2 is within it and comes first */
 	CU_ASSERT_EQUAL(predict_pick(c, 5, &fastest), 1);
 	CU_ASSERT_EQUAL(fastest, 4);
+	CU_ASSERT_EQUAL(predict_pick(c, 5, NULL), 1);
 	c[1].pr.total = 9.3; /* now past the margin: 9.0 is the first within */
 	CU_ASSERT_EQUAL(predict_pick(c, 5, &fastest), 2);
 	c[4].pr.total = 5; /* far the fastest: it */
