@@ -500,8 +500,8 @@ measure(Cal *C)
 static void
 cal_compute(Cal *C, cfrt_dtype t)
 {
-	/* GPU rates keep rising past 8192 rows (one H100, bf16: 739 TFLOP/s
-	 * at 8192x4096x4096; bench-gpu's 131072x4096x4096 GEMMs ran faster) */
+	/* on GPUs up to 16384: models' per-rank GEMMs have 65536 rows and
+	 * more, and cfc prices a dimension past the grid at its largest */
 	static const int64_t cpu[] = {32, 128, 512, 1024}, gpu[] = {256, 1024, 4096, 8192, 16384};
 	static const int64_t quick[] = {16, 64};
 	const int64_t *sz = C->quick ? quick : C->gpu ? gpu : cpu;
@@ -556,7 +556,8 @@ cal_compute(Cal *C, cfrt_dtype t)
 				/* on GPUs 64 heads of 128 in all, as a model's
 				 * B x H fill the SMs (one H100, causal, S = 4096:
 				 * 155 TFLOP/s with 4 heads of 64, 449-491 with 32
-				 * of 128; bench-gpu case c's 128 heads ran at 651) */
+				 * of 128; bench-gpu case c's 16 x 8 heads, traced
+				 * with transfers off, ran at 651) */
 				Attn x = {t, {C->gpu ? 2 : 1, C->gpu ? 32 : 4, sq, C->gpu ? 128 : 64}, causal,
 				          0};
 				size_t bytes = (size_t)(x.dims[0] * x.dims[1] * x.dims[2] * x.dims[3]) * es;
@@ -722,10 +723,10 @@ parse_types(const char *s, unsigned *bits, cfrt_dtype *first)
 	*bits = 0;
 	while (*s) {
 		size_t n = strcspn(s, ",");
-		int t = 0;
-		while (t < 4 && (strlen(tname[t]) != n || strncmp(s, tname[t], n)))
+		int t = 0, nt = (int)(sizeof tname / sizeof *tname);
+		while (t < nt && (strlen(tname[t]) != n || strncmp(s, tname[t], n)))
 			t++;
-		if (t == 4)
+		if (t == nt)
 			return 0;
 		if (!*bits)
 			*first = (cfrt_dtype)t;
