@@ -97,6 +97,8 @@ for f in isend irecv all_gather iall_gather reduce_scatter \
 done
 
 tag() { echo "$1" | tr -d ' ' | tr '(),=' '___-' | sed 's/_*$//'; }
+# full CMD...: CMD unless SHORT (a row that SHORT leaves out)
+full() { [ "$SHORT" != 0 ] || "$@"; }
 field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" "$2"; }
 size_of() { echo "$2" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
 die() { echo "bench: $*" >&2; exit 1; }
@@ -210,8 +212,7 @@ model_round() {
 	m=$1
 	for s in $SCHEDULES; do
 		d=$out/models/$m-$(tag "$s")
-		[ "$SHORT" != 0 ] ||
-			run "$m,$s,none,nocomm" "$d/run-nocomm" --iters "$ITERS" --warmup "$WARMUP"
+		full run "$m,$s,none,nocomm" "$d/run-nocomm" --iters "$ITERS" --warmup "$WARMUP"
 		run "$m,$s,none,comm" "$d/run" --iters "$ITERS" --warmup "$WARMUP" --check
 	done
 	[ "$SHORT" = 0 ] || return 0
@@ -228,8 +229,8 @@ bwd_round() {
 	m=$1
 	for s in $SCHEDULES; do
 		d=$out/models/$m-bwd-$(tag "$s")
-		[ "$SHORT" != 0 ] ||
-			run "$m backward,$s,none,nocomm" "$d/run-nocomm" --iters "$ITERS" --warmup "$WARMUP"
+		full run "$m backward,$s,none,nocomm" "$d/run-nocomm" --iters "$ITERS" \
+			--warmup "$WARMUP"
 		run "$m backward,$s,none,comm" "$d/run" --iters "$ITERS" --warmup "$WARMUP" --check
 	done
 }
@@ -306,13 +307,11 @@ for r in $(seq "$ROUNDS"); do
 	model_round attention
 	bwd_round mlp
 	bwd_round attention
-	[ "$SHORT" != 0 ] ||
-		run "mlp,mpi+openblas (hand),mpi,nocomm" "$tools/mlp_mpi" "$mb" "$mS" "$mD" \
-			--iters "$ITERS" --warmup "$WARMUP" --compute-only
+	full run "mlp,mpi+openblas (hand),mpi,nocomm" "$tools/mlp_mpi" "$mb" "$mS" "$mD" \
+		--iters "$ITERS" --warmup "$WARMUP" --compute-only
 	run "mlp,mpi+openblas (hand),mpi,comm" "$tools/mlp_mpi" "$mb" "$mS" "$mD" \
 		--iters "$ITERS" --warmup "$WARMUP" --check
-	[ "$SHORT" != 0 ] ||
-		run "mlp,its collectives alone (hand),mpi,xfer" "$tools/mlp_mpi" "$mb" \
+	full run "mlp,its collectives alone (hand),mpi,xfer" "$tools/mlp_mpi" "$mb" \
 		"$mS" "$mD" --iters "$ITERS" --warmup "$WARMUP" --comm-only
 done
 

@@ -47,6 +47,16 @@ tag() { echo "$1" | tr -d ' ' | tr '(),=' '___-' | sed 's/_*$//'; }
 MPIRUN="mpirun --allow-run-as-root --timeout 150 -x CFRT_TRANSFER -x NCCL_NVLS_ENABLE"
 # the transfer modes that move data (none: compute alone)
 xmodes=$(echo "$MODES" | sed 's/none//')
+# modes_of SCHEDULE: the modes it runs in. vanilla and slice(k) move data
+# by NCCL collectives in every mode, so ce would repeat nccl; auto is
+# built per mode that moves data, on that mode's profile
+modes_of() {
+	case $1 in
+	vanilla | slice*) echo "$MODES" | sed 's/ce//' ;;
+	auto) echo "$xmodes" ;;
+	*) echo "$MODES" ;;
+	esac
+}
 
 # -- the machine's profile per TP and transfer mode, on the idle machine
 # (before the builds)
@@ -55,28 +65,34 @@ if [ "$PREDICT" != 0 ] && [ -z "$PROFILE_DIR" ]; then
 	for tp in $TPS; do
 		for m in $xmodes; do
 			t0=$(date +%s.%N)
-			CFRT_TRANSFER=$m $MPIRUN -n "$tp" "$B/cfrt-calibrate-cuda" --type bf16 \
-				-o "$(prof "$tp" "$m")" >"$raw/calibrate-$tp-$m.log" 2>&1 ||
-				{ echo "calibrating tp=$tp transfer=$m failed:"; tail -n 20 "$raw/calibrate-$tp-$m.log"; }
-			echo "calibrated tp=$tp transfer=$m in $(echo "$t0 $(date +%s.%N)" |
-				awk '{ printf "%.1f", $2 - $1 }') s (mpirun included)" | tee -a "$log"
+			if CFRT_TRANSFER=$m $MPIRUN -n "$tp" "$B/cfrt-calibrate-cuda" --type bf16 \
+				-o "$(prof "$tp" "$m")" >"$raw/calibrate-$tp-$m.log" 2>&1; then
+				echo "calibrated tp=$tp transfer=$m in $(echo "$t0 $(date +%s.%N)" |
+					awk '{ printf "%.1f", $2 - $1 }') s (mpirun included)" | tee -a "$log"
+			else
+				echo "calibrating tp=$tp transfer=$m failed:"
+				tail -n 20 "$raw/calibrate-$tp-$m.log"
+			fi
 		done
 	done
 fi
 
 # -- cfc's prediction of every row, and what auto takes: "predict case=C
-# tp=N schedule=S transfer=M ms=X" lines in predicted.txt (the none rows
-# the predicted compute alone, of the first mode's profile)
+# tp=N schedule=S transfer=M ms=X" lines in predicted.txt (a none row:
+# the compute alone predicted on the first mode's profile)
 pred=$raw/predicted.txt
 : >"$pred"
-predict_one() { # CASE TP SCHEDULE MODE
+predict_one() { # CASE TP SCHEDULE MODE (none: on the first mode's profile)
+	p=$4
+	[ "$p" != none ] || p=$first
 	x=$("$B/cfc" $(spec "$1") -D tp="$2" --type=bf16 --schedule="$3" \
-		--profile="$(prof "$2" "$4")" --explain) || { echo "predicting $*: failed"; return; }
-	ms=$(echo "$x" | sed -n 's/^pass: predicted \([0-9.]*\) ms.*/\1/p')
-	cms=$(echo "$x" | sed -n 's/^pass: predicted .* (compute alone \([0-9.]*\) ms).*/\1/p')
+		--profile="$(prof "$2" "$p")" --explain) || { echo "predicting $*: failed"; return; }
+	if [ "$4" = none ]; then
+		ms=$(echo "$x" | sed -n 's/^pass: predicted .* (compute alone \([0-9.]*\) ms).*/\1/p')
+	else
+		ms=$(echo "$x" | sed -n 's/^pass: predicted \([0-9.]*\) ms.*/\1/p')
+	fi
 	echo "predict case=$1 tp=$2 schedule=$3 transfer=$4 ms=${ms:-fail}" >>"$pred"
-	[ "$4" != "$first" ] || [ "$3" = auto ] ||
-		echo "predict case=$1 tp=$2 schedule=$3 transfer=none ms=${cms:-fail}" >>"$pred"
 	[ "$3" != auto ] || echo "auto case=$1 tp=$2 transfer=$4 takes $(echo "$x" |
 		sed -n 's/.*auto: \([^ ]*\), predicted .*/\1/p' | tr '\n' ' ')" | tee -a "$log"
 }
@@ -86,9 +102,7 @@ if [ "$PREDICT" != 0 ]; then
 	for tp in $TPS; do
 		for c in $CASES; do
 			for s in $SCHEDULES; do
-				for m in $xmodes; do
-					# vanilla and slice(k): NCCL collectives in every mode
-					case $s in vanilla | slice*) [ "$m" = "$first" ] || continue ;; esac
+				for m in $(modes_of "$s"); do
 					predict_one "$c" "$tp" "$s" "$m"
 				done
 			done
@@ -120,12 +134,7 @@ for tp in $TPS; do
 	dumps=""
 	for c in $CASES; do
 		for s in $SCHEDULES; do
-			# vanilla and slice(k) move data by NCCL collectives in
-			# every mode: ce would repeat nccl; auto: built per mode
-			modes=$MODES
-			case $s in vanilla|slice*) modes=$(echo "$MODES" | sed 's/ce//') ;;
-			auto) modes=$xmodes ;; esac
-			for m in $modes; do
+			for m in $(modes_of "$s"); do
 				dir=$raw/$c-$tp-$(tag "$s")
 				[ "$s" != auto ] || dir=$raw/$c-$tp-auto-$m
 				extra=""

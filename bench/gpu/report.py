@@ -41,24 +41,18 @@ CASES = {
 ORDER = ["vanilla", "slice(4)", "fuse(ring)", "fuse(bidir)", "auto"]
 
 
-def read_runs(path):
-    runs = {}
-    for line in open(path):
-        kv = dict(re.findall(r"(\w+)=(\S+)", line))
-        if line.startswith("run ") and "ms" in kv:
-            ms = float(kv["ms"]) if kv["ms"] != "fail" else None
-            runs[(kv["case"], int(kv["tp"]), kv["schedule"], kv["transfer"])] = ms
-    return runs
-
-
-def read_predicted(path):
+def read_times(path, what):
+    """The "WHAT case=C tp=N schedule=S transfer=M ms=X" lines of bench.sh's
+    runs.txt (what: run) or predicted.txt (predict): {(C, N, S, M): ms,
+    None where it failed}."""
     out = {}
     if not path or not os.path.exists(path):
         return out
     for line in open(path):
-        kv = dict(re.findall(r"(\w+)=(\S+)", line))
-        if line.startswith("predict ") and kv.get("ms", "fail") != "fail":
-            out[(kv["case"], int(kv["tp"]), kv["schedule"], kv["transfer"])] = float(kv["ms"])
+        if line.startswith(what + " "):
+            kv = dict(re.findall(r"(\w+)=(\S+)", line))
+            out[(kv["case"], int(kv["tp"]), kv["schedule"], kv["transfer"])] = (
+                float(kv["ms"]) if kv["ms"] != "fail" else None)
     return out
 
 
@@ -158,6 +152,12 @@ def headline(rows):
     return out
 
 
+def nccl_in_every_mode(schedule):
+    """vanilla and slice(k) move data by NCCL collectives whatever
+    CFRT_TRANSFER says: bench.sh runs them with nccl only."""
+    return schedule == "vanilla" or schedule.startswith("slice")
+
+
 def median(v):
     v = sorted(v)
     n = len(v)
@@ -186,8 +186,7 @@ def summary(rows):
             continue
         same = [q for q in ours if q["case"] == r["case"] and q["tp"] == r["tp"] and
                 q["schedule"] != "auto" and (q["transfer"] == r["transfer"] or
-                (q["transfer"] == "nccl" and (q["schedule"] == "vanilla" or
-                                              q["schedule"].startswith("slice"))))]
+                (q["transfer"] == "nccl" and nccl_in_every_mode(q["schedule"])))]
         if not same:
             continue
         b = min(same, key=lambda q: q["ms"])
@@ -212,9 +211,9 @@ def main():
     ap.add_argument("--dump-mode", default="nccl",
                     help="the transfer mode of the fuse(ring) run dumped")
     args = ap.parse_args()
-    runs = read_runs(args.runs)
+    runs = read_times(args.runs, "run")
     torch, notes = read_torch(args.torch)
-    pred = read_predicted(args.predicted)
+    pred = read_times(args.predicted, "predict")
     rows = []
     for case in sorted({k[0] for k in runs}):
         for tp in sorted({k[1] for k in runs if k[0] == case}, reverse=True):
