@@ -99,9 +99,57 @@ __global__ void ew_flat(T *d, const T *a, const T *b, int64_t n, double arg)
 	}
 }
 
+// Rows of unit stride, 16 bytes a thread: the last dim of every view is
+// contiguous, its run and every outer stride whole 16-byte vectors (a
+// head split or merge: runs of Dh elements, the heads and the sequence
+// apart). vpr: vectors a row; the outer dims locate the row.
+template <typename T, int OP>
+__global__ void ew_rows(kview d, kview a, kview b, int64_t nvec, int vpr,
+                        double arg)
+{
+	typedef typename acc<T>::type A;
+	const int V = 16 / sizeof(T);
+	int64_t step = (int64_t)gridDim.x * blockDim.x;
+	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+	     i < nvec; i += step) {
+		int64_t row = i / vpr, x = 0, y = 0, z = 0;
+		for (int k = d.nd - 2; k >= 0; k--) {
+			int64_t n = d.dim[k], j = row % n;
+			row /= n;
+			x += j * d.st[k];
+			y += j * a.st[k];
+			z += j * b.st[k];
+		}
+		int64_t c = (i % vpr) * V;
+		uint4 va = *(const uint4 *)((const T *)a.p + y + c), vb = va, vd;
+		if (OP >= K_ADD)
+			vb = *(const uint4 *)((const T *)b.p + z + c);
+		const T *ea = (const T *)&va, *eb = (const T *)&vb;
+		T *ed = (T *)&vd;
+#pragma unroll
+		for (int j = 0; j < V; j++)
+			ed[j] = store<T>(apply<OP, A>(to_acc(ea[j]), to_acc(eb[j]),
+			                              A(arg)));
+		*(uint4 *)((T *)d.p + x + c) = vd;
+	}
+}
+
 bool aligned16(const void *p)
 {
 	return ((uintptr_t)p & 15) == 0;
+}
+
+// Whether v's rows suit ew_rows: its last dim contiguous, the row and
+// every outer stride whole vectors of V elements, its base aligned.
+bool vec_rows(const kview &v, int V)
+{
+	if (v.nd < 2 || v.st[v.nd - 1] != 1 || v.dim[v.nd - 1] % V != 0 ||
+	    v.dim[v.nd - 1] / V > INT_MAX || !aligned16(v.p))
+		return false;
+	for (int k = 0; k < v.nd - 1; k++)
+		if (v.st[k] % V != 0)
+			return false;
+	return true;
 }
 
 template <typename T, int OP>
@@ -112,10 +160,14 @@ int ew_run(cudaStream_t s, kview d, kview a, kview b, double arg)
 	bool flat = d.nd == 1 && d.st[0] == 1 && a.st[0] == 1 &&
 	            (!binary || b.st[0] == 1) && aligned16(d.p) &&
 	            aligned16(a.p) && (!binary || aligned16(b.p));
+	const int V = 16 / sizeof(T);
 	if (flat)
-		ew_flat<T, OP><<<blocks_for(n / (16 / sizeof(T)) + 1), THREADS, 0,
+		ew_flat<T, OP><<<blocks_for(n / V + 1), THREADS, 0,
 		                 s>>>((T *)d.p, (const T *)a.p, (const T *)b.p, n,
 		                      arg);
+	else if (vec_rows(d, V) && vec_rows(a, V) && (!binary || vec_rows(b, V)))
+		ew_rows<T, OP><<<blocks_for(n / V), THREADS, 0, s>>>(
+			d, a, b, n / V, (int)(d.dim[d.nd - 1] / V), arg);
 	else
 		ew_general<T, OP><<<blocks_for(n), THREADS, 0, s>>>(d, a, b, n,
 		                                                    arg);
