@@ -200,6 +200,8 @@ typedef struct xfer_table {
 	int nx;
 	int *group; /* slots queued in the open group */
 	int ngroup;
+	const void *sent; /* CFRT_TRANSFER=none: the last buffer sent */
+	size_t sent_bytes; /* and its size */
 } xfer_table;
 
 struct cfrt_ctx {
