@@ -10,10 +10,10 @@
  * The model (docs/PROFILE.md):
  *  - each rank runs its items in order, as its memory plan runs them
  *    (plan_coll): compute items take their queue in turn, one call per
- *    slice where the plan loops over a chunk's slices, slowed by
- *    Profile.slowdown when a transfer of the rank is moving as one
- *    starts; a staged transfer's pack takes the queue before its post,
- *    its unpack after its wait;
+ *    slice where the plan loops over a chunk's slices, slowed by the
+ *    profile's slowdown for as many transfers of the rank as are moving
+ *    when one starts; a staged transfer's pack takes the queue before
+ *    its post, its unpack after its wait;
  *  - a transfer is posted when every compute item before it has ended;
  *    a send and its receive (matched as MPI does: in post order per
  *    sender, receiver and tag) move once both are posted and the link
@@ -344,7 +344,9 @@ static int moving(const Sim *S, int r, double t);
 static double
 slowed(Sim *S, int r, double t)
 {
-	return moving(S, r, S->rk[r].tc) ? t * S->pf->slowdown : t;
+	int n = moving(S, r, S->rk[r].tc);
+
+	return n ? t * profile_slowdown(S->pf, n) : t;
 }
 
 /* Rank r's compute queue busy for t seconds of its own (slowed while its

@@ -66,6 +66,11 @@ typedef struct Profile {
 	                        * profile_coll_index */
 	double slowdown;       /* compute time while a transfer runs, over its
 	                        * time alone (>= 1) */
+	double slowdown_at[MAXCONC]; /* the same while at least profile_conc[c]
+	                        * transfers of the rank run (both ring
+	                        * directions: 4 on GPUs with NCCL, where each
+	                        * runs kernels beside the compute); 0: not
+	                        * given */
 	double overlap;        /* the share of a transfer's time that passes
 	                        * while its ranks compute (0 < x <= 1; 1: it
 	                        * moves on its own, as on GPUs or with a
@@ -91,6 +96,9 @@ Profile *profile_parse(Arena *a, Diag *d, const Src *src);
 /* Writes pf in the file format, every number exact (%.17g), the points in
  * order: reading it back gives the same profile (--emit=profile). */
 void profile_write(FILE *f, const Profile *pf);
+/* The slowdown of compute while n transfers of its rank run: the entry
+ * of the largest count <= n given, else the plain one. */
+double profile_slowdown(const Profile *pf, int n);
 /* 0..3 for all_gather, reduce_scatter, all_reduce, all_to_all; -1. */
 int profile_coll_index(OpKind op);
 /* Seconds of one table lookup: GEMM (m, n, k) by inverse-distance

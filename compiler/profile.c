@@ -217,6 +217,24 @@ rd_done(Rd *r)
 	return 0;
 }
 
+/* A count of transfers at once, 1, 2 or 4, as its index in profile_conc
+ * into *c. */
+static int
+rd_conc(Rd *r, int *c)
+{
+	const char *at = r->p;
+	double x;
+
+	if (!rd_num(r, "the transfers at once", NUM_WHOLE, &x))
+		return 0;
+	for (*c = 0; *c < MAXCONC; ++*c)
+		if (profile_conc[*c] == x)
+			return 1;
+	diag_error(r->d, rd_loc(r, at + strspn(at, " \t"), 1), "transfers at once must "
+	           "be 1, 2 or 4, not %g", x);
+	return 0;
+}
+
 /* One entry (the line's first word is w). */
 static int
 rd_entry(Rd *r, Profile *pf, const char *w, size_t len)
@@ -245,14 +263,31 @@ rd_entry(Rd *r, Profile *pf, const char *w, size_t len)
 		return 1;
 	}
 	if (rd_is(w, len, "slowdown")) {
+		/* slowdown X, or slowdown C X: while C transfers run */
+		const char *at = r->p;
+		size_t n;
+		int c = -1;
 		if (!rd_num(r, "the slowdown factor", 0, x))
 			return 0;
+		const char *more = rd_word(r, &n);
+		r->p = at;
+		if (more) {
+			if (!rd_conc(r, &c) || !rd_num(r, "the slowdown factor", 0, x))
+				return 0;
+			if (pf->slowdown_at[c] > 0) {
+				diag_error(r->d, rd_loc(r, r->line, 8), "a second slowdown while %d "
+				           "transfers run", profile_conc[c]);
+				return 0;
+			}
+		} else if (!rd_num(r, "the slowdown factor", 0, x)) {
+			return 0;
+		}
 		if (x[0] < 1) {
 			diag_error(r->d, rd_numloc(r), "the slowdown factor must be at least 1, not %g",
 			           x[0]);
 			return 0;
 		}
-		pf->slowdown = x[0];
+		*(c >= 0 ? &pf->slowdown_at[c] : &pf->slowdown) = x[0];
 		return 1;
 	}
 	if (rd_is(w, len, "overlap"))
@@ -322,17 +357,9 @@ rd_entry(Rd *r, Profile *pf, const char *w, size_t len)
 		return 1;
 	}
 	if (rd_is(w, len, "p2p")) {
-		const char *at = r->p;
-		if (!rd_num(r, "the transfers at once", NUM_WHOLE, &x[0]))
+		int c;
+		if (!rd_conc(r, &c))
 			return 0;
-		int c = 0;
-		while (c < MAXCONC && profile_conc[c] != (int)x[0])
-			c++;
-		if (c == MAXCONC) {
-			diag_error(r->d, rd_loc(r, at + strspn(at, " \t"), 1), "transfers at once must "
-			           "be 1, 2 or 4, not %g", x[0]);
-			return 0;
-		}
 		if (!rd_num(r, "bytes", NUM_WHOLE, &x[1]) || !rd_num(r, "seconds", 0, &x[2]))
 			return 0;
 		tab_add(r->a, &pf->p2p[c], (PPoint){0, 0, x[1], x[2], r->lno});
@@ -524,7 +551,11 @@ profile_write(FILE *f, const Profile *pf)
 		snprintf(head, sizeof head, "coll %s", op_info[coll_ops[c]].name);
 		tab_write(f, head, &pf->coll[c], 0);
 	}
-	fprintf(f, "slowdown %.17g\noverlap %.17g\n", pf->slowdown, pf->overlap);
+	fprintf(f, "slowdown %.17g\n", pf->slowdown);
+	for (int c = 0; c < MAXCONC; c++)
+		if (pf->slowdown_at[c] > 0)
+			fprintf(f, "slowdown %d %.17g\n", profile_conc[c], pf->slowdown_at[c]);
+	fprintf(f, "overlap %.17g\n", pf->overlap);
 	for (int c = 0; c < 4; c++) {
 		if (pf->overlap_coll[c] >= 0)
 			fprintf(f, "overlap_coll %s %.17g\n", op_info[coll_ops[c]].name,
@@ -534,6 +565,15 @@ profile_write(FILE *f, const Profile *pf)
 }
 
 /* ---- lookups ---- */
+
+double
+profile_slowdown(const Profile *pf, int n)
+{
+	for (int c = MAXCONC - 1; c >= 0; c--)
+		if (pf->slowdown_at[c] > 0 && profile_conc[c] <= n)
+			return pf->slowdown_at[c];
+	return pf->slowdown;
+}
 
 /* A GEMM's rate past the grid's largest size of a dimension is its rate
  * at that size: the rate saturates with size (one H100, bf16: the grid's

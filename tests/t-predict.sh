@@ -28,7 +28,8 @@ else
 fi
 for e in "cfprofile 1" "backend mpi+openblas" "ranks 2" "gemm f32 " "gemm f64 " "ew f32 " \
 	"attn f64 " "p2p 1 " "p2p 2 " "p2p 4 " "coll all_gather " "coll reduce_scatter " \
-	"coll all_reduce " "coll all_to_all " "slowdown " "overlap " "overlap_coll all_gather " \
+	"coll all_reduce " "coll all_to_all " "slowdown " "slowdown 4 " "op f32 split_heads " \
+	"op f32 merge_heads " "overlap " "overlap_coll all_gather " \
 	"overlap_coll reduce_scatter " "overlap_coll all_reduce " "overlap_coll all_to_all " "end"; do
 	check "calibrated profile has '$e'" grep -q "^$e" "$prof"
 done

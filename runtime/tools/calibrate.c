@@ -27,7 +27,7 @@
  *   coll   the library's all_gather, reduce_scatter, all_reduce and
  *          all_to_all by block size, on all the ranks;
  *   slowdown  a GEMM's time while the ring's transfers run, over its time
- *          alone;
+ *          alone; slowdown 4 the same under both ring directions;
  *   overlap   the share of those transfers' own time that passed during
  *          the GEMM (1: they move on their own; near 0: only inside MPI);
  *   overlap_coll  the same of each library collective.
@@ -148,11 +148,10 @@ typedef struct P2p {
 /* Posts p's transfers from send into recv (a second pair, both ways,
  * half a buffer on): *n requests in q. */
 static int
-p2p_start(Cal *C, const P2p *p, char *send, char *recv, cfrt_req q[4], int *n)
+p2p_start(Cal *C, const P2p *p, char *send, char *recv, size_t half, cfrt_req q[4], int *n)
 {
 	int r = C->rank, N = C->size, next = (r + 1) % N, prev = (r + N - 1) % N;
 	int rc = CFRT_OK;
-	size_t half = C->cap / 2;
 
 	*n = 0;
 	cfrt_group_begin(C->ctx);
@@ -180,7 +179,7 @@ static int
 run_p2p(Cal *C, void *arg)
 {
 	cfrt_req q[4];
-	int n, rc = p2p_start(C, arg, C->a, C->b, q, &n);
+	int n, rc = p2p_start(C, arg, C->a, C->b, C->cap / 2, q, &n);
 
 	return rc == CFRT_OK ? cfrt_waitall(C->ctx, n, q) : rc;
 }
@@ -274,6 +273,7 @@ static const Op ops[] = {
 	{"mul", 2}, {"gelu", 1}, {"silu", 1}, {"relu", 1}, {"sigmoid", 1},
 	{"exp", 1}, {"gelu_grad", 2}, {"silu_grad", 2}, {"relu_grad", 2}, {"sigmoid_grad", 2},
 	{"layernorm", 1}, {"rmsnorm", 1}, {"softmax", 1}, {"softmax_grad", 2}, {"rope", 1},
+	{"split_heads", 1}, {"merge_heads", 1},
 };
 enum { NOPS = sizeof ops / sizeof ops[0] };
 
@@ -306,7 +306,16 @@ run_op(Cal *C, void *arg)
 	if (!strcmp(n, "rmsnorm")) return cfrt_rmsnorm(C->ctx, &c, &a, NULL, 1e-5);
 	if (!strcmp(n, "softmax")) return cfrt_softmax(C->ctx, &c, &a);
 	if (!strcmp(n, "softmax_grad")) return cfrt_softmax_grad(C->ctx, &c, &a, &b);
-	return cfrt_rope(C->ctx, &c, &a, 10000, 0, 0);
+	if (!strcmp(n, "rope")) return cfrt_rope(C->ctx, &c, &a, 10000, 0, 0);
+	/* the heads: a copy between [S, H*Dh] and [H, S, Dh], runs of Dh
+	 * elements, as the generated code moves them (GPU: bench-gpu's 128;
+	 * CPU: make bench's 64) */
+	int64_t Dh = C->gpu ? 128 : 64, H = C->gpu ? 8 : 4, S = o->n / (H * Dh);
+	cfrt_view hs = {C->a, o->t, 3, {H, S, Dh}, {Dh, H * Dh, 1}};
+	cfrt_view hc = cfrt_view_contig(C->c, o->t, 3, (int64_t[]){H, S, Dh});
+	if (!strcmp(n, "split_heads")) return cfrt_copy(C->ctx, &hc, &hs);
+	hs.p = C->b;
+	return cfrt_copy(C->ctx, &hs, &hc);
 }
 
 typedef struct Attn {
@@ -541,7 +550,7 @@ cal_compute(Cal *C, cfrt_dtype t)
 		nop = 1 << 14;
 	/* each op on a quarter of the buffer: a size an activation has */
 	for (int k = 0; k < NOPS; k++) {
-		OpRun o = {t, nop / 64 * 64, k};
+		OpRun o = {t, nop / 1024 * 1024, k};
 		add(C, run_op, t, C->quick ? 3 : 7, (ops[k].nin + 1.0) * (double)o.n * (double)es,
 		    "op %s %s", tn, ops[k].name)->arg.o = o;
 	}
@@ -610,20 +619,39 @@ typedef struct Under {
 
 /* k = 0: the ring (each rank sends count f32 elements to the next and
  * receives from the previous); 1..4: the library's collectives, blocks of
- * count / N elements. */
-enum { NPROBE = 5 };
+ * count / N elements; BIDIR: the ring both ways (count elements to the
+ * next and to the previous, as fuse(bidir) runs; on GPUs with NCCL twice
+ * the kernels beside the GEMM). */
+enum { NPROBE = 6, BIDIR = 5 };
+
+static const char *
+probe_name(int k)
+{
+	return k == 0 ? "a ring of transfers" : k == BIDIR ? "the ring both ways" : coll_name[k - 1];
+}
 
 /* The GEMM alone (*alone) and under each of the NPROBE transfers (u[k]),
  * rep by rep so that a slow spell of the machine falls on all of them
  * alike; medians of reps, timed as timed() times (spans on one node, else
- * the slowest rank's). The transfers under the GEMM move between the c
- * buffer's halves, and the GEMM writes the b buffer's second half. */
+ * the slowest rank's). The transfers under the GEMM move from the c
+ * buffer's first half to its second (both ways: each direction a
+ * quarter), and the GEMM writes the b buffer's second half.
+ * On GPUs they are posted as a schedule posts them: behind a GEMM (the
+ * step's before) with the next GEMM queued right after them, both ready
+ * when the first ends. The order decides who has the SMs: an NCCL
+ * transfer started on idle SMs slowed the GEMM after it 1.41 times and
+ * moved under it (4 H100s, 4096^3 under 64 MiB); started as a GEMM
+ * starts, it waited for the SMs: in a trace of bench-gpu's case a,
+ * fuse(ring), the GEMMs ran unslowed and each 256 MiB transfer ended
+ * 1.24 ms after the GEMM it was posted with (0.93 ms alone). The
+ * GEMM's time under them is then the two GEMMs' less this rep's GEMM
+ * alone. */
 static void
 probe(Cal *C, const Gemm *g, int64_t count, int reps, double *alone, Under u[NPROBE])
 {
 	double tg[64], tt[NPROBE][3][64];
 	char *c = C->c;
-	P2p ring = {count, 2};
+	P2p ring[2] = {{count, 2}, {count, 4}};
 	Coll coll[4];
 
 	for (int k = 0; k < 4; k++)
@@ -638,24 +666,38 @@ probe(Cal *C, const Gemm *g, int64_t count, int reps, double *alone, Under u[NPR
 		die_rc(C, cfrt_sync(C->ctx), "cfrt_sync");
 		tg[i] = elapsed(C, t0, cfrt_wtime(C->ctx));
 		for (int k = 0; k < NPROBE; k++) {
-			const char *what = k ? coll_name[k - 1] : "the ring";
+			const char *what = probe_name(k);
+			const P2p *p = k == 0 || k == BIDIR ? &ring[k == BIDIR] : NULL;
 			cfrt_req q[4];
 			int nq = 1;
 			cfrt_barrier(C->ctx);
 			t0 = cfrt_wtime(C->ctx);
-			die_rc(C, k ? run_coll(C, &coll[k - 1]) : run_p2p(C, &ring), what);
+			die_rc(C, p ? run_p2p(C, (void *)p) : run_coll(C, &coll[k - 1]), what);
 			die_rc(C, cfrt_sync(C->ctx), "cfrt_sync");
 			tt[k][0][i] = elapsed(C, t0, cfrt_wtime(C->ctx));
 			cfrt_barrier(C->ctx);
-			die_rc(C, k ? coll_call(C, &coll[k - 1], c, &q[0])
-			            : p2p_start(C, &ring, c, c + C->cap / 2, q, &nq), what);
-			t0 = cfrt_wtime(C->ctx);
+			if (C->gpu) {
+				t0 = cfrt_wtime(C->ctx);
+				die_rc(C, gemm_call(C, g, (char *)C->b + C->cap / 2), "gemm");
+			}
+			die_rc(C, p ? p2p_start(C, p, c, c + C->cap / 2, C->cap / 4, q, &nq)
+			            : coll_call(C, &coll[k - 1], c, &q[0]), what);
+			/* GPUs: every host has posted before the next GEMM's call
+			 * (which issues the copy engines' copies whose handshake
+			 * came), as the hosts of generated code run ahead of their
+			 * GPUs; blocked in cfrt_wtime, a host issued them only at
+			 * the wait (overlap 0.10 where it was 0.93). CPUs: the
+			 * GEMM from its start. */
+			if (C->gpu)
+				die_rc(C, cfrt_barrier(C->ctx), "barrier");
+			else
+				t0 = cfrt_wtime(C->ctx);
 			die_rc(C, gemm_call(C, g, (char *)C->b + C->cap / 2), "gemm");
 			double t1 = cfrt_wtime(C->ctx);
 			die_rc(C, cfrt_waitall(C->ctx, nq, q), "waitall");
 			die_rc(C, cfrt_sync(C->ctx), "cfrt_sync");
 			double t2 = cfrt_wtime(C->ctx), w[3] = {t1, t2, t2 - t1}, mx[3];
-			tt[k][1][i] = elapsed(C, t0, t1);
+			tt[k][1][i] = elapsed(C, t0, t1) - (C->gpu ? tg[i] : 0);
 			/* on one clock from the last GEMM's end to the last
 			 * transfer's, which leaves out the ranks' skew (a rank that
 			 * ends its GEMM early waits for its peers' as well as for
@@ -676,9 +718,10 @@ clamp01(double x)
 }
 
 /* slowdown: a GEMM's time under the ring's transfers over its time
- * alone; overlap: the share of the transfers' own time (measured alone)
- * that passed during the GEMM (what is left is waited for after it);
- * overlap_coll, per library collective: the same overlap. */
+ * alone (slowdown 4: under both directions'); overlap: the share of the
+ * transfers' own time (measured alone) that passed during the GEMM (what
+ * is left is waited for after it); overlap_coll, per library collective:
+ * the same overlap. */
 static void
 cal_slowdown(Cal *C)
 {
@@ -691,7 +734,7 @@ cal_slowdown(Cal *C)
 	Gemm g = {C->probe_t, C->gpu || C->quick ? s : 4 * s, s, s};
 	int reps = C->quick ? 3 : 9;
 
-	if (C->size < 2 || (size_t)(g.m * s) * 4 > C->cap / 2 || (size_t)count * 4 > C->cap / 2)
+	if (C->size < 2 || (size_t)(g.m * s) * 4 > C->cap / 2 || (size_t)count * 4 > C->cap / 4)
 		return;
 	fill(C, C->probe_t);
 	double alone;
@@ -703,15 +746,18 @@ cal_slowdown(Cal *C)
 	        (long long)s, alone);
 	for (int k = 0; k < NPROBE; k++) {
 		double ov = u[k].alone > 0 ? clamp01(1 - u[k].wait / u[k].alone) : 1;
+		double f = alone > 0 && u[k].gemm > alone ? u[k].gemm / alone : 1;
+		int ring = k == 0 || k == BIDIR;
 		fprintf(C->out, "# %s of %lld bytes a rank: %.4g s alone; the GEMM %.4g s under it, "
-		        "waited %.4g s after it\n", k ? coll_name[k - 1] : "a ring of transfers",
-		        (long long)(k ? count / C->size : count) * 4, u[k].alone, u[k].gemm, u[k].wait);
-		if (!k) {
-			double f = alone > 0 ? u[k].gemm / alone : 1;
-			fprintf(C->out, "slowdown %.4g\noverlap %.4g\n", f < 1 ? 1 : f, ov);
-		} else {
+		        "waited %.4g s after it\n", probe_name(k),
+		        (long long)(ring ? count : count / C->size) * 4, u[k].alone, u[k].gemm,
+		        u[k].wait);
+		if (k == 0)
+			fprintf(C->out, "slowdown %.4g\noverlap %.4g\n", f, ov);
+		else if (k == BIDIR)
+			fprintf(C->out, "slowdown 4 %.4g\n", f);
+		else
 			fprintf(C->out, "overlap_coll %s %.4g\n", coll_name[k - 1], ov);
-		}
 	}
 }
 

@@ -95,6 +95,13 @@ test_reader(void)
 	        "the one of line 4");
 	rejects(HEAD "slowdown 0.5\nend\n", "t.prof:4:10: error: the slowdown factor must be at "
 	        "least 1");
+	rejects(HEAD "slowdown 3 1.5\nend\n", "t.prof:4:10: error: transfers at once must be 1, "
+	        "2 or 4, not 3");
+	rejects(HEAD "slowdown 4 0.9\nend\n", "t.prof:4:12: error: the slowdown factor must be "
+	        "at least 1");
+	rejects(HEAD "slowdown 4 1.5\nslowdown 4 1.6\nend\n", "t.prof:5:1: error: a second "
+	        "slowdown while 4 transfers run");
+	rejects(HEAD "slowdown 4 1.5 2\nend\n", "t.prof:4:16: error: unexpected '2'");
 	rejects(HEAD "op f32 matmul 1e9\nend\n", "t.prof:4:8: error: expected an op of the language");
 	rejects(HEAD "overlap 1.5\nend\n", "t.prof:4:9: error: the overlap fraction must be at most 1");
 	rejects(HEAD "overlap_coll all_gather 2\nend\n", "t.prof:4:25: error: the overlap "
@@ -145,6 +152,24 @@ test_lookup(void)
 	free(err);
 	arena_free(a);
 
+	/* the slowdown by transfers at once: the largest count given at or
+	 * below it, else the plain one (1 without it) */
+	a = arena_new();
+	pf = pf_parse(a, HEAD "slowdown 4 2\nslowdown 1.5\nend\n", &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(pf);
+	CU_ASSERT_DOUBLE_EQUAL(profile_slowdown(pf, 1), 1.5, 0);
+	CU_ASSERT_DOUBLE_EQUAL(profile_slowdown(pf, 3), 1.5, 0);
+	CU_ASSERT_DOUBLE_EQUAL(profile_slowdown(pf, 4), 2, 0);
+	CU_ASSERT_DOUBLE_EQUAL(profile_slowdown(pf, 7), 2, 0);
+	free(err);
+	pf = pf_parse(a, HEAD "slowdown 2 1.2\nend\n", &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(pf);
+	CU_ASSERT_DOUBLE_EQUAL(profile_slowdown(pf, 1), 1, 0);
+	CU_ASSERT_DOUBLE_EQUAL(profile_slowdown(pf, 2), 1.2, 0);
+	CU_ASSERT_DOUBLE_EQUAL(profile_slowdown(pf, 5), 1.2, 0);
+	free(err);
+	arena_free(a);
+
 	/* ew: one rate for every size, or by bytes (linear between the
 	 * points, constant past them), which replaces the one rate */
 	a = arena_new();
@@ -192,21 +217,22 @@ xa_predict(SRun *r, const Sched *s, const char *text)
 /* us microseconds of the all_gather of ag_spec under kind on a profile
  * where a slice's copy takes 1 us, its matmul tc us and its transfer x us
  * (one at a time or several), compute under transfers slow times as long,
- * and the library all_gather of 2048-byte blocks lib us (0: none). */
+ * and the library all_gather of 2048-byte blocks lib us (0: none); more:
+ * entries added to the profile. */
 static double
-ag_time_ovc(const char *kind, int mm, double tc, double x, double slow, double lib, double ov,
-            double ovc)
+ag_time_more(const char *kind, int mm, double tc, double x, double slow, double lib, double ov,
+             double ovc, const char *more)
 {
 	SRun r;
 	Sched *s = st_build(&r, ag_spec(kind, mm), NULL);
-	char text[512], ovct[64] = "";
+	char text[640], ovct[64] = "";
 
 	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
 	if (ovc >= 0)
 		snprintf(ovct, sizeof ovct, "overlap_coll all_gather %.17g\n", ovc);
 	snprintf(text, sizeof text, HEAD "gemm f32 16 16 32 %.17g\new f32 4.096e9\n"
-	         "p2p 1 2048 %.17g\nslowdown %.17g\noverlap %.17g\n%s%send\n", tc * 1e-6, x * 1e-6,
-	         slow, ov, ovct, lib > 0 ? "coll all_gather 2048 LIB\n" : "");
+	         "p2p 1 2048 %.17g\nslowdown %.17g\noverlap %.17g\n%s%s%send\n", tc * 1e-6,
+	         x * 1e-6, slow, ov, ovct, more, lib > 0 ? "coll all_gather 2048 LIB\n" : "");
 	if (lib > 0) {
 		char *at = strstr(text, "LIB");
 		char tail[64];
@@ -216,6 +242,13 @@ ag_time_ovc(const char *kind, int mm, double tc, double x, double slow, double l
 	double us = xa_predict(&r, s, text).total * 1e6;
 	st_done(&r);
 	return us;
+}
+
+static double
+ag_time_ovc(const char *kind, int mm, double tc, double x, double slow, double lib, double ov,
+            double ovc)
+{
+	return ag_time_more(kind, mm, tc, x, slow, lib, ov, ovc, "");
 }
 
 static double
@@ -398,6 +431,18 @@ test_predict(void)
 	/* contention: the three computes under a transfer take 1.5 times as
 	 * long, the last (no transfer left) does not */
 	CU_ASSERT_DOUBLE_EQUAL(ag_time("fuse(ring)", 1, 10, 4, 1.5, 0), 1 + 3 * 15 + 10, eps);
+	/* a slowdown by transfers at once: the ring's steps move two (a send,
+	 * a receive), so 'slowdown 2' is the ring's and 'slowdown 4' is not;
+	 * fuse(bidir) moves four once both lanes' transfers run (slices of
+	 * half the bytes: 10 us each, longer than a lane's compute) */
+	CU_ASSERT_DOUBLE_EQUAL(ag_time_more("fuse(ring)", 1, 10, 4, 1, 0, 1, -1, "slowdown 2 1.5\n"),
+	                       1 + 3 * 15 + 10, eps);
+	CU_ASSERT_DOUBLE_EQUAL(ag_time_more("fuse(ring)", 1, 10, 4, 1.5, 0, 1, -1, "slowdown 4 3\n"),
+	                       1 + 3 * 15 + 10, eps);
+	double b1 = ag_time("fuse(bidir)", 1, 10, 20, 1.5, 0);
+	CU_ASSERT_DOUBLE_EQUAL(ag_time_more("fuse(bidir)", 1, 10, 20, 1.5, 0, 1, -1,
+	                                    "slowdown 4 1.5\n"), b1, eps);
+	CU_ASSERT(ag_time_more("fuse(bidir)", 1, 10, 20, 1.5, 0, 1, -1, "slowdown 4 3\n") > b1 + 5);
 	/* transfers that move only inside MPI calls (overlap 0): each passes
 	 * at the wait of the next step, after the compute; the sender's wait
 	 * finds it landed */
