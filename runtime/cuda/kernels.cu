@@ -38,14 +38,15 @@ template <int OP, typename A> __device__ __forceinline__ A apply(A x, A y,
 	}
 }
 
-// Element offsets in d, a and b of index i of d's row-major index space.
-__device__ __forceinline__ void offsets3(int64_t i, const kview &d,
+// Element offsets in d, a and b of index i of the row-major index space
+// of d's first nd dims.
+__device__ __forceinline__ void offsets3(int64_t i, int nd, const kview &d,
                                          const kview &a, const kview &b,
                                          int64_t *od, int64_t *oa,
                                          int64_t *ob)
 {
 	int64_t x = 0, y = 0, z = 0;
-	for (int k = d.nd - 1; k >= 0; k--) {
+	for (int k = nd - 1; k >= 0; k--) {
 		int64_t n = d.dim[k], j = i % n;
 		i /= n;
 		x += j * d.st[k];
@@ -67,10 +68,25 @@ __global__ void ew_general(kview d, kview a, kview b, int64_t n, double arg)
 	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
 	     i += step) {
 		int64_t od, oa, ob;
-		offsets3(i, d, a, b, &od, &oa, &ob);
+		offsets3(i, d.nd, d, a, b, &od, &oa, &ob);
 		A y = OP >= K_ADD ? to_acc(pb[ob]) : A(0);
 		pd[od] = store<T>(apply<OP, A>(to_acc(pa[oa]), y, A(arg)));
 	}
+}
+
+// OP on the elements of 16 bytes of a (and of b).
+template <typename T, int OP>
+__device__ __forceinline__ uint4 apply16(uint4 va, uint4 vb, double arg)
+{
+	typedef typename acc<T>::type A;
+	const int V = 16 / sizeof(T);
+	const T *ea = (const T *)&va, *eb = (const T *)&vb;
+	uint4 vd;
+	T *ed = (T *)&vd;
+#pragma unroll
+	for (int j = 0; j < V; j++)
+		ed[j] = store<T>(apply<OP, A>(to_acc(ea[j]), to_acc(eb[j]), A(arg)));
+	return vd;
 }
 
 // Flat runs, 16 bytes a thread: every pointer 16-byte aligned.
@@ -82,16 +98,9 @@ __global__ void ew_flat(T *d, const T *a, const T *b, int64_t n, double arg)
 	int64_t step = (int64_t)gridDim.x * blockDim.x;
 	int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
 	for (int64_t i = first; i < n / V; i += step) {
-		uint4 va = ((const uint4 *)a)[i], vb = va, vd;
-		if (OP >= K_ADD)
-			vb = ((const uint4 *)b)[i];
-		const T *ea = (const T *)&va, *eb = (const T *)&vb;
-		T *ed = (T *)&vd;
-#pragma unroll
-		for (int j = 0; j < V; j++)
-			ed[j] = store<T>(apply<OP, A>(to_acc(ea[j]), to_acc(eb[j]),
-			                              A(arg)));
-		((uint4 *)d)[i] = vd;
+		uint4 va = ((const uint4 *)a)[i];
+		((uint4 *)d)[i] = apply16<T, OP>(va, OP >= K_ADD ?
+		                                 ((const uint4 *)b)[i] : va, arg);
 	}
 	for (int64_t i = n / V * V + first; i < n; i += step) {
 		A y = OP >= K_ADD ? to_acc(b[i]) : A(0);
@@ -107,30 +116,15 @@ template <typename T, int OP>
 __global__ void ew_rows(kview d, kview a, kview b, int64_t nvec, int vpr,
                         double arg)
 {
-	typedef typename acc<T>::type A;
 	const int V = 16 / sizeof(T);
 	int64_t step = (int64_t)gridDim.x * blockDim.x;
 	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
 	     i < nvec; i += step) {
-		int64_t row = i / vpr, x = 0, y = 0, z = 0;
-		for (int k = d.nd - 2; k >= 0; k--) {
-			int64_t n = d.dim[k], j = row % n;
-			row /= n;
-			x += j * d.st[k];
-			y += j * a.st[k];
-			z += j * b.st[k];
-		}
-		int64_t c = (i % vpr) * V;
-		uint4 va = *(const uint4 *)((const T *)a.p + y + c), vb = va, vd;
-		if (OP >= K_ADD)
-			vb = *(const uint4 *)((const T *)b.p + z + c);
-		const T *ea = (const T *)&va, *eb = (const T *)&vb;
-		T *ed = (T *)&vd;
-#pragma unroll
-		for (int j = 0; j < V; j++)
-			ed[j] = store<T>(apply<OP, A>(to_acc(ea[j]), to_acc(eb[j]),
-			                              A(arg)));
-		*(uint4 *)((T *)d.p + x + c) = vd;
+		int64_t x, y, z, c = (i % vpr) * V;
+		offsets3(i / vpr, d.nd - 1, d, a, b, &x, &y, &z);
+		uint4 va = *(const uint4 *)((const T *)a.p + y + c);
+		*(uint4 *)((T *)d.p + x + c) = apply16<T, OP>(
+			va, OP >= K_ADD ? *(const uint4 *)((const T *)b.p + z + c) : va, arg);
 	}
 }
 

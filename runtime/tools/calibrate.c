@@ -16,7 +16,8 @@
  *   gemm   GEMM seconds on a grid of shapes (m, n, k), per element type;
  *   ew     bytes per second of elementwise adds;
  *   op     the same of every other op cfc's model prices by bytes (gelu,
- *          the norms, softmax, rope, their gradients, ...);
+ *          the norms, softmax, rope, their gradients, the heads' split
+ *          and merge, ...);
  *   attn   attention flop per second by sequence length, without and
  *          with a causal mask (attn_causal: half the flop); attn_grad
  *          and attn_grad_causal the same of its backward from the saved
