@@ -417,6 +417,25 @@ test_predict(void)
 	                       1e-18);
 	free(err);
 	st_done(&r);
+	/* the heads' copies at their own rates, else as any copy by ew */
+	s = st_build(&r, "model m {\n size S = 64, D = 32;\n type f32;\n in x : [S, D];\n"
+	             " y = merge_heads(split_heads(x, 4));\n out y;\n}\n", NULL);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+	CU_ASSERT_EQUAL_FATAL(s->stages.n, 2);
+	for (int k = 0; k < 2; k++) {
+		const Node *n = ((const Stage *)s->stages.v[k])->u.node;
+		double by = 2 * 64 * 32 * 4;
+		pf = pf_parse(r.a, HEAD "ew f32 1e9\nop f32 split_heads 2e9\nop f32 merge_heads 4e9\n"
+		              "end\n", &err);
+		CU_ASSERT_PTR_NOT_NULL_FATAL(pf);
+		CU_ASSERT_DOUBLE_EQUAL(predict_node(r.a, n, pf).total,
+		                       by / (n->op == OP_SPLIT_HEADS ? 2e9 : 4e9), 1e-18);
+		free(err);
+		pf = pf_parse(r.a, HEAD "ew f32 1e9\nend\n", &err);
+		CU_ASSERT_DOUBLE_EQUAL(predict_node(r.a, n, pf).total, by / 1e9, 1e-18);
+		free(err);
+	}
+	st_done(&r);
 	test_attn_cost();
 
 	/* fuse(ring), 4 ranks, each rank: copy its slice (1 us), then per
