@@ -263,25 +263,21 @@ rd_entry(Rd *r, Profile *pf, const char *w, size_t len)
 		return 1;
 	}
 	if (rd_is(w, len, "slowdown")) {
-		/* slowdown X, or slowdown C X: while C transfers run */
+		/* slowdown X, or slowdown C X: while C transfers run (two
+		 * words: the first is C) */
 		const char *at = r->p;
 		size_t n;
-		int c = -1;
-		if (!rd_num(r, "the slowdown factor", 0, x))
-			return 0;
-		const char *more = rd_word(r, &n);
+		int c = -1, two = rd_word(r, &n) && rd_word(r, &n);
 		r->p = at;
-		if (more) {
-			if (!rd_conc(r, &c) || !rd_num(r, "the slowdown factor", 0, x))
-				return 0;
-			if (pf->slowdown_at[c] > 0) {
-				diag_error(r->d, rd_loc(r, r->line, 8), "a second slowdown while %d "
-				           "transfers run", profile_conc[c]);
-				return 0;
-			}
-		} else if (!rd_num(r, "the slowdown factor", 0, x)) {
+		if (two && !rd_conc(r, &c))
+			return 0;
+		if (c >= 0 && pf->slowdown_at[c] > 0) {
+			diag_error(r->d, rd_loc(r, r->line, 8), "a second slowdown while %d "
+			           "transfers run", profile_conc[c]);
 			return 0;
 		}
+		if (!rd_num(r, "the slowdown factor", 0, x))
+			return 0;
 		if (x[0] < 1) {
 			diag_error(r->d, rd_numloc(r), "the slowdown factor must be at least 1, not %g",
 			           x[0]);
