@@ -237,14 +237,21 @@ static ncclResult_t nccl_call(cfrt_ctx *ctx, const xdesc *d)
 	return ncclInvalidArgument;
 }
 
-/* Issues slots[0..n) as one NCCL group on xs, after the compute so far. */
-static int nccl_issue(cfrt_ctx *ctx, xfer *const *slots, int n)
+/* What goes on the transfer stream next runs after the compute so far. */
+static int after_compute(cfrt_ctx *ctx)
 {
 	int rc = cfrti_cuda(ctx, cudaEventRecord(ctx->xt.fence, ctx->dev.cs),
 	                    "cudaEventRecord");
 	if (rc == CFRT_OK)
 		rc = cfrti_cuda(ctx, cudaStreamWaitEvent(ctx->xt.s, ctx->xt.fence, 0),
 		                "cudaStreamWaitEvent");
+	return rc;
+}
+
+/* Issues slots[0..n) as one NCCL group on xs, after the compute so far. */
+static int nccl_issue(cfrt_ctx *ctx, xfer *const *slots, int n)
+{
+	int rc = after_compute(ctx);
 	if (rc == CFRT_OK)
 		rc = nccl_status(ctx, ncclGroupStart(), "ncclGroupStart");
 	if (rc != CFRT_OK)
@@ -287,31 +294,34 @@ static cudaError_t none_copy(cfrt_ctx *ctx, void *d, const void *s, size_t n)
  * buffer. The copies are the receiver's share of a real transfer's memory
  * traffic; they go on the transfer stream after the compute so far, as a
  * transfer would, and nothing waits for them: the compute stream runs the
- * compute alone (a copy on it added 0.2-1.2 ms to bench-gpu's 6-8 ms
- * rows). A compute that reads a block before its copy lands reads the
- * block's older values: the time is what counts. */
+ * compute alone (with the copies on it, bench-gpu's fused rows of cases
+ * a and c ran 0.05-0.46 ms longer, of 6-8, in the lease before). A
+ * compute that reads a block before its copy lands reads the block's
+ * older values: the time is what counts. */
 static int none_fill(cfrt_ctx *ctx, const xdesc *d)
 {
 	size_t blk = (size_t)d->count * cfrt_dtype_size(d->t);
 	int p = ctx->base.size;
 	const char *s = d->send;
 	char *r = d->recv;
-	cudaError_t e = cudaSuccess;
-	if (d->kind != T_SEND && blk > 0) {
-		e = cudaEventRecord(ctx->xt.fence, ctx->dev.cs);
-		if (e == cudaSuccess)
-			e = cudaStreamWaitEvent(ctx->xt.s, ctx->xt.fence, 0);
-	}
-	switch (e != cudaSuccess ? -1 : (int)d->kind) {
-	case T_SEND:
+	if (d->kind == T_SEND) {
 		ctx->xt.sent = d->send;
 		ctx->xt.sent_bytes = blk;
+		return CFRT_OK;
+	}
+	if (blk == 0)
+		return CFRT_OK;
+	int rc = after_compute(ctx);
+	if (rc != CFRT_OK)
+		return rc;
+	cudaError_t e = cudaSuccess;
+	switch (d->kind) {
+	case T_SEND:
 		break;
 	case T_RECV:
-		if (blk > 0 && ctx->xt.sent && blk == ctx->xt.sent_bytes)
-			e = none_copy(ctx, r, ctx->xt.sent, blk);
-		else if (blk > 0)
-			e = cudaMemsetAsync(r, 0, blk, ctx->xt.s);
+		e = ctx->xt.sent && blk == ctx->xt.sent_bytes ?
+		    none_copy(ctx, r, ctx->xt.sent, blk) :
+		    cudaMemsetAsync(r, 0, blk, ctx->xt.s);
 		break;
 	case T_AG: /* send blk, receive p blocks */
 		for (int q = 0; q < p && e == cudaSuccess; q++)
