@@ -310,13 +310,12 @@ run_op(Cal *C, void *arg)
 	if (!strcmp(n, "rope")) return cfrt_rope(C->ctx, &c, &a, 10000, 0, 0);
 	/* the heads: a copy between [S, H*Dh] and [H, S, Dh], runs of Dh
 	 * elements, as the generated code moves them (GPU: bench-gpu's 128;
-	 * CPU: make bench's 64) */
+	 * CPU: make bench's 64); from a into c, as the others */
 	int64_t Dh = C->gpu ? 128 : 64, H = C->gpu ? 8 : 4, S = o->n / (H * Dh);
-	cfrt_view hs = {C->a, o->t, 3, {H, S, Dh}, {Dh, H * Dh, 1}};
-	cfrt_view hc = cfrt_view_contig(C->c, o->t, 3, (int64_t[]){H, S, Dh});
-	if (!strcmp(n, "split_heads")) return cfrt_copy(C->ctx, &hc, &hs);
-	hs.p = C->b;
-	return cfrt_copy(C->ctx, &hs, &hc);
+	int split = !strcmp(n, "split_heads");
+	cfrt_view rows = {split ? C->a : C->c, o->t, 3, {H, S, Dh}, {Dh, H * Dh, 1}};
+	cfrt_view heads = cfrt_view_contig(split ? C->c : C->a, o->t, 3, (int64_t[]){H, S, Dh});
+	return split ? cfrt_copy(C->ctx, &heads, &rows) : cfrt_copy(C->ctx, &rows, &heads);
 }
 
 typedef struct Attn {
@@ -621,8 +620,7 @@ typedef struct Under {
 /* k = 0: the ring (each rank sends count f32 elements to the next and
  * receives from the previous); 1..4: the library's collectives, blocks of
  * count / N elements; BIDIR: the ring both ways (count elements to the
- * next and to the previous, as fuse(bidir) runs; on GPUs with NCCL twice
- * the kernels beside the GEMM). */
+ * next and to the previous, as fuse(bidir) runs). */
 enum { NPROBE = 6, BIDIR = 5 };
 
 static const char *
@@ -687,8 +685,8 @@ probe(Cal *C, const Gemm *g, int64_t count, int reps, double *alone, Under u[NPR
 			 * (which issues the copy engines' copies whose handshake
 			 * came), as the hosts of generated code run ahead of their
 			 * GPUs; blocked in cfrt_wtime, a host issued them only at
-			 * the wait (overlap 0.10 where it was 0.93). CPUs: the
-			 * GEMM from its start. */
+			 * the wait (4 H100s: overlap 0.10; posted so, 0.81). CPUs:
+			 * the GEMM from its start. */
 			if (C->gpu)
 				die_rc(C, cfrt_barrier(C->ctx), "barrier");
 			else
