@@ -67,10 +67,8 @@ typedef struct Profile {
 	double slowdown;       /* compute time while a transfer runs, over its
 	                        * time alone (>= 1) */
 	double slowdown_at[MAXCONC]; /* the same while at least profile_conc[c]
-	                        * transfers of the rank run (both ring
-	                        * directions: 4 on GPUs with NCCL, where each
-	                        * runs kernels beside the compute); 0: not
-	                        * given */
+	                        * transfers of the rank run (cfrt-calibrate:
+	                        * 4, both ring directions); 0: not given */
 	double overlap;        /* the share of a transfer's time that passes
 	                        * while its ranks compute (0 < x <= 1; 1: it
 	                        * moves on its own, as on GPUs or with a

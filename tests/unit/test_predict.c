@@ -432,6 +432,7 @@ test_predict(void)
 		                       by / (n->op == OP_SPLIT_HEADS ? 2e9 : 4e9), 1e-18);
 		free(err);
 		pf = pf_parse(r.a, HEAD "ew f32 1e9\nend\n", &err);
+		CU_ASSERT_PTR_NOT_NULL_FATAL(pf);
 		CU_ASSERT_DOUBLE_EQUAL(predict_node(r.a, n, pf).total, by / 1e9, 1e-18);
 		free(err);
 	}
