@@ -10,11 +10,18 @@
  * rounded to bf16, truncated to f16) and a 32 MiB workspace, as the
  * backend gives cuBLAS.
  *
- *   gemm_probe [--type bf16|f16|f32] [--iters N] [--algos N] M,N,K[,BETA]...
+ *   gemm_probe [--type bf16|f16|f32] [--iters N] [--algos N] [--burst N]
+ *              [--heat MS] M,N,K[,BETA]...
  *
  * Prints one line per way and shape:
  *   "m=M n=N k=K beta=B way=W ms=T tflops=F" (T: median of --iters runs
- * timed with events after 3 warm-ups; F counts 2MNK flops). */
+ * timed with events after 3 warm-ups; F counts 2MNK flops).
+ * --burst N times N calls back to back in each run (T per call), as a
+ * schedule's GEMMs run, instead of one call after an idle host sync;
+ * --heat MS first keeps the GPU busy with the same call for MS
+ * milliseconds, as a benchmark that has been running for a while has:
+ * a GPU at its power limit lowers its clock, and a probe that times
+ * single calls on an idle GPU reads its boost clock. */
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -34,7 +41,8 @@ typedef struct shape {
 typedef struct probe {
 	cudaDataType_t t;
 	size_t esize;
-	int iters, algos;
+	int iters, algos, burst;
+	float heat;
 	cudaStream_t s;
 	cublasHandle_t blas;
 	cublasLtHandle_t lt;
@@ -69,7 +77,7 @@ static void
 usage_exit(void)
 {
 	fprintf(stderr, "usage: gemm_probe [--type bf16|f16|f32] [--iters N] "
-	        "[--algos N] M,N,K[,BETA]...\n");
+	        "[--algos N] [--burst N] [--heat MS] M,N,K[,BETA]...\n");
 	exit(2);
 }
 
@@ -187,7 +195,23 @@ run_lt(probe *p, const shape *sh, void *arg)
 	               "cublasLtMatmul");
 }
 
-/* Median ms of p->iters runs after 3 warm-ups; < 0 when a call fails. */
+/* ms of one run of p->burst calls of w, timed with events */
+static float
+time_burst(probe *p, const shape *sh, const way *w)
+{
+	float t;
+
+	cuda(cudaEventRecord(p->e0, p->s), "cudaEventRecord");
+	for (int j = 0; j < p->burst; j++)
+		w->run(p, sh, w->arg);
+	cuda(cudaEventRecord(p->e1, p->s), "cudaEventRecord");
+	cuda(cudaEventSynchronize(p->e1), "cudaEventSynchronize");
+	cuda(cudaEventElapsedTime(&t, p->e0, p->e1), "cudaEventElapsedTime");
+	return t;
+}
+
+/* Median ms per call of p->iters runs after 3 warm-ups (and p->heat ms
+ * of calls); < 0 when a call fails. */
 static float
 time_way(probe *p, const shape *sh, const way *w)
 {
@@ -197,13 +221,10 @@ time_way(probe *p, const shape *sh, const way *w)
 	for (int i = 0; i < 3; i++)
 		if (!w->run(p, sh, w->arg))
 			return -1;
-	for (int i = 0; i < n; i++) {
-		cuda(cudaEventRecord(p->e0, p->s), "cudaEventRecord");
-		w->run(p, sh, w->arg);
-		cuda(cudaEventRecord(p->e1, p->s), "cudaEventRecord");
-		cuda(cudaEventSynchronize(p->e1), "cudaEventSynchronize");
-		cuda(cudaEventElapsedTime(&t[i], p->e0, p->e1), "cudaEventElapsedTime");
-	}
+	for (float hot = 0; hot < p->heat;)
+		hot += time_burst(p, sh, w);
+	for (int i = 0; i < n; i++)
+		t[i] = time_burst(p, sh, w) / (float)p->burst;
 	qsort(t, (size_t)n, sizeof *t, cmp_float);
 	return t[n / 2];
 }
@@ -246,7 +267,7 @@ probe_shape(probe *p, const shape *sh)
 int
 main(int argc, char **argv)
 {
-	probe p = {.t = CUDA_R_16BF, .esize = 2, .iters = 20, .algos = 8};
+	probe p = {.t = CUDA_R_16BF, .esize = 2, .iters = 20, .algos = 8, .burst = 1};
 	shape sh[MAXSHAPES];
 	int nsh = 0;
 	size_t ma = 0, mb = 0, mc = 0;
@@ -262,6 +283,10 @@ main(int argc, char **argv)
 			p.iters = atoi(argv[++i]);
 		} else if (!strcmp(argv[i], "--algos") && more) {
 			p.algos = atoi(argv[++i]);
+		} else if (!strcmp(argv[i], "--burst") && more) {
+			p.burst = atoi(argv[++i]);
+		} else if (!strcmp(argv[i], "--heat") && more) {
+			p.heat = (float)atof(argv[++i]);
 		} else if (nsh < MAXSHAPES) {
 			shape *q = &sh[nsh++];
 			q->beta = 0;
@@ -272,7 +297,8 @@ main(int argc, char **argv)
 			usage_exit();
 		}
 	}
-	if (!nsh || p.iters < 1 || p.algos < 1 || p.algos > MAXALGOS)
+	if (!nsh || p.iters < 1 || p.algos < 1 || p.algos > MAXALGOS || p.burst < 1 ||
+	    p.heat < 0)
 		usage_exit();
 	for (int i = 0; i < nsh; i++) {
 		size_t m = (size_t)sh[i].m, n = (size_t)sh[i].n, k = (size_t)sh[i].k;
