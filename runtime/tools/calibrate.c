@@ -57,6 +57,8 @@ typedef struct Cal {
 	double budget; /* seconds per point at most, over every pass */
 	int span;      /* one node: times are spans on the node's clock */
 	int passes;    /* times each point is visited, the others between */
+	int hot;       /* GPUs: compute is timed on a GPU kept at its power limit */
+	int warm;      /* the last point measured was a compute point's (hot) */
 	struct Point *pt; /* what is measured, in the order it is written */
 	int npt, cappt;
 } Cal;
@@ -388,11 +390,16 @@ enum { MAXPASS = 15 };
  * over the fastest, less 1) are written beside it as a comment. */
 #define NOISY 0.10
 
+/* GPUs: seconds of GEMMs before the first compute point after others,
+ * and before each next one (heat()) */
+#define HEAT 1.0
+#define HEAT_POINT 0.02
+
 /* One point of the profile: fn on arg, written as "key VALUE", VALUE its
  * seconds or, when work > 0, work over them (a rate). */
 typedef struct Point {
 	RunFn fn;
-	int t; /* the type the buffers must hold for it; -1: any */
+	int t; /* the type the buffers must hold for it; -1: any (a transfer) */
 	union {
 		Gemm g;
 		Ew e;
@@ -444,6 +451,32 @@ fill(Cal *C, cfrt_dtype t)
 	return !anybad;
 }
 
+/* Keeps a GPU busy with 4096^3 GEMMs of type t for secs seconds, as a
+ * model's GEMMs keep it: an H100 at its power limit (700 W) lowers its
+ * clock, and a call timed on an idle GPU reads the boost clock. One H100,
+ * bf16 (bench/gpu/gemm_probe): a 16384x4096x4096 GEMM took 0.735-0.740 ms
+ * a call timed alone, 0.869 after 1 s of the same call (the SM clock at
+ * 1320-1335 MHz of 1980, the power at 698-699 W), and 131072 rows, as
+ * bench-gpu's case a runs them back to back, 6.44-6.57 ms. Each call is
+ * still timed alone, after a sync: a generated model's short calls cost
+ * their launch too. Timed in runs of back-to-back calls instead, 4 H100s
+ * priced the short ones at half (256^3: 10.7 us against 22.3 alone) and
+ * bench-gpu's case c, slice(4), whose chunks are short GEMMs, came out 30%
+ * low (compute alone 5.87 ms predicted, 8.37 run). */
+static void
+heat(Cal *C, cfrt_dtype t, double secs)
+{
+	Gemm g = {t, 4096, 4096, 4096};
+	double t0 = cfrt_wtime(C->ctx);
+
+	do {
+		for (int i = 0; i < 8; i++)
+			die_rc(C, run_gemm(C, &g), "gemm");
+		die_rc(C, cfrt_sync(C->ctx), "cfrt_sync");
+	} while (cfrt_wtime(C->ctx) - t0 < secs);
+	cfrt_barrier(C->ctx);
+}
+
 /* Every point, C->passes times, the order reversed on every other pass:
  * a point's time is the median over the passes of each pass's median of
  * its runs. A machine shared with others (a VM, a loaded node) has slow
@@ -472,6 +505,12 @@ measure(Cal *C)
 			}
 			if (p->fn == run_attn_grad)
 				p->arg.x.lse_ready = 0; /* another point wrote over it */
+			/* on GPUs compute is timed hot: heated long after the
+			 * transfers' points, briefly before each other */
+			int hot = C->hot && p->t >= 0;
+			if (hot)
+				heat(C, (cfrt_dtype)p->t, C->warm ? HEAT_POINT : HEAT);
+			C->warm = hot;
 			int reps = (p->reps + C->passes - 1) / C->passes;
 			double s = timed(C, p->fn, &p->arg, reps, C->budget / C->passes,
 			                 (3 + C->passes - 1) / C->passes);
@@ -840,6 +879,7 @@ main(int argc, char **argv)
 	C.span = nnode == C.size && !C.gpu;
 	C.cap = C.quick ? (1u << 20) : C.gpu ? ((size_t)1 << 30) : ((size_t)64 << 20);
 	C.budget = C.quick ? 0.05 : C.gpu ? 0.2 : 0.5;
+	C.hot = C.gpu && !C.quick;
 	if (!C.passes)
 		C.passes = C.quick ? 1 : 3;
 	die_rc(&C, cfrt_alloc(C.ctx, &C.a, C.cap), "cfrt_alloc");
