@@ -33,7 +33,9 @@
  *          the GEMM (1: they move on their own; near 0: only inside MPI);
  *   overlap_coll  the same of each library collective.
  * Each point is visited in passes over all of them and keeps the median
- * of its visits (see measure()). --quick measures a few small points (seconds;
+ * of its visits (see measure()); on GPUs the compute points are timed on
+ * a GPU kept at its power limit, as a model's GEMMs keep it (heat()).
+ * --quick measures a few small points (seconds;
  * for tests). */
 #include <math.h>
 #include <stdarg.h>
