@@ -59,8 +59,6 @@ typedef struct Cal {
 	double budget; /* seconds per point at most, over every pass */
 	int span;      /* one node: times are spans on the node's clock */
 	int passes;    /* times each point is visited, the others between */
-	int hot;       /* GPUs: compute is timed on a GPU kept at its power limit */
-	int warm;      /* the last point measured was a compute point's (hot) */
 	struct Point *pt; /* what is measured, in the order it is written */
 	int npt, cappt;
 } Cal;
@@ -462,9 +460,10 @@ fill(Cal *C, cfrt_dtype t)
  * bench-gpu's case a runs them back to back, 6.44-6.57 ms. Each call is
  * still timed alone, after a sync: a generated model's short calls cost
  * their launch too. Timed in runs of back-to-back calls instead, 4 H100s
- * priced the short ones at half (256^3: 10.7 us against 22.3 alone) and
- * bench-gpu's case c, slice(4), whose chunks are short GEMMs, came out 30%
- * low (compute alone 5.87 ms predicted, 8.37 run). */
+ * priced the short ones at half (256^3: 10.7 us; timed alone in the next
+ * lease, 18.8-24.6) and bench-gpu's case c, slice(4), whose chunks are
+ * short GEMMs, came out 29.9% low (compute alone 5.87 ms predicted, 8.37
+ * run). */
 static void
 heat(Cal *C, cfrt_dtype t, double secs)
 {
@@ -494,7 +493,7 @@ heat(Cal *C, cfrt_dtype t, double secs)
 static void
 measure(Cal *C)
 {
-	int filled = -1;
+	int filled = -1, warm = 0; /* warm: the last point was a heated one */
 
 	for (int pass = 0; pass < C->passes; pass++)
 		for (int j = 0; j < C->npt; j++) {
@@ -509,10 +508,10 @@ measure(Cal *C)
 				p->arg.x.lse_ready = 0; /* another point wrote over it */
 			/* on GPUs compute is timed hot: heated long after the
 			 * transfers' points, briefly before each other */
-			int hot = C->hot && p->t >= 0;
+			int hot = C->gpu && !C->quick && p->t >= 0;
 			if (hot)
-				heat(C, (cfrt_dtype)p->t, C->warm ? HEAT_POINT : HEAT);
-			C->warm = hot;
+				heat(C, (cfrt_dtype)p->t, warm ? HEAT_POINT : HEAT);
+			warm = hot;
 			int reps = (p->reps + C->passes - 1) / C->passes;
 			double s = timed(C, p->fn, &p->arg, reps, C->budget / C->passes,
 			                 (3 + C->passes - 1) / C->passes);
@@ -881,7 +880,6 @@ main(int argc, char **argv)
 	C.span = nnode == C.size && !C.gpu;
 	C.cap = C.quick ? (1u << 20) : C.gpu ? ((size_t)1 << 30) : ((size_t)64 << 20);
 	C.budget = C.quick ? 0.05 : C.gpu ? 0.2 : 0.5;
-	C.hot = C.gpu && !C.quick;
 	if (!C.passes)
 		C.passes = C.quick ? 1 : 3;
 	die_rc(&C, cfrt_alloc(C.ctx, &C.a, C.cap), "cfrt_alloc");
