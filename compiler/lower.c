@@ -1014,15 +1014,14 @@ lw_used(Lower *L, Coll *c, const SchedChoice *want, const Profile *pf)
 		int fastest;
 		predict_pick(c->cand, c->ncand, &fastest);
 		const Candidate *fd = &c->cand[fastest];
-		lw_note(L, c, fastest == c->used
-		        ? arena_printf(L->a, "auto: %s, predicted %.3g ms, the fastest of %d "
-		                       "candidates on profile %s", sched_kind_str(L->a, &cd->how),
-		                       cd->pr.total * 1e3, c->ncand, pf->name)
-		        : arena_printf(L->a, "auto: %s, predicted %.3g ms, the simplest of %d "
-		                       "candidates within %d%% of the fastest (%s, %.3g ms) on "
-		                       "profile %s", sched_kind_str(L->a, &cd->how),
-		                       cd->pr.total * 1e3, c->ncand, AUTO_MARGIN_PCT,
-		                       sched_kind_str(L->a, &fd->how), fd->pr.total * 1e3, pf->name));
+		const char *why = fastest == c->used
+		        ? arena_printf(L->a, "the fastest of %d candidates", c->ncand)
+		        : arena_printf(L->a, "the simplest of %d candidates within %d%% of the "
+		                       "fastest (%s, %.3g ms)", c->ncand, AUTO_MARGIN_PCT,
+		                       sched_kind_str(L->a, &fd->how), fd->pr.total * 1e3);
+		lw_note(L, c, arena_printf(L->a, "auto: %s, predicted %.3g ms, %s on profile %s",
+		                           sched_kind_str(L->a, &cd->how), cd->pr.total * 1e3, why,
+		                           pf->name));
 		c->want = *want;
 		return;
 	}
