@@ -11,7 +11,7 @@
  * backend gives cuBLAS.
  *
  *   gemm_probe [--type bf16|f16|f32] [--iters N] [--algos N] [--burst N]
- *              [--heat MS] M,N,K[,BETA]...
+ *              [--heat MS] [--cool MS] [--gap MS] M,N,K[,BETA]...
  *
  * Prints one line per way and shape:
  *   "m=M n=N k=K beta=B way=W ms=T tflops=F" (T: median of --iters runs
@@ -21,14 +21,19 @@
  * --heat MS first keeps the GPU busy with the same call for MS
  * milliseconds, as a benchmark that has been running for a while has:
  * a GPU at its power limit lowers its clock, and a probe that times
- * single calls on an idle GPU reads its boost clock. */
+ * single calls on an idle GPU reads its boost clock.
+ * --cool MS and --gap MS time how fast that comes and goes: each timed run
+ * then has its own heat, after MS milliseconds of an idle GPU (--cool),
+ * and is itself MS milliseconds after the heat's end (--gap). */
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 enum { MAXSHAPES = 32, MAXALGOS = 16 };
 #define WS_BYTES ((size_t)32 << 20)
@@ -42,7 +47,7 @@ typedef struct probe {
 	cudaDataType_t t;
 	size_t esize;
 	int iters, algos, burst;
-	float heat;
+	float heat, cool, gap; /* cool, gap < 0: unset */
 	cudaStream_t s;
 	cublasHandle_t blas;
 	cublasLtHandle_t lt;
@@ -77,7 +82,7 @@ static void
 usage_exit(void)
 {
 	fprintf(stderr, "usage: gemm_probe [--type bf16|f16|f32] [--iters N] "
-	        "[--algos N] [--burst N] [--heat MS] M,N,K[,BETA]...\n");
+	        "[--algos N] [--burst N] [--heat MS] [--cool MS] [--gap MS] M,N,K[,BETA]...\n");
 	exit(2);
 }
 
@@ -210,21 +215,45 @@ time_burst(probe *p, const shape *sh, const way *w)
 	return t;
 }
 
+static void
+idle(float ms)
+{
+	if (ms > 0) {
+		struct timespec ts = {(time_t)(ms / 1000), (long)(fmodf(ms, 1000) * 1e6f)};
+		nanosleep(&ts, NULL);
+	}
+}
+
+/* p->heat ms of back-to-back runs of w */
+static void
+heat(probe *p, const shape *sh, const way *w)
+{
+	for (float hot = 0; hot < p->heat;)
+		hot += time_burst(p, sh, w);
+}
+
 /* Median ms per call of p->iters runs after 3 warm-ups (and p->heat ms
- * of calls); < 0 when a call fails. */
+ * of calls, once or, with --cool or --gap, before each run); < 0 when a
+ * call fails. */
 static float
 time_way(probe *p, const shape *sh, const way *w)
 {
 	float t[256];
-	int n = p->iters < 256 ? p->iters : 256;
+	int n = p->iters < 256 ? p->iters : 256, each = p->cool >= 0 || p->gap >= 0;
 
 	for (int i = 0; i < 3; i++)
 		if (!w->run(p, sh, w->arg))
 			return -1;
-	for (float hot = 0; hot < p->heat;)
-		hot += time_burst(p, sh, w);
-	for (int i = 0; i < n; i++)
+	if (!each)
+		heat(p, sh, w);
+	for (int i = 0; i < n; i++) {
+		if (each) {
+			idle(p->cool);
+			heat(p, sh, w);
+			idle(p->gap);
+		}
 		t[i] = time_burst(p, sh, w) / (float)p->burst;
+	}
 	qsort(t, (size_t)n, sizeof *t, cmp_float);
 	return t[n / 2];
 }
@@ -267,7 +296,8 @@ probe_shape(probe *p, const shape *sh)
 int
 main(int argc, char **argv)
 {
-	probe p = {.t = CUDA_R_16BF, .esize = 2, .iters = 20, .algos = 8, .burst = 1};
+	probe p = {.t = CUDA_R_16BF, .esize = 2, .iters = 20, .algos = 8, .burst = 1,
+	           .cool = -1, .gap = -1};
 	shape sh[MAXSHAPES];
 	int nsh = 0;
 	size_t ma = 0, mb = 0, mc = 0;
@@ -287,6 +317,10 @@ main(int argc, char **argv)
 			p.burst = atoi(argv[++i]);
 		} else if (!strcmp(argv[i], "--heat") && more) {
 			p.heat = (float)atof(argv[++i]);
+		} else if (!strcmp(argv[i], "--cool") && more) {
+			p.cool = (float)atof(argv[++i]);
+		} else if (!strcmp(argv[i], "--gap") && more) {
+			p.gap = (float)atof(argv[++i]);
 		} else if (nsh < MAXSHAPES) {
 			shape *q = &sh[nsh++];
 			q->beta = 0;
