@@ -59,6 +59,7 @@ typedef struct Cal {
 	double budget; /* seconds per point at most, over every pass */
 	int span;      /* one node: times are spans on the node's clock */
 	int passes;    /* times each point is visited, the others between */
+	double heat_call[4]; /* seconds of one of heat()'s GEMMs of each type */
 	struct Point *pt; /* what is measured, in the order it is written */
 	int npt, cappt;
 } Cal;
@@ -390,10 +391,18 @@ enum { MAXPASS = 15 };
  * over the fastest, less 1) are written beside it as a comment. */
 #define NOISY 0.10
 
-/* GPUs: seconds of GEMMs before the first compute point after others,
- * and before each next one (heat()) */
+/* GPUs (heat()): seconds of GEMMs before the first compute point after
+ * others, and before each next one (an attention's: HEAT_ATTN). One
+ * H100, every type but f32 heated, two runs each: 5 ms before each point
+ * instead of 20 took the calibration from 58.0-64.6 s to 37.3-38.3 (every
+ * type heated, as here: 44.2 s, docs/PROFILE.md); the bf16 GEMMs of
+ * 0.5 ms and more read 0.969 times their times in
+ * bench/results/2026-11-27-NVIDIA-H100-1gpu-alltypes.prof, as after 20
+ * ms (0.957-0.969), but the attention of 2048 and more 0.919 (after 20
+ * ms, 0.973-0.979) */
 #define HEAT 1.0
-#define HEAT_POINT 0.02
+#define HEAT_POINT 0.005
+#define HEAT_ATTN 0.02
 
 /* One point of the profile: fn on arg, written as "key VALUE", VALUE its
  * seconds or, when work > 0, work over them (a rate). */
@@ -468,13 +477,20 @@ static void
 heat(Cal *C, cfrt_dtype t, double secs)
 {
 	Gemm g = {t, 4096, 4096, 4096};
-	double t0 = cfrt_wtime(C->ctx);
+	double *call = &C->heat_call[t], t0 = cfrt_wtime(C->ctx), t1 = t0;
 
-	do {
-		for (int i = 0; i < 8; i++)
+	/* as many calls as the last ones' time says are left, queued at
+	 * once: a sync after every few idles the GPU between them, and they
+	 * overran (eight f32 calls of 2-3 ms each ran past 20 ms by 17-22) */
+	while (t1 - t0 < secs) {
+		int64_t n = *call > 0 ? (int64_t)ceil((secs - (t1 - t0)) / *call) : 1;
+		double ts = t1;
+		for (int64_t i = 0; i < n; i++)
 			die_rc(C, run_gemm(C, &g), "gemm");
 		die_rc(C, cfrt_sync(C->ctx), "cfrt_sync");
-	} while (cfrt_wtime(C->ctx) - t0 < secs);
+		t1 = cfrt_wtime(C->ctx);
+		*call = (t1 - ts) / (double)n;
+	}
 	cfrt_barrier(C->ctx);
 }
 
@@ -510,7 +526,8 @@ measure(Cal *C)
 			 * transfers' points, briefly before each other */
 			int hot = C->gpu && !C->quick && p->t >= 0;
 			if (hot)
-				heat(C, (cfrt_dtype)p->t, warm ? HEAT_POINT : HEAT);
+				heat(C, (cfrt_dtype)p->t, !warm ? HEAT :
+				     p->fn == run_attn || p->fn == run_attn_grad ? HEAT_ATTN : HEAT_POINT);
 			warm = hot;
 			int reps = (p->reps + C->passes - 1) / C->passes;
 			double s = timed(C, p->fn, &p->arg, reps, C->budget / C->passes,
@@ -563,6 +580,15 @@ cal_compute(Cal *C, cfrt_dtype t)
 	Gemm g0 = {t, sz[0], sz[0], sz[0]};
 	if (timed(C, run_gemm, &g0, 1, 0, 1) < 0)
 		return; /* nor GEMMs of it */
+	if (C->gpu && !C->quick) {
+		/* 16384 only where an 8192^3 call takes under 10 ms: past
+		 * that the rate is flat (one H100, f32: 50.9 TFLOP/s at 4096^3,
+		 * 51.3 at 8192^3, 52.2 at 16384^3, whose call alone took 0.17
+		 * s) */
+		Gemm g8 = {t, 8192, 8192, 8192};
+		if (timed(C, run_gemm, &g8, 1, 0, 1) > 0.01)
+			nsz = 4;
+	}
 	for (int i = 0; i < nsz; i++)
 		for (int j = 0; j < nsz; j++)
 			for (int l = 0; l < nsz; l++) {
