@@ -20,13 +20,13 @@ __global__ void norm_grad_rows(kview dx, kview dy, kview x, kview g, int rms,
 {
 	typedef typename acc<T>::type A;
 	__shared__ A sh[32];
-	int64_t n = kv_dim(dx, dx.nd - 1), r = blockIdx.x;
+	int64_t n = kv_at(dx.dim, dx.nd - 1), r = blockIdx.x;
 	const T *px = (const T *)x.p + row_offset(x, r);
 	const T *pdy = (const T *)dy.p + row_offset(dy, r);
 	const T *pg = (const T *)g.p;
 	T *pdx = (T *)dx.p + row_offset(dx, r);
-	int64_t sx = kv_st(x, x.nd - 1), sdy = kv_st(dy, dy.nd - 1);
-	int64_t sdx = kv_st(dx, dx.nd - 1);
+	int64_t sx = kv_at(x.st, x.nd - 1), sdy = kv_at(dy.st, dy.nd - 1);
+	int64_t sdx = kv_at(dx.st, dx.nd - 1);
 	A mean = 0, var = 0, sg = 0, sgx = 0;
 	if (!rms) {
 		for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
@@ -60,12 +60,12 @@ __global__ void softmax_grad_rows(kview dx, kview dy, kview y)
 {
 	typedef typename acc<T>::type A;
 	__shared__ A sh[32];
-	int64_t n = kv_dim(dx, dx.nd - 1), r = blockIdx.x;
+	int64_t n = kv_at(dx.dim, dx.nd - 1), r = blockIdx.x;
 	const T *py = (const T *)y.p + row_offset(y, r);
 	const T *pdy = (const T *)dy.p + row_offset(dy, r);
 	T *pdx = (T *)dx.p + row_offset(dx, r);
-	int64_t sy = kv_st(y, y.nd - 1), sdy = kv_st(dy, dy.nd - 1);
-	int64_t sdx = kv_st(dx, dx.nd - 1);
+	int64_t sy = kv_at(y.st, y.nd - 1), sdy = kv_at(dy.st, dy.nd - 1);
+	int64_t sdx = kv_at(dx.st, dx.nd - 1);
 	A s = 0;
 	for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
 		s += to_acc(pdy[i * sdy]) * to_acc(py[i * sy]);

@@ -78,29 +78,20 @@ inline int blocks_for(int64_t n)
 	return (int)(b < 1 ? 1 : b > MAX_BLOCKS ? MAX_BLOCKS : b);
 }
 
-// v.dim[k] and v.st[k] for a k known at run time only, by a select
-// unrolled over every possible dim: an array of a view indexed at run
-// time is copied to a stack frame of each thread (224 bytes of three
-// views), which cost a short call more than its data did (one H100, a
-// head split's copy of 16 MiB took 0.098 ms, of 128 MiB 0.199; layernorm
-// and softmax, a block a row, moved 50 GB/s against gelu's 2600).
-__device__ __forceinline__ int64_t kv_dim(const kview &v, int k)
+// a[k] of a view's dims or strides, for a k known at run time only, by
+// a select unrolled over every possible dim: an array of a view indexed
+// at run time is copied to a stack frame of each thread (224 bytes of
+// three views), which cost a short call more than its data did (one
+// H100, a head split's copy of 16 MiB took 0.098 ms, of 128 MiB 0.199;
+// layernorm and softmax, a block a row, moved 50 GB/s against gelu's
+// 2600).
+__device__ __forceinline__ int64_t kv_at(const int64_t (&a)[CFRT_MAX_DIMS], int k)
 {
 	int64_t x = 0;
 #pragma unroll
 	for (int i = 0; i < CFRT_MAX_DIMS; i++)
 		if (i == k)
-			x = v.dim[i];
-	return x;
-}
-
-__device__ __forceinline__ int64_t kv_st(const kview &v, int k)
-{
-	int64_t x = 0;
-#pragma unroll
-	for (int i = 0; i < CFRT_MAX_DIMS; i++)
-		if (i == k)
-			x = v.st[i];
+			x = a[i];
 	return x;
 }
 

@@ -46,7 +46,7 @@ __device__ __forceinline__ void offsets3(int64_t i, int nd, const kview &d,
                                          int64_t *ob)
 {
 	int64_t x = 0, y = 0, z = 0;
-	// unrolled over every possible dim (kv_dim in kdev.cuh says why)
+	// unrolled over every possible dim (kv_at in kdev.cuh says why)
 #pragma unroll
 	for (int k = CFRT_MAX_DIMS - 1; k >= 0; k--) {
 		if (k >= nd)
@@ -200,10 +200,10 @@ __global__ void norm_rows(kview d, kview s, kview g, kview b, int rms,
 {
 	typedef typename acc<T>::type A;
 	__shared__ A sh[32];
-	int64_t n = kv_dim(d, d.nd - 1), r = blockIdx.x;
+	int64_t n = kv_at(d.dim, d.nd - 1), r = blockIdx.x;
 	const T *x = (const T *)s.p + row_offset(s, r);
 	T *y = (T *)d.p + row_offset(d, r);
-	int64_t sx = kv_st(s, s.nd - 1), sy = kv_st(d, d.nd - 1);
+	int64_t sx = kv_at(s.st, s.nd - 1), sy = kv_at(d.st, d.nd - 1);
 	A mean = 0, var = 0;
 	if (!rms) {
 		for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
@@ -254,9 +254,9 @@ __global__ void softmax_rows(kview d, kview s)
 {
 	typedef typename acc<T>::type A;
 	__shared__ A sh[32];
-	int64_t n = kv_dim(d, d.nd - 1), r = blockIdx.x;
-	softmax_row<A>((const T *)s.p + row_offset(s, r), kv_st(s, s.nd - 1),
-	               (T *)d.p + row_offset(d, r), kv_st(d, d.nd - 1), n, n, sh);
+	int64_t n = kv_at(d.dim, d.nd - 1), r = blockIdx.x;
+	softmax_row<A>((const T *)s.p + row_offset(s, r), kv_at(s.st, s.nd - 1),
+	               (T *)d.p + row_offset(d, r), kv_at(d.st, d.nd - 1), n, n, sh);
 }
 
 template <typename T>
@@ -355,10 +355,10 @@ __global__ void scan_lines(kview d, kview s, int dim, int64_t lines,
 		const T *x = (const T *)s.p + os;
 		T *y = (T *)d.p + od;
 		double h = 0; // in double, as the MPI backend: one rounding
-		for (int64_t t = 0, n = kv_dim(d, dim); t < n; t++) {
+		for (int64_t t = 0, n = kv_at(d.dim, dim); t < n; t++) {
 			int64_t i = rev ? n - 1 - t : t;
-			h = decay * h + (double)to_acc(x[i * kv_st(s, dim)]);
-			y[i * kv_st(d, dim)] = store<T>((typename acc<T>::type)h);
+			h = decay * h + (double)to_acc(x[i * kv_at(s.st, dim)]);
+			y[i * kv_at(d.st, dim)] = store<T>((typename acc<T>::type)h);
 		}
 	}
 }
@@ -435,7 +435,7 @@ __global__ void rope_pairs(kview d, kview a, int64_t n, int64_t half,
 	T *pd = (T *)d.p;
 	const T *pa = (const T *)a.p;
 	int nd = d.nd;
-	int64_t step = (int64_t)gridDim.x * blockDim.x, rows = kv_dim(d, nd - 2);
+	int64_t step = (int64_t)gridDim.x * blockDim.x, rows = kv_at(d.dim, nd - 2);
 	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
 	     i += step) {
 		int64_t line = i / half, j = i % half, od = 0, oa = 0, l = line;
@@ -451,7 +451,7 @@ __global__ void rope_pairs(kview d, kview a, int64_t n, int64_t half,
 		double ang = (double)(pos0 + line % rows) *
 		             pow(base, -2.0 * (double)j / (double)(2 * half));
 		A c = A(cos(ang)), sn = A(sign * sin(ang));
-		int64_t ld = kv_st(d, nd - 1), la = kv_st(a, nd - 1);
+		int64_t ld = kv_at(d.st, nd - 1), la = kv_at(a.st, nd - 1);
 		A x1 = to_acc(pa[oa + j * la]), x2 = to_acc(pa[oa + (j + half) * la]);
 		pd[od + j * ld] = store<T>(x1 * c - x2 * sn);
 		pd[od + (j + half) * ld] = store<T>(x2 * c + x1 * sn);
