@@ -136,6 +136,31 @@ static inline float exp_held(float x)
 	return expf(held(x, -80.0f, 80.0f));
 }
 
+/* max(x, 0), a NaN giving 0 as x > 0 ? x : 0 does (maxss returns its
+ * second operand then), without a branch on x's sign: on values of both
+ * signs, as a layer's pre-activations have, the branch was mispredicted
+ * and relu took 4.4 ns an element on one core of the 2-core machine,
+ * longer than GELU's 3.6. */
+static inline float relu_f32(float x)
+{
+#if defined(__SSE__)
+	return _mm_cvtss_f32(_mm_max_ss(_mm_set_ss(x), _mm_setzero_ps()));
+#else
+	return x > 0.0f ? x : 0.0f;
+#endif
+}
+
+/* 1 where y > 0, else 0 (a NaN too), without a branch, as relu_f32 */
+static inline float step_f32(float y)
+{
+#if defined(__SSE__)
+	__m128 gt = _mm_cmpgt_ss(_mm_set_ss(y), _mm_setzero_ps());
+	return _mm_cvtss_f32(_mm_and_ps(gt, _mm_set_ss(1.0f)));
+#else
+	return y > 0.0f ? 1.0f : 0.0f;
+#endif
+}
+
 /* GELU (tanh form) in float, tanh(u) = 1 - 2 / (exp(2u) + 1) folded in:
  * 0.5 x (1 + tanh u) = x - x / (exp(2u) + 1). */
 static inline float gelu_f32(float x)
@@ -174,7 +199,7 @@ static int unary_f32(float *d, const float *x, int64_t n, unary_fn f, double arg
 			d[i] = expf(x[i]);
 	else if (f == f_relu)
 		for (int64_t i = 0; i < n; i++)
-			d[i] = x[i] > 0.0f ? x[i] : 0.0f;
+			d[i] = relu_f32(x[i]);
 	else if (f == f_scale)
 		for (int64_t i = 0; i < n; i++)
 			d[i] = a * x[i];
@@ -287,6 +312,9 @@ static int binary_f32(float *d, const float *x, const float *y, int64_t n, unary
 	else if (f == d_gelu)
 		for (int64_t i = 0; i < n; i++)
 			d[i] = x[i] * d_gelu_f32(y[i]);
+	else if (f == d_relu) /* x times 1 or 0, exact in float as in double */
+		for (int64_t i = 0; i < n; i++)
+			d[i] = x[i] * step_f32(y[i]);
 	else
 		return 0;
 	return 1;
