@@ -315,6 +315,14 @@ static int binary_f32(float *d, const float *x, const float *y, int64_t n, unary
 	else if (f == d_relu) /* x times 1 or 0, exact in float as in double */
 		for (int64_t i = 0; i < n; i++)
 			d[i] = x[i] * step_f32(y[i]);
+	else if (f == d_silu)
+		for (int64_t i = 0; i < n; i++) {
+			float sg = 1.0f / (1.0f + exp_held(-y[i]));
+			d[i] = x[i] * (sg * (1.0f + y[i] * (1.0f - sg)));
+		}
+	else if (f == d_sigmoid) /* y: the forward's sigmoid */
+		for (int64_t i = 0; i < n; i++)
+			d[i] = x[i] * (y[i] * (1.0f - y[i]));
 	else
 		return 0;
 	return 1;
