@@ -178,7 +178,6 @@ uses_op(const Graph *g, int (*pred)(const Node *))
 }
 
 static int is_trans(const Node *n) { return n->op == OP_MATMUL && (n->a.mm.ta || n->a.mm.tb); }
-static int is_heads(const Node *n) { return op_info[n->op].cls == CL_HEADS; }
 static int is_attn(const Node *n) { return op_attn(n->op); }
 static int is_sum(const Node *n) { return n->op == OP_MATMUL && n->a.mm.sum; }
 /* an attention that saves its lse, or one of its gradients (they read it) */
@@ -266,18 +265,6 @@ cg_helpers(Cg *c)
 		emit(e, "if (rc)\n\treturn rc;\n");
 		emit_close(e, "");
 		emit(e, "return 0;\n");
-		emit_close(e, "\n");
-	}
-	if (uses_op(c->g, is_heads)) {
-		emit(e, "/* [..., S, H*Dh] seen as [..., H, S, Dh]: the heads of a row-major\n"
-		        " * tensor, for head split and merge (one cfrt_copy each). */\n");
-		emit_func(e, "static cfrt_view\ncf_heads(cfrt_view v, int64_t heads)");
-		emit(e, "int perm[CFRT_MAX_DIMS];\n\n");
-		emit(e, "v = cfrt_view_split(v, v.nd - 1, heads, v.dim[v.nd - 1] / heads);\n");
-		emit(e, "for (int d = 0; d < v.nd; d++)\n\tperm[d] = d;\n");
-		emit(e, "perm[v.nd - 3] = v.nd - 2;\n");
-		emit(e, "perm[v.nd - 2] = v.nd - 3;\n");
-		emit(e, "return cfrt_view_permute(v, perm);\n");
 		emit_close(e, "\n");
 	}
 	if (uses_op(c->g, is_attn))
@@ -428,7 +415,7 @@ op_rope(Cg *c, const Node *n, const Operands *x)
 }
 
 /* split_heads, merge_heads: one cfrt_copy between the [..., S, H*Dh]
- * tensor seen as its heads [..., H, S, Dh] (cf_heads) and the heads. */
+ * tensor seen as its heads [..., H, S, Dh] (cfrt_view_heads) and the heads. */
 static void
 op_heads(Cg *c, const Node *n, const Operands *x)
 {
@@ -436,7 +423,7 @@ op_heads(Cg *c, const Node *n, const Operands *x)
 	const char *flat = split ? x->in[0] : x->out, *heads = split ? x->out : x->in[0];
 
 	emit_begin(&c->e);
-	emit(&c->e, "cfrt_view %s = cf_heads(%s, %s.dim[%s.nd - 3]);\n", c->loc[LC_HV], flat, heads,
+	emit(&c->e, "cfrt_view %s = cfrt_view_heads(%s, %s.dim[%s.nd - 3]);\n", c->loc[LC_HV], flat, heads,
 	     heads);
 	if (split)
 		call(c, "cfrt_copy", "&%s, &%s", heads, c->loc[LC_HV]);

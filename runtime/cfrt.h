@@ -205,7 +205,7 @@ static inline cfrt_view cfrt_view_split(cfrt_view v, int d, int64_t outer,
 }
 
 /* Dims reordered: dim i of the result is dim perm[i] of v (perm holds each
- * of 0..nd-1 once). Head split is split + permute {0,2,1,3} + cfrt_copy. */
+ * of 0..nd-1 once). */
 static inline cfrt_view cfrt_view_permute(cfrt_view v, const int *perm)
 {
 	cfrt_view r = v;
@@ -214,6 +214,22 @@ static inline cfrt_view cfrt_view_permute(cfrt_view v, const int *perm)
 		r.stride[i] = v.stride[perm[i]];
 	}
 	return r;
+}
+
+/* [..., S, H*Dh] seen as its heads [..., H, S, Dh] (a split of the last
+ * dim, then its first part swapped with S): head split is a cfrt_copy from
+ * it into the heads, head merge one into it. Requires 2 <= nd < MAX and
+ * heads dividing the last dim. */
+static inline cfrt_view cfrt_view_heads(cfrt_view v, int64_t heads)
+{
+	int perm[CFRT_MAX_DIMS];
+
+	v = cfrt_view_split(v, v.nd - 1, heads, v.dim[v.nd - 1] / heads);
+	for (int d = 0; d < v.nd; d++)
+		perm[d] = d;
+	perm[v.nd - 3] = v.nd - 2;
+	perm[v.nd - 2] = v.nd - 3;
+	return cfrt_view_permute(v, perm);
 }
 
 /* Number of elements of v. */

@@ -33,20 +33,6 @@ cmp_d(const void *x, const void *y)
 	return a < b ? -1 : a > b;
 }
 
-/* v [.., S, H*DH] as [.., H, S, DH], as the generated cf_heads views it */
-static cfrt_view
-heads(cfrt_view v)
-{
-	int perm[CFRT_MAX_DIMS];
-
-	v = cfrt_view_split(v, v.nd - 1, H, v.dim[v.nd - 1] / H);
-	for (int d = 0; d < v.nd; d++)
-		perm[d] = d;
-	perm[v.nd - 3] = v.nd - 2;
-	perm[v.nd - 2] = v.nd - 3;
-	return cfrt_view_permute(v, perm);
-}
-
 enum { PROJECT, SPLIT, PACK, NWHAT };
 static const char *const what_name[] = {"project", "split heads", "pack"};
 
@@ -63,7 +49,7 @@ call(int w, int64_t rows, int64_t s)
 		return cfrt_matmul(ctx, &o, &a, &wq, 1.0, 0.0);
 	case SPLIT:
 		o = cfrt_view_slice(q, 2, s * rows, rows);
-		a = heads(cfrt_view_slice(t1, 1, s * rows, rows));
+		a = cfrt_view_heads(cfrt_view_slice(t1, 1, s * rows, rows), H);
 		return cfrt_copy(ctx, &o, &a);
 	default:
 		a = cfrt_view_slice(xa, 1, s * rows, rows);
@@ -104,7 +90,7 @@ check(int64_t skip)
 	CFRT_TRY(ctx, cfrt_memset_zero(ctx, q.p, nq * 2));
 	for (int64_t s = 0; s < S / SLICE; s++) {
 		cfrt_view o = cfrt_view_slice(q, 2, s * SLICE, SLICE);
-		cfrt_view a = heads(cfrt_view_slice(t1, 1, s * SLICE, SLICE));
+		cfrt_view a = cfrt_view_heads(cfrt_view_slice(t1, 1, s * SLICE, SLICE), H);
 		o = cfrt_view_slice(o, 3, skip, DH - skip);
 		a = cfrt_view_slice(a, 3, skip, DH - skip);
 		CFRT_TRY(ctx, cfrt_copy(ctx, &o, &a));

@@ -316,7 +316,8 @@ run_op(Cal *C, void *arg)
 	 * CPU: make bench's 64); from a into c, as the others */
 	int64_t Dh = C->gpu ? 128 : 64, H = C->gpu ? 8 : 4, S = o->n / (H * Dh);
 	int split = !strcmp(n, "split_heads");
-	cfrt_view rows = {split ? C->a : C->c, o->t, 3, {H, S, Dh}, {Dh, H * Dh, 1}};
+	cfrt_view rows = cfrt_view_heads(cfrt_view_contig(split ? C->a : C->c, o->t, 2,
+	                                                  (int64_t[]){S, H * Dh}), H);
 	cfrt_view heads = cfrt_view_contig(split ? C->c : C->a, o->t, 3, (int64_t[]){H, S, Dh});
 	return split ? cfrt_copy(C->ctx, &heads, &rows) : cfrt_copy(C->ctx, &rows, &heads);
 }

@@ -20,21 +20,6 @@ attention_ref_workspace_bytes(void)
 	return 294912;
 }
 
-/* [..., S, H*Dh] seen as [..., H, S, Dh]: the heads of a row-major
- * tensor, for head split and merge (one cfrt_copy each). */
-static cfrt_view
-cf_heads(cfrt_view v, int64_t heads)
-{
-	int perm[CFRT_MAX_DIMS];
-
-	v = cfrt_view_split(v, v.nd - 1, heads, v.dim[v.nd - 1] / heads);
-	for (int d = 0; d < v.nd; d++)
-		perm[d] = d;
-	perm[v.nd - 3] = v.nd - 2;
-	perm[v.nd - 2] = v.nd - 3;
-	return cfrt_view_permute(v, perm);
-}
-
 /* v as [B, H, S, Dh] for attention: leading dims of extent 1 added,
  * or two leading dims that continue each other merged, until it
  * has 4. */
@@ -108,7 +93,7 @@ attention_ref_forward(cfrt_ctx *ctx, const attention_weights *w, const attention
 	cfrt_where(ctx, "q", 0);
 	cfrt_what(ctx, "q = split_heads(t1)", -1);
 	{
-		cfrt_view hv = cf_heads(t1, q.dim[q.nd - 3]);
+		cfrt_view hv = cfrt_view_heads(t1, q.dim[q.nd - 3]);
 		CFRT_TRY(ctx, cfrt_copy(ctx, &q, &hv));
 	}
 #line 22 "examples/attention.cf"
@@ -121,7 +106,7 @@ attention_ref_forward(cfrt_ctx *ctx, const attention_weights *w, const attention
 	cfrt_where(ctx, "k", 0);
 	cfrt_what(ctx, "k = split_heads(t2)", -1);
 	{
-		cfrt_view hv = cf_heads(t2, k.dim[k.nd - 3]);
+		cfrt_view hv = cfrt_view_heads(t2, k.dim[k.nd - 3]);
 		CFRT_TRY(ctx, cfrt_copy(ctx, &k, &hv));
 	}
 #line 23 "examples/attention.cf"
@@ -134,7 +119,7 @@ attention_ref_forward(cfrt_ctx *ctx, const attention_weights *w, const attention
 	cfrt_where(ctx, "v", 0);
 	cfrt_what(ctx, "v = split_heads(t3)", -1);
 	{
-		cfrt_view hv = cf_heads(t3, v.dim[v.nd - 3]);
+		cfrt_view hv = cfrt_view_heads(t3, v.dim[v.nd - 3]);
 		CFRT_TRY(ctx, cfrt_copy(ctx, &v, &hv));
 	}
 #line 24 "examples/attention.cf"
@@ -150,7 +135,7 @@ attention_ref_forward(cfrt_ctx *ctx, const attention_weights *w, const attention
 	cfrt_where(ctx, "o", 0);
 	cfrt_what(ctx, "o = merge_heads(t4)", -1);
 	{
-		cfrt_view hv = cf_heads(o, t4.dim[t4.nd - 3]);
+		cfrt_view hv = cfrt_view_heads(o, t4.dim[t4.nd - 3]);
 		CFRT_TRY(ctx, cfrt_copy(ctx, &hv, &t4));
 	}
 #line 25 "examples/attention.cf"
@@ -163,7 +148,7 @@ attention_ref_forward(cfrt_ctx *ctx, const attention_weights *w, const attention
 	cfrt_where(ctx, "y", 0);
 	cfrt_what(ctx, "y = reduce_scatter(p)", -1);
 	CFRT_TRY(ctx, cfrt_copy(ctx, &y, &p));
-#line 167 "attention_ref.c"
+#line 152 "attention_ref.c"
 	cfrt_where(ctx, NULL, 0); /* out of the model */
 	return CFRT_OK;
 }

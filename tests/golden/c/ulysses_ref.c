@@ -19,21 +19,6 @@ ulysses_ref_workspace_bytes(void)
 	return 262144;
 }
 
-/* [..., S, H*Dh] seen as [..., H, S, Dh]: the heads of a row-major
- * tensor, for head split and merge (one cfrt_copy each). */
-static cfrt_view
-cf_heads(cfrt_view v, int64_t heads)
-{
-	int perm[CFRT_MAX_DIMS];
-
-	v = cfrt_view_split(v, v.nd - 1, heads, v.dim[v.nd - 1] / heads);
-	for (int d = 0; d < v.nd; d++)
-		perm[d] = d;
-	perm[v.nd - 3] = v.nd - 2;
-	perm[v.nd - 2] = v.nd - 3;
-	return cfrt_view_permute(v, perm);
-}
-
 /* v as [B, H, S, Dh] for attention: leading dims of extent 1 added,
  * or two leading dims that continue each other merged, until it
  * has 4. */
@@ -106,7 +91,7 @@ ulysses_ref_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *i
 	cfrt_where(ctx, "q", 0);
 	cfrt_what(ctx, "q = split_heads(t1)", -1);
 	{
-		cfrt_view hv = cf_heads(t1, q.dim[q.nd - 3]);
+		cfrt_view hv = cfrt_view_heads(t1, q.dim[q.nd - 3]);
 		CFRT_TRY(ctx, cfrt_copy(ctx, &q, &hv));
 	}
 #line 20 "examples/ulysses.cf"
@@ -119,7 +104,7 @@ ulysses_ref_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *i
 	cfrt_where(ctx, "k", 0);
 	cfrt_what(ctx, "k = split_heads(t2)", -1);
 	{
-		cfrt_view hv = cf_heads(t2, k.dim[k.nd - 3]);
+		cfrt_view hv = cfrt_view_heads(t2, k.dim[k.nd - 3]);
 		CFRT_TRY(ctx, cfrt_copy(ctx, &k, &hv));
 	}
 #line 21 "examples/ulysses.cf"
@@ -132,7 +117,7 @@ ulysses_ref_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *i
 	cfrt_where(ctx, "v", 0);
 	cfrt_what(ctx, "v = split_heads(t3)", -1);
 	{
-		cfrt_view hv = cf_heads(t3, v.dim[v.nd - 3]);
+		cfrt_view hv = cfrt_view_heads(t3, v.dim[v.nd - 3]);
 		CFRT_TRY(ctx, cfrt_copy(ctx, &v, &hv));
 	}
 #line 22 "examples/ulysses.cf"
@@ -160,7 +145,7 @@ ulysses_ref_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *i
 	cfrt_where(ctx, "t4", 0);
 	cfrt_what(ctx, "t4 = merge_heads(o)", -1);
 	{
-		cfrt_view hv = cf_heads(t4, o.dim[o.nd - 3]);
+		cfrt_view hv = cfrt_view_heads(t4, o.dim[o.nd - 3]);
 		CFRT_TRY(ctx, cfrt_copy(ctx, &hv, &o));
 	}
 #line 27 "examples/ulysses.cf"
@@ -168,7 +153,7 @@ ulysses_ref_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *i
 	cfrt_where(ctx, "y", 0);
 	cfrt_what(ctx, "y = matmul(t4, wo)", -1);
 	CFRT_TRY(ctx, cfrt_matmul(ctx, &y, &t4, &wo, 1.0, 0.0));
-#line 172 "ulysses_ref.c"
+#line 157 "ulysses_ref.c"
 	cfrt_where(ctx, NULL, 0); /* out of the model */
 	return CFRT_OK;
 }

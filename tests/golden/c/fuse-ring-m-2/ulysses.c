@@ -53,21 +53,6 @@ cf_mod(int x, int n)
 	return m < 0 ? m + n : m;
 }
 
-/* [..., S, H*Dh] seen as [..., H, S, Dh]: the heads of a row-major
- * tensor, for head split and merge (one cfrt_copy each). */
-static cfrt_view
-cf_heads(cfrt_view v, int64_t heads)
-{
-	int perm[CFRT_MAX_DIMS];
-
-	v = cfrt_view_split(v, v.nd - 1, heads, v.dim[v.nd - 1] / heads);
-	for (int d = 0; d < v.nd; d++)
-		perm[d] = d;
-	perm[v.nd - 3] = v.nd - 2;
-	perm[v.nd - 2] = v.nd - 3;
-	return cfrt_view_permute(v, perm);
-}
-
 /* v as [B, H, S, Dh] for attention: leading dims of extent 1 added,
  * or two leading dims that continue each other merged, until it
  * has 4. */
@@ -180,7 +165,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				cfrt_view cf_o = q_send0[cf_mod(i, 2)];
 				cfrt_view in0 = cfrt_view_slice(t1, 2, s * 8, 8);
 				{
-					cfrt_view hv = cf_heads(in0, cf_o.dim[cf_o.nd - 3]);
+					cfrt_view hv = cfrt_view_heads(in0, cf_o.dim[cf_o.nd - 3]);
 					CFRT_TRY(ctx, cfrt_copy(ctx, &cf_o, &hv));
 				}
 			}
@@ -201,7 +186,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				cfrt_view cf_o = cfrt_view_slice(cfrt_view_slice(qh, 1, (s - r * 2) * 2, 2), 2, part * 16, 16);
 				cfrt_view in0 = cfrt_view_slice(t1, 2, s * 8, 8);
 				{
-					cfrt_view hv = cf_heads(in0, cf_o.dim[cf_o.nd - 3]);
+					cfrt_view hv = cfrt_view_heads(in0, cf_o.dim[cf_o.nd - 3]);
 					CFRT_TRY(ctx, cfrt_copy(ctx, &cf_o, &hv));
 				}
 			}
@@ -276,7 +261,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				cfrt_view cf_o = q_send1[cf_mod(i, 2)];
 				cfrt_view in0 = cfrt_view_slice(t1, 2, s * 8, 8);
 				{
-					cfrt_view hv = cf_heads(in0, cf_o.dim[cf_o.nd - 3]);
+					cfrt_view hv = cfrt_view_heads(in0, cf_o.dim[cf_o.nd - 3]);
 					CFRT_TRY(ctx, cfrt_copy(ctx, &cf_o, &hv));
 				}
 			}
@@ -297,7 +282,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				cfrt_view cf_o = cfrt_view_slice(cfrt_view_slice(qh, 1, (s - r * 2) * 2, 2), 2, part * 16, 16);
 				cfrt_view in0 = cfrt_view_slice(t1, 2, s * 8, 8);
 				{
-					cfrt_view hv = cf_heads(in0, cf_o.dim[cf_o.nd - 3]);
+					cfrt_view hv = cfrt_view_heads(in0, cf_o.dim[cf_o.nd - 3]);
 					CFRT_TRY(ctx, cfrt_copy(ctx, &cf_o, &hv));
 				}
 			}
@@ -401,7 +386,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				cfrt_view cf_o = k_send0[cf_mod(i, 2)];
 				cfrt_view in0 = cfrt_view_slice(t2, 2, s * 8, 8);
 				{
-					cfrt_view hv = cf_heads(in0, cf_o.dim[cf_o.nd - 3]);
+					cfrt_view hv = cfrt_view_heads(in0, cf_o.dim[cf_o.nd - 3]);
 					CFRT_TRY(ctx, cfrt_copy(ctx, &cf_o, &hv));
 				}
 			}
@@ -422,7 +407,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				cfrt_view cf_o = cfrt_view_slice(cfrt_view_slice(kh, 1, (s - r * 2) * 2, 2), 2, part * 16, 16);
 				cfrt_view in0 = cfrt_view_slice(t2, 2, s * 8, 8);
 				{
-					cfrt_view hv = cf_heads(in0, cf_o.dim[cf_o.nd - 3]);
+					cfrt_view hv = cfrt_view_heads(in0, cf_o.dim[cf_o.nd - 3]);
 					CFRT_TRY(ctx, cfrt_copy(ctx, &cf_o, &hv));
 				}
 			}
@@ -497,7 +482,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				cfrt_view cf_o = k_send1[cf_mod(i, 2)];
 				cfrt_view in0 = cfrt_view_slice(t2, 2, s * 8, 8);
 				{
-					cfrt_view hv = cf_heads(in0, cf_o.dim[cf_o.nd - 3]);
+					cfrt_view hv = cfrt_view_heads(in0, cf_o.dim[cf_o.nd - 3]);
 					CFRT_TRY(ctx, cfrt_copy(ctx, &cf_o, &hv));
 				}
 			}
@@ -518,7 +503,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				cfrt_view cf_o = cfrt_view_slice(cfrt_view_slice(kh, 1, (s - r * 2) * 2, 2), 2, part * 16, 16);
 				cfrt_view in0 = cfrt_view_slice(t2, 2, s * 8, 8);
 				{
-					cfrt_view hv = cf_heads(in0, cf_o.dim[cf_o.nd - 3]);
+					cfrt_view hv = cfrt_view_heads(in0, cf_o.dim[cf_o.nd - 3]);
 					CFRT_TRY(ctx, cfrt_copy(ctx, &cf_o, &hv));
 				}
 			}
@@ -622,7 +607,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				cfrt_view cf_o = v_send0[cf_mod(i, 2)];
 				cfrt_view in0 = cfrt_view_slice(t3, 2, s * 8, 8);
 				{
-					cfrt_view hv = cf_heads(in0, cf_o.dim[cf_o.nd - 3]);
+					cfrt_view hv = cfrt_view_heads(in0, cf_o.dim[cf_o.nd - 3]);
 					CFRT_TRY(ctx, cfrt_copy(ctx, &cf_o, &hv));
 				}
 			}
@@ -643,7 +628,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				cfrt_view cf_o = cfrt_view_slice(cfrt_view_slice(vh, 1, (s - r * 2) * 2, 2), 2, part * 16, 16);
 				cfrt_view in0 = cfrt_view_slice(t3, 2, s * 8, 8);
 				{
-					cfrt_view hv = cf_heads(in0, cf_o.dim[cf_o.nd - 3]);
+					cfrt_view hv = cfrt_view_heads(in0, cf_o.dim[cf_o.nd - 3]);
 					CFRT_TRY(ctx, cfrt_copy(ctx, &cf_o, &hv));
 				}
 			}
@@ -718,7 +703,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				cfrt_view cf_o = v_send1[cf_mod(i, 2)];
 				cfrt_view in0 = cfrt_view_slice(t3, 2, s * 8, 8);
 				{
-					cfrt_view hv = cf_heads(in0, cf_o.dim[cf_o.nd - 3]);
+					cfrt_view hv = cfrt_view_heads(in0, cf_o.dim[cf_o.nd - 3]);
 					CFRT_TRY(ctx, cfrt_copy(ctx, &cf_o, &hv));
 				}
 			}
@@ -739,7 +724,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				cfrt_view cf_o = cfrt_view_slice(cfrt_view_slice(vh, 1, (s - r * 2) * 2, 2), 2, part * 16, 16);
 				cfrt_view in0 = cfrt_view_slice(t3, 2, s * 8, 8);
 				{
-					cfrt_view hv = cf_heads(in0, cf_o.dim[cf_o.nd - 3]);
+					cfrt_view hv = cfrt_view_heads(in0, cf_o.dim[cf_o.nd - 3]);
 					CFRT_TRY(ctx, cfrt_copy(ctx, &cf_o, &hv));
 				}
 			}
@@ -990,7 +975,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 	cfrt_where(ctx, "t4", 0);
 	cfrt_what(ctx, "t4 = merge_heads(o)", -1);
 	{
-		cfrt_view hv = cf_heads(t4, o.dim[o.nd - 3]);
+		cfrt_view hv = cfrt_view_heads(t4, o.dim[o.nd - 3]);
 		CFRT_TRY(ctx, cfrt_copy(ctx, &hv, &o));
 	}
 
@@ -999,7 +984,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 	cfrt_where(ctx, "y", 0);
 	cfrt_what(ctx, "y = matmul(t4, wo)", -1);
 	CFRT_TRY(ctx, cfrt_matmul(ctx, &y, &t4, &wo, 1.0, 0.0));
-#line 1003 "ulysses.c"
+#line 988 "ulysses.c"
 	cfrt_where(ctx, NULL, 0); /* out of the model */
 	return CFRT_OK;
 }

@@ -35,21 +35,6 @@ cf_mod(int x, int n)
 	return m < 0 ? m + n : m;
 }
 
-/* [..., S, H*Dh] seen as [..., H, S, Dh]: the heads of a row-major
- * tensor, for head split and merge (one cfrt_copy each). */
-static cfrt_view
-cf_heads(cfrt_view v, int64_t heads)
-{
-	int perm[CFRT_MAX_DIMS];
-
-	v = cfrt_view_split(v, v.nd - 1, heads, v.dim[v.nd - 1] / heads);
-	for (int d = 0; d < v.nd; d++)
-		perm[d] = d;
-	perm[v.nd - 3] = v.nd - 2;
-	perm[v.nd - 2] = v.nd - 3;
-	return cfrt_view_permute(v, perm);
-}
-
 /* v as [B, H, S, Dh] for attention: leading dims of extent 1 added,
  * or two leading dims that continue each other merged, until it
  * has 4. */
@@ -185,7 +170,7 @@ attention_forward(cfrt_ctx *ctx, const attention_weights *w, const attention_io 
 				cfrt_view cf_o = cfrt_view_slice(q, 2, s * 16, 16);
 				cfrt_view in0 = cfrt_view_slice(t1, 1, s * 16, 16);
 				{
-					cfrt_view hv = cf_heads(in0, cf_o.dim[cf_o.nd - 3]);
+					cfrt_view hv = cfrt_view_heads(in0, cf_o.dim[cf_o.nd - 3]);
 					CFRT_TRY(ctx, cfrt_copy(ctx, &cf_o, &hv));
 				}
 			}
@@ -205,7 +190,7 @@ attention_forward(cfrt_ctx *ctx, const attention_weights *w, const attention_io 
 				cfrt_view cf_o = cfrt_view_slice(k, 2, s * 16, 16);
 				cfrt_view in0 = cfrt_view_slice(t2, 1, s * 16, 16);
 				{
-					cfrt_view hv = cf_heads(in0, cf_o.dim[cf_o.nd - 3]);
+					cfrt_view hv = cfrt_view_heads(in0, cf_o.dim[cf_o.nd - 3]);
 					CFRT_TRY(ctx, cfrt_copy(ctx, &cf_o, &hv));
 				}
 			}
@@ -225,7 +210,7 @@ attention_forward(cfrt_ctx *ctx, const attention_weights *w, const attention_io 
 				cfrt_view cf_o = cfrt_view_slice(v, 2, s * 16, 16);
 				cfrt_view in0 = cfrt_view_slice(t3, 1, s * 16, 16);
 				{
-					cfrt_view hv = cf_heads(in0, cf_o.dim[cf_o.nd - 3]);
+					cfrt_view hv = cfrt_view_heads(in0, cf_o.dim[cf_o.nd - 3]);
 					CFRT_TRY(ctx, cfrt_copy(ctx, &cf_o, &hv));
 				}
 			}
@@ -283,7 +268,7 @@ attention_forward(cfrt_ctx *ctx, const attention_weights *w, const attention_io 
 				cfrt_view cf_o = cfrt_view_slice(o, 1, s * 16, 16);
 				cfrt_view in0 = cfrt_view_slice(t4, 2, s * 16, 16);
 				{
-					cfrt_view hv = cf_heads(cf_o, in0.dim[in0.nd - 3]);
+					cfrt_view hv = cfrt_view_heads(cf_o, in0.dim[in0.nd - 3]);
 					CFRT_TRY(ctx, cfrt_copy(ctx, &hv, &in0));
 				}
 			}
@@ -316,7 +301,7 @@ attention_forward(cfrt_ctx *ctx, const attention_weights *w, const attention_io 
 				cfrt_view cf_o = cfrt_view_slice(o, 1, s * 16, 16);
 				cfrt_view in0 = cfrt_view_slice(t4, 2, s * 16, 16);
 				{
-					cfrt_view hv = cf_heads(cf_o, in0.dim[in0.nd - 3]);
+					cfrt_view hv = cfrt_view_heads(cf_o, in0.dim[in0.nd - 3]);
 					CFRT_TRY(ctx, cfrt_copy(ctx, &hv, &in0));
 				}
 			}
@@ -377,7 +362,7 @@ attention_forward(cfrt_ctx *ctx, const attention_weights *w, const attention_io 
 			}
 		}
 	}
-#line 381 "attention.c"
+#line 366 "attention.c"
 	cfrt_where(ctx, NULL, 0); /* out of the model */
 	return CFRT_OK;
 }
