@@ -98,20 +98,6 @@ int rows_grad_type(cudaStream_t s, int op, kview dx, kview dy, kview x,
 // sums are added in a fixed order: the result does not depend on timing.
 const int SUM_Y = 16;
 
-// Offset of index k of v's row-major index space.
-__device__ __forceinline__ int64_t offset_of(const kview &v, int64_t k)
-{
-	int64_t off = 0;
-#pragma unroll
-	for (int d = CFRT_MAX_DIMS - 1; d >= 0; d--) {
-		if (d >= v.nd)
-			continue;
-		off += k % v.dim[d] * v.st[d];
-		k /= v.dim[d];
-	}
-	return off;
-}
-
 // dst[e] = sum over k < nlead of src[e] at lead's offset k; dst and src
 // have one index space of n elements (src's trailing dims).
 template <typename T>
@@ -123,16 +109,16 @@ __global__ void sum_leading_k(kview d, kview s, kview lead, int64_t n,
 	const T *ps = (const T *)s.p;
 	for (int64_t base = (int64_t)blockIdx.x * 32; base < n;
 	     base += (int64_t)gridDim.x * 32) {
-		int64_t e = base + threadIdx.x, os = e < n ? offset_of(s, e) : 0;
+		int64_t e = base + threadIdx.x, os = e < n ? kv_offset(s, s.nd, e) : 0;
 		A sum = 0;
 		for (int64_t k = threadIdx.y; e < n && k < nlead; k += SUM_Y)
-			sum += to_acc(ps[os + offset_of(lead, k)]);
+			sum += to_acc(ps[os + kv_offset(lead, lead.nd, k)]);
 		sh[threadIdx.y][threadIdx.x] = sum;
 		__syncthreads();
 		if (threadIdx.y == 0 && e < n) {
 			for (int y = 1; y < SUM_Y; y++)
 				sum += sh[y][threadIdx.x];
-			((T *)d.p)[offset_of(d, e)] = store<T>(sum);
+			((T *)d.p)[kv_offset(d, d.nd, e)] = store<T>(sum);
 		}
 		__syncthreads(); // sh is read before the next round writes it
 	}

@@ -80,8 +80,8 @@ inline int blocks_for(int64_t n)
 
 // a[k] of a view's dims or strides, for a k known at run time only, by
 // a select unrolled over every possible dim: an array of a view indexed
-// at run time is copied to a stack frame of each thread (224 bytes of
-// three views), which cost a short call more than its data did (one
+// at run time is copied to a stack frame of each thread (224-336 bytes,
+// ptxas -v), which cost a short call more than its data did (one
 // H100: a head split's copy of 16 MiB took 0.103 ms, of 128 MiB 0.205;
 // layernorm and softmax, a block a row, moved 50 GB/s against gelu's
 // 2600. Without: 0.024 and 0.107 ms, 258 and 308 GB/s).
@@ -95,18 +95,25 @@ __device__ __forceinline__ int64_t kv_at(const int64_t (&a)[CFRT_MAX_DIMS], int 
 	return x;
 }
 
-// Offset of the first element of row r (rows: every index but the last).
-__device__ __forceinline__ int64_t row_offset(const kview &v, int64_t r)
+// Offset in v of index i of the row-major index space of v's first nd
+// dims, unrolled over every possible dim (kv_at says why).
+__device__ __forceinline__ int64_t kv_offset(const kview &v, int nd, int64_t i)
 {
 	int64_t off = 0;
 #pragma unroll
-	for (int k = CFRT_MAX_DIMS - 2; k >= 0; k--) {
-		if (k > v.nd - 2)
+	for (int k = CFRT_MAX_DIMS - 1; k >= 0; k--) {
+		if (k >= nd)
 			continue;
-		off += (r % v.dim[k]) * v.st[k];
-		r /= v.dim[k];
+		off += (i % v.dim[k]) * v.st[k];
+		i /= v.dim[k];
 	}
 	return off;
+}
+
+// Offset of the first element of row r (rows: every index but the last).
+__device__ __forceinline__ int64_t row_offset(const kview &v, int64_t r)
+{
+	return kv_offset(v, v.nd - 1, r);
 }
 
 // Sum (max = 0) or maximum (max = 1) over the block; every thread gets

@@ -438,16 +438,8 @@ __global__ void rope_pairs(kview d, kview a, int64_t n, int64_t half,
 	int64_t step = (int64_t)gridDim.x * blockDim.x, rows = kv_at(d.dim, nd - 2);
 	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
 	     i += step) {
-		int64_t line = i / half, j = i % half, od = 0, oa = 0, l = line;
-#pragma unroll
-		for (int k = CFRT_MAX_DIMS - 2; k >= 0; k--) {
-			if (k > nd - 2)
-				continue;
-			int64_t m = d.dim[k], x = l % m;
-			l /= m;
-			od += x * d.st[k];
-			oa += x * a.st[k];
-		}
+		int64_t line = i / half, j = i % half, od, oa, unused;
+		offsets3(line, nd - 1, d, a, a, &od, &oa, &unused);
 		double ang = (double)(pos0 + line % rows) *
 		             pow(base, -2.0 * (double)j / (double)(2 * half));
 		A c = A(cos(ang)), sn = A(sign * sin(ang));
