@@ -36,9 +36,9 @@ check "cuda-build: the training application links against libcfrt_cuda" \
 check "cuda-build: pc_app links against libcfrt_cuda" \
 	mpicc -std=c11 -O2 -Wall -Wextra -Werror $SANFLAGS -Iruntime -o "$t/pc_app" \
 	tests/runtime/pc_app.c "$B/libcfrt_cuda.a" ${CUDA_LIBS:-$(sed -n 's/^Libs: -L[^ ]* -lcfrt_cuda //p' "$B/cfrt_cuda.pc")}
-# on the profiles of 4 H100s that the current cfrt-calibrate-cuda wrote
-# (lease 6 with NCCL, lease 7 with copy engines: slowdown 4, the heads'
-# rates): every row predicted, auto built per transfer mode
+# on profiles of 4 H100s with every entry the current cfrt-calibrate-cuda
+# writes (lease 6 with NCCL, lease 7 with copy engines: slowdown 4, the
+# heads' rates): every row predicted, auto built per transfer mode
 pd=$B/tests/gpu-profiles
 mkdir -p "$pd"
 cp bench/results/2026-11-27-NVIDIA-H100-lease6-tp4-nccl.prof "$pd/machine-4-nccl.prof"

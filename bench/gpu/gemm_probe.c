@@ -28,7 +28,6 @@
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
-#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -218,10 +217,11 @@ time_burst(probe *p, const shape *sh, const way *w)
 static void
 idle(float ms)
 {
-	if (ms > 0) {
-		struct timespec ts = {(time_t)(ms / 1000), (long)(fmodf(ms, 1000) * 1e6f)};
+	long long ns = (long long)(ms * 1e6f);
+	struct timespec ts = {(time_t)(ns / 1000000000), (long)(ns % 1000000000)};
+
+	if (ns > 0)
 		nanosleep(&ts, NULL);
-	}
 }
 
 /* p->heat ms of back-to-back runs of w */

@@ -79,7 +79,7 @@ $(B)/tests/gpu/cmpdump: tests/gpu/cmpdump.c
 $(B)/bench/gpu/gemm_probe: bench/gpu/gemm_probe.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) $(CU_CFLAGS) $(LDFLAGS_ALL) -o $@ $< \
-		-L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lm
+		-L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart
 
 # cfrt_attention's fused kernel against its GEMM path, on one GPU
 # (tests/gpu/attn_check.c; run by tests/gpu/run.sh under mpirun -n 1).
