@@ -74,6 +74,7 @@ typedef struct Sim {
 	double *link; /* N * N: when the link from s to d is free */
 	Prediction *pr;
 	int spans;
+	double clock; /* GEMMs' and attention's time factor (profile_clock) */
 } Sim;
 
 enum { RECENT = 32 }; /* transfer records of a rank looked at for overlap */
@@ -303,6 +304,8 @@ sim_compute(Sim *S, const Item *it, int r, int i)
 		}
 		t += node_cost(S->pf, n, rn->odim, rn->idim, f, share, &what);
 	}
+	if (cls == CL_MM || cls == CL_ATTN || cls == CL_ATTN_GRAD)
+		t *= S->clock;
 	if (what)
 		sim_err(S, "the profile %2$s has no %1$s rate for this type", what);
 	return t;
@@ -728,13 +731,16 @@ sim_step(Sim *S)
 	return 1;
 }
 
-Prediction
-predict_coll(Arena *a, const Graph *g, const Coll *c, const Profile *pf, int want_spans)
+/* One run of the step programs, GEMMs and attention at clock times
+ * their rates' time. */
+static Prediction
+sim_run(Arena *a, const PColl *pc, const Coll *c, const Profile *pf, int want_spans,
+        double clock)
 {
 	Prediction pr = {0};
-	Sim S = {.a = a, .c = c, .pc = plan_coll(a, g, c), .pf = pf, .N = c->N,
+	Sim S = {.a = a, .c = c, .pc = pc, .pf = pf, .N = c->N,
 	         .esz = dtype_size[c->node->in[0]->dtype],
-	         .dt = c->node->in[0]->dtype, .pr = &pr, .spans = want_spans};
+	         .dt = c->node->in[0]->dtype, .pr = &pr, .spans = want_spans, .clock = clock};
 
 	S.rk = arena_alloc(a, (size_t)S.N * sizeof *S.rk);
 	S.link = arena_alloc(a, (size_t)S.N * (size_t)S.N * sizeof *S.link);
@@ -760,6 +766,28 @@ predict_coll(Arena *a, const Graph *g, const Coll *c, const Profile *pf, int wan
 		pr.total = fmax(pr.total, S.ci[k].t1);
 	pr.compute = S.rk[busiest].alone;
 	pr.xfer = S.rk[busiest].xfer;
+	return pr;
+}
+
+/* A GPU's clock follows its average power (profile_clock): with the
+ * profile's clock table, the collective runs again at the factor of the
+ * share of its time the busiest rank computes, until that share settles
+ * (a fixed point: a faster compute lowers the share, which raises the
+ * clock less; three runs move it by well under 1%). The compute alone
+ * stays the first run's: back to back, compute keeps the GPU busy all
+ * the time. */
+Prediction
+predict_coll(Arena *a, const Graph *g, const Coll *c, const Profile *pf, int want_spans)
+{
+	const PColl *pc = plan_coll(a, g, c);
+	Prediction pr = sim_run(a, pc, c, pf, want_spans && !pf->clock.n, 1);
+	double alone = pr.compute, clock = 1;
+
+	for (int i = 0; i < 3 && pf->clock.n && !pr.err && pr.total > 0; i++) {
+		clock = profile_clock(pf, fmin(1, pr.compute / pr.total));
+		pr = sim_run(a, pc, c, pf, want_spans && i == 2, clock);
+	}
+	pr.compute = alone;
 	return pr;
 }
 

@@ -80,6 +80,13 @@ typedef struct Profile {
 	                        * round by round inside its calls, a round
 	                        * when every rank has called it); < 0: as
 	                        * overlap */
+	PTable clock;          /* `clock D R`: a GEMM's or attention's time
+	                        * when compute keeps the GPU busy a share D
+	                        * of the time (transfers the rest) over its
+	                        * time when it keeps it busy all the time (a
+	                        * GPU at its power limit clocks up when its
+	                        * average power falls); in PPoint k and sec;
+	                        * empty: 1 */
 	int batch_loop;        /* `batch loop`: a batched matmul runs as one
 	                        * GEMM per batch index (the CPU backend);
 	                        * without it (`batch one`) as one call of all
@@ -97,6 +104,10 @@ void profile_write(FILE *f, const Profile *pf);
 /* The slowdown of compute while n transfers of its rank run: the entry
  * of the largest count <= n given, else the plain one. */
 double profile_slowdown(const Profile *pf, int n);
+/* The clock table's time factor at busy share d (0 < d <= 1): linear
+ * between the points and to 1 at d = 1, the first point's below it; 1
+ * without a table. */
+double profile_clock(const Profile *pf, double d);
 /* 0..3 for all_gather, reduce_scatter, all_reduce, all_to_all; -1. */
 int profile_coll_index(OpKind op);
 /* Seconds of one table lookup: GEMM (m, n, k) by inverse-distance

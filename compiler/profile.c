@@ -292,6 +292,19 @@ rd_entry(Rd *r, Profile *pf, const char *w, size_t len)
 		int c = rd_coll(r);
 		return c >= 0 && rd_fraction(r, &pf->overlap_coll[c]);
 	}
+	if (rd_is(w, len, "clock")) {
+		/* clock D R: busy share D (0 < D < 1), time factor R */
+		if (!rd_num(r, "the busy share", 0, &x[0]))
+			return 0;
+		if (x[0] >= 1) {
+			diag_error(r->d, rd_numloc(r), "the busy share must be under 1, not %g", x[0]);
+			return 0;
+		}
+		if (!rd_num(r, "the time factor", 0, &x[1]))
+			return 0;
+		tab_add(r->a, &pf->clock, (PPoint){0, 0, x[0], x[1], r->lno});
+		return 1;
+	}
 	if (rd_is(w, len, "gemm")) {
 		int t = rd_dtype(r);
 		if (t < 0 || !rd_num(r, "m", NUM_WHOLE, &x[0]) || !rd_num(r, "n", NUM_WHOLE, &x[1]) ||
@@ -369,7 +382,7 @@ rd_entry(Rd *r, Profile *pf, const char *w, size_t len)
 		return 1;
 	}
 	diag_error(r->d, rd_loc(r, w, len), "unknown entry '%.*s' (gemm, ew, attn, attn_causal, attn_grad, attn_grad_causal, op, p2p, coll, "
-	           "batch, slowdown, overlap, overlap_coll, backend, transfer, ranks, end)", (int)(len > 40 ? 40 : len), w);
+	           "batch, slowdown, overlap, overlap_coll, clock, backend, transfer, ranks, end)", (int)(len > 40 ? 40 : len), w);
 	return 0;
 }
 
@@ -456,6 +469,7 @@ profile_parse(Arena *a, Diag *d, const Src *src)
 		ok = tab_sort(&r, &pf->p2p[c], "p2p");
 	for (int c = 0; c < 4 && ok; c++)
 		ok = tab_sort(&r, &pf->coll[c], "coll");
+	ok = ok && tab_sort(&r, &pf->clock, "clock");
 	return ok ? pf : NULL;
 }
 
@@ -557,6 +571,7 @@ profile_write(FILE *f, const Profile *pf)
 			fprintf(f, "overlap_coll %s %.17g\n", op_info[coll_ops[c]].name,
 			        pf->overlap_coll[c]);
 	}
+	tab_write(f, "clock", &pf->clock, 0);
 	fputs("end\n", f);
 }
 
@@ -569,6 +584,19 @@ profile_slowdown(const Profile *pf, int n)
 		if (pf->slowdown_at[c] > 0 && profile_conc[c] <= n)
 			return pf->slowdown_at[c];
 	return pf->slowdown;
+}
+
+double
+profile_clock(const Profile *pf, double d)
+{
+	const PTable *t = &pf->clock;
+
+	if (!t->n || d >= 1)
+		return 1;
+	const PPoint *last = &t->p[t->n - 1];
+	if (d > last->k)
+		return last->sec + (1 - last->sec) * (d - last->k) / (1 - last->k);
+	return profile_rate(t, d);
 }
 
 /* A GEMM's rate past the grid's largest size of a dimension is its rate

@@ -37,12 +37,13 @@ check "cuda-build: pc_app links against libcfrt_cuda" \
 	mpicc -std=c11 -O2 -Wall -Wextra -Werror $SANFLAGS -Iruntime -o "$t/pc_app" \
 	tests/runtime/pc_app.c "$B/libcfrt_cuda.a" ${CUDA_LIBS:-$(sed -n 's/^Libs: -L[^ ]* -lcfrt_cuda //p' "$B/cfrt_cuda.pc")}
 # on profiles of 4 H100s with every entry the current cfrt-calibrate-cuda
-# writes (lease 6 with NCCL, lease 7 with copy engines: slowdown 4, the
-# heads' rates): every row predicted, auto built per transfer mode
+# writes (lease 13 with NCCL, lease 12 with copy engines: slowdown 4, the
+# heads' rates, the clock): every row predicted, auto built per transfer
+# mode
 pd=$B/tests/gpu-profiles
 mkdir -p "$pd"
-cp bench/results/2026-11-27-NVIDIA-H100-lease6-tp4-nccl.prof "$pd/machine-4-nccl.prof"
-cp bench/results/2026-11-27-NVIDIA-H100-lease7-tp4-ce.prof "$pd/machine-4-ce.prof"
+cp bench/results/2026-11-27-NVIDIA-H100-lease13-tp4-nccl.prof "$pd/machine-4-nccl.prof"
+cp bench/results/2026-11-27-NVIDIA-H100-lease12-tp4-ce.prof "$pd/machine-4-ce.prof"
 check "cuda-build: the GPU benchmark's models build (case a, TP 4, auto per mode)" sh -c \
 	"rm -rf $B/bench/gpu/a-4-* && PROFILE_DIR=$pd BUILD_ONLY=1 TPS=4 CASES=a sh bench/gpu/bench.sh &&
 	 test \$(ls $B/bench/gpu/a-4-*/run | wc -l) -eq 6 &&

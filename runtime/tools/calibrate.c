@@ -827,6 +827,64 @@ cal_slowdown(Cal *C)
 	}
 }
 
+/* clock D R (GPUs, two ranks and more): a GEMM's time when it keeps the
+ * GPU busy only a share D of the time, with the library's collectives
+ * (which draw little power) between its bursts, over its time when it
+ * keeps it busy all the time. A GPU at its power limit lowers its clock
+ * under back-to-back GEMMs, and raises it again when the average power
+ * falls: in a trace of bench-gpu's case a, vanilla, with NCCL (4 H100s),
+ * the 131072-row GEMM took 5.35-5.70 ms between reduce-scatters of 2.6
+ * ms, and the pass with transfers off (GEMMs back to back) 6.16 ms. The
+ * bursts are 16384x4096x4096 GEMMs of the probe's type for about 4 ms
+ * (4096^3 ones, 0.2 ms a call, slowed less: 0.89-1.00), after a
+ * second of them; each share runs for CLOCK_LEVEL seconds and keeps the
+ * median of its later two thirds (the clock takes a while to settle). */
+#define CLOCK_LEVEL 0.3
+static void
+cal_clock(Cal *C)
+{
+	static const double duty[] = {1, 0.85, 0.7, 0.55};
+	enum { NDUTY = sizeof duty / sizeof duty[0], MAXB = 512 };
+	cfrt_dtype t = C->probe_t;
+	Gemm g = {t, 16384, 4096, 4096};
+	int64_t blk = C->cap / (size_t)C->size < (64 << 20) ? (int64_t)(C->cap / (size_t)C->size)
+	                                                   : (64 << 20);
+	Coll ag = {0, blk / 4};
+	double v[MAXB], med[NDUTY];
+
+	if (!C->gpu || C->quick || C->size < 2 || !fill(C, t))
+		return;
+	double tag = timed(C, run_coll, &ag, 5, 0, 5);
+	heat(C, t, HEAT);
+	/* both the slowest rank's, so every rank runs as many calls */
+	double tg = timed(C, run_gemm, &g, 3, 0, 3);
+	int n = tg > 0 ? (int)ceil(0.004 / tg) : 1, iters;
+	double bmax = n * tg;
+	for (int l = 0; l < NDUTY; l++) {
+		int k = tag > 0 ? (int)lround(bmax * (1 - duty[l]) / duty[l] / tag) : 0;
+		iters = (int)ceil(CLOCK_LEVEL / (bmax + k * tag));
+		if (iters > MAXB)
+			iters = MAXB;
+		for (int i = 0; i < iters; i++) {
+			double b0 = cfrt_wtime(C->ctx);
+			for (int j = 0; j < n; j++)
+				die_rc(C, run_gemm(C, &g), "gemm");
+			v[i] = (cfrt_wtime(C->ctx) - b0) / n;
+			for (int j = 0; j < k; j++)
+				die_rc(C, run_coll(C, &ag), "all_gather");
+		}
+		double mine = median(v + iters / 3, iters - iters / 3);
+		MPI_Allreduce(&mine, &med[l], 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+		if (C->out)
+			fprintf(C->out, "# %s 16384x4096x4096 GEMMs busy %.0f%% of the time: %.4g s a call "
+			        "(bursts of %d calls, %d all_gather%s of %lld bytes a rank between)\n",
+			        tname[t], 100 * duty[l], med[l], n, k, k == 1 ? "" : "s",
+			        (long long)blk);
+	}
+	for (int l = 1; C->out && l < NDUTY; l++)
+		fprintf(C->out, "clock %.4g %.4g\n", duty[l], med[l] / med[0]);
+}
+
 /* "bf16,f32" -> the bits of those types, the first one's in *first;
  * 0 on a name that is none */
 static int
@@ -942,6 +1000,7 @@ main(int argc, char **argv)
 	cal_transfers(&C);
 	measure(&C);
 	cal_slowdown(&C);
+	cal_clock(&C);
 	if (C.rank == 0) {
 		fprintf(C.out, "# measured in %.1f s\nend\n", MPI_Wtime() - t0);
 		if (fclose(C.out) || rename(tmp, path)) {

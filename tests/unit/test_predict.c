@@ -113,6 +113,10 @@ test_reader(void)
 	rejects(HEAD "ew f32 100 1e9\new f32 100 2e9\nend\n", "t.prof:5:1: error: this ew point "
 	        "repeats the one of line 4");
 	rejects(HEAD "ew f32 100 -1\nend\n", "bytes per second must be a positive number");
+	rejects(HEAD "clock 1 0.9\nend\n", "t.prof:4:7: error: the busy share must be under 1");
+	rejects(HEAD "clock 0.5 0\nend\n", "the time factor must be a positive number");
+	rejects(HEAD "clock 0.5 0.9\nclock 0.5 0.8\nend\n", "t.prof:5:1: error: this clock "
+	        "point repeats the one of line 4");
 	rejects(HEAD "batch strided\nend\n", "t.prof:4:7: error: expected how a batched matmul "
 	        "runs: 'loop'");
 }
@@ -167,6 +171,16 @@ test_lookup(void)
 	CU_ASSERT_DOUBLE_EQUAL(profile_slowdown(pf, 1), 1, 0);
 	CU_ASSERT_DOUBLE_EQUAL(profile_slowdown(pf, 2), 1.2, 0);
 	CU_ASSERT_DOUBLE_EQUAL(profile_slowdown(pf, 5), 1.2, 0);
+	CU_ASSERT_DOUBLE_EQUAL(profile_clock(pf, 0.5), 1, 0); /* no table */
+	free(err);
+	/* the clock: linear between the points and on to 1 at 1, the
+	 * first point's below it */
+	pf = pf_parse(a, HEAD "clock 0.8 0.9\nclock 0.4 0.7\nend\n", &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(pf);
+	CU_ASSERT_DOUBLE_EQUAL(profile_clock(pf, 0.2), 0.7, 1e-15);
+	CU_ASSERT_DOUBLE_EQUAL(profile_clock(pf, 0.6), 0.8, 1e-15);
+	CU_ASSERT_DOUBLE_EQUAL(profile_clock(pf, 0.9), 0.95, 1e-15);
+	CU_ASSERT_DOUBLE_EQUAL(profile_clock(pf, 1), 1, 0);
 	free(err);
 	arena_free(a);
 
@@ -484,6 +498,25 @@ test_predict(void)
 	                       eps);
 	/* vanilla with no collective measured: a ring of transfers */
 	CU_ASSERT_DOUBLE_EQUAL(ag_time("vanilla", 1, 10, 4, 1, 0), 3 * 4 + 4 * 10, eps);
+	/* the clock: busy half the time (a 40 us all_gather, then 40 us of
+	 * GEMMs) the GEMMs take 0.8 of their time; then busy 32 of 72 us,
+	 * below the table, 0.8 again */
+	CU_ASSERT_DOUBLE_EQUAL(ag_time_more("vanilla", 1, 10, 4, 1, 40, 1, -1, "clock 0.5 0.8\n"),
+	                       40 + 0.8 * 40, eps);
+	/* a 10 us all_gather: busy 0.8, linear from (0.5, 0.8) to (1, 1);
+	 * the factor of each run's share, three times */
+	double f = 1;
+	for (int i = 0; i < 3; i++)
+		f = 0.8 + 0.4 * (40 * f / (10 + 40 * f) - 0.5);
+	CU_ASSERT_DOUBLE_EQUAL(ag_time_more("vanilla", 1, 10, 4, 1, 10, 1, -1, "clock 0.5 0.8\n"),
+	                       10 + f * 40, eps);
+	/* points in any order: between (0.25, 0.8) and (0.75, 0.9) */
+	f = 1;
+	for (int i = 0; i < 3; i++)
+		f = 0.8 + 0.2 * (40 * f / (40 + 40 * f) - 0.25);
+	CU_ASSERT_DOUBLE_EQUAL(ag_time_more("vanilla", 1, 10, 4, 1, 40, 1, -1,
+	                                    "clock 0.75 0.9\nclock 0.25 0.8\n"),
+	                       40 + f * 40, eps);
 }
 
 /* auto's rule on hand-made predictions: the first candidate (the
