@@ -888,6 +888,19 @@ cal_clock(Cal *C)
 		fprintf(C->out, "clock %.4g %.4g\n", duty[l], med[l] / med[0]);
 }
 
+/* The profile's transfer entry: on GPUs the transfer mode calibrated
+ * (CFRT_TRANSFER, which cfrt_init has checked: nccl unless set), whose
+ * profiles differ; on CPUs the progress mode. */
+static const char *
+transfer_name(const Cal *C)
+{
+	const char *e = getenv("CFRT_TRANSFER");
+
+	if (!C->gpu)
+		return cfrt_progress_name(C->ctx);
+	return e && *e ? e : "nccl";
+}
+
 /* "bf16,f32" -> the bits of those types, the first one's in *first;
  * 0 on a name that is none */
 static int
@@ -993,7 +1006,7 @@ main(int argc, char **argv)
 		        C.size, C.size == 1 ? "" : "s",
 		        C.span ? "spans over the ranks of one node" : "the slowest rank's", C.passes,
 		        C.passes == 1 ? "" : "es",
-		        cfrt_backend_name(), cfrt_progress_name(C.ctx), C.size,
+		        cfrt_backend_name(), transfer_name(&C), C.size,
 		        C.gpu ? "one" : "loop"); /* cfrt_matmul: strided batch, or a loop */
 	}
 	double t0 = MPI_Wtime();
