@@ -69,43 +69,37 @@ cmp(const void *x, const void *y)
 	return (a > b) - (a < b);
 }
 
-/* The median over reps of the slowest rank's time of way w of op. */
+/* How a way runs: a GEMM first or not, then calls collectives of type t
+ * back to back (none: the GEMM alone). */
+typedef struct Way {
+	const char *name;
+	cfrt_dtype t;
+	int calls, gemm;
+} Way;
+
+static const Way gemm_way = {"gemm", CFRT_BF16, 0, 1};
+static const Way ways[] = {
+	{"f32", CFRT_F32, 1, 0}, {"bf16", CFRT_BF16, 1, 0},
+	{"burst4", CFRT_BF16, 4, 0}, {"after", CFRT_BF16, 1, 1},
+};
+
+/* The median over reps of the slowest rank's time of way w of op, per
+ * collective call (the GEMM alone: per GEMM). */
 static double
-timed(Probe *P, int op, const char *w, int reps)
+timed(Probe *P, int op, const Way *w, int reps)
 {
 	double t[MAXREPS];
+	int per = w->calls > 0 ? w->calls : 1;
 
 	for (int i = -1; i < reps; i++) { /* i = -1: a warm-up */
-		int calls = !strcmp(w, "burst4") ? 4 : 1, with_gemm = !strcmp(w, "after");
-		cfrt_dtype ty = !strcmp(w, "f32") ? CFRT_F32 : CFRT_BF16;
 		die(P, cfrt_barrier(P->ctx), "cfrt_barrier");
 		double t0 = cfrt_wtime(P->ctx);
-		if (with_gemm)
+		if (w->gemm)
 			die(P, gemm(P), "cfrt_gemm");
-		for (int k = 0; k < calls; k++)
-			die(P, coll(P, op, ty), "the collective");
+		for (int k = 0; k < w->calls; k++)
+			die(P, coll(P, op, w->t), "the collective");
 		die(P, cfrt_sync(P->ctx), "cfrt_sync");
-		double mine = (cfrt_wtime(P->ctx) - t0) / calls, all;
-		MPI_Allreduce(&mine, &all, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-		if (i >= 0)
-			t[i] = all;
-	}
-	qsort(t, (size_t)reps, sizeof *t, cmp);
-	return reps % 2 ? t[reps / 2] : (t[reps / 2 - 1] + t[reps / 2]) / 2;
-}
-
-/* The GEMM alone, as timed() times a way. */
-static double
-gemm_alone(Probe *P, int reps)
-{
-	double t[MAXREPS];
-
-	for (int i = -1; i < reps; i++) {
-		die(P, cfrt_barrier(P->ctx), "cfrt_barrier");
-		double t0 = cfrt_wtime(P->ctx);
-		die(P, gemm(P), "cfrt_gemm");
-		die(P, cfrt_sync(P->ctx), "cfrt_sync");
-		double mine = cfrt_wtime(P->ctx) - t0, all;
+		double mine = (cfrt_wtime(P->ctx) - t0) / per, all;
 		MPI_Allreduce(&mine, &all, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
 		if (i >= 0)
 			t[i] = all;
@@ -153,18 +147,15 @@ main(int argc, char **argv)
 	die(&P, cfrt_fill_uniform(P.ctx, &va, 1), "cfrt_fill_uniform");
 	die(&P, cfrt_fill_uniform(P.ctx, &vb, 2), "cfrt_fill_uniform");
 
-	double g = gemm_alone(&P, reps);
+	double g = timed(&P, 0, &gemm_way, reps);
 	if (P.rank == 0)
 		printf("gemm %dx%dx%d bf16 ms=%.4f\n", GM, GN, GK, g * 1e3);
 	static const char *const ops[] = {"all_gather", "reduce_scatter"};
-	static const char *const ways[] = {"f32", "bf16", "burst4", "after"};
 	for (int op = 0; op < 2; op++)
-		for (int w = 0; w < 4; w++) {
-			double s = timed(&P, op, ways[w], reps);
-			if (!strcmp(ways[w], "after"))
-				s -= g;
+		for (size_t w = 0; w < sizeof ways / sizeof ways[0]; w++) {
+			double s = timed(&P, op, &ways[w], reps) - (ways[w].gemm ? g : 0);
 			if (P.rank == 0)
-				printf("op=%s way=%s mib=%d ranks=%d ms=%.4f\n", ops[op], ways[w], mib,
+				printf("op=%s way=%s mib=%d ranks=%d ms=%.4f\n", ops[op], ways[w].name, mib,
 				       P.size, s * 1e3);
 		}
 	cfrt_finalize(P.ctx);

@@ -116,26 +116,15 @@ $(B)/tests/gpu/app_stream: tests/gpu/app_stream.c $(APP_GEN)/mlp.h $(APP_GEN)/ml
 	$(MPICC) $(CFLAGS_ALL) $(CU_CFLAGS) -I$(APP_GEN) $(LDFLAGS_ALL) -o $@ $< \
 		$(APP_GEN)/mlp.c $(APP_GEN)/mlp_ref.c $(B)/libcfrt_cuda.a $(CUDA_LIBS) -lm
 
-# One ring step's transfer, a GEMM, and both at once (bench/gpu/xfer_probe.c).
-$(B)/bench/gpu/xfer_probe: bench/gpu/xfer_probe.c $(B)/libcfrt_cuda.a
-	@mkdir -p $(@D)
-	$(MPICC) $(CFLAGS_ALL) -Iruntime $(LDFLAGS_ALL) -o $@ $< $(B)/libcfrt_cuda.a $(CUDA_LIBS)
-
-# Our attention through cuDNN and our kernels at issue 11's shapes
-# (bench/gpu/attn_probe.c; bench/gpu/attn_probe.sh runs it beside SDPA).
-$(B)/bench/gpu/attn_probe: bench/gpu/attn_probe.c $(B)/libcfrt_cuda.a
-	@mkdir -p $(@D)
-	$(MPICC) $(CFLAGS_ALL) -Iruntime $(LDFLAGS_ALL) -o $@ $< $(B)/libcfrt_cuda.a $(CUDA_LIBS)
-
-# case c's projection, head split and pack, whole and in slices, on one
-# GPU, and the head split checked exactly (bench/gpu/heads_probe.c).
-$(B)/bench/gpu/heads_probe: bench/gpu/heads_probe.c $(B)/libcfrt_cuda.a
-	@mkdir -p $(@D)
-	$(MPICC) $(CFLAGS_ALL) -Iruntime $(LDFLAGS_ALL) -o $@ $< $(B)/libcfrt_cuda.a $(CUDA_LIBS)
-
-# the library collectives timed as calibrate and as a pass meet them
-# (bench/gpu/coll_probe.c).
-$(B)/bench/gpu/coll_probe: bench/gpu/coll_probe.c $(B)/libcfrt_cuda.a
+# Probes linked with this backend (bench/gpu/NAME.c): xfer_probe, one ring
+# step's transfer, a GEMM and both at once; attn_probe, our attention
+# through cuDNN and our kernels at issue 11's shapes (attn_probe.sh runs it
+# beside SDPA); heads_probe, case c's projection, head split and pack,
+# whole and in slices, on one GPU, the head split checked exactly;
+# coll_probe, the library collectives timed as calibrate and as a pass
+# meet them.
+CU_PROBES = $(patsubst %,$(B)/bench/gpu/%,xfer_probe attn_probe heads_probe coll_probe)
+$(CU_PROBES): $(B)/bench/gpu/%: bench/gpu/%.c $(B)/libcfrt_cuda.a
 	@mkdir -p $(@D)
 	$(MPICC) $(CFLAGS_ALL) -Iruntime $(LDFLAGS_ALL) -o $@ $< $(B)/libcfrt_cuda.a $(CUDA_LIBS)
 
@@ -146,8 +135,7 @@ $(B)/cfrt-calibrate-cuda: runtime/tools/calibrate.c $(B)/libcfrt_cuda.a
 	$(MPICC) $(CFLAGS_ALL) -Iruntime $(LDFLAGS_ALL) -o $@ $< $(B)/libcfrt_cuda.a $(CUDA_LIBS) -lm
 
 CU_ALL = $(B)/libcfrt_cuda.a $(B)/cfrt_cuda.pc $(B)/tests/gpu/cmpdump \
-         $(B)/bench/gpu/gemm_probe $(B)/bench/gpu/xfer_probe $(B)/bench/gpu/attn_probe \
-         $(B)/bench/gpu/heads_probe $(B)/bench/gpu/coll_probe \
+         $(B)/bench/gpu/gemm_probe $(CU_PROBES) \
          $(B)/tests/gpu/attn_check \
          $(B)/tests/gpu/grad_check $(B)/tests/gpu/gqa_check $(B)/cfrt-calibrate-cuda \
          $(B)/tests/gpu/app_stream
