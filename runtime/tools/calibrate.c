@@ -836,11 +836,11 @@ cal_slowdown(Cal *C)
  * keeps it busy all the time. A GPU at its power limit lowers its clock
  * under back-to-back GEMMs, and raises it again when the average power
  * falls: in a trace of bench-gpu's case a, vanilla, with NCCL (4 H100s),
- * the 131072-row GEMM took 5.35-5.70 ms between reduce-scatters of 2.6
- * ms, and the pass with transfers off (GEMMs back to back) 6.16 ms. The
- * bursts are 16384x4096x4096 GEMMs of the probe's type for about 4 ms
- * (4096^3 ones, 0.2 ms a call, read the same: 0.89-1.00), after a
- * second of them; each share runs for CLOCK_LEVEL seconds and keeps the
+ * the 131072-row GEMM took 5.35-5.70 ms between reduce-scatters of
+ * 2.45-3.21 ms, and the pass with transfers off (GEMMs back to back)
+ * 6.16 ms. The bursts are 16384x4096x4096 GEMMs of the probe's type for
+ * about 4 ms (4096^3 ones, 0.2 ms a call, read the same: 0.89-1.00),
+ * after a second of them; each share runs for CLOCK_LEVEL seconds and keeps the
  * median of its later two thirds (the clock takes a while to settle). */
 #define CLOCK_LEVEL 0.3
 static void
