@@ -95,6 +95,8 @@ typedef struct ipc_ev {
 	cudaEvent_t e;
 	cudaIpcEventHandle_t h;
 	int busy;
+	int own_wait; /* a receive's D: its own wait has not called
+	               * cudaStreamWaitEvent on it yet */
 	MPI_Request req[2]; /* the DONE sent and an ACK received; or the ACK
 	                     * sent (req[0]) */
 	ce_done done;       /* message buffers, alive while req runs */
