@@ -304,6 +304,13 @@ sim_compute(Sim *S, const Item *it, int r, int i)
 		}
 		t += node_cost(S->pf, n, rn->odim, rn->idim, f, share, &what);
 	}
+	if (cls == CL_MM && it->u.comp.beta) {
+		/* adding to its output: the output read too */
+		int64_t o[MAXDIM];
+		cut_dims(n->out, rn->odim, f, o);
+		t += calls * elems_of(o, n->out->ndim) * dtype_size[n->out->dtype] *
+		     profile_acc(S->pf, n->out->dtype);
+	}
 	if (cls == CL_MM || cls == CL_ATTN || cls == CL_ATTN_GRAD)
 		t *= S->clock;
 	if (what)

@@ -305,12 +305,14 @@ rd_entry(Rd *r, Profile *pf, const char *w, size_t len)
 		tab_add(r->a, &pf->clock, (PPoint){0, 0, x[0], x[1], r->lno});
 		return 1;
 	}
-	if (rd_is(w, len, "gemm")) {
+	if (rd_is(w, len, "gemm") || rd_is(w, len, "gemm_acc")) {
+		/* gemm_acc: the same GEMM adding to its output (beta = 1) */
 		int t = rd_dtype(r);
 		if (t < 0 || !rd_num(r, "m", NUM_WHOLE, &x[0]) || !rd_num(r, "n", NUM_WHOLE, &x[1]) ||
 		    !rd_num(r, "k", NUM_WHOLE, &x[2]) || !rd_num(r, "seconds", 0, &x[3]))
 			return 0;
-		tab_add(r->a, &pf->gemm[t], (PPoint){x[0], x[1], x[2], x[3], r->lno});
+		tab_add(r->a, len == 4 ? &pf->gemm[t] : &pf->gemm_acc[t],
+		        (PPoint){x[0], x[1], x[2], x[3], r->lno});
 		return 1;
 	}
 	if (rd_is(w, len, "ew")) {
@@ -381,7 +383,7 @@ rd_entry(Rd *r, Profile *pf, const char *w, size_t len)
 		tab_add(r->a, &pf->coll[c], (PPoint){0, 0, x[0], x[1], r->lno});
 		return 1;
 	}
-	diag_error(r->d, rd_loc(r, w, len), "unknown entry '%.*s' (gemm, ew, attn, attn_causal, attn_grad, attn_grad_causal, op, p2p, coll, "
+	diag_error(r->d, rd_loc(r, w, len), "unknown entry '%.*s' (gemm, gemm_acc, ew, attn, attn_causal, attn_grad, attn_grad_causal, op, p2p, coll, "
 	           "batch, slowdown, overlap, overlap_coll, clock, backend, transfer, ranks, end)", (int)(len > 40 ? 40 : len), w);
 	return 0;
 }
@@ -460,7 +462,8 @@ profile_parse(Arena *a, Diag *d, const Src *src)
 	}
 	int ok = 1;
 	for (int t = 0; t < NDTYPE && ok; t++)
-		ok = tab_sort(&r, &pf->gemm[t], "gemm") && tab_sort(&r, &pf->ew_by[t], "ew") &&
+		ok = tab_sort(&r, &pf->gemm[t], "gemm") && tab_sort(&r, &pf->gemm_acc[t], "gemm_acc") &&
+		     tab_sort(&r, &pf->ew_by[t], "ew") &&
 		     tab_sort(&r, &pf->attn[0][t], "attn") &&
 		     tab_sort(&r, &pf->attn[1][t], "attn_causal") &&
 		     tab_sort(&r, &pf->attn_grad[0][t], "attn_grad") &&
@@ -539,6 +542,8 @@ profile_write(FILE *f, const Profile *pf)
 	for (int t = DT_F32; t < NDTYPE; t++) {
 		snprintf(head, sizeof head, "gemm %s", dtype_name[t]);
 		tab_write(f, head, &pf->gemm[t], 1);
+		snprintf(head, sizeof head, "gemm_acc %s", dtype_name[t]);
+		tab_write(f, head, &pf->gemm_acc[t], 1);
 		if (pf->ew[t] > 0)
 			fprintf(f, "ew %s %.17g\n", dtype_name[t], pf->ew[t]);
 		snprintf(head, sizeof head, "ew %s", dtype_name[t]);
@@ -670,6 +675,33 @@ profile_bytes(const PTable *t, double bytes)
 	double x0 = p[i - 1].k, x1 = p[i].k, y0 = p[i - 1].sec, y1 = p[i].sec;
 	double y = y0 + (y1 - y0) * (bytes - x0) / (x1 - x0);
 	return y > 0 ? y : y0;
+}
+
+static int
+cmp_dbl(const void *x, const void *y)
+{
+	double a = *(const double *)x, b = *(const double *)y;
+
+	return a < b ? -1 : a > b;
+}
+
+double
+profile_acc(const Profile *pf, int t)
+{
+	const PTable *a = &pf->gemm_acc[t];
+	double v[64];
+	int n = 0;
+
+	for (int i = 0; i < a->n && n < 64; i++) {
+		const PPoint *p = &a->p[i];
+		double t0 = profile_gemm(&pf->gemm[t], p->m, p->n, p->k);
+		if (t0 > 0)
+			v[n++] = fmax(0, p->sec - t0) / (p->m * p->n * dtype_size[t]);
+	}
+	if (!n)
+		return 0;
+	qsort(v, (size_t)n, sizeof *v, cmp_dbl);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 double

@@ -59,6 +59,8 @@ typedef struct Cal {
 	double budget; /* seconds per point at most, over every pass */
 	int span;      /* one node: times are spans on the node's clock */
 	int passes;    /* times each point is visited, the others between */
+	int gemm_calls; /* GPUs: GEMM calls back to back a run (0: about
+	                 * RUN_S worth, at most MAXCALLS; 1: each alone) */
 	double heat_call[CFRT_F16 + 1]; /* seconds of one of heat()'s GEMMs of each type */
 	struct Point *pt; /* what is measured, in the order it is written */
 	int npt, cappt;
@@ -229,6 +231,8 @@ run_coll(Cal *C, void *arg)
 typedef struct Gemm {
 	cfrt_dtype t;
 	int64_t m, n, k;
+	int acc;   /* adds to its output (beta = 1), as FuseRS accumulates */
+	int calls; /* back to back a run (0: 1); the point's time is a call's */
 } Gemm;
 
 /* g of the a and b buffers into out. */
@@ -236,13 +240,18 @@ static int
 gemm_call(Cal *C, const Gemm *g, void *out)
 {
 	return cfrt_gemm(C->ctx, g->t, CFRT_NOTRANS, CFRT_NOTRANS, g->m, g->n, g->k, 1, C->a,
-	                 g->k, 0, C->b, g->n, 0, 0, out, g->n, 0, 1);
+	                 g->k, 0, C->b, g->n, 0, g->acc, out, g->n, 0, 1);
 }
 
 static int
 run_gemm(Cal *C, void *arg)
 {
-	return gemm_call(C, arg, C->c);
+	const Gemm *g = arg;
+	int rc = CFRT_OK;
+
+	for (int i = 0; i < (g->calls > 1 ? g->calls : 1) && rc == CFRT_OK; i++)
+		rc = gemm_call(C, g, C->c);
+	return rc;
 }
 
 typedef struct Ew {
@@ -424,6 +433,7 @@ typedef struct Point {
 	int reps;
 	double work;
 	double pass[MAXPASS]; /* each pass's median */
+	int calls; /* > 1: fn makes that many calls a run; the value is a call's */
 	double s; /* their median; -1: the backend cannot */
 	char key[64];
 } Point;
@@ -470,17 +480,12 @@ fill(Cal *C, cfrt_dtype t)
  * bf16 (bench/gpu/gemm_probe): a 16384x4096x4096 GEMM took 0.735-0.740 ms
  * a call timed alone, 0.869 after 1 s of the same call (the SM clock at
  * 1320-1335 MHz of 1980, the power at 698-699 W), and 131072 rows, as
- * bench-gpu's case a runs them back to back, 6.44-6.57 ms. Each call is
- * still timed alone, after a sync: a generated model's short calls cost
- * their launch too. Timed in runs of back-to-back calls instead, 4 H100s
- * priced the short ones at half (256^3: 10.7 us; timed alone in the next
- * lease, 18.8-24.6) and bench-gpu's case c, slice(4), whose chunks are
- * short GEMMs, came out 29.9% low (compute alone 5.87 ms predicted, 8.37
- * run). */
+ * bench-gpu's case a runs them back to back, 6.44-6.57 ms. The points
+ * time runs of calls back to back (gemm_calls). */
 static void
 heat(Cal *C, cfrt_dtype t, double secs)
 {
-	Gemm g = {t, 4096, 4096, 4096};
+	Gemm g = {t, 4096, 4096, 4096, 0, 1};
 	double *call = &C->heat_call[t], t0 = cfrt_wtime(C->ctx), t1 = t0;
 
 	/* as many calls as the last ones' time says are left, queued at
@@ -547,6 +552,8 @@ measure(Cal *C)
 		double v[MAXPASS], spread;
 		if (p->s != 0) /* add() zeroed it: 0 when every pass measured it */
 			continue;
+		for (int k = 0; k < C->passes; k++)
+			p->pass[k] /= p->calls > 1 ? p->calls : 1;
 		memcpy(v, p->pass, sizeof v);
 		p->s = median(v, C->passes); /* sorts v */
 		spread = v[C->passes - 1] / v[0] - 1;
@@ -567,6 +574,38 @@ measure(Cal *C)
 		        "their median\n", noisy, measured, 100 * NOISY);
 }
 
+/* How many GEMM calls of m x n x k a GPU point runs back to back: a
+ * generated model queues its calls ahead of the GPU (its host waits for
+ * nothing of the GPU's inside a pass), so a call costs its own time, or
+ * its launch where that is longer, not a launch, a sync and the host's
+ * wake-up on top. Each call timed alone after a sync (the calibration
+ * until 2026-11-28) priced short ones high: 4 H100s, bench-gpu case c,
+ * compute alone, lease 14: the 8192x1024x4096 GEMMs of fuse(bidir)'s
+ * slices 0.127 ms a call (540 TFLOP/s, where 16384 rows read 611), and
+ * its compute alone and fuse(ring, m = 2)'s 18.4 and 20.2% high, slice(4)'s
+ * 20.1% (the runs of ring(m = 1), with half as many calls, 8.5%). The
+ * next lease's runs predicted on two calibrations of its own, one timing
+ * runs and one (--gemm-calls 1) each call alone: case c's compute alone
+ * -2.5 to +1.8% against +15.7 to +26.5%; all 52 rows of cases a-d, median
+ * |error| 5.5% against 8.7%, worst 25.4 against 31.5%. An earlier lease
+ * timed runs and priced case c's slice(4) 29.9% low, but then its head
+ * splits took 4 to 5 times their price (docs/PROFILE.md).
+ * About RUN_S worth a run (at the 8192^3 call's rate), at least 1 and at
+ * most MAXCALLS; --gemm-calls N sets N. */
+enum { MAXCALLS = 256 };
+#define RUN_S 0.002
+
+static int
+gemm_calls(const Cal *C, double rate, int64_t m, int64_t n, int64_t k)
+{
+	if (!C->gpu || C->quick)
+		return 1;
+	if (C->gemm_calls > 0)
+		return C->gemm_calls;
+	double n_ = ceil(RUN_S * rate / (2.0 * (double)m * (double)n * (double)k));
+	return n_ < 1 ? 1 : n_ > MAXCALLS ? MAXCALLS : (int)n_;
+}
+
 static void
 cal_compute(Cal *C, cfrt_dtype t)
 {
@@ -581,28 +620,53 @@ cal_compute(Cal *C, cfrt_dtype t)
 
 	if (!fill(C, t))
 		return; /* the backend has no such type */
-	Gemm g0 = {t, sz[0], sz[0], sz[0]};
+	Gemm g0 = {t, sz[0], sz[0], sz[0], 0, 1};
 	if (timed(C, run_gemm, &g0, 1, 0, 1) < 0)
 		return; /* nor GEMMs of it */
+	double rate = 0; /* GPUs: flop per second of an 8192^3 call */
 	if (C->gpu && !C->quick) {
 		/* 16384 only where an 8192^3 call takes under 10 ms: past
 		 * that the rate is flat (one H100, f32: 50.9 TFLOP/s at 4096^3,
 		 * 51.3 at 8192^3, 52.2 at 16384^3, whose call alone took 0.17
 		 * s) */
-		Gemm g8 = {t, 8192, 8192, 8192};
-		if (timed(C, run_gemm, &g8, 1, 0, 1) > 0.01)
+		Gemm g8 = {t, 8192, 8192, 8192, 0, 1};
+		double t8 = timed(C, run_gemm, &g8, 1, 0, 1);
+		if (t8 > 0.01)
 			nsz = 4;
+		rate = 2.0 * 8192 * 8192 * 8192 / t8;
 	}
 	for (int i = 0; i < nsz; i++)
 		for (int j = 0; j < nsz; j++)
 			for (int l = 0; l < nsz; l++) {
-				Gemm g = {t, sz[i], sz[j], sz[l]};
+				Gemm g = {t, sz[i], sz[j], sz[l], 0, gemm_calls(C, rate, sz[i], sz[j], sz[l])};
 				if ((size_t)(g.m * g.k) * es > C->cap || (size_t)(g.k * g.n) * es > C->cap ||
 				    (size_t)(g.m * g.n) * es > C->cap)
 					continue;
-				add(C, run_gemm, t, C->quick ? 3 : 7, 0, "gemm %s %lld %lld %lld", tn,
-				    (long long)g.m, (long long)g.n, (long long)g.k)->arg.g = g;
+				Point *p = add(C, run_gemm, t, C->quick ? 3 : 7, 0, "gemm %s %lld %lld %lld",
+				               tn, (long long)g.m, (long long)g.n, (long long)g.k);
+				p->arg.g = g;
+				p->calls = g.calls;
 			}
+	/* a few of them adding to their output (beta = 1): cfc prices what
+	 * that costs by the bytes of the output (profile_acc). The largest
+	 * rows, as a schedule's accumulating chunks have. 4 H100s, bf16:
+	 * fuse(bidir) of bench-gpu's case a, whose 8 GEMMs of 16384 rows add
+	 * to their output in 6, ran with transfers off 8.0% longer than
+	 * vanilla's one GEMM, which the table alone priced the same */
+	int64_t big = sz[nsz - 1], mid = sz[nsz - 2], small = sz[1];
+	Gemm acc[3] = {{t, big, mid, small, 1, gemm_calls(C, rate, big, mid, small)},
+	               {t, big, mid, mid, 1, gemm_calls(C, rate, big, mid, mid)},
+	               {t, mid, big, small, 1, gemm_calls(C, rate, mid, big, small)}};
+	for (int i = 0; i < (C->quick ? 1 : 3); i++) {
+		const Gemm *g = &acc[i];
+		if ((size_t)(g->m * g->k) * es > C->cap || (size_t)(g->k * g->n) * es > C->cap ||
+		    (size_t)(g->m * g->n) * es > C->cap)
+			continue;
+		Point *p = add(C, run_gemm, t, C->quick ? 3 : 7, 0, "gemm_acc %s %lld %lld %lld", tn,
+		               (long long)g->m, (long long)g->n, (long long)g->k);
+		p->arg.g = *g;
+		p->calls = g->calls;
+	}
 	/* adds by size, from operands a cache holds to whole buffers: the
 	 * copies and adds of a schedule move slices of an activation (the
 	 * Xeons, 4 ranks: 14.3 GB/s at 192 KiB, 7.9 at 192 MiB) */
@@ -800,7 +864,7 @@ cal_slowdown(Cal *C)
 	 * of 512 rows (of 512 x 512) with a progress test after each, as it
 	 * cuts the models' GEMMs; one of 512 rows is a single panel, which
 	 * tests nothing before its end */
-	Gemm g = {C->probe_t, C->gpu || C->quick ? s : 4 * s, s, s};
+	Gemm g = {C->probe_t, C->gpu || C->quick ? s : 4 * s, s, s, 0, 1};
 	int reps = C->quick ? 3 : 9;
 
 	if (C->size < 2 || (size_t)(g.m * s) * 4 > C->cap / 2 || (size_t)count * 4 > C->cap / 4)
@@ -849,7 +913,7 @@ cal_clock(Cal *C)
 	static const double duty[] = {1, 0.85, 0.7, 0.55};
 	enum { NDUTY = sizeof duty / sizeof duty[0], MAXB = 512 };
 	cfrt_dtype t = C->probe_t;
-	Gemm g = {t, 16384, 4096, 4096};
+	Gemm g = {t, 16384, 4096, 4096, 0, 1};
 	int64_t blk = C->cap / (size_t)C->size < (64 << 20) ? (int64_t)(C->cap / (size_t)C->size)
 	                                                   : (64 << 20);
 	Coll ag = {0, blk / 4};
@@ -926,6 +990,7 @@ static void
 usage(FILE *f)
 {
 	fputs("usage: mpirun -n N cfrt-calibrate [-o FILE] [--quick] [--passes N]\n"
+	      "                        [--gemm-calls N] [--type T[,T...]]\n"
 	      "Measures this machine for cfc's cost model and writes its profile\n"
 	      "(default cfrt.prof); cfc --profile=FILE reads it.\n"
 	      "  -o FILE   where rank 0 writes the profile\n"
@@ -934,7 +999,10 @@ usage(FILE *f)
 	      "            between, and keep the median visit (default 3, --quick 1)\n"
 	      "  --type T[,T...]  measure the compute of these element types only\n"
 	      "            (f32, f64, bf16, f16; default all the backend has); the\n"
-	      "            slowdown probe's GEMM is of the first (default f32)\n", f);
+	      "            slowdown probe's GEMM is of the first (default f32)\n"
+	      "  --gemm-calls N  GPUs: time GEMMs in runs of N calls back to back\n"
+	      "            (at most 256; 1: each call alone after a sync; default:\n"
+	      "            about 2 ms of calls a run)\n", f);
 }
 
 int
@@ -952,6 +1020,9 @@ main(int argc, char **argv)
 		} else if (!strcmp(argv[i], "--passes") && i + 1 < argc && atoi(argv[i + 1]) > 0 &&
 		           atoi(argv[i + 1]) <= MAXPASS) {
 			C.passes = atoi(argv[++i]);
+		} else if (!strcmp(argv[i], "--gemm-calls") && i + 1 < argc &&
+		           atoi(argv[i + 1]) > 0 && atoi(argv[i + 1]) <= MAXCALLS) {
+			C.gemm_calls = atoi(argv[++i]);
 		} else if (!strcmp(argv[i], "--type") && i + 1 < argc &&
 		           parse_types(argv[i + 1], &C.types, &C.probe_t)) {
 			typearg = argv[++i];

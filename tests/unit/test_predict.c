@@ -117,6 +117,9 @@ test_reader(void)
 	rejects(HEAD "clock 0.5 0\nend\n", "the time factor must be a positive number");
 	rejects(HEAD "clock 0.5 0.9\nclock 0.5 0.8\nend\n", "t.prof:5:1: error: this clock "
 	        "point repeats the one of line 4");
+	rejects(HEAD "gemm_acc f32 64 64 64 1\ngemm_acc f32 64 64 64 2\nend\n", "t.prof:5:1: error: "
+	        "this gemm_acc point repeats the one of line 4");
+	rejects(HEAD "gemm_acc f32 64 64\nend\n", "t.prof:4:19: error: expected k");
 	rejects(HEAD "batch strided\nend\n", "t.prof:4:7: error: expected how a batched matmul "
 	        "runs: 'loop'");
 }
@@ -196,6 +199,27 @@ test_lookup(void)
 	CU_ASSERT_DOUBLE_EQUAL(profile_ew(pf, DT_F64, 2500), 1.4e10, 1);
 	CU_ASSERT_DOUBLE_EQUAL(profile_ew(pf, DT_F64, 1e8), 6e9, 1);
 	CU_ASSERT(profile_ew(pf, DT_BF16, 100) <= 0);
+	free(err);
+	arena_free(a);
+
+	/* adding to the output: per byte of it, the median of the points'
+	 * time over the gemm table's at their shape (a point under it counts
+	 * 0): 16 x 16 f32 is 1024 bytes; 1, 3 and -1 us more */
+	a = arena_new();
+	pf = pf_parse(a, HEAD "gemm f32 16 16 16 4e-6\ngemm_acc f32 16 16 16 5e-6\nend\n", &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(pf);
+	CU_ASSERT_DOUBLE_EQUAL(profile_acc(pf, DT_F32), 1e-6 / 1024, 1e-20);
+	CU_ASSERT_DOUBLE_EQUAL(profile_acc(pf, DT_F64), 0, 0); /* no points */
+	free(err);
+	arena_free(a);
+	a = arena_new();
+	pf = pf_parse(a, HEAD "gemm f32 16 16 16 4e-6\ngemm f32 32 16 16 8e-6\n"
+	              "gemm_acc f32 16 16 16 5e-6\ngemm_acc f32 32 16 16 11e-6\n"
+	              "gemm_acc f32 16 16 64 3e-6\nend\n", &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(pf);
+	/* 16x16x64 is 64 us at the table's rate: under it, 0; the median
+	 * of 0, 1e-6 / 1024 and 3e-6 / 2048 */
+	CU_ASSERT_DOUBLE_EQUAL(profile_acc(pf, DT_F32), 1e-6 / 1024, 1e-20);
 	free(err);
 	arena_free(a);
 }
@@ -374,6 +398,36 @@ plan_compute_us(const char *spec, const char *kind, const char *text)
 	double us = xa_predict(&r, s, text).compute * 1e6;
 	st_done(&r);
 	return us;
+}
+
+/* A row-parallel matmul whose 4 partial sums are reduce-scattered: a
+ * rank's [64, 32] @ [32, 16] f32. fuse(ring, m = 2) cuts it into 8
+ * slices of 8 rows; each lane's first GEMM writes its buffer and the
+ * other three add to what they received (beta = 1), 6 of 8 calls. With
+ * 2 us a call, and 1 us more adding to an output of 8 x 16 f32: */
+static void
+test_acc_cost(void)
+{
+	const char *spec = "model rs { size S = 64, K = 128, F = 16; group tp = 4; type f32;\n"
+	                   " in h : [S, K] split K over tp;\n weight w : [K, F] split K over tp;\n"
+	                   " y = reduce_scatter(h @ w, S);\n out y;\n}\n";
+	const char *more[] = {"", "gemm_acc f32 8 16 32 3e-6\n"};
+
+	for (int k = 0; k < 2; k++) {
+		SRun r;
+		char text[256], *err = NULL;
+		Sched *s = st_build(&r, spec, "fuse(ring, m = 2)");
+		CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+		snprintf(text, sizeof text, HEAD "gemm f32 8 16 32 2e-6\n%sp2p 1 512 1e-6\nend\n",
+		         more[k]);
+		Profile *pf = pf_parse(r.a, text, &err);
+		CU_ASSERT_PTR_NOT_NULL_FATAL(pf);
+		free(err);
+		Prediction pr = predict_coll(r.a, s->g, st_coll(s, "y"), pf, 0);
+		CU_ASSERT_PTR_NULL(pr.err);
+		CU_ASSERT_DOUBLE_EQUAL(pr.compute * 1e6, k ? 8 * 2 + 6 * 1 : 8 * 2, 1e-9);
+		st_done(&r);
+	}
 }
 
 /* The program as its memory plan runs it: a chunk of slices that are not
@@ -616,6 +670,7 @@ test_predict_register(void)
 	CU_add_test(s, "predictions with known answers", test_predict);
 	CU_add_test(s, "a batched matmul as its backend runs it", test_batch_cost);
 	CU_add_test(s, "calls, packs and unpacks as the memory plan runs them", test_plan_cost);
+	CU_add_test(s, "GEMMs that add to their output", test_acc_cost);
 	CU_add_test(s, "auto's rule: the simplest within 3% of the fastest", test_pick);
 	CU_add_test(s, "auto takes the candidate the predictor ranks first", test_auto);
 }
