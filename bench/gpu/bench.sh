@@ -22,8 +22,15 @@
 # Our output of fuse(ring) with NCCL is dumped and compared with PyTorch's
 # (not d's: its output, as doubles, is 17 GB; b checks the same ops).
 # BUILD_ONLY=1 stops after building the models (tests/t-cuda-build.sh).
+# Each run times ITERS passes after WARMUP untimed ones (default 100, 0.6
+# to 2.2 s): a GPU at its power limit clocks down within about a second
+# of back-to-back GEMMs (calibrate.c, heat()), as a training job keeps it
+# busy. After 3 (until 2026-11-28) the passes ran partly at the boost
+# clock: 4 H100s, case a's vanilla with transfers off took 6.05-6.33 ms
+# in three leases, 7.41 after 100; case d's fused schedules 7.01-7.64,
+# then 8.63-8.96 (cases b and c within -3.0 to +3.4% of the lease before).
 : "${B:=build}"
-: "${TPS:=4 2}" "${CASES:=a b c d}" "${ITERS:=20}" "${RESULTS:=bench/results}"
+: "${TPS:=4 2}" "${CASES:=a b c d}" "${ITERS:=20}" "${WARMUP:=100}" "${RESULTS:=bench/results}"
 : "${SCHEDULES:=vanilla slice(4) fuse(ring) fuse(bidir)}" "${MODES:=nccl ce none}"
 : "${PREDICT:=1}" "${PROFILE_DIR:=}"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 B
@@ -145,7 +152,7 @@ for tp in $TPS; do
 					dumps="$dumps --dump $c=$raw/ours-$c-$tp.bin"
 				fi
 				line=$(CFRT_TRANSFER=$m $MPIRUN -n "$tp" "$dir/run" \
-					--iters "$ITERS" --warmup 3 $extra 2>"$dir.$m.err" | tail -n 1)
+					--iters "$ITERS" --warmup "$WARMUP" $extra 2>"$dir.$m.err" | tail -n 1)
 				ms=$(echo "$line" | sed -n 's/.*time_ms=\([^ ]*\).*/\1/p')
 				echo "run case=$c tp=$tp schedule=$s transfer=$m ms=${ms:-fail} at=$(date +%s)" | tee -a "$log"
 				[ -n "$ms" ] || tail -n 5 "$dir.$m.err"
