@@ -86,7 +86,10 @@ done
 # host reference (tests/gpu/attn_check.c), forward and backward, one
 # PASS/FAIL per case; then the timings of both paths at the benchmark
 # shape, forward and backward.
-$MPIRUN -x NCCL_NVLS_ENABLE -n 1 "$B/tests/gpu/attn_check" \
+# (its double references take most of its time: 108 s on one H100 by
+# itself, past 120 s here once, so its limit is longer)
+ATTN_RUN="mpirun --allow-run-as-root --timeout 400"
+$ATTN_RUN -x NCCL_NVLS_ENABLE -n 1 "$B/tests/gpu/attn_check" \
 	>"$out/attn_check" 2>&1
 arc=$?
 sed -nE 's/^attn_check: ([^:]*): (.*: )?(ok|MISMATCH)$/\3 \1/p' \
@@ -101,7 +104,7 @@ else
 fi
 grep '^attn_check: time' "$out/attn_check"
 # the same without cuDNN at build time: CFRT_ATTN=cudnn is CFRT_ENOTSUP
-$MPIRUN -x NCCL_NVLS_ENABLE -n 1 "$B/nocudnn/attn_check" --no-cudnn \
+$ATTN_RUN -x NCCL_NVLS_ENABLE -n 1 "$B/nocudnn/attn_check" --no-cudnn \
 	>"$out/attn_check.nocudnn" 2>&1
 if [ $? = 0 ] && grep -q '^attn_check: all ok$' "$out/attn_check.nocudnn"; then
 	pass "gpu: attn_check without cuDNN: CFRT_ATTN=cudnn is refused"
