@@ -24,11 +24,12 @@
  * ended first. 4 H100s, fuse(bidir) of bench-gpu's case a, traced: rank
  * 0 waited for each receive of one lane a step after the other lane's
  * next receive had taken its D, so its compute waited for that copy,
- * 0.387-0.392 ms, four times a pass). A receiver issues the copies from one peer in the order of its
- * receives, so DONE k answers send k (MPI keeps the order of messages of
- * one tag between two ranks). Hosts block only in the sender's wait, and
- * while blocked they keep issuing the copies whose READY has arrived, so
- * a schedule that completes under MPI's rendezvous sends completes here. */
+ * 0.387-0.392 ms, four times a pass). A receiver issues the copies
+ * from one peer in the order of its receives, so DONE k answers send k
+ * (MPI keeps the order of messages of one tag between two ranks). Hosts
+ * block only in the sender's wait, and while blocked they keep issuing
+ * the copies whose READY has arrived, so a schedule that completes under
+ * MPI's rendezvous sends completes here. */
 #include <stdlib.h>
 #include <string.h>
 
