@@ -311,7 +311,7 @@ rd_entry(Rd *r, Profile *pf, const char *w, size_t len)
 		if (t < 0 || !rd_num(r, "m", NUM_WHOLE, &x[0]) || !rd_num(r, "n", NUM_WHOLE, &x[1]) ||
 		    !rd_num(r, "k", NUM_WHOLE, &x[2]) || !rd_num(r, "seconds", 0, &x[3]))
 			return 0;
-		tab_add(r->a, len == 4 ? &pf->gemm[t] : &pf->gemm_acc[t],
+		tab_add(r->a, rd_is(w, len, "gemm") ? &pf->gemm[t] : &pf->gemm_acc[t],
 		        (PPoint){x[0], x[1], x[2], x[3], r->lno});
 		return 1;
 	}
