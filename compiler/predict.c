@@ -204,10 +204,11 @@ visible_share(const Value *q, double sk, int qcut, const Sel *sel, int u0, int n
  * cuts leave: its output cut along odim (-1: whole) and input i along
  * idim[i] (-1: whole), each by f; share: of an attention's query-key
  * pairs, those its causal mask leaves (visible_share; < 0: the whole
- * call's). err set when the profile lacks the rate. */
+ * call's); beta: a matmul that adds to its output (its extra reading
+ * priced by Profile.acc). err set when the profile lacks the rate. */
 static double
 node_cost(const Profile *pf, const Node *n, int odim, const int *idim, double f,
-          double share, const char **what)
+          double share, int beta, const char **what)
 {
 	int64_t o[MAXDIM], in[MAXIN][MAXDIM];
 	int dt = n->out->dtype, cls = op_info[n->op].cls;
@@ -243,8 +244,8 @@ node_cost(const Profile *pf, const Node *n, int odim, const int *idim, double f,
 		 * took slice(k) for it: 4 ranks on 2 cores, mlp's slice(4)
 		 * predicted 5% less compute than vanilla, measured 8% more. */
 		if (f < 1)
-			t = fmax(t, f * node_cost(pf, n, -1, NULL, 1, -1, what));
-		return t;
+			t = fmax(t, f * node_cost(pf, n, -1, NULL, 1, -1, 0, what));
+		return beta ? t + eo * dtype_size[dt] * pf->acc[dt] : t;
 	}
 	if (cls == CL_ATTN || cls == CL_ATTN_GRAD) {
 		const int64_t *q = in[0], *k = in[1];
@@ -302,14 +303,7 @@ sim_compute(Sim *S, const Item *it, int r, int i)
 			                      u * per, per, S->c->nslices, r, i,
 			                      S->c->node->a.coll.group);
 		}
-		t += node_cost(S->pf, n, rn->odim, rn->idim, f, share, &what);
-	}
-	if (cls == CL_MM && it->u.comp.beta) {
-		/* adding to its output: the output read too */
-		int64_t o[MAXDIM];
-		cut_dims(n->out, rn->odim, f, o);
-		t += calls * elems_of(o, n->out->ndim) * dtype_size[n->out->dtype] *
-		     profile_acc(S->pf, n->out->dtype);
+		t += node_cost(S->pf, n, rn->odim, rn->idim, f, share, it->u.comp.beta, &what);
 	}
 	if (cls == CL_MM || cls == CL_ATTN || cls == CL_ATTN_GRAD)
 		t *= S->clock;
@@ -804,7 +798,7 @@ predict_node(Arena *a, const Node *n, const Profile *pf)
 	Prediction pr = {0};
 	const char *what = NULL;
 
-	pr.total = pr.compute = node_cost(pf, n, -1, NULL, 1, -1, &what);
+	pr.total = pr.compute = node_cost(pf, n, -1, NULL, 1, -1, 0, &what);
 	if (what)
 		pr.err = arena_printf(a, "the profile %s has no %s rate for %s", pf->name, what,
 		                      dtype_name[n->out->dtype]);

@@ -42,8 +42,13 @@ typedef struct Profile {
 	PTable gemm[NDTYPE];   /* (m, n, k) -> seconds */
 	PTable gemm_acc[NDTYPE]; /* the same of GEMMs that add to their
 	                        * output (beta = 1, as FuseRS accumulates),
-	                        * at a few shapes: what reading the output
-	                        * costs per byte (profile_acc) */
+	                        * at a few shapes */
+	double acc[NDTYPE];    /* from gemm_acc when the profile is read:
+	                        * seconds per byte of output that such a GEMM
+	                        * takes over one that writes it, the median
+	                        * over the points of each one's time less the
+	                        * gemm table's at its shape, at least 0; 0
+	                        * without points */
 	double ew[NDTYPE];     /* bytes read + written per second by
 	                        * elementwise ops, norms, copies (`ew T
 	                        * RATE`); 0: none */
@@ -126,11 +131,6 @@ double profile_bytes(const PTable *t, double bytes);
  * per second by bytes): linear between the points, constant past them;
  * -1: none measured. */
 double profile_rate(const PTable *t, double sk);
-/* Seconds per byte of output that a GEMM adding to its output (beta =
- * 1) takes over one that writes it: the median over the gemm_acc points
- * of each one's time less the gemm table's at its shape, over its
- * output's bytes, at least 0; 0 without points. */
-double profile_acc(const Profile *pf, int t);
 /* Bytes per second of a plain elementwise pass over bytes of type t: the
  * ew table's, else the one ew rate; <= 0: none. */
 double profile_ew(const Profile *pf, int t, double bytes);

@@ -388,6 +388,35 @@ rd_entry(Rd *r, Profile *pf, const char *w, size_t len)
 	return 0;
 }
 
+static int
+cmp_dbl(const void *x, const void *y)
+{
+	double a = *(const double *)x, b = *(const double *)y;
+
+	return a < b ? -1 : a > b;
+}
+
+/* Profile.acc[t] from the gemm_acc and gemm tables (their first 64
+ * points: cfrt-calibrate writes 3). */
+static double
+acc_per_byte(const Profile *pf, int t)
+{
+	const PTable *a = &pf->gemm_acc[t];
+	double v[64];
+	int n = 0;
+
+	for (int i = 0; i < a->n && n < 64; i++) {
+		const PPoint *p = &a->p[i];
+		double t0 = profile_gemm(&pf->gemm[t], p->m, p->n, p->k);
+		if (t0 > 0)
+			v[n++] = fmax(0, p->sec - t0) / (p->m * p->n * dtype_size[t]);
+	}
+	if (!n)
+		return 0;
+	qsort(v, (size_t)n, sizeof *v, cmp_dbl);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 Profile *
 profile_parse(Arena *a, Diag *d, const Src *src)
 {
@@ -473,6 +502,8 @@ profile_parse(Arena *a, Diag *d, const Src *src)
 	for (int c = 0; c < 4 && ok; c++)
 		ok = tab_sort(&r, &pf->coll[c], "coll");
 	ok = ok && tab_sort(&r, &pf->clock, "clock");
+	for (int t = 0; t < NDTYPE && ok; t++)
+		pf->acc[t] = acc_per_byte(pf, t);
 	return ok ? pf : NULL;
 }
 
@@ -675,33 +706,6 @@ profile_bytes(const PTable *t, double bytes)
 	double x0 = p[i - 1].k, x1 = p[i].k, y0 = p[i - 1].sec, y1 = p[i].sec;
 	double y = y0 + (y1 - y0) * (bytes - x0) / (x1 - x0);
 	return y > 0 ? y : y0;
-}
-
-static int
-cmp_dbl(const void *x, const void *y)
-{
-	double a = *(const double *)x, b = *(const double *)y;
-
-	return a < b ? -1 : a > b;
-}
-
-double
-profile_acc(const Profile *pf, int t)
-{
-	const PTable *a = &pf->gemm_acc[t];
-	double v[64];
-	int n = 0;
-
-	for (int i = 0; i < a->n && n < 64; i++) {
-		const PPoint *p = &a->p[i];
-		double t0 = profile_gemm(&pf->gemm[t], p->m, p->n, p->k);
-		if (t0 > 0)
-			v[n++] = fmax(0, p->sec - t0) / (p->m * p->n * dtype_size[t]);
-	}
-	if (!n)
-		return 0;
-	qsort(v, (size_t)n, sizeof *v, cmp_dbl);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 double
