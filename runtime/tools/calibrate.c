@@ -232,7 +232,7 @@ typedef struct Gemm {
 	cfrt_dtype t;
 	int64_t m, n, k;
 	int acc;   /* adds to its output (beta = 1), as FuseRS accumulates */
-	int calls; /* back to back a run (0: 1); the point's time is a call's */
+	int calls; /* back to back a run (at least 1); the point's time is a call's */
 } Gemm;
 
 /* g of the a and b buffers into out. */
@@ -249,7 +249,7 @@ run_gemm(Cal *C, void *arg)
 	const Gemm *g = arg;
 	int rc = CFRT_OK;
 
-	for (int i = 0; i < (g->calls > 1 ? g->calls : 1) && rc == CFRT_OK; i++)
+	for (int i = 0; i < g->calls && rc == CFRT_OK; i++)
 		rc = gemm_call(C, g, C->c);
 	return rc;
 }
@@ -433,7 +433,6 @@ typedef struct Point {
 	int reps;
 	double work;
 	double pass[MAXPASS]; /* each pass's median */
-	int calls; /* > 1: fn makes that many calls a run; the value is a call's */
 	double s; /* their median; -1: the backend cannot */
 	char key[64];
 } Point;
@@ -552,8 +551,9 @@ measure(Cal *C)
 		double v[MAXPASS], spread;
 		if (p->s != 0) /* add() zeroed it: 0 when every pass measured it */
 			continue;
-		for (int k = 0; k < C->passes; k++)
-			p->pass[k] /= p->calls > 1 ? p->calls : 1;
+		if (p->fn == run_gemm) /* a run of calls: a call's time */
+			for (int k = 0; k < C->passes; k++)
+				p->pass[k] /= p->arg.g.calls;
 		memcpy(v, p->pass, sizeof v);
 		p->s = median(v, C->passes); /* sorts v */
 		spread = v[C->passes - 1] / v[0] - 1;
@@ -606,6 +606,22 @@ gemm_calls(const Cal *C, double rate, int64_t m, int64_t n, int64_t k)
 	return n_ < 1 ? 1 : n_ > MAXCALLS ? MAXCALLS : (int)n_;
 }
 
+/* The point of an m x n x k GEMM of the buffers' type t (acc: adding to
+ * its output, `gemm_acc`), unless its operands outgrow the buffers;
+ * rate as gemm_calls takes it. */
+static void
+add_gemm(Cal *C, cfrt_dtype t, double rate, int64_t m, int64_t n, int64_t k, int acc)
+{
+	size_t es = cfrt_dtype_size(t);
+	Gemm g = {t, m, n, k, acc, gemm_calls(C, rate, m, n, k)};
+
+	if ((size_t)(m * k) * es > C->cap || (size_t)(k * n) * es > C->cap ||
+	    (size_t)(m * n) * es > C->cap)
+		return;
+	add(C, run_gemm, t, C->quick ? 3 : 7, 0, "gemm%s %s %lld %lld %lld", acc ? "_acc" : "",
+	    tname[t], (long long)m, (long long)n, (long long)k)->arg.g = g;
+}
+
 static void
 cal_compute(Cal *C, cfrt_dtype t)
 {
@@ -637,35 +653,19 @@ cal_compute(Cal *C, cfrt_dtype t)
 	}
 	for (int i = 0; i < nsz; i++)
 		for (int j = 0; j < nsz; j++)
-			for (int l = 0; l < nsz; l++) {
-				Gemm g = {t, sz[i], sz[j], sz[l], 0, gemm_calls(C, rate, sz[i], sz[j], sz[l])};
-				if ((size_t)(g.m * g.k) * es > C->cap || (size_t)(g.k * g.n) * es > C->cap ||
-				    (size_t)(g.m * g.n) * es > C->cap)
-					continue;
-				Point *p = add(C, run_gemm, t, C->quick ? 3 : 7, 0, "gemm %s %lld %lld %lld",
-				               tn, (long long)g.m, (long long)g.n, (long long)g.k);
-				p->arg.g = g;
-				p->calls = g.calls;
-			}
+			for (int l = 0; l < nsz; l++)
+				add_gemm(C, t, rate, sz[i], sz[j], sz[l], 0);
 	/* a few of them adding to their output (beta = 1): cfc prices what
-	 * that costs by the bytes of the output (profile_acc). The largest
+	 * that costs by the bytes of the output (Profile.acc). The largest
 	 * rows, as a schedule's accumulating chunks have. 4 H100s, bf16:
 	 * fuse(bidir) of bench-gpu's case a, whose 8 GEMMs of 16384 rows add
 	 * to their output in 6, ran with transfers off 8.0% longer than
 	 * vanilla's one GEMM, which the table alone priced the same */
 	int64_t big = sz[nsz - 1], mid = sz[nsz - 2], small = sz[1];
-	Gemm acc[3] = {{t, big, mid, small, 1, gemm_calls(C, rate, big, mid, small)},
-	               {t, big, mid, mid, 1, gemm_calls(C, rate, big, mid, mid)},
-	               {t, mid, big, small, 1, gemm_calls(C, rate, mid, big, small)}};
-	for (int i = 0; i < (C->quick ? 1 : 3); i++) {
-		const Gemm *g = &acc[i];
-		if ((size_t)(g->m * g->k) * es > C->cap || (size_t)(g->k * g->n) * es > C->cap ||
-		    (size_t)(g->m * g->n) * es > C->cap)
-			continue;
-		Point *p = add(C, run_gemm, t, C->quick ? 3 : 7, 0, "gemm_acc %s %lld %lld %lld", tn,
-		               (long long)g->m, (long long)g->n, (long long)g->k);
-		p->arg.g = *g;
-		p->calls = g->calls;
+	add_gemm(C, t, rate, big, mid, small, 1);
+	if (!C->quick) {
+		add_gemm(C, t, rate, big, mid, mid, 1);
+		add_gemm(C, t, rate, mid, big, small, 1);
 	}
 	/* adds by size, from operands a cache holds to whole buffers: the
 	 * copies and adds of a schedule move slices of an activation (the
