@@ -22,10 +22,10 @@
 # Our output of fuse(ring) with NCCL is dumped and compared with PyTorch's
 # (not d's: its output, as doubles, is 17 GB; b checks the same ops).
 # BUILD_ONLY=1 stops after building the models (tests/t-cuda-build.sh).
-# Each run times ITERS passes after WARMUP untimed ones (default 100, 0.6
-# to 2.2 s): a GPU at its power limit clocks down within about a second
-# of back-to-back GEMMs (calibrate.c, heat()), as a training job keeps it
-# busy. After 3 (until 2026-11-28) the passes ran partly at the boost
+# Each run times ITERS passes after WARMUP untimed ones (default 100, 0.5
+# to 2.3 s at lease 15's 5.5-22.5 ms passes): a GPU at its power limit
+# clocks down within about a second of back-to-back GEMMs (calibrate.c,
+# heat()), as a training job keeps it busy. After 3 (until 2026-11-28) the passes ran partly at the boost
 # clock: 4 H100s, case a's vanilla with transfers off took 6.05-6.33 ms
 # in three leases, 7.41 after 100; case d's fused schedules 7.01-7.64,
 # then 8.63-8.96 (cases b and c within -3.0 to +3.4% of the lease before).
