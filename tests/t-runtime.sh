@@ -197,6 +197,21 @@ for r in range(4):
             if e['name'] == 'process_name' and e['pid'] == r] == [True], r
 " "$d/capped.json"
 
+# --warmup-s SEC: warm-up passes until SEC seconds of them have gone, on
+# every rank alike (the job ends, so their collectives matched); a value
+# that is not a number of seconds is refused with the usage line
+t0=$(date +%s.%N)
+$MPIRUN -np 4 "$d/run" --iters 1 --warmup 0 --warmup-s 1.5 >"$d.warm.log" 2>&1
+rc=$?
+t1=$(date +%s.%N)
+check "runtime: --warmup-s 1.5 runs passes for 1.5 s and more, then the timed one" \
+	sh -c '[ "$1" = 0 ] && grep -q "time_ms=" "$2" &&
+	       awk -v a="$3" -v b="$4" "BEGIN { exit !(b - a >= 1.5) }"' _ "$rc" "$d.warm.log" "$t0" "$t1"
+$MPIRUN -np 2 "$d/run" --iters 1 --warmup-s -1 >"$d.warmbad.log" 2>&1
+rc=$?
+check "runtime: --warmup-s -1 is refused with the usage line" \
+	sh -c '[ "$1" = 2 ] && grep -q "usage: .*--warmup-s SEC" "$2"' _ "$rc" "$d.warmbad.log"
+
 # grouped-query attention against repeated key/value heads through the API
 # alone (tests/gpu/gqa_check.c, also run on the GPU by tests/gpu/run.sh)
 $MPIRUN -np 1 "$B/tests/gqa_check" >"$out/gqa_check.log" 2>&1
