@@ -9,7 +9,8 @@
 #    of every example (forward and backward) and auto marks one of each;
 #    it leaves out those whose slices do not fit the region it found;
 #  - --emit=gantt is SVG with bars, and needs --profile;
-#  - a malformed profile is refused with file:line:col, also as JSON.
+#  - a malformed profile is refused with file:line:col, also as JSON;
+#  - bench-gpu's report takes each row's median over its rounds.
 . tests/lib.sh
 out=$B/tests/predict
 rm -rf "$out"
@@ -148,3 +149,36 @@ sys.exit(not (len(d) == 1 and c["file"].endswith("bad.prof") and c["line"] == 4)
 printf 'cfprofile 1\nbackend x\nranks 2\n' >"$out/cut.prof"
 "$CFC" examples/mlp.cf --profile="$out/cut.prof" >/dev/null 2>"$out/cut.err"
 check "truncated profile refused" grep -q "cut.prof:3:1: error: truncated" "$out/cut.err"
+
+# bench-gpu's table (bench/gpu/report.py) over rounds: each row's median
+# and the spread of its rounds, a row that failed in a round no time,
+# pred_err against the median
+cat >"$out/runs.txt" <<'RUNS'
+calibrated tp=4 transfer=nccl in 30.9 s (mpirun included)
+run case=a tp=4 schedule=vanilla transfer=nccl ms=9.0 round=0 at=1
+run case=a tp=4 schedule=vanilla transfer=none ms=6.0 round=0 at=2
+run case=a tp=4 schedule=fuse(ring) transfer=nccl ms=12.0 round=0 at=3
+run case=a tp=4 schedule=fuse(ring) transfer=nccl ms=10.0 round=1 at=4
+run case=a tp=4 schedule=vanilla transfer=none ms=8.0 round=1 at=5
+run case=a tp=4 schedule=vanilla transfer=nccl ms=fail round=1 at=6
+run case=a tp=4 schedule=vanilla transfer=nccl ms=9.5 round=2 at=7
+run case=a tp=4 schedule=vanilla transfer=none ms=6.5 round=2 at=8
+run case=a tp=4 schedule=fuse(ring) transfer=nccl ms=11.0 round=2 at=9
+RUNS
+echo "predict case=a tp=4 schedule=fuse(ring) transfer=nccl ms=12.1" >"$out/pred.txt"
+: >"$out/torch.jsonl"
+mkdir -p "$out/rep"
+python3 bench/gpu/report.py --runs "$out/runs.txt" --predicted "$out/pred.txt" \
+	--torch "$out/torch.jsonl" --device T --results "$out/rep" >"$out/rep.log" 2>&1
+check "bench-gpu report: the median of each row's rounds, their spread; a failed round no time" \
+	python3 -c '
+import csv, glob, sys
+rows = {(r["schedule"], r["transfer"]): r for r in csv.DictReader(open(glob.glob(sys.argv[1] + "/*-T.csv")[0]))}
+ring, none = rows["fuse(ring)", "nccl"], rows["vanilla", "none"]
+assert float(ring["ms"]) == 11 and abs(float(ring["spread"]) - 0.2) < 1e-9, ring
+assert abs(float(ring["pred_err"]) - 0.1) < 1e-9, ring
+assert float(none["ms"]) == 6.5 and abs(float(none["spread"]) - 1 / 3) < 1e-3, none
+assert ("vanilla", "nccl") not in rows, rows
+md = open(glob.glob(sys.argv[1] + "/*-T.md")[0]).read()
+assert "the median of 3 rounds" in md and "| 11.000 | 20.0% |" in md, md
+' "$out/rep"

@@ -22,17 +22,23 @@
 # Our output of fuse(ring) with NCCL is dumped and compared with PyTorch's
 # (not d's: its output, as doubles, is 17 GB; b checks the same ops).
 # BUILD_ONLY=1 stops after building the models (tests/t-cuda-build.sh).
-# Each run times ITERS passes after WARMUP untimed ones (default 100, 0.5
-# to 2.3 s at lease 15's 5.5-22.5 ms passes): a GPU at its power limit
-# clocks down within about a second of back-to-back GEMMs (calibrate.c,
-# heat()), as a training job keeps it busy. After 3 (until 2026-11-28) the passes ran partly at the boost
-# clock: 4 H100s, case a's vanilla with transfers off took 6.05-6.33 ms
-# in three leases, 7.41 after 100; case d's fused schedules 7.01-7.64,
-# then 8.63-8.96 (cases b and c within -3.0 to +3.4% of the lease before).
+# Each run times ITERS passes after WARMUP untimed ones and then more
+# until WARMUP_S seconds of them have gone (default 3 and 2 s): a GPU
+# settles at its power limit only after a second or two of back-to-back
+# work, as a training job keeps it. Lease 17 (4 H100s, 700 W), case a's
+# vanilla with transfers off: 6.53 and 6.34 ms after 3 passes (the boost
+# clock), 7.58-7.67 in three rounds after 100 (0.7 s: nvidia-smi had the
+# clocks dip to 1080-1110 MHz 0.4-0.6 s into the load), 6.41 after 300
+# (1.9 s: 1350-1440 MHz at 700 W). So 100 passes, as here until lease
+# 17, timed the dip. Where the clocks settle differs by machine: lease
+# 18 (other H100s) took 7.19 after 2 s.
+# ROUNDS=N times every run N times, round by round (below); the table
+# gives each row's median and the spread of its rounds.
 : "${B:=build}"
-: "${TPS:=4 2}" "${CASES:=a b c d}" "${ITERS:=20}" "${WARMUP:=100}" "${RESULTS:=bench/results}"
+: "${TPS:=4 2}" "${CASES:=a b c d}" "${ITERS:=20}" "${WARMUP:=3}" "${WARMUP_S:=2}"
+: "${RESULTS:=bench/results}"
 : "${SCHEDULES:=vanilla slice(4) fuse(ring) fuse(bidir)}" "${MODES:=nccl ce none}"
-: "${PREDICT:=1}" "${PROFILE_DIR:=}"
+: "${PREDICT:=1}" "${PROFILE_DIR:=}" "${ROUNDS:=1}" "${ROUND0:=0}"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 B
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
 raw=$B/bench/gpu
@@ -64,6 +70,15 @@ modes_of() {
 	*) echo "$MODES" ;;
 	esac
 }
+
+# the GPUs' clocks, power, temperature and what holds their clocks down,
+# every 200 ms from the calibration to the last run (where nvidia-smi
+# can), in smi.csv beside runs.txt: the at= times place each run in it
+if [ -z "${BUILD_ONLY:-}" ] && command -v nvidia-smi >/dev/null 2>&1; then
+	nvidia-smi --query-gpu=timestamp,index,clocks.sm,power.draw,temperature.gpu,clocks_throttle_reasons.active \
+		--format=csv,noheader,nounits -lms 200 >"$raw/smi.csv" 2>/dev/null &
+	trap "kill $! 2>/dev/null" EXIT
+fi
 
 # -- the machine's profile per TP and transfer mode, on the idle machine
 # (before the builds)
@@ -136,27 +151,47 @@ for tp in $TPS; do
 done | xargs -L 1 -P 16 sh -c "$build_one" _
 [ -z "${BUILD_ONLY:-}" ] || exit 0
 
-# -- run them, one at a time (timings)
-for tp in $TPS; do
-	dumps=""
+# -- run them, one at a time (timings), ROUNDS times: round r (from
+# ROUND0, default 0) in the listed order when r is even, the reverse when
+# it is odd, so that a drift of the GPUs' state over a round (their
+# clocks, their temperature) does not fall on the same rows every round;
+# report.py keeps each row's median over its rounds and their spread.
+# The runs of one call can be joined with another's (cat runs.txt): give
+# the second ROUND0=1 and PROFILE_DIR, so that it is reversed and the
+# profiles are the first one's.
+# "DIR|CASE|SCHEDULE|MODE" of every run of TP, in the listed order
+runs_of() {
 	for c in $CASES; do
 		for s in $SCHEDULES; do
 			for m in $(modes_of "$s"); do
-				dir=$raw/$c-$tp-$(tag "$s")
-				[ "$s" != auto ] || dir=$raw/$c-$tp-auto-$m
-				extra=""
-				# d's output is 17 GB as doubles: not compared
-				if [ "$s" = "fuse(ring)" ] && [ "$m" = "${DUMP_MODE:-nccl}" ] &&
-				   [ "$c" != d ]; then
-					extra="--dump $raw/ours-$c-$tp.bin"
-					dumps="$dumps --dump $c=$raw/ours-$c-$tp.bin"
-				fi
-				line=$(CFRT_TRANSFER=$m $MPIRUN -n "$tp" "$dir/run" \
-					--iters "$ITERS" --warmup "$WARMUP" $extra 2>"$dir.$m.err" | tail -n 1)
-				ms=$(echo "$line" | sed -n 's/.*time_ms=\([^ ]*\).*/\1/p')
-				echo "run case=$c tp=$tp schedule=$s transfer=$m ms=${ms:-fail} at=$(date +%s)" | tee -a "$log"
-				[ -n "$ms" ] || tail -n 5 "$dir.$m.err"
+				dir=$raw/$c-$1-$(tag "$s")
+				[ "$s" != auto ] || dir=$raw/$c-$1-auto-$m
+				echo "$dir|$c|$s|$m"
 			done
+		done
+	done
+}
+for tp in $TPS; do
+	dumps=""
+	for r in $(seq "$ROUND0" $((ROUND0 + ROUNDS - 1))); do
+		if [ $((r % 2)) = 1 ]; then order=tac; else order=cat; fi
+		for run in $(runs_of "$tp" | $order); do
+			dir=${run%%|*} rest=${run#*|}
+			c=${rest%%|*} rest=${rest#*|}
+			s=${rest%%|*} m=${rest#*|}
+			extra=""
+			# d's output is 17 GB as doubles: not compared; dumped in
+			# the first round only
+			if [ "$s" = "fuse(ring)" ] && [ "$m" = "${DUMP_MODE:-nccl}" ] &&
+			   [ "$c" != d ] && [ "$r" = "$ROUND0" ]; then
+				extra="--dump $raw/ours-$c-$tp.bin"
+				dumps="$dumps --dump $c=$raw/ours-$c-$tp.bin"
+			fi
+			line=$(CFRT_TRANSFER=$m $MPIRUN -n "$tp" "$dir/run" \
+				--iters "$ITERS" --warmup "$WARMUP" --warmup-s "$WARMUP_S" $extra 2>"$dir.$m.err" | tail -n 1)
+			ms=$(echo "$line" | sed -n 's/.*time_ms=\([^ ]*\).*/\1/p')
+			echo "run case=$c tp=$tp schedule=$s transfer=$m ms=${ms:-fail} round=$r at=$(date +%s)" | tee -a "$log"
+			[ -n "$ms" ] || tail -n 5 "$dir.$m.err"
 		done
 	done
 	cases=$(for c in $CASES; do printf ' --case %s' "$c"; done)

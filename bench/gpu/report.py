@@ -44,16 +44,25 @@ ORDER = ["vanilla", "slice(4)", "fuse(ring)", "fuse(bidir)", "auto"]
 def read_times(path, what):
     """The "WHAT case=C tp=N schedule=S transfer=M ms=X" lines of bench.sh's
     runs.txt (what: run) or predicted.txt (predict): {(C, N, S, M): ms,
-    None where it failed}."""
-    out = {}
-    if not path or not os.path.exists(path):
-        return out
-    for line in open(path):
-        if line.startswith(what + " "):
-            kv = dict(re.findall(r"(\w+)=(\S+)", line))
-            out[(kv["case"], int(kv["tp"]), kv["schedule"], kv["transfer"])] = (
-                float(kv["ms"]) if kv["ms"] != "fail" else None)
-    return out
+    None where it failed}, ms the median of the row's lines (its rounds),
+    and {(C, N, S, M): their spread}, the slowest over the fastest less 1,
+    for the rows of two lines and more, and the most lines a row has."""
+    seen = {}
+    if path and os.path.exists(path):
+        for line in open(path):
+            if line.startswith(what + " "):
+                kv = dict(re.findall(r"(\w+)=(\S+)", line))
+                k = (kv["case"], int(kv["tp"]), kv["schedule"], kv["transfer"])
+                seen.setdefault(k, []).append(
+                    float(kv["ms"]) if kv["ms"] != "fail" else None)
+    out, spread = {}, {}
+    for k, v in seen.items():
+        ok = [x for x in v if x is not None]
+        # a row that failed in any round is not a time
+        out[k] = median(ok) if ok and len(ok) == len(v) else None
+        if len(ok) > 1 and out[k] is not None:
+            spread[k] = max(ok) / min(ok) - 1
+    return out, spread, max([1] + [len(v) for v in seen.values()])
 
 
 def read_torch(path):
@@ -73,7 +82,7 @@ def read_torch(path):
     return out, notes
 
 
-def rows_for(case, tp, runs, torch, dump_mode, pred):
+def rows_for(case, tp, runs, spread, torch, dump_mode, pred):
     rows = []
     get = lambda s, m: runs.get((case, tp, s, m))
     comp = get("vanilla", "none")
@@ -87,7 +96,8 @@ def rows_for(case, tp, runs, torch, dump_mode, pred):
             if t is None:
                 continue
             r = {"case": case, "tp": tp, "impl": "ours", "schedule": s,
-                 "transfer": m, "ms": t, "compute_ms": comp}
+                 "transfer": m, "ms": t, "compute_ms": comp,
+                 "spread": spread.get((case, tp, s, m))}
             if m == "none" and comp:  # the schedule's compute alone
                 r["decomp"] = t / comp - 1
             elif comp:
@@ -120,7 +130,7 @@ def rows_for(case, tp, runs, torch, dump_mode, pred):
     return rows
 
 
-FIELDS = ["case", "tp", "impl", "schedule", "transfer", "ms", "compute_ms",
+FIELDS = ["case", "tp", "impl", "schedule", "transfer", "ms", "spread", "compute_ms",
           "ect_ms", "overlap", "decomp", "err", "predicted_ms", "pred_err"]
 
 
@@ -211,13 +221,14 @@ def main():
     ap.add_argument("--dump-mode", default="nccl",
                     help="the transfer mode of the fuse(ring) run dumped")
     args = ap.parse_args()
-    runs = read_times(args.runs, "run")
+    runs, spread, rounds = read_times(args.runs, "run")
     torch, notes = read_torch(args.torch)
-    pred = read_times(args.predicted, "predict")
+    pred = read_times(args.predicted, "predict")[0]
+
     rows = []
     for case in sorted({k[0] for k in runs}):
         for tp in sorted({k[1] for k in runs if k[0] == case}, reverse=True):
-            rows += rows_for(case, tp, runs, torch, args.dump_mode, pred)
+            rows += rows_for(case, tp, runs, spread, torch, args.dump_mode, pred)
     date = datetime.date.today().isoformat()
     base = os.path.join(args.results, "%s-%s" % (date, args.device))
     with open(base + ".csv", "w", newline="") as f:
@@ -227,10 +238,13 @@ def main():
             w.writerow([args.device, date] + [fmt(r.get(k), "%.4g") for k in FIELDS])
     with open(base + ".md", "w") as f:
         f.write("# GPU benchmark, %s, %s\n\n" % (args.device, date))
-        f.write("bf16; medians of the slowest rank; ms. compute = unsplit "
+        f.write("bf16; medians of the slowest rank%s; ms. compute = unsplit "
                 "compute alone of the same implementation; ECT = ms - compute; "
                 "overlap = 1 - ECT/ECT(vanilla); decomp = schedule's compute "
-                "alone / unsplit - 1; err = max|x - torch|/max|torch|.\n\n")
+                "alone / unsplit - 1; err = max|x - torch|/max|torch|.%s\n\n" % (
+                    ", the median of %d rounds" % rounds if rounds > 1 else "",
+                    " spread = the slowest round over the fastest, less 1."
+                    if rounds > 1 else ""))
         for line in headline(rows):
             f.write("**%s**\n\n" % line)
         summ = summary(rows)
@@ -242,15 +256,19 @@ def main():
             f.write("\n")
         for case in sorted({r["case"] for r in rows}):
             f.write("## (%s) %s\n\n" % (case, CASES.get(case, case)))
-            f.write("| tp | impl | schedule | transfer | ms | compute | ECT | "
-                    "overlap | decomp | err | predicted | pred_err |\n")
-            f.write("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+            f.write("| tp | impl | schedule | transfer | ms |%s compute | ECT | "
+                    "overlap | decomp | err | predicted | pred_err |\n" % (
+                        " spread |" if rounds > 1 else ""))
+            f.write("|---|---|---|---|---|%s---|---|---|---|---|---|---|\n" % (
+                "---|" if rounds > 1 else ""))
             for r in rows:
                 if r["case"] != case:
                     continue
                 f.write("| %s |\n" % " | ".join([
                     str(r["tp"]), r["impl"], r["schedule"], r["transfer"],
-                    fmt(r.get("ms")), fmt(r.get("compute_ms")),
+                    fmt(r.get("ms"))] + ([] if rounds < 2 else [
+                    "" if r.get("spread") is None else "%.1f%%" % (100 * r["spread"])]) + [
+                    fmt(r.get("compute_ms")),
                     fmt(r.get("ect_ms")), fmt(r.get("overlap"), "%.2f"),
                     fmt(r.get("decomp"), "%.3f"), fmt(r.get("err"), "%.1e"),
                     fmt(r.get("predicted_ms")),
