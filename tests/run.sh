@@ -21,8 +21,14 @@ scripts=${*:-tests/t-*.sh}
 # of lines under PIPE_BUF does not interleave with another lane's);
 # leaves its counts in $log/NAME.count
 suite() {
-	sh "$1" >"$log/$2.out" 2>&1
+	# each suite's mpiruns keep their Open MPI session directories apart
+	# from the other lanes': Open MPI 4.1.4 fails a job whose mpirun
+	# finds the shared /tmp/ompi.HOST.UID made by another between its
+	# test and its mkdir ("orte_session_dir failed", t-e2e, 2026-11-28)
+	ompi=$(mktemp -d "${TMPDIR:-/tmp}/cf-$2.XXXXXX")
+	OMPI_MCA_orte_tmpdir_base=$ompi sh "$1" >"$log/$2.out" 2>&1
 	rc=$?
+	rm -rf "$ompi"
 	p=$(grep -c '^PASS ' "$log/$2.out")
 	f=$(grep -c '^FAIL ' "$log/$2.out")
 	k=$(grep -c '^SKIP ' "$log/$2.out")
