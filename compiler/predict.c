@@ -18,8 +18,9 @@
  *    a send and its receive (matched as MPI does: in post order per
  *    sender, receiver and tag) move once both are posted and the link
  *    from sender to receiver is free, taking the profile's time for
- *    their bytes with as many transfers at once at either end as are
- *    moving then;
+ *    their bytes with as many transfers at once at the busier end as
+ *    move there on average over its time (runs repeated until that
+ *    settles: predict_coll);
  *  - a library collective starts when every rank has posted it;
  *  - a wait holds the compute queue until its transfer has landed. */
 #include <math.h>
@@ -35,6 +36,7 @@ typedef struct PX {
 	int match;    /* the other end's record, or -1 */
 	double tdone; /* when a wait at either end saw it land; 0: not yet */
 	double unpack; /* a staged receive: elements its wait unpacks */
+	int ord;       /* its place among its rank's records (PRank.xs) */
 } PX;
 
 typedef struct PCI {
@@ -75,9 +77,21 @@ typedef struct Sim {
 	Prediction *pr;
 	int spans;
 	double clock; /* GEMMs' and attention's time factor (profile_clock) */
+	double **conc; /* by rank and record: the transfers at once at the
+	                * busier end over its time in the run before (Conc),
+	                * or NULL */
+	int *nconc;
 } Sim;
 
+/* What a run tells the next about its transfers: for rank r's j-th
+ * record, a send, conc[r][j] (0: none). */
+typedef struct Conc {
+	double **conc;
+	int *n;
+} Conc;
+
 enum { RECENT = 32 }; /* transfer records of a rank looked at for overlap */
+enum { MAXRUN = 30 };  /* runs of a collective at most (predict_coll) */
 
 static void
 sim_span(Sim *S, int r, int q, double t0, double t1, const char *what)
@@ -377,22 +391,31 @@ sim_stage(Sim *S, int r, double elems, int nblock, const char *what)
 
 /* ---- transfers ---- */
 
-/* The p2p time of bytes with conc transfers at once at a rank: the
- * table of the least class that holds conc (else the largest given). */
+/* The p2p time of bytes with conc transfers at once at a rank (the
+ * average over the transfer's time, so a share): between two classes
+ * measured, linear between their times; outside them, the nearest's. */
 static double
-p2p_time(Sim *S, double bytes, int conc)
+p2p_time(Sim *S, double bytes, double conc)
 {
 	const Profile *pf = S->pf;
-	int best = -1;
+	int lo = -1, hi = -1;
 
-	for (int c = 0; c < MAXCONC; c++)
-		if (pf->p2p[c].n && (best < 0 || profile_conc[best] < conc))
-			best = c;
-	if (best < 0) {
+	for (int c = 0; c < MAXCONC; c++) {
+		if (!pf->p2p[c].n)
+			continue;
+		if (profile_conc[c] <= conc && (lo < 0 || profile_conc[c] > profile_conc[lo]))
+			lo = c;
+		if (profile_conc[c] >= conc && (hi < 0 || profile_conc[c] < profile_conc[hi]))
+			hi = c;
+	}
+	if (lo < 0 && hi < 0) {
 		sim_err(S, "the profile %2$s has no %1$s times", "p2p");
 		return 0;
 	}
-	return profile_bytes(&pf->p2p[best], bytes);
+	if (lo < 0 || hi < 0 || lo == hi)
+		return profile_bytes(&pf->p2p[lo < 0 ? hi : lo], bytes);
+	double tl = profile_bytes(&pf->p2p[lo], bytes), th = profile_bytes(&pf->p2p[hi], bytes);
+	return tl + (th - tl) * (conc - profile_conc[lo]) / (profile_conc[hi] - profile_conc[lo]);
 }
 
 /* Transfers of rank r moving at time t (among its recent ones). */
@@ -424,9 +447,14 @@ sim_pair(Sim *S, int s, int q)
 {
 	PX *xs = &S->x[s], *xq = &S->x[q];
 	double *lk = &S->link[(size_t)xs->rank * (size_t)S->N + (size_t)xq->rank];
-	double t0 = fmax(fmax(xs->tpost, xq->tpost), *lk);
-	int conc = 1 + (moving(S, xs->rank, t0) > moving(S, xq->rank, t0) ?
-	                moving(S, xs->rank, t0) : moving(S, xq->rank, t0));
+	double t0 = fmax(fmax(xs->tpost, xq->tpost), *lk), conc;
+	int r = xs->rank, j = xs->ord;
+
+	if (S->conc && j < S->nconc[r] && S->conc[r][j] > 0)
+		conc = S->conc[r][j];
+	else
+		conc = 1 + (moving(S, xs->rank, t0) > moving(S, xq->rank, t0) ?
+		            moving(S, xs->rank, t0) : moving(S, xq->rank, t0));
 	double d = p2p_time(S, xs->bytes, conc);
 
 	xs->match = q, xq->match = s;
@@ -450,7 +478,7 @@ sim_post(Sim *S, int r, const Item *it, int i)
 	int k = S->nx++;
 	S->x[k] = (PX){it->kind, r, peer, it->u.xfer.tag, it->u.xfer.label,
 	               sched_ix(&it->u.xfer.round, r, i), ref_elems(S->c, &it->u.xfer.buf) * S->esz,
-	               R->tc, 0, 0, -1, 0, !send && p->staged ? (double)p->count : 0};
+	               R->tc, 0, 0, -1, 0, !send && p->staged ? (double)p->count : 0, R->nxs};
 	R->xs = arena_grow(S->a, R->xs, R->nxs, &R->capxs, 64, sizeof *R->xs);
 	R->xs[R->nxs++] = k;
 	/* the oldest unmatched opposite record at peer from r with the tag */
@@ -732,16 +760,59 @@ sim_step(Sim *S)
 	return 1;
 }
 
+/* The transfers of rank r moving on average over [a, b), each counted
+ * by the share of it that they overlap (a transfer's own counts 1). */
+static double
+avg_moving(const Sim *S, int r, double a, double b)
+{
+	const PRank *R = &S->rk[r];
+	double n = 0;
+
+	if (b <= a)
+		return 1;
+	for (int j = 0; j < R->nxs; j++) {
+		const PX *y = &S->x[R->xs[j]];
+		double o = fmin(b, y->t1) - fmax(a, y->t0);
+		if (y->match >= 0 && o > 0)
+			n += o / (b - a);
+	}
+	return n;
+}
+
+/* What run S tells the next of its sends: the transfers at once at the
+ * busier end over each one's time. */
+static Conc
+sim_conc(Sim *S)
+{
+	Conc c = {arena_alloc(S->a, (size_t)S->N * sizeof *c.conc),
+	          arena_alloc(S->a, (size_t)S->N * sizeof *c.n)};
+
+	for (int r = 0; r < S->N; r++) {
+		const PRank *R = &S->rk[r];
+		c.n[r] = R->nxs;
+		c.conc[r] = arena_alloc(S->a, (size_t)(R->nxs ? R->nxs : 1) * sizeof **c.conc);
+		for (int j = 0; j < R->nxs; j++) {
+			const PX *x = &S->x[R->xs[j]];
+			c.conc[r][j] = x->kind == IT_SEND && x->match >= 0 ?
+			        fmax(avg_moving(S, r, x->t0, x->t1),
+			             avg_moving(S, S->x[x->match].rank, x->t0, x->t1)) : 0;
+		}
+	}
+	return c;
+}
+
 /* One run of the step programs, GEMMs and attention at clock times
- * their rates' time. */
+ * their rates' time, each send at the transfers at once that *in (when
+ * given) says; *out (when given) gets this run's. */
 static Prediction
 sim_run(Arena *a, const PColl *pc, const Coll *c, const Profile *pf, int want_spans,
-        double clock)
+        double clock, const Conc *in, Conc *out)
 {
 	Prediction pr = {0};
 	Sim S = {.a = a, .c = c, .pc = pc, .pf = pf, .N = c->N,
 	         .esz = dtype_size[c->node->in[0]->dtype],
-	         .dt = c->node->in[0]->dtype, .pr = &pr, .spans = want_spans, .clock = clock};
+	         .dt = c->node->in[0]->dtype, .pr = &pr, .spans = want_spans, .clock = clock,
+	         .conc = in ? in->conc : NULL, .nconc = in ? in->n : NULL};
 
 	S.rk = arena_alloc(a, (size_t)S.N * sizeof *S.rk);
 	S.link = arena_alloc(a, (size_t)S.N * (size_t)S.N * sizeof *S.link);
@@ -767,6 +838,8 @@ sim_run(Arena *a, const PColl *pc, const Coll *c, const Profile *pf, int want_sp
 		pr.total = fmax(pr.total, S.ci[k].t1);
 	pr.compute = S.rk[busiest].alone;
 	pr.xfer = S.rk[busiest].xfer;
+	if (out)
+		*out = sim_conc(&S);
 	return pr;
 }
 
@@ -776,18 +849,36 @@ sim_run(Arena *a, const PColl *pc, const Coll *c, const Profile *pf, int want_sp
  * (a fixed point: a faster compute lowers the share; in test_predict's
  * example the factor goes 0.92, 0.9145, 0.9141). The compute alone
  * stays the first run's: back to back, compute keeps the GPU busy all
- * the time. */
+ * the time (the clock moves in the first three runs again, then stays).
+ * A transfer's time depends on the others moving with it, those that
+ * start after it too: each run prices every send at the transfers at
+ * once over its time in the run before (the first: those moving at its
+ * start), until the collective's time settles (at most MAXRUN runs).
+ * Priced at their start, the first transfer of a lane read the rate of
+ * one alone while the next lane's moved beside it: 4 H100s, copy
+ * engines, bench-gpu case c's reduce-scatter under fuse(bidir, m=2)
+ * was priced at 1.43 ms and took 2.23-2.38 on the ranks in a trace
+ * (lease 18; fuse(ring, m=2): 1.61, and 1.63-1.66 in another), and auto
+ * took it. */
 Prediction
 predict_coll(Arena *a, const Graph *g, const Coll *c, const Profile *pf, int want_spans)
 {
 	const PColl *pc = plan_coll(a, g, c);
-	Prediction pr = sim_run(a, pc, c, pf, want_spans && !pf->clock.n, 1);
+	Conc cc, in;
+	Prediction pr = sim_run(a, pc, c, pf, 0, 1, NULL, &cc);
 	double alone = pr.compute, clock = 1;
 
-	for (int i = 0; i < 3 && pf->clock.n && !pr.err && pr.total > 0; i++) {
-		clock = profile_clock(pf, fmin(1, pr.compute / pr.total));
-		pr = sim_run(a, pc, c, pf, want_spans && i == 2, clock);
+	for (int i = 0; i < MAXRUN && !pr.err && pr.total > 0; i++) {
+		double last = pr.total;
+		if (pf->clock.n && i < 3)
+			clock = profile_clock(pf, fmin(1, pr.compute / pr.total));
+		in = cc;
+		pr = sim_run(a, pc, c, pf, 0, clock, &in, &cc);
+		if (i >= 2 && fabs(pr.total - last) <= 1e-9 * last) /* settled */
+			break;
 	}
+	if (want_spans && !pr.err && pr.total > 0) /* the last run again, drawn */
+		pr = sim_run(a, pc, c, pf, 1, clock, &in, NULL);
 	pr.compute = alone;
 	return pr;
 }

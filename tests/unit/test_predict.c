@@ -463,6 +463,48 @@ test_plan_cost(void)
 	CU_ASSERT_DOUBLE_EQUAL(plan_compute_us(bsd, "vanilla", copies), 4 * 2, 1e-9);
 }
 
+/* A transfer is priced at the transfers at once at its busier end over
+ * its whole time, those that start after it too (the runs repeat until
+ * that settles). fuse(bidir) of test_acc_cost's reduce-scatter: each
+ * step computes a slice (2 us), posts lane A (a send and a receive of
+ * 512 bytes), computes the other (2 us), posts lane B, waits for A.
+ * With 1, 2 and 4 at once taking 3, 5 and 9 us: A moves over [2, 10)
+ * and B over [4, 12), so over A's time a rank has A's two, and B's two
+ * for 6 of its 8 us: 3.5 at once, 5 + (9 - 5) * 1.5 / 2 = 8 us; over
+ * B's time the same. The first slice (2 us), three rounds of A (8 us)
+ * with the computes between them (2 x 2 us), the last two slices
+ * (2 x 2 us): 34 us. Priced at their start (A's first transfer alone,
+ * B's at 3 and 4 at once) they took 37. */
+static void
+test_conc(void)
+{
+	const char *spec = "model rs { size S = 64, K = 128, F = 16; group tp = 4; type f32;\n"
+	                   " in h : [S, K] split K over tp;\n weight w : [K, F] split K over tp;\n"
+	                   " y = reduce_scatter(h @ w, S);\n out y;\n}\n";
+	SRun r;
+	char *err = NULL;
+	Sched *s = st_build(&r, spec, "fuse(bidir)");
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+	Profile *pf = pf_parse(r.a, HEAD "gemm f32 8 16 32 2e-6\new f32 1e12\np2p 1 512 3e-6\n"
+	                       "p2p 2 512 5e-6\np2p 4 512 9e-6\nend\n", &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(pf);
+	free(err);
+	Prediction pr = predict_coll(r.a, s->g, st_coll(s, "y"), pf, 1);
+	CU_ASSERT_PTR_NULL(pr.err);
+	CU_ASSERT_DOUBLE_EQUAL(pr.total * 1e6, 34, 1e-6);
+	/* the timeline drawn is the one priced: lane A's first send */
+	int seen = 0;
+	for (int i = 0; i < pr.nspan; i++)
+		if (pr.span[i].rank == 0 && !strcmp(pr.span[i].what, "send 0 to rank 1")) {
+			CU_ASSERT_DOUBLE_EQUAL(pr.span[i].t0 * 1e6, 2, 1e-6);
+			CU_ASSERT_DOUBLE_EQUAL(pr.span[i].t1 * 1e6, 10, 1e-6);
+			seen = 1;
+		}
+	CU_ASSERT(seen);
+	st_done(&r);
+}
+
 static void
 test_predict(void)
 {
@@ -667,6 +709,7 @@ test_predict_register(void)
 	CU_add_test(s, "a batched matmul as its backend runs it", test_batch_cost);
 	CU_add_test(s, "calls, packs and unpacks as the memory plan runs them", test_plan_cost);
 	CU_add_test(s, "GEMMs that add to their output", test_acc_cost);
+	CU_add_test(s, "transfers priced at the transfers at once over their time", test_conc);
 	CU_add_test(s, "auto's rule: the simplest within 3% of the fastest", test_pick);
 	CU_add_test(s, "auto takes the candidate the predictor ranks first", test_auto);
 }
