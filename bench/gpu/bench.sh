@@ -27,11 +27,11 @@
 # settles at its power limit only after a second or two of back-to-back
 # work, as a training job keeps it. Lease 17 (4 H100s, 700 W), case a's
 # vanilla with transfers off: 6.53 and 6.34 ms after 3 passes (the boost
-# clock), 7.58-7.67 in three rounds after 100 (0.7 s: nvidia-smi had the
-# clocks dip to 1080-1110 MHz 0.4-0.6 s into the load), 6.41 after 300
-# (1.9 s: 1350-1440 MHz at 700 W). So 100 passes, as here until lease
-# 17, timed the dip. Where the clocks settle differs by machine: lease
-# 18 (other H100s) took 7.19 after 2 s.
+# clock), 7.58-7.67 in three rounds after 100 (0.7 s), 6.41 after 300
+# (1.9 s). In that last run nvidia-smi had the clocks dip to 1080-1110
+# MHz about 0.4 s into the load, then hold 1350-1440 MHz at 700 W: 100
+# passes, as here until lease 17, timed the dip. Where the clocks
+# settle differs by machine: lease 18 (other H100s) took 7.19 after 2 s.
 # ROUNDS=N times every run N times, round by round (below); the table
 # gives each row's median and the spread of its rounds.
 : "${B:=build}"
