@@ -77,14 +77,12 @@ typedef struct Sim {
 	Prediction *pr;
 	int spans;
 	double clock; /* GEMMs' and attention's time factor (profile_clock) */
-	double **conc; /* by rank and record: the transfers at once at the
-	                * busier end over its time in the run before (Conc),
-	                * or NULL */
-	int *nconc;
+	const struct Conc *conc; /* the run before's, or NULL */
 } Sim;
 
 /* What a run tells the next about its transfers: for rank r's j-th
- * record, a send, conc[r][j] (0: none). */
+ * record (of n[r]), a send, the transfers at once at its busier end
+ * over its time, conc[r][j] (0: none). */
 typedef struct Conc {
 	double **conc;
 	int *n;
@@ -447,14 +445,11 @@ sim_pair(Sim *S, int s, int q)
 {
 	PX *xs = &S->x[s], *xq = &S->x[q];
 	double *lk = &S->link[(size_t)xs->rank * (size_t)S->N + (size_t)xq->rank];
-	double t0 = fmax(fmax(xs->tpost, xq->tpost), *lk), conc;
-	int r = xs->rank, j = xs->ord;
-
-	if (S->conc && j < S->nconc[r] && S->conc[r][j] > 0)
-		conc = S->conc[r][j];
-	else
-		conc = 1 + (moving(S, xs->rank, t0) > moving(S, xq->rank, t0) ?
-		            moving(S, xs->rank, t0) : moving(S, xq->rank, t0));
+	double t0 = fmax(fmax(xs->tpost, xq->tpost), *lk);
+	const Conc *cc = S->conc;
+	double conc = cc && xs->ord < cc->n[xs->rank] && cc->conc[xs->rank][xs->ord] > 0 ?
+	              cc->conc[xs->rank][xs->ord] :
+	              1 + fmax(moving(S, xs->rank, t0), moving(S, xq->rank, t0));
 	double d = p2p_time(S, xs->bytes, conc);
 
 	xs->match = q, xq->match = s;
@@ -812,7 +807,7 @@ sim_run(Arena *a, const PColl *pc, const Coll *c, const Profile *pf, int want_sp
 	Sim S = {.a = a, .c = c, .pc = pc, .pf = pf, .N = c->N,
 	         .esz = dtype_size[c->node->in[0]->dtype],
 	         .dt = c->node->in[0]->dtype, .pr = &pr, .spans = want_spans, .clock = clock,
-	         .conc = in ? in->conc : NULL, .nconc = in ? in->n : NULL};
+	         .conc = in};
 
 	S.rk = arena_alloc(a, (size_t)S.N * sizeof *S.rk);
 	S.link = arena_alloc(a, (size_t)S.N * (size_t)S.N * sizeof *S.link);
