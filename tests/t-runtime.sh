@@ -198,15 +198,26 @@ for r in range(4):
 " "$d/capped.json"
 
 # --warmup-s SEC: warm-up passes until SEC seconds of them have gone, on
-# every rank alike (the job ends, so their collectives matched); a value
-# that is not a number of seconds is refused with the usage line
+# every rank alike (the job ends, so their collectives matched), after
+# --warmup's count; the driver says how many and how long (the slowest
+# rank's), and the job lasts at least that long. A value that is not a
+# number of seconds is refused with the usage line
 t0=$(date +%s.%N)
 $MPIRUN -np 4 "$d/run" --iters 1 --warmup 0 --warmup-s 1.5 >"$d.warm.log" 2>&1
 rc=$?
 t1=$(date +%s.%N)
+$MPIRUN -np 4 "$d/run" --iters 1 --warmup 3 --warmup-s 0.001 >"$d.warm3.log" 2>&1
+rc3=$?
 check "runtime: --warmup-s 1.5 runs passes for 1.5 s and more, then the timed one" \
 	sh -c '[ "$1" = 0 ] && grep -q "time_ms=" "$2" &&
-	       awk -v a="$3" -v b="$4" "BEGIN { exit !(b - a >= 1.5) }"' _ "$rc" "$d.warm.log" "$t0" "$t1"
+	       ms=$(sed -n "s/.* warmup_ms=\([0-9.]*\).*/\1/p" "$2") &&
+	       n=$(sed -n "s/.* warmup_passes=\([0-9]*\).*/\1/p" "$2") &&
+	       awk -v a="$3" -v b="$4" -v ms="$ms" -v n="$n" \
+	           "BEGIN { exit !(ms >= 1500 && n >= 1 && b - a >= ms / 1000) }"' \
+	_ "$rc" "$d.warm.log" "$t0" "$t1"
+check "runtime: --warmup 3 --warmup-s 0.001 runs the 3 passes at least" \
+	sh -c '[ "$1" = 0 ] && n=$(sed -n "s/.* warmup_passes=\([0-9]*\).*/\1/p" "$2") &&
+	       [ "$n" -ge 3 ]' _ "$rc3" "$d.warm3.log"
 $MPIRUN -np 2 "$d/run" --iters 1 --warmup-s -1 >"$d.warmbad.log" 2>&1
 rc=$?
 check "runtime: --warmup-s -1 is refused with the usage line" \
