@@ -23,8 +23,10 @@
  * again before that wait made it wait for a later copy, whichever copy
  * ended first. 4 H100s, fuse(bidir) of bench-gpu's case a, traced: rank
  * 0 waited for each receive of one lane a step after the other lane's
- * next receive had taken its D, so its compute waited for that copy,
- * 0.387-0.392 ms, four times a pass). A receiver issues the copies
+ * next receive had taken its D, so its compute waited for that copy:
+ * gaps of 0.385-0.392 ms, 3 or 4 a pass in the last five passes of
+ * bench/results/2026-11-28-NVIDIA-H100-lease14-trace-a-bidir-ce.json.gz).
+ * A receiver issues the copies
  * from one peer in the order of its receives, so DONE k answers send k
  * (MPI keeps the order of messages of one tag between two ranks). Hosts
  * block only in the sender's wait, and while blocked they keep issuing
