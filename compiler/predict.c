@@ -212,6 +212,39 @@ visible_share(const Value *q, double sk, int qcut, const Sel *sel, int u0, int n
 	return pairs / n;
 }
 
+/* Does a view of v cut along dim cut (-1: whole) keep its dims but the
+ * last as one run of rows, row after row? A cut of the first dim or of
+ * the last does; one between does only where the dims before it have
+ * one index each. */
+static int
+keeps_rows(const Value *v, int cut)
+{
+	if (cut < 0 || cut >= v->ndim - 1)
+		return 1;
+	for (int d = 0; d < cut; d++)
+		if (value_rank_extent(v, d) > 1)
+			return 0;
+	return 1;
+}
+
+/* Does a backend that loops over a batch (`batch loop`: the CPU's) run
+ * matmul n, its output cut along odim and its first input along ic, as
+ * one GEMM of all its rows (cfrti_matmul_fold): b one matrix for every
+ * batch entry, a not transposed, both a and the output whole runs of
+ * rows? */
+static int
+mm_folds(const Node *n, int odim, int ic)
+{
+	const Value *b = n->in[1];
+
+	if (n->a.mm.ta)
+		return 0;
+	for (int d = 0; d < b->ndim - 2; d++)
+		if (value_rank_extent(b, d) > 1)
+			return 0;
+	return keeps_rows(n->in[0], ic) && keeps_rows(n->out, odim);
+}
+
 /* Seconds of node n computing the part of its per-rank work that the
  * cuts leave: its output cut along odim (-1: whole) and input i along
  * idim[i] (-1: whole), each by f; share: of an attention's query-key
@@ -241,7 +274,7 @@ node_cost(const Profile *pf, const Node *n, int odim, const int *idim, double f,
 				calls = elems_of(in[0], ic), K /= calls;
 		} else {
 			K = (double)in[0][n->a.mm.ta && nd >= 2 ? nd - 2 : nd - 1];
-			if (pf->batch_loop && od >= 3)
+			if (pf->batch_loop && od >= 3 && !mm_folds(n, odim, ic))
 				calls = elems_of(o, od - 2), M /= calls;
 		}
 		double t = calls * profile_gemm(&pf->gemm[dt], M, N, K);

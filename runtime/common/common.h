@@ -140,6 +140,17 @@ int cfrti_matmul_args(cfrt_ctx *ctx, const cfrt_view *c, const cfrt_view *a,
                       gemm_args *g, cfrt_view *ae, cfrt_view *be);
 void cfrti_matmul_batch(gemm_args *g, const cfrt_view *c, const cfrt_view *a,
                         const cfrt_view *b);
+/* Between matmul_args and matmul_batch (the CPU backend): where b is
+ * one matrix for every batch entry (a weight; its batch strides 0) and a
+ * is not transposed, and the batch dims of c and of a each step over
+ * whole runs of their rows (a tensor cut along its first dim or its
+ * last, not between), makes c, a and b 2-D and g one GEMM of all the
+ * rows: a loop of GEMMs of B rows each for [S, B, F] @ [F, D] otherwise.
+ * Not on cuBLAS, whose strided batch of those ran as fast or faster (4
+ * H100s, bf16, [4096, 32, 4096] @ [4096, 4096], each GPU's calls back to
+ * back, two leases: 6.03-6.35 ms a call, one GEMM of the 131072 rows
+ * 6.45-6.59). */
+void cfrti_matmul_fold(gemm_args *g, cfrt_view *c, cfrt_view *a, cfrt_view *b);
 int cfrti_matmul_run(cfrt_ctx *ctx, gemm_args *g, const cfrt_view *c,
                      const cfrt_view *a, const cfrt_view *b);
 

@@ -162,6 +162,55 @@ int cfrti_matmul_args(cfrt_ctx *ctx, const cfrt_view *c, const cfrt_view *a,
 	return CFRT_OK;
 }
 
+/* The stride from row to row of v's dims 0 .. nd-2 (its batch dims and
+ * its matrix's rows, ld apart) taken as one run of rows, or 0 when they
+ * are not one: each dim of more than one index steps over a whole run of
+ * the dims inside it. */
+static int64_t row_run(const cfrt_view *v, int64_t ld)
+{
+	int64_t step = 0, span = 0;
+	for (int d = v->nd - 2; d >= 0; d--) {
+		int64_t s = d == v->nd - 2 ? ld : v->stride[d];
+		if (v->dim[d] <= 1)
+			continue;
+		if (step && s != span)
+			return 0;
+		if (!step)
+			step = s;
+		span = s * v->dim[d];
+	}
+	return step ? step : ld;
+}
+
+void cfrti_matmul_fold(gemm_args *g, cfrt_view *c, cfrt_view *a, cfrt_view *b)
+{
+	int nd = c->nd;
+	if (nd < 3 || g->ta != CFRT_NOTRANS)
+		return;
+	int64_t rows = 1;
+	for (int d = 0; d < nd - 2; d++) {
+		if (b->dim[d] > 1 && b->stride[d] != 0)
+			return;
+		rows *= c->dim[d];
+	}
+	rows *= g->m;
+	int64_t lc = row_run(c, g->ldc), la = row_run(a, g->lda);
+	if (!lc || !la || lc < g->n || la < g->k)
+		return;
+	g->m = rows;
+	g->ldc = lc;
+	g->lda = la;
+	cfrt_view *v[3] = {c, a, b};
+	int64_t ld[3] = {lc, la, b->stride[nd - 2]};
+	for (int i = 0; i < 3; i++) {
+		v[i]->dim[0] = i == 2 ? v[i]->dim[nd - 2] : rows;
+		v[i]->stride[0] = ld[i];
+		v[i]->dim[1] = v[i]->dim[nd - 1];
+		v[i]->stride[1] = v[i]->stride[nd - 1];
+		v[i]->nd = 2;
+	}
+}
+
 void cfrti_matmul_batch(gemm_args *g, const cfrt_view *c, const cfrt_view *a,
                         const cfrt_view *b)
 {

@@ -86,15 +86,16 @@ int cfrt_matmul(cfrt_ctx *ctx, const cfrt_view *c, const cfrt_view *a,
                 const cfrt_view *b, double alpha, double beta)
 {
 	double t0 = cfrti_begin(ctx, "cfrt_matmul");
-	cfrt_view ae, be;
+	cfrt_view ae, be, ce = *c;
 	gemm_args g = {0};
 	int rc = cfrti_matmul_args(ctx, c, a, b, alpha, beta, &g, &ae, &be);
 	if (rc != CFRT_OK)
 		return rc;
-	cfrti_matmul_batch(&g, c, &ae, &be);
+	cfrti_matmul_fold(&g, &ce, &ae, &be);
+	cfrti_matmul_batch(&g, &ce, &ae, &be);
 	rc = cfrti_gemm_check(ctx, &g);
 	if (rc != CFRT_OK)
 		return rc;
-	cfrti_matmul_run(ctx, &g, c, &ae, &be);
+	cfrti_matmul_run(ctx, &g, &ce, &ae, &be);
 	return cfrti_end(ctx, t0, CFRT_OK);
 }

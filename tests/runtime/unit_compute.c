@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/common.h" /* cfrti_matmul_fold, white-box below */
 #include "unit.h"
 
 static const cfrt_dtype types[] = {CFRT_F32, CFRT_F64};
@@ -112,6 +113,99 @@ static void test_matmul_views(void)
 		cfrt_free(ut_ctx, db);
 		cfrt_free(ut_ctx, dc);
 	}
+}
+
+/* A [S, B, F] tensor @ a [F, D] weight, as generated code calls it on a
+ * sequence-first layout, in the views that fold into one GEMM of S * B
+ * rows and in those that do not (against the naive loops either way):
+ * fold 1: the whole of a [4, 3, 9] buffer (its first 7 columns, K cut);
+ * c rows 1..2 of dim 0; a row of each batch entry (B = 1 after a cut of
+ * dim 1 of a [4, 3, 9] buffer: rows 9 apart); fold 0: rows 0..1 of dim 1
+ * of 3 (batch entries 27 apart, 2 rows a run); a transposed a; a batched
+ * b. White-box: cfrti_matmul_fold's g.m and the dims left. */
+static void matmul_fold_case(cfrt_dtype t, int cut, int want_fold)
+{
+	enum { S = 4, B = 3, F = 9, K = 7, D = 5 };
+	double a[S * B * F], b[S * K * D], c[S * B * D], want[S * B * D];
+	ut_uniform(a, S * B * F, 11, t);
+	ut_uniform(b, S * K * D, 12, t);
+	ut_uniform(c, S * B * D, 13, t);
+	memcpy(want, c, sizeof c);
+	void *da = ut_alloc(S * B * F, t), *db = ut_alloc(S * K * D, t), *dc = ut_alloc(S * B * D, t);
+	ut_put(da, a, S * B * F, t);
+	ut_put(db, b, S * K * D, t);
+	ut_put(dc, c, S * B * D, t);
+	cfrt_view va = cfrt_view_slice(cfrt_view_contig(da, t, 3, (int64_t[]){S, B, F}), 2, 0, K);
+	cfrt_view vb = cfrt_view_contig(db, t, 2, (int64_t[]){K, D});
+	cfrt_view vc = cfrt_view_contig(dc, t, 3, (int64_t[]){S, B, D});
+	int64_t s0 = 0, ns = S, b0 = 0, nb = B;
+	switch (cut) {
+	case 1: s0 = 1, ns = 2; break;             /* dim 0: still whole runs */
+	case 2: b0 = 2, nb = 1; break;             /* one row an entry */
+	case 3: nb = 2; break;                     /* 2 rows of 3 an entry */
+	}
+	va = cfrt_view_slice(cfrt_view_slice(va, 0, s0, ns), 1, b0, nb);
+	vc = cfrt_view_slice(cfrt_view_slice(vc, 0, s0, ns), 1, b0, nb);
+	if (cut == 4) /* b batched: one matrix an entry */
+		vb = cfrt_view_contig(db, t, 3, (int64_t[]){S, K, D});
+	gemm_args g = {0};
+	cfrt_view ae, be, ce = vc;
+	CU_ASSERT_EQUAL(cfrti_matmul_args(ut_ctx, &vc, &va, &vb, 1.5, 1.0, &g, &ae, &be), CFRT_OK);
+	cfrti_matmul_fold(&g, &ce, &ae, &be);
+	CU_ASSERT_EQUAL(g.m, want_fold ? ns * nb : nb);
+	CU_ASSERT_EQUAL(ce.nd, want_fold ? 2 : 3);
+	CU_ASSERT_EQUAL(cfrt_matmul(ut_ctx, &vc, &va, &vb, 1.5, 1.0), CFRT_OK);
+	for (int64_t i = s0; i < s0 + ns; i++)
+		naive_gemm(0, 0, nb, D, K, 1.5, a + (i * B + b0) * F, F, b + (cut == 4 ? i * K * D : 0),
+		           D, 1.0, want + (i * B + b0) * D, D);
+	ut_get(c, dc, S * B * D, t);
+	CU_ASSERT(ut_maxrel(c, want, S * B * D) <= ut_tol(t));
+	cfrt_free(ut_ctx, da);
+	cfrt_free(ut_ctx, db);
+	cfrt_free(ut_ctx, dc);
+}
+
+static void test_matmul_fold(void)
+{
+	for (int ti = 0; ti < 2; ti++) {
+		matmul_fold_case(types[ti], 0, 1);
+		matmul_fold_case(types[ti], 1, 1);
+		matmul_fold_case(types[ti], 2, 1);
+		matmul_fold_case(types[ti], 3, 0);
+		matmul_fold_case(types[ti], 4, 0);
+	}
+}
+
+/* A transposed a (a view of a [F, S*B] buffer) does not fold. */
+static void test_matmul_fold_trans(void)
+{
+	enum { S = 2, B = 3, K = 4, D = 5 };
+	double a[K * S * B], b[K * D], c[S * B * D], want[S * B * D];
+	cfrt_dtype t = CFRT_F64;
+	ut_uniform(a, K * S * B, 14, t);
+	ut_uniform(b, K * D, 15, t);
+	memset(want, 0, sizeof want);
+	void *da = ut_alloc(K * S * B, t), *db = ut_alloc(K * D, t), *dc = ut_alloc(S * B * D, t);
+	ut_put(da, a, K * S * B, t);
+	ut_put(db, b, K * D, t);
+	/* a[s, b, k] = buffer[k, s * B + b] */
+	cfrt_view va = cfrt_view_permute(cfrt_view_split(cfrt_view_contig(da, t, 2,
+	                                  (int64_t[]){K, S * B}), 1, S, B), (int[]){1, 2, 0});
+	cfrt_view vb = cfrt_view_contig(db, t, 2, (int64_t[]){K, D});
+	cfrt_view vc = cfrt_view_contig(dc, t, 3, (int64_t[]){S, B, D});
+	gemm_args g = {0};
+	cfrt_view ae, be, ce = vc;
+	CU_ASSERT_EQUAL(cfrti_matmul_args(ut_ctx, &vc, &va, &vb, 1.0, 0.0, &g, &ae, &be), CFRT_OK);
+	cfrti_matmul_fold(&g, &ce, &ae, &be);
+	CU_ASSERT_EQUAL(g.m, B);
+	CU_ASSERT_EQUAL(cfrt_matmul(ut_ctx, &vc, &va, &vb, 1.0, 0.0), CFRT_OK);
+	for (int s = 0; s < S; s++)
+		naive_gemm(1, 0, B, D, K, 1.0, a + s * B, S * B, b, D, 0.0, want + s * B * D, D);
+	ut_get(c, dc, S * B * D, t);
+	CU_ASSERT(ut_maxrel(c, want, S * B * D) <= ut_tol(t));
+	cfrt_free(ut_ctx, da);
+	cfrt_free(ut_ctx, db);
+	cfrt_free(ut_ctx, dc);
 }
 
 /* ---- views: copy, head split and merge ---- */
@@ -490,6 +584,9 @@ void ut_register_compute(void)
 	CU_pSuite s = CU_add_suite("compute", NULL, NULL);
 	CU_add_test(s, "gemm: 4 transposes x f32/f64 x beta 0/1, batch", test_gemm);
 	CU_add_test(s, "matmul on sliced, permuted, broadcast views", test_matmul_views);
+	CU_add_test(s, "matmul folds [S, B, F] @ [F, D] into one GEMM where its views allow",
+	            test_matmul_fold);
+	CU_add_test(s, "matmul of a transposed a keeps its batch", test_matmul_fold_trans);
 	CU_add_test(s, "copy: head split and merge", test_copy_heads);
 	CU_add_test(s, "gelu, silu, relu, scale on a strided slice", test_unary);
 	CU_add_test(s, "add, mul: same shape and bias broadcast", test_binary);
