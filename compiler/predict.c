@@ -875,9 +875,10 @@ sim_run(Arena *a, const PColl *pc, const Coll *c, const Profile *pf, int want_sp
  * profile's clock table, the collective runs again at the factor of the
  * share of its time the busiest rank computes, until that share settles
  * (a fixed point: a faster compute lowers the share; in test_predict's
- * example the factor goes 0.92, 0.9145, 0.9141). The compute alone
- * stays the first run's: back to back, compute keeps the GPU busy all
- * the time (the clock moves in the first three runs again, then stays).
+ * example the factor goes 0.92, 0.9145, 0.9141). The first run and the
+ * compute alone are at the factor of busy all the time: back to back,
+ * compute keeps the GPU busy all the time (the clock moves in the next
+ * three runs, then stays).
  * A transfer's time depends on the others moving with it, those that
  * start after it too: each run prices every send at the transfers at
  * once over its time in the run before (the first: those moving at its
@@ -893,8 +894,9 @@ predict_coll(Arena *a, const Graph *g, const Coll *c, const Profile *pf, int wan
 {
 	const PColl *pc = plan_coll(a, g, c);
 	Conc cc, in;
-	Prediction pr = sim_run(a, pc, c, pf, 0, 1, NULL, &cc);
-	double alone = pr.compute, clock = 1;
+	double clock = profile_clock(pf, 1);
+	Prediction pr = sim_run(a, pc, c, pf, 0, clock, NULL, &cc);
+	double alone = pr.compute;
 
 	for (int i = 0; i < MAXRUN && !pr.err && pr.total > 0; i++) {
 		double last = pr.total;
@@ -917,7 +919,11 @@ predict_node(Arena *a, const Node *n, const Profile *pf)
 	Prediction pr = {0};
 	const char *what = NULL;
 
+	int cls = op_info[n->op].cls;
+
 	pr.total = pr.compute = node_cost(pf, n, -1, NULL, 1, -1, 0, &what);
+	if (cls == CL_MM || cls == CL_ATTN || cls == CL_ATTN_GRAD) /* between others: busy */
+		pr.total = pr.compute *= profile_clock(pf, 1);
 	if (what)
 		pr.err = arena_printf(a, "the profile %s has no %s rate for %s", pf->name, what,
 		                      dtype_name[n->out->dtype]);

@@ -91,10 +91,11 @@ typedef struct Profile {
 	                        * overlap */
 	PTable clock;          /* `clock D R`: a GEMM's or attention's time
 	                        * when compute keeps the GPU busy a share D
-	                        * of the time (transfers the rest) over its
-	                        * time when it keeps it busy all the time (a
-	                        * GPU at its power limit clocks up when its
-	                        * average power falls); in PPoint k and sec;
+	                        * of the time (transfers the rest; D = 1: all
+	                        * of it) over its time in the gemm and attn
+	                        * points (a GPU at its power limit clocks up
+	                        * when its average power falls); in PPoint k
+	                        * and sec; without a point at 1, 1 there;
 	                        * empty: 1 */
 	int batch_loop;        /* `batch loop`: a batched matmul runs as one
 	                        * GEMM per batch index (the CPU backend);
@@ -114,8 +115,8 @@ void profile_write(FILE *f, const Profile *pf);
  * of the largest count <= n given, else the plain one. */
 double profile_slowdown(const Profile *pf, int n);
 /* The clock table's time factor at busy share d (0 < d <= 1): linear
- * between the points and to 1 at d = 1, the first point's below it; 1
- * without a table. */
+ * between the points and on to the point at 1 (1 where the table has
+ * none), the first point's below it; 1 without a table. */
 double profile_clock(const Profile *pf, double d);
 /* 0..3 for all_gather, reduce_scatter, all_reduce, all_to_all; -1. */
 int profile_coll_index(OpKind op);

@@ -293,11 +293,11 @@ rd_entry(Rd *r, Profile *pf, const char *w, size_t len)
 		return c >= 0 && rd_fraction(r, &pf->overlap_coll[c]);
 	}
 	if (rd_is(w, len, "clock")) {
-		/* clock D R: busy share D (0 < D < 1), time factor R */
+		/* clock D R: busy share D (0 < D <= 1), time factor R */
 		if (!rd_num(r, "the busy share", 0, &x[0]))
 			return 0;
-		if (x[0] >= 1) {
-			diag_error(r->d, rd_numloc(r), "the busy share must be under 1, not %g", x[0]);
+		if (x[0] > 1) {
+			diag_error(r->d, rd_numloc(r), "the busy share must be at most 1, not %g", x[0]);
 			return 0;
 		}
 		if (!rd_num(r, "the time factor", 0, &x[1]))
@@ -627,9 +627,11 @@ profile_clock(const Profile *pf, double d)
 {
 	const PTable *t = &pf->clock;
 
-	if (!t->n || d >= 1)
+	if (!t->n)
 		return 1;
 	const PPoint *last = &t->p[t->n - 1];
+	if (d >= 1)
+		return last->k >= 1 ? last->sec : 1;
 	if (d > last->k)
 		return last->sec + (1 - last->sec) * (d - last->k) / (1 - last->k);
 	return profile_rate(t, d);

@@ -894,39 +894,57 @@ cal_slowdown(Cal *C)
 	}
 }
 
-/* clock D R (GPUs, two ranks and more): a GEMM's time when it keeps the
- * GPU busy only a share D of the time, with the library's collectives
- * (which draw little power) between its bursts, over its time when it
- * keeps it busy all the time. A GPU at its power limit lowers its clock
- * under back-to-back GEMMs, and raises it again when the average power
- * falls: in a trace of bench-gpu's case a, vanilla, with NCCL (4 H100s),
- * the 131072-row GEMM took 5.35-5.70 ms between reduce-scatters of
- * 2.45-3.21 ms, and the pass with transfers off (GEMMs back to back)
- * 6.16 ms. The bursts are 16384x4096x4096 GEMMs of the probe's type for
- * about 4 ms (4096^3 ones, 0.2 ms a call, read the same: 0.89-1.00),
- * after a second of them; each share runs for CLOCK_LEVEL seconds and keeps the
- * median of its later two thirds (the clock takes a while to settle). */
-#define CLOCK_LEVEL 0.3
+/* clock D R (GPUs, two ranks and more): a GEMM's time when GEMMs keep
+ * the GPU busy a share D of the time, with the library's collectives
+ * (which draw little power) between their bursts, over its time in the
+ * GEMM points; D = 1: busy all the time. A GPU at its power limit lowers
+ * its clock under back-to-back GEMMs, more the longer they last, and
+ * raises it again when the average power falls. 4 H100s, lease 23,
+ * bench-gpu's case a, vanilla (one 131072x4096x4096 GEMM a pass),
+ * traced: with transfers off the GEMM took 5.76-6.04 ms on the four GPUs
+ * in the first 20 passes and 6.51-7.00 in the last 20, 2.1 s later;
+ * between NCCL's reduce-scatters of 2.5 ms, after 2 s, 5.67-5.85. The
+ * GEMM points of leases 20 and 22 priced it at 6.08-6.33 (16384x4096x4096
+ * at 0.760-0.791 ms). The probe: the
+ * point's 16384x4096x4096 GEMMs back to back for CLOCK_HEAT seconds, as
+ * bench-gpu warms up, then levels of CLOCK_LEVEL seconds each, in bursts
+ * of about 4 ms with all_gathers between, busy 100% before and after
+ * every other level: the GPU keeps heating over seconds, and a level
+ * read against the mean of its two neighbours at 100% leaves that drift
+ * out (measured one after the other from 100% down, after 1 s of
+ * 4096^3 GEMMs, the levels read 0.93-1.05 at 70% and 85% busy in eight
+ * profiles of leases 17-22). Each level keeps the median
+ * of its later two thirds. clock 1 is the levels at 100% over the
+ * point's own time; without that point, the factors are over busy all
+ * the time (the file's meaning before 2026-11-28). */
+#define CLOCK_HEAT 2.0
+#define CLOCK_LEVEL 0.25
 static void
 cal_clock(Cal *C)
 {
-	static const double duty[] = {1, 0.85, 0.7, 0.55};
+	static const double duty[] = {1, 0.85, 1, 0.7, 1, 0.55, 1};
 	enum { NDUTY = sizeof duty / sizeof duty[0], MAXB = 512 };
 	cfrt_dtype t = C->probe_t;
 	Gemm g = {t, 16384, 4096, 4096, 0, 1};
 	int64_t blk = C->cap / (size_t)C->size < (64 << 20) ? (int64_t)(C->cap / (size_t)C->size)
 	                                                   : (64 << 20);
 	Coll ag = {0, blk / 4};
-	double v[MAXB], med[NDUTY];
+	double v[MAXB], med[NDUTY], point = 0;
+	char key[64];
 
 	if (!C->gpu || C->quick || C->size < 2 || !fill(C, t))
 		return;
+	snprintf(key, sizeof key, "gemm %s 16384 4096 4096", tname[t]);
+	for (int i = 0; i < C->npt; i++)
+		if (!strcmp(C->pt[i].key, key) && C->pt[i].s > 0)
+			point = C->pt[i].s;
 	double tag = timed(C, run_coll, &ag, 5, 0, 5);
-	heat(C, t, HEAT);
 	/* both the slowest rank's, so every rank runs as many calls */
 	double tg = timed(C, run_gemm, &g, 3, 0, 3);
 	int n = tg > 0 ? (int)ceil(0.004 / tg) : 1, iters;
 	double bmax = n * tg;
+	for (int64_t i = 0, heat = tg > 0 ? (int64_t)ceil(CLOCK_HEAT / tg) : 1; i < heat; i++)
+		die_rc(C, run_gemm(C, &g), "gemm");
 	for (int l = 0; l < NDUTY; l++) {
 		int k = tag > 0 ? (int)lround(bmax * (1 - duty[l]) / duty[l] / tag) : 0;
 		iters = (int)ceil(CLOCK_LEVEL / (bmax + k * tag));
@@ -948,8 +966,16 @@ cal_clock(Cal *C)
 			        tname[t], 100 * duty[l], med[l], n, k, k == 1 ? "" : "s",
 			        (long long)blk);
 	}
-	for (int l = 1; C->out && l < NDUTY; l++)
-		fprintf(C->out, "clock %.4g %.4g\n", duty[l], med[l] / med[0]);
+	double busy = 0; /* the levels at 100%: every other one */
+	for (int l = 0; l < NDUTY; l += 2)
+		busy += med[l] / ((NDUTY + 1) / 2);
+	double f1 = point > 0 ? busy / point : 1;
+	if (!C->out)
+		return;
+	if (point > 0)
+		fprintf(C->out, "# the point's %s: %.4g s a call\nclock 1 %.4g\n", key, point, f1);
+	for (int l = 1; l < NDUTY; l += 2)
+		fprintf(C->out, "clock %.4g %.4g\n", duty[l], f1 * 2 * med[l] / (med[l - 1] + med[l + 1]));
 }
 
 /* The profile's transfer entry: on GPUs the transfer mode calibrated

@@ -113,7 +113,7 @@ test_reader(void)
 	rejects(HEAD "ew f32 100 1e9\new f32 100 2e9\nend\n", "t.prof:5:1: error: this ew point "
 	        "repeats the one of line 4");
 	rejects(HEAD "ew f32 100 -1\nend\n", "bytes per second must be a positive number");
-	rejects(HEAD "clock 1 0.9\nend\n", "t.prof:4:7: error: the busy share must be under 1");
+	rejects(HEAD "clock 1.5 0.9\nend\n", "t.prof:4:7: error: the busy share must be at most 1");
 	rejects(HEAD "clock 0.5 0\nend\n", "the time factor must be a positive number");
 	rejects(HEAD "clock 0.5 0.9\nclock 0.5 0.8\nend\n", "t.prof:5:1: error: this clock "
 	        "point repeats the one of line 4");
@@ -184,6 +184,14 @@ test_lookup(void)
 	CU_ASSERT_DOUBLE_EQUAL(profile_clock(pf, 0.6), 0.8, 1e-15);
 	CU_ASSERT_DOUBLE_EQUAL(profile_clock(pf, 0.9), 0.95, 1e-15);
 	CU_ASSERT_DOUBLE_EQUAL(profile_clock(pf, 1), 1, 0);
+	free(err);
+	/* with a point at 1 (busy all the time, against the GEMM points):
+	 * linear on to it */
+	pf = pf_parse(a, HEAD "clock 1 1.2\nclock 0.5 0.9\nend\n", &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(pf);
+	CU_ASSERT_DOUBLE_EQUAL(profile_clock(pf, 1), 1.2, 0);
+	CU_ASSERT_DOUBLE_EQUAL(profile_clock(pf, 0.75), 1.05, 1e-15);
+	CU_ASSERT_DOUBLE_EQUAL(profile_clock(pf, 0.25), 0.9, 1e-15);
 	free(err);
 	arena_free(a);
 
@@ -623,6 +631,14 @@ test_predict(void)
 	CU_ASSERT_DOUBLE_EQUAL(ag_time_more("vanilla", 1, 10, 4, 1, 40, 1, -1,
 	                                    "clock 0.75 0.9\nclock 0.25 0.8\n"),
 	                       73.65663976522377, eps);
+	/* a point at 1: the first run at its factor (40 us of GEMMs take 50,
+	 * busy 50/90), then linear from (0.5, 1) to (1, 1.25): 1.027778,
+	 * busy 41.1111/81.1111, 1.003425, busy 40.1370/80.1370, 1.000427,
+	 * 40 + 40 x 1.000427 (worked by hand); the compute alone is the
+	 * first run's, 50 */
+	Prediction hot = ag_pred("vanilla", 1, 10, 4, 1, 40, 1, -1, "clock 1 1.25\nclock 0.5 1\n");
+	CU_ASSERT_DOUBLE_EQUAL(hot.total * 1e6, 80.0170940170940, 1e-9);
+	CU_ASSERT_DOUBLE_EQUAL(hot.compute * 1e6, 50, eps);
 }
 
 /* auto's rule on hand-made predictions: the first candidate (the
