@@ -182,3 +182,22 @@ assert ("vanilla", "nccl") not in rows, rows
 md = open(glob.glob(sys.argv[1] + "/*-T.md")[0]).read()
 assert "the median of 3 rounds" in md and "| 11.000 | 20.0% |" in md, md
 ' "$out/rep"
+# nvidia-smi's log: a GPU slowed for heat (0x20) flagged, the power limit
+# (0x4) and idling (0x1) not
+cat >"$out/smi.csv" <<'SMI'
+2026/11/28 06:02:30.100, 0, 1410, 690.5, 60, 0x0000000000000004
+2026/11/28 06:02:30.100, 1, 345, 70.1, 40, 0x0000000000000001
+2026/11/28 06:02:30.300, 0, 780, 370.2, 94, 0x0000000000000020
+2026/11/28 06:02:30.300, 1, 1980, 430.0, 55, 0x0000000000000000
+2026/11/28 06:02:30.500, 0, 800, 380.0, 93, 0x0000000000000024
+SMI
+python3 bench/gpu/report.py --runs "$out/runs.txt" --predicted "$out/pred.txt" \
+	--torch "$out/torch.jsonl" --device T --results "$out/rep" --smi "$out/smi.csv" >"$out/rep.log" 2>&1
+check "bench-gpu report: a GPU that slowed for heat flagged, from nvidia-smi's log" \
+	python3 -c '
+import glob, sys
+md = open(glob.glob(sys.argv[1] + "/*-T.md")[0]).read()
+assert "GPU 0 slowed for heat or a fault in 2 of 3 nvidia-smi samples (SW thermal slowdown; " \
+       "up to 94 C; SM clock 790 MHz" in md, md
+assert "GPU 1 slowed" not in md, md
+' "$out/rep"

@@ -73,7 +73,9 @@ modes_of() {
 
 # the GPUs' clocks, power, temperature and what holds their clocks down,
 # every 200 ms from the calibration to the last run (where nvidia-smi
-# can), in smi.csv beside runs.txt: the at= times place each run in it
+# can), in smi.csv beside runs.txt: the at= times place each run in it;
+# report.py flags a GPU that slowed for heat or a fault in any sample
+rm -f "$raw/smi.csv"
 if [ -z "${BUILD_ONLY:-}" ] && command -v nvidia-smi >/dev/null 2>&1; then
 	nvidia-smi --query-gpu=timestamp,index,clocks.sm,power.draw,temperature.gpu,clocks_throttle_reasons.active \
 		--format=csv,noheader,nounits -lms 200 >"$raw/smi.csv" 2>/dev/null &
@@ -204,4 +206,5 @@ done
 
 dev=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1 | tr ' ' '-')
 python3 bench/gpu/report.py --runs "$log" --predicted "$pred" --torch "$raw/torch.jsonl" \
-	--device "${dev:-gpu}" --results "$RESULTS" --dump-mode "${DUMP_MODE:-nccl}"
+	--device "${dev:-gpu}" --results "$RESULTS" --dump-mode "${DUMP_MODE:-nccl}" \
+	--smi "$raw/smi.csv"

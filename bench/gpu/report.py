@@ -210,6 +210,51 @@ def summary(rows):
     return out
 
 
+# NVML's clock event reasons (nvidia-smi's clocks_throttle_reasons.active)
+# that slow a GPU for heat or a hardware fault; its power limit (0x4) and
+# idling (0x1) are the normal state of a loaded and of an idle GPU.
+HOT = ((0x08, "HW slowdown"), (0x20, "SW thermal slowdown"),
+       (0x40, "HW thermal slowdown"), (0x80, "HW power brake"))
+
+
+def throttled(path):
+    """Lines for the GPUs of bench.sh's nvidia-smi log (timestamp, index,
+    SM MHz, W, C, reasons) that slowed for heat or a fault in any sample.
+    Lease 24 (4 H100s, 2026-11-28): GPU 0, at up to 94 C, ran at a
+    median 772 MHz in 866 of 1365 samples under thermal slowdown; the
+    calibration's 16384x4096x4096 GEMMs back to back took 2.4-3.0 ms a
+    call (about 0.77 on sound machines), and every row of the job ran at
+    its pace."""
+    gpus = {}
+    try:
+        lines = open(path).read().splitlines()
+    except OSError:
+        return []
+    for line in lines:
+        f = [x.strip() for x in line.split(",")]
+        try:
+            g, mhz, temp, why = int(f[1]), float(f[2]), float(f[4]), int(f[5], 16)
+        except (IndexError, ValueError):
+            continue
+        s = gpus.setdefault(g, {"n": 0, "hot": [], "why": 0, "temp": 0})
+        s["n"] += 1
+        s["temp"] = max(s["temp"], temp)
+        bad = why & sum(b for b, _ in HOT)
+        if bad:
+            s["hot"].append(mhz)
+            s["why"] |= bad
+    out = []
+    for g, s in sorted(gpus.items()):
+        if s["hot"]:
+            out.append("GPU %d slowed for heat or a fault in %d of %d nvidia-smi samples (%s; "
+                       "up to %.0f C; SM clock %.0f MHz, the median of those samples): its "
+                       "times, and the calibration's, are not a sound machine's" % (
+                           g, len(s["hot"]), s["n"],
+                           ", ".join(n for b, n in HOT if s["why"] & b), s["temp"],
+                           median(s["hot"])))
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", required=True)
@@ -220,6 +265,8 @@ def main():
     ap.add_argument("--results", default="bench/results")
     ap.add_argument("--dump-mode", default="nccl",
                     help="the transfer mode of the fuse(ring) run dumped")
+    ap.add_argument("--smi", default="",
+                    help="bench.sh's nvidia-smi log (smi.csv): GPUs slowed for heat flagged")
     args = ap.parse_args()
     runs, spread, rounds = read_times(args.runs, "run")
     torch, notes = read_torch(args.torch)
@@ -245,6 +292,8 @@ def main():
                     ", the median of %d rounds" % rounds if rounds > 1 else "",
                     " spread = the slowest round over the fastest, less 1."
                     if rounds > 1 else ""))
+        for line in throttled(args.smi) if args.smi else []:
+            f.write("**Warning: %s.**\n\n" % line)
         for line in headline(rows):
             f.write("**%s**\n\n" % line)
         summ = summary(rows)
