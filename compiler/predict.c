@@ -325,6 +325,16 @@ node_cost(const Profile *pf, const Node *n, int odim, const int *idim, double f,
 	return bytes / rate;
 }
 
+/* Does node n's time follow the GPU's clock (profile_clock): GEMMs and
+ * attention, which keep it at its power limit? */
+static int
+clocked(const Node *n)
+{
+	int cls = op_info[n->op].cls;
+
+	return cls == CL_MM || cls == CL_ATTN || cls == CL_ATTN_GRAD;
+}
+
 /* Seconds of compute item it of rank r, round i: one call over the
  * chunk's slices, or one per slice where the plan loops over them (a
  * chunk of slices that are not adjacent: slice(k)'s, 1/k of each rank's
@@ -350,7 +360,7 @@ sim_compute(Sim *S, const Item *it, int r, int i)
 		}
 		t += node_cost(S->pf, n, rn->odim, rn->idim, f, share, it->u.comp.beta, &what);
 	}
-	if (cls == CL_MM || cls == CL_ATTN || cls == CL_ATTN_GRAD)
+	if (clocked(n))
 		t *= S->clock;
 	if (what)
 		sim_err(S, "the profile %2$s has no %1$s rate for this type", what);
@@ -900,7 +910,7 @@ predict_coll(Arena *a, const Graph *g, const Coll *c, const Profile *pf, int wan
 
 	for (int i = 0; i < MAXRUN && !pr.err && pr.total > 0; i++) {
 		double last = pr.total;
-		if (pf->clock.n && i < 3)
+		if (i < 3) /* 1 without a clock table */
 			clock = profile_clock(pf, fmin(1, pr.compute / pr.total));
 		in = cc;
 		pr = sim_run(a, pc, c, pf, 0, clock, &in, &cc);
@@ -919,10 +929,8 @@ predict_node(Arena *a, const Node *n, const Profile *pf)
 	Prediction pr = {0};
 	const char *what = NULL;
 
-	int cls = op_info[n->op].cls;
-
 	pr.total = pr.compute = node_cost(pf, n, -1, NULL, 1, -1, 0, &what);
-	if (cls == CL_MM || cls == CL_ATTN || cls == CL_ATTN_GRAD) /* between others: busy */
+	if (clocked(n)) /* between others: busy */
 		pr.total = pr.compute *= profile_clock(pf, 1);
 	if (what)
 		pr.err = arena_printf(a, "the profile %s has no %s rate for %s", pf->name, what,

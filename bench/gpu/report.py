@@ -215,6 +215,7 @@ def summary(rows):
 # idling (0x1) are the normal state of a loaded and of an idle GPU.
 HOT = ((0x08, "HW slowdown"), (0x20, "SW thermal slowdown"),
        (0x40, "HW thermal slowdown"), (0x80, "HW power brake"))
+HOT_MASK = sum(b for b, _ in HOT)
 
 
 def throttled(path):
@@ -239,7 +240,7 @@ def throttled(path):
         s = gpus.setdefault(g, {"n": 0, "hot": [], "why": 0, "temp": 0})
         s["n"] += 1
         s["temp"] = max(s["temp"], temp)
-        bad = why & sum(b for b, _ in HOT)
+        bad = why & HOT_MASK
         if bad:
             s["hot"].append(mhz)
             s["why"] |= bad

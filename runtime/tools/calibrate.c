@@ -905,16 +905,15 @@ cal_slowdown(Cal *C)
  * in the first 20 passes and 6.51-7.00 in the last 20, 2.1 s later;
  * between NCCL's reduce-scatters of 2.5 ms, after 2 s, 5.67-5.85. The
  * GEMM points of leases 20 and 22 priced it at 6.08-6.33 (16384x4096x4096
- * at 0.760-0.791 ms). The probe: the
- * point's 16384x4096x4096 GEMMs back to back for CLOCK_HEAT seconds, as
- * bench-gpu warms up, then levels of CLOCK_LEVEL seconds each, in bursts
- * of about 4 ms with all_gathers between, busy 100% before and after
- * every other level: the GPU keeps heating over seconds, and a level
- * read against the mean of its two neighbours at 100% leaves that drift
- * out (measured one after the other from 100% down, after 1 s of
- * 4096^3 GEMMs, the levels read 0.93-1.05 at 70% and 85% busy in eight
- * profiles of leases 17-22). Each level keeps the median
- * of its later two thirds. clock 1 is the levels at 100% over the
+ * at 0.760-0.791 ms). The probe: heat() for CLOCK_HEAT seconds, as
+ * bench-gpu warms up, then the point's 16384x4096x4096 GEMMs in levels
+ * of CLOCK_LEVEL seconds each, in bursts of about 4 ms with all_gathers
+ * between, busy 100% before and after every other level: the GPU keeps
+ * heating over seconds, and a level read against the mean of its two
+ * neighbours at 100% leaves that drift out (measured one after the other
+ * from 100% down, after 1 s of heat(), the levels read 0.93-1.05 at 70%
+ * and 85% busy in eight profiles of leases 17-22). Each level keeps the
+ * median of its later two thirds. clock 1 is the levels at 100% over the
  * point's own time; without that point, the factors are over busy all
  * the time (the file's meaning before 2026-11-28). */
 #define CLOCK_HEAT 2.0
@@ -929,22 +928,22 @@ cal_clock(Cal *C)
 	int64_t blk = C->cap / (size_t)C->size < (64 << 20) ? (int64_t)(C->cap / (size_t)C->size)
 	                                                   : (64 << 20);
 	Coll ag = {0, blk / 4};
-	double v[MAXB], med[NDUTY], point = 0;
-	char key[64];
+	double v[MAXB], med[NDUTY], point = 0; /* the point's time a call */
 
 	if (!C->gpu || C->quick || C->size < 2 || !fill(C, t))
 		return;
-	snprintf(key, sizeof key, "gemm %s 16384 4096 4096", tname[t]);
-	for (int i = 0; i < C->npt; i++)
-		if (!strcmp(C->pt[i].key, key) && C->pt[i].s > 0)
-			point = C->pt[i].s;
+	for (int i = 0; i < C->npt; i++) {
+		const Point *p = &C->pt[i];
+		if (p->fn == run_gemm && p->s > 0 && !p->arg.g.acc && p->arg.g.t == t &&
+		    p->arg.g.m == g.m && p->arg.g.n == g.n && p->arg.g.k == g.k)
+			point = p->s;
+	}
 	double tag = timed(C, run_coll, &ag, 5, 0, 5);
+	heat(C, t, CLOCK_HEAT);
 	/* both the slowest rank's, so every rank runs as many calls */
 	double tg = timed(C, run_gemm, &g, 3, 0, 3);
 	int n = tg > 0 ? (int)ceil(0.004 / tg) : 1, iters;
 	double bmax = n * tg;
-	for (int64_t i = 0, heat = tg > 0 ? (int64_t)ceil(CLOCK_HEAT / tg) : 1; i < heat; i++)
-		die_rc(C, run_gemm(C, &g), "gemm");
 	for (int l = 0; l < NDUTY; l++) {
 		int k = tag > 0 ? (int)lround(bmax * (1 - duty[l]) / duty[l] / tag) : 0;
 		iters = (int)ceil(CLOCK_LEVEL / (bmax + k * tag));
@@ -973,7 +972,8 @@ cal_clock(Cal *C)
 	if (!C->out)
 		return;
 	if (point > 0)
-		fprintf(C->out, "# the point's %s: %.4g s a call\nclock 1 %.4g\n", key, point, f1);
+		fprintf(C->out, "# the point's %s 16384x4096x4096 GEMM: %.4g s a call\nclock 1 %.4g\n",
+		        tname[t], point, f1);
 	for (int l = 1; l < NDUTY; l += 2)
 		fprintf(C->out, "clock %.4g %.4g\n", duty[l], f1 * 2 * med[l] / (med[l - 1] + med[l + 1]));
 }
