@@ -18,7 +18,11 @@
 #   overlap_eff,decomp_loss,spread,other_cpu,max_rel_err,predicted_ms,
 #   pred_err,pred_compute_ms,pred_compute_err (cfc --profile's prediction,
 #   from -v pred=FILE, and predicted / time - 1; the same of the compute
-#   alone, against the row linked without transfers)
+#   alone, against the row linked without transfers),median_ms,
+#   pred_err_median (the median of the rounds, and the prediction against
+#   it: cfrt-calibrate keeps the median of its passes, so on a machine
+#   whose speed wanders from run to run its prediction is one of a
+#   typical run, not of the fastest; bench-gpu's table gives medians)
 BEGIN {
 	# cfc's predictions: "model,variant,progress|ms|compute ms" lines
 	while (pred != "" && (getline l < pred) > 0) {
@@ -62,12 +66,22 @@ function spread(row, kind,   k) {
 	k = row SUBSEP kind
 	return f(pick(span, k, cnt[row, kind], 1) / pick(span, k, cnt[row, kind], 0) - 1, 3)
 }
+# The median of a[key, 1..n].
+function med(a, key, n,   b, i, j, x) {
+	for (i = 1; i <= n; i++) {
+		x = a[key, i] + 0
+		for (j = i - 1; j >= 1 && b[j] > x; j--)
+			b[j + 1] = b[j]
+		b[j + 1] = x
+	}
+	return n % 2 ? b[(n + 1) / 2] : (b[n / 2] + b[n / 2 + 1]) / 2
+}
 function f(x, d) { return x == "" ? "" : sprintf("%." d "f", x) }
 
 END {
 	print "model,variant,progress,ranks,time_ms,rank_ms,compute_ms,ect_ms," \
 	      "overlap_eff,decomp_loss,spread,other_cpu,max_rel_err,predicted_ms,pred_err," \
-	      "pred_compute_ms,pred_compute_err"
+	      "pred_compute_ms,pred_compute_err,median_ms,pred_err_median"
 	for (i = 1; i <= nm; i++) {
 		m = models[i]
 		best = ""
@@ -80,15 +94,15 @@ END {
 		ev = best == "" ? "" : val(span, m ",vanilla,none", "comm") - best
 		# no compute alone measured (bench.sh SHORT=1): no baseline row
 		if (best != "")
-			printf "%s,compute alone (best unsplit),-,%s,%.1f,,%.1f,0.0,,0.000,,,,,,,\n",
+			printf "%s,compute alone (best unsplit),-,%s,%.1f,,%.1f,0.0,,0.000,,,,,,,,,\n",
 			       m, ranks, best, best
 		for (j = 1; j <= nr[m]; j++)
 			print line(m, rows[m, j], best, ev)
 	}
 }
 
-function line(m, row, best, ev,   t, rk, c, ect, ov, dl, g1, nrk, sp, oc, pm, pc) {
-	ect = ov = dl = c = sp = oc = ""
+function line(m, row, best, ev,   t, rk, c, ect, ov, dl, g1, nrk, sp, oc, pm, pc, md) {
+	ect = ov = dl = c = sp = oc = md = ""
 	nrk = ranks
 	if ((row, "xfer") in cnt) {
 		t = val(span, row, "xfer")
@@ -107,6 +121,7 @@ function line(m, row, best, ev,   t, rk, c, ect, ov, dl, g1, nrk, sp, oc, pm, pc
 		oc = other[row, "comm", picked]
 		rk = val(rank, row, "comm")
 		sp = spread(row, "comm")
+		md = med(span, row SUBSEP "comm", cnt[row, "comm"])
 		c = val(span, row, "nocomm")
 		if (best != "") {
 			ect = t - best
@@ -120,5 +135,6 @@ function line(m, row, best, ev,   t, rk, c, ect, ov, dl, g1, nrk, sp, oc, pm, pc
 	return row "," nrk "," f(t, 1) "," f(rk, 1) "," f(c, 1) "," ect "," \
 	       ov "," dl "," sp "," oc "," err[row] "," f(pm, 1) "," \
 	       (pm != "" && t > 0 ? f(pm / t - 1, 3) : "") "," f(pc, 1) "," \
-	       (pc != "" && c > 0 ? f(pc / c - 1, 3) : "")
+	       (pc != "" && c > 0 ? f(pc / c - 1, 3) : "") "," f(md, 1) "," \
+	       (pm != "" && md > 0 ? f(pm / md - 1, 3) : "")
 }

@@ -7,7 +7,11 @@
 # - per model, auto's time against the fastest schedule row measured in
 #   the same run (its regret: auto / fastest - 1, negative where auto was
 #   faster), against vanilla, and against the hand-written MPI + OpenBLAS
-#   MLP.
+#   MLP;
+# - where the rounds differed, the same against the median of each row's
+#   rounds (report.awk's median_ms and pred_err_median): the calibration
+#   keeps medians, and on a machine whose speed wanders from run to run
+#   the fastest of a few rounds is itself a matter of luck.
 # Prints nothing for a CSV without predictions.
 NR == 1 {
 	for (i = 1; i <= NF; i++)
@@ -16,15 +20,23 @@ NR == 1 {
 }
 {
 	m = $col["model"]; v = $col["variant"]; t = $col["time_ms"]
+	md = ("median_ms" in col) ? $col["median_ms"] : ""
+	if ($col["spread"] + 0 > 0) wandered = 1
 	if (!(m in seen)) { seen[m] = 1; models[++nm] = m }
-	if (v == "auto") { auto[m] = t; next }
-	if (v == "vanilla" && $col["progress"] == "none") van[m] = t
-	if (v == "mpi+openblas (hand)") { hand[m] = t; next }
+	if (v == "auto") { auto[m] = t; mauto[m] = md; next }
+	if (v == "vanilla" && $col["progress"] == "none") { van[m] = t; mvan[m] = md }
+	if (v == "mpi+openblas (hand)") { hand[m] = t; mhand[m] = md; next }
 	if ($col["progress"] != "none" || $col["pred_err"] == "")
 		next
 	e = $col["pred_err"] + 0
 	err[++n] = e < 0 ? -e : e
 	what[n] = m " " v
+	if (md != "" && $col["pred_err_median"] != "") {
+		e = $col["pred_err_median"] + 0
+		merr[++nm2] = e < 0 ? -e : e
+		mwhat[nm2] = what[n]
+		if (!(m in mbest) || md + 0 < mbest[m] + 0) { mbest[m] = md; mbestv[m] = v }
+	}
 	if ($col["pred_compute_err"] != "") {
 		c = $col["pred_compute_err"] + 0
 		cerr[++nc] = c < 0 ? -c : c
@@ -68,16 +80,32 @@ END {
 		       100 * median(cerr, nc), 100 * cerr[cw], cwhat[cw]
 	}
 	printf "\n"
+	regrets("auto", auto, best, bestv, van, hand)
+	if (!wandered || !nm2)
+		exit
+	worst = 1; within = 0
+	for (i = 1; i <= nm2; i++) {
+		if (merr[i] > merr[worst]) worst = i
+		if (merr[i] <= 0.15) within++
+	}
+	printf "against the median of each row's rounds: |error| median %.1f%%, worst %.1f%% " \
+	       "(%s), within 15%%: %d\n", 100 * median(merr, nm2), 100 * merr[worst],
+	       mwhat[worst], within
+	regrets("auto (medians)", mauto, mbest, mbestv, mvan, mhand)
+}
+
+# regrets(LABEL, AUTO, BEST, BESTV, VAN, HAND): auto's line of each model
+function regrets(label, a, b, bv, vn, hd,    k, m) {
 	for (k = 1; k <= nm; k++) {
 		m = models[k]
-		if (!(m in auto) || !(m in best))
+		if (!(m in a) || a[m] == "" || !(m in b))
 			continue
-		printf "auto: %s %.1f ms, the fastest schedule %s %.1f ms: regret %+.1f%%", m,
-		       auto[m], bestv[m], best[m], 100 * (auto[m] / best[m] - 1)
-		if (m in van)
-			printf "; vanilla %.1f ms (%+.1f%%)", van[m], 100 * (auto[m] / van[m] - 1)
-		if (m in hand)
-			printf "; hand-written MPI + OpenBLAS %.1f ms", hand[m]
+		printf "%s: %s %.1f ms, the fastest schedule %s %.1f ms: regret %+.1f%%", label, m,
+		       a[m], bv[m], b[m], 100 * (a[m] / b[m] - 1)
+		if (m in vn && vn[m] != "")
+			printf "; vanilla %.1f ms (%+.1f%%)", vn[m], 100 * (a[m] / vn[m] - 1)
+		if (m in hd && hd[m] != "")
+			printf "; hand-written MPI + OpenBLAS %.1f ms", hd[m]
 		printf "\n"
 	}
 }

@@ -188,6 +188,40 @@ assert ("vanilla", "nccl") not in rows, rows
 md = open(glob.glob(sys.argv[1] + "/*-T.md")[0]).read()
 assert "the median of 3 rounds" in md and "| 11.000 | 20.0% |" in md, md
 ' "$out/rep"
+# make bench's table (bench/report.awk) and the cost model's record
+# (bench/summary.awk) over 3 rounds: time_ms the fastest round, median_ms
+# the median, the prediction and auto's regret against both
+cat >"$out/cpu-runs.txt" <<'RUNS'
+m,vanilla,none,comm|10.0|10.0|1e-7|0.00
+m,fuse(ring),none,comm|8.0|8.0|1e-7|0.00
+m,auto,none,comm|9.0|9.0|1e-7|0.00
+m,vanilla,none,comm|14.0|14.0|1e-7|0.00
+m,fuse(ring),none,comm|12.0|12.0|1e-7|0.00
+m,auto,none,comm|11.0|11.0|1e-7|0.00
+m,vanilla,none,comm|12.0|12.0|1e-7|0.00
+m,fuse(ring),none,comm|9.0|9.0|1e-7|0.00
+m,auto,none,comm|10.0|10.0|1e-7|0.00
+RUNS
+printf 'm,vanilla,none|11.0|-\nm,fuse(ring),none|10.0|-\n' >"$out/cpu-pred.txt"
+awk -F'|' -v ranks=2 -v pred="$out/cpu-pred.txt" -f bench/report.awk "$out/cpu-runs.txt" \
+	>"$out/cpu.csv"
+awk -F, -f bench/summary.awk "$out/cpu.csv" >"$out/cpu-summary.txt"
+check "bench report: the fastest and the median of the rounds, the prediction against each" \
+	python3 -c '
+import csv, sys
+rows = {r["variant"]: r for r in csv.DictReader(open(sys.argv[1]))}
+v, f = rows["vanilla"], rows["fuse(ring)"]
+assert (v["time_ms"], v["median_ms"], v["spread"]) == ("10.0", "12.0", "0.400"), v
+assert (v["pred_err"], v["pred_err_median"]) == ("0.100", "-0.083"), v
+assert (f["time_ms"], f["median_ms"], f["pred_err"], f["pred_err_median"]) == \
+       ("8.0", "9.0", "0.250", "0.111"), f
+s = open(sys.argv[2]).read()
+for want in ("|error| over 2 schedule rows: median 17.5%, worst 25.0% (m fuse(ring))",
+             "auto: m 9.0 ms, the fastest schedule fuse(ring) 8.0 ms: regret +12.5%; vanilla 10.0 ms (-10.0%)",
+             "against the median of each row\x27s rounds: |error| median 9.7%, worst 11.1% (m fuse(ring))",
+             "auto (medians): m 10.0 ms, the fastest schedule fuse(ring) 9.0 ms: regret +11.1%; vanilla 12.0 ms (-16.7%)"):
+    assert want in s, (want, s)
+' "$out/cpu.csv" "$out/cpu-summary.txt"
 # nvidia-smi's log: a GPU slowed for heat (0x20) flagged, the power limit
 # (0x4) and idling (0x1) not
 cat >"$out/smi.csv" <<'SMI'
