@@ -65,11 +65,7 @@ function median(a, k,    b, i) {
 END {
 	if (!n)
 		exit
-	worst = 1; within = 0
-	for (i = 1; i <= n; i++) {
-		if (err[i] > err[worst]) worst = i
-		if (err[i] <= 0.15) within++
-	}
+	worst = worst_of(err, n)
 	printf "prediction: |error| over %d schedule rows: median %.1f%%, worst %.1f%% (%s), " \
 	       "within 15%%: %d", n, 100 * median(err, n), 100 * err[worst], what[worst], within
 	if (nc) {
@@ -83,15 +79,21 @@ END {
 	regrets("auto", auto, best, bestv, van, hand)
 	if (!wandered || !nm2)
 		exit
-	worst = 1; within = 0
-	for (i = 1; i <= nm2; i++) {
-		if (merr[i] > merr[worst]) worst = i
-		if (merr[i] <= 0.15) within++
-	}
+	worst = worst_of(merr, nm2)
 	printf "against the median of each row's rounds: |error| median %.1f%%, worst %.1f%% " \
 	       "(%s), within 15%%: %d\n", 100 * median(merr, nm2), 100 * merr[worst],
 	       mwhat[worst], within
 	regrets("auto (medians)", mauto, mbest, mbestv, mvan, mhand)
+}
+
+# The index of the largest of e[1..k]; how many are within 15% in within.
+function worst_of(e, k,    i, w) {
+	w = 1; within = 0
+	for (i = 1; i <= k; i++) {
+		if (e[i] > e[w]) w = i
+		if (e[i] <= 0.15) within++
+	}
+	return w
 }
 
 # regrets(LABEL, AUTO, BEST, BESTV, VAN, HAND): auto's line of each model
