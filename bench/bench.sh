@@ -25,7 +25,8 @@
 # much the rounds differed; the median of the rounds is kept beside it
 # (median_ms; a VM whose speed wanders from run to run, 16-core Xeon,
 # 2026-11-28: one program's rounds 25-36 ms, whatever the binding, and
-# cfc's prediction, made from calibrated medians, near their median). The time is the span from the first rank's
+# cfc's prediction, made from calibrated medians, near their median).
+# The time is the span from the first rank's
 # start to the last rank's end (span_ms): with more ranks than cores, the
 # slowest rank's own time (time_ms of the driver, kept as rank_ms) misses
 # the time ranks wait for a core.
