@@ -348,7 +348,7 @@ if [ "$BUILD" != report ]; then
 fi
 
 # ---- best rounds, derived metrics, CSV and table ----
-awk -F'|' -v ranks="$RANKS" -v pred="$out/predicted.txt" -f bench/report.awk \
+awk -F'|' -v ranks="$RANKS" -v pred="$out/predicted.txt" -f bench/stats.awk -f bench/report.awk \
 	"$out/runs.txt" >"$csv" ||
 	die "report failed"
 echo
@@ -371,6 +371,6 @@ numbers move with the scheduler (compare the rounds in runs.log).
 EOF
 	echo
 fi
-awk -F, -f bench/summary.awk "$csv" | tee "$out/summary.txt"
+awk -F, -f bench/stats.awk -f bench/summary.awk "$csv" | tee "$out/summary.txt"
 echo
 echo "results: $csv (every run: $out/runs.log)"

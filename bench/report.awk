@@ -1,5 +1,5 @@
 # report.awk: the rounds and derived metrics of `make bench`.
-#   awk -F'|' -v ranks=N -f bench/report.awk runs.txt > results.csv
+#   awk -F'|' -v ranks=N -f bench/stats.awk -f bench/report.awk runs.txt > results.csv
 # runs.txt has one line per run, "model,variant,progress,kind|span_ms|
 # time_ms|max_rel_err|other", kind being comm, nocomm (the same build with its
 # transfers removed), xfer (transfers alone: time only) or gemm (one rank,
@@ -66,15 +66,11 @@ function spread(row, kind,   k) {
 	k = row SUBSEP kind
 	return f(pick(span, k, cnt[row, kind], 1) / pick(span, k, cnt[row, kind], 0) - 1, 3)
 }
-# The median of a[key, 1..n].
-function med(a, key, n,   b, i, j, x) {
-	for (i = 1; i <= n; i++) {
-		x = a[key, i] + 0
-		for (j = i - 1; j >= 1 && b[j] > x; j--)
-			b[j + 1] = b[j]
-		b[j + 1] = x
-	}
-	return n % 2 ? b[(n + 1) / 2] : (b[n / 2] + b[n / 2 + 1]) / 2
+# The median of a[key, 1..n] (stats.awk's median).
+function med(a, key, n,   b, i) {
+	for (i = 1; i <= n; i++)
+		b[i] = a[key, i]
+	return median(b, n)
 }
 function f(x, d) { return x == "" ? "" : sprintf("%." d "f", x) }
 

@@ -1,6 +1,6 @@
 # summary.awk: how well cfc's cost model did on a `make bench` results
 # CSV (report.awk's), in the words the issue's targets use:
-#   awk -F, -f bench/summary.awk results.csv
+#   awk -F, -f bench/stats.awk -f bench/summary.awk results.csv
 # - the prediction's |error| (pred_err) over the schedule rows (every
 #   variant but auto at progress "none", the rows cfc predicts): median,
 #   worst and its row, how many within 15%; the same of the compute alone;
@@ -43,23 +43,6 @@ NR == 1 {
 		cwhat[nc] = what[n]
 	}
 	if (!(m in best) || t + 0 < best[m] + 0) { best[m] = t; bestv[m] = v }
-}
-
-# a[1..k] sorted ascending (insertion sort: a few dozen rows)
-function sort(a, k,    i, j, x) {
-	for (i = 2; i <= k; i++) {
-		x = a[i]
-		for (j = i - 1; j >= 1 && a[j] > x; j--)
-			a[j + 1] = a[j]
-		a[j + 1] = x
-	}
-}
-
-function median(a, k,    b, i) {
-	for (i = 1; i <= k; i++)
-		b[i] = a[i]
-	sort(b, k)
-	return k % 2 ? b[(k + 1) / 2] : (b[k / 2] + b[k / 2 + 1]) / 2
 }
 
 END {

@@ -203,9 +203,9 @@ m,fuse(ring),none,comm|9.0|9.0|1e-7|0.00
 m,auto,none,comm|10.0|10.0|1e-7|0.00
 RUNS
 printf 'm,vanilla,none|11.0|-\nm,fuse(ring),none|10.0|-\n' >"$out/cpu-pred.txt"
-awk -F'|' -v ranks=2 -v pred="$out/cpu-pred.txt" -f bench/report.awk "$out/cpu-runs.txt" \
+awk -F'|' -v ranks=2 -v pred="$out/cpu-pred.txt" -f bench/stats.awk -f bench/report.awk "$out/cpu-runs.txt" \
 	>"$out/cpu.csv"
-awk -F, -f bench/summary.awk "$out/cpu.csv" >"$out/cpu-summary.txt"
+awk -F, -f bench/stats.awk -f bench/summary.awk "$out/cpu.csv" >"$out/cpu-summary.txt"
 check "bench report: the fastest and the median of the rounds, the prediction against each" \
 	python3 -c '
 import csv, sys
