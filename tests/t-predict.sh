@@ -241,3 +241,38 @@ assert "GPU 0 slowed for heat or a fault in 2 of 3 nvidia-smi samples (SW therma
        "up to 94 C; SM clock 790 MHz" in md, md
 assert "GPU 1 slowed" not in md, md
 ' "$out/rep"
+# each row's SM clock: per round, each GPU's median over its loaded
+# samples (at least 0.4 of its highest power) from the run's start to
+# the second after its end, the lowest GPU's; the median of the rounds
+cat >"$out/runs-clk.txt" <<'RUNS'
+run case=a tp=4 schedule=vanilla transfer=nccl ms=9.0 round=0 from=1795856000 at=1795856002
+run case=a tp=4 schedule=vanilla transfer=none ms=6.0 round=0 from=1795856004 at=1795856006
+run case=a tp=4 schedule=vanilla transfer=nccl ms=9.2 round=1 from=1795856010 at=1795856012
+RUNS
+smi() { # EPOCH.FRACTION GPU MHZ WATTS
+	echo "$(date -d "@${1%.*}" '+%Y/%m/%d %H:%M:%S').${1#*.}, $2, $3, $4, 60, 0x0000000000000004"
+}
+{
+	smi 1795856000.500 0 1500 600; smi 1795856000.500 1 1700 650
+	smi 1795856001.500 0 1520 600; smi 1795856001.500 1 1720 650
+	smi 1795856002.500 0 1980 120; smi 1795856002.500 1 1980 120
+	smi 1795856003.500 0 300 700; smi 1795856003.500 1 300 700
+	smi 1795856004.500 0 1800 500; smi 1795856004.500 1 1900 500
+	smi 1795856005.500 0 1820 500; smi 1795856005.500 1 1880 500
+	smi 1795856010.500 0 1600 600; smi 1795856010.500 1 1400 600
+	smi 1795856011.500 0 1620 600; smi 1795856011.500 1 1420 600
+} >"$out/smi-clk.csv"
+rm -rf "$out/rep"
+mkdir -p "$out/rep"
+python3 bench/gpu/report.py --runs "$out/runs-clk.txt" --predicted "$out/pred.txt" \
+	--torch "$out/torch.jsonl" --device T --results "$out/rep" --smi "$out/smi-clk.csv" >"$out/rep.log" 2>&1
+check "bench-gpu report: each row's SM clock from nvidia-smi's log" \
+	python3 -c '
+import csv, glob, sys
+rows = {(r["schedule"], r["transfer"]): r for r in csv.DictReader(open(glob.glob(sys.argv[1] + "/*-T.csv")[0]))}
+assert rows["vanilla", "nccl"]["clock_mhz"] == "1460", rows
+assert rows["vanilla", "none"]["clock_mhz"] == "1810", rows
+md = open(glob.glob(sys.argv[1] + "/*-T.md")[0]).read()
+assert "SM clock the rows ran at, tp=4: 1460-1810 MHz, median 1635 (2 rows)" in md, md
+assert "| 9.100 |" in md and "| 1460 |" in md, md
+' "$out/rep"

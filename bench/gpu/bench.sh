@@ -73,8 +73,10 @@ modes_of() {
 
 # the GPUs' clocks, power, temperature and what holds their clocks down,
 # every 200 ms from the calibration to the last run (where nvidia-smi
-# can), in smi.csv beside runs.txt: the at= times place each run in it;
-# report.py flags a GPU that slowed for heat or a fault in any sample
+# can), in smi.csv beside runs.txt: a run's from= and at= times (its
+# mpirun's start and end) place it in it; report.py flags a GPU that
+# slowed for heat or a fault in any sample and gives each row the SM
+# clock its GPUs ran at
 rm -f "$raw/smi.csv"
 if [ -z "${BUILD_ONLY:-}" ] && command -v nvidia-smi >/dev/null 2>&1; then
 	nvidia-smi --query-gpu=timestamp,index,clocks.sm,power.draw,temperature.gpu,clocks_throttle_reasons.active \
@@ -189,10 +191,11 @@ for tp in $TPS; do
 				extra="--dump $raw/ours-$c-$tp.bin"
 				dumps="$dumps --dump $c=$raw/ours-$c-$tp.bin"
 			fi
+			from=$(date +%s)
 			line=$(CFRT_TRANSFER=$m $MPIRUN -n "$tp" "$dir/run" \
 				--iters "$ITERS" --warmup "$WARMUP" --warmup-s "$WARMUP_S" $extra 2>"$dir.$m.err" | tail -n 1)
 			ms=$(echo "$line" | sed -n 's/.*time_ms=\([^ ]*\).*/\1/p')
-			echo "run case=$c tp=$tp schedule=$s transfer=$m ms=${ms:-fail} round=$r at=$(date +%s)" | tee -a "$log"
+			echo "run case=$c tp=$tp schedule=$s transfer=$m ms=${ms:-fail} round=$r from=$from at=$(date +%s)" | tee -a "$log"
 			[ -n "$ms" ] || tail -n 5 "$dir.$m.err"
 		done
 	done

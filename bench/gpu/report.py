@@ -24,6 +24,7 @@ Metrics (Flux, arXiv 2406.06858; DESIGN.md section 4), per case and TP:
             collectives in every mode: their nccl rows count for ce).
 """
 import argparse
+import bisect
 import csv
 import datetime
 import json
@@ -82,7 +83,7 @@ def read_torch(path):
     return out, notes
 
 
-def rows_for(case, tp, runs, spread, torch, dump_mode, pred):
+def rows_for(case, tp, runs, spread, torch, dump_mode, pred, clk):
     rows = []
     get = lambda s, m: runs.get((case, tp, s, m))
     comp = get("vanilla", "none")
@@ -97,7 +98,8 @@ def rows_for(case, tp, runs, spread, torch, dump_mode, pred):
                 continue
             r = {"case": case, "tp": tp, "impl": "ours", "schedule": s,
                  "transfer": m, "ms": t, "compute_ms": comp,
-                 "spread": spread.get((case, tp, s, m))}
+                 "spread": spread.get((case, tp, s, m)),
+                 "clock_mhz": clk.get((case, tp, s, m))}
             if m == "none" and comp:  # the schedule's compute alone
                 r["decomp"] = t / comp - 1
             elif comp:
@@ -131,7 +133,7 @@ def rows_for(case, tp, runs, spread, torch, dump_mode, pred):
 
 
 FIELDS = ["case", "tp", "impl", "schedule", "transfer", "ms", "spread", "compute_ms",
-          "ect_ms", "overlap", "decomp", "err", "predicted_ms", "pred_err"]
+          "ect_ms", "overlap", "decomp", "err", "predicted_ms", "pred_err", "clock_mhz"]
 
 
 def fmt(v, f="%.3f"):
@@ -191,6 +193,11 @@ def summary(rows):
                        what, 100 * median([x[0] for x in e]), 100 * w[0], w[1]["case"],
                        w[1]["tp"], w[1]["schedule"], w[1]["transfer"],
                        sum(x[0] <= 0.15 for x in e), len(e)))
+    for tp in sorted({r["tp"] for r in ours}, reverse=True):
+        c = [r["clock_mhz"] for r in ours if r["tp"] == tp and r.get("clock_mhz")]
+        if c:  # the power state a row ran in, which no profile holds
+            out.append("SM clock the rows ran at, tp=%d: %.0f-%.0f MHz, median %.0f "
+                       "(%d rows)" % (tp, min(c), max(c), median(c), len(c)))
     for r in ours:
         if r["schedule"] != "auto":
             continue
@@ -256,6 +263,68 @@ def throttled(path):
     return out
 
 
+def run_windows(path):
+    """{(C, N, S, M): [(start, end), ...]}: each round's mpirun, from the
+    from= and at= of its runs.txt line (seconds since the epoch)."""
+    out = {}
+    if path and os.path.exists(path):
+        for line in open(path):
+            if line.startswith("run "):
+                kv = dict(re.findall(r"(\w+)=(\S+)", line))
+                if "from" in kv and "at" in kv:
+                    k = (kv["case"], int(kv["tp"]), kv["schedule"], kv["transfer"])
+                    out.setdefault(k, []).append((int(kv["from"]), int(kv["at"])))
+    return out
+
+
+# A sample counts as loaded at this share of its GPU's highest power in
+# the log: lease 29's H200s (700 W limit) drew 100-150 W in 3586 of 7852
+# samples, waiting between runs at up to 1980 MHz, and up to 743 W in
+# the runs.
+LOADED = 0.4
+
+
+def clocks(path, windows):
+    """Each row's SM clock: for each round's run, the median SM clock of
+    each GPU over its loaded samples in the run (from its start to the
+    second after its end), the lowest of the GPUs' (the slowest rank
+    sets a run's time); the median over the rounds. nvidia-smi's
+    timestamps are the machine's local time, as is date +%s's epoch.
+    A GPU at its power limit runs a row's GEMMs at the clock that row's
+    power draw leaves it (bench/results/2026-11-28-NVIDIA-H200-lease29-tp4-predicted.md)."""
+    samples = []
+    try:
+        lines = open(path).read().splitlines()
+    except OSError:
+        return {}
+    for line in lines:
+        f = [x.strip() for x in line.split(",")]
+        try:
+            t = datetime.datetime.strptime(f[0], "%Y/%m/%d %H:%M:%S.%f").timestamp()
+            samples.append((t, int(f[1]), float(f[2]), float(f[3])))
+        except (IndexError, ValueError):
+            continue
+    top = {}
+    for _, g, _, w in samples:
+        top[g] = max(top.get(g, 0), w)
+    samples.sort()
+    times = [x[0] for x in samples]
+    out = {}
+    for k, ws in windows.items():
+        per = []
+        for a, b in ws:
+            g = {}
+            for _, gpu, mhz, w in samples[bisect.bisect_left(times, a):
+                                          bisect.bisect_left(times, b + 1)]:
+                if w >= LOADED * top[gpu]:
+                    g.setdefault(gpu, []).append(mhz)
+            if g:
+                per.append(min(median(v) for v in g.values()))
+        if per:
+            out[k] = median(per)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", required=True)
@@ -272,11 +341,12 @@ def main():
     runs, spread, rounds = read_times(args.runs, "run")
     torch, notes = read_torch(args.torch)
     pred = read_times(args.predicted, "predict")[0]
+    clk = clocks(args.smi, run_windows(args.runs)) if args.smi else {}
 
     rows = []
     for case in sorted({k[0] for k in runs}):
         for tp in sorted({k[1] for k in runs if k[0] == case}, reverse=True):
-            rows += rows_for(case, tp, runs, spread, torch, args.dump_mode, pred)
+            rows += rows_for(case, tp, runs, spread, torch, args.dump_mode, pred, clk)
     date = datetime.date.today().isoformat()
     base = os.path.join(args.results, "%s-%s" % (date, args.device))
     with open(base + ".csv", "w", newline="") as f:
@@ -284,15 +354,19 @@ def main():
         w.writerow(["device", "date"] + FIELDS)
         for r in rows:
             w.writerow([args.device, date] + [fmt(r.get(k), "%.4g") for k in FIELDS])
+    has_clk = any(r.get("clock_mhz") for r in rows)
     with open(base + ".md", "w") as f:
         f.write("# GPU benchmark, %s, %s\n\n" % (args.device, date))
         f.write("bf16; medians of the slowest rank%s; ms. compute = unsplit "
                 "compute alone of the same implementation; ECT = ms - compute; "
                 "overlap = 1 - ECT/ECT(vanilla); decomp = schedule's compute "
-                "alone / unsplit - 1; err = max|x - torch|/max|torch|.%s\n\n" % (
+                "alone / unsplit - 1; err = max|x - torch|/max|torch|.%s%s\n\n" % (
                     ", the median of %d rounds" % rounds if rounds > 1 else "",
                     " spread = the slowest round over the fastest, less 1."
-                    if rounds > 1 else ""))
+                    if rounds > 1 else "",
+                    " MHz = the SM clock the row ran at (nvidia-smi: the lowest GPU's "
+                    "median over its loaded samples in the run; the median of the rounds)."
+                    if has_clk else ""))
         for line in throttled(args.smi) if args.smi else []:
             f.write("**Warning: %s.**\n\n" % line)
         for line in headline(rows):
@@ -307,10 +381,10 @@ def main():
         for case in sorted({r["case"] for r in rows}):
             f.write("## (%s) %s\n\n" % (case, CASES.get(case, case)))
             f.write("| tp | impl | schedule | transfer | ms |%s compute | ECT | "
-                    "overlap | decomp | err | predicted | pred_err |\n" % (
-                        " spread |" if rounds > 1 else ""))
-            f.write("|---|---|---|---|---|%s---|---|---|---|---|---|---|\n" % (
-                "---|" if rounds > 1 else ""))
+                    "overlap | decomp | err | predicted | pred_err |%s\n" % (
+                        " spread |" if rounds > 1 else "", " MHz |" if has_clk else ""))
+            f.write("|---|---|---|---|---|%s---|---|---|---|---|---|---|%s\n" % (
+                "---|" if rounds > 1 else "", "---|" if has_clk else ""))
             for r in rows:
                 if r["case"] != case:
                     continue
@@ -322,7 +396,8 @@ def main():
                     fmt(r.get("ect_ms")), fmt(r.get("overlap"), "%.2f"),
                     fmt(r.get("decomp"), "%.3f"), fmt(r.get("err"), "%.1e"),
                     fmt(r.get("predicted_ms")),
-                    "" if r.get("pred_err") is None else "%+.1f%%" % (100 * r["pred_err"])]))
+                    "" if r.get("pred_err") is None else "%+.1f%%" % (100 * r["pred_err"])] +
+                    ([fmt(r.get("clock_mhz"), "%.0f")] if has_clk else [])))
             f.write("\n")
         if notes:
             f.write("Notes from the PyTorch side:\n\n")
