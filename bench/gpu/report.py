@@ -22,6 +22,7 @@ Metrics (Flux, arXiv 2406.06858; DESIGN.md section 4), per case and TP:
             auto's regret: its time over the fastest schedule of the same
             case, TP and mode (vanilla and slice(k) move by NCCL
             collectives in every mode: their nccl rows count for ce).
+  clock_mhz with --smi: the SM clock the row's GPUs ran at (clocks()).
 """
 import argparse
 import bisect
@@ -217,6 +218,26 @@ def summary(rows):
     return out
 
 
+def smi_samples(path):
+    """The samples of bench.sh's nvidia-smi log (smi.csv): (seconds since
+    the epoch, GPU, SM MHz, W, C, clock event reasons); lines that do not
+    parse are left out. nvidia-smi's timestamps are the machine's local
+    time, as is date +%s's epoch."""
+    try:
+        lines = open(path).read().splitlines()
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        f = [x.strip() for x in line.split(",")]
+        try:
+            out.append((datetime.datetime.strptime(f[0], "%Y/%m/%d %H:%M:%S.%f").timestamp(),
+                        int(f[1]), float(f[2]), float(f[3]), float(f[4]), int(f[5], 16)))
+        except (IndexError, ValueError):
+            continue
+    return out
+
+
 # NVML's clock event reasons (nvidia-smi's clocks_throttle_reasons.active)
 # that slow a GPU for heat or a hardware fault; its power limit (0x4) and
 # idling (0x1) are the normal state of a loaded and of an idle GPU.
@@ -234,16 +255,7 @@ def throttled(path):
     call (about 0.77 on sound machines), and every row of the job ran at
     its pace."""
     gpus = {}
-    try:
-        lines = open(path).read().splitlines()
-    except OSError:
-        return []
-    for line in lines:
-        f = [x.strip() for x in line.split(",")]
-        try:
-            g, mhz, temp, why = int(f[1]), float(f[2]), float(f[4]), int(f[5], 16)
-        except (IndexError, ValueError):
-            continue
+    for _, g, mhz, _, temp, why in smi_samples(path):
         s = gpus.setdefault(g, {"n": 0, "hot": [], "why": 0, "temp": 0})
         s["n"] += 1
         s["temp"] = max(s["temp"], temp)
@@ -288,34 +300,20 @@ def clocks(path, windows):
     """Each row's SM clock: for each round's run, the median SM clock of
     each GPU over its loaded samples in the run (from its start to the
     second after its end), the lowest of the GPUs' (the slowest rank
-    sets a run's time); the median over the rounds. nvidia-smi's
-    timestamps are the machine's local time, as is date +%s's epoch.
-    A GPU at its power limit runs a row's GEMMs at the clock that row's
+    sets a run's time); the median over the rounds. A GPU at its power limit runs a row's GEMMs at the clock that row's
     power draw leaves it (bench/results/2026-11-28-NVIDIA-H200-lease29-tp4-predicted.md)."""
-    samples = []
-    try:
-        lines = open(path).read().splitlines()
-    except OSError:
-        return {}
-    for line in lines:
-        f = [x.strip() for x in line.split(",")]
-        try:
-            t = datetime.datetime.strptime(f[0], "%Y/%m/%d %H:%M:%S.%f").timestamp()
-            samples.append((t, int(f[1]), float(f[2]), float(f[3])))
-        except (IndexError, ValueError):
-            continue
+    samples = sorted(smi_samples(path))
     top = {}
-    for _, g, _, w in samples:
+    for _, g, _, w, _, _ in samples:
         top[g] = max(top.get(g, 0), w)
-    samples.sort()
     times = [x[0] for x in samples]
     out = {}
     for k, ws in windows.items():
         per = []
         for a, b in ws:
             g = {}
-            for _, gpu, mhz, w in samples[bisect.bisect_left(times, a):
-                                          bisect.bisect_left(times, b + 1)]:
+            for _, gpu, mhz, w, _, _ in samples[bisect.bisect_left(times, a):
+                                                bisect.bisect_left(times, b + 1)]:
                 if w >= LOADED * top[gpu]:
                     g.setdefault(gpu, []).append(mhz)
             if g:
