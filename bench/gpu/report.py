@@ -43,20 +43,25 @@ CASES = {
 ORDER = ["vanilla", "slice(4)", "fuse(ring)", "fuse(bidir)", "auto"]
 
 
-def read_times(path, what):
-    """The "WHAT case=C tp=N schedule=S transfer=M ms=X" lines of bench.sh's
-    runs.txt (what: run) or predicted.txt (predict): {(C, N, S, M): ms,
-    None where it failed}, ms the median of the row's lines (its rounds),
-    and {(C, N, S, M): their spread}, the slowest over the fastest less 1,
-    for the rows of two lines and more, and the most lines a row has."""
-    seen = {}
+def rows_of(path, what):
+    """The "WHAT case=C tp=N schedule=S transfer=M ms=X ..." lines of
+    bench.sh's runs.txt (what: run) or predicted.txt (predict), in order:
+    ((C, N, S, M), {field: value}) each."""
     if path and os.path.exists(path):
         for line in open(path):
             if line.startswith(what + " "):
                 kv = dict(re.findall(r"(\w+)=(\S+)", line))
-                k = (kv["case"], int(kv["tp"]), kv["schedule"], kv["transfer"])
-                seen.setdefault(k, []).append(
-                    float(kv["ms"]) if kv["ms"] != "fail" else None)
+                yield (kv["case"], int(kv["tp"]), kv["schedule"], kv["transfer"]), kv
+
+
+def read_times(path, what):
+    """rows_of's lines: {(C, N, S, M): ms, None where it failed}, ms the
+    median of the row's lines (its rounds), and {(C, N, S, M): their
+    spread}, the slowest over the fastest less 1, for the rows of two
+    lines and more, and the most lines a row has."""
+    seen = {}
+    for k, kv in rows_of(path, what):
+        seen.setdefault(k, []).append(float(kv["ms"]) if kv["ms"] != "fail" else None)
     out, spread = {}, {}
     for k, v in seen.items():
         ok = [x for x in v if x is not None]
@@ -279,20 +284,16 @@ def run_windows(path):
     """{(C, N, S, M): [(start, end), ...]}: each round's mpirun, from the
     from= and at= of its runs.txt line (seconds since the epoch)."""
     out = {}
-    if path and os.path.exists(path):
-        for line in open(path):
-            if line.startswith("run "):
-                kv = dict(re.findall(r"(\w+)=(\S+)", line))
-                if "from" in kv and "at" in kv:
-                    k = (kv["case"], int(kv["tp"]), kv["schedule"], kv["transfer"])
-                    out.setdefault(k, []).append((int(kv["from"]), int(kv["at"])))
+    for k, kv in rows_of(path, "run"):
+        if "from" in kv and "at" in kv:
+            out.setdefault(k, []).append((int(kv["from"]), int(kv["at"])))
     return out
 
 
 # A sample counts as loaded at this share of its GPU's highest power in
-# the log: lease 29's H200s (700 W limit) drew 100-150 W in 3586 of 7852
-# samples, waiting between runs at up to 1980 MHz, and up to 743 W in
-# the runs.
+# the log: lease 29's H200s (700 W limit) drew 100-200 W in 3586 of 7852
+# samples, most of them waiting between runs at up to 1980 MHz, and up
+# to 743 W in the runs.
 LOADED = 0.4
 
 
