@@ -929,9 +929,12 @@ cal_clock(Cal *C)
 	                                                   : (64 << 20);
 	Coll ag = {0, blk / 4};
 	double v[MAXB], med[NDUTY], point = 0; /* the point's time a call */
+	char shape[64]; /* "bf16 16384x4096x4096", as the comments name g */
 
 	if (!C->gpu || C->quick || C->size < 2 || !fill(C, t))
 		return;
+	snprintf(shape, sizeof shape, "%s %lldx%lldx%lld", tname[t], (long long)g.m,
+	         (long long)g.n, (long long)g.k);
 	for (int i = 0; i < C->npt; i++) {
 		const Point *p = &C->pt[i];
 		if (p->fn == run_gemm && p->s > 0 && !p->arg.g.acc && p->arg.g.t == t &&
@@ -960,9 +963,9 @@ cal_clock(Cal *C)
 		double mine = median(v + iters / 3, iters - iters / 3);
 		MPI_Allreduce(&mine, &med[l], 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
 		if (C->out)
-			fprintf(C->out, "# %s 16384x4096x4096 GEMMs busy %.0f%% of the time: %.4g s a call "
+			fprintf(C->out, "# %s GEMMs busy %.0f%% of the time: %.4g s a call "
 			        "(bursts of %d calls, %d all_gather%s of %lld bytes a rank between)\n",
-			        tname[t], 100 * duty[l], med[l], n, k, k == 1 ? "" : "s",
+			        shape, 100 * duty[l], med[l], n, k, k == 1 ? "" : "s",
 			        (long long)blk);
 	}
 	double busy = 0; /* the levels at 100%: every other one */
@@ -972,8 +975,8 @@ cal_clock(Cal *C)
 	if (!C->out)
 		return;
 	if (point > 0)
-		fprintf(C->out, "# the point's %s 16384x4096x4096 GEMM: %.4g s a call\nclock 1 %.4g\n",
-		        tname[t], point, f1);
+		fprintf(C->out, "# the point's %s GEMM: %.4g s a call\nclock 1 %.4g\n", shape,
+		        point, f1);
 	for (int l = 1; l < NDUTY; l += 2)
 		fprintf(C->out, "clock %.4g %.4g\n", duty[l], f1 * 2 * med[l] / (med[l - 1] + med[l + 1]));
 }
