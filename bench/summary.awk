@@ -50,11 +50,10 @@ END {
 		exit
 	worst = worst_of(err, n)
 	printf "prediction: |error| over %d schedule rows: median %.1f%%, worst %.1f%% (%s), " \
-	       "within 15%%: %d", n, 100 * median(err, n), 100 * err[worst], what[worst], within
+	       "within 15%%: %d", n, 100 * median(err, n), 100 * err[worst], what[worst],
+	       within15(err, n)
 	if (nc) {
-		cw = 1
-		for (i = 1; i <= nc; i++)
-			if (cerr[i] > cerr[cw]) cw = i
+		cw = worst_of(cerr, nc)
 		printf "; compute alone: median %.1f%%, worst %.1f%% (%s)",
 		       100 * median(cerr, nc), 100 * cerr[cw], cwhat[cw]
 	}
@@ -65,18 +64,23 @@ END {
 	worst = worst_of(merr, nm2)
 	printf "against the median of each row's rounds: |error| median %.1f%%, worst %.1f%% " \
 	       "(%s), within 15%%: %d\n", 100 * median(merr, nm2), 100 * merr[worst],
-	       mwhat[worst], within
+	       mwhat[worst], within15(merr, nm2)
 	regrets("auto (medians)", mauto, mbest, mbestv, mvan, mhand)
 }
 
-# The index of the largest of e[1..k]; how many are within 15% in within.
+# The index of the largest of e[1..k].
 function worst_of(e, k,    i, w) {
-	w = 1; within = 0
-	for (i = 1; i <= k; i++) {
+	w = 1
+	for (i = 2; i <= k; i++)
 		if (e[i] > e[w]) w = i
-		if (e[i] <= 0.15) within++
-	}
 	return w
+}
+
+# How many of e[1..k] are within 15%.
+function within15(e, k,    i, c) {
+	for (i = 1; i <= k; i++)
+		c += e[i] <= 0.15
+	return c + 0
 }
 
 # regrets(LABEL, AUTO, BEST, BESTV, VAN, HAND): auto's line of each model

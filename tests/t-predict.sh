@@ -216,9 +216,9 @@ assert (v["pred_err"], v["pred_err_median"]) == ("0.100", "-0.083"), v
 assert (f["time_ms"], f["median_ms"], f["pred_err"], f["pred_err_median"]) == \
        ("8.0", "9.0", "0.250", "0.111"), f
 s = open(sys.argv[2]).read()
-for want in ("|error| over 2 schedule rows: median 17.5%, worst 25.0% (m fuse(ring))",
+for want in ("|error| over 2 schedule rows: median 17.5%, worst 25.0% (m fuse(ring)), within 15%: 1",
              "auto: m 9.0 ms, the fastest schedule fuse(ring) 8.0 ms: regret +12.5%; vanilla 10.0 ms (-10.0%)",
-             "against the median of each row\x27s rounds: |error| median 9.7%, worst 11.1% (m fuse(ring))",
+             "against the median of each row\x27s rounds: |error| median 9.7%, worst 11.1% (m fuse(ring)), within 15%: 2",
              "auto (medians): m 10.0 ms, the fastest schedule fuse(ring) 9.0 ms: regret +11.1%; vanilla 12.0 ms (-16.7%)"):
     assert want in s, (want, s)
 ' "$out/cpu.csv" "$out/cpu-summary.txt"
