@@ -241,11 +241,12 @@ test_dropped_send(void)
 	st_done(&r);
 }
 
-/* FuseAG with m = 2, both lanes merged into one and sharing a tag: the
- * two sends to next in lane order verify; swapped, the receiver gets the
- * other slice first. */
+/* FuseAG with m = 2, both lanes merged into one, lane 1's send posted
+ * after lane 0's (order 0) or before it (order 1); tags: 0 for both
+ * (tag0), or the lanes' own (0 and 1). Verifies each order in turn: 0
+ * must verify, 1 must fail with want. */
 static void
-test_swapped_sends(void)
+merge_lanes(int tag0, const char *want)
 {
 	SRun r;
 	Coll *c = st_coll(mlp(&r, "fuse(ring, m = 2)"), "xa");
@@ -263,15 +264,31 @@ test_swapped_sends(void)
 		ph->lanes[0].n = ph->lanes[1].n = 0;
 		for (int k = 0; k < 14; k++) {
 			Item *x = it[order[o][k] / 7][order[o][k] % 7];
-			if (x->kind == IT_SEND || x->kind == IT_RECV)
+			if (tag0 && (x->kind == IT_SEND || x->kind == IT_RECV))
 				x->u.xfer.tag = 0;
 			vec_push(r.a, &ph->lanes[0], x);
 		}
 		if (o == 0)
 			CU_ASSERT_EQUAL(verify_coll(c, NULL, NULL, NULL, 0), 0);
 	}
-	st_rejects(c, NULL, "sends out of order or a wrong slice");
+	st_rejects(c, NULL, want);
 	st_done(&r);
+}
+
+/* Sharing a tag, the two sends to next in lane order verify; swapped,
+ * the receiver gets the other slice first. */
+static void
+test_swapped_sends(void)
+{
+	merge_lanes(1, "sends out of order or a wrong slice");
+}
+
+/* With the lanes' own tags, the swapped sends pair by tag as MPI pairs
+ * them, but NCCL pairs a pair's messages in post order: rejected. */
+static void
+test_tag_order(void)
+{
+	merge_lanes(0, "pairs by tag with another transfer than by post order, as NCCL pairs them: rank 3 posted a send of tag 1 first");
 }
 
 /* FuseAG computing on a slice whose receive it never waited for. */
@@ -456,6 +473,7 @@ test_verify_register(void)
 	CU_add_test(s, "dropped receive", test_dropped_recv);
 	CU_add_test(s, "dropped send", test_dropped_send);
 	CU_add_test(s, "swapped send order", test_swapped_sends);
+	CU_add_test(s, "sends paired by tag, not in post order", test_tag_order);
 	CU_add_test(s, "missing wait", test_missing_wait);
 	CU_add_test(s, "buffer reused too early", test_buffer_reused);
 	CU_add_test(s, "accumulating into nothing", test_accumulate_garbage);
