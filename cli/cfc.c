@@ -147,7 +147,7 @@ usage(FILE *f)
 	      "  --profile=FILE   a machine profile from cfrt-calibrate: predict every\n"
 	      "                   candidate schedule of every collective (--explain\n"
 	      "                   lists them); auto takes the fastest, or a simpler\n"
-	      "                   one predicted within 3% of it\n"
+	      "                   one predicted within 2% of it\n"
 	      "  --sched-ranks=N  --emit=sched lists the steps of the first N ranks\n"
 	      "                   (default 2; all: every rank)\n"
 	      "  --no-line        no #line directives in generated C\n"
