@@ -7,10 +7,10 @@
  *  1. exactness: every rank ends with exactly the collective's result,
  *     each contribution counted once and in the right slot, and every
  *     slice of every region op computed exactly once, after its inputs;
- *  2. every send matches one receive of the same size, in the order they
- *     were posted per (sender, receiver, tag) as MPI pairs them, which is
- *     also their order per (sender, receiver) whatever the tag, as NCCL
- *     pairs them, and no rank waits forever,
+ *  2. every send matches one receive of the same size and tag, in the
+ *     order they were posted per (sender, receiver), as NCCL pairs them
+ *     (so MPI, which pairs by tag, pairs them alike), and no rank waits
+ *     forever,
  *     also under NCCL's rules: the adjacent sends and receives of a lane
  *     are one group, each rank runs its groups one after another in the
  *     order it posted them, and a transfer moves only while the groups of
@@ -559,16 +559,16 @@ vf_find(const V *v, int r, int label, int round)
 }
 
 /* The oldest unmatched record at rank `at` of kind k with the other end
- * `from` and tag (-1: any): the non-overtaking order of MPI. */
+ * `from`, whatever its tag: a pair's messages in post order, as NCCL
+ * pairs them (vf_post holds MPI's pairing by tag to the same). */
 static int
-vf_oldest(const V *v, int at, ItemKind k, int from, int tag)
+vf_oldest(const V *v, int at, ItemKind k, int from)
 {
 	const Rank *R = &v->rk[at];
 
 	for (int j = 0; j < R->nlive; j++) {
 		const Xfer *x = &v->x[R->live[j]];
-		if (x->kind == k && x->match < 0 && x->peer == from &&
-		    (tag < 0 || x->tag == tag))
+		if (x->kind == k && x->match < 0 && x->peer == from)
 			return R->live[j];
 	}
 	return -1;
@@ -635,24 +635,17 @@ vf_post(V *v, int r, int i, const Item *it)
 		return RUN_ERR;
 	/* the other side: on rank peer, its oldest from r; turned, rank 0's
 	 * oldest from -peer (rank peer's from 0, turned back by peer) */
-	int other = v->sym ? vf_oldest(v, 0, send ? IT_RECV : IT_SEND, (v->N - peer) % v->N,
-	                               it->u.xfer.tag)
-	                   : vf_oldest(v, peer, send ? IT_RECV : IT_SEND, r, it->u.xfer.tag);
+	int other = v->sym ? vf_oldest(v, 0, send ? IT_RECV : IT_SEND, (v->N - peer) % v->N)
+	                   : vf_oldest(v, peer, send ? IT_RECV : IT_SEND, r);
 	if (other < 0)
 		return RUN_OK;
-	/* NCCL matches a pair's messages in post order whatever their tag:
-	 * both must be the oldest of their pair, as MPI pairs them */
-	int at = v->sym ? 0 : r, far = v->sym ? 0 : peer, from = v->sym ? (v->N - peer) % v->N : r;
-	int mine = vf_oldest(v, at, it->kind, peer, -1);
-	int theirs = vf_oldest(v, far, send ? IT_RECV : IT_SEND, from, -1);
-	if (mine != k || theirs != other) {
-		const Xfer *o = &v->x[mine != k ? mine : theirs];
-		return vf_fail(v, r, s, "its %s rank %d (tag %d) pairs by tag with another "
-		               "transfer than by post order, as NCCL pairs them: rank %d posted "
-		               "a %s of tag %d first", send ? "send to" : "receive from", peer,
-		               it->u.xfer.tag, mine != k ? r : peer,
-		               o->kind == IT_SEND ? "send" : "receive", o->tag);
-	}
+	/* paired in post order, the pair's k-th send with its k-th receive:
+	 * MPI, which pairs by tag, pairs them alike when their tags agree */
+	if (v->x[other].tag != it->u.xfer.tag)
+		return vf_fail(v, r, s, "its %s rank %d (tag %d) pairs in post order, as NCCL "
+		               "pairs them, with a %s of tag %d, not of its tag as MPI pairs "
+		               "them", send ? "send to" : "receive from", peer, it->u.xfer.tag,
+		               send ? "receive" : "send", v->x[other].tag);
 	return send ? vf_pair(v, k, other) : vf_pair(v, other, k);
 }
 

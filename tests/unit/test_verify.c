@@ -284,11 +284,13 @@ test_swapped_sends(void)
 }
 
 /* With the lanes' own tags, the swapped sends pair by tag as MPI pairs
- * them, but NCCL pairs a pair's messages in post order: rejected. */
+ * them, but NCCL pairs a pair's messages in post order: rejected at the
+ * first pairing whose tags differ. */
 static void
 test_tag_order(void)
 {
-	merge_lanes(0, "pairs by tag with another transfer than by post order, as NCCL pairs them: rank 3 posted a send of tag 1 first");
+	merge_lanes(0, "its receive from rank 3 (tag 0) pairs in post order, as NCCL pairs them, "
+	            "with a send of tag 1, not of its tag as MPI pairs them");
 }
 
 /* FuseAG computing on a slice whose receive it never waited for. */
