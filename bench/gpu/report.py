@@ -301,8 +301,9 @@ def clocks(path, windows):
     """Each row's SM clock: for each round's run, the median SM clock of
     each GPU over its loaded samples in the run (from its start to the
     second after its end), the lowest of the GPUs' (the slowest rank
-    sets a run's time); the median over the rounds. A GPU at its power limit runs a row's GEMMs at the clock that row's
-    power draw leaves it (bench/results/2026-11-28-NVIDIA-H200-lease29-tp4-predicted.md)."""
+    sets a run's time); the median over the rounds. A GPU at its power
+    limit runs a row's GEMMs at the clock that row's power draw leaves it
+    (bench/results/2026-11-28-NVIDIA-H200-lease29-tp4-predicted.md)."""
     samples = sorted(smi_samples(path))
     top = {}
     for _, g, _, w, _, _ in samples:
