@@ -7,7 +7,8 @@
 #      (b, s, d) = (32, 4096, 4096), F = 4d;
 #   c  examples/attention.cf at (16, 4096, 4096), 32 heads, causal;
 #   d  bench/ag_gemm.cf: the all-gather + first GEMM + gelu of b alone;
-# the generated code under vanilla, slice(4), fuse(ring), fuse(bidir), each
+# the generated code under vanilla, slice(4), fuse(ring), fuse(ring, m = 2),
+# fuse(bidir) and fuse(bidir, m = 2) (the fused kinds auto takes), each
 # with CFRT_TRANSFER=nccl, ce and none (none: the schedule's compute alone;
 # vanilla and slice(4) move data by NCCL collectives in every mode, so they
 # skip ce),
@@ -37,7 +38,7 @@
 : "${B:=build}"
 : "${TPS:=4 2}" "${CASES:=a b c d}" "${ITERS:=20}" "${WARMUP:=3}" "${WARMUP_S:=2}"
 : "${RESULTS:=bench/results}"
-: "${SCHEDULES:=vanilla slice(4) fuse(ring) fuse(bidir)}" "${MODES:=nccl ce none}"
+: "${SCHEDULES:=vanilla slice(4) fuse(ring) fuse(ring,m=2) fuse(bidir) fuse(bidir,m=2)}" "${MODES:=nccl ce none}"
 : "${PREDICT:=1}" "${PROFILE_DIR:=}" "${ROUNDS:=1}" "${ROUND0:=0}"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 B
 export OMPI_MCA_btl_vader_single_copy_mechanism=none

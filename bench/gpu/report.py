@@ -40,7 +40,8 @@ CASES = {
 }
 
 # The schedules' order in the table; others follow.
-ORDER = ["vanilla", "slice(4)", "fuse(ring)", "fuse(bidir)", "auto"]
+ORDER = ["vanilla", "slice(4)", "fuse(ring)", "fuse(ring,m=2)", "fuse(bidir)", "fuse(bidir,m=2)",
+         "auto"]
 
 
 def rows_of(path, what):
