@@ -1,7 +1,7 @@
 #!/bin/sh
 # End to end: every example x every schedule kind x N in {1, 2, 3, 4}
 # (an example on a grid of groups, tpdp: tp x dp in 2x2, 2x3, 3x2, 1x4,
-# 4x1): compile with cfc (with its backward pass), link against libcfrt, run
+# 4x1; three examples also under auto on a calibrated profile): compile with cfc (with its backward pass), link against libcfrt, run
 # under mpirun, and check that the parallel output and every gradient
 # equal the serial reference's (max relative error <= 1e-5 for the f32
 # output, <= 1e-4 for each f32 gradient) and that two runs give
@@ -93,6 +93,20 @@ for f in examples/*.cf; do
 			e2e "e2e: $ex $s N=$n" "$out/$ex-$(tag "$s")-$n" $n "$f" --backward "$@"
 		done
 	done
+done
+
+# auto on a calibrated profile takes a schedule per collective (a mix the
+# loop above does not build): on the 8-rank Xeon profile of lease 36 each
+# of these takes two or three of fuse(ring, m = 2), fuse(ring) and vanilla
+# for its forward and backward collectives; run on 3 ranks, odd where the
+# profile's 8 is not
+xp=bench/results/2026-11-28-Xeon16-lease36-cpu-8ranks.prof
+for ex in mlp attention transformer; do
+	set -- -D tp=3 $(sizes3 "$ex") --schedule=auto --profile="$xp"
+	kinds=$("$B/cfc" "examples/$ex.cf" --backward "$@" --explain 2>&1 |
+		sed -n 's/.*; auto: \([^ ]*\), predicted.*/\1/p' | sort -u | tr '\n' ' ' | sed 's/ $//')
+	check "e2e: $ex auto on a profile takes a mix ($kinds)" test "$(echo $kinds | wc -w)" -ge 2
+	e2e "e2e: $ex auto on a profile N=3" "$out/$ex-auto-prof-3" 3 "examples/$ex.cf" --backward "$@"
 done
 
 # tensor and data parallelism on a grid of tp x dp ranks (examples/tpdp.cf):
