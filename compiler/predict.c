@@ -363,7 +363,9 @@ sim_compute(Sim *S, const Item *it, int r, int i)
 	if (clocked(n))
 		t *= S->clock;
 	if (what)
-		sim_err(S, "the profile %2$s has no %1$s rate for this type", what);
+		sim_err(S, "the profile %2$s has no %1$s",
+		        arena_printf(S->a, "%s rate for %s (cfrt-calibrate --type %s measures it)", what,
+		                     dtype_name[S->dt], dtype_name[S->dt]));
 	return t;
 }
 
@@ -384,7 +386,9 @@ move_time(Sim *S, double bytes, double k, int n)
 	double rate = profile_ew(S->pf, S->dt, bytes * k);
 
 	if (rate <= 0) {
-		sim_err(S, "the profile %2$s has no %1$s rate for this type", "ew");
+		sim_err(S, "the profile %2$s has no %1$s",
+		        arena_printf(S->a, "ew rate for %s (cfrt-calibrate --type %s measures it)",
+		                     dtype_name[S->dt], dtype_name[S->dt]));
 		return 0;
 	}
 	return n * bytes * k / rate;
@@ -933,8 +937,9 @@ predict_node(Arena *a, const Node *n, const Profile *pf)
 	if (clocked(n)) /* between others: busy */
 		pr.total = pr.compute *= profile_clock(pf, 1);
 	if (what)
-		pr.err = arena_printf(a, "the profile %s has no %s rate for %s", pf->name, what,
-		                      dtype_name[n->out->dtype]);
+		pr.err = arena_printf(a, "the profile %s has no %s rate for %s (cfrt-calibrate "
+		                      "--type %s measures it)", pf->name, what,
+		                      dtype_name[n->out->dtype], dtype_name[n->out->dtype]);
 	return pr;
 }
 

@@ -125,6 +125,17 @@ check "auto on a profile leaves out candidates whose slices do not fit its regio
 	 ! grep -q '^    slice(2) ' '$out/ar.explain' &&
 	 [ \$(grep -c '<- auto: the' '$out/ar.explain') = 1 ]"
 
+# an f32 model on a profile of bf16 compute only (bench-gpu's): every
+# candidate unpredicted, saying which rate is missing and how to measure
+# it, and auto keeps its rule
+bp=bench/results/2026-11-28-NVIDIA-H200-lease37-tp2-nccl.prof
+"$CFC" examples/mlp.cf --profile="$bp" --schedule=auto --explain >"$out/bf16.explain" 2>&1
+rc=$?
+check "an f32 model on a bf16 profile: not predicted, the rate named, auto keeps its rule" sh -c \
+	"[ $rc = 0 ] && [ \$(grep -c '^    [a-z].* not predicted: the profile $bp has no [a-z]* rate for f32 (cfrt-calibrate --type f32 measures it)\$' '$out/bf16.explain') = 18 ] &&
+	 grep -q '^pass: not predicted: ' '$out/bf16.explain' &&
+	 [ \$(grep -c '(asked auto) .*; auto: fuse(ring), [0-9] ops* to hide the transfers under' '$out/bf16.explain') = 2 ]"
+
 # the timeline
 "$CFC" examples/mlp.cf --backward --profile="$prof" --emit=gantt -o "$out/mlp.gantt.svg"
 check "--emit=gantt is SVG with bars per rank" python3 -c '
