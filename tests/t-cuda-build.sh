@@ -39,15 +39,15 @@ check "cuda-build: pc_app links against libcfrt_cuda" \
 # on profiles of 4 H100s with every entry the current cfrt-calibrate-cuda
 # writes (lease 13 with NCCL, lease 12 with copy engines: slowdown 4, the
 # heads' rates, the clock): every row predicted, auto built per transfer
-# mode
+# mode: six schedules and auto per mode, 8 builds, 18 predictions
 pd=$B/tests/gpu-profiles
 mkdir -p "$pd"
 cp bench/results/2026-11-27-NVIDIA-H100-lease13-tp4-nccl.prof "$pd/machine-4-nccl.prof"
 cp bench/results/2026-11-27-NVIDIA-H100-lease12-tp4-ce.prof "$pd/machine-4-ce.prof"
 check "cuda-build: the GPU benchmark's models build (case a, TP 4, auto per mode)" sh -c \
 	"rm -rf $B/bench/gpu/a-4-* && PROFILE_DIR=$pd BUILD_ONLY=1 TPS=4 CASES=a sh bench/gpu/bench.sh &&
-	 test \$(ls $B/bench/gpu/a-4-*/run | wc -l) -eq 6 &&
-	 test \$(grep -c '^predict case=a tp=4 .* ms=[0-9]' $B/bench/gpu/predicted.txt) -eq 12"
+	 test \$(ls $B/bench/gpu/a-4-*/run | wc -l) -eq 8 &&
+	 test \$(grep -c '^predict case=a tp=4 .* ms=[0-9]' $B/bench/gpu/predicted.txt) -eq 18"
 # tests/gpu/app_stream (cfrt_init_opts on the application's CUDA stream
 # and NCCL communicator, around a generated forward): a cuda.mk target
 check "cuda-build: app_stream (the application's stream and NCCL communicator) builds" \
