@@ -102,11 +102,20 @@ sim_span(Sim *S, int r, int q, double t0, double t1, const char *what)
 	pr->span[pr->nspan++] = (PSpan){r, q, t0, t1, what};
 }
 
+/* The first reason the run cannot price its collective. */
 static void
-sim_err(Sim *S, const char *fmt, const char *what)
+sim_err(Sim *S, const char *msg)
 {
 	if (!S->pr->err)
-		S->pr->err = arena_printf(S->a, fmt, what, S->pf->name);
+		S->pr->err = msg;
+}
+
+/* Why profile pf cannot price an op of type dt: its `what` rate. */
+static const char *
+no_rate(Arena *a, const Profile *pf, const char *what, int dt)
+{
+	return arena_printf(a, "the profile %s has no %s rate for %s (cfrt-calibrate --type %s "
+	                    "measures it)", pf->name, what, dtype_name[dt], dtype_name[dt]);
 }
 
 /* ---- compute costs ---- */
@@ -363,9 +372,7 @@ sim_compute(Sim *S, const Item *it, int r, int i)
 	if (clocked(n))
 		t *= S->clock;
 	if (what)
-		sim_err(S, "the profile %2$s has no %1$s",
-		        arena_printf(S->a, "%s rate for %s (cfrt-calibrate --type %s measures it)", what,
-		                     dtype_name[S->dt], dtype_name[S->dt]));
+		sim_err(S, no_rate(S->a, S->pf, what, S->dt));
 	return t;
 }
 
@@ -386,9 +393,7 @@ move_time(Sim *S, double bytes, double k, int n)
 	double rate = profile_ew(S->pf, S->dt, bytes * k);
 
 	if (rate <= 0) {
-		sim_err(S, "the profile %2$s has no %1$s",
-		        arena_printf(S->a, "ew rate for %s (cfrt-calibrate --type %s measures it)",
-		                     dtype_name[S->dt], dtype_name[S->dt]));
+		sim_err(S, no_rate(S->a, S->pf, "ew", S->dt));
 		return 0;
 	}
 	return n * bytes * k / rate;
@@ -454,7 +459,7 @@ p2p_time(Sim *S, double bytes, double conc)
 			hi = c;
 	}
 	if (lo < 0 && hi < 0) {
-		sim_err(S, "the profile %2$s has no %1$s times", "p2p");
+		sim_err(S, arena_printf(S->a, "the profile %s has no p2p times", S->pf->name));
 		return 0;
 	}
 	if (lo < 0 || hi < 0 || lo == hi)
@@ -937,9 +942,7 @@ predict_node(Arena *a, const Node *n, const Profile *pf)
 	if (clocked(n)) /* between others: busy */
 		pr.total = pr.compute *= profile_clock(pf, 1);
 	if (what)
-		pr.err = arena_printf(a, "the profile %s has no %s rate for %s (cfrt-calibrate "
-		                      "--type %s measures it)", pf->name, what,
-		                      dtype_name[n->out->dtype], dtype_name[n->out->dtype]);
+		pr.err = no_rate(a, pf, what, n->out->dtype);
 	return pr;
 }
 
