@@ -1,8 +1,9 @@
 #!/bin/sh
 # End to end: every example x every schedule kind x N in {1, 2, 3, 4}
 # (an example on a grid of groups, tpdp: tp x dp in 2x2, 2x3, 3x2, 1x4,
-# 4x1; three examples also under auto on a calibrated profile): compile with cfc (with its backward pass), link against libcfrt, run
-# under mpirun, and check that the parallel output and every gradient
+# 4x1; three examples also under auto on a calibrated profile): compile
+# with cfc (with its backward pass), link against libcfrt, run under
+# mpirun, and check that the parallel output and every gradient
 # equal the serial reference's (max relative error <= 1e-5 for the f32
 # output, <= 1e-4 for each f32 gradient) and that two runs give
 # bitwise-identical output and gradients. The gradients' bound: the

@@ -38,7 +38,8 @@
 : "${B:=build}"
 : "${TPS:=4 2}" "${CASES:=a b c d}" "${ITERS:=20}" "${WARMUP:=3}" "${WARMUP_S:=2}"
 : "${RESULTS:=bench/results}"
-: "${SCHEDULES:=vanilla slice(4) fuse(ring) fuse(ring,m=2) fuse(bidir) fuse(bidir,m=2)}" "${MODES:=nccl ce none}"
+: "${SCHEDULES:=vanilla slice(4) fuse(ring) fuse(ring,m=2) fuse(bidir) fuse(bidir,m=2)}"
+: "${MODES:=nccl ce none}"
 : "${PREDICT:=1}" "${PROFILE_DIR:=}" "${ROUNDS:=1}" "${ROUND0:=0}"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 B
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
