@@ -4,6 +4,9 @@
 # ranks under mpirun:
 #  - vanilla, slice(4), fuse(ring), fuse(bidir) side by side, each also
 #    linked with its transfers removed (bench/nocomm.c): its compute alone;
+#    and the other kinds auto takes, slice(2), fuse(ring, m = 2) and
+#    fuse(pairwise), with their transfers only (SCHEDULES lists the rows,
+#    ALONE those also timed without transfers);
 #  - the same for the backward pass (cfc --backward; the rows of model
 #    "mlp backward" and "attention backward" time one backward pass after
 #    a forward, and check every gradient against the serial reference);
@@ -93,7 +96,10 @@ if [ -z "${OMPI_MCA_btl_vader_single_copy_mechanism:-}" ]; then
 	esac
 fi
 export OMPI_MCA_btl_vader_single_copy_mechanism
-SCHEDULES="vanilla slice(4) fuse(ring) fuse(bidir) auto"
+# the schedule rows, in the table's order, and those of them also timed
+# with their transfers removed
+: "${SCHEDULES:=vanilla slice(2) slice(4) fuse(ring) fuse(ring,m=2) fuse(bidir) fuse(pairwise) auto}"
+: "${ALONE:=vanilla slice(4) fuse(ring) fuse(bidir) auto}"
 WRAP=
 for f in isend irecv all_gather iall_gather reduce_scatter \
     ireduce_scatter all_reduce iall_reduce all_to_all iall_to_all; do
@@ -106,6 +112,8 @@ full() { [ "$SHORT" != 0 ] || "$@"; }
 field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" "$2"; }
 size_of() { echo "$2" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
 die() { echo "bench: $*" >&2; exit 1; }
+# alone SCHEDULE: whether its compute alone is timed (not with SHORT)
+alone() { [ "$SHORT" = 0 ] && case " $ALONE " in *" $1 "*) true ;; *) false ;; esac; }
 
 # build MODEL SCHEDULE SIZES...: $dir/run and $dir/run-nocomm; with BWD=1
 # (the models "MODEL backward") compiled with --backward.
@@ -121,7 +129,7 @@ build() {
 	sh scripts/build-model.sh "$B" "$dir" "examples/$m.cf" "$@" \
 		-D tp="$RANKS" --schedule="$s" >"$dir.log" 2>&1 ||
 		{ cat "$dir.log" >&2; die "building $m with $s failed"; }
-	[ "$SHORT" = 0 ] || return 0
+	alone "$s" || return 0
 	CF_RUN=run-nocomm CF_LINK="$WRAP $tools/nocomm.o" sh scripts/build-model.sh \
 		"$B" "$dir" "examples/$m.cf" "$@" -D tp="$RANKS" --schedule="$s" \
 		>>"$dir.log" 2>&1 ||
@@ -216,7 +224,7 @@ model_round() {
 	m=$1
 	for s in $SCHEDULES; do
 		d=$out/models/$m-$(tag "$s")
-		full run "$m,$s,none,nocomm" "$d/run-nocomm" --iters "$ITERS" --warmup "$WARMUP"
+		! alone "$s" || run "$m,$s,none,nocomm" "$d/run-nocomm" --iters "$ITERS" --warmup "$WARMUP"
 		run "$m,$s,none,comm" "$d/run" --iters "$ITERS" --warmup "$WARMUP" --check
 	done
 	[ "$SHORT" = 0 ] || return 0
@@ -233,7 +241,7 @@ bwd_round() {
 	m=$1
 	for s in $SCHEDULES; do
 		d=$out/models/$m-bwd-$(tag "$s")
-		full run "$m backward,$s,none,nocomm" "$d/run-nocomm" --iters "$ITERS" \
+		! alone "$s" || run "$m backward,$s,none,nocomm" "$d/run-nocomm" --iters "$ITERS" \
 			--warmup "$WARMUP"
 		run "$m backward,$s,none,comm" "$d/run" --iters "$ITERS" --warmup "$WARMUP" --check
 	done
@@ -353,7 +361,11 @@ awk -F'|' -v ranks="$RANKS" -v pred="$out/predicted.txt" -f bench/stats.awk -f b
 	die "report failed"
 echo
 cat "$out/header.txt"
-column -t -s, "$csv" 2>/dev/null || cat "$csv"
+python3 -c 'import csv, sys
+r = list(csv.reader(open(sys.argv[1])))
+w = [max(len(x[i]) for x in r if i < len(x)) for i in range(len(r[0]))]
+for x in r:
+    print("  ".join(c.ljust(w[i]) for i, c in enumerate(x)).rstrip())' "$csv"
 echo
 # the cores of the machine that ran (BUILD=report: the header's)
 cores=$(sed -n 's/^# machine: \([0-9]*\) cores.*/\1/p' "$out/header.txt")

@@ -13,7 +13,8 @@
 # overlap only where vanilla's ECT is at least 5% of that compute (below,
 # the ratio is one of noise).
 # Writes, per model in order of appearance, the baseline row, then one row
-# per model,variant,progress in order of appearance:
+# per model,variant,progress in order of appearance (a variant with a
+# comma quoted):
 #   model,variant,progress,ranks,time_ms,rank_ms,compute_ms,ect_ms,
 #   overlap_eff,decomp_loss,spread,other_cpu,max_rel_err,predicted_ms,
 #   pred_err,pred_compute_ms,pred_compute_err (cfc --profile's prediction,
@@ -33,17 +34,24 @@ BEGIN {
 }
 
 {
-	split($1, k, ",")
-	row = k[1] "," k[2] "," k[3]
+	# the variant is what lies between the model and the last two: a
+	# schedule's name may hold commas (fuse(ring,m=2))
+	nk = split($1, k, ",")
+	v = k[2]
+	for (i = 3; i <= nk - 2; i++)
+		v = v "," k[i]
+	kind = k[nk]
+	row = k[1] "," v "," k[nk - 1]
 	if (!(k[1] in seen)) { seen[k[1]] = 1; models[++nm] = k[1] }
 	if (!((row, "order") in got)) {
 		got[row, "order"] = 1
 		rows[k[1], ++nr[k[1]]] = row
+		csvrow[row] = k[1] "," csvq(v) "," k[nk - 1]
 	}
-	n = ++cnt[row, k[4]]
-	span[row, k[4], n] = $2
-	rank[row, k[4], n] = $3
-	other[row, k[4], n] = $5
+	n = ++cnt[row, kind]
+	span[row, kind, n] = $2
+	rank[row, kind, n] = $3
+	other[row, kind, n] = $5
 	if ($4 != "-")
 		err[row] = $4
 }
@@ -128,7 +136,7 @@ function line(m, row, best, ev,   t, rk, c, ect, ov, dl, g1, nrk, sp, oc, pm, pc
 	}
 	pm = (row in predicted) && predicted[row] != "-" ? predicted[row] : ""
 	pc = (row in predicted_c) && predicted_c[row] != "-" ? predicted_c[row] : ""
-	return row "," nrk "," f(t, 1) "," f(rk, 1) "," f(c, 1) "," ect "," \
+	return csvrow[row] "," nrk "," f(t, 1) "," f(rk, 1) "," f(c, 1) "," ect "," \
 	       ov "," dl "," sp "," oc "," err[row] "," f(pm, 1) "," \
 	       (pm != "" && t > 0 ? f(pm / t - 1, 3) : "") "," f(pc, 1) "," \
 	       (pc != "" && c > 0 ? f(pc / c - 1, 3) : "") "," f(md, 1) "," \

@@ -1,5 +1,5 @@
-# stats.awk: the median that report.awk and summary.awk share (given to
-# awk with -f before either).
+# stats.awk: what report.awk and summary.awk share (given to awk with -f
+# before either): the median, and a schedule's name in a CSV field.
 
 # a[1..k] sorted ascending (insertion sort: a few dozen rows)
 function sort(a, k,    i, j, x) {
@@ -17,4 +17,29 @@ function median(a, k,    b, i) {
 		b[i] = a[i] + 0
 	sort(b, k)
 	return k % 2 ? b[(k + 1) / 2] : (b[k / 2] + b[k / 2 + 1]) / 2
+}
+
+# v as one CSV field: quoted where it holds a comma (fuse(ring,m=2))
+function csvq(v) {
+	return index(v, ",") ? "\"" v "\"" : v
+}
+
+# The record with its quoted fields' commas as "\034" and their quotes
+# dropped, so that -F, splits it into its fields (no field here holds a
+# quote); unsep turns a field's "\034" back into commas.
+function unquote(s,    out, i, c, q) {
+	if (!index(s, "\""))
+		return s
+	for (i = 1; i <= length(s); i++) {
+		c = substr(s, i, 1)
+		if (c == "\"")
+			q = !q
+		else
+			out = out (q && c == "," ? "\034" : c)
+	}
+	return out
+}
+function unsep(v) {
+	gsub("\034", ",", v)
+	return v
 }

@@ -19,7 +19,8 @@ NR == 1 {
 	next
 }
 {
-	m = $col["model"]; v = $col["variant"]; t = $col["time_ms"]
+	$0 = unquote($0)
+	m = $col["model"]; v = unsep($col["variant"]); t = $col["time_ms"]
 	md = ("median_ms" in col) ? $col["median_ms"] : ""
 	if ($col["spread"] + 0 > 0) wandered = 1
 	if (!(m in seen)) { seen[m] = 1; models[++nm] = m }

@@ -233,6 +233,30 @@ for want in ("|error| over 2 schedule rows: median 17.5%, worst 25.0% (m fuse(ri
              "auto (medians): m 10.0 ms, the fastest schedule fuse(ring) 9.0 ms: regret +11.1%; vanilla 12.0 ms (-16.7%)"):
     assert want in s, (want, s)
 ' "$out/cpu.csv" "$out/cpu-summary.txt"
+# a schedule whose name holds a comma (fuse(ring,m=2)) keeps its name
+# whole: quoted in the CSV, and named so in the summary
+cat >"$out/cpu2-runs.txt" <<'RUNS'
+m,vanilla,none,comm|10.0|10.0|1e-7|0.00
+m,fuse(ring,m=2),none,comm|8.0|8.0|1e-7|0.00
+m,fuse(ring,m=2),none,nocomm|7.0|7.0|-|0.00
+m,auto,none,comm|9.0|9.0|1e-7|0.00
+RUNS
+printf 'm,vanilla,none|11.0|-\nm,fuse(ring,m=2),none|10.0|7.7\n' >"$out/cpu2-pred.txt"
+awk -F'|' -v ranks=2 -v pred="$out/cpu2-pred.txt" -f bench/stats.awk -f bench/report.awk \
+	"$out/cpu2-runs.txt" >"$out/cpu2.csv"
+awk -F, -f bench/stats.awk -f bench/summary.awk "$out/cpu2.csv" >"$out/cpu2-summary.txt"
+check "bench report: a schedule named with a comma stays one CSV field" python3 -c '
+import csv, sys
+rows = {r["variant"]: r for r in csv.DictReader(open(sys.argv[1]))}
+assert sorted(rows) == ["auto", "fuse(ring,m=2)", "vanilla"], rows
+r = rows["fuse(ring,m=2)"]
+assert (r["progress"], r["time_ms"], r["compute_ms"], r["pred_err"], r["pred_compute_err"]) == \
+       ("none", "8.0", "7.0", "0.250", "0.100"), r
+s = open(sys.argv[2]).read()
+for want in ("|error| over 2 schedule rows: median 17.5%, worst 25.0% (m fuse(ring,m=2))",
+             "auto: m 9.0 ms, the fastest schedule fuse(ring,m=2) 8.0 ms: regret +12.5%"):
+    assert want in s, (want, s)
+' "$out/cpu2.csv" "$out/cpu2-summary.txt"
 # nvidia-smi's log: a GPU slowed for heat (0x20) flagged, the power limit
 # (0x4) and idling (0x1) not
 cat >"$out/smi.csv" <<'SMI'
