@@ -15,12 +15,10 @@ $(B)/bench/tools/%.o: bench/%.c
 $(B)/bench/tools/mlp_mpi $(B)/bench/tools/gemm_split: %: %.o
 	$(MPICC) $(LDFLAGS_ALL) -o $@ $< $(BLAS_LIBS) -lm
 
-# make bench first installs what make test needs and gnuplot, which draws
-# the table as results-time.svg and results-overlap.svg (bench/plot.py).
-BENCH_PKGS = gnuplot-nox
-
+# make bench first installs what make test needs, gnuplot among them,
+# which draws the table as results-time.svg and results-overlap.svg
+# (bench/plot.py).
 bench: deps
-	@sh scripts/install-deps.sh $(BENCH_PKGS)
 	@$(MAKE) --no-print-directory bench-run
 
 bench-run: $(B)/cfc $(B)/libcfrt.a $(B)/cfrt-calibrate $(BENCH_TOOLS)
@@ -31,8 +29,7 @@ bench-run: $(B)/cfc $(B)/libcfrt.a $(B)/cfrt-calibrate $(BENCH_TOOLS)
 # bench-gpu wrote on a GPU machine (which has no gnuplot); without CSV,
 # those of every CSV in bench/results.
 CSV = $(wildcard bench/results/*.csv)
-plots:
-	@sh scripts/install-deps.sh $(BENCH_PKGS)
+plots: deps
 	@python3 bench/plot.py $(CSV)
 
 .PHONY: bench bench-run plots

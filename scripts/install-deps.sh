@@ -1,12 +1,13 @@
 #!/bin/sh
 # Installs the Debian packages CommFuse needs, only those missing; with
-# arguments, those packages instead (make fuzz: afl++; make bench and make
-# plots: gnuplot-nox).
+# arguments, those packages instead (make fuzz: afl++). gnuplot-nox draws
+# the benchmark plots (make bench, make plots), which make test checks
+# (tests/t-plot.sh).
 # Needs root or sudo. Safe to run again: does nothing when all are present.
 set -eu
 PKGS=${*:-"build-essential clang pkg-config flex bison libgraphviz-dev graphviz \
 libopenmpi-dev openmpi-bin libcunit1-dev libopenblas-dev python3 python3-numpy \
-python3-mpi4py cmake"}
+python3-mpi4py cmake gnuplot-nox"}
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||

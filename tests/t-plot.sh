@@ -2,8 +2,8 @@
 # The benchmark plots (bench/plot.py): the committed fixtures in tests/plot,
 # a CPU table of make bench with its header and a GPU table of make
 # bench-gpu, each become two well-formed SVG files that name every
-# schedule. Nothing is measured. make test does not install gnuplot (make
-# bench and make plots do): without it, a SKIP line.
+# schedule. Nothing is measured. make test installs gnuplot (make deps);
+# run alone without it, a SKIP line.
 . tests/lib.sh
 command -v gnuplot >/dev/null 2>&1 || { echo "SKIP gnuplot not installed"; exit 0; }
 t=$B/tests/plot
