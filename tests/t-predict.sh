@@ -10,7 +10,9 @@
 #    it leaves out those whose slices do not fit the region it found;
 #  - --emit=gantt is SVG with bars, and needs --profile;
 #  - a malformed profile is refused with file:line:col, also as JSON;
-#  - bench-gpu's report takes each row's median over its rounds.
+#  - bench-gpu's report takes each row's median over its rounds; make
+#    bench's keeps a schedule named with a comma whole; bench/replay.py
+#    predicts a saved run's rows again as cfc does.
 . tests/lib.sh
 out=$B/tests/predict
 rm -rf "$out"
@@ -257,6 +259,35 @@ for want in ("|error| over 2 schedule rows: median 17.5%, worst 25.0% (m fuse(ri
              "auto: m 9.0 ms, the fastest schedule fuse(ring,m=2) 8.0 ms: regret +12.5%"):
     assert want in s, (want, s)
 ' "$out/cpu2.csv" "$out/cpu2-summary.txt"
+# bench/replay.py predicts a saved run's rows again with this cfc: case
+# a's rows of a bench-gpu CSV on its NCCL profile, each the pass cfc
+# predicts (a none row: its compute alone), its error against the time,
+# and auto's pick with its regret where a row timed it
+prof=bench/results/2026-11-28-NVIDIA-H200-lease40-tp4-nccl.prof
+cat >"$out/replay.csv" <<'CSV'
+device,date,case,tp,impl,schedule,transfer,ms,spread,compute_ms,ect_ms,overlap,decomp,err,predicted_ms,pred_err,clock_mhz
+H,d,a,4,ours,vanilla,nccl,8.0,,,,,,,,,
+H,d,a,4,ours,"fuse(ring,m=2)",nccl,10.0,,,,,,,,,
+H,d,a,4,ours,vanilla,none,6.0,,,,,,,,,
+H,d,a,4,ours,auto,nccl,8.2,,,,,,,,,
+CSV
+CFC=$B/cfc python3 bench/replay.py gpu "$out/replay.csv" "$prof" >"$out/replay.txt" 2>&1
+a="bench/rs_gemm.cf -D B=32 -D S=4096 -D D=4096 -D tp=4 --type=bf16 --profile=$prof --explain"
+pv=$("$CFC" $a --schedule=vanilla | sed -n 's/^pass: predicted \([0-9.]*\) ms (compute alone \([0-9.]*\) ms).*/\1 \2/p')
+pr=$("$CFC" $a --schedule="fuse(ring,m=2)" | sed -n 's/^pass: predicted \([0-9.]*\) ms.*/\1/p')
+pa=$("$CFC" $a --schedule=auto | sed -n 's/^pass: predicted \([0-9.]*\) ms.*/\1/p')
+check "replay: each row as cfc predicts it, its error, and auto's regret" python3 -c '
+import sys
+v, alone = map(float, sys.argv[2].split()); r, a = float(sys.argv[3]), float(sys.argv[4])
+got = open(sys.argv[1]).read().splitlines()
+row = lambda n, ms, p: "%-34s %9.3f %9.3f %+6.1f%%" % (n, ms, p, 100 * (p / ms - 1))
+want = [row("a vanilla nccl", 8.0, v), row("a fuse(ring,m=2) nccl", 10.0, r),
+        row("a vanilla none", 6.0, alone)]
+assert got[:3] == want, (got, want)
+# auto takes vanilla here (as lease 40 did), which a row timed: 8.0
+assert got[-1] == "auto a nccl: vanilla, predicted %.3f; measured 8.000, the fastest row " \
+                  "vanilla 8.000: regret +0.0%%" % a, got[-1]
+' "$out/replay.txt" "$pv" "$pr" "$pa"
 # nvidia-smi's log: a GPU slowed for heat (0x20) flagged, the power limit
 # (0x4) and idling (0x1) not
 cat >"$out/smi.csv" <<'SMI'

@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""replay.py: a saved benchmark's rows predicted again by this cfc.
+
+A cost-model change is judged on runs already made: every row of a
+results CSV (make bench-gpu's report.py or make bench's report.awk) is
+predicted again with build/cfc on the profiles that run was calibrated
+on, and set against the time it measured. Nothing runs but cfc.
+
+  bench/replay.py gpu CSV NCCL.prof CE.prof [--runs RUNS.txt]
+  bench/replay.py cpu CSV PROFILE [--sizes-from HEADER.txt]
+
+gpu: the rows of bench-gpu's four cases (bf16) at the CSV's TP; a row
+moving data on the profile of its transfer mode, a "none" row's compute
+alone on the NCCL one (as bench.sh predicts). cpu: make bench's schedule
+rows (mlp, attention, their backward; progress none) on the profile,
+against each row's median of rounds where the CSV has it.
+
+Prints each row (measured, predicted, error), then the median and worst
+|error| of the rows that move data and of the compute alone, and what
+auto takes now per case and mode: its predicted time, and its regret
+against the fastest measured row where a row measured what it takes
+(one kind for every collective, or the same schedules the run's auto
+took, from RUNS' "auto ... takes" lines).
+"""
+import argparse
+import csv
+import os
+import re
+import statistics
+import subprocess
+import sys
+
+CFC = os.environ.get("CFC", "build/cfc")
+GPU_SPEC = {
+    "a": "bench/rs_gemm.cf -D B=32 -D S=4096 -D D=4096",
+    "b": "bench/mlp_sbd.cf -D B=32 -D S=4096 -D D=4096",
+    "c": "examples/attention.cf -D B=16 -D S=4096 -D D=4096 -D H=32",
+    "d": "bench/ag_gemm.cf -D B=32 -D S=4096 -D D=4096",
+}
+CPU_SIZES = {"mlp": "-D B=2 -D S=1024 -D D=512",
+             "attention": "-D B=2 -D S=1024 -D D=512 -D H=8"}
+
+
+def cfc(args):
+    """cfc --explain's predicted pass, compute alone and auto's picks."""
+    p = subprocess.run([CFC] + args + ["--explain"], capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit("replay: cfc %s: %s" % (" ".join(args), p.stderr.strip()))
+    which = "backward pass" if "--backward" in args else "pass"
+    m = re.search(r"^%s: predicted ([0-9.]+) ms \(compute alone ([0-9.]+) ms\)" % which,
+                  p.stdout, re.M)
+    if not m:
+        sys.exit("replay: cfc %s: no prediction in\n%s" % (" ".join(args), p.stdout))
+    picks = re.findall(r"auto: ([^ ]+), predicted", p.stdout)
+    return float(m.group(1)), float(m.group(2)), picks
+
+
+def summary(rows, key):
+    e = [abs(r[key]) for r in rows if r.get(key) is not None]
+    if not e:
+        return "none"
+    w = max(rows, key=lambda r: abs(r[key]) if r.get(key) is not None else -1)
+    return "median %.1f%%, worst %+.1f%% (%s), %d of %d within 15%%" % (
+        100 * statistics.median(e), 100 * w[key], w["name"], sum(x <= 0.15 for x in e), len(e))
+
+
+def auto_line(name, picks, pred, measured, taken_before, auto_ms):
+    """auto's pick now, and its regret where a row measured it."""
+    kinds = sorted(set(picks))
+    ms = None
+    if taken_before is not None and picks == taken_before:
+        ms = auto_ms
+    elif len(kinds) == 1 and kinds[0] in measured:
+        ms = measured[kinds[0]]
+    best = min(measured, key=measured.get)
+    s = "auto %s: %s, predicted %.3f" % (name, ", ".join(picks), pred)
+    if ms is None:
+        return s + "; not measured"
+    return s + "; measured %.3f, the fastest row %s %.3f: regret %+.1f%%" % (
+        ms, best, measured[best], 100 * (ms / measured[best] - 1))
+
+
+def gpu(a):
+    rows = list(csv.DictReader(open(a.csv, newline="")))
+    taken = {}
+    if a.runs:
+        for l in open(a.runs):
+            m = re.match(r"auto case=(\w) tp=(\d+) transfer=(\w+) takes (.*)", l)
+            if m:
+                taken[(m.group(1), m.group(3))] = m.group(4).split()
+    prof = {"nccl": a.nccl, "ce": a.ce}
+    out, autos = [], {}
+    for r in rows:
+        if r["impl"] != "ours" or not r["ms"]:
+            continue
+        c, s, mode, tp = r["case"], r["schedule"], r["transfer"], r["tp"]
+        if mode != "none" and not prof.get(mode):
+            continue
+        args = GPU_SPEC[c].split() + ["-D", "tp=" + tp, "--type=bf16",
+                                      "--schedule=" + s, "--profile=" + prof[mode if mode != "none" else "nccl"]]
+        t, alone, picks = cfc(args)
+        ms = float(r["ms"])
+        if s == "auto":
+            autos[(c, mode)] = (picks, t, ms)
+            continue
+        p = alone if mode == "none" else t
+        out.append({"name": "%s %s %s" % (c, s, mode), "ms": ms, "pred": p,
+                    "err": p / ms - 1, "moving": mode != "none"})
+    for o in out:
+        print("%-34s %9.3f %9.3f %+6.1f%%" % (o["name"], o["ms"], o["pred"], 100 * o["err"]))
+    print("moving data: " + summary([o for o in out if o["moving"]], "err"))
+    print("compute alone: " + summary([o for o in out if not o["moving"]], "err"))
+    for (c, mode), (picks, t, ms) in sorted(autos.items()):
+        measured = {o["name"].split()[1]: o["ms"] for o in out
+                    if o["moving"] and o["name"].startswith(c + " ") and o["name"].endswith(" " + mode)}
+        print(auto_line("%s %s" % (c, mode), picks, t, measured, taken.get((c, mode)), ms))
+
+
+def cpu(a):
+    rows = list(csv.DictReader(open(a.csv, newline="")))
+    sizes = dict(CPU_SIZES)
+    if a.sizes_from:
+        for l in open(a.sizes_from):
+            m = re.match(r"# mlp (.*); attention (.*)", l.strip())
+            if m:
+                sizes = {"mlp": m.group(1), "attention": m.group(2)}
+    out, autos = [], {}
+    for r in rows:
+        if r["progress"] != "none" or not r["time_ms"] or r["variant"].startswith(("compute", "gemm")):
+            continue
+        model = r["model"]
+        base = model.split()[0]
+        args = ["examples/%s.cf" % base] + sizes[base].split() + [
+            "-D", "tp=" + r["ranks"], "--schedule=" + r["variant"], "--profile=" + a.profile]
+        if model.endswith("backward"):
+            args.append("--backward")
+        t, _, picks = cfc(args)
+        ms = float(r.get("median_ms") or r["time_ms"])
+        if r["variant"] == "auto":
+            autos[model] = (picks, t, ms)
+            continue
+        out.append({"name": "%s %s" % (model, r["variant"]), "ms": ms, "pred": t, "err": t / ms - 1})
+    for o in out:
+        print("%-34s %9.1f %9.1f %+6.1f%%" % (o["name"], o["ms"], o["pred"], 100 * o["err"]))
+    print("schedule rows: " + summary(out, "err"))
+    for model, (picks, t, ms) in autos.items():
+        measured = {o["name"][len(model) + 1:]: o["ms"] for o in out
+                    if o["name"].startswith(model + " ") and
+                    (model.endswith("backward") or "backward" not in o["name"])}
+        print(auto_line(model, picks, t, measured, None, ms))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="kind", required=True)
+    g = sub.add_parser("gpu")
+    g.add_argument("csv")
+    g.add_argument("nccl")
+    g.add_argument("ce", nargs="?")
+    g.add_argument("--runs")
+    c = sub.add_parser("cpu")
+    c.add_argument("csv")
+    c.add_argument("profile")
+    c.add_argument("--sizes-from")
+    a = ap.parse_args()
+    gpu(a) if a.kind == "gpu" else cpu(a)
+
+
+if __name__ == "__main__":
+    main()
