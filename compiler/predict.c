@@ -441,15 +441,15 @@ sim_stage(Sim *S, int r, double elems, int nblock, const char *what)
 
 /* ---- transfers ---- */
 
-/* The measured class of p2p times nearest under (below) or over conc
- * transfers at once, or -1. */
+/* The measured class of p2p times nearest at or under (below) or at or
+ * over conc transfers at once, or -1. */
 static int
 p2p_class(const Profile *pf, double conc, int below)
 {
 	int k = -1;
 
 	for (int c = 0; c < MAXCONC; c++)
-		if (pf->p2p[c].n && (below ? profile_conc[c] < conc : profile_conc[c] >= conc) &&
+		if (pf->p2p[c].n && (below ? profile_conc[c] <= conc : profile_conc[c] >= conc) &&
 		    (k < 0 || (below ? profile_conc[c] > profile_conc[k] :
 		                       profile_conc[c] < profile_conc[k])))
 			k = c;
@@ -468,7 +468,7 @@ static double
 p2p_time(Sim *S, double bytes, double conc)
 {
 	const Profile *pf = S->pf;
-	int lo = p2p_class(pf, conc + 1e-9, 1), hi = p2p_class(pf, conc, 0);
+	int lo = p2p_class(pf, conc, 1), hi = p2p_class(pf, conc, 0);
 
 	if (lo < 0 && hi < 0) {
 		sim_err(S, arena_printf(S->a, "the profile %s has no p2p times", S->pf->name));
@@ -477,7 +477,7 @@ p2p_time(Sim *S, double bytes, double conc)
 	if (lo < 0)
 		return profile_bytes(&pf->p2p[hi], bytes);
 	if (hi < 0) { /* over the last class: lo is it */
-		int b = p2p_class(pf, profile_conc[lo], 1);
+		int b = p2p_class(pf, profile_conc[lo] - 1, 1); /* the classes: 1, 2, 4 */
 		double tl = profile_bytes(&pf->p2p[lo], bytes);
 		if (b < 0)
 			return tl;
