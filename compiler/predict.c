@@ -441,21 +441,6 @@ sim_stage(Sim *S, int r, double elems, int nblock, const char *what)
 
 /* ---- transfers ---- */
 
-/* The measured class of p2p times nearest at or under (below) or at or
- * over conc transfers at once, or -1. */
-static int
-p2p_class(const Profile *pf, double conc, int below)
-{
-	int k = -1;
-
-	for (int c = 0; c < MAXCONC; c++)
-		if (pf->p2p[c].n && (below ? profile_conc[c] <= conc : profile_conc[c] >= conc) &&
-		    (k < 0 || (below ? profile_conc[c] > profile_conc[k] :
-		                       profile_conc[c] < profile_conc[k])))
-			k = c;
-	return k;
-}
-
 /* The p2p time of bytes with conc transfers at once at a rank (the
  * average over the transfer's time, so a share): between two classes
  * measured, linear between their times; under the first, the first's;
@@ -468,7 +453,16 @@ static double
 p2p_time(Sim *S, double bytes, double conc)
 {
 	const Profile *pf = S->pf;
-	int lo = p2p_class(pf, conc, 1), hi = p2p_class(pf, conc, 0);
+	int lo = -1, hi = -1, below = -1; /* below: the class measured under lo */
+
+	for (int c = 0; c < MAXCONC; c++) { /* profile_conc ascends */
+		if (!pf->p2p[c].n)
+			continue;
+		if (profile_conc[c] <= conc)
+			below = lo, lo = c;
+		if (hi < 0 && profile_conc[c] >= conc)
+			hi = c;
+	}
 
 	if (lo < 0 && hi < 0) {
 		sim_err(S, arena_printf(S->a, "the profile %s has no p2p times", S->pf->name));
@@ -476,17 +470,16 @@ p2p_time(Sim *S, double bytes, double conc)
 	}
 	if (lo < 0)
 		return profile_bytes(&pf->p2p[hi], bytes);
-	if (hi < 0) { /* over the last class: lo is it */
-		int b = p2p_class(pf, profile_conc[lo] - 1, 1); /* the classes: 1, 2, 4 */
-		double tl = profile_bytes(&pf->p2p[lo], bytes);
-		if (b < 0)
+	double tl = profile_bytes(&pf->p2p[lo], bytes);
+	if (hi < 0) { /* over the last class (lo) */
+		if (below < 0)
 			return tl;
-		double tb = profile_bytes(&pf->p2p[b], bytes);
+		double tb = profile_bytes(&pf->p2p[below], bytes);
 		return tl + fmax(0, tl - tb) * (conc - profile_conc[lo]) /
-		            (profile_conc[lo] - profile_conc[b]);
+		            (profile_conc[lo] - profile_conc[below]);
 	}
-	double tl = profile_bytes(&pf->p2p[lo], bytes), th = profile_bytes(&pf->p2p[hi], bytes);
-	if (profile_conc[hi] == profile_conc[lo])
+	double th = profile_bytes(&pf->p2p[hi], bytes);
+	if (hi == lo)
 		return th;
 	return tl + (th - tl) * (conc - profile_conc[lo]) / (profile_conc[hi] - profile_conc[lo]);
 }
