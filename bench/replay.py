@@ -31,14 +31,13 @@ import subprocess
 import sys
 
 CFC = os.environ.get("CFC", "build/cfc")
-GPU_SPEC = {
-    "a": "bench/rs_gemm.cf -D B=32 -D S=4096 -D D=4096",
-    "b": "bench/mlp_sbd.cf -D B=32 -D S=4096 -D D=4096",
-    "c": "examples/attention.cf -D B=16 -D S=4096 -D D=4096 -D H=32",
-    "d": "bench/ag_gemm.cf -D B=32 -D S=4096 -D D=4096",
-}
-CPU_SIZES = {"mlp": "-D B=2 -D S=1024 -D D=512",
-             "attention": "-D B=2 -D S=1024 -D D=512 -D H=8"}
+# bench-gpu's cases as its spec() gives them ("a) echo "SPEC" ;;")
+GPU_SPEC = dict(re.findall(r'^\t(\w)\) echo "([^"]*)" ;;$',
+                           open(os.path.join(os.path.dirname(__file__), "gpu", "bench.sh")).read(),
+                           re.M))
+# make bench's default sizes ("${MLP_SIZES:=...}")
+CPU_SIZES = {"mlp" if k == "MLP" else "attention": v for k, v in re.findall(
+    r'"\$\{(MLP|ATT)_SIZES:=([^}]*)\}"', open(os.path.join(os.path.dirname(__file__), "bench.sh")).read())}
 
 
 def cfc(args):
