@@ -272,7 +272,7 @@ H,d,a,4,ours,vanilla,none,6.0,,,,,,,,,
 H,d,a,4,ours,auto,nccl,8.2,,,,,,,,,
 CSV
 CFC=$B/cfc python3 bench/replay.py gpu "$out/replay.csv" "$prof" >"$out/replay.txt" 2>&1
-a="bench/rs_gemm.cf -D B=32 -D S=4096 -D D=4096 -D tp=4 --type=bf16 --profile=$prof --explain"
+a="$(sed -n 's/^\ta) echo "\(.*\)" ;;$/\1/p' bench/gpu/bench.sh) -D tp=4 --type=bf16 --profile=$prof --explain"
 pv=$("$CFC" $a --schedule=vanilla | sed -n 's/^pass: predicted \([0-9.]*\) ms (compute alone \([0-9.]*\) ms).*/\1 \2/p')
 pr=$("$CFC" $a --schedule="fuse(ring,m=2)" | sed -n 's/^pass: predicted \([0-9.]*\) ms.*/\1/p')
 pa=$("$CFC" $a --schedule=auto | sed -n 's/^pass: predicted \([0-9.]*\) ms.*/\1/p')
