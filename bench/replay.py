@@ -16,7 +16,8 @@ rows (mlp, attention, their backward; progress none) on the profile,
 against each row's median of rounds where the CSV has it.
 
 Prints each row (measured, predicted, error), then the median and worst
-|error| of the rows that move data and of the compute alone, and what
+|error| of the rows that move data and of the compute alone, each kind's
+error against vanilla's in the same pass (what can mislead auto), and what
 auto takes now per case and mode: its predicted time, and its regret
 against the fastest measured row where a row measured what it takes
 (one kind for every collective, or the same schedules the run's auto
@@ -63,6 +64,25 @@ def summary(rows, key):
         100 * statistics.median(e), 100 * w[key], w["name"], sum(x <= 0.15 for x in e), len(e))
 
 
+def against_vanilla(rows):
+    """Each kind's time over its price, over vanilla's in the same pass.
+
+    auto compares the kinds of one collective, so an error shared by
+    every row of a pass leaves its pick alone; one kind priced low
+    against vanilla misleads it. Per kind: the median over the rows with
+    a vanilla row in their group of (ms / pred) / (vanilla ms / vanilla
+    pred) - 1, and how many came out above 0 (slower than priced, as
+    against vanilla)."""
+    van = {r["group"]: r for r in rows if r["kind"] == "vanilla"}
+    by = {}
+    for r in rows:
+        v = van.get(r["group"])
+        if r["kind"] != "vanilla" and v:
+            by.setdefault(r["kind"], []).append(r["ms"] / r["pred"] / (v["ms"] / v["pred"]) - 1)
+    return ["against vanilla: %s median %+.1f%% over %d, %d above 0" % (
+        k, 100 * statistics.median(e), len(e), sum(x > 0 for x in e)) for k, e in by.items()]
+
+
 def auto_line(name, picks, pred, measured, taken_before, auto_ms):
     """auto's pick now, and its regret where a row measured it."""
     kinds = sorted(set(picks))
@@ -104,11 +124,13 @@ def gpu(a):
             continue
         p = alone if mode == "none" else t
         out.append({"name": "%s %s %s" % (c, s, mode), "ms": ms, "pred": p,
-                    "err": p / ms - 1, "moving": mode != "none"})
+                    "err": p / ms - 1, "moving": mode != "none", "kind": s, "group": (c, mode)})
     for o in out:
         print("%-34s %9.3f %9.3f %+6.1f%%" % (o["name"], o["ms"], o["pred"], 100 * o["err"]))
     print("moving data: " + summary([o for o in out if o["moving"]], "err"))
     print("compute alone: " + summary([o for o in out if not o["moving"]], "err"))
+    for l in against_vanilla([o for o in out if o["moving"]]):
+        print(l)
     for (c, mode), (picks, t, ms) in sorted(autos.items()):
         measured = {o["name"].split()[1]: o["ms"] for o in out
                     if o["moving"] and o["name"].startswith(c + " ") and o["name"].endswith(" " + mode)}
@@ -138,10 +160,13 @@ def cpu(a):
         if r["variant"] == "auto":
             autos[model] = (picks, t, ms)
             continue
-        out.append({"name": "%s %s" % (model, r["variant"]), "ms": ms, "pred": t, "err": t / ms - 1})
+        out.append({"name": "%s %s" % (model, r["variant"]), "ms": ms, "pred": t, "err": t / ms - 1,
+                    "kind": r["variant"], "group": (model, r["ranks"])})
     for o in out:
         print("%-34s %9.1f %9.1f %+6.1f%%" % (o["name"], o["ms"], o["pred"], 100 * o["err"]))
     print("schedule rows: " + summary(out, "err"))
+    for l in against_vanilla(out):
+        print(l)
     for model, (picks, t, ms) in autos.items():
         measured = {o["name"][len(model) + 1:]: o["ms"] for o in out
                     if o["name"].startswith(model + " ") and

@@ -262,7 +262,8 @@ for want in ("|error| over 2 schedule rows: median 17.5%, worst 25.0% (m fuse(ri
 # bench/replay.py predicts a saved run's rows again with this cfc: case
 # a's rows of a bench-gpu CSV on its NCCL profile, each the pass cfc
 # predicts (a none row: its compute alone), its error against the time,
-# and auto's pick with its regret where a row timed it
+# each kind's error against vanilla's, and auto's pick with its regret
+# where a row timed it
 prof=bench/results/2026-11-28-NVIDIA-H200-lease40-tp4-nccl.prof
 cat >"$out/replay.csv" <<'CSV'
 device,date,case,tp,impl,schedule,transfer,ms,spread,compute_ms,ect_ms,overlap,decomp,err,predicted_ms,pred_err,clock_mhz
@@ -276,7 +277,7 @@ a="$(sed -n 's/^\ta) echo "\(.*\)" ;;$/\1/p' bench/gpu/bench.sh) -D tp=4 --type=
 pv=$("$CFC" $a --schedule=vanilla | sed -n 's/^pass: predicted \([0-9.]*\) ms (compute alone \([0-9.]*\) ms).*/\1 \2/p')
 pr=$("$CFC" $a --schedule="fuse(ring,m=2)" | sed -n 's/^pass: predicted \([0-9.]*\) ms.*/\1/p')
 pa=$("$CFC" $a --schedule=auto | sed -n 's/^pass: predicted \([0-9.]*\) ms.*/\1/p')
-check "replay: each row as cfc predicts it, its error, and auto's regret" python3 -c '
+check "replay: each row as cfc predicts it, its error against vanilla's, and auto's regret" python3 -c '
 import sys
 v, alone = map(float, sys.argv[2].split()); r, a = float(sys.argv[3]), float(sys.argv[4])
 got = open(sys.argv[1]).read().splitlines()
@@ -284,6 +285,10 @@ row = lambda n, ms, p: "%-34s %9.3f %9.3f %+6.1f%%" % (n, ms, p, 100 * (p / ms -
 want = [row("a vanilla nccl", 8.0, v), row("a fuse(ring,m=2) nccl", 10.0, r),
         row("a vanilla none", 6.0, alone)]
 assert got[:3] == want, (got, want)
+# fuse(ring,m=2) against vanilla: its time over its price, over the same of vanilla
+b = 10.0 / r / (8.0 / v) - 1
+assert "against vanilla: fuse(ring,m=2) median %+.1f%% over 1, %d above 0" % (
+    100 * b, b > 0) in got, got
 # auto takes vanilla here (as lease 40 did), which a row timed: 8.0
 assert got[-1] == "auto a nccl: vanilla, predicted %.3f; measured 8.000, the fastest row " \
                   "vanilla 8.000: regret +0.0%%" % a, got[-1]
