@@ -132,8 +132,7 @@ def gpu(a):
     for l in against_vanilla([o for o in out if o["moving"]]):
         print(l)
     for (c, mode), (picks, t, ms) in sorted(autos.items()):
-        measured = {o["name"].split()[1]: o["ms"] for o in out
-                    if o["moving"] and o["name"].startswith(c + " ") and o["name"].endswith(" " + mode)}
+        measured = {o["kind"]: o["ms"] for o in out if o["group"] == (c, mode)}
         print(auto_line("%s %s" % (c, mode), picks, t, measured, taken.get((c, mode)), ms))
 
 
@@ -161,16 +160,14 @@ def cpu(a):
             autos[model] = (picks, t, ms)
             continue
         out.append({"name": "%s %s" % (model, r["variant"]), "ms": ms, "pred": t, "err": t / ms - 1,
-                    "kind": r["variant"], "group": (model, r["ranks"])})
+                    "kind": r["variant"], "group": model})
     for o in out:
         print("%-34s %9.1f %9.1f %+6.1f%%" % (o["name"], o["ms"], o["pred"], 100 * o["err"]))
     print("schedule rows: " + summary(out, "err"))
     for l in against_vanilla(out):
         print(l)
     for model, (picks, t, ms) in autos.items():
-        measured = {o["name"][len(model) + 1:]: o["ms"] for o in out
-                    if o["name"].startswith(model + " ") and
-                    (model.endswith("backward") or "backward" not in o["name"])}
+        measured = {o["kind"]: o["ms"] for o in out if o["group"] == model}
         print(auto_line(model, picks, t, measured, None, ms))
 
 
