@@ -21,6 +21,15 @@
 #    prediction (predicted_ms) and its error against the measured time
 #    (pred_err = predicted / measured - 1), and the schedule auto takes
 #    on that profile is built and timed like the others (row "auto").
+#  - mix rows (MIX=1, the default): every schedule of a model and pass
+#    built into one program (scripts/build-mix.sh, bench/mix.c) whose
+#    passes go round the schedules in turn, one launch a round; each
+#    schedule's median over its passes there is its mix time, and
+#    report.awk keeps the median over the rounds (mix_ms). Launches of
+#    one program on the GPU machines' Xeon VMs differed by up to 67%
+#    (2026-11-28, lease 43), far more than the gaps auto is judged on;
+#    passes side by side in one launch meet the same cores in nearly the
+#    same state.
 # Every run reports medians over ITERS iterations after WARMUP. The runs
 # go round ROUNDS times, interleaved, so that a burst of other load hits
 # every variant alike; of the rounds the smallest median is kept (other
@@ -61,7 +70,7 @@
 # most QUIET_WAIT seconds in all), and it records their CPU share.
 set -u
 : "${B:=build}" "${ITERS:=9}" "${WARMUP:=2}" "${ROUNDS:=5}" "${RANKS:=4}"
-: "${BUILD:=1}" "${BENCH_CPUS:=}" "${QUIET_WAIT:=60}" "${SHORT:=0}"
+: "${BUILD:=1}" "${BENCH_CPUS:=}" "${QUIET_WAIT:=60}" "${SHORT:=0}" "${MIX:=1}"
 : "${MLP_SIZES:=-D B=2 -D S=1024 -D D=512}"
 : "${ATT_SIZES:=-D B=2 -D S=1024 -D D=512 -D H=8}"
 out=$B/bench
@@ -189,11 +198,10 @@ wait_quiet() {
 	done
 }
 
-# run KEY CMD...: one run of CMD under mpirun; appends to runs.txt
-# "KEY|span_ms|time_ms|max_rel_err|other" (err "-" when not checked), KEY
-# being "model,variant,progress,comm or nocomm", other the share of the
-# machine's CPU that processes other than this run's used meanwhile.
-run() {
+# launch KEY CMD...: one run of CMD under mpirun, its output in $log and
+# runs.log; other: the share of the machine's CPU that processes other
+# than this run's used meanwhile.
+launch() {
 	key=$1
 	shift
 	log=$out/models/last.out
@@ -207,6 +215,14 @@ run() {
 	other=$(echo "$m0 $m1 $c0 $c1" | awk '{ o = ($3 - $1 - ($6 - $5)) / ($4 - $2)
 		printf "%.2f\n", o < 0 ? 0 : o }')
 	echo "$key: $(cat "$log") other_cpu=$other" >>"$out/runs.log"
+}
+
+# run KEY CMD...: one run of CMD under mpirun; appends to runs.txt
+# "KEY|span_ms|time_ms|max_rel_err|other" (err "-" when not checked), KEY
+# being "model,variant,progress,comm or nocomm", other the share of the
+# machine's CPU that processes other than this run's used meanwhile.
+run() {
+	launch "$@"
 	span=$(field span_ms "$log") t=$(field time_ms "$log")
 	err=$(field max_rel_err "$log")
 	case $key in
@@ -219,6 +235,31 @@ run() {
 		"$t" "$other" "${err:+ max_rel_err=$err}"
 }
 
+# mix KEY DIR: one run of DIR/run, every schedule of model KEY ("mlp",
+# "mlp backward") in one job, their passes interleaved (bench/mix.c);
+# appends to runs.txt a line "KEY,SCHEDULE,none,mix|..." per schedule, as
+# run does.
+mix() {
+	k=$1 prog=$2/run
+	# shellcheck disable=SC2086 # the schedules are words
+	launch "$k,mix" "$prog" --iters "$ITERS" --warmup "$WARMUP" --check $SCHEDULES
+	awk -v key="$k" -v other="$other" '
+	function field(f,   i) {
+		for (i = 1; i <= NF; i++)
+			if (index($i, f "=") == 1)
+				return substr($i, length(f) + 2)
+		return ""
+	}
+	/^variant=/ {
+		span = field("span_ms"); t = field("time_ms"); err = field("max_rel_err")
+		if (key ~ / backward$/) {
+			span = t = field("backward_ms"); err = field("grad_max_rel_err")
+		}
+		printf "%s,%s,none,mix|%s|%s|%s|%s\n", key, field("variant"), span, t,
+		       err == "" ? "-" : err, other
+	}' "$log" | tee -a "$out/runs.txt" | awk -F'|' '{ printf "  %-42s span_ms=%9s max_rel_err=%s\n", $1, $2, $4 }'
+}
+
 # model_round MODEL: one run of every variant of MODEL.
 model_round() {
 	m=$1
@@ -227,6 +268,7 @@ model_round() {
 		! alone "$s" || run "$m,$s,none,nocomm" "$d/run-nocomm" --iters "$ITERS" --warmup "$WARMUP"
 		run "$m,$s,none,comm" "$d/run" --iters "$ITERS" --warmup "$WARMUP" --check
 	done
+	[ "$MIX" = 0 ] || mix "$m" "$out/models/$m-mix"
 	[ "$SHORT" = 0 ] || return 0
 	for p in panel thread; do
 		export CFRT_PROGRESS=$p
@@ -245,6 +287,7 @@ bwd_round() {
 			--warmup "$WARMUP"
 		run "$m backward,$s,none,comm" "$d/run" --iters "$ITERS" --warmup "$WARMUP" --check
 	done
+	[ "$MIX" = 0 ] || mix "$m backward" "$out/models/$m-bwd-mix"
 }
 
 # ---- header: what machine, when, how loaded (BUILD=report: the one
@@ -255,7 +298,7 @@ bwd_round() {
 	echo "# $(mpirun --version 2>&1 | head -n 1), OpenBLAS $(pkg-config --modversion openblas) (1 thread per rank)"
 	echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)${BENCH_CPUS:+; ranks on cores $BENCH_CPUS only}"
 	env | grep '^OMPI_MCA_' | sort | sed 's/^/# /'
-	echo "# $RANKS ranks; best of $ROUNDS rounds of the median of $ITERS iterations after $WARMUP warm-up$([ "$SHORT" = 0 ] || echo "; SHORT: the schedule rows and the hand-written MLP only")"
+	echo "# $RANKS ranks; best of $ROUNDS rounds of the median of $ITERS iterations after $WARMUP warm-up$([ "$SHORT" = 0 ] || echo "; SHORT: the schedule rows and the hand-written MLP only")$([ "$MIX" = 0 ] || echo "; each round also every schedule in one job, passes interleaved (mix)")"
 	echo "# mlp $MLP_SIZES; attention $ATT_SIZES"
 } | tee "$out/header.txt"
 
@@ -295,16 +338,33 @@ if [ "$BUILD" != link ]; then
 	every_model predict
 fi
 
+# build_mixes: per model and pass, the program that runs every schedule's
+# build in one job, their passes interleaved (scripts/build-mix.sh)
+build_mixes() {
+	[ "$MIX" != 0 ] || return 0
+	for m in mlp attention; do
+		for b in "" -bwd; do
+			dirs=
+			for s in $SCHEDULES; do dirs="$dirs $out/models/$m$b-$(tag "$s")"; done
+			# shellcheck disable=SC2086 # the directories are words
+			sh scripts/build-mix.sh "$B" "$out/models/$m$b-mix/run" $dirs \
+				>"$out/models/$m$b-mix.log" 2>&1 ||
+				{ cat "$out/models/$m$b-mix.log" >&2; die "building the mix of $m$b failed"; }
+		done
+	done
+}
 case $BUILD in
 0 | report) ;;
 gen | link)
 	echo "building ($BUILD)"
 	export CF_STAGE=$BUILD
 	every_model build
-	unset CF_STAGE ;;
+	unset CF_STAGE
+	[ "$BUILD" = gen ] || build_mixes ;;
 *)
 	echo "building"
-	every_model build ;;
+	every_model build
+	build_mixes ;;
 esac
 if [ "$BUILD" = gen ]; then
 	[ "$prof" -ef "$out/machine.prof" ] || cp "$prof" "$out/machine.prof"

@@ -2,7 +2,8 @@
 #   awk -F'|' -v ranks=N -f bench/stats.awk -f bench/report.awk runs.txt > results.csv
 # runs.txt has one line per run, "model,variant,progress,kind|span_ms|
 # time_ms|max_rel_err|other", kind being comm, nocomm (the same build with its
-# transfers removed), xfer (transfers alone: time only) or gemm (one rank,
+# transfers removed), mix (the same build in one job with the model's other
+# schedules, bench/mix.c), xfer (transfers alone: time only) or gemm (one rank,
 # time of a GEMM in pieces). Each run's times are already medians over
 # iterations; of a key's runs (rounds) the smallest is kept, as other jobs
 # on the machine only ever add time, and spread = largest / smallest - 1
@@ -23,7 +24,11 @@
 #   pred_err_median (the median of the rounds, and the prediction against
 #   it: cfrt-calibrate keeps the median of its passes, so on a machine
 #   whose speed wanders from run to run its prediction is one of a
-#   typical run, not of the fastest; bench-gpu's table gives medians)
+#   typical run, not of the fastest; bench-gpu's table gives medians),
+#   mix_ms,pred_err_mix (kind mix: the schedule's median over its passes
+#   in one job with every other schedule of its model, passes interleaved
+#   (bench/mix.c); the median over the rounds, and the prediction against
+#   it)
 BEGIN {
 	# cfc's predictions: "model,variant,progress|ms|compute ms" lines
 	while (pred != "" && (getline l < pred) > 0) {
@@ -52,7 +57,8 @@ BEGIN {
 	span[row, kind, n] = $2
 	rank[row, kind, n] = $3
 	other[row, kind, n] = $5
-	if ($4 != "-")
+	# the largest error of the row's checked runs
+	if ($4 != "-" && (!(row in err) || $4 + 0 > err[row] + 0))
 		err[row] = $4
 }
 
@@ -85,7 +91,7 @@ function f(x, d) { return x == "" ? "" : sprintf("%." d "f", x) }
 END {
 	print "model,variant,progress,ranks,time_ms,rank_ms,compute_ms,ect_ms," \
 	      "overlap_eff,decomp_loss,spread,other_cpu,max_rel_err,predicted_ms,pred_err," \
-	      "pred_compute_ms,pred_compute_err,median_ms,pred_err_median"
+	      "pred_compute_ms,pred_compute_err,median_ms,pred_err_median,mix_ms,pred_err_mix"
 	for (i = 1; i <= nm; i++) {
 		m = models[i]
 		best = ""
@@ -98,15 +104,15 @@ END {
 		ev = best == "" ? "" : val(span, m ",vanilla,none", "comm") - best
 		# no compute alone measured (bench.sh SHORT=1): no baseline row
 		if (best != "")
-			printf "%s,compute alone (best unsplit),-,%s,%.1f,,%.1f,0.0,,0.000,,,,,,,,,\n",
+			printf "%s,compute alone (best unsplit),-,%s,%.1f,,%.1f,0.0,,0.000,,,,,,,,,,,\n",
 			       m, ranks, best, best
 		for (j = 1; j <= nr[m]; j++)
 			print line(m, rows[m, j], best, ev)
 	}
 }
 
-function line(m, row, best, ev,   t, rk, c, ect, ov, dl, g1, nrk, sp, oc, pm, pc, md) {
-	ect = ov = dl = c = sp = oc = md = ""
+function line(m, row, best, ev,   t, rk, c, ect, ov, dl, g1, nrk, sp, oc, pm, pc, md, mx) {
+	ect = ov = dl = c = sp = oc = md = mx = ""
 	nrk = ranks
 	if ((row, "xfer") in cnt) {
 		t = val(span, row, "xfer")
@@ -126,6 +132,8 @@ function line(m, row, best, ev,   t, rk, c, ect, ov, dl, g1, nrk, sp, oc, pm, pc
 		rk = val(rank, row, "comm")
 		sp = spread(row, "comm")
 		md = med(span, row SUBSEP "comm", cnt[row, "comm"])
+		if ((row, "mix") in cnt)
+			mx = med(span, row SUBSEP "mix", cnt[row, "mix"])
 		c = val(span, row, "nocomm")
 		if (best != "") {
 			ect = t - best
@@ -140,5 +148,6 @@ function line(m, row, best, ev,   t, rk, c, ect, ov, dl, g1, nrk, sp, oc, pm, pc
 	       ov "," dl "," sp "," oc "," err[row] "," f(pm, 1) "," \
 	       (pm != "" && t > 0 ? f(pm / t - 1, 3) : "") "," f(pc, 1) "," \
 	       (pc != "" && c > 0 ? f(pc / c - 1, 3) : "") "," f(md, 1) "," \
-	       (pm != "" && md > 0 ? f(pm / md - 1, 3) : "")
+	       (pm != "" && md > 0 ? f(pm / md - 1, 3) : "") "," f(mx, 1) "," \
+	       (pm != "" && mx > 0 ? f(pm / mx - 1, 3) : "")
 }

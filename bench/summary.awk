@@ -11,7 +11,10 @@
 # - where the rounds differed, the same against the median of each row's
 #   rounds (report.awk's median_ms and pred_err_median): the calibration
 #   keeps medians, and on a machine whose speed wanders from run to run
-#   the fastest of a few rounds is itself a matter of luck.
+#   the fastest of a few rounds is itself a matter of luck;
+# - where mix rows were run, the same against mix_ms (every schedule of a
+#   model in one job, passes interleaved: the schedules meet the machine
+#   in nearly the same state).
 # Prints nothing for a CSV without predictions.
 NR == 1 {
 	for (i = 1; i <= NF; i++)
@@ -22,10 +25,11 @@ NR == 1 {
 	$0 = unquote($0)
 	m = $col["model"]; v = unsep($col["variant"]); t = $col["time_ms"]
 	md = ("median_ms" in col) ? $col["median_ms"] : ""
+	mx = ("mix_ms" in col) ? $col["mix_ms"] : ""
 	if ($col["spread"] + 0 > 0) wandered = 1
 	if (!(m in seen)) { seen[m] = 1; models[++nm] = m }
-	if (v == "auto") { auto[m] = t; mauto[m] = md; next }
-	if (v == "vanilla" && $col["progress"] == "none") { van[m] = t; mvan[m] = md }
+	if (v == "auto") { auto[m] = t; mauto[m] = md; xauto[m] = mx; next }
+	if (v == "vanilla" && $col["progress"] == "none") { van[m] = t; mvan[m] = md; xvan[m] = mx }
 	if (v == "mpi+openblas (hand)") { hand[m] = t; mhand[m] = md; next }
 	if ($col["progress"] != "none" || $col["pred_err"] == "")
 		next
@@ -37,6 +41,12 @@ NR == 1 {
 		merr[++nm2] = e < 0 ? -e : e
 		mwhat[nm2] = what[n]
 		if (!(m in mbest) || md + 0 < mbest[m] + 0) { mbest[m] = md; mbestv[m] = v }
+	}
+	if (mx != "" && $col["pred_err_mix"] != "") {
+		e = $col["pred_err_mix"] + 0
+		xerr[++nx] = e < 0 ? -e : e
+		xwhat[nx] = what[n]
+		if (!(m in xbest) || mx + 0 < xbest[m] + 0) { xbest[m] = mx; xbestv[m] = v }
 	}
 	if ($col["pred_compute_err"] != "") {
 		c = $col["pred_compute_err"] + 0
@@ -60,6 +70,13 @@ END {
 	}
 	printf "\n"
 	regrets("auto", auto, best, bestv, van, hand)
+	if (nx) {
+		worst = worst_of(xerr, nx)
+		printf "against the schedules interleaved in one job (mix): |error| median %.1f%%, " \
+		       "worst %.1f%% (%s), within 15%%: %d\n", 100 * median(xerr, nx),
+		       100 * xerr[worst], xwhat[worst], within15(xerr, nx)
+		regrets("auto (mix)", xauto, xbest, xbestv, xvan, mhand)
+	}
 	if (!wandered || !nm2)
 		exit
 	worst = worst_of(merr, nm2)

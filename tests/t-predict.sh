@@ -11,8 +11,10 @@
 #  - --emit=gantt is SVG with bars, and needs --profile;
 #  - a malformed profile is refused with file:line:col, also as JSON;
 #  - bench-gpu's report takes each row's median over its rounds; make
-#    bench's keeps a schedule named with a comma whole; bench/replay.py
-#    predicts a saved run's rows again as cfc does.
+#    bench's keeps a schedule named with a comma whole, and its mix rows
+#    (schedules interleaved in one job) run each build's own code and
+#    report their median; bench/replay.py predicts a saved run's rows
+#    again as cfc does.
 . tests/lib.sh
 out=$B/tests/predict
 rm -rf "$out"
@@ -259,6 +261,75 @@ for want in ("|error| over 2 schedule rows: median 17.5%, worst 25.0% (m fuse(ri
              "auto: m 9.0 ms, the fastest schedule fuse(ring,m=2) 8.0 ms: regret +12.5%"):
     assert want in s, (want, s)
 ' "$out/cpu2.csv" "$out/cpu2-summary.txt"
+# bench's mix rows (bench/mix.c, scripts/build-mix.sh): two schedules of
+# the mlp with its backward in one program, their passes interleaved;
+# each entry computes what its own build computes alone (the same
+# checksums of outputs and gradients: had one entry's calls reached the
+# other's functions, the sums would be the other's), and the program
+# wants one label per entry
+mx=$out/mix
+for s in vanilla "fuse(bidir)"; do
+	sh scripts/build-model.sh "$B" "$mx/$s" examples/mlp.cf -D tp=2 --backward \
+		--schedule="$s" >"$mx.log" 2>&1 &&
+		mpirun --oversubscribe --timeout 60 -n 2 "$mx/$s/run" --iters 2 --warmup 0 --check \
+			>"$mx/$s.out" 2>&1
+done
+if sh scripts/build-mix.sh "$B" "$mx/run" "$mx/vanilla" "$mx/fuse(bidir)" >>"$mx.log" 2>&1 &&
+	mpirun --oversubscribe --timeout 60 -n 2 "$mx/run" --iters 3 --warmup 1 --check \
+		vanilla "fuse(bidir)" >"$mx/mix.out" 2>&1; then
+	pass "bench mix: two schedules of a model linked and run in one job"
+else
+	fail "bench mix: two schedules of a model linked and run in one job"
+	cat "$mx.log" "$mx/mix.out"
+fi
+check "bench mix: each entry's outputs and gradients those of its build alone" python3 -c '
+import sys
+def fields(line):
+    return dict(w.split("=", 1) for w in line.split() if "=" in w)
+mix = [fields(l) for l in open(sys.argv[1]) if l.startswith("variant=")]
+assert [m["variant"] for m in mix] == ["vanilla", "fuse(bidir)"], mix
+alone = [fields(open(f).read()) for f in sys.argv[2:]]
+assert alone[0]["checksum"] != alone[1]["checksum"], alone
+for m, a in zip(mix, alone):
+    assert m["model"] == "mlp" and float(m["time_ms"]) > 0 and float(m["backward_ms"]) > 0, m
+    for k in ("checksum", "grad_checksum"):
+        assert m[k] == a[k], (k, m, a)
+    assert float(m["max_rel_err"]) < 1e-5 and float(m["grad_max_rel_err"]) < 1e-5, m
+' "$mx/mix.out" "$mx/vanilla.out" "$mx/fuse(bidir).out"
+mpirun --oversubscribe --timeout 60 -n 2 "$mx/run" --iters 3 vanilla >"$mx/one.out" 2>&1
+check "bench mix: a label per entry, else usage" grep -q '^usage: .*(2 labels' "$mx/one.out"
+# make bench's table with mix rows: mix_ms the median of the mix rounds,
+# the prediction and auto's regret against it
+cat >"$out/cpu3-runs.txt" <<'RUNS'
+m,vanilla,none,comm|10.0|10.0|1e-7|0.00
+m,fuse(ring),none,comm|8.0|8.0|1e-7|0.00
+m,auto,none,comm|9.0|9.0|1e-7|0.00
+m,vanilla,none,mix|11.0|11.0|1e-7|0.00
+m,fuse(ring),none,mix|12.0|12.0|3e-7|0.00
+m,auto,none,mix|10.0|10.0|1e-7|0.00
+m,vanilla,none,mix|13.0|13.0|1e-7|0.00
+m,fuse(ring),none,mix|10.0|10.0|1e-7|0.00
+m,auto,none,mix|10.5|10.5|1e-7|0.00
+m,vanilla,none,mix|12.0|12.0|1e-7|0.00
+m,fuse(ring),none,mix|11.0|11.0|1e-7|0.00
+m,auto,none,mix|12.0|12.0|1e-7|0.00
+RUNS
+awk -F'|' -v ranks=2 -v pred="$out/cpu-pred.txt" -f bench/stats.awk -f bench/report.awk \
+	"$out/cpu3-runs.txt" >"$out/cpu3.csv"
+awk -F, -f bench/stats.awk -f bench/summary.awk "$out/cpu3.csv" >"$out/cpu3-summary.txt"
+check "bench report: mix rows, their median and the prediction against it" python3 -c '
+import csv, sys
+rows = {r["variant"]: r for r in csv.DictReader(open(sys.argv[1]))}
+v, f = rows["vanilla"], rows["fuse(ring)"]
+assert (v["time_ms"], v["mix_ms"], v["pred_err_mix"]) == ("10.0", "12.0", "-0.083"), v
+assert (f["time_ms"], f["mix_ms"], f["pred_err_mix"], f["max_rel_err"]) == \
+       ("8.0", "11.0", "-0.091", "3e-7"), f
+assert rows["auto"]["mix_ms"] == "10.5", rows["auto"]
+s = open(sys.argv[2]).read()
+for want in ("interleaved in one job (mix): |error| median 8.7%, worst 9.1% (m fuse(ring)), within 15%: 2",
+             "auto (mix): m 10.5 ms, the fastest schedule fuse(ring) 11.0 ms: regret -4.5%; vanilla 12.0 ms (-12.5%)"):
+    assert want in s, (want, s)
+' "$out/cpu3.csv" "$out/cpu3-summary.txt"
 # bench/replay.py predicts a saved run's rows again with this cfc: case
 # a's rows of a bench-gpu CSV on its NCCL profile, each the pass cfc
 # predicts (a none row: its compute alone), its error against the time,

@@ -1,0 +1,114 @@
+/* mix.c: builds of one model (its schedules) timed in one job, their
+ * passes interleaved: `make bench`'s mix rows.
+ * usage: mpirun -n N mix [--iters N] [--warmup N] [--check] LABEL...
+ * with one LABEL per entry linked in (scripts/build-mix.sh). Each of
+ * warmup + iters rounds runs one pass of every entry, the round's first
+ * entry moving on by one each round; rank 0 prints a line per entry:
+ *   variant=LABEL model=M time_ms=T span_ms=S [backward_ms=B]
+ *   [max_rel_err=E checksum=C [grad_max_rel_err=G grad_checksum=D]]
+ * the medians over its timed passes (as a driver prints them), and with
+ * --check its errors against the serial reference after the last pass.
+ * Why: on a VM whose cores change speed from second to second and from
+ * launch to launch (the GPU machines' 16-core Xeons: one program's
+ * launches 56.5-94.6 ms), separate launches compare the machine's states
+ * as much as the schedules; passes side by side in one launch meet the
+ * same cores in nearly the same state. */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mix.h"
+
+extern const cf_mix *const mix_entries[];
+extern const int mix_count;
+
+static int
+cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+static double
+median(double *t, int n)
+{
+	qsort(t, (size_t)n, sizeof *t, cmp_double);
+	return n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
+}
+
+static void
+usage_exit(const char *prog, int rank)
+{
+	if (rank == 0)
+		fprintf(stderr, "usage: %s [--iters N] [--warmup N] [--check] LABEL... "
+		        "(%d labels: one per entry linked in)\n", prog, mix_count);
+	MPI_Finalize();
+	exit(2);
+}
+
+int
+main(int argc, char **argv)
+{
+	const char *mode = getenv("CFRT_PROGRESS");
+	int provided, rank, iters = 5, warmup = 1, check = 0, nlab = 0, st = 0;
+	const char **label = calloc((size_t)argc, sizeof *label);
+
+	/* CFRT_PROGRESS=thread needs MPI_THREAD_MULTIPLE (the drivers' rule) */
+	if (mode && !strcmp(mode, "thread"))
+		MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+	else
+		MPI_Init(&argc, &argv);
+	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--iters") && i + 1 < argc)
+			iters = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--warmup") && i + 1 < argc)
+			warmup = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--check"))
+			check = 1;
+		else if (argv[i][0] == '-')
+			usage_exit(argv[0], rank);
+		else
+			label[nlab++] = argv[i];
+	}
+	if (iters < 1 || warmup < 0 || nlab != mix_count)
+		usage_exit(argv[0], rank);
+
+	int n = mix_count;
+	void **state = calloc((size_t)n, sizeof *state);
+	double *t = calloc(3 * (size_t)n * (size_t)iters, sizeof *t);
+	for (int e = 0; e < n; e++)
+		state[e] = mix_entries[e]->open();
+	for (int i = 0; i < warmup + iters; i++)
+		for (int j = 0; j < n; j++) {
+			int e = (i + j) % n;
+			double one[3];
+			mix_entries[e]->pass(state[e], one);
+			for (int k = 0; i >= warmup && k < 3; k++)
+				t[((size_t)k * n + e) * iters + i - warmup] = one[k];
+		}
+	for (int e = 0; e < n; e++) {
+		const cf_mix *m = mix_entries[e];
+		unsigned long long sum[2];
+		double err[2], *te = t + (size_t)e * iters, *ts = te + (size_t)n * iters;
+		double *tb = ts + (size_t)n * iters;
+		st |= m->close(state[e], check, err, sum);
+		if (rank != 0)
+			continue;
+		printf("variant=%s model=%s time_ms=%.4f span_ms=%.4f", label[e], m->model,
+		       median(te, iters) * 1e3, median(ts, iters) * 1e3);
+		if (m->backward)
+			printf(" backward_ms=%.4f", median(tb, iters) * 1e3);
+		if (check)
+			printf(" max_rel_err=%.3e checksum=%016llx", err[0], sum[0]);
+		if (check && m->backward)
+			printf(" grad_max_rel_err=%.3e grad_checksum=%016llx", err[1], sum[1]);
+		printf("\n");
+	}
+	free(t);
+	free(state);
+	free(label);
+	MPI_Finalize();
+	return st;
+}
