@@ -28,7 +28,10 @@
 #   mix_ms,pred_err_mix (kind mix: the schedule's median over its passes
 #   in one job with every other schedule of its model, passes interleaved
 #   (bench/mix.c); the median over the rounds, and the prediction against
-#   it)
+#   it), mix_vs_best,mix_vs_vanilla (the row's mix time over, in the same
+#   launch, the fastest schedule's but auto's, and vanilla's: the median
+#   over the launches, less 1; a launch's state of the machine moves every
+#   schedule in it, the launch-to-launch change is left out)
 BEGIN {
 	# cfc's predictions: "model,variant,progress|ms|compute ms" lines
 	while (pred != "" && (getline l < pred) > 0) {
@@ -91,7 +94,8 @@ function f(x, d) { return x == "" ? "" : sprintf("%." d "f", x) }
 END {
 	print "model,variant,progress,ranks,time_ms,rank_ms,compute_ms,ect_ms," \
 	      "overlap_eff,decomp_loss,spread,other_cpu,max_rel_err,predicted_ms,pred_err," \
-	      "pred_compute_ms,pred_compute_err,median_ms,pred_err_median,mix_ms,pred_err_mix"
+	      "pred_compute_ms,pred_compute_err,median_ms,pred_err_median,mix_ms,pred_err_mix," \
+	      "mix_vs_best,mix_vs_vanilla"
 	for (i = 1; i <= nm; i++) {
 		m = models[i]
 		best = ""
@@ -104,7 +108,7 @@ END {
 		ev = best == "" ? "" : val(span, m ",vanilla,none", "comm") - best
 		# no compute alone measured (bench.sh SHORT=1): no baseline row
 		if (best != "")
-			printf "%s,compute alone (best unsplit),-,%s,%.1f,,%.1f,0.0,,0.000,,,,,,,,,,,\n",
+			printf "%s,compute alone (best unsplit),-,%s,%.1f,,%.1f,0.0,,0.000,,,,,,,,,,,,,\n",
 			       m, ranks, best, best
 		for (j = 1; j <= nr[m]; j++)
 			print line(m, rows[m, j], best, ev)
@@ -149,5 +153,31 @@ function line(m, row, best, ev,   t, rk, c, ect, ov, dl, g1, nrk, sp, oc, pm, pc
 	       (pm != "" && t > 0 ? f(pm / t - 1, 3) : "") "," f(pc, 1) "," \
 	       (pc != "" && c > 0 ? f(pc / c - 1, 3) : "") "," f(md, 1) "," \
 	       (pm != "" && md > 0 ? f(pm / md - 1, 3) : "") "," f(mx, 1) "," \
-	       (pm != "" && mx > 0 ? f(pm / mx - 1, 3) : "")
+	       (pm != "" && mx > 0 ? f(pm / mx - 1, 3) : "") "," mix_rel(m, row, "") "," \
+	       mix_rel(m, row, m ",vanilla,none")
+}
+
+# The median over the mix launches of row's time over, in the same
+# launch, that of row "to" or (to "") of model m's fastest row but auto's,
+# less 1; "" unless every row of m has as many mix launches.
+function mix_rel(m, row, to,   n, i, j, r, b, x, q) {
+	if (!((row, "mix") in cnt) || (to != "" && !((to, "mix") in cnt)))
+		return ""
+	n = cnt[row, "mix"]
+	for (j = 1; j <= nr[m]; j++) {
+		r = rows[m, j]
+		if ((r, "mix") in cnt && cnt[r, "mix"] != n)
+			return ""
+	}
+	for (i = 1; i <= n; i++) {
+		b = to == "" ? "" : span[to, "mix", i]
+		for (j = 1; to == "" && j <= nr[m]; j++) {
+			r = rows[m, j]
+			if ((r, "mix") in cnt && r != m ",auto,none" && (b == "" || span[r, "mix", i] + 0 < b + 0))
+				b = span[r, "mix", i]
+		}
+		x[i] = b > 0 ? span[row, "mix", i] / b : 0
+	}
+	q = median(x, n)
+	return q > 0 ? f(q - 1, 3) : ""
 }

@@ -14,7 +14,9 @@
 #   the fastest of a few rounds is itself a matter of luck;
 # - where mix rows were run, the same against mix_ms (every schedule of a
 #   model in one job, passes interleaved: the schedules meet the machine
-#   in nearly the same state).
+#   in nearly the same state); auto's regret and its time against
+#   vanilla's each taken within a launch (mix_vs_best, mix_vs_vanilla),
+#   the median over the launches.
 # Prints nothing for a CSV without predictions.
 NR == 1 {
 	for (i = 1; i <= NF; i++)
@@ -28,7 +30,13 @@ NR == 1 {
 	mx = ("mix_ms" in col) ? $col["mix_ms"] : ""
 	if ($col["spread"] + 0 > 0) wandered = 1
 	if (!(m in seen)) { seen[m] = 1; models[++nm] = m }
-	if (v == "auto") { auto[m] = t; mauto[m] = md; xauto[m] = mx; next }
+	if (v == "auto") {
+		auto[m] = t; mauto[m] = md; xauto[m] = mx
+		if ("mix_vs_best" in col && $col["mix_vs_best"] != "") {
+			xrel[m] = $col["mix_vs_best"]; xrelv[m] = $col["mix_vs_vanilla"]
+		}
+		next
+	}
 	if (v == "vanilla" && $col["progress"] == "none") { van[m] = t; mvan[m] = md; xvan[m] = mx }
 	if (v == "mpi+openblas (hand)") { hand[m] = t; mhand[m] = md; next }
 	if ($col["progress"] != "none" || $col["pred_err"] == "")
@@ -76,6 +84,10 @@ END {
 		       "worst %.1f%% (%s), within 15%%: %d\n", 100 * median(xerr, nx),
 		       100 * xerr[worst], xwhat[worst], within15(xerr, nx)
 		regrets("auto (mix)", xauto, xbest, xbestv, xvan, mhand)
+		for (k = 1; k <= nm; k++)
+			if (models[k] in xrel)
+				printf "auto (mix, launch by launch): %s: regret %+.1f%%; against vanilla %+.1f%%\n",
+				       models[k], 100 * xrel[models[k]], 100 * xrelv[models[k]]
 	}
 	if (!wandered || !nm2)
 		exit
