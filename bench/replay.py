@@ -7,13 +7,15 @@ predicted again with build/cfc on the profiles that run was calibrated
 on, and set against the time it measured. Nothing runs but cfc.
 
   bench/replay.py gpu CSV NCCL.prof CE.prof [--runs RUNS.txt]
-  bench/replay.py cpu CSV PROFILE [--sizes-from HEADER.txt]
+  bench/replay.py cpu CSV PROFILE [--sizes-from HEADER.txt] [--mix]
 
 gpu: the rows of bench-gpu's four cases (bf16) at the CSV's TP; a row
 moving data on the profile of its transfer mode, a "none" row's compute
 alone on the NCCL one (as bench.sh predicts). cpu: make bench's schedule
 rows (mlp, attention, their backward; progress none) on the profile,
-against each row's median of rounds where the CSV has it.
+against each row's median of rounds where the CSV has it; with --mix,
+against its mix time (every schedule in one job, passes interleaved),
+and each kind against vanilla launch by launch (mix_vs_vanilla).
 
 Prints each row (measured, predicted, error), then the median and worst
 |error| of the rows that move data and of the compute alone, each kind's
@@ -78,7 +80,9 @@ def against_vanilla(rows):
     for r in rows:
         v = van.get(r["group"])
         if r["kind"] != "vanilla" and v:
-            by.setdefault(r["kind"], []).append(r["ms"] / r["pred"] / (v["ms"] / v["pred"]) - 1)
+            # measured against vanilla: in the same launches where known
+            vs = r.get("vs_van") or r["ms"] / v["ms"]
+            by.setdefault(r["kind"], []).append(vs / (r["pred"] / v["pred"]) - 1)
     return ["against vanilla: %s median %+.1f%% over %d, %d above 0" % (
         k, 100 * statistics.median(e), len(e), sum(x > 0 for x in e)) for k, e in by.items()]
 
@@ -145,8 +149,11 @@ def cpu(a):
             if m:
                 sizes = {"mlp": m.group(1), "attention": m.group(2)}
     out, autos = [], {}
+    col = "mix_ms" if a.mix else "time_ms"
+    if a.mix and not any(r.get("mix_ms") for r in rows):
+        sys.exit("replay: %s has no mix rows" % a.csv)
     for r in rows:
-        if r["progress"] != "none" or not r["time_ms"] or r["variant"].startswith(("compute", "gemm")):
+        if r["progress"] != "none" or not r[col] or r["variant"].startswith(("compute", "gemm")):
             continue
         model = r["model"]
         base = model.split()[0]
@@ -155,12 +162,13 @@ def cpu(a):
         if model.endswith("backward"):
             args.append("--backward")
         t, _, picks = cfc(args)
-        ms = float(r.get("median_ms") or r["time_ms"])
+        ms = float(r["mix_ms"] if a.mix else r.get("median_ms") or r["time_ms"])
         if r["variant"] == "auto":
             autos[model] = (picks, t, ms)
             continue
         out.append({"name": "%s %s" % (model, r["variant"]), "ms": ms, "pred": t, "err": t / ms - 1,
-                    "kind": r["variant"], "group": model})
+                    "kind": r["variant"], "group": model,
+                    "vs_van": 1 + float(r["mix_vs_vanilla"]) if a.mix and r.get("mix_vs_vanilla") else None})
     for o in out:
         print("%-34s %9.1f %9.1f %+6.1f%%" % (o["name"], o["ms"], o["pred"], 100 * o["err"]))
     print("schedule rows: " + summary(out, "err"))
@@ -183,6 +191,7 @@ def main():
     c.add_argument("csv")
     c.add_argument("profile")
     c.add_argument("--sizes-from")
+    c.add_argument("--mix", action="store_true")
     a = ap.parse_args()
     gpu(a) if a.kind == "gpu" else cpu(a)
 

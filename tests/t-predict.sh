@@ -369,6 +369,30 @@ assert "against vanilla: fuse(ring,m=2) median %+.1f%% over 1, %d above 0" % (
 assert got[-1] == "auto a nccl: vanilla, predicted %.3f; measured 8.000, the fastest row " \
                   "vanilla 8.000: regret +0.0%%" % a, got[-1]
 ' "$out/replay.txt" "$pv" "$pr" "$pa"
+# replay.py cpu --mix: against the mix times, and each kind against
+# vanilla by the launches' own ratio (mix_vs_vanilla: 5%, where the mix
+# medians give 10%)
+cp=bench/results/2026-11-29-Xeon16-lease45-cpu-4ranks.prof
+cat >"$out/replay-mix.csv" <<'CSV'
+model,variant,progress,ranks,time_ms,median_ms,mix_ms,mix_vs_vanilla
+mlp,vanilla,none,4,9.0,9.5,10.0,0.000
+mlp,fuse(ring),none,4,8.0,8.5,11.0,0.050
+CSV
+CFC=$B/cfc python3 bench/replay.py cpu "$out/replay-mix.csv" "$cp" --mix >"$out/replay-mix.txt" 2>&1
+m="examples/mlp.cf $(sed -n 's/.*"${MLP_SIZES:=\([^}]*\)}".*/\1/p' bench/bench.sh) -D tp=4 --profile=$cp --explain"
+pv=$("$CFC" $m --schedule=vanilla | sed -n 's/^pass: predicted \([0-9.]*\) ms.*/\1/p')
+pr=$("$CFC" $m --schedule="fuse(ring)" | sed -n 's/^pass: predicted \([0-9.]*\) ms.*/\1/p')
+check "replay cpu --mix: the mix times, and each kind against vanilla launch by launch" python3 -c '
+import sys
+v, r = float(sys.argv[2]), float(sys.argv[3])
+got = open(sys.argv[1]).read().splitlines()
+row = lambda n, ms, p: "%-34s %9.1f %9.1f %+6.1f%%" % (n, ms, p, 100 * (p / ms - 1))
+assert got[:2] == [row("mlp vanilla", 10.0, v), row("mlp fuse(ring)", 11.0, r)], got
+b = 1.05 / (r / v) - 1
+assert "against vanilla: fuse(ring) median %+.1f%% over 1, %d above 0" % (100 * b, b > 0) in got, got
+' "$out/replay-mix.txt" "$pv" "$pr"
+CFC=$B/cfc python3 bench/replay.py cpu "$out/cpu.csv" "$cp" --mix >"$out/replay-nomix.txt" 2>&1
+check "replay cpu --mix: a CSV without mix rows refused" grep -q "has no mix rows" "$out/replay-nomix.txt"
 # nvidia-smi's log: a GPU slowed for heat (0x20) flagged, the power limit
 # (0x4) and idling (0x1) not
 cat >"$out/smi.csv" <<'SMI'
