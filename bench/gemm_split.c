@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "median.h"
+
 enum { MAXP = 16 };
 
 typedef struct opts {
@@ -73,14 +75,6 @@ gemm_pieces(const opts *o, int p, const float *a, const float *b, float *c)
 		            0.0f, c + (size_t)i * rows * o->n, o->n);
 }
 
-static int
-cmp_double(const void *x, const void *y)
-{
-	double u = *(const double *)x, v = *(const double *)y;
-
-	return (u > v) - (u < v);
-}
-
 /* Median over iterations of the slowest rank's milliseconds. */
 static double
 time_pieces(const opts *o, int p, const float *a, const float *b, float *c)
@@ -96,10 +90,7 @@ time_pieces(const opts *o, int p, const float *a, const float *b, float *c)
 		double dt = MPI_Wtime() - t0;
 		MPI_Allreduce(&dt, &t[i], 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
 	}
-	qsort(t, (size_t)o->iters, sizeof *t, cmp_double);
-	double med = t[o->iters / 2];
-	if (o->iters % 2 == 0)
-		med = (med + t[o->iters / 2 - 1]) / 2;
+	double med = median(t, o->iters);
 	free(t);
 	return med * 1e3;
 }

@@ -18,24 +18,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "median.h"
 #include "mix.h"
 
 extern const cf_mix *const mix_entries[];
 extern const int mix_count;
-
-static int
-cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
-
-static double
-median(double *t, int n)
-{
-	qsort(t, (size_t)n, sizeof *t, cmp_double);
-	return n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
-}
 
 static void
 usage_exit(const char *prog, int rank)

@@ -31,6 +31,7 @@
 #include <time.h>
 
 #include "cfrt.h"
+#include "median.h"
 
 /* Seeds of x, w1, w2, y: the driver numbers tensors in table order. */
 #define SEED(k) (1000u + (uint64_t)(k))
@@ -171,21 +172,6 @@ setup(mlp *m, const opts *o, int r, int n)
 	fill(m->w2, SEED(2), m->f, o->d, o->d, r * m->f, 0);
 	for (int q = 0; q < n; q++) /* compute-only: each block holds our x */
 		memcpy(m->xg + q * m->blk, m->x, (size_t)m->blk * sizeof *m->x);
-}
-
-static int
-cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
-static double
-median(double *t, int n)
-{
-	qsort(t, (size_t)n, sizeof *t, cmp_double);
-	return n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
 }
 
 /* CLOCK_MONOTONIC, the clock of cfrt_wtime: one for all ranks of a node. */
