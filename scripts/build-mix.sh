@@ -6,15 +6,11 @@
 # one object whose only global symbol is that entry (ld -r, then objcopy
 # makes the rest local): builds of one model under different schedules
 # define the same functions. CF_BACKEND, CUDA_LIBS, CF_OPT and SANFLAGS as
-# in build-model.sh.
+# in build-model.sh (scripts/model-cc.sh).
 set -eu
 B=$1 OUT=$2
 shift 2
-if [ "${CF_BACKEND:-mpi}" = cuda ]; then
-	LIBS="$B/libcfrt_cuda.a ${CUDA_LIBS:-$(sh scripts/cuda-libs.sh)}"
-else
-	LIBS="$B/libcfrt.a $(pkg-config --libs openblas) -lm -pthread"
-fi
+. scripts/model-cc.sh
 tmp=$OUT.objs
 rm -rf "$tmp" "$OUT"
 mkdir -p "$tmp"
@@ -30,13 +26,12 @@ n=$#
 # entry I of directory D, in the background: one job per directory
 entry() {
 	i=$1 d=$2
-	name=$(sed -n 's/^#define CF_MODEL_NAME "\(.*\)"$/\1/p' "$d"/*_main.c 2>/dev/null || true)
+	name=$(model_name "$d")
 	[ -n "$name" ] || { echo "build-mix.sh: no driver in $d" >&2; return 1; }
 	objs=
 	for f in "$name" "${name}_ref" "${name}_main"; do
 		# the driver's helpers of its main go unused in an entry
-		mpicc -std=c11 ${CF_OPT:--O2} -g -Wall -Wextra -Werror -Wno-unused-function \
-			${SANFLAGS:-} -Iruntime -Ibench -I"$d" -DCF_MIX="cf_mix_$i" \
+		$MODEL_CC -Wno-unused-function -Ibench -I"$d" -DCF_MIX="cf_mix_$i" \
 			-c -o "$tmp/$i-$f.o" "$d/$f.c" || return 1
 		objs="$objs $tmp/$i-$f.o"
 	done
@@ -54,5 +49,4 @@ for p in $pids; do wait "$p" || st=1; done
 [ "$st" = 0 ] || exit 1
 objs=
 for j in $(seq 0 $((n - 1))); do objs="$objs $tmp/$j.o"; done
-mpicc -std=c11 ${CF_OPT:--O2} -g -Wall -Wextra -Werror ${SANFLAGS:-} -Iruntime -Ibench \
-	-o "$OUT" bench/mix.c "$tmp/list.c" $objs $LIBS
+$MODEL_CC -Ibench -o "$OUT" bench/mix.c "$tmp/list.c" $objs $LIBS

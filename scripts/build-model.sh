@@ -13,15 +13,12 @@
 set -eu
 B=$1 DIR=$2 SPEC=$3
 shift 3
-if [ "${CF_BACKEND:-mpi}" = cuda ]; then
-	LIBS="$B/libcfrt_cuda.a ${CUDA_LIBS:-$(sh scripts/cuda-libs.sh)}"
-else
-	LIBS="$B/libcfrt.a $(pkg-config --libs openblas) -lm -pthread"
-fi
+. scripts/model-cc.sh
 mkdir -p "$DIR"
 [ "${CF_STAGE:-all}" = link ] || "$B/cfc" "$SPEC" "$@" --emit=h,c,ref,driver -o "$DIR"
 [ "${CF_STAGE:-all}" != gen ] || exit 0
-name=$(sed -n 's/^#define CF_MODEL_NAME "\(.*\)"$/\1/p' "$DIR"/*_main.c)
-mpicc -std=c11 ${CF_OPT:--O2} -g -Wall -Wextra -Werror ${SANFLAGS:-} -Iruntime -I"$DIR" \
+name=$(model_name "$DIR")
+[ -n "$name" ] || { echo "build-model.sh: no driver in $DIR" >&2; exit 1; }
+$MODEL_CC -I"$DIR" \
 	-o "$DIR/${CF_RUN:-run}" "$DIR/$name.c" "$DIR/${name}_ref.c" "$DIR/${name}_main.c" \
 	${CF_LINK:-} $LIBS
