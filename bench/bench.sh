@@ -217,47 +217,42 @@ launch() {
 	echo "$key: $(cat "$log") other_cpu=$other" >>"$out/runs.log"
 }
 
-# run KEY CMD...: one run of CMD under mpirun; appends to runs.txt
-# "KEY|span_ms|time_ms|max_rel_err|other" (err "-" when not checked), KEY
-# being "model,variant,progress,comm or nocomm", other the share of the
-# machine's CPU that processes other than this run's used meanwhile.
+# record KEY FILE: FILE's line of a driver (or of bench/mix.c) appended to
+# runs.txt as "KEY|span_ms|time_ms|max_rel_err|other" (err "-" when not
+# checked; a backward's KEY: its backward_ms and grad_max_rel_err), and
+# printed.
+record() {
+	span=$(field span_ms "$2") t=$(field time_ms "$2")
+	err=$(field max_rel_err "$2")
+	case $1 in
+	*" backward,"*) # the backward's time (slowest rank) and gradients
+		span=$(field backward_ms "$2") t=$span
+		err=$(field grad_max_rel_err "$2") ;;
+	esac
+	echo "$1|$span|$t|${err:--}|$other" >>"$out/runs.txt"
+	printf '  %-42s span_ms=%9s time_ms=%9s other_cpu=%s%s\n' "$1" "$span" \
+		"$t" "$other" "${err:+ max_rel_err=$err}"
+}
+
+# run KEY CMD...: one run of CMD under mpirun, recorded; KEY being
+# "model,variant,progress,comm or nocomm".
 run() {
 	launch "$@"
-	span=$(field span_ms "$log") t=$(field time_ms "$log")
-	err=$(field max_rel_err "$log")
-	case $key in
-	*" backward,"*) # the backward's time (slowest rank) and gradients
-		span=$(field backward_ms "$log") t=$span
-		err=$(field grad_max_rel_err "$log") ;;
-	esac
-	echo "$key|$span|$t|${err:--}|$other" >>"$out/runs.txt"
-	printf '  %-42s span_ms=%9s time_ms=%9s other_cpu=%s%s\n' "$key" "$span" \
-		"$t" "$other" "${err:+ max_rel_err=$err}"
+	record "$key" "$log"
 }
 
 # mix KEY DIR: one run of DIR/run, every schedule of model KEY ("mlp",
 # "mlp backward") in one job, their passes interleaved (bench/mix.c);
-# appends to runs.txt a line "KEY,SCHEDULE,none,mix|..." per schedule, as
-# run does.
+# records each schedule's line as "KEY,SCHEDULE,none,mix".
 mix() {
-	k=$1 prog=$2/run
+	k=$1
 	# shellcheck disable=SC2086 # the schedules are words
-	launch "$k,mix" "$prog" --iters "$ITERS" --warmup "$WARMUP" --check $SCHEDULES
-	awk -v key="$k" -v other="$other" '
-	function field(f,   i) {
-		for (i = 1; i <= NF; i++)
-			if (index($i, f "=") == 1)
-				return substr($i, length(f) + 2)
-		return ""
-	}
-	/^variant=/ {
-		span = field("span_ms"); t = field("time_ms"); err = field("max_rel_err")
-		if (key ~ / backward$/) {
-			span = t = field("backward_ms"); err = field("grad_max_rel_err")
-		}
-		printf "%s,%s,none,mix|%s|%s|%s|%s\n", key, field("variant"), span, t,
-		       err == "" ? "-" : err, other
-	}' "$log" | tee -a "$out/runs.txt" | awk -F'|' '{ printf "  %-42s span_ms=%9s max_rel_err=%s\n", $1, $2, $4 }'
+	launch "$k,mix" "$2/run" --iters "$ITERS" --warmup "$WARMUP" --check $SCHEDULES
+	one=$out/models/mix-line.out
+	grep '^variant=' "$log" | while read -r l; do
+		echo " $l" >"$one"
+		record "$k,$(field variant "$one"),none,mix" "$one"
+	done
 }
 
 # model_round MODEL: one run of every variant of MODEL.
