@@ -204,8 +204,9 @@ md = open(glob.glob(sys.argv[1] + "/*-T.md")[0]).read()
 assert "the median of 3 rounds" in md and "| 11.000 | 20.0% |" in md, md
 ' "$out/rep"
 # make bench's table (bench/report.awk) and the cost model's record
-# (bench/summary.awk) over 3 rounds: time_ms the fastest round, median_ms
-# the median, the prediction and auto's regret against both
+# (bench/summary.awk) over 3 rounds, each with a mix launch: time_ms the
+# fastest round, median_ms the median, the prediction and auto's regret
+# against both
 cat >"$out/cpu-runs.txt" <<'RUNS'
 m,vanilla,none,comm|10.0|10.0|1e-7|0.00
 m,fuse(ring),none,comm|8.0|8.0|1e-7|0.00
@@ -216,6 +217,15 @@ m,auto,none,comm|11.0|11.0|1e-7|0.00
 m,vanilla,none,comm|12.0|12.0|1e-7|0.00
 m,fuse(ring),none,comm|9.0|9.0|1e-7|0.00
 m,auto,none,comm|10.0|10.0|1e-7|0.00
+m,vanilla,none,mix|11.0|11.0|1e-7|0.00
+m,fuse(ring),none,mix|12.0|12.0|3e-7|0.00
+m,auto,none,mix|10.0|10.0|1e-7|0.00
+m,vanilla,none,mix|13.0|13.0|1e-7|0.00
+m,fuse(ring),none,mix|10.0|10.0|1e-7|0.00
+m,auto,none,mix|10.5|10.5|1e-7|0.00
+m,vanilla,none,mix|12.0|12.0|1e-7|0.00
+m,fuse(ring),none,mix|11.0|11.0|1e-7|0.00
+m,auto,none,mix|12.0|12.0|1e-7|0.00
 RUNS
 printf 'm,vanilla,none|11.0|-\nm,fuse(ring),none|10.0|-\n' >"$out/cpu-pred.txt"
 awk -F'|' -v ranks=2 -v pred="$out/cpu-pred.txt" -f bench/stats.awk -f bench/report.awk "$out/cpu-runs.txt" \
@@ -235,6 +245,26 @@ for want in ("|error| over 2 schedule rows: median 17.5%, worst 25.0% (m fuse(ri
              "auto: m 9.0 ms, the fastest schedule fuse(ring) 8.0 ms: regret +12.5%; vanilla 10.0 ms (-10.0%)",
              "against the median of each row\x27s rounds: |error| median 9.7%, worst 11.1% (m fuse(ring)), within 15%: 2",
              "auto (medians): m 10.0 ms, the fastest schedule fuse(ring) 9.0 ms: regret +11.1%; vanilla 12.0 ms (-16.7%)"):
+    assert want in s, (want, s)
+' "$out/cpu.csv" "$out/cpu-summary.txt"
+# the same table's mix rows: mix_ms the median of the mix rounds, the
+# prediction and auto's regret against it; and each launch's rows against
+# its fastest and its vanilla (auto in launch 2 behind fuse(ring), though
+# its median is ahead of fuse(ring)'s); the row's largest checked error
+check "bench report: mix rows, their median, the prediction and auto against them; a row's largest error" python3 -c '
+import csv, sys
+rows = {r["variant"]: r for r in csv.DictReader(open(sys.argv[1]))}
+v, f = rows["vanilla"], rows["fuse(ring)"]
+assert (v["time_ms"], v["mix_ms"], v["pred_err_mix"]) == ("10.0", "12.0", "-0.083"), v
+assert (f["time_ms"], f["mix_ms"], f["pred_err_mix"], f["max_rel_err"]) == \
+       ("8.0", "11.0", "-0.091", "3e-7"), f
+a = rows["auto"]
+assert (a["mix_ms"], a["mix_vs_best"], a["mix_vs_vanilla"]) == ("10.5", "0.050", "-0.091"), a
+assert (f["mix_vs_best"], v["mix_vs_vanilla"]) == ("0.000", "0.000"), (f, v)
+s = open(sys.argv[2]).read()
+for want in ("interleaved in one job (mix): |error| median 8.7%, worst 9.1% (m fuse(ring)), within 15%: 2",
+             "auto (mix): m 10.5 ms, the fastest schedule fuse(ring) 11.0 ms: regret -4.5%; vanilla 12.0 ms (-12.5%)",
+             "auto (mix, launch by launch): m: regret +5.0%; against vanilla -9.1%"):
     assert want in s, (want, s)
 ' "$out/cpu.csv" "$out/cpu-summary.txt"
 # a schedule whose name holds a comma (fuse(ring,m=2)) keeps its name
@@ -298,43 +328,6 @@ for m, a in zip(mix, alone):
 ' "$mx/mix.out" "$mx/vanilla.out" "$mx/fuse(bidir).out"
 mpirun --oversubscribe --timeout 60 -n 2 "$mx/run" --iters 3 vanilla >"$mx/one.out" 2>&1
 check "bench mix: a label per entry, else usage" grep -q '^usage: .*(2 labels' "$mx/one.out"
-# make bench's table with mix rows: mix_ms the median of the mix rounds,
-# the prediction and auto's regret against it; and each launch's rows
-# against its fastest and its vanilla (auto in launch 2 behind
-# fuse(ring), though its median is ahead of fuse(ring)'s)
-cat >"$out/cpu3-runs.txt" <<'RUNS'
-m,vanilla,none,comm|10.0|10.0|1e-7|0.00
-m,fuse(ring),none,comm|8.0|8.0|1e-7|0.00
-m,auto,none,comm|9.0|9.0|1e-7|0.00
-m,vanilla,none,mix|11.0|11.0|1e-7|0.00
-m,fuse(ring),none,mix|12.0|12.0|3e-7|0.00
-m,auto,none,mix|10.0|10.0|1e-7|0.00
-m,vanilla,none,mix|13.0|13.0|1e-7|0.00
-m,fuse(ring),none,mix|10.0|10.0|1e-7|0.00
-m,auto,none,mix|10.5|10.5|1e-7|0.00
-m,vanilla,none,mix|12.0|12.0|1e-7|0.00
-m,fuse(ring),none,mix|11.0|11.0|1e-7|0.00
-m,auto,none,mix|12.0|12.0|1e-7|0.00
-RUNS
-awk -F'|' -v ranks=2 -v pred="$out/cpu-pred.txt" -f bench/stats.awk -f bench/report.awk \
-	"$out/cpu3-runs.txt" >"$out/cpu3.csv"
-awk -F, -f bench/stats.awk -f bench/summary.awk "$out/cpu3.csv" >"$out/cpu3-summary.txt"
-check "bench report: mix rows, their median and the prediction against it" python3 -c '
-import csv, sys
-rows = {r["variant"]: r for r in csv.DictReader(open(sys.argv[1]))}
-v, f = rows["vanilla"], rows["fuse(ring)"]
-assert (v["time_ms"], v["mix_ms"], v["pred_err_mix"]) == ("10.0", "12.0", "-0.083"), v
-assert (f["time_ms"], f["mix_ms"], f["pred_err_mix"], f["max_rel_err"]) == \
-       ("8.0", "11.0", "-0.091", "3e-7"), f
-a = rows["auto"]
-assert (a["mix_ms"], a["mix_vs_best"], a["mix_vs_vanilla"]) == ("10.5", "0.050", "-0.091"), a
-assert (f["mix_vs_best"], v["mix_vs_vanilla"]) == ("0.000", "0.000"), (f, v)
-s = open(sys.argv[2]).read()
-for want in ("interleaved in one job (mix): |error| median 8.7%, worst 9.1% (m fuse(ring)), within 15%: 2",
-             "auto (mix): m 10.5 ms, the fastest schedule fuse(ring) 11.0 ms: regret -4.5%; vanilla 12.0 ms (-12.5%)",
-             "auto (mix, launch by launch): m: regret +5.0%; against vanilla -9.1%"):
-    assert want in s, (want, s)
-' "$out/cpu3.csv" "$out/cpu3-summary.txt"
 # bench/replay.py predicts a saved run's rows again with this cfc: case
 # a's rows of a bench-gpu CSV on its NCCL profile, each the pass cfc
 # predicts (a none row: its compute alone), its error against the time,
@@ -391,7 +384,7 @@ assert got[:2] == [row("mlp vanilla", 10.0, v), row("mlp fuse(ring)", 11.0, r)],
 b = 1.05 / (r / v) - 1
 assert "against vanilla: fuse(ring) median %+.1f%% over 1, %d above 0" % (100 * b, b > 0) in got, got
 ' "$out/replay-mix.txt" "$pv" "$pr"
-CFC=$B/cfc python3 bench/replay.py cpu "$out/cpu.csv" "$cp" --mix >"$out/replay-nomix.txt" 2>&1
+CFC=$B/cfc python3 bench/replay.py cpu "$out/cpu2.csv" "$cp" --mix >"$out/replay-nomix.txt" 2>&1
 check "replay cpu --mix: a CSV without mix rows refused" grep -q "has no mix rows" "$out/replay-nomix.txt"
 # nvidia-smi's log: a GPU slowed for heat (0x20) flagged, the power limit
 # (0x4) and idling (0x1) not
