@@ -94,8 +94,8 @@ $(B)/cfc: $(CF_OBJ)
 include runtime/runtime.mk
 include cmake/cmake.mk
 include runtime/cuda/cuda.mk
-include tests/tests.mk
 include bench/bench.mk
+include tests/tests.mk
 
 # ---- entry points that first make sure the Debian packages are there ----
 deps:

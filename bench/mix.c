@@ -1,13 +1,17 @@
 /* mix.c: builds of one model (its schedules) timed in one job, their
  * passes interleaved: `make bench`'s mix rows.
- * usage: mpirun -n N mix [--iters N] [--warmup N] [--check] LABEL...
+ * usage: mpirun -n N mix [--iters N] [--warmup N] [--check] [--passes] LABEL...
  * with one LABEL per entry linked in (scripts/build-mix.sh). Each of
  * warmup + iters rounds runs one pass of every entry, the round's first
  * entry moving on by one each round; rank 0 prints a line per entry:
  *   variant=LABEL model=M time_ms=T span_ms=S [backward_ms=B]
  *   [max_rel_err=E checksum=C [grad_max_rel_err=G grad_checksum=D]]
  * the medians over its timed passes (as a driver prints them), and with
- * --check its errors against the serial reference after the last pass.
+ * --check its errors against the serial reference after the last pass;
+ * with --passes, before it, each timed pass's time in round order:
+ *   passes variant=LABEL ms=T1,T2,...
+ * (the backward's for a backward entry, else the span), so that two
+ * entries can be compared pass by pass, round by round.
  * Why: on a VM whose cores change speed from second to second and from
  * launch to launch (the GPU machines' 16-core Xeons: one program's
  * launches 56.5-94.6 ms), separate launches compare the machine's states
@@ -28,7 +32,7 @@ static void
 usage_exit(const char *prog, int rank)
 {
 	if (rank == 0)
-		fprintf(stderr, "usage: %s [--iters N] [--warmup N] [--check] LABEL... "
+		fprintf(stderr, "usage: %s [--iters N] [--warmup N] [--check] [--passes] LABEL... "
 		        "(%d labels: one per entry linked in)\n", prog, mix_count);
 	MPI_Finalize();
 	exit(2);
@@ -38,7 +42,7 @@ int
 main(int argc, char **argv)
 {
 	const char *mode = getenv("CFRT_PROGRESS");
-	int provided, rank, iters = 5, warmup = 1, check = 0, nlab = 0, st = 0;
+	int provided, rank, iters = 5, warmup = 1, check = 0, passes = 0, nlab = 0, st = 0;
 	const char **label = calloc((size_t)argc, sizeof *label);
 
 	/* CFRT_PROGRESS=thread needs MPI_THREAD_MULTIPLE (the drivers' rule) */
@@ -54,6 +58,8 @@ main(int argc, char **argv)
 			warmup = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--check"))
 			check = 1;
+		else if (!strcmp(argv[i], "--passes"))
+			passes = 1;
 		else if (argv[i][0] == '-')
 			usage_exit(argv[0], rank);
 		else
@@ -83,6 +89,13 @@ main(int argc, char **argv)
 		st |= m->close(state[e], check, err, sum);
 		if (rank != 0)
 			continue;
+		if (passes) { /* before median sorts them */
+			double *tp = m->backward ? tb : ts;
+			printf("passes variant=%s ms=", label[e]);
+			for (int i = 0; i < iters; i++)
+				printf("%s%.4f", i ? "," : "", tp[i] * 1e3);
+			printf("\n");
+		}
 		printf("variant=%s model=%s time_ms=%.4f span_ms=%.4f", label[e], m->model,
 		       median(te, iters) * 1e3, median(ts, iters) * 1e3);
 		if (m->backward)

@@ -1,12 +1,16 @@
 #!/bin/sh
-# build-mix.sh B OUT DIR...: links OUT, one program that runs the models
-# whose C scripts/build-model.sh generated in each DIR side by side, their
-# passes interleaved (bench/mix.c; bench.sh's mix rows). Each DIR's C is
-# compiled with -DCF_MIX=cf_mix_I (its driver an entry, not a main) into
-# one object whose only global symbol is that entry (ld -r, then objcopy
-# makes the rest local): builds of one model under different schedules
-# define the same functions. CF_BACKEND, CUDA_LIBS, CF_OPT and SANFLAGS as
-# in build-model.sh (scripts/model-cc.sh).
+# build-mix.sh B OUT [--alone] DIR...: links OUT, one program that runs
+# the models whose C scripts/build-model.sh generated in each DIR side by
+# side, their passes interleaved (bench/mix.c; bench.sh's mix rows). Each
+# DIR's C is compiled with -DCF_MIX=cf_mix_I (its driver an entry, not a
+# main) into one object whose only global symbol is that entry (ld -r,
+# then objcopy makes the rest local): builds of one model under different
+# schedules define the same functions. A DIR after --alone is an entry
+# with its transfers removed, its compute alone: its calls of the
+# transfers bench/nocomm.c replaces ($B/bench/tools/nocomm.o, bench.mk)
+# go to those, in that entry only, so that one job can time a schedule
+# with and without its transfers side by side. CF_BACKEND, CUDA_LIBS,
+# CF_OPT and SANFLAGS as in build-model.sh (scripts/model-cc.sh).
 set -eu
 B=$1 OUT=$2
 shift 2
@@ -14,7 +18,8 @@ shift 2
 tmp=$OUT.objs
 rm -rf "$tmp" "$OUT"
 mkdir -p "$tmp"
-n=$#
+n=0
+for d; do [ "$d" = --alone ] || n=$((n + 1)); done
 {
 	echo '#include "mix.h"'
 	for j in $(seq 0 $((n - 1))); do echo "extern const cf_mix cf_mix_$j;"; done
@@ -23,9 +28,10 @@ n=$#
 	echo '};'
 	echo "const int mix_count = $n;"
 } >"$tmp/list.c"
-# entry I of directory D, in the background: one job per directory
+# entry I of directory D (ALONE 1: without its transfers), in the
+# background: one job per directory
 entry() {
-	i=$1 d=$2
+	i=$1 d=$2 alone=$3
 	name=$(model_name "$d")
 	[ -n "$name" ] || { echo "build-mix.sh: no driver in $d" >&2; return 1; }
 	objs=
@@ -35,14 +41,23 @@ entry() {
 			-c -o "$tmp/$i-$f.o" "$d/$f.c" || return 1
 		objs="$objs $tmp/$i-$f.o"
 	done
+	if [ "$alone" = 1 ]; then
+		nocomm=$B/bench/tools/nocomm.o
+		redef=$(nm "$nocomm" | sed -n 's/.* T __wrap_\(.*\)/--redefine-sym \1=__wrap_\1/p')
+		[ -n "$redef" ] || { echo "build-mix.sh: no transfers in $nocomm" >&2; return 1; }
+		${LD:-ld} -r -o "$tmp/$i-comm.o" $objs &&
+			${OBJCOPY:-objcopy} $redef "$tmp/$i-comm.o" || return 1
+		objs="$tmp/$i-comm.o $nocomm"
+	fi
 	${LD:-ld} -r -o "$tmp/$i.o" $objs &&
 		${OBJCOPY:-objcopy} --keep-global-symbol="cf_mix_$i" "$tmp/$i.o"
 }
-i=0 pids=
+i=0 pids= alone=0
 for d; do
-	entry "$i" "$d" &
+	[ "$d" != --alone ] || { alone=1; continue; }
+	entry "$i" "$d" "$alone" &
 	pids="$pids $!"
-	i=$((i + 1))
+	i=$((i + 1)) alone=0
 done
 st=0
 for p in $pids; do wait "$p" || st=1; done

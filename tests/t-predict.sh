@@ -296,7 +296,8 @@ for want in ("|error| over 2 schedule rows: median 17.5%, worst 25.0% (m fuse(ri
 # each entry computes what its own build computes alone (the same
 # checksums of outputs and gradients: had one entry's calls reached the
 # other's functions, the sums would be the other's), and the program
-# wants one label per entry
+# wants one label per entry; --passes lists each entry's timed passes,
+# whose median is the one its line reports
 mx=$out/mix
 for s in vanilla "fuse(bidir)"; do
 	sh scripts/build-model.sh "$B" "$mx/$s" examples/mlp.cf -D tp=2 --backward \
@@ -305,7 +306,7 @@ for s in vanilla "fuse(bidir)"; do
 			>"$mx/$s.out" 2>&1
 done
 if sh scripts/build-mix.sh "$B" "$mx/run" "$mx/vanilla" "$mx/fuse(bidir)" >>"$mx.log" 2>&1 &&
-	mpirun --oversubscribe --timeout 60 -n 2 "$mx/run" --iters 3 --warmup 1 --check \
+	mpirun --oversubscribe --timeout 60 -n 2 "$mx/run" --iters 3 --warmup 1 --check --passes \
 		vanilla "fuse(bidir)" >"$mx/mix.out" 2>&1; then
 	pass "bench mix: two schedules of a model linked and run in one job"
 else
@@ -325,9 +326,44 @@ for m, a in zip(mix, alone):
     for k in ("checksum", "grad_checksum"):
         assert m[k] == a[k], (k, m, a)
     assert float(m["max_rel_err"]) < 1e-5 and float(m["grad_max_rel_err"]) < 1e-5, m
+passes = [fields(l) for l in open(sys.argv[1]) if l.startswith("passes variant=")]
+assert [p["variant"] for p in passes] == ["vanilla", "fuse(bidir)"], passes
+for p, m in zip(passes, mix):
+    t = sorted(float(x) for x in p["ms"].split(","))
+    assert len(t) == 3 and abs(t[1] - float(m["backward_ms"])) < 1e-3, (p, m)
 ' "$mx/mix.out" "$mx/vanilla.out" "$mx/fuse(bidir).out"
 mpirun --oversubscribe --timeout 60 -n 2 "$mx/run" --iters 3 vanilla >"$mx/one.out" 2>&1
 check "bench mix: a label per entry, else usage" grep -q '^usage: .*(2 labels' "$mx/one.out"
+# an entry after --alone runs without its transfers in that entry only:
+# it computes what the build linked whole with bench/nocomm.c computes
+# (bench.sh's compute-alone rows), and the entry beside it, the same
+# build with its transfers, still what the build computes alone
+nc=$B/bench/tools/nocomm.o
+wrap=$(nm "$nc" | sed -n 's/.* T __wrap_\(.*\)/-Wl,--wrap=\1/p' | tr '\n' ' ')
+CF_RUN=run-nocomm CF_LINK="$wrap $nc" CF_STAGE=link sh scripts/build-model.sh "$B" \
+	"$mx/vanilla" examples/mlp.cf >>"$mx.log" 2>&1 &&
+	mpirun --oversubscribe --timeout 60 -n 2 "$mx/vanilla/run-nocomm" --iters 2 --warmup 0 \
+		--check >"$mx/nocomm.out" 2>&1
+if sh scripts/build-mix.sh "$B" "$mx/run-alone" --alone "$mx/vanilla" "$mx/vanilla" \
+	>>"$mx.log" 2>&1 &&
+	mpirun --oversubscribe --timeout 60 -n 2 "$mx/run-alone" --iters 2 --warmup 0 --check \
+		alone vanilla >"$mx/alone.out" 2>&1; then
+	pass "bench mix: an entry without its transfers beside one with them"
+else
+	fail "bench mix: an entry without its transfers beside one with them"
+	cat "$mx.log" "$mx/alone.out"
+fi
+check "bench mix: the entry without transfers computes what nocomm.c's build does" python3 -c '
+import sys
+def fields(line):
+    return dict(w.split("=", 1) for w in line.split() if "=" in w)
+mix = {m["variant"]: m for m in (fields(l) for l in open(sys.argv[1]) if l.startswith("variant="))}
+nocomm, whole = (fields(open(f).read()) for f in sys.argv[2:])
+assert nocomm["grad_checksum"] != whole["grad_checksum"], (nocomm, whole)
+for k in ("checksum", "grad_checksum"):
+    assert mix["alone"][k] == nocomm[k], (k, mix, nocomm)
+    assert mix["vanilla"][k] == whole[k], (k, mix, whole)
+' "$mx/alone.out" "$mx/nocomm.out" "$mx/vanilla.out"
 # bench/replay.py predicts a saved run's rows again with this cfc: case
 # a's rows of a bench-gpu CSV on its NCCL profile, each the pass cfc
 # predicts (a none row: its compute alone), its error against the time,
