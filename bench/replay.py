@@ -6,8 +6,8 @@ results CSV (make bench-gpu's report.py or make bench's report.awk) is
 predicted again with build/cfc on the profiles that run was calibrated
 on, and set against the time it measured. Nothing runs but cfc.
 
-  bench/replay.py gpu CSV NCCL.prof CE.prof [--runs RUNS.txt]
-  bench/replay.py cpu CSV PROFILE [--sizes-from HEADER.txt] [--mix]
+  bench/replay.py gpu CSV NCCL.prof CE.prof [--runs RUNS.txt] [--probe-overlap]
+  bench/replay.py cpu CSV PROFILE [--sizes-from HEADER.txt] [--mix] [--probe-overlap]
 
 gpu: the rows of bench-gpu's four cases (bf16) at the CSV's TP; a row
 moving data on the profile of its transfer mode, a "none" row's compute
@@ -16,6 +16,10 @@ rows (mlp, attention, their backward; progress none) on the profile,
 against each row's median of rounds where the CSV has it; with --mix,
 against its mix time (every schedule in one job, passes interleaved),
 and each kind against vanilla launch by launch (mix_vs_vanilla).
+--probe-overlap reads each profile's overlaps as cfrt-calibrate computes
+them now (since 2026-11-29: the probe's moved transfer time over its
+GEMM's, or 1 where it had landed), from the probe lines the profile
+keeps as comments.
 
 Prints each row (measured, predicted, error), then the median and worst
 |error| of the rows that move data and of the compute alone, each kind's
@@ -26,12 +30,14 @@ against the fastest measured row where a row measured what it takes
 took, from RUNS' "auto ... takes" lines).
 """
 import argparse
+import atexit
 import csv
 import os
 import re
 import statistics
 import subprocess
 import sys
+import tempfile
 
 CFC = os.environ.get("CFC", "build/cfc")
 # bench-gpu's cases as its spec() gives them ("a) echo "SPEC" ;;")
@@ -55,6 +61,33 @@ def cfc(args):
         sys.exit("replay: cfc %s: no prediction in\n%s" % (" ".join(args), p.stdout))
     picks = re.findall(r"auto: ([^ ]+), predicted", p.stdout)
     return float(m.group(1)), float(m.group(2)), picks
+
+
+PROBE = re.compile(r"# .* a rank: (\S+) s alone; the GEMM (\S+) s under it, "
+                   r"waited (\S+) s after it$")
+
+
+def probe_overlap(path):
+    """A copy of profile path whose overlap and overlap_coll lines are its
+    probes' (the comment before each) as runtime/tools/calibrate.c's
+    probe_overlap computes them; path itself when it has none."""
+    lines, want, n = open(path).read().split("\n"), None, 0
+    for i, l in enumerate(lines):
+        m = PROBE.match(l)
+        if m:
+            a, g, w = map(float, m.groups())
+            want = 1.0 if a <= 0 or w < 0.05 * a else (
+                min(1.0, max(0.0, (a - w) / g)) if g > 0 else 0.0)
+        elif want is not None and l.startswith("overlap"):
+            lines[i] = "%s %.4g" % (l.rsplit(" ", 1)[0], want)
+            want, n = None, n + 1
+    if not n:
+        return path
+    f = tempfile.NamedTemporaryFile("w", suffix=".prof", delete=False)
+    f.write("\n".join(lines))
+    f.close()
+    atexit.register(os.unlink, f.name)
+    return f.name
 
 
 def summary(rows, key):
@@ -187,12 +220,17 @@ def main():
     g.add_argument("nccl")
     g.add_argument("ce", nargs="?")
     g.add_argument("--runs")
+    g.add_argument("--probe-overlap", action="store_true")
     c = sub.add_parser("cpu")
     c.add_argument("csv")
     c.add_argument("profile")
     c.add_argument("--sizes-from")
     c.add_argument("--mix", action="store_true")
+    c.add_argument("--probe-overlap", action="store_true")
     a = ap.parse_args()
+    for k in ("nccl", "ce", "profile"):
+        if a.probe_overlap and getattr(a, k, None):
+            setattr(a, k, probe_overlap(getattr(a, k)))
     gpu(a) if a.kind == "gpu" else cpu(a)
 
 

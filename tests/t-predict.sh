@@ -38,6 +38,23 @@ for e in "cfprofile 1" "backend mpi+openblas" "ranks 2" "gemm f32 " "gemm f64 " 
 	"overlap_coll reduce_scatter " "overlap_coll all_reduce " "overlap_coll all_to_all " "end"; do
 	check "calibrated profile has '$e'" grep -q "^$e" "$prof"
 done
+# each overlap is what the model reads from its probe (the comment before
+# it): the transfer time moved per second of the GEMM under it, (alone -
+# wait) / GEMM, or 1 where the wait was under 5% of the time alone
+check "calibrated overlaps: the probe's moved time over its GEMM's" python3 -c '
+import re, sys
+n, want = 0, None
+for l in open(sys.argv[1]):
+    m = re.match(r"# .* a rank: (\S+) s alone; the GEMM (\S+) s under it, waited (\S+) s after it", l)
+    if m:
+        a, g, w = map(float, m.groups())
+        want = 1.0 if w < 0.05 * a else min(1.0, max(0.0, (a - w) / g))
+    elif l.startswith("overlap"):
+        got = float(l.split()[-1])
+        assert want is not None and abs(got - want) <= 1e-3 * max(want, 1e-3), (l, want)
+        n, want = n + 1, None
+assert n == 5, n
+' "$prof"
 
 # --passes visits every point again: the same entries, the header says so
 keys() { grep -v '^#' "$1" | awk '{NF--; print}'; }
@@ -420,6 +437,37 @@ assert got[:2] == [row("mlp vanilla", 10.0, v), row("mlp fuse(ring)", 11.0, r)],
 b = 1.05 / (r / v) - 1
 assert "against vanilla: fuse(ring) median %+.1f%% over 1, %d above 0" % (100 * b, b > 0) in got, got
 ' "$out/replay-mix.txt" "$pv" "$pr"
+# --probe-overlap: the same rows on the profile with the overlaps its
+# probe lines give as cfrt-calibrate computes them now (lease 45's ring:
+# 0.867 ms alone, 0.815 waited, GEMM 7.59 ms: 0.0069, where it says 0.060)
+python3 -c '
+import re, sys
+out, want = [], None
+for l in open(sys.argv[1]).read().split("\n"):
+    m = re.match(r"# .* a rank: (\S+) s alone; the GEMM (\S+) s under it, waited (\S+) s after it", l)
+    if m:
+        a, g, w = map(float, m.groups())
+        want = 1.0 if w < 0.05 * a else min(1.0, max(0.0, (a - w) / g))
+    elif want is not None and l.startswith("overlap"):
+        l, want = "%s %.4g" % (l.rsplit(" ", 1)[0], want), None
+    out.append(l)
+open(sys.argv[2], "w").write("\n".join(out))
+' "$cp" "$out/reprobed.prof"
+CFC=$B/cfc python3 bench/replay.py cpu "$out/replay-mix.csv" "$cp" --mix --probe-overlap \
+	>"$out/replay-probe.txt" 2>&1
+m2=$(echo "$m" | sed "s|--profile=$cp|--profile=$out/reprobed.prof|")
+pv2=$("$CFC" $m2 --schedule=vanilla | sed -n 's/^pass: predicted \([0-9.]*\) ms.*/\1/p')
+pr2=$("$CFC" $m2 --schedule="fuse(ring)" | sed -n 's/^pass: predicted \([0-9.]*\) ms.*/\1/p')
+check "replay --probe-overlap: the rows on the overlaps the probe lines give" python3 -c '
+import sys
+v, r, r0 = float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
+got = open(sys.argv[1]).read().splitlines()
+row = lambda n, ms, p: "%-34s %9.1f %9.1f %+6.1f%%" % (n, ms, p, 100 * (p / ms - 1))
+assert got[:2] == [row("mlp vanilla", 10.0, v), row("mlp fuse(ring)", 11.0, r)], got
+assert r != r0, (r, r0)
+' "$out/replay-probe.txt" "$pv2" "$pr2" "$pr"
+check "replay --probe-overlap: lease 45's ring overlap as the probe gives it" \
+	grep -qx 'overlap 0.006[0-9]*' "$out/reprobed.prof"
 CFC=$B/cfc python3 bench/replay.py cpu "$out/cpu2.csv" "$cp" --mix >"$out/replay-nomix.txt" 2>&1
 check "replay cpu --mix: a CSV without mix rows refused" grep -q "has no mix rows" "$out/replay-nomix.txt"
 # nvidia-smi's log: a GPU slowed for heat (0x20) flagged, the power limit

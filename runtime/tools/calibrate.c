@@ -850,11 +850,30 @@ clamp01(double x)
 	return x < 0 ? 0 : x > 1 ? 1 : x;
 }
 
+/* The overlap cfc's model reads (docs/PROFILE.md): the transfer time that
+ * passes per second of compute after a transfer's start, the rest from
+ * the wait on. Of the probe: its time alone less the wait after the GEMM,
+ * over the GEMM's time under it; a transfer that had (nearly) landed when
+ * the GEMM ended, its wait under LANDED of its time alone, moved on its
+ * own: 1. Until 2026-11-29 the share of the transfer's own time that
+ * passed during the GEMM (1 - wait / alone), which the model, spreading
+ * it over the whole GEMM, read as more: the CPUs' probe GEMM (2048 rows)
+ * is several times longer than its 4 MiB ring (4 Xeon ranks, lease 49:
+ * 15.8 ms, the ring 1.45 ms alone, 0.78 ms waited after it: 0.466
+ * then, with which the model moved the whole ring under that GEMM and
+ * waited nothing; 0.043 now, the 0.68 ms that moved over 15.8). */
+#define LANDED 0.05
+static double
+probe_overlap(const Under *u)
+{
+	if (u->alone <= 0 || u->wait < LANDED * u->alone)
+		return 1;
+	return u->gemm > 0 ? clamp01((u->alone - u->wait) / u->gemm) : 0;
+}
+
 /* slowdown: a GEMM's time under the ring's transfers over its time
- * alone (slowdown 4: under both directions'); overlap: the share of the
- * transfers' own time (measured alone) that passed during the GEMM (what
- * is left is waited for after it); overlap_coll, per library collective:
- * the same overlap. */
+ * alone (slowdown 4: under both directions'); overlap: the ring's
+ * probe_overlap; overlap_coll, per library collective: the same. */
 static void
 cal_slowdown(Cal *C)
 {
@@ -878,7 +897,7 @@ cal_slowdown(Cal *C)
 	fprintf(C->out, "# a %lldx%lldx%lld GEMM %.4g s alone\n", (long long)g.m, (long long)s,
 	        (long long)s, alone);
 	for (int k = 0; k < NPROBE; k++) {
-		double ov = u[k].alone > 0 ? clamp01(1 - u[k].wait / u[k].alone) : 1;
+		double ov = probe_overlap(&u[k]);
 		double f = alone > 0 && u[k].gemm > alone ? u[k].gemm / alone : 1;
 		int ring = k == 0 || k == BIDIR;
 		fprintf(C->out, "# %s of %lld bytes a rank: %.4g s alone; the GEMM %.4g s under it, "
