@@ -312,32 +312,44 @@ for want in ("|error| over 2 schedule rows: median 17.5%, worst 25.0% (m fuse(ri
 # the mlp with its backward in one program, their passes interleaved;
 # each entry computes what its own build computes alone (the same
 # checksums of outputs and gradients: had one entry's calls reached the
-# other's functions, the sums would be the other's), and the program
+# other's functions, the sums would be the other's; the two builds' pairs
+# of sums differ, if not in the outputs then in the gradients), and the program
 # wants one label per entry; --passes lists each entry's timed passes,
 # whose median is the one its line reports
 mx=$out/mix
+# mixed WHAT PROG OUT ARGS...: PROG, which scripts/build-mix.sh has just
+# linked (its log in $mx.log), run on 2 ranks with ARGS into OUT: WHAT
+# passes when it was linked and ran
+mixed() {
+	what=$1 prog=$2 o=$3
+	shift 3
+	if [ -x "$prog" ] && mpirun --oversubscribe --timeout 60 -n 2 "$prog" "$@" >"$o" 2>&1; then
+		pass "$what"
+	else
+		fail "$what"
+		cat "$mx.log" "$o"
+	fi
+}
+# the fields of a line of a driver or of mix.c, in Python
+fields='def fields(line):
+    return dict(w.split("=", 1) for w in line.split() if "=" in w)
+'
 for s in vanilla "fuse(bidir)"; do
 	sh scripts/build-model.sh "$B" "$mx/$s" examples/mlp.cf -D tp=2 --backward \
 		--schedule="$s" >"$mx.log" 2>&1 &&
 		mpirun --oversubscribe --timeout 60 -n 2 "$mx/$s/run" --iters 2 --warmup 0 --check \
 			>"$mx/$s.out" 2>&1
 done
-if sh scripts/build-mix.sh "$B" "$mx/run" "$mx/vanilla" "$mx/fuse(bidir)" >>"$mx.log" 2>&1 &&
-	mpirun --oversubscribe --timeout 60 -n 2 "$mx/run" --iters 3 --warmup 1 --check --passes \
-		vanilla "fuse(bidir)" >"$mx/mix.out" 2>&1; then
-	pass "bench mix: two schedules of a model linked and run in one job"
-else
-	fail "bench mix: two schedules of a model linked and run in one job"
-	cat "$mx.log" "$mx/mix.out"
-fi
-check "bench mix: each entry's outputs and gradients those of its build alone" python3 -c '
+sh scripts/build-mix.sh "$B" "$mx/run" "$mx/vanilla" "$mx/fuse(bidir)" >>"$mx.log" 2>&1
+mixed "bench mix: two schedules of a model linked and run in one job" "$mx/run" "$mx/mix.out" \
+	--iters 3 --warmup 1 --check --passes vanilla "fuse(bidir)"
+check "bench mix: each entry's outputs and gradients those of its build alone" python3 -c "$fields"'
 import sys
-def fields(line):
-    return dict(w.split("=", 1) for w in line.split() if "=" in w)
 mix = [fields(l) for l in open(sys.argv[1]) if l.startswith("variant=")]
 assert [m["variant"] for m in mix] == ["vanilla", "fuse(bidir)"], mix
 alone = [fields(open(f).read()) for f in sys.argv[2:]]
-assert alone[0]["checksum"] != alone[1]["checksum"], alone
+sums = [(a["checksum"], a["grad_checksum"]) for a in alone]
+assert sums[0] != sums[1], alone
 for m, a in zip(mix, alone):
     assert m["model"] == "mlp" and float(m["time_ms"]) > 0 and float(m["backward_ms"]) > 0, m
     for k in ("checksum", "grad_checksum"):
@@ -361,19 +373,11 @@ CF_RUN=run-nocomm CF_LINK="$wrap $nc" CF_STAGE=link sh scripts/build-model.sh "$
 	"$mx/vanilla" examples/mlp.cf >>"$mx.log" 2>&1 &&
 	mpirun --oversubscribe --timeout 60 -n 2 "$mx/vanilla/run-nocomm" --iters 2 --warmup 0 \
 		--check >"$mx/nocomm.out" 2>&1
-if sh scripts/build-mix.sh "$B" "$mx/run-alone" --alone "$mx/vanilla" "$mx/vanilla" \
-	>>"$mx.log" 2>&1 &&
-	mpirun --oversubscribe --timeout 60 -n 2 "$mx/run-alone" --iters 2 --warmup 0 --check \
-		alone vanilla >"$mx/alone.out" 2>&1; then
-	pass "bench mix: an entry without its transfers beside one with them"
-else
-	fail "bench mix: an entry without its transfers beside one with them"
-	cat "$mx.log" "$mx/alone.out"
-fi
-check "bench mix: the entry without transfers computes what nocomm.c's build does" python3 -c '
+sh scripts/build-mix.sh "$B" "$mx/run-alone" --alone "$mx/vanilla" "$mx/vanilla" >>"$mx.log" 2>&1
+mixed "bench mix: an entry without its transfers beside one with them" "$mx/run-alone" \
+	"$mx/alone.out" --iters 2 --warmup 0 --check alone vanilla
+check "bench mix: the entry without transfers computes what nocomm.c's build does" python3 -c "$fields"'
 import sys
-def fields(line):
-    return dict(w.split("=", 1) for w in line.split() if "=" in w)
 mix = {m["variant"]: m for m in (fields(l) for l in open(sys.argv[1]) if l.startswith("variant="))}
 nocomm, whole = (fields(open(f).read()) for f in sys.argv[2:])
 assert nocomm["grad_checksum"] != whole["grad_checksum"], (nocomm, whole)
