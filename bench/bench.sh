@@ -109,12 +109,6 @@ export OMPI_MCA_btl_vader_single_copy_mechanism
 # with their transfers removed
 : "${SCHEDULES:=vanilla slice(2) slice(4) fuse(ring) fuse(ring,m=2) fuse(bidir) fuse(pairwise) auto}"
 : "${ALONE:=vanilla slice(4) fuse(ring) fuse(bidir) auto}"
-WRAP=
-for f in isend irecv all_gather iall_gather reduce_scatter \
-    ireduce_scatter all_reduce iall_reduce all_to_all iall_to_all; do
-	WRAP="$WRAP -Wl,--wrap=cfrt_$f"
-done
-
 tag() { echo "$1" | tr -d ' ' | tr '(),=' '___-' | sed 's/_*$//'; }
 # full CMD...: CMD unless SHORT (a row that SHORT leaves out)
 full() { [ "$SHORT" != 0 ] || "$@"; }
@@ -139,7 +133,7 @@ build() {
 		-D tp="$RANKS" --schedule="$s" >"$dir.log" 2>&1 ||
 		{ cat "$dir.log" >&2; die "building $m with $s failed"; }
 	alone "$s" || return 0
-	CF_RUN=run-nocomm CF_LINK="$WRAP $tools/nocomm.o" sh scripts/build-model.sh \
+	CF_RUN=run-nocomm CF_NOCOMM=1 sh scripts/build-model.sh \
 		"$B" "$dir" "examples/$m.cf" "$@" -D tp="$RANKS" --schedule="$s" \
 		>>"$dir.log" 2>&1 ||
 		{ cat "$dir.log" >&2; die "linking $m with $s without transfers failed"; }

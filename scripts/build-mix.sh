@@ -7,7 +7,7 @@
 # then objcopy makes the rest local): builds of one model under different
 # schedules define the same functions. A DIR after --alone is an entry
 # with its transfers removed, its compute alone: its calls of the
-# transfers bench/nocomm.c replaces ($B/bench/tools/nocomm.o, bench.mk)
+# transfers bench/nocomm.c replaces (NOCOMM, nocomm_syms: model-cc.sh)
 # go to those, in that entry only, so that one job can time a schedule
 # with and without its transfers side by side. CF_BACKEND, CUDA_LIBS,
 # CF_OPT and SANFLAGS as in build-model.sh (scripts/model-cc.sh).
@@ -42,12 +42,11 @@ entry() {
 		objs="$objs $tmp/$i-$f.o"
 	done
 	if [ "$alone" = 1 ]; then
-		nocomm=$B/bench/tools/nocomm.o
-		redef=$(nm "$nocomm" | sed -n 's/.* T __wrap_\(.*\)/--redefine-sym \1=__wrap_\1/p')
-		[ -n "$redef" ] || { echo "build-mix.sh: no transfers in $nocomm" >&2; return 1; }
+		redef=$(nocomm_syms | sed 's/.*/--redefine-sym &=__wrap_&/')
+		[ -n "$redef" ] || { echo "build-mix.sh: no transfers in $NOCOMM" >&2; return 1; }
 		${LD:-ld} -r -o "$tmp/$i-comm.o" $objs &&
 			${OBJCOPY:-objcopy} $redef "$tmp/$i-comm.o" || return 1
-		objs="$tmp/$i-comm.o $nocomm"
+		objs="$tmp/$i-comm.o $NOCOMM"
 	fi
 	${LD:-ld} -r -o "$tmp/$i.o" $objs &&
 		${OBJCOPY:-objcopy} --keep-global-symbol="cf_mix_$i" "$tmp/$i.o"

@@ -40,15 +40,24 @@ for e in "cfprofile 1" "backend mpi+openblas" "ranks 2" "gemm f32 " "gemm f64 " 
 done
 # each overlap is what the model reads from its probe (the comment before
 # it): the transfer time moved per second of the GEMM under it, (alone -
-# wait) / GEMM, or 1 where the wait was under 5% of the time alone
-check "calibrated overlaps: the probe's moved time over its GEMM's" python3 -c '
-import re, sys
+# wait) / GEMM, or 1 where the wait was under 5% of the time alone;
+# probed(line), in Python: that overlap of a probe line, else None
+probe='import re
+def probed(line):
+    m = re.match(r"# .* a rank: (\S+) s alone; the GEMM (\S+) s under it, "
+                 r"waited (\S+) s after it", line)
+    if not m:
+        return None
+    a, g, w = map(float, m.groups())
+    return 1.0 if w < 0.05 * a else min(1.0, max(0.0, (a - w) / g))
+'
+check "calibrated overlaps: the probe's moved time over its GEMM's" python3 -c "$probe"'
+import sys
 n, want = 0, None
 for l in open(sys.argv[1]):
-    m = re.match(r"# .* a rank: (\S+) s alone; the GEMM (\S+) s under it, waited (\S+) s after it", l)
-    if m:
-        a, g, w = map(float, m.groups())
-        want = 1.0 if w < 0.05 * a else min(1.0, max(0.0, (a - w) / g))
+    p = probed(l)
+    if p is not None:
+        want = p
     elif l.startswith("overlap"):
         got = float(l.split()[-1])
         assert want is not None and abs(got - want) <= 1e-3 * max(want, 1e-3), (l, want)
@@ -367,9 +376,7 @@ check "bench mix: a label per entry, else usage" grep -q '^usage: .*(2 labels' "
 # it computes what the build linked whole with bench/nocomm.c computes
 # (bench.sh's compute-alone rows), and the entry beside it, the same
 # build with its transfers, still what the build computes alone
-nc=$B/bench/tools/nocomm.o
-wrap=$(nm "$nc" | sed -n 's/.* T __wrap_\(.*\)/-Wl,--wrap=\1/p' | tr '\n' ' ')
-CF_RUN=run-nocomm CF_LINK="$wrap $nc" CF_STAGE=link sh scripts/build-model.sh "$B" \
+CF_RUN=run-nocomm CF_NOCOMM=1 CF_STAGE=link sh scripts/build-model.sh "$B" \
 	"$mx/vanilla" examples/mlp.cf >>"$mx.log" 2>&1 &&
 	mpirun --oversubscribe --timeout 60 -n 2 "$mx/vanilla/run-nocomm" --iters 2 --warmup 0 \
 		--check >"$mx/nocomm.out" 2>&1
@@ -444,14 +451,13 @@ assert "against vanilla: fuse(ring) median %+.1f%% over 1, %d above 0" % (100 * 
 # --probe-overlap: the same rows on the profile with the overlaps its
 # probe lines give as cfrt-calibrate computes them now (lease 45's ring:
 # 0.867 ms alone, 0.815 waited, GEMM 7.59 ms: 0.0069, where it says 0.060)
-python3 -c '
-import re, sys
+python3 -c "$probe"'
+import sys
 out, want = [], None
 for l in open(sys.argv[1]).read().split("\n"):
-    m = re.match(r"# .* a rank: (\S+) s alone; the GEMM (\S+) s under it, waited (\S+) s after it", l)
-    if m:
-        a, g, w = map(float, m.groups())
-        want = 1.0 if w < 0.05 * a else min(1.0, max(0.0, (a - w) / g))
+    p = probed(l)
+    if p is not None:
+        want = p
     elif want is not None and l.startswith("overlap"):
         l, want = "%s %.4g" % (l.rsplit(" ", 1)[0], want), None
     out.append(l)
