@@ -514,7 +514,8 @@ tx_mark(const Coll *c, int k, int fastest)
 	if (c->want.kind != SK_AUTO)
 		return "   <- used, as asked";
 	return k == fastest ? "   <- auto: the fastest"
-	                    : "   <- auto: the simplest within " AUTO_MARGIN_TXT " of the fastest";
+	                    : "   <- auto: the simplest within " AUTO_MARGIN_TXT
+	                      " of the pass of the fastest";
 }
 
 /* --profile: every candidate's predicted time, the one used marked. */
@@ -526,7 +527,7 @@ tx_candidates(FILE *f, const Sched *s, const Coll *c)
 	if (!s->profile)
 		return;
 	int fastest;
-	predict_pick(c->cand, c->ncand, &fastest);
+	predict_pick(c->cand, c->ncand, 0, &fastest);
 	fprintf(f, "  predicted on %s (%s, %d ranks calibrated), ms:\n", s->profile->name,
 	        s->profile->backend, s->profile->ranks);
 	for (int k = 0; k < c->ncand; k++) {

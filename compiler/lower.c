@@ -10,6 +10,7 @@
  * errors, every one reported. plan.c plans the result's memory and
  * verify_prog.c proves both. */
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -953,14 +954,12 @@ lw_reset(Coll *c, const char *note)
 }
 
 /* Lowers, proves and predicts every candidate schedule of c that the
- * rules let apply (each once); an auto choice becomes predict_pick's:
- * the simplest within AUTO_MARGIN_PCT of the fastest. c is left for its
- * real lowering. */
+ * rules let apply (each once). c is left as region discovery left it. */
 static void
 lw_candidates(Lower *L, Coll *c, const Profile *pf)
 {
 	SchedChoice cand[16], want = c->want;
-	int n = predict_candidates(c->node, cand, 16), best;
+	int n = predict_candidates(c->node, cand, 16);
 	const char *note = c->note;
 	char err[256];
 
@@ -993,32 +992,46 @@ lw_candidates(Lower *L, Coll *c, const Profile *pf)
 		cd->how = c->how;
 		cd->pr = predict_coll(L->a, L->g, c, pf, 0);
 	}
-	best = predict_pick(c->cand, c->ncand, NULL);
 	c->want = want;
 	lw_reset(c, note);
-	if (want.kind == SK_AUTO && best >= 0) {
-		c->used = best;
-		c->want = c->cand[best].how;
-		c->want.from = SF_BUILTIN;
-		c->want.loc = want.loc;
-	}
+}
+
+/* An auto choice becomes predict_pick's: the simplest within slack
+ * seconds of the fastest. Returns what it gives away over the fastest. */
+static double
+lw_pick(Coll *c, double slack)
+{
+	SchedChoice want = c->want;
+	int fastest, best = predict_pick(c->cand, c->ncand, slack, &fastest);
+
+	if (want.kind != SK_AUTO || best < 0)
+		return 0;
+	c->used = best;
+	c->want = c->cand[best].how;
+	c->want.from = SF_BUILTIN;
+	c->want.loc = want.loc;
+	return c->cand[best].pr.total - c->cand[fastest].pr.total;
 }
 
 /* After c's real lowering: the candidate it runs, and auto's note; an
  * auto choice is shown as asked again. */
 static void
-lw_used(Lower *L, Coll *c, const SchedChoice *want, const Profile *pf)
+lw_used(Lower *L, Coll *c, const SchedChoice *want, const Profile *pf, double slack,
+        double pass)
 {
 	if (c->used >= 0) {
 		const Candidate *cd = &c->cand[c->used];
 		int fastest;
-		predict_pick(c->cand, c->ncand, &fastest);
+		predict_pick(c->cand, c->ncand, 0, &fastest);
 		const Candidate *fd = &c->cand[fastest];
 		const char *why = fastest == c->used
 		        ? arena_printf(L->a, "the fastest of %d candidates", c->ncand)
-		        : arena_printf(L->a, "the simplest of %d candidates within %d%% of the "
-		                       "fastest (%s, %.3g ms)", c->ncand, AUTO_MARGIN_PCT,
-		                       sched_kind_str(L->a, &fd->how), fd->pr.total * 1e3);
+		        : arena_printf(L->a, "the simplest of %d candidates within %.3g ms of the "
+		                       "fastest (%s, %.3g ms): what the collectives before it "
+		                       "left of the %d%% of the pass (%.4g ms) that auto gives "
+		                       "away", c->ncand, slack * 1e3,
+		                       sched_kind_str(L->a, &fd->how), fd->pr.total * 1e3,
+		                       AUTO_MARGIN_PCT, pass * 1e3);
 		lw_note(L, c, arena_printf(L->a, "auto: %s, predicted %.3g ms, %s on profile %s",
 		                           sched_kind_str(L->a, &cd->how), cd->pr.total * 1e3, why,
 		                           pf->name));
@@ -1036,18 +1049,29 @@ lower_sched(Sched *s, Diag *d)
 	Lower L = {.g = s->g, .a = s->arena, .d = d};
 	int before = d->nerr;
 
+	/* every candidate first: auto gives away over the fastest, in all,
+	 * at most AUTO_MARGIN_PCT of the pass (predict_pick) */
+	double left = 0;
+	if (s->profile) {
+		for (int k = 0; k < s->g->nodes.n; k++)
+			if (s->byid[k])
+				lw_candidates(&L, s->byid[k], s->profile);
+		s->pass_best = predict_pass_best(L.a, s);
+		left = s->pass_best * AUTO_MARGIN_PCT / 100;
+	}
 	for (int k = 0; k < s->g->nodes.n; k++) {
 		Coll *c = s->byid[k];
 		if (!c)
 			continue;
 		SchedChoice want = c->want;
+		double slack = fmax(left, 0);
 		if (s->profile)
-			lw_candidates(&L, c, s->profile);
+			left -= lw_pick(c, slack);
 		lw_resolve(&L, c);
 		lw_coll_lower(&L, c);
 		lw_proof_size(&L, c);
 		if (s->profile)
-			lw_used(&L, c, &want, s->profile);
+			lw_used(&L, c, &want, s->profile, slack, s->pass_best);
 	}
 	if (d->nerr == before)
 		lw_order(&L, s);

@@ -963,7 +963,7 @@ predict_node(Arena *a, const Node *n, const Profile *pf)
 }
 
 int
-predict_pick(const Candidate *cand, int n, int *fastest)
+predict_pick(const Candidate *cand, int n, double slack, int *fastest)
 {
 	int f = -1;
 
@@ -975,10 +975,32 @@ predict_pick(const Candidate *cand, int n, int *fastest)
 	if (f < 0)
 		return -1;
 	for (int k = 0; k < n; k++)
-		if (!cand[k].pr.err &&
-		    cand[k].pr.total <= cand[f].pr.total * (1 + AUTO_MARGIN_PCT / 100.0) * (1 + 1e-9))
+		if (!cand[k].pr.err && cand[k].pr.total <= (cand[f].pr.total + slack) * (1 + 1e-9))
 			return k;
 	return f;
+}
+
+double
+predict_pass_best(Arena *a, const Sched *s)
+{
+	const Graph *g = s->g;
+	double t = 0;
+
+	for (int k = 0; k < g->nodes.n; k++) {
+		const Coll *c = s->byid[k];
+		const Node *n = g->nodes.v[k];
+		if (s->owner[k] || op_info[n->op].cls == CL_LEAF)
+			continue; /* in a region (its collective's stage), or no stage */
+		if (!c) {
+			t += predict_node(a, n, s->profile).total;
+			continue;
+		}
+		int f;
+		predict_pick(c->cand, c->ncand, 0, &f);
+		if (f >= 0)
+			t += c->cand[f].pr.total;
+	}
+	return t;
 }
 
 int

@@ -173,16 +173,23 @@ Prediction predict_node(Arena *a, const Node *n, const Profile *pf);
  * (those that do not apply are left out by the rules: lower.c). */
 int predict_candidates(const Node *n, SchedChoice *out, int max);
 /* auto's pick among cand[0..n), in that order (simpler first): the first
- * predicted within AUTO_MARGIN_PCT of the fastest, whose index goes to
- * *fastest unless it is NULL (-1 and -1: none predicted). The
- * predictions' own errors are of that size (the benches' medians:
- * 1.6-8.0%), and in near-ties the simpler schedule ran faster more
- * often; 3% gave away more than it saved on the runs of 2026-11-28:
- * docs/PROFILE.md. */
+ * predicted within slack seconds of the fastest, whose index goes to
+ * *fastest unless it is NULL (-1 and -1: none predicted). lower.c gives
+ * AUTO_MARGIN_PCT of the whole pass's prediction (Sched.pass_best) as
+ * the slack: the predictions' errors are shares of a pass (the benches'
+ * medians: 1.6-8.0%), so a collective whose candidates differ by less
+ * than that share of the pass is a near-tie whatever their share of the
+ * collective's own time, and in near-ties the simpler schedule ran
+ * faster more often; 3% gave away more than it saved on the runs of
+ * 2026-11-28: docs/PROFILE.md. */
 #define AUTO_MARGIN_PCT 2
 #define AUTO_MARGIN_STR(x) #x
 #define AUTO_MARGIN_XSTR(x) AUTO_MARGIN_STR(x)
 #define AUTO_MARGIN_TXT AUTO_MARGIN_XSTR(AUTO_MARGIN_PCT) "%"
-int predict_pick(const Candidate *cand, int n, int *fastest);
+int predict_pick(const Candidate *cand, int n, double slack, int *fastest);
+/* The pass's predicted time with each collective at the fastest of its
+ * candidates (lower.c has predicted them) and every other stage as
+ * predict_node gives it: what auto's margin is a share of. */
+double predict_pass_best(Arena *a, const Sched *s);
 
 #endif
