@@ -514,8 +514,8 @@ tx_mark(const Coll *c, int k, int fastest)
 	if (c->want.kind != SK_AUTO)
 		return "   <- used, as asked";
 	return k == fastest ? "   <- auto: the fastest"
-	                    : "   <- auto: the simplest within " AUTO_MARGIN_TXT
-	                      " of the pass of the fastest";
+	                    : "   <- auto: the simplest within what is left of "
+	                      AUTO_MARGIN_TXT " of the pass";
 }
 
 /* --profile: every candidate's predicted time, the one used marked. */

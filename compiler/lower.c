@@ -1049,20 +1049,20 @@ lower_sched(Sched *s, Diag *d)
 	Lower L = {.g = s->g, .a = s->arena, .d = d};
 	int before = d->nerr;
 
-	/* every candidate first: auto gives away over the fastest, in all,
-	 * at most AUTO_MARGIN_PCT of the pass (predict_pick) */
+	/* the stages first (regions fix them, not lowerings); with a
+	 * profile every candidate next: auto gives away over the fastest,
+	 * collective by collective in the pass's order, at most
+	 * AUTO_MARGIN_PCT of the pass in all (predict_pick) */
+	lw_order(&L, s);
 	double left = 0;
 	if (s->profile) {
-		for (int k = 0; k < s->g->nodes.n; k++)
-			if (s->byid[k])
-				lw_candidates(&L, s->byid[k], s->profile);
+		for (int k = 0; k < s->colls.n; k++)
+			lw_candidates(&L, s->colls.v[k], s->profile);
 		s->pass_best = predict_pass_best(L.a, s);
 		left = s->pass_best * AUTO_MARGIN_PCT / 100;
 	}
-	for (int k = 0; k < s->g->nodes.n; k++) {
-		Coll *c = s->byid[k];
-		if (!c)
-			continue;
+	for (int k = 0; k < s->colls.n; k++) {
+		Coll *c = s->colls.v[k];
 		SchedChoice want = c->want;
 		double slack = fmax(left, 0);
 		if (s->profile)
@@ -1073,7 +1073,5 @@ lower_sched(Sched *s, Diag *d)
 		if (s->profile)
 			lw_used(&L, c, &want, s->profile, slack, s->pass_best);
 	}
-	if (d->nerr == before)
-		lw_order(&L, s);
 	return d->nerr != before;
 }

@@ -983,18 +983,15 @@ predict_pick(const Candidate *cand, int n, double slack, int *fastest)
 double
 predict_pass_best(Arena *a, const Sched *s)
 {
-	const Graph *g = s->g;
 	double t = 0;
 
-	for (int k = 0; k < g->nodes.n; k++) {
-		const Coll *c = s->byid[k];
-		const Node *n = g->nodes.v[k];
-		if (s->owner[k] || op_info[n->op].cls == CL_LEAF)
-			continue; /* in a region (its collective's stage), or no stage */
-		if (!c) {
-			t += predict_node(a, n, s->profile).total;
+	for (int k = 0; k < s->stages.n; k++) {
+		const Stage *st = s->stages.v[k];
+		if (st->kind == ST_COMPUTE) {
+			t += predict_node(a, st->u.node, s->profile).total;
 			continue;
 		}
+		const Coll *c = st->u.coll;
 		int f;
 		predict_pick(c->cand, c->ncand, 0, &f);
 		if (f >= 0)

@@ -187,9 +187,10 @@ int predict_candidates(const Node *n, SchedChoice *out, int max);
 #define AUTO_MARGIN_XSTR(x) AUTO_MARGIN_STR(x)
 #define AUTO_MARGIN_TXT AUTO_MARGIN_XSTR(AUTO_MARGIN_PCT) "%"
 int predict_pick(const Candidate *cand, int n, double slack, int *fastest);
-/* The pass's predicted time with each collective at the fastest of its
- * candidates (lower.c has predicted them) and every other stage as
- * predict_node gives it: what auto's margin is a share of. */
+/* The pass's predicted time, stage by stage (s->stages: lower.c orders
+ * them first), with each collective at the fastest of its candidates
+ * (lower.c has predicted them) and every plain stage as predict_node
+ * gives it: what auto's margin is a share of. */
 double predict_pass_best(Arena *a, const Sched *s);
 
 #endif

@@ -733,16 +733,13 @@ test_auto(void)
 				pass += f;
 			}
 			CU_ASSERT_DOUBLE_EQUAL(s->pass_best, pass, 1e-12 * pass);
-			double left = pass * 0.02;
-			/* the collectives in the pass's order: by node id */
-			const Coll *byid[64];
-			int nc = 0;
+			int ncoll = 0; /* every collective is a stage */
 			for (int k = 0; k < s->g->nodes.n; k++)
-				if (s->byid[k] && nc < 64)
-					byid[nc++] = s->byid[k];
-			CU_ASSERT_FATAL(nc == s->colls.n);
-			for (int j = 0; j < nc; j++) {
-				const Coll *c = byid[j];
+				ncoll += s->byid[k] != NULL;
+			CU_ASSERT_FATAL(ncoll == s->colls.n);
+			double left = pass * 0.02;
+			for (int j = 0; j < s->colls.n; j++) { /* in the pass's order */
+				const Coll *c = s->colls.v[j];
 				CU_ASSERT_FATAL(c->ncand >= 1);
 				CU_ASSERT_FATAL(c->used >= 0 && c->used < c->ncand);
 				int fast = 0, first = 0;
