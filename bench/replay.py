@@ -17,9 +17,10 @@ against each row's median of rounds where the CSV has it; with --mix,
 against its mix time (every schedule in one job, passes interleaved),
 and each kind against vanilla launch by launch (mix_vs_vanilla).
 --probe-overlap reads each profile's overlaps as cfrt-calibrate computes
-them now (since 2026-11-29: the probe's moved transfer time over its
-GEMM's, or 1 where it had landed), from the probe lines the profile
-keeps as comments.
+them now (since 2026-11-29: the ring's moved transfer time over its
+GEMM's, or 1 where it had landed; on CPUs a library collective's time
+alone less what it added to the GEMM alone, over that GEMM's), from the
+probe lines the profile keeps as comments.
 
 Prints each row (measured, predicted, error), then the median and worst
 |error| of the rows that move data and of the compute alone, each kind's
@@ -63,21 +64,35 @@ def cfc(args):
     return float(m.group(1)), float(m.group(2)), picks
 
 
-PROBE = re.compile(r"# .* a rank: (\S+) s alone; the GEMM (\S+) s under it, "
-                   r"waited (\S+) s after it$")
+PROBE = re.compile(r"# (.*) of \S+ bytes a rank: (\S+) s alone; the GEMM (\S+) s under it, "
+                   r"waited (\S+) s after it(?:, (\S+) s more than the GEMM alone)?$")
+ALONE = re.compile(r"# a \S+ GEMM (\S+) s alone$")
 
 
 def probe_overlap(path):
     """A copy of profile path whose overlap and overlap_coll lines are its
     probes' (the comment before each) as runtime/tools/calibrate.c's
-    probe_overlap computes them; path itself when it has none."""
-    lines, want, n = open(path).read().split("\n"), None, 0
+    probe_overlap (the ring's, and on GPUs every one) and
+    probe_overlap_coll (the library collectives' on CPUs) compute them;
+    path itself when it has none. A
+    collective's extra time, which files before 2026-11-29 do not write,
+    is its GEMM under it and wait less the GEMM alone, of the medians."""
+    lines, want, n, gemm, gpu = open(path).read().split("\n"), None, 0, 0.0, False
     for i, l in enumerate(lines):
-        m = PROBE.match(l)
-        if m:
-            a, g, w = map(float, m.groups())
-            want = 1.0 if a <= 0 or w < 0.05 * a else (
-                min(1.0, max(0.0, (a - w) / g)) if g > 0 else 0.0)
+        m, g0 = PROBE.match(l), ALONE.match(l)
+        if l.startswith("backend "):
+            gpu = l.split()[1].startswith("cuda")
+        elif g0:
+            gemm = float(g0.group(1))
+        elif m:
+            a, g, w = map(float, m.group(2, 3, 4))
+            if gpu or m.group(1) in ("a ring of transfers", "the ring both ways"):
+                want = 1.0 if a <= 0 or w < 0.05 * a else (
+                    min(1.0, max(0.0, (a - w) / g)) if g > 0 else 0.0)
+            else:
+                x = float(m.group(5)) if m.group(5) else g + w - gemm
+                want = 1.0 if a <= 0 or x <= 0 else (
+                    min(1.0, max(0.0, (a - x) / gemm)) if gemm > 0 else 0.0)
         elif want is not None and l.startswith("overlap"):
             lines[i] = "%s %.4g" % (l.rsplit(" ", 1)[0], want)
             want, n = None, n + 1

@@ -39,30 +39,45 @@ for e in "cfprofile 1" "backend mpi+openblas" "ranks 2" "gemm f32 " "gemm f64 " 
 	check "calibrated profile has '$e'" grep -q "^$e" "$prof"
 done
 # each overlap is what the model reads from its probe (the comment before
-# it): the transfer time moved per second of the GEMM under it, (alone -
-# wait) / GEMM, or 1 where the wait was under 5% of the time alone;
-# probed(line), in Python: that overlap of a probe line, else None
+# it). The ring's: the transfer time moved per second of the GEMM under
+# it, (alone - wait) / GEMM, or 1 where the wait was under 5% of the time
+# alone. A library collective's on CPUs: its time alone less what it added
+# to the GEMM alone (the GEMM under it and the wait, less the GEMM alone:
+# the comment's "more than the GEMM alone", else of the medians), over
+# the GEMM alone's time, or 1 where it added nothing; on GPUs as the
+# ring's. overlaps(lines), in Python: each overlap line's index and value
 probe='import re
-def probed(line):
-    m = re.match(r"# .* a rank: (\S+) s alone; the GEMM (\S+) s under it, "
-                 r"waited (\S+) s after it", line)
-    if not m:
-        return None
-    a, g, w = map(float, m.groups())
-    return 1.0 if w < 0.05 * a else min(1.0, max(0.0, (a - w) / g))
+P = re.compile(r"# (.*) of \S+ bytes a rank: (\S+) s alone; the GEMM (\S+) s under it, "
+               r"waited (\S+) s after it(?:, (\S+) s more than the GEMM alone)?$")
+def overlaps(lines):
+    out, want, gemm, gpu = [], None, 0.0, False
+    for i, l in enumerate(lines):
+        m, g0 = P.match(l), re.match(r"# a \S+ GEMM (\S+) s alone$", l)
+        if l.startswith("backend "):
+            gpu = l.split()[1].startswith("cuda")
+        elif g0:
+            gemm = float(g0.group(1))
+        elif m:
+            a, g, w = map(float, m.group(2, 3, 4))
+            if gpu or m.group(1) in ("a ring of transfers", "the ring both ways"):
+                want = 1.0 if w < 0.05 * a else min(1.0, max(0.0, (a - w) / g))
+            else:
+                x = float(m.group(5)) if m.group(5) else g + w - gemm
+                want = 1.0 if x <= 0 else min(1.0, max(0.0, (a - x) / gemm))
+        elif want is not None and l.startswith("overlap"):
+            out.append((i, want))
+            want = None
+    return out
 '
-check "calibrated overlaps: the probe's moved time over its GEMM's" python3 -c "$probe"'
+check "calibrated overlaps: the ring's moved time over its GEMM's, the collectives' what they added" python3 -c "$probe"'
 import sys
-n, want = 0, None
-for l in open(sys.argv[1]):
-    p = probed(l)
-    if p is not None:
-        want = p
-    elif l.startswith("overlap"):
-        got = float(l.split()[-1])
-        assert want is not None and abs(got - want) <= 1e-3 * max(want, 1e-3), (l, want)
-        n, want = n + 1, None
-assert n == 5, n
+lines = open(sys.argv[1]).read().split("\n")
+got = overlaps(lines)
+for i, want in got:
+    v = float(lines[i].split()[-1])
+    assert abs(v - want) <= 1e-3 * max(want, 1e-3), (lines[i], want)
+assert len(got) == 5, got
+assert all(" s more than the GEMM alone" in l for l in lines if l.startswith("# all_gather of")), lines
 ' "$prof"
 
 # --passes visits every point again: the same entries, the header says so
@@ -453,15 +468,10 @@ assert "against vanilla: fuse(ring) median %+.1f%% over 1, %d above 0" % (100 * 
 # 0.867 ms alone, 0.815 waited, GEMM 7.59 ms: 0.0069, where it says 0.060)
 python3 -c "$probe"'
 import sys
-out, want = [], None
-for l in open(sys.argv[1]).read().split("\n"):
-    p = probed(l)
-    if p is not None:
-        want = p
-    elif want is not None and l.startswith("overlap"):
-        l, want = "%s %.4g" % (l.rsplit(" ", 1)[0], want), None
-    out.append(l)
-open(sys.argv[2], "w").write("\n".join(out))
+lines = open(sys.argv[1]).read().split("\n")
+for i, want in overlaps(lines):
+    lines[i] = "%s %.4g" % (lines[i].rsplit(" ", 1)[0], want)
+open(sys.argv[2], "w").write("\n".join(lines))
 ' "$cp" "$out/reprobed.prof"
 CFC=$B/cfc python3 bench/replay.py cpu "$out/replay-mix.csv" "$cp" --mix --probe-overlap \
 	>"$out/replay-probe.txt" 2>&1
@@ -478,6 +488,12 @@ assert r != r0, (r, r0)
 ' "$out/replay-probe.txt" "$pv2" "$pr2" "$pr"
 check "replay --probe-overlap: lease 45's ring overlap as the probe gives it" \
 	grep -qx 'overlap 0.006[0-9]*' "$out/reprobed.prof"
+# its all_gather (0.768 ms alone, the GEMM 7.684 ms under it and 0.3125
+# waited, 7.095 alone) added 0.9015 ms: 0; its reduce_scatter (2.272 ms;
+# 7.36, 1.728) added 1.993: (2.272 - 1.993) / 7.095 = 0.0393
+check "replay --probe-overlap: lease 45's collectives as the probe gives them" \
+	sh -c "grep -qx 'overlap_coll all_gather 0' '$out/reprobed.prof' &&
+	       grep -qx 'overlap_coll reduce_scatter 0.039[0-9]*' '$out/reprobed.prof'"
 CFC=$B/cfc python3 bench/replay.py cpu "$out/cpu2.csv" "$cp" --mix >"$out/replay-nomix.txt" 2>&1
 check "replay cpu --mix: a CSV without mix rows refused" grep -q "has no mix rows" "$out/replay-nomix.txt"
 # nvidia-smi's log: a GPU slowed for heat (0x20) flagged, the power limit

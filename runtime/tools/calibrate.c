@@ -746,9 +746,11 @@ cal_transfers(Cal *C)
 }
 
 /* Transfers alone and posted just before a GEMM: medians of their time
- * alone, the GEMM's under them and the wait after it. */
+ * alone, the GEMM's under them and the wait after it, and of how much
+ * longer the GEMM and the wait took than the same rep's GEMM alone
+ * (extra). */
 typedef struct Under {
-	double alone, gemm, wait;
+	double alone, gemm, wait, extra;
 } Under;
 
 /* k = 0: the ring (each rank sends count f32 elements to the next and
@@ -782,7 +784,7 @@ probe_name(int k)
 static void
 probe(Cal *C, const Gemm *g, int64_t count, int reps, double *alone, Under u[NPROBE])
 {
-	double tg[64], tt[NPROBE][3][64];
+	double tg[64], tt[NPROBE][4][64];
 	char *c = C->c;
 	P2p ring[2] = {{count, 2}, {count, 4}};
 	Coll coll[4];
@@ -837,11 +839,13 @@ probe(Cal *C, const Gemm *g, int64_t count, int reps, double *alone, Under u[NPR
 			 * the transfers) */
 			MPI_Allreduce(w, mx, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
 			tt[k][2][i] = C->span ? mx[1] - mx[0] : mx[2];
+			tt[k][3][i] = tt[k][1][i] + tt[k][2][i] - tg[i];
 		}
 	}
-	*alone = median(tg, reps);
 	for (int k = 0; k < NPROBE; k++)
-		u[k] = (Under){median(tt[k][0], reps), median(tt[k][1], reps), median(tt[k][2], reps)};
+		u[k] = (Under){median(tt[k][0], reps), median(tt[k][1], reps), median(tt[k][2], reps),
+		               median(tt[k][3], reps)};
+	*alone = median(tg, reps);
 }
 
 static double
@@ -852,16 +856,18 @@ clamp01(double x)
 
 /* The overlap cfc's model reads (docs/PROFILE.md): the transfer time that
  * passes per second of compute after a transfer's start, the rest from
- * the wait on. Of the probe: its time alone less the wait after the GEMM,
- * over the GEMM's time under it; a transfer that had (nearly) landed when
- * the GEMM ended, its wait under LANDED of its time alone, moved on its
- * own: 1. Until 2026-11-29 the share of the transfer's own time that
- * passed during the GEMM (1 - wait / alone), which the model, spreading
- * it over the whole GEMM, read as more: the CPUs' probe GEMM (2048 rows)
- * is several times longer than its 4 MiB ring (4 Xeon ranks, lease 49:
- * 15.8 ms, the ring 1.45 ms alone, 0.78 ms waited after it: 0.466
- * then, with which the model moved the whole ring under that GEMM and
- * waited nothing; 0.043 now, the 0.68 ms that moved over 15.8). */
+ * the wait on. Of the ring's probes (p2p transfers, which the model also
+ * slows the compute under by `slowdown`): its time alone less the wait
+ * after the GEMM, over the GEMM's time under it; a transfer that had
+ * (nearly) landed when the GEMM ended, its wait under LANDED of its time
+ * alone, moved on its own: 1. Until 2026-11-29 the share of the
+ * transfer's own time that passed during the GEMM (1 - wait / alone),
+ * which the model, spreading it over the whole GEMM, read as more: the
+ * CPUs' probe GEMM (2048 rows) is several times longer than its 4 MiB
+ * ring (4 Xeon ranks, lease 49: 15.8 ms, the ring 1.45 ms alone, 0.78 ms
+ * waited after it: 0.466 then, with which the model moved the whole ring
+ * under that GEMM and waited nothing; 0.043 now, the 0.68 ms that moved
+ * over 15.8). */
 #define LANDED 0.05
 static double
 probe_overlap(const Under *u)
@@ -871,9 +877,37 @@ probe_overlap(const Under *u)
 	return u->gemm > 0 ? clamp01((u->alone - u->wait) / u->gemm) : 0;
 }
 
+/* A library collective's overlap: the rate at which the model, which
+ * does not slow compute under a collective, replays the probe: the GEMM
+ * alone (gemm) and the collective moving at that rate under it, the rest
+ * after it, took extra longer than the GEMM alone. What the collective
+ * added to the GEMM, the wait after it and what it slowed the GEMM, over
+ * the GEMM's time: (alone - extra) / gemm; 1 where it added nothing. The
+ * rule above read the GEMM's slowing as free and a landed collective as
+ * moving on its own: 8 Xeon ranks (leases 51 and 54), the all_gather of
+ * 1.30 and 1.17 ms alone lengthened its GEMM of 13.6 and 11.2 ms by 1.56
+ * and 1.36 ms and ended 0.080 and 0.047 ms after it, which read 0.080
+ * and (landed) 1: slice(2)'s all-gathers, priced 0.6 points under
+ * vanilla's on the first, ran 2.4 over. From those medians both read 0
+ * so; and in 39 of 40 slice(k) rows of five CPU runs (leases 45, 46, 51,
+ * 52 and the 2-core EPYC, make bench's mix) slice(k) ran slower than
+ * vanilla. CPUs only: a GPU's GEMM under NCCL's collectives is timed on
+ * the host around kernels queued on two streams, and replayed on eight
+ * GPU leases (bench/replay.py, H100 20 and 22, H200 25-40) this rule
+ * priced slice(4) against vanilla further off (a median of the leases'
+ * -12.9..+2.6% where the rule above gave -3.9..+2.9%). */
+static double
+probe_overlap_coll(const Under *u, double gemm)
+{
+	if (u->alone <= 0 || u->extra <= 0)
+		return 1;
+	return gemm > 0 ? clamp01((u->alone - u->extra) / gemm) : 0;
+}
+
 /* slowdown: a GEMM's time under the ring's transfers over its time
  * alone (slowdown 4: under both directions'); overlap: the ring's
- * probe_overlap; overlap_coll, per library collective: the same. */
+ * probe_overlap; overlap_coll, per library collective: on CPUs
+ * probe_overlap_coll, on GPUs probe_overlap. */
 static void
 cal_slowdown(Cal *C)
 {
@@ -894,16 +928,17 @@ cal_slowdown(Cal *C)
 	probe(C, &g, count, reps, &alone, u);
 	if (!C->out)
 		return;
-	fprintf(C->out, "# a %lldx%lldx%lld GEMM %.4g s alone\n", (long long)g.m, (long long)s,
+	fprintf(C->out, "# a %lldx%lldx%lld GEMM %.6g s alone\n", (long long)g.m, (long long)s,
 	        (long long)s, alone);
 	for (int k = 0; k < NPROBE; k++) {
-		double ov = probe_overlap(&u[k]);
-		double f = alone > 0 && u[k].gemm > alone ? u[k].gemm / alone : 1;
 		int ring = k == 0 || k == BIDIR;
-		fprintf(C->out, "# %s of %lld bytes a rank: %.4g s alone; the GEMM %.4g s under it, "
-		        "waited %.4g s after it\n", probe_name(k),
+		double ov = ring || C->gpu ? probe_overlap(&u[k]) : probe_overlap_coll(&u[k], alone);
+		double f = alone > 0 && u[k].gemm > alone ? u[k].gemm / alone : 1;
+		/* to 6 digits: the overlaps are differences of them */
+		fprintf(C->out, "# %s of %lld bytes a rank: %.6g s alone; the GEMM %.6g s under it, "
+		        "waited %.6g s after it, %.6g s more than the GEMM alone\n", probe_name(k),
 		        (long long)(ring ? count : count / C->size) * 4, u[k].alone, u[k].gemm,
-		        u[k].wait);
+		        u[k].wait, u[k].extra);
 		if (k == 0)
 			fprintf(C->out, "slowdown %.4g\noverlap %.4g\n", f, ov);
 		else if (k == BIDIR)
