@@ -91,8 +91,8 @@ def probe_overlap(path):
                     min(1.0, max(0.0, (a - w) / g)) if g > 0 else 0.0)
             else:
                 x = float(m.group(5)) if m.group(5) else g + w - gemm
-                want = 1.0 if a <= 0 or x <= 0 else (
-                    min(1.0, max(0.0, (a - x) / gemm)) if gemm > 0 else 0.0)
+                want = 1.0 if a <= 0 else (
+                    min(1.0, max(0.0, (a - max(x, 0.0)) / gemm)) if gemm > 0 else 0.0)
         elif want is not None and l.startswith("overlap"):
             lines[i] = "%s %.4g" % (l.rsplit(" ", 1)[0], want)
             want, n = None, n + 1

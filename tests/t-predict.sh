@@ -44,7 +44,7 @@ done
 # alone. A library collective's on CPUs: its time alone less what it added
 # to the GEMM alone (the GEMM under it and the wait, less the GEMM alone:
 # the comment's "more than the GEMM alone", else of the medians), over
-# the GEMM alone's time, or 1 where it added nothing; on GPUs as the
+# the GEMM alone's time (what it added at least 0); on GPUs as the
 # ring's. overlaps(lines), in Python: each overlap line's index and value
 probe='import re
 P = re.compile(r"# (.*) of \S+ bytes a rank: (\S+) s alone; the GEMM (\S+) s under it, "
@@ -63,7 +63,7 @@ def overlaps(lines):
                 want = 1.0 if w < 0.05 * a else min(1.0, max(0.0, (a - w) / g))
             else:
                 x = float(m.group(5)) if m.group(5) else g + w - gemm
-                want = 1.0 if x <= 0 else min(1.0, max(0.0, (a - x) / gemm))
+                want = min(1.0, max(0.0, (a - max(x, 0.0)) / gemm))
         elif want is not None and l.startswith("overlap"):
             out.append((i, want))
             want = None
