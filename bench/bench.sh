@@ -238,11 +238,13 @@ run() {
 # mix KEY DIR: one run of DIR/run, every schedule of model KEY ("mlp",
 # "mlp backward") in one job, their passes interleaved (bench/mix.c);
 # records each schedule's line as "KEY,SCHEDULE,none,mix" (runs.log keeps
-# every pass of each: --passes).
+# every pass of each: --passes). Round r opens schedule r - 1 first (the
+# entry opened first runs slower: bench/mix.c).
 mix() {
 	k=$1
 	# shellcheck disable=SC2086 # the schedules are words
-	launch "$k,mix" "$2/run" --iters "$ITERS" --warmup "$WARMUP" --check --passes $SCHEDULES
+	launch "$k,mix" "$2/run" --iters "$ITERS" --warmup "$WARMUP" --first $((r - 1)) --check \
+		--passes $SCHEDULES
 	one=$out/models/mix-line.out
 	grep '^variant=' "$log" | while read -r l; do
 		echo " $l" >"$one"

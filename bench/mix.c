@@ -1,6 +1,6 @@
 /* mix.c: builds of one model (its schedules) timed in one job, their
  * passes interleaved: `make bench`'s mix rows.
- * usage: mpirun -n N mix [--iters N] [--warmup N] [--check] [--passes] LABEL...
+ * usage: mpirun -n N mix [--iters N] [--warmup N] [--first K] [--check] [--passes] LABEL...
  * with one LABEL per entry linked in (scripts/build-mix.sh). Each of
  * warmup + iters rounds runs one pass of every entry, the round's first
  * entry moving on by one each round; rank 0 prints a line per entry:
@@ -16,7 +16,18 @@
  * launch to launch (the GPU machines' 16-core Xeons: one program's
  * launches 56.5-94.6 ms), separate launches compare the machine's states
  * as much as the schedules; passes side by side in one launch meet the
- * same cores in nearly the same state. */
+ * same cores in nearly the same state.
+ * --first K opens entry K first (then K+1, ..., wrapping; default 0):
+ * the entry opened first ran slower than the others. On the 2-core
+ * EPYC (4 ranks, mlp, 2026-11-29), vanilla's build entered at places
+ * 0, 4 and 5 of one program with five other schedules: place 0 took
+ * +4.4% against place 4 (53 of 60 passes slower, 4 launches), place 5
+ * +0.2%; opened in reverse order, place 0 -0.7%; with place 0 opened
+ * and closed once before the rest, +1.6%. make bench had vanilla at
+ * place 0 in every launch, and auto's build, the same program as
+ * vanilla's there, ran a median 2.6% faster than it pass by pass.
+ * bench.sh passes the round's number, so that no entry is opened
+ * first in every launch. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,7 +43,8 @@ static void
 usage_exit(const char *prog, int rank)
 {
 	if (rank == 0)
-		fprintf(stderr, "usage: %s [--iters N] [--warmup N] [--check] [--passes] LABEL... "
+		fprintf(stderr, "usage: %s [--iters N] [--warmup N] [--first K] [--check] [--passes] "
+		        "LABEL... "
 		        "(%d labels: one per entry linked in)\n", prog, mix_count);
 	MPI_Finalize();
 	exit(2);
@@ -42,7 +54,8 @@ int
 main(int argc, char **argv)
 {
 	const char *mode = getenv("CFRT_PROGRESS");
-	int provided, rank, iters = 5, warmup = 1, check = 0, passes = 0, nlab = 0, st = 0;
+	int provided, rank, iters = 5, warmup = 1, first = 0, check = 0, passes = 0, nlab = 0,
+	    st = 0;
 	const char **label = calloc((size_t)argc, sizeof *label);
 
 	/* CFRT_PROGRESS=thread needs MPI_THREAD_MULTIPLE (the drivers' rule) */
@@ -56,6 +69,8 @@ main(int argc, char **argv)
 			iters = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--warmup") && i + 1 < argc)
 			warmup = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--first") && i + 1 < argc)
+			first = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--check"))
 			check = 1;
 		else if (!strcmp(argv[i], "--passes"))
@@ -65,14 +80,14 @@ main(int argc, char **argv)
 		else
 			label[nlab++] = argv[i];
 	}
-	if (iters < 1 || warmup < 0 || nlab != mix_count)
+	if (iters < 1 || warmup < 0 || first < 0 || nlab != mix_count)
 		usage_exit(argv[0], rank);
 
 	int n = mix_count;
 	void **state = calloc((size_t)n, sizeof *state);
 	double *t = calloc(3 * (size_t)n * (size_t)iters, sizeof *t);
-	for (int e = 0; e < n; e++)
-		state[e] = mix_entries[e]->open();
+	for (int j = 0; j < n; j++)
+		state[(first + j) % n] = mix_entries[(first + j) % n]->open();
 	for (int i = 0; i < warmup + iters; i++)
 		for (int j = 0; j < n; j++) {
 			int e = (i + j) % n;

@@ -368,6 +368,20 @@ for p, m in zip(passes, mix):
 ' "$mx/mix.out" "$mx/vanilla.out" "$mx/fuse(bidir).out"
 mpirun --oversubscribe --timeout 60 -n 2 "$mx/run" --iters 3 vanilla >"$mx/one.out" 2>&1
 check "bench mix: a label per entry, else usage" grep -q '^usage: .*(2 labels' "$mx/one.out"
+# --first 1 opens fuse(bidir)'s entry first: each entry still computes
+# what its build does alone, and reports in its place
+mixed "bench mix: --first opens another entry first" "$mx/run" "$mx/first.out" \
+	--iters 2 --warmup 0 --first 1 --check vanilla "fuse(bidir)"
+check "bench mix --first: the same entries, outputs and gradients" python3 -c "$fields"'
+import sys
+got, want = ([fields(l) for l in open(f) if l.startswith("variant=")] for f in sys.argv[1:])
+assert [g["variant"] for g in got] == ["vanilla", "fuse(bidir)"], got
+for g, w in zip(got, want):
+    assert (g["checksum"], g["grad_checksum"]) == (w["checksum"], w["grad_checksum"]), (g, w)
+' "$mx/first.out" "$mx/mix.out"
+mpirun --oversubscribe --timeout 60 -n 2 "$mx/run" --first -1 vanilla "fuse(bidir)" \
+	>"$mx/first-bad.out" 2>&1
+check "bench mix: a negative --first refused" grep -q '^usage: .*--first K' "$mx/first-bad.out"
 # an entry after --alone runs without its transfers in that entry only:
 # it computes what the build linked whole with bench/nocomm.c computes
 # (bench.sh's compute-alone rows), and the entry beside it, the same
