@@ -29,9 +29,12 @@
  *          all_to_all by block size, on all the ranks;
  *   slowdown  a GEMM's time while the ring's transfers run, over its time
  *          alone; slowdown 4 the same under both ring directions;
- *   overlap   the share of those transfers' own time that passed during
- *          the GEMM (1: they move on their own; near 0: only inside MPI);
- *   overlap_coll  the same of each library collective.
+ *   overlap   those transfers' own time that passed per second of the
+ *          GEMM under them (1: they move on their own; near 0: only
+ *          inside MPI);
+ *   overlap_coll  the same of each library collective on GPUs; on CPUs
+ *          the rate at which the model, which slows no compute under a
+ *          collective, replays its probe (probe_overlap_coll).
  * Each point is visited in passes over all of them and keeps the median
  * of its visits (see measure()); on GPUs the compute points are timed on
  * a GPU kept at its power limit, as a model's GEMMs keep it (heat()).
