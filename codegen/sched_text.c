@@ -548,25 +548,14 @@ tx_candidates(FILE *f, const Sched *s, const Coll *c)
 static void
 tx_total(FILE *f, const Sched *s)
 {
-	double t = 0, alone = 0;
-	const char *err = NULL;
-
 	if (!s->profile)
 		return;
-	for (int k = 0; k < s->stages.n; k++) {
-		const Stage *st = s->stages.v[k];
-		Prediction pr = st->kind == ST_COMPUTE ? predict_node(s->arena, st->u.node, s->profile) :
-		                predict_coll(s->arena, s->g, st->u.coll, s->profile, 0);
-		if (pr.err && !err)
-			err = pr.err;
-		t += pr.total;
-		alone += pr.compute;
-	}
-	if (err)
-		fprintf(f, "%spass: not predicted: %s\n", bwd_mark(s), err);
+	Prediction p = predict_pass(s->arena, s, 0);
+	if (p.err)
+		fprintf(f, "%spass: not predicted: %s\n", bwd_mark(s), p.err);
 	else
 		fprintf(f, "%spass: predicted %.4f ms (compute alone %.4f ms) on %s\n",
-		        bwd_mark(s), t * 1e3, alone * 1e3, s->profile->name);
+		        bwd_mark(s), p.total * 1e3, p.compute * 1e3, s->profile->name);
 }
 
 void

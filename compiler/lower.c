@@ -1054,12 +1054,12 @@ lower_sched(Sched *s, Diag *d)
 	 * collective by collective in the pass's order, at most
 	 * AUTO_MARGIN_PCT of the pass in all (predict_pick) */
 	lw_order(&L, s);
-	double left = 0;
+	double pass = 0, left = 0;
 	if (s->profile) {
 		for (int k = 0; k < s->colls.n; k++)
 			lw_candidates(&L, s->colls.v[k], s->profile);
-		s->pass_best = predict_pass_best(L.a, s);
-		left = s->pass_best * AUTO_MARGIN_PCT / 100;
+		pass = predict_pass(L.a, s, 1).total;
+		left = pass * AUTO_MARGIN_PCT / 100;
 	}
 	for (int k = 0; k < s->colls.n; k++) {
 		Coll *c = s->colls.v[k];
@@ -1071,7 +1071,7 @@ lower_sched(Sched *s, Diag *d)
 		lw_coll_lower(&L, c);
 		lw_proof_size(&L, c);
 		if (s->profile)
-			lw_used(&L, c, &want, s->profile, slack, s->pass_best);
+			lw_used(&L, c, &want, s->profile, slack, pass);
 	}
 	return d->nerr != before;
 }

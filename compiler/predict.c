@@ -980,24 +980,31 @@ predict_pick(const Candidate *cand, int n, double slack, int *fastest)
 	return f;
 }
 
-double
-predict_pass_best(Arena *a, const Sched *s)
+Prediction
+predict_pass(Arena *a, const Sched *s, int fastest)
 {
-	double t = 0;
+	Prediction p = {0};
 
 	for (int k = 0; k < s->stages.n; k++) {
 		const Stage *st = s->stages.v[k];
+		Prediction q = {0};
 		if (st->kind == ST_COMPUTE) {
-			t += predict_node(a, st->u.node, s->profile).total;
-			continue;
+			q = predict_node(a, st->u.node, s->profile);
+		} else if (!fastest) {
+			q = predict_coll(a, s->g, st->u.coll, s->profile, 0);
+		} else {
+			const Coll *c = st->u.coll;
+			int f;
+			predict_pick(c->cand, c->ncand, 0, &f);
+			if (f >= 0)
+				q = c->cand[f].pr;
 		}
-		const Coll *c = st->u.coll;
-		int f;
-		predict_pick(c->cand, c->ncand, 0, &f);
-		if (f >= 0)
-			t += c->cand[f].pr.total;
+		if (q.err && !p.err)
+			p.err = q.err;
+		p.total += q.total;
+		p.compute += q.compute;
 	}
-	return t;
+	return p;
 }
 
 int

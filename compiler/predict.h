@@ -175,7 +175,7 @@ int predict_candidates(const Node *n, SchedChoice *out, int max);
 /* auto's pick among cand[0..n), in that order (simpler first): the first
  * predicted within slack seconds of the fastest, whose index goes to
  * *fastest unless it is NULL (-1 and -1: none predicted). lower.c gives
- * AUTO_MARGIN_PCT of the whole pass's prediction (Sched.pass_best) as
+ * AUTO_MARGIN_PCT of the whole pass's prediction (predict_pass) as
  * the slack: the predictions' errors are shares of a pass (the benches'
  * medians: 1.6-8.0%), so a collective whose candidates differ by less
  * than that share of the pass is a near-tie whatever their share of the
@@ -187,10 +187,11 @@ int predict_candidates(const Node *n, SchedChoice *out, int max);
 #define AUTO_MARGIN_XSTR(x) AUTO_MARGIN_STR(x)
 #define AUTO_MARGIN_TXT AUTO_MARGIN_XSTR(AUTO_MARGIN_PCT) "%"
 int predict_pick(const Candidate *cand, int n, double slack, int *fastest);
-/* The pass's predicted time, stage by stage (s->stages: lower.c orders
- * them first), with each collective at the fastest of its candidates
- * (lower.c has predicted them) and every plain stage as predict_node
- * gives it: what auto's margin is a share of. */
-double predict_pass_best(Arena *a, const Sched *s);
+/* The whole pass, stage by stage (s->stages: lower.c orders them
+ * first), every plain stage as predict_node gives it: total and compute
+ * summed, the first err. Each collective as lowered (predict_coll:
+ * --explain's pass), or with fastest at the fastest of the candidates
+ * lower.c has predicted (what auto's margin is a share of). */
+Prediction predict_pass(Arena *a, const Sched *s, int fastest);
 
 #endif

@@ -241,9 +241,6 @@ typedef struct Sched {
 	Vec colls;         /* of Coll*, in execution order */
 	const struct Profile *profile; /* --profile: lowering predicts every
 	                                * candidate and auto takes the fastest */
-	double pass_best;  /* --profile: the pass predicted with every
-	                    * collective at its fastest candidate, seconds;
-	                    * auto's margin is a share of it (predict_pick) */
 } Sched;
 
 /* ---- region.c: requires a graph with locality (graph_fill_locality).
