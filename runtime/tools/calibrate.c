@@ -883,13 +883,13 @@ probe_overlap(const Under *u)
 /* A library collective's overlap: the rate at which the model, which
  * does not slow compute under a collective, replays the probe: the GEMM
  * alone (gemm) and the collective moving at that rate under it, the rest
- * after it, took extra longer than the GEMM alone. What the collective
- * added to the GEMM, the wait after it and what it slowed the GEMM, over
- * the GEMM's time: (alone - extra) / gemm. Where it added nothing (or
- * less: a GEMM under it faster than alone, as 4 Xeon ranks read in
- * leases 54 and 56, by 0.35 and 0.49 ms) the slowest rate that does,
- * landing it as the GEMM ends: alone / gemm; 1 there made the rate jump
- * from about 0.09 to 1 as what it added crossed 0. The
+ * after it, took extra longer than the GEMM alone (extra: the GEMM under
+ * the collective and the wait after it, less the GEMM alone): its time
+ * alone less extra, over the GEMM's, (alone - extra) / gemm. Where it
+ * added nothing or less (4 Xeon ranks, leases 54 and 56: -0.35 and
+ * -0.49 ms, the GEMM under it faster than alone) the slowest rate that
+ * replays it, landing it as the GEMM ends: alone / gemm; 1 there made
+ * the rate jump from about 0.09 to 1 as extra crossed 0. The
  * rule above read the GEMM's slowing as free and a landed collective as
  * moving on its own: 8 Xeon ranks (leases 51 and 54), the all_gather of
  * 1.30 and 1.17 ms alone lengthened its GEMM of 13.6 and 11.2 ms by 1.56
@@ -898,11 +898,10 @@ probe_overlap(const Under *u)
  * vanilla's on the first, ran 2.4 over. From those medians both read 0
  * so; and in 39 of 40 slice(k) rows of five CPU runs (leases 45, 46, 51,
  * 52 and the 2-core EPYC, make bench's mix) slice(k) ran slower than
- * vanilla. CPUs only: a GPU's GEMM under NCCL's collectives is timed on
- * the host around kernels queued on two streams, and replayed on eight
- * GPU leases (bench/replay.py, H100 20 and 22, H200 25-40) this rule
- * priced slice(4) against vanilla further off (a median of the leases'
- * -12.9..+2.6% where the rule above gave -3.9..+2.9%). */
+ * vanilla. CPUs only: replayed on eight GPU leases (bench/replay.py;
+ * H100 20 and 22, H200 25, 29, 34, 35, 37 and 40) this rule priced
+ * slice(4) against vanilla further off (the leases' medians -12.9..+2.6%,
+ * where the rule above gave -3.9..+2.9%); why was not found. */
 static double
 probe_overlap_coll(const Under *u, double gemm)
 {
