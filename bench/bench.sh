@@ -47,7 +47,8 @@
 #   overlap(s)  = 1 - ECT(s) / ECT(vanilla), left empty when vanilla
 #                 exposes less than 5% of the compute (a ratio of noise)
 #   decomp(s)   = compute alone of s / best unsplit compute alone - 1
-# Writes $B/bench/results.csv and prints the table. Needs $B/cfc,
+# Writes $B/bench/results.csv and prints the table (and the mix's passes,
+# $B/bench/passes.txt: bench/paired.awk). Needs $B/cfc,
 # $B/libcfrt.a and the tools in $B/bench/tools (bench/bench.mk builds them).
 # BUILD=gen (needs PROFILE=FILE, measured on the target machine) only
 # predicts and generates the C of every model; BUILD=link then links and
@@ -77,7 +78,7 @@ out=$B/bench
 tools=$out/tools
 ncpu=$(getconf _NPROCESSORS_ONLN)
 csv=$out/results.csv
-[ "$BUILD" = report ] || rm -rf "$csv" "$out/runs.log" "$out/runs.txt"
+[ "$BUILD" = report ] || rm -rf "$csv" "$out/runs.log" "$out/runs.txt" "$out/passes.txt"
 case $BUILD in 0 | link | report) ;; *) rm -rf "$out/models" ;; esac
 mkdir -p "$out/models"
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
@@ -237,14 +238,19 @@ run() {
 
 # mix KEY DIR: one run of DIR/run, every schedule of model KEY ("mlp",
 # "mlp backward") in one job, their passes interleaved (bench/mix.c);
-# records each schedule's line as "KEY,SCHEDULE,none,mix" (runs.log keeps
-# every pass of each: --passes). Round r opens schedule r - 1 first (the
-# entry opened first runs slower: bench/mix.c).
+# records each schedule's line as "KEY,SCHEDULE,none,mix", and its passes
+# (--passes) as "KEY|r|SCHEDULE|ms,ms,..." in passes.txt (bench/paired.awk).
+# Round r opens schedule r - 1 first (the entry opened first runs slower:
+# bench/mix.c).
 mix() {
 	k=$1
 	# shellcheck disable=SC2086 # the schedules are words
 	launch "$k,mix" "$2/run" --iters "$ITERS" --warmup "$WARMUP" --first $((r - 1)) --check \
 		--passes $SCHEDULES
+	# each entry's passes, for bench/paired.awk
+	grep '^passes variant=' "$log" | while read -r _ v ms; do
+		echo "$k|$r|${v#variant=}|${ms#ms=}" >>"$out/passes.txt"
+	done
 	one=$out/models/mix-line.out
 	grep '^variant=' "$log" | while read -r l; do
 		echo " $l" >"$one"
@@ -436,5 +442,9 @@ EOF
 	echo
 fi
 awk -F, -f bench/stats.awk -f bench/summary.awk "$csv" | tee "$out/summary.txt"
+# auto against the others round by round in the mix (BUILD=report: where
+# the link run's passes.txt was brought too)
+[ ! -s "$out/passes.txt" ] ||
+	awk -F'|' -f bench/stats.awk -f bench/paired.awk "$out/passes.txt" | tee -a "$out/summary.txt"
 echo
 echo "results: $csv (every run: $out/runs.log)"

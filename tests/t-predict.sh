@@ -289,6 +289,37 @@ for want in ("interleaved in one job (mix): |error| median 8.7%, worst 9.1% (m f
              "auto (mix, launch by launch): m: regret +5.0%; against vanilla -9.1%"):
     assert want in s, (want, s)
 ' "$out/cpu.csv" "$out/cpu-summary.txt"
+# auto against each schedule round by round in the mix (bench/paired.awk):
+# model m over two launches of three rounds, against vanilla 0.9, 0.9,
+# 0.9, 0.95, 1.0, 1.05 (median 0.925) and fuse(ring) 1.125, 1.0, 0.9,
+# 1.0556, 1.1, 0.9545 (median 1.0278, the least favourable); n's only
+# other schedule is vanilla; o has no auto; p's fuse(bidir) ran in one
+# launch of auto's two, so it is not paired
+cat >"$out/passes.txt" <<'PASSES'
+m|1|vanilla|10,10,10
+m|1|fuse(ring)|8,9,10
+m|1|auto|9,9,9
+m|2|vanilla|20,22,20
+m|2|fuse(ring)|18,20,22
+m|2|auto|19,22,21
+n|1|vanilla|10,10
+n|1|auto|11,9
+o|1|vanilla|10
+o|1|fuse(ring)|9
+p|1|vanilla|10
+p|1|fuse(bidir)|1
+p|1|auto|11
+p|2|vanilla|10
+p|2|auto|12
+PASSES
+awk -F'|' -f bench/stats.awk -f bench/paired.awk "$out/passes.txt" >"$out/paired.txt"
+cat >"$out/paired.want" <<'WANT'
+auto (mix, pass by pass): m: against vanilla -7.5% (slower in 1 of 6); the least favourable, fuse(ring), +2.8% (slower in 3 of 6)
+auto (mix, pass by pass): n: against vanilla +0.0% (slower in 1 of 2), the least favourable
+auto (mix, pass by pass): p: against vanilla +15.0% (slower in 2 of 2), the least favourable
+WANT
+check "bench report: auto against each schedule pass by pass in the mix, the least favourable named" \
+	cmp "$out/paired.txt" "$out/paired.want"
 # a schedule whose name holds a comma (fuse(ring,m=2)) keeps its name
 # whole: quoted in the CSV, and named so in the summary
 cat >"$out/cpu2-runs.txt" <<'RUNS'
