@@ -86,8 +86,10 @@ main(int argc, char **argv)
 	int n = mix_count;
 	void **state = calloc((size_t)n, sizeof *state);
 	double *t = calloc(3 * (size_t)n * (size_t)iters, sizeof *t);
-	for (int j = 0; j < n; j++)
-		state[(first + j) % n] = mix_entries[(first + j) % n]->open();
+	for (int j = 0; j < n; j++) {
+		int e = (first + j) % n;
+		state[e] = mix_entries[e]->open();
+	}
 	for (int i = 0; i < warmup + iters; i++)
 		for (int j = 0; j < n; j++) {
 			int e = (i + j) % n;
