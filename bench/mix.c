@@ -93,7 +93,7 @@ main(int argc, char **argv)
 	for (int i = 0; i < warmup + iters; i++)
 		for (int j = 0; j < n; j++) {
 			int e = (i + j) % n;
-			double one[3];
+			double one[5];
 			mix_entries[e]->pass(state[e], one);
 			for (int k = 0; i >= warmup && k < 3; k++)
 				t[((size_t)k * n + e) * iters + i - warmup] = one[k];

@@ -16,8 +16,8 @@ typedef struct cf_mix {
 	void *(*open)(void);
 	/* one pass after a barrier, in seconds: t[0] the slowest rank's
 	 * forward, t[1] the group's span of it, t[2] the slowest rank's
-	 * backward */
-	void (*pass)(void *state, double t[3]);
+	 * backward, t[3] and t[4] as the driver's one_pass has them */
+	void (*pass)(void *state, double t[5]);
 	/* with check, on rank 0: err[0] the outputs' largest relative error
 	 * against the serial reference, err[1] the gradients', sum[0] and
 	 * sum[1] their checksums (as the driver's --check prints them); frees

@@ -25,7 +25,8 @@ export OMPI_MCA_btl_vader_single_copy_mechanism=none
 MPIRUN="mpirun --allow-run-as-root --oversubscribe --timeout 120"
 
 # grad NAME DIR N SPEC ARGS...: builds SPEC with its backward into DIR,
-# runs it on N ranks with --gradcheck and checks the three errors.
+# runs it on N ranks with --gradcheck and checks the three errors and
+# that its line's times fit in one another.
 grad() {
 	name=$1 dir=$2 n=$3 spec=$4
 	shift 4
@@ -42,7 +43,14 @@ grad() {
 	fi
 	e=$(field max_rel_err "$dir.out") g=$(field grad_max_rel_err "$dir.out")
 	f=$(field fd_max_rel_err "$dir.out")
-	if le "$e" 1e-12 && le "$g" 1e-12 && le "$f" 1e-6; then
+	# the pass's times: the forwards' ends apart by no more than their
+	# span, which with the slowest backward fits in the whole pass's span
+	k=$(field fwd_skew_ms "$dir.out") sp=$(field span_ms "$dir.out")
+	ps=$(field pass_span_ms "$dir.out") b=$(field backward_ms "$dir.out")
+	if ! awk -v k="$k" -v sp="$sp" -v ps="$ps" -v b="$b" 'BEGIN {
+		exit !(k != "" && ps != "" && k >= 0 && k <= sp && sp <= ps && b <= ps) }'; then
+		fail "$name (times: fwd_skew_ms $k span_ms $sp backward_ms $b pass_span_ms $ps)"
+	elif le "$e" 1e-12 && le "$g" 1e-12 && le "$f" 1e-6; then
 		pass "$name (fd $f)"
 	else
 		fail "$name (forward $e, backward vs reference $g, vs finite differences $f)"
