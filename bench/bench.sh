@@ -258,10 +258,27 @@ mix() {
 	done
 }
 
+# rounds_order: $SCHEDULES, round r opening at its r-th (wrapping). On
+# the GPU machines' Xeon VMs, with auto launched last in every round, its
+# mlp backward ran 5-26% behind vanilla's in all 6 rounds of three runs
+# (lease 59 and 61), and -2.2..+5.9% launched in turn with it (lease 62).
+rounds_order() {
+	# shellcheck disable=SC2086 # the schedules are words
+	set -- $SCHEDULES
+	k=$(((r - 1) % $#))
+	while [ "$k" -gt 0 ]; do
+		x=$1
+		shift
+		set -- "$@" "$x"
+		k=$((k - 1))
+	done
+	echo "$@"
+}
+
 # model_round MODEL: one run of every variant of MODEL.
 model_round() {
 	m=$1
-	for s in $SCHEDULES; do
+	for s in $(rounds_order); do
 		d=$out/models/$m-$(tag "$s")
 		! alone "$s" || run "$m,$s,none,nocomm" "$d/run-nocomm" --iters "$ITERS" --warmup "$WARMUP"
 		run "$m,$s,none,comm" "$d/run" --iters "$ITERS" --warmup "$WARMUP" --check
@@ -279,7 +296,7 @@ model_round() {
 # bwd_round MODEL: one run of every variant of MODEL's backward pass.
 bwd_round() {
 	m=$1
-	for s in $SCHEDULES; do
+	for s in $(rounds_order); do
 		d=$out/models/$m-bwd-$(tag "$s")
 		! alone "$s" || run "$m backward,$s,none,nocomm" "$d/run-nocomm" --iters "$ITERS" \
 			--warmup "$WARMUP"
