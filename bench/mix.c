@@ -4,13 +4,13 @@
  * with one LABEL per entry linked in (scripts/build-mix.sh). Each of
  * warmup + iters rounds runs one pass of every entry, the round's first
  * entry moving on by one each round; rank 0 prints a line per entry:
- *   variant=LABEL model=M time_ms=T span_ms=S [backward_ms=B]
+ *   variant=LABEL model=M time_ms=T span_ms=S [backward_ms=B backward_span_ms=BS]
  *   [max_rel_err=E checksum=C [grad_max_rel_err=G grad_checksum=D]]
  * the medians over its timed passes (as a driver prints them), and with
  * --check its errors against the serial reference after the last pass;
  * with --passes, before it, each timed pass's time in round order:
  *   passes variant=LABEL ms=T1,T2,...
- * (the backward's for a backward entry, else the span), so that two
+ * (the backward's span for a backward entry, else the span), so that two
  * entries can be compared pass by pass, round by round.
  * Why: on a VM whose cores change speed from second to second and from
  * launch to launch (the GPU machines' 16-core Xeons: one program's
@@ -85,7 +85,10 @@ main(int argc, char **argv)
 
 	int n = mix_count;
 	void **state = calloc((size_t)n, sizeof *state);
-	double *t = calloc(3 * (size_t)n * (size_t)iters, sizeof *t);
+	/* per entry, each kept time of one_pass's (kept) over the passes */
+	static const int kept[] = {0, 1, 2, 5};
+	enum { NKEPT = sizeof kept / sizeof kept[0] };
+	double *t = calloc(NKEPT * (size_t)n * (size_t)iters, sizeof *t);
 	for (int j = 0; j < n; j++) {
 		int e = (first + j) % n;
 		state[e] = mix_entries[e]->open();
@@ -93,21 +96,21 @@ main(int argc, char **argv)
 	for (int i = 0; i < warmup + iters; i++)
 		for (int j = 0; j < n; j++) {
 			int e = (i + j) % n;
-			double one[5];
+			double one[CF_MIX_NTIMES];
 			mix_entries[e]->pass(state[e], one);
-			for (int k = 0; i >= warmup && k < 3; k++)
-				t[((size_t)k * n + e) * iters + i - warmup] = one[k];
+			for (int k = 0; i >= warmup && k < NKEPT; k++)
+				t[((size_t)k * n + e) * iters + i - warmup] = one[kept[k]];
 		}
 	for (int e = 0; e < n; e++) {
 		const cf_mix *m = mix_entries[e];
 		unsigned long long sum[2];
 		double err[2], *te = t + (size_t)e * iters, *ts = te + (size_t)n * iters;
-		double *tb = ts + (size_t)n * iters;
+		double *tb = ts + (size_t)n * iters, *tbs = tb + (size_t)n * iters;
 		st |= m->close(state[e], check, err, sum);
 		if (rank != 0)
 			continue;
 		if (passes) { /* before median sorts them */
-			double *tp = m->backward ? tb : ts;
+			double *tp = m->backward ? tbs : ts;
 			printf("passes variant=%s ms=", label[e]);
 			for (int i = 0; i < iters; i++)
 				printf("%s%.4f", i ? "," : "", tp[i] * 1e3);
@@ -116,7 +119,8 @@ main(int argc, char **argv)
 		printf("variant=%s model=%s time_ms=%.4f span_ms=%.4f", label[e], m->model,
 		       median(te, iters) * 1e3, median(ts, iters) * 1e3);
 		if (m->backward)
-			printf(" backward_ms=%.4f", median(tb, iters) * 1e3);
+			printf(" backward_ms=%.4f backward_span_ms=%.4f", median(tb, iters) * 1e3,
+			       median(tbs, iters) * 1e3);
 		if (check)
 			printf(" max_rel_err=%.3e checksum=%016llx", err[0], sum[0]);
 		if (check && m->backward)

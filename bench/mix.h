@@ -9,6 +9,8 @@
 #ifndef CF_MIX_H
 #define CF_MIX_H
 
+enum { CF_MIX_NTIMES = 6 }; /* the times of a pass */
+
 typedef struct cf_mix {
 	const char *model;
 	int backward; /* a pass times a backward after the forward */
@@ -16,8 +18,9 @@ typedef struct cf_mix {
 	void *(*open)(void);
 	/* one pass after a barrier, in seconds: t[0] the slowest rank's
 	 * forward, t[1] the group's span of it, t[2] the slowest rank's
-	 * backward, t[3] and t[4] as the driver's one_pass has them */
-	void (*pass)(void *state, double t[5]);
+	 * backward, t[5] the backward's span after the forwards', t[3] and
+	 * t[4] as the driver's one_pass has them */
+	void (*pass)(void *state, double t[CF_MIX_NTIMES]);
 	/* with check, on rank 0: err[0] the outputs' largest relative error
 	 * against the serial reference, err[1] the gradients', sum[0] and
 	 * sum[1] their checksums (as the driver's --check prints them); frees
