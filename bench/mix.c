@@ -85,10 +85,8 @@ main(int argc, char **argv)
 
 	int n = mix_count;
 	void **state = calloc((size_t)n, sizeof *state);
-	/* per entry, each kept time of one_pass's (kept) over the passes */
-	static const int kept[] = {0, 1, 2, 5};
-	enum { NKEPT = sizeof kept / sizeof kept[0] };
-	double *t = calloc(NKEPT * (size_t)n * (size_t)iters, sizeof *t);
+	/* time k of entry e's timed pass i: t[(k * n + e) * iters + i] */
+	double *t = calloc(CF_MIX_NTIMES * (size_t)n * (size_t)iters, sizeof *t);
 	for (int j = 0; j < n; j++) {
 		int e = (first + j) % n;
 		state[e] = mix_entries[e]->open();
@@ -98,29 +96,30 @@ main(int argc, char **argv)
 			int e = (i + j) % n;
 			double one[CF_MIX_NTIMES];
 			mix_entries[e]->pass(state[e], one);
-			for (int k = 0; i >= warmup && k < NKEPT; k++)
-				t[((size_t)k * n + e) * iters + i - warmup] = one[kept[k]];
+			for (int k = 0; i >= warmup && k < CF_MIX_NTIMES; k++)
+				t[((size_t)k * n + e) * iters + i - warmup] = one[k];
 		}
 	for (int e = 0; e < n; e++) {
 		const cf_mix *m = mix_entries[e];
 		unsigned long long sum[2];
-		double err[2], *te = t + (size_t)e * iters, *ts = te + (size_t)n * iters;
-		double *tb = ts + (size_t)n * iters, *tbs = tb + (size_t)n * iters;
+		double err[2], *tk[CF_MIX_NTIMES];
+		for (int k = 0; k < CF_MIX_NTIMES; k++)
+			tk[k] = t + ((size_t)k * n + e) * iters;
 		st |= m->close(state[e], check, err, sum);
 		if (rank != 0)
 			continue;
 		if (passes) { /* before median sorts them */
-			double *tp = m->backward ? tbs : ts;
+			double *tp = tk[m->backward ? CF_MIX_BWD_SPAN : CF_MIX_FWD_SPAN];
 			printf("passes variant=%s ms=", label[e]);
 			for (int i = 0; i < iters; i++)
 				printf("%s%.4f", i ? "," : "", tp[i] * 1e3);
 			printf("\n");
 		}
 		printf("variant=%s model=%s time_ms=%.4f span_ms=%.4f", label[e], m->model,
-		       median(te, iters) * 1e3, median(ts, iters) * 1e3);
+		       median(tk[CF_MIX_FWD], iters) * 1e3, median(tk[CF_MIX_FWD_SPAN], iters) * 1e3);
 		if (m->backward)
-			printf(" backward_ms=%.4f backward_span_ms=%.4f", median(tb, iters) * 1e3,
-			       median(tbs, iters) * 1e3);
+			printf(" backward_ms=%.4f backward_span_ms=%.4f", median(tk[CF_MIX_BWD], iters) * 1e3,
+			       median(tk[CF_MIX_BWD_SPAN], iters) * 1e3);
 		if (check)
 			printf(" max_rel_err=%.3e checksum=%016llx", err[0], sum[0]);
 		if (check && m->backward)

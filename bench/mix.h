@@ -9,17 +9,21 @@
 #ifndef CF_MIX_H
 #define CF_MIX_H
 
-enum { CF_MIX_NTIMES = 6 }; /* the times of a pass */
+/* The times of one pass, in seconds, as the driver's one_pass gives
+ * them: the slowest rank's forward, the group's span of it, the slowest
+ * rank's backward, how far apart the forwards ended, the span of the
+ * whole pass, the backward's span after the forwards'. */
+enum {
+	CF_MIX_FWD, CF_MIX_FWD_SPAN, CF_MIX_BWD, CF_MIX_SKEW, CF_MIX_PASS_SPAN, CF_MIX_BWD_SPAN,
+	CF_MIX_NTIMES
+};
 
 typedef struct cf_mix {
 	const char *model;
 	int backward; /* a pass times a backward after the forward */
 	/* its own cfrt context, tensors filled as the driver fills them */
 	void *(*open)(void);
-	/* one pass after a barrier, in seconds: t[0] the slowest rank's
-	 * forward, t[1] the group's span of it, t[2] the slowest rank's
-	 * backward, t[5] the backward's span after the forwards', t[3] and
-	 * t[4] as the driver's one_pass has them */
+	/* one pass after a barrier: its times, indexed CF_MIX_FWD... */
 	void (*pass)(void *state, double t[CF_MIX_NTIMES]);
 	/* with check, on rank 0: err[0] the outputs' largest relative error
 	 * against the serial reference, err[1] the gradients', sum[0] and

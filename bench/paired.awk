@@ -4,7 +4,7 @@
 # passes.txt has a line per entry of a mix launch (bench.sh's mix()):
 #   "model|launch|schedule|ms1,ms2,..."
 # the entry's timed passes in round order (bench/mix.c --passes: the
-# backward's times for a backward model). In round i every entry ran one
+# backward's span for a backward model). In round i every entry ran one
 # pass, so auto's pass i and another schedule's pass i met the machine
 # within one round of each other. Per model, for each schedule s, the
 # median over every launch's rounds of auto's pass over s's, less 1, and
