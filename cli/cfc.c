@@ -33,6 +33,7 @@ typedef struct Comp {
 	CgFiles files; /* of the output being written */
 	Profile *profile; /* --profile, or NULL */
 	Src psrc;         /* its text */
+	double auto_margin; /* auto's budget, percent of the pass (Sched.auto_margin) */
 } Comp;
 
 typedef struct Emit {
@@ -119,6 +120,8 @@ typedef struct Cli {
 	DiagFormat diagfmt;   /* -fdiagnostics-format= */
 	int sched_ranks;      /* --sched-ranks= */
 	const char *profile;  /* --profile= */
+	double margin;        /* --auto-margin=, when has_margin */
+	int has_margin;
 } Cli;
 
 static void
@@ -148,6 +151,9 @@ usage(FILE *f)
 	      "                   candidate schedule of every collective (--explain\n"
 	      "                   lists them); auto takes the fastest, or simpler\n"
 	      "                   ones that give away at most 2% of the pass in all\n"
+	      "  --auto-margin=PCT  with --profile: what auto may give away for\n"
+	      "                   simpler schedules, PCT percent of the pass (0: the\n"
+	      "                   predicted fastest; default 2)\n"
 	      "  --sched-ranks=N  --emit=sched lists the steps of the first N ranks\n"
 	      "                   (default 2; all: every rank)\n"
 	      "  --no-line        no #line directives in generated C\n"
@@ -245,6 +251,24 @@ parse_ranks(Cli *cl, const char *s)
 	return 0;
 }
 
+/* PCT or PCT%, from 0 to 100. */
+static int
+parse_margin(Cli *cl, const char *s)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (*end == '%')
+		end++;
+	if (errno || *end || end == s || !(v >= 0 && v <= 100))
+		return bad_usage("--auto-margin wants a percent of the pass from 0 to 100, not '%s'", s);
+	cl->margin = v;
+	cl->has_margin = 1;
+	return 0;
+}
+
 /* GCC's spellings: json and json-stderr, sarif-stderr; sarif too. */
 static int
 parse_diagfmt(Cli *cl, const char *s)
@@ -305,6 +329,8 @@ parse_args(Cli *cl, int argc, char **argv)
 			cl->force = a + 11;
 		} else if (!strncmp(a, "--profile=", 10) && a[10]) {
 			cl->profile = a + 10;
+		} else if (!strncmp(a, "--auto-margin=", 14)) {
+			rc = parse_margin(cl, a + 14);
 		} else if (a[0] == '-' && a[1]) {
 			return bad_usage("unknown option '%s'", a);
 		} else if (cl->input) {
@@ -324,6 +350,9 @@ parse_args(Cli *cl, int argc, char **argv)
 	if (cl->want[emit_find("gantt")] && !cl->profile)
 		return bad_usage("%s", "--emit=gantt draws the predicted timeline: give --profile=FILE "
 		                 "(cfrt-calibrate writes one)");
+	if (cl->has_margin && !cl->profile)
+		return bad_usage("%s", "--auto-margin is what auto gives away on predictions: give "
+		                 "--profile=FILE (cfrt-calibrate writes one)");
 	if (cl->want[emit_find("profile")] && !cl->profile)
 		return bad_usage("%s", "--emit=profile writes the profile read: give --profile=FILE");
 	if (cl->want[emit_find("png")] && (!cl->out || !strcmp(cl->out, "-")) && isatty(1))
@@ -515,6 +544,7 @@ schedule(Comp *c, Graph *g, Sched **s, Plan **p)
 	/* regions: each collective and the compute it can be fused with */
 	*s = region_sched(g);
 	(*s)->profile = c->profile;
+	(*s)->auto_margin = c->auto_margin;
 	/* lowering: the step programs, the stages in order */
 	if (lower_sched(*s, &c->diag))
 		return EX_INPUT;
@@ -595,6 +625,7 @@ main(int argc, char **argv)
 		c.arena = arena_new();
 		c.lines = !cl.noline;
 		c.sched_ranks = cl.sched_ranks;
+		c.auto_margin = cl.has_margin ? cl.margin : AUTO_MARGIN_PCT;
 		diag_init(&c.diag, &c.src, stderr);
 		c.diag.format = cl.diagfmt;
 		rc = read_input(&c, cl.input) ? compile(&c, &cl) : EX_INPUT;

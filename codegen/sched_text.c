@@ -507,15 +507,15 @@ tx_why_none(Arena *a, const Coll *c)
 
 /* The mark of candidate k in --explain's table. */
 static const char *
-tx_mark(const Coll *c, int k, int fastest)
+tx_mark(const Sched *s, const Coll *c, int k, int fastest)
 {
 	if (k != c->used)
 		return k == fastest ? "   (the fastest)" : "";
 	if (c->want.kind != SK_AUTO)
 		return "   <- used, as asked";
 	return k == fastest ? "   <- auto: the fastest"
-	                    : "   <- auto: the simplest within what is left of "
-	                      AUTO_MARGIN_TXT " of the pass";
+	                    : arena_printf(s->arena, "   <- auto: the simplest within what is "
+	                                   "left of %g%% of the pass", s->auto_margin);
 }
 
 /* --profile: every candidate's predicted time, the one used marked. */
@@ -538,7 +538,7 @@ tx_candidates(FILE *f, const Sched *s, const Coll *c)
 		else
 			fprintf(f, "    %-30s %10.4f   compute %.4f, transfers %.4f%s\n", how,
 			        cd->pr.total * 1e3, cd->pr.compute * 1e3, cd->pr.xfer * 1e3,
-			        tx_mark(c, k, fastest));
+			        tx_mark(s, c, k, fastest));
 	}
 }
 

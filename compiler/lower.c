@@ -1016,9 +1016,10 @@ lw_pick(Coll *c, double slack)
 /* After c's real lowering: the candidate it runs, and auto's note; an
  * auto choice is shown as asked again. */
 static void
-lw_used(Lower *L, Coll *c, const SchedChoice *want, const Profile *pf, double slack,
-        double pass)
+lw_used(Lower *L, Coll *c, const SchedChoice *want, const Sched *s, double slack, double pass)
 {
+	const Profile *pf = s->profile;
+
 	if (c->used >= 0) {
 		const Candidate *cd = &c->cand[c->used];
 		int fastest;
@@ -1028,10 +1029,10 @@ lw_used(Lower *L, Coll *c, const SchedChoice *want, const Profile *pf, double sl
 		        ? arena_printf(L->a, "the fastest of %d candidates", c->ncand)
 		        : arena_printf(L->a, "the simplest of %d candidates within %.3g ms of the "
 		                       "fastest (%s, %.3g ms): what the collectives before it "
-		                       "left of the %d%% of the pass (%.4g ms) that auto gives "
+		                       "left of the %g%% of the pass (%.4g ms) that auto gives "
 		                       "away", c->ncand, slack * 1e3,
 		                       sched_kind_str(L->a, &fd->how), fd->pr.total * 1e3,
-		                       AUTO_MARGIN_PCT, pass * 1e3);
+		                       s->auto_margin, pass * 1e3);
 		lw_note(L, c, arena_printf(L->a, "auto: %s, predicted %.3g ms, %s on profile %s",
 		                           sched_kind_str(L->a, &cd->how), cd->pr.total * 1e3, why,
 		                           pf->name));
@@ -1052,14 +1053,14 @@ lower_sched(Sched *s, Diag *d)
 	/* the stages first (regions fix them, not lowerings); with a
 	 * profile every candidate next: auto gives away over the fastest,
 	 * collective by collective in the pass's order, at most
-	 * AUTO_MARGIN_PCT of the pass in all (predict_pick) */
+	 * s->auto_margin percent of the pass in all (predict_pick) */
 	lw_order(&L, s);
 	double pass = 0, left = 0;
 	if (s->profile) {
 		for (int k = 0; k < s->colls.n; k++)
 			lw_candidates(&L, s->colls.v[k], s->profile);
 		pass = predict_pass(L.a, s, 1).total;
-		left = pass * AUTO_MARGIN_PCT / 100;
+		left = pass * s->auto_margin / 100;
 	}
 	for (int k = 0; k < s->colls.n; k++) {
 		Coll *c = s->colls.v[k];
@@ -1071,7 +1072,7 @@ lower_sched(Sched *s, Diag *d)
 		lw_coll_lower(&L, c);
 		lw_proof_size(&L, c);
 		if (s->profile)
-			lw_used(&L, c, &want, s->profile, slack, pass);
+			lw_used(&L, c, &want, s, slack, pass);
 	}
 	return d->nerr != before;
 }

@@ -175,17 +175,14 @@ int predict_candidates(const Node *n, SchedChoice *out, int max);
 /* auto's pick among cand[0..n), in that order (simpler first): the first
  * predicted within slack seconds of the fastest, whose index goes to
  * *fastest unless it is NULL (-1 and -1: none predicted). lower.c gives
- * AUTO_MARGIN_PCT of the whole pass's prediction (predict_pass) as
- * the slack: the predictions' errors are shares of a pass (the benches'
- * medians: 1.6-8.0%), so a collective whose candidates differ by less
+ * Sched.auto_margin percent of the whole pass's prediction (predict_pass)
+ * as the slack, AUTO_MARGIN_PCT (sched.h) unless cfc --auto-margin says.
+ * The predictions' errors are shares of a pass (the benches' medians:
+ * 1.6-8.0%), so a collective whose candidates differ by less
  * than that share of the pass is a near-tie whatever their share of the
  * collective's own time, and in near-ties the simpler schedule ran
  * faster more often; 3% gave away more than it saved on the runs of
  * 2026-11-28: docs/PROFILE.md. */
-#define AUTO_MARGIN_PCT 2
-#define AUTO_MARGIN_STR(x) #x
-#define AUTO_MARGIN_XSTR(x) AUTO_MARGIN_STR(x)
-#define AUTO_MARGIN_TXT AUTO_MARGIN_XSTR(AUTO_MARGIN_PCT) "%"
 int predict_pick(const Candidate *cand, int n, double slack, int *fastest);
 /* The whole pass, stage by stage (s->stages: lower.c orders them
  * first), every plain stage as predict_node gives it: total and compute

@@ -241,7 +241,13 @@ typedef struct Sched {
 	Vec colls;         /* of Coll*, in execution order */
 	const struct Profile *profile; /* --profile: lowering predicts every
 	                                * candidate and auto takes the fastest */
+	double auto_margin;            /* auto's budget, percent of the pass
+	                                * (AUTO_MARGIN_PCT unless --auto-margin):
+	                                * predict.h's predict_pick */
 } Sched;
+
+/* auto's budget by default, percent of the pass (predict.h says why) */
+#define AUTO_MARGIN_PCT 2
 
 /* ---- region.c: requires a graph with locality (graph_fill_locality).
  * ensures: a Sched with a Coll per collective (its choice as asked, the

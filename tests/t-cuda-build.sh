@@ -39,15 +39,20 @@ check "cuda-build: pc_app links against libcfrt_cuda" \
 # on profiles of 4 H100s with every entry the current cfrt-calibrate-cuda
 # writes (lease 13 with NCCL, lease 12 with copy engines: slowdown 4, the
 # heads' rates, the clock): every row predicted, auto built per transfer
-# mode: six schedules and auto per mode, 8 builds, 18 predictions
+# mode: six schedules and auto per mode, and with AUTO_MARGINS=0 auto at
+# --auto-margin=0 per mode too: 10 builds, 20 predictions
 pd=$B/tests/gpu-profiles
 mkdir -p "$pd"
 cp bench/results/2026-11-27-NVIDIA-H100-lease13-tp4-nccl.prof "$pd/machine-4-nccl.prof"
 cp bench/results/2026-11-27-NVIDIA-H100-lease12-tp4-ce.prof "$pd/machine-4-ce.prof"
-check "cuda-build: the GPU benchmark's models build (case a, TP 4, auto per mode)" sh -c \
-	"rm -rf $B/bench/gpu/a-4-* && PROFILE_DIR=$pd BUILD_ONLY=1 TPS=4 CASES=a sh bench/gpu/bench.sh &&
-	 test \$(ls $B/bench/gpu/a-4-*/run | wc -l) -eq 8 &&
-	 test \$(grep -c '^predict case=a tp=4 .* ms=[0-9]' $B/bench/gpu/predicted.txt) -eq 18"
+check "cuda-build: the GPU benchmark's models build (case a, TP 4, auto and auto@0 per mode)" sh -c \
+	"rm -rf $B/bench/gpu/a-4-* && PROFILE_DIR=$pd BUILD_ONLY=1 TPS=4 CASES=a AUTO_MARGINS=0 \
+	   sh bench/gpu/bench.sh &&
+	 test \$(ls $B/bench/gpu/a-4-*/run | wc -l) -eq 10 &&
+	 test \$(grep -c '^predict case=a tp=4 .* ms=[0-9]' $B/bench/gpu/predicted.txt) -eq 20 &&
+	 test \$(grep -c '^predict case=a tp=4 schedule=auto@0 transfer=[a-z]* ms=[0-9]' $B/bench/gpu/predicted.txt) -eq 2 &&
+	 test -x $B/bench/gpu/a-4-auto@0-nccl/run && test -x $B/bench/gpu/a-4-auto@0-ce/run &&
+	 test \$(grep -c '^auto@0 case=a tp=4 transfer=[a-z]* takes [a-z]' $B/bench/gpu/runs.txt) -eq 2"
 # tests/gpu/app_stream (cfrt_init_opts on the application's CUDA stream
 # and NCCL communicator, around a generated forward): a cuda.mk target
 check "cuda-build: app_stream (the application's stream and NCCL communicator) builds" \

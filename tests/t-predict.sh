@@ -151,6 +151,52 @@ check "auto on a profile leaves out candidates whose slices do not fit its regio
 	 ! grep -q '^    slice(2) ' '$out/ar.explain' &&
 	 [ \$(grep -c '<- auto: the' '$out/ar.explain') = 1 ]"
 
+# --auto-margin: what auto gives away. On lease 66's 2-H200 NCCL profile
+# bench-gpu's case d prices slice(4) 1.6% over fuse(ring, m = 2) (the
+# first of the fastest) and vanilla 4.9% over it: the default 2% takes
+# slice(4), 0 the fastest, 10 vanilla; each says the margin it spent
+gp66=bench/results/2026-11-29-NVIDIA-H200-lease66-tp2-nccl.prof
+d="$(sed -n 's/^\td) echo "\(.*\)" ;;$/\1/p' bench/gpu/bench.sh) -D tp=2 --type=bf16 --profile=$gp66"
+while IFS='|' read -r arg want pct mark; do
+	"$CFC" $d --schedule=auto $arg --explain >"$out/margin.explain" 2>&1
+	rc=$?
+	[ -n "$mark" ] || mark="<- auto: the simplest within what is left of $pct% of the pass"
+	check "${arg:-no --auto-margin}: auto takes $want on case d's GPU profile" sh -c \
+		"[ $rc = 0 ] && grep -q -F '; auto: $want, predicted ' '$out/margin.explain' &&
+		 [ \$(grep -c -F '$mark' '$out/margin.explain') = 1 ]"
+done <<'EOF'
+|slice(4)|2|
+--auto-margin=2%|slice(4)|2|
+--auto-margin=0|fuse(ring,m=2)|0|<- auto: the fastest
+--auto-margin=10|vanilla|10|
+--auto-margin=1.7|slice(4)|1.7|
+--auto-margin=1.2|fuse(ring,m=2)|1.2|<- auto: the fastest
+EOF
+# at 0 every collective of every example takes its fastest candidate
+zero=0
+for ex in $(ls examples/*.cf | xargs -n1 basename | sed "s/\.cf$//"); do
+	"$CFC" "examples/$ex.cf" --backward --profile="$prof" --schedule=auto --auto-margin=0 \
+		--explain >"$out/$ex.m0.explain" 2>&1 || zero=1
+	[ "$(grep -c '<- auto: the fastest' "$out/$ex.m0.explain")" = \
+	  "$(grep -c '^examples/' "$out/$ex.m0.explain")" ] || zero=1
+	! grep -q 'simplest within' "$out/$ex.m0.explain" || zero=1
+done
+check "--auto-margin=0: auto takes the fastest candidate everywhere (every example, backward too)" \
+	test "$zero" = 0
+for bad in -1 abc 101 nan 1e999 '' 2%% 3x; do
+	"$CFC" examples/mlp.cf --profile="$prof" --schedule=auto --auto-margin="$bad" \
+		-o "$out/never.c" 2>"$out/margin.err"
+	rc=$?
+	check "--auto-margin='$bad' refused (exit 2, the value named, nothing written)" sh -c \
+		"[ $rc = 2 ] && grep -q -F \"cfc: --auto-margin wants a percent of the pass from 0 to 100, not '$bad'\" '$out/margin.err' &&
+		 [ ! -e '$out/never.c' ]"
+done
+"$CFC" examples/mlp.cf --schedule=auto --auto-margin=1 -o "$out/never.c" 2>"$out/margin.err"
+rc=$?
+check "--auto-margin without --profile refused (exit 2)" sh -c \
+	"[ $rc = 2 ] && grep -q 'cfc: --auto-margin is what auto gives away on predictions: give --profile=FILE' '$out/margin.err' &&
+	 [ ! -e '$out/never.c' ]"
+
 # an f32 model on a profile of bf16 compute only (bench-gpu's): every
 # candidate unpredicted, saying which rate is missing and how to measure
 # it, and auto keeps its rule

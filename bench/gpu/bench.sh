@@ -20,6 +20,9 @@
 # predicted compute alone), and "auto", the schedule cfc takes on it,
 # is built per mode and timed like the others (PREDICT=0: none of this;
 # PROFILE_DIR=D: the profiles D/machine-TP-MODE.prof measured before).
+# AUTO_MARGINS="0 1": also auto with cfc --auto-margin=0 and =1 (rows
+# auto@0 and auto@1, built and timed as auto is), to time auto's margin
+# against the default 2% in the same runs.
 # Our output of fuse(ring) with NCCL is dumped and compared with PyTorch's
 # (not d's: its output, as doubles, is 17 GB; b checks the same ops).
 # BUILD_ONLY=1 stops after building the models (tests/t-cuda-build.sh).
@@ -40,7 +43,7 @@
 : "${RESULTS:=bench/results}"
 : "${SCHEDULES:=vanilla slice(4) fuse(ring) fuse(ring,m=2) fuse(bidir) fuse(bidir,m=2)}"
 : "${MODES:=nccl ce none}"
-: "${PREDICT:=1}" "${PROFILE_DIR:=}" "${ROUNDS:=1}" "${ROUND0:=0}"
+: "${PREDICT:=1}" "${PROFILE_DIR:=}" "${ROUNDS:=1}" "${ROUND0:=0}" "${AUTO_MARGINS:=}"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 B
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
 raw=$B/bench/gpu
@@ -68,7 +71,7 @@ xmodes=$(echo "$MODES" | sed 's/none//')
 modes_of() {
 	case $1 in
 	vanilla | slice*) echo "$MODES" | sed 's/ce//' ;;
-	auto) echo "$xmodes" ;;
+	auto*) echo "$xmodes" ;;
 	*) echo "$MODES" ;;
 	esac
 }
@@ -110,10 +113,12 @@ fi
 # the compute alone predicted on the first mode's profile)
 pred=$raw/predicted.txt
 : >"$pred"
+# margin_of SCHEDULE: auto@P's --auto-margin=P, else nothing
+margin_of() { case $1 in auto@*) echo "--auto-margin=${1#auto@}" ;; esac; }
 predict_one() { # CASE TP SCHEDULE MODE (none: on the first mode's profile)
 	p=$4
 	[ "$p" != none ] || p=$first
-	x=$("$B/cfc" $(spec "$1") -D tp="$2" --type=bf16 --schedule="$3" \
+	x=$("$B/cfc" $(spec "$1") -D tp="$2" --type=bf16 --schedule="${3%@*}" $(margin_of "$3") \
 		--profile="$(prof "$2" "$p")" --explain) || { echo "predicting $*: failed"; return; }
 	if [ "$4" = none ]; then
 		ms=$(echo "$x" | sed -n 's/^pass: predicted .* (compute alone \([0-9.]*\) ms).*/\1/p')
@@ -121,11 +126,12 @@ predict_one() { # CASE TP SCHEDULE MODE (none: on the first mode's profile)
 		ms=$(echo "$x" | sed -n 's/^pass: predicted \([0-9.]*\) ms.*/\1/p')
 	fi
 	echo "predict case=$1 tp=$2 schedule=$3 transfer=$4 ms=${ms:-fail}" >>"$pred"
-	[ "$3" != auto ] || echo "auto case=$1 tp=$2 transfer=$4 takes $(echo "$x" |
+	[ "${3%@*}" != auto ] || echo "$3 case=$1 tp=$2 transfer=$4 takes $(echo "$x" |
 		sed -n 's/.*auto: \([^ ]*\), predicted .*/\1/p' | tr '\n' ' ')" | tee -a "$log"
 }
 if [ "$PREDICT" != 0 ]; then
 	SCHEDULES="$SCHEDULES auto"
+	for p in $AUTO_MARGINS; do SCHEDULES="$SCHEDULES auto@$p"; done
 	first=${xmodes%% *}
 	for tp in $TPS; do
 		for c in $CASES; do
@@ -145,9 +151,9 @@ build_one='
 for tp in $TPS; do
 	for c in $CASES; do
 		for s in $SCHEDULES; do
-			if [ "$s" = auto ]; then # one per mode, on its profile
+			if [ "${s%@*}" = auto ]; then # one per mode, on its profile
 				for m in $xmodes; do
-					echo "$raw/$c-$tp-auto-$m $tp auto \"$(spec "$c") --profile=$(prof "$tp" "$m")\""
+					echo "$raw/$c-$tp-$s-$m $tp auto \"$(spec "$c") $(margin_of "$s") --profile=$(prof "$tp" "$m")\""
 				done
 			else
 				echo "$raw/$c-$tp-$(tag "$s") $tp $s \"$(spec "$c")\""
@@ -171,7 +177,7 @@ runs_of() {
 		for s in $SCHEDULES; do
 			for m in $(modes_of "$s"); do
 				dir=$raw/$c-$1-$(tag "$s")
-				[ "$s" != auto ] || dir=$raw/$c-$1-auto-$m
+				[ "${s%@*}" != auto ] || dir=$raw/$c-$1-$s-$m
 				echo "$dir|$c|$s|$m"
 			done
 		done

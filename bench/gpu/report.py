@@ -17,7 +17,7 @@ Metrics (Flux, arXiv 2406.06858; DESIGN.md section 4), per case and TP:
   predicted cfc --profile's prediction of the row on the profile of its
             TP and transfer mode (the none rows: the predicted compute
             alone), pred_err = predicted / ms - 1; "auto" is the schedule
-            cfc takes on that profile. The summary gives the median and
+            cfc takes on that profile ("auto@P": with --auto-margin=P). The summary gives the median and
             worst |pred_err| over the schedule rows that move data, and
             auto's regret: its time over the fastest schedule of the same
             case, TP and mode (vanilla and slice(k) move by NCCL
@@ -171,6 +171,11 @@ def headline(rows):
     return out
 
 
+def is_auto(schedule):
+    """auto, or auto@P (cfc --auto-margin=P): cfc's pick, not a kind."""
+    return schedule == "auto" or schedule.startswith("auto@")
+
+
 def nccl_in_every_mode(schedule):
     """vanilla and slice(k) move data by NCCL collectives whatever
     CFRT_TRANSFER says: bench.sh runs them with nccl only."""
@@ -188,7 +193,7 @@ def summary(rows):
     ours = [r for r in rows if r["impl"] == "ours" and r.get("ms") is not None]
     out = []
     for what, sel in (("schedule rows that move data",
-                       lambda r: r["transfer"] != "none" and r["schedule"] != "auto"),
+                       lambda r: r["transfer"] != "none" and not is_auto(r["schedule"])),
                       ("compute alone (transfer none)",
                        lambda r: r["transfer"] == "none")):
         e = [(abs(r["pred_err"]), r) for r in ours if sel(r) and "pred_err" in r]
@@ -206,18 +211,18 @@ def summary(rows):
             out.append("SM clock the rows ran at, tp=%d: %.0f-%.0f MHz, median %.0f "
                        "(%d rows)" % (tp, min(c), max(c), median(c), len(c)))
     for r in ours:
-        if r["schedule"] != "auto":
+        if not is_auto(r["schedule"]):
             continue
         same = [q for q in ours if q["case"] == r["case"] and q["tp"] == r["tp"] and
-                q["schedule"] != "auto" and (q["transfer"] == r["transfer"] or
+                not is_auto(q["schedule"]) and (q["transfer"] == r["transfer"] or
                 (q["transfer"] == "nccl" and nccl_in_every_mode(q["schedule"])))]
         if not same:
             continue
         b = min(same, key=lambda q: q["ms"])
         van = next((q["ms"] for q in same if q["schedule"] == "vanilla"), None)
-        out.append("auto: case %s tp=%d %s: %.3f ms, the fastest schedule %s %s %.3f ms: "
+        out.append("%s: case %s tp=%d %s: %.3f ms, the fastest schedule %s %s %.3f ms: "
                    "regret %+.1f%%%s" % (
-                       r["case"], r["tp"], r["transfer"], r["ms"], b["schedule"], b["transfer"],
+                       r["schedule"], r["case"], r["tp"], r["transfer"], r["ms"], b["schedule"], b["transfer"],
                        b["ms"], 100 * (r["ms"] / b["ms"] - 1),
                        "; vanilla %.3f ms (%+.1f%%)" % (van, 100 * (r["ms"] / van - 1))
                        if van else ""))

@@ -679,9 +679,10 @@ test_pick(void)
 /* auto with a profile lowers the candidate the predictor ranks first,
  * for every collective of every example, on a compute-heavy and on a
  * transfer-heavy machine: collective by collective in the pass's order,
- * the simplest within what is left of 2% of the pass predicted with
- * every collective at its fastest (each stage outside the regions
- * predicted alone, each collective's fastest candidate), less what the
+ * the simplest within what is left of the margin (2% by default, 0 and
+ * 10% as cfc --auto-margin sets them) of the pass predicted with every
+ * collective at its fastest (each stage outside the regions predicted
+ * alone, each collective's fastest candidate), less what the
  * collectives before it gave away over their fastest. */
 static void
 test_auto(void)
@@ -694,13 +695,16 @@ test_auto(void)
 		     "p2p 1 100000 1e-3\np2p 2 100000 3e-3\nslowdown 1.4\nend\n",
 	};
 
+	static const double margin[] = {-1, 0, 10}; /* -1: region_sched's */
+
 	for (size_t e = 0; e < sizeof ex / sizeof *ex; e++) {
 		char *text = st_example(ex[e]);
-		for (size_t m = 0; m < sizeof mach / sizeof *mach; m++) {
+		for (size_t m = 0; m < sizeof mach / sizeof *mach * 3; m++) {
+			double pct = margin[m % 3];
 			SRun r;
 			char *err = NULL;
 			Arena *pa = arena_new();
-			Profile *pf = pf_parse(pa, mach[m], &err);
+			Profile *pf = pf_parse(pa, mach[m / 3], &err);
 			CU_ASSERT_PTR_NOT_NULL_FATAL(pf);
 			free(err);
 			/* region_sched, then the profile, then lowering */
@@ -716,6 +720,11 @@ test_auto(void)
 			graph_fill_locality(g);
 			Sched *s = region_sched(g);
 			s->profile = pf;
+			CU_ASSERT_EQUAL(s->auto_margin, AUTO_MARGIN_PCT);
+			if (pct >= 0)
+				s->auto_margin = pct;
+			else
+				pct = AUTO_MARGIN_PCT;
 			CU_ASSERT_FATAL(lower_sched(s, &r.d) == 0);
 			CU_ASSERT_EQUAL(verify_sched(s, plan_sched(s), &r.d), 0);
 			double pass = 0;
@@ -737,7 +746,7 @@ test_auto(void)
 			for (int k = 0; k < s->g->nodes.n; k++)
 				ncoll += s->byid[k] != NULL;
 			CU_ASSERT_FATAL(ncoll == s->colls.n);
-			double left = pass * 0.02;
+			double left = pass * pct / 100;
 			for (int j = 0; j < s->colls.n; j++) { /* in the pass's order */
 				const Coll *c = s->colls.v[j];
 				CU_ASSERT_FATAL(c->ncand >= 1);
@@ -751,6 +760,8 @@ test_auto(void)
 					first++;
 				left -= c->cand[first].pr.total - c->cand[fast].pr.total;
 				CU_ASSERT_EQUAL(c->used, first);
+				if (pct == 0) /* the first of the fastest */
+					CU_ASSERT_EQUAL(c->cand[first].pr.total, c->cand[fast].pr.total);
 				CU_ASSERT_STRING_EQUAL(sched_kind_str(r.a, &c->how),
 				                       sched_kind_str(r.a, &c->cand[first].how));
 				/* and its prediction is the lowered program's */
@@ -758,7 +769,7 @@ test_auto(void)
 				CU_ASSERT_DOUBLE_EQUAL(pr.total, c->cand[first].pr.total,
 				                       1e-12 * pr.total);
 			}
-			/* what the picks gave away adds up to 2% of the pass at most */
+			/* what the picks gave away adds up to the margin at most */
 			CU_ASSERT(left >= -1e-12 * pass);
 			arena_free(r.a);
 			arena_free(pa);
