@@ -965,19 +965,23 @@ predict_node(Arena *a, const Node *n, const Profile *pf)
 int
 predict_pick(const Candidate *cand, int n, double slack, int *fastest)
 {
-	int f = -1;
+	int f = -1, pick = -1;
+	double lo = INFINITY;
 
 	for (int k = 0; k < n; k++)
-		if (!cand[k].pr.err && (f < 0 || cand[k].pr.total < cand[f].pr.total))
+		if (!cand[k].pr.err)
+			lo = fmin(lo, cand[k].pr.total);
+	/* the first at the least to rounding (sums of the same times in
+	 * another order differ in the last bits): a tie is the simpler's */
+	for (int k = 0; k < n && f < 0; k++)
+		if (!cand[k].pr.err && cand[k].pr.total <= lo * (1 + 1e-9))
 			f = k;
+	for (int k = 0; k < n && pick < 0; k++)
+		if (!cand[k].pr.err && cand[k].pr.total <= (lo + slack) * (1 + 1e-9))
+			pick = k;
 	if (fastest)
 		*fastest = f;
-	if (f < 0)
-		return -1;
-	for (int k = 0; k < n; k++)
-		if (!cand[k].pr.err && cand[k].pr.total <= (cand[f].pr.total + slack) * (1 + 1e-9))
-			return k;
-	return f;
+	return pick;
 }
 
 Prediction

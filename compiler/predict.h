@@ -174,7 +174,9 @@ Prediction predict_node(Arena *a, const Node *n, const Profile *pf);
 int predict_candidates(const Node *n, SchedChoice *out, int max);
 /* auto's pick among cand[0..n), in that order (simpler first): the first
  * predicted within slack seconds of the fastest, whose index goes to
- * *fastest unless it is NULL (-1 and -1: none predicted). lower.c gives
+ * *fastest unless it is NULL (-1 and -1: none predicted); the fastest is
+ * the first at the least to rounding (1e-9 of it), so with no slack the
+ * pick is the fastest. lower.c gives
  * Sched.auto_margin percent of the whole pass's prediction (predict_pass)
  * as the slack, AUTO_MARGIN_PCT (sched.h) unless cfc --auto-margin says.
  * The predictions' errors are shares of a pass (the benches' medians:
