@@ -165,8 +165,10 @@ def gpu(a):
         if r["impl"] != "ours" or not r["ms"]:
             continue
         c, s, mode, tp = r["case"], r["schedule"], r["transfer"], r["tp"]
-        if mode != "none" and not prof.get(mode) or s.startswith("auto@"):
-            continue  # auto@P: auto at another margin, which CFC's auto replays
+        if s.startswith("auto@"):
+            continue  # auto at another margin: CFC's own auto replays the rule
+        if mode != "none" and not prof.get(mode):
+            continue
         args = GPU_SPEC[c].split() + ["-D", "tp=" + tp, "--type=bf16",
                                       "--schedule=" + s, "--profile=" + prof[mode if mode != "none" else "nccl"]]
         t, alone, picks = cfc(args)

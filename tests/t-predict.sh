@@ -23,6 +23,8 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 : "${OMPI_MCA_btl_vader_single_copy_mechanism:=none}"
 export OMPI_MCA_btl_vader_single_copy_mechanism OPENBLAS_NUM_THREADS=1
 prof=$out/q.prof
+# gpu_spec CASE: bench-gpu's spec of case CASE (its spec() in bench/gpu/bench.sh)
+gpu_spec() { sed -n "s/^\t$1) echo \"\(.*\)\" ;;\$/\1/p" bench/gpu/bench.sh; }
 
 if mpirun --oversubscribe --timeout 120 -n 2 "$B/cfrt-calibrate" --quick -o "$prof" \
 	>"$out/cal.log" 2>&1; then
@@ -156,7 +158,7 @@ check "auto on a profile leaves out candidates whose slices do not fit its regio
 # first of the fastest) and vanilla 4.9% over it: the default 2% takes
 # slice(4), 0 the fastest, 10 vanilla; each says the margin it spent
 gp66=bench/results/2026-11-29-NVIDIA-H200-lease66-tp2-nccl.prof
-d="$(sed -n 's/^\td) echo "\(.*\)" ;;$/\1/p' bench/gpu/bench.sh) -D tp=2 --type=bf16 --profile=$gp66"
+d="$(gpu_spec d) -D tp=2 --type=bf16 --profile=$gp66"
 while IFS='|' read -r arg want pct mark; do
 	"$CFC" $d --schedule=auto $arg --explain >"$out/margin.explain" 2>&1
 	rc=$?
@@ -494,7 +496,7 @@ H,d,a,4,ours,vanilla,none,6.0,,,,,,,,,
 H,d,a,4,ours,auto,nccl,8.2,,,,,,,,,
 CSV
 CFC=$B/cfc python3 bench/replay.py gpu "$out/replay.csv" "$prof" >"$out/replay.txt" 2>&1
-a="$(sed -n 's/^\ta) echo "\(.*\)" ;;$/\1/p' bench/gpu/bench.sh) -D tp=4 --type=bf16 --profile=$prof --explain"
+a="$(gpu_spec a) -D tp=4 --type=bf16 --profile=$prof --explain"
 pv=$("$CFC" $a --schedule=vanilla | sed -n 's/^pass: predicted \([0-9.]*\) ms (compute alone \([0-9.]*\) ms).*/\1 \2/p')
 pr=$("$CFC" $a --schedule="fuse(ring,m=2)" | sed -n 's/^pass: predicted \([0-9.]*\) ms.*/\1/p')
 pa=$("$CFC" $a --schedule=auto | sed -n 's/^pass: predicted \([0-9.]*\) ms.*/\1/p')
