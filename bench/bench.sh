@@ -70,6 +70,9 @@
 # benchmark. Before
 # each run the script waits while other processes keep the cores busy (at
 # most QUIET_WAIT seconds in all), and it records their CPU share.
+# AUTO_MARGINS="0 1": also auto with cfc --auto-margin=0 and =1 (rows
+# auto@0 and auto@1, built, timed, mixed and judged as auto is), to time
+# auto's margin against the default 2% in the same runs.
 set -u
 : "${B:=build}" "${ITERS:=9}" "${WARMUP:=2}" "${ROUNDS:=5}" "${RANKS:=4}"
 : "${BUILD:=1}" "${BENCH_CPUS:=}" "${QUIET_WAIT:=60}" "${SHORT:=0}" "${MIX:=1}"
@@ -111,6 +114,8 @@ export OMPI_MCA_btl_vader_single_copy_mechanism
 # with their transfers removed
 : "${SCHEDULES:=vanilla slice(2) slice(4) fuse(ring) fuse(ring,m=2) fuse(bidir) fuse(pairwise) auto}"
 : "${ALONE:=vanilla slice(4) fuse(ring) fuse(bidir) auto}"
+: "${AUTO_MARGINS:=}"
+for p in $AUTO_MARGINS; do SCHEDULES="$SCHEDULES auto@$p"; done
 tag() { echo "$1" | tr -d ' ' | tr '(),=' '___-' | sed 's/_*$//'; }
 # full CMD...: CMD unless SHORT (a row that SHORT leaves out)
 full() { [ "$SHORT" != 0 ] || "$@"; }
@@ -119,6 +124,14 @@ size_of() { echo "$2" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
 die() { echo "bench: $*" >&2; exit 1; }
 # alone SCHEDULE: whether its compute alone is timed (not with SHORT)
 alone() { [ "$SHORT" = 0 ] && case " $ALONE " in *" $1 "*) true ;; *) false ;; esac; }
+# cfc_sched SCHEDULE: sch, cfc's --schedule for a row, and mrg, its
+# --auto-margin or empty (row auto@P: auto at --auto-margin=P)
+cfc_sched() {
+	case $1 in
+	auto@*) sch=auto mrg=--auto-margin=${1#auto@} ;;
+	*) sch=$1 mrg= ;;
+	esac
+}
 
 # build MODEL SCHEDULE SIZES...: $dir/run and $dir/run-nocomm; with BWD=1
 # (the models "MODEL backward") compiled with --backward.
@@ -130,13 +143,14 @@ build() {
 		dir=$out/models/$m-bwd-$(tag "$s")
 		set -- "$@" --backward
 	fi
-	[ "$s" = auto ] && set -- "$@" --profile="$prof"
+	cfc_sched "$s"
+	[ "$sch" != auto ] || set -- "$@" --profile="$prof" ${mrg:+"$mrg"}
 	sh scripts/build-model.sh "$B" "$dir" "examples/$m.cf" "$@" \
-		-D tp="$RANKS" --schedule="$s" >"$dir.log" 2>&1 ||
+		-D tp="$RANKS" --schedule="$sch" >"$dir.log" 2>&1 ||
 		{ cat "$dir.log" >&2; die "building $m with $s failed"; }
 	alone "$s" || return 0
 	CF_RUN=run-nocomm CF_NOCOMM=1 sh scripts/build-model.sh \
-		"$B" "$dir" "examples/$m.cf" "$@" -D tp="$RANKS" --schedule="$s" \
+		"$B" "$dir" "examples/$m.cf" "$@" -D tp="$RANKS" --schedule="$sch" \
 		>>"$dir.log" 2>&1 ||
 		{ cat "$dir.log" >&2; die "linking $m with $s without transfers failed"; }
 }
@@ -152,12 +166,13 @@ predict() {
 		key="$m backward" pass="backward pass"
 		set -- "$@" --backward
 	fi
-	x=$("$B/cfc" "examples/$m.cf" "$@" -D tp="$RANKS" --schedule="$s" --profile="$prof" \
-		--explain) || die "predicting $m with $s failed"
+	cfc_sched "$s"
+	x=$("$B/cfc" "examples/$m.cf" "$@" -D tp="$RANKS" --schedule="$sch" ${mrg:+"$mrg"} \
+		--profile="$prof" --explain) || die "predicting $m with $s failed"
 	ms=$(echo "$x" | sed -n "s/^$pass: predicted \([0-9.]*\) ms.*/\1/p")
 	cms=$(echo "$x" | sed -n "s/^$pass: predicted .* (compute alone \([0-9.]*\) ms).*/\1/p")
 	echo "$key,$s,none|${ms:--}|${cms:--}" >>"$out/predicted.txt"
-	[ "$s" != auto ] || echo "  $key: auto takes $(echo "$x" |
+	[ "$sch" != auto ] || echo "  $key: $s takes $(echo "$x" |
 		sed -n 's/.*auto: \([^ ]*\), predicted .*/\1/p' | sort | uniq -c |
 		awk '{ printf "%s%s x%s", (NR > 1 ? ", " : ""), $2, $1 }')"
 }

@@ -14,6 +14,8 @@
 #   auto (mix, pass by pass): MODEL: against vanilla +X% (slower in K of
 #   N); the least favourable, S, +Y% (slower in K of N)
 # (", the least favourable" after vanilla's where S is vanilla).
+# Each auto@P entry (bench.sh's AUTO_MARGINS) gets its lines the same
+# way, after auto's; the auto entries are not paired with each other.
 # Where the launches' medians (summary.awk's "launch by launch") rest on
 # two or three launches, this rests on every round of them; a VM whose
 # speed moves within a launch moves both passes of a pair alike. A model
@@ -33,40 +35,47 @@
 END {
 	for (k = 1; k <= nm; k++) {
 		m = models[k]
-		if (!((m, "auto") in known))
-			continue
-		worst = ""
-		for (j = 1; j <= ns[m]; j++) {
-			s = sched[m, j]
-			if (s == "auto" || nl[m, s] != nl[m, "auto"] || !pair(m, s))
-				continue
-			if (worst == "" || rel[s] > rel[worst])
-				worst = s
-		}
-		if (worst == "")
-			continue
-		printf "auto (mix, pass by pass): %s:", m
-		if ("vanilla" in rel)
-			printf " against vanilla %+.1f%% (slower in %d of %d)%s", 100 * rel["vanilla"],
-			       slower["vanilla"], npairs["vanilla"],
-			       worst == "vanilla" ? ", the least favourable\n" : ";"
-		if (worst != "vanilla")
-			printf " the least favourable, %s, %+.1f%% (slower in %d of %d)\n", worst,
-			       100 * rel[worst], slower[worst], npairs[worst]
-		split("", rel)
+		if ((m, "auto") in known)
+			against(m, "auto")
+		for (j = 1; j <= ns[m]; j++)
+			if (sched[m, j] ~ /^auto@/)
+				against(m, sched[m, j])
 	}
 }
 
-# pair(M, S): rel[S], slower[S] and npairs[S] of auto against schedule S
-# of model M; 0 where no round pairs them.
-function pair(m, s,    l, L, i, n, r, x) {
+# against(M, A): the line of auto entry A of model M
+function against(m, a,    j, s, worst) {
+	worst = ""
+	for (j = 1; j <= ns[m]; j++) {
+		s = sched[m, j]
+		if (s == "auto" || s ~ /^auto@/ || nl[m, s] != nl[m, a] || !pair(m, a, s))
+			continue
+		if (worst == "" || rel[s] > rel[worst])
+			worst = s
+	}
+	if (worst == "")
+		return
+	printf "%s (mix, pass by pass): %s:", a, m
+	if ("vanilla" in rel)
+		printf " against vanilla %+.1f%% (slower in %d of %d)%s", 100 * rel["vanilla"],
+		       slower["vanilla"], npairs["vanilla"],
+		       worst == "vanilla" ? ", the least favourable\n" : ";"
+	if (worst != "vanilla")
+		printf " the least favourable, %s, %+.1f%% (slower in %d of %d)\n", worst,
+		       100 * rel[worst], slower[worst], npairs[worst]
+	split("", rel)
+}
+
+# pair(M, A, S): rel[S], slower[S] and npairs[S] of auto entry A against
+# schedule S of model M; 0 where no round pairs them.
+function pair(m, a, s,    l, L, i, n, r, x) {
 	n = 0
 	for (l = 1; l <= nlaunch[m]; l++) {
 		L = launch[m, l]
-		for (i = 1; i <= np[m, "auto", L] && i <= np[m, s, L]; i++) {
+		for (i = 1; i <= np[m, a, L] && i <= np[m, s, L]; i++) {
 			if (ms[m, s, L, i] + 0 <= 0)
 				continue
-			r[++n] = ms[m, "auto", L, i] / ms[m, s, L, i]
+			r[++n] = ms[m, a, L, i] / ms[m, s, L, i]
 			x += r[n] > 1
 		}
 	}

@@ -29,9 +29,10 @@
 #   in one job with every other schedule of its model, passes interleaved
 #   (bench/mix.c); the median over the rounds, and the prediction against
 #   it), mix_vs_best,mix_vs_vanilla (the row's mix time over, in the same
-#   launch, the fastest schedule's but auto's, and vanilla's: the median
-#   over the launches, less 1; a launch's state of the machine moves every
-#   schedule in it, the launch-to-launch change is left out)
+#   launch, the fastest schedule's but auto's and auto@P's, and
+#   vanilla's: the median over the launches, less 1; a launch's state of
+#   the machine moves every schedule in it, the launch-to-launch change
+#   is left out)
 BEGIN {
 	# cfc's predictions: "model,variant,progress|ms|compute ms" lines
 	while (pred != "" && (getline l < pred) > 0) {
@@ -158,8 +159,8 @@ function line(m, row, best, ev,   t, rk, c, ect, ov, dl, g1, nrk, sp, oc, pm, pc
 }
 
 # The median over the mix launches of row's time over, in the same
-# launch, that of row "to" or (to "") of model m's fastest row but auto's,
-# less 1; "" unless every row of m has as many mix launches.
+# launch, that of row "to" or (to "") of model m's fastest row but auto's
+# and auto@P's, less 1; "" unless every row of m has as many mix launches.
 function mix_rel(m, row, to,   n, i, j, r, b, x, q) {
 	if (!((row, "mix") in cnt) || (to != "" && !((to, "mix") in cnt)))
 		return ""
@@ -173,11 +174,17 @@ function mix_rel(m, row, to,   n, i, j, r, b, x, q) {
 		b = to == "" ? "" : span[to, "mix", i]
 		for (j = 1; to == "" && j <= nr[m]; j++) {
 			r = rows[m, j]
-			if ((r, "mix") in cnt && r != m ",auto,none" && (b == "" || span[r, "mix", i] + 0 < b + 0))
+			if ((r, "mix") in cnt && !auto_row(m, r) && (b == "" || span[r, "mix", i] + 0 < b + 0))
 				b = span[r, "mix", i]
 		}
 		x[i] = b > 0 ? span[row, "mix", i] / b : 0
 	}
 	q = median(x, n)
 	return q > 0 ? f(q - 1, 3) : ""
+}
+
+# Is row r of model m auto's, at the default margin or at P (auto@P)?
+function auto_row(m, r,    v) {
+	v = substr(r, length(m) + 2)
+	return v == "auto,none" || v ~ /^auto@[^,]*,none$/
 }

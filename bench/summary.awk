@@ -7,7 +7,8 @@
 # - per model, auto's time against the fastest schedule row measured in
 #   the same run (its regret: auto / fastest - 1, negative where auto was
 #   faster), against vanilla, and against the hand-written MPI + OpenBLAS
-#   MLP;
+#   MLP; the same of each auto@P row (bench.sh's AUTO_MARGINS: auto at
+#   cfc --auto-margin=P), after auto's;
 # - where the rounds differed, the same against the median of each row's
 #   rounds (report.awk's median_ms and pred_err_median): the calibration
 #   keeps medians, and on a machine whose speed wanders from run to run
@@ -30,10 +31,11 @@ NR == 1 {
 	mx = ("mix_ms" in col) ? $col["mix_ms"] : ""
 	if ($col["spread"] + 0 > 0) wandered = 1
 	if (!(m in seen)) { seen[m] = 1; models[++nm] = m }
-	if (v == "auto") {
-		auto[m] = t; mauto[m] = md; xauto[m] = mx
+	if (v == "auto" || v ~ /^auto@/) {
+		if (!(v in isauto)) { isauto[v] = 1; autos[++na] = v }
+		auto[v, m] = t; mauto[v, m] = md; xauto[v, m] = mx
 		if ("mix_vs_best" in col && $col["mix_vs_best"] != "") {
-			xrel[m] = $col["mix_vs_best"]; xrelv[m] = $col["mix_vs_vanilla"]
+			xrel[v, m] = $col["mix_vs_best"]; xrelv[v, m] = $col["mix_vs_vanilla"]
 		}
 		next
 	}
@@ -77,17 +79,21 @@ END {
 		       100 * median(cerr, nc), 100 * cerr[cw], cwhat[cw]
 	}
 	printf "\n"
-	regrets("auto", auto, best, bestv, van, hand)
+	for (j = 1; j <= na; j++)
+		regrets(autos[j], "", auto, best, bestv, van, hand)
 	if (nx) {
 		worst = worst_of(xerr, nx)
 		printf "against the schedules interleaved in one job (mix): |error| median %.1f%%, " \
 		       "worst %.1f%% (%s), within 15%%: %d\n", 100 * median(xerr, nx),
 		       100 * xerr[worst], xwhat[worst], within15(xerr, nx)
-		regrets("auto (mix)", xauto, xbest, xbestv, xvan, mhand)
-		for (k = 1; k <= nm; k++)
-			if (models[k] in xrel)
-				printf "auto (mix, launch by launch): %s: regret %+.1f%%; against vanilla %+.1f%%\n",
-				       models[k], 100 * xrel[models[k]], 100 * xrelv[models[k]]
+		for (j = 1; j <= na; j++)
+			regrets(autos[j], " (mix)", xauto, xbest, xbestv, xvan, mhand)
+		for (j = 1; j <= na; j++)
+			for (k = 1; k <= nm; k++)
+				if ((autos[j], models[k]) in xrel)
+					printf "%s (mix, launch by launch): %s: regret %+.1f%%; against vanilla %+.1f%%\n",
+					       autos[j], models[k], 100 * xrel[autos[j], models[k]],
+					       100 * xrelv[autos[j], models[k]]
 	}
 	if (!wandered || !nm2)
 		exit
@@ -95,7 +101,8 @@ END {
 	printf "against the median of each row's rounds: |error| median %.1f%%, worst %.1f%% " \
 	       "(%s), within 15%%: %d\n", 100 * median(merr, nm2), 100 * merr[worst],
 	       mwhat[worst], within15(merr, nm2)
-	regrets("auto (medians)", mauto, mbest, mbestv, mvan, mhand)
+	for (j = 1; j <= na; j++)
+		regrets(autos[j], " (medians)", mauto, mbest, mbestv, mvan, mhand)
 }
 
 # The index of the largest of e[1..k].
@@ -113,16 +120,17 @@ function within15(e, k,    i, c) {
 	return c + 0
 }
 
-# regrets(LABEL, AUTO, BEST, BESTV, VAN, HAND): auto's line of each model
-function regrets(label, a, b, bv, vn, hd,    k, m) {
+# regrets(V, WHAT, AUTO, BEST, BESTV, VAN, HAND): the line of each model
+# of auto row V ("auto", "auto@0"), AUTO[V, model] its times
+function regrets(v, what, a, b, bv, vn, hd,    k, m) {
 	for (k = 1; k <= nm; k++) {
 		m = models[k]
-		if (!(m in a) || a[m] == "" || !(m in b))
+		if (!((v, m) in a) || a[v, m] == "" || !(m in b))
 			continue
-		printf "%s: %s %.1f ms, the fastest schedule %s %.1f ms: regret %+.1f%%", label, m,
-		       a[m], bv[m], b[m], 100 * (a[m] / b[m] - 1)
+		printf "%s%s: %s %.1f ms, the fastest schedule %s %.1f ms: regret %+.1f%%", v, what,
+		       m, a[v, m], bv[m], b[m], 100 * (a[v, m] / b[m] - 1)
 		if (m in vn && vn[m] != "")
-			printf "; vanilla %.1f ms (%+.1f%%)", vn[m], 100 * (a[m] / vn[m] - 1)
+			printf "; vanilla %.1f ms (%+.1f%%)", vn[m], 100 * (a[v, m] / vn[m] - 1)
 		if (m in hd && hd[m] != "")
 			printf "; hand-written MPI + OpenBLAS %.1f ms", hd[m]
 		printf "\n"

@@ -368,6 +368,96 @@ auto (mix, pass by pass): p: against vanilla +15.0% (slower in 2 of 2), the leas
 WANT
 check "bench report: auto against each schedule pass by pass in the mix, the least favourable named" \
 	cmp "$out/paired.txt" "$out/paired.want"
+# auto at other margins (bench.sh's AUTO_MARGINS: rows auto@P): judged
+# as auto is, each on lines of its own after auto's, and never taken as
+# the fastest schedule of a launch (auto@0 ran fastest in launch 1 here:
+# fuse(ring)'s mix_vs_best stays 0, auto's 10.5 / 10 and 11 / 11)
+cat >"$out/cpu3-runs.txt" <<'RUNS'
+m,vanilla,none,comm|10.0|10.0|1e-7|0.00
+m,fuse(ring),none,comm|8.0|8.0|1e-7|0.00
+m,auto,none,comm|9.0|9.0|1e-7|0.00
+m,auto@0,none,comm|7.0|7.0|1e-7|0.00
+m,vanilla,none,mix|11.0|11.0|1e-7|0.00
+m,fuse(ring),none,mix|10.0|10.0|1e-7|0.00
+m,auto,none,mix|10.5|10.5|1e-7|0.00
+m,auto@0,none,mix|9.0|9.0|1e-7|0.00
+m,vanilla,none,comm|12.0|12.0|1e-7|0.00
+m,fuse(ring),none,comm|9.0|9.0|1e-7|0.00
+m,auto,none,comm|10.0|10.0|1e-7|0.00
+m,auto@0,none,comm|8.0|8.0|1e-7|0.00
+m,vanilla,none,mix|12.0|12.0|1e-7|0.00
+m,fuse(ring),none,mix|11.0|11.0|1e-7|0.00
+m,auto,none,mix|11.0|11.0|1e-7|0.00
+m,auto@0,none,mix|11.6|11.6|1e-7|0.00
+RUNS
+printf 'm,vanilla,none|11.0|-\nm,fuse(ring),none|10.0|-\nm,auto@0,none|7.5|-\n' >"$out/cpu3-pred.txt"
+awk -F'|' -v ranks=2 -v pred="$out/cpu3-pred.txt" -f bench/stats.awk -f bench/report.awk \
+	"$out/cpu3-runs.txt" >"$out/cpu3.csv"
+awk -F, -f bench/stats.awk -f bench/summary.awk "$out/cpu3.csv" >"$out/cpu3-summary.txt"
+check "bench report: auto@P rows (AUTO_MARGINS) judged as auto, never the fastest schedule" python3 -c '
+import csv, sys
+rows = {r["variant"]: r for r in csv.DictReader(open(sys.argv[1]))}
+f, a, z = rows["fuse(ring)"], rows["auto"], rows["auto@0"]
+assert (f["mix_vs_best"], a["mix_vs_best"]) == ("0.000", "0.025"), (f, a)
+assert (z["time_ms"], z["median_ms"], z["mix_ms"]) == ("7.0", "7.5", "10.3"), z
+assert (z["mix_vs_best"], z["mix_vs_vanilla"]) == ("-0.023", "-0.108"), z
+s = open(sys.argv[2]).read()
+want = ["|error| over 2 schedule rows: median 17.5%, worst 25.0% (m fuse(ring))",
+        "auto: m 9.0 ms, the fastest schedule fuse(ring) 8.0 ms: regret +12.5%; vanilla 10.0 ms (-10.0%)",
+        "auto@0: m 7.0 ms, the fastest schedule fuse(ring) 8.0 ms: regret -12.5%; vanilla 10.0 ms (-30.0%)",
+        "auto (mix): m 10.8 ms, the fastest schedule fuse(ring) 10.5 ms: regret +2.9%; vanilla 11.5 ms (-6.1%)",
+        "auto@0 (mix): m 10.3 ms, the fastest schedule fuse(ring) 10.5 ms: regret -1.9%; vanilla 11.5 ms (-10.4%)",
+        "auto (mix, launch by launch): m: regret +2.5%; against vanilla -6.4%",
+        "auto@0 (mix, launch by launch): m: regret -2.3%; against vanilla -10.8%",
+        "auto (medians): m 9.5 ms, the fastest schedule fuse(ring) 8.5 ms: regret +11.8%; vanilla 11.0 ms (-13.6%)",
+        "auto@0 (medians): m 7.5 ms, the fastest schedule fuse(ring) 8.5 ms: regret -11.8%; vanilla 11.0 ms (-31.8%)"]
+at = [s.find(w) for w in want]
+assert -1 not in at, [w for w in want if w not in s] + [s]
+assert all(at[i] < at[i + 1] for i in (1, 3, 5, 7)), (at, s)  # auto@0 after auto
+' "$out/cpu3.csv" "$out/cpu3-summary.txt"
+# ... and pass by pass: auto@0 against every schedule but auto, on a line
+# after auto's (q: auto@0 against vanilla 0.8, 1.0 and fuse(ring) 1.0,
+# 0.833); a model with auto@0 and no auto (r) still gets its line
+cat >"$out/passes3.txt" <<'PASSES'
+q|1|vanilla|10,10
+q|1|fuse(ring)|8,12
+q|1|auto|9,11
+q|1|auto@0|8,10
+r|1|vanilla|10
+r|1|auto@0|9
+PASSES
+awk -F'|' -f bench/stats.awk -f bench/paired.awk "$out/passes3.txt" >"$out/paired3.txt"
+cat >"$out/paired3.want" <<'WANT'
+auto (mix, pass by pass): q: against vanilla +0.0% (slower in 1 of 2); the least favourable, fuse(ring), +2.1% (slower in 1 of 2)
+auto@0 (mix, pass by pass): q: against vanilla -10.0% (slower in 0 of 2); the least favourable, fuse(ring), -8.3% (slower in 0 of 2)
+auto@0 (mix, pass by pass): r: against vanilla -10.0% (slower in 0 of 1), the least favourable
+WANT
+check "bench report: auto@P against each schedule pass by pass in the mix, after auto" \
+	cmp "$out/paired3.txt" "$out/paired3.want"
+# bench.sh's AUTO_MARGINS: auto@P rows predicted and generated with
+# cfc --auto-margin=P (BUILD=gen: cfc only, into a build dir of its own),
+# each taking what cfc at that margin takes
+tb=$out/benchgen
+mkdir -p "$tb"
+ln -s "$(cd "$B" && pwd)/cfc" "$tb/cfc"
+bs="-D B=1 -D S=64 -D D=32"
+B=$tb BUILD=gen PROFILE=$prof SCHEDULES="vanilla auto" AUTO_MARGINS="0 10" RANKS=2 \
+	MLP_SIZES="$bs" ATT_SIZES="$bs -D H=2" sh bench/bench.sh >"$tb/gen.out" 2>&1
+check "bench AUTO_MARGINS: auto@0 and auto@10 predicted for every pass" python3 -c '
+import sys
+keys = [l.split("|")[0] for l in open(sys.argv[1]) if l.count("|") == 2]
+for s in ("auto", "auto@0", "auto@10"):
+    for m in ("mlp", "attention", "mlp backward", "attention backward"):
+        assert "%s,%s,none" % (m, s) in keys, (m, s, keys)
+' "$tb/bench/predicted.txt"
+for p in 0 10; do
+	want=$("$B/cfc" examples/mlp.cf $bs -D tp=2 --schedule=auto --profile="$prof" \
+		--auto-margin=$p --explain | sed -n 's/.*auto: \([^ ]*\), predicted .*/\1/p' |
+		sort | uniq -c | awk '{ printf "%s%s x%s", (NR > 1 ? ", " : ""), $2, $1 }')
+	check "bench AUTO_MARGINS: the mlp's auto@$p takes what cfc --auto-margin=$p takes" \
+		grep -qxF "  mlp: auto@$p takes $want" "$tb/gen.out"
+	check "bench AUTO_MARGINS: the mlp's auto@$p generated" test -s "$tb/bench/models/mlp-auto@$p/mlp.c"
+done
 # a schedule whose name holds a comma (fuse(ring,m=2)) keeps its name
 # whole: quoted in the CSV, and named so in the summary
 cat >"$out/cpu2-runs.txt" <<'RUNS'
@@ -518,12 +608,13 @@ assert got[-1] == "auto a nccl: vanilla, predicted %.3f; measured 8.000, the fas
 ' "$out/replay.txt" "$pv" "$pr" "$pa"
 # replay.py cpu --mix: against the mix times, and each kind against
 # vanilla by the launches' own ratio (mix_vs_vanilla: 5%, where the mix
-# medians give 10%)
+# medians give 10%); an auto@0 row (AUTO_MARGINS) is left out, as on GPUs
 cp=bench/results/2026-11-29-Xeon16-lease45-cpu-4ranks.prof
 cat >"$out/replay-mix.csv" <<'CSV'
 model,variant,progress,ranks,time_ms,median_ms,mix_ms,mix_vs_vanilla
 mlp,vanilla,none,4,9.0,9.5,10.0,0.000
 mlp,fuse(ring),none,4,8.0,8.5,11.0,0.050
+mlp,auto@0,none,4,7.0,7.5,9.0,-0.100
 CSV
 CFC=$B/cfc python3 bench/replay.py cpu "$out/replay-mix.csv" "$cp" --mix >"$out/replay-mix.txt" 2>&1
 m="examples/mlp.cf $(sed -n 's/.*"${MLP_SIZES:=\([^}]*\)}".*/\1/p' bench/bench.sh) -D tp=4 --profile=$cp --explain"
@@ -535,6 +626,7 @@ v, r = float(sys.argv[2]), float(sys.argv[3])
 got = open(sys.argv[1]).read().splitlines()
 row = lambda n, ms, p: "%-34s %9.1f %9.1f %+6.1f%%" % (n, ms, p, 100 * (p / ms - 1))
 assert got[:2] == [row("mlp vanilla", 10.0, v), row("mlp fuse(ring)", 11.0, r)], got
+assert not [l for l in got if "auto@0" in l], got
 b = 1.05 / (r / v) - 1
 assert "against vanilla: fuse(ring) median %+.1f%% over 1, %d above 0" % (100 * b, b > 0) in got, got
 ' "$out/replay-mix.txt" "$pv" "$pr"
