@@ -32,7 +32,7 @@ NR == 1 {
 	if ($col["spread"] + 0 > 0) wandered = 1
 	if (!(m in seen)) { seen[m] = 1; models[++nm] = m }
 	if (v == "auto" || v ~ /^auto@/) {
-		if (!(v in isauto)) { isauto[v] = 1; autos[++na] = v }
+		if (!(v in isauto)) { isauto[v] = 1; seenauto[++nsa] = v }
 		auto[v, m] = t; mauto[v, m] = md; xauto[v, m] = mx
 		if ("mix_vs_best" in col && $col["mix_vs_best"] != "") {
 			xrel[v, m] = $col["mix_vs_best"]; xrelv[v, m] = $col["mix_vs_vanilla"]
@@ -79,6 +79,12 @@ END {
 		       100 * median(cerr, nc), 100 * cerr[cw], cwhat[cw]
 	}
 	printf "\n"
+	# auto's lines first, then each auto@P's in the order they came
+	if ("auto" in isauto)
+		autos[++na] = "auto"
+	for (j = 1; j <= nsa; j++)
+		if (seenauto[j] != "auto")
+			autos[++na] = seenauto[j]
 	for (j = 1; j <= na; j++)
 		regrets(autos[j], "", auto, best, bestv, van, hand)
 	if (nx) {
