@@ -25,6 +25,14 @@ export OMPI_MCA_btl_vader_single_copy_mechanism OPENBLAS_NUM_THREADS=1
 prof=$out/q.prof
 # gpu_spec CASE: bench-gpu's spec of case CASE (its spec() in bench/gpu/bench.sh)
 gpu_spec() { sed -n "s/^\t$1) echo \"\(.*\)\" ;;\$/\1/p" bench/gpu/bench.sh; }
+# bench_report NAME: bench/report.awk over $out/NAME-runs.txt, with the
+# predictions in $out/NAME-pred.txt, into $out/NAME.csv, and
+# bench/summary.awk over that into $out/NAME-summary.txt
+bench_report() {
+	awk -F'|' -v ranks=2 -v pred="$out/$1-pred.txt" -f bench/stats.awk -f bench/report.awk \
+		"$out/$1-runs.txt" >"$out/$1.csv"
+	awk -F, -f bench/stats.awk -f bench/summary.awk "$out/$1.csv" >"$out/$1-summary.txt"
+}
 
 if mpirun --oversubscribe --timeout 120 -n 2 "$B/cfrt-calibrate" --quick -o "$prof" \
 	>"$out/cal.log" 2>&1; then
@@ -298,9 +306,7 @@ m,fuse(ring),none,mix|11.0|11.0|1e-7|0.00
 m,auto,none,mix|12.0|12.0|1e-7|0.00
 RUNS
 printf 'm,vanilla,none|11.0|-\nm,fuse(ring),none|10.0|-\n' >"$out/cpu-pred.txt"
-awk -F'|' -v ranks=2 -v pred="$out/cpu-pred.txt" -f bench/stats.awk -f bench/report.awk "$out/cpu-runs.txt" \
-	>"$out/cpu.csv"
-awk -F, -f bench/stats.awk -f bench/summary.awk "$out/cpu.csv" >"$out/cpu-summary.txt"
+bench_report cpu
 check "bench report: the fastest and the median of the rounds, the prediction against each" \
 	python3 -c '
 import csv, sys
@@ -392,9 +398,7 @@ m,auto,none,mix|11.0|11.0|1e-7|0.00
 m,auto@0,none,mix|11.6|11.6|1e-7|0.00
 RUNS
 printf 'm,vanilla,none|11.0|-\nm,fuse(ring),none|10.0|-\nm,auto@0,none|7.5|-\n' >"$out/cpu3-pred.txt"
-awk -F'|' -v ranks=2 -v pred="$out/cpu3-pred.txt" -f bench/stats.awk -f bench/report.awk \
-	"$out/cpu3-runs.txt" >"$out/cpu3.csv"
-awk -F, -f bench/stats.awk -f bench/summary.awk "$out/cpu3.csv" >"$out/cpu3-summary.txt"
+bench_report cpu3
 check "bench report: auto@P rows (AUTO_MARGINS) judged as auto, never the fastest schedule" python3 -c '
 import csv, sys
 rows = {r["variant"]: r for r in csv.DictReader(open(sys.argv[1]))}
@@ -468,9 +472,7 @@ m,fuse(ring,m=2),none,nocomm|7.0|7.0|-|0.00
 m,auto,none,comm|9.0|9.0|1e-7|0.00
 RUNS
 printf 'm,vanilla,none|11.0|-\nm,fuse(ring,m=2),none|10.0|7.7\n' >"$out/cpu2-pred.txt"
-awk -F'|' -v ranks=2 -v pred="$out/cpu2-pred.txt" -f bench/stats.awk -f bench/report.awk \
-	"$out/cpu2-runs.txt" >"$out/cpu2.csv"
-awk -F, -f bench/stats.awk -f bench/summary.awk "$out/cpu2.csv" >"$out/cpu2-summary.txt"
+bench_report cpu2
 check "bench report: a schedule named with a comma stays one CSV field" python3 -c '
 import csv, sys
 rows = {r["variant"]: r for r in csv.DictReader(open(sys.argv[1]))}
