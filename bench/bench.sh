@@ -71,8 +71,9 @@
 # each run the script waits while other processes keep the cores busy (at
 # most QUIET_WAIT seconds in all), and it records their CPU share.
 # AUTO_MARGINS="0 1": also auto with cfc --auto-margin=0 and =1 (rows
-# auto@0 and auto@1, built, timed, mixed and judged as auto is), to time
-# auto's margin against the default 2% in the same runs.
+# auto@0 and auto@1, built, timed, mixed and judged as auto is; their
+# compute alone only where ALONE names them), to time auto's margin
+# against the default 2% in the same runs.
 set -u
 : "${B:=build}" "${ITERS:=9}" "${WARMUP:=2}" "${ROUNDS:=5}" "${RANKS:=4}"
 : "${BUILD:=1}" "${BENCH_CPUS:=}" "${QUIET_WAIT:=60}" "${SHORT:=0}" "${MIX:=1}"
