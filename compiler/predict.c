@@ -962,26 +962,28 @@ predict_node(Arena *a, const Node *n, const Profile *pf)
 	return pr;
 }
 
+/* The first of cand[0..n) predicted within bound, to rounding (sums of
+ * the same times in another order differ in the last bits); -1: none. */
+static int
+first_within(const Candidate *cand, int n, double bound)
+{
+	for (int k = 0; k < n; k++)
+		if (!cand[k].pr.err && cand[k].pr.total <= bound * (1 + 1e-9))
+			return k;
+	return -1;
+}
+
 int
 predict_pick(const Candidate *cand, int n, double slack, int *fastest)
 {
-	int f = -1, pick = -1;
 	double lo = INFINITY;
 
 	for (int k = 0; k < n; k++)
 		if (!cand[k].pr.err)
 			lo = fmin(lo, cand[k].pr.total);
-	/* the first at the least to rounding (sums of the same times in
-	 * another order differ in the last bits): a tie is the simpler's */
-	for (int k = 0; k < n && f < 0; k++)
-		if (!cand[k].pr.err && cand[k].pr.total <= lo * (1 + 1e-9))
-			f = k;
-	for (int k = 0; k < n && pick < 0; k++)
-		if (!cand[k].pr.err && cand[k].pr.total <= (lo + slack) * (1 + 1e-9))
-			pick = k;
-	if (fastest)
-		*fastest = f;
-	return pick;
+	if (fastest) /* a tie is the simpler's */
+		*fastest = first_within(cand, n, lo);
+	return first_within(cand, n, lo + slack);
 }
 
 Prediction
