@@ -125,14 +125,9 @@ size_of() { echo "$2" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
 die() { echo "bench: $*" >&2; exit 1; }
 # alone SCHEDULE: whether its compute alone is timed (not with SHORT)
 alone() { [ "$SHORT" = 0 ] && case " $ALONE " in *" $1 "*) true ;; *) false ;; esac; }
-# cfc_sched SCHEDULE: sch, cfc's --schedule for a row, and mrg, its
-# --auto-margin or empty (row auto@P: auto at --auto-margin=P)
-cfc_sched() {
-	case $1 in
-	auto@*) sch=auto mrg=--auto-margin=${1#auto@} ;;
-	*) sch=$1 mrg= ;;
-	esac
-}
+# margin_of SCHEDULE: auto@P's --auto-margin=P, else nothing (as in
+# bench/gpu/bench.sh: a row's --schedule is "${s%@*}")
+margin_of() { case $1 in auto@*) echo "--auto-margin=${1#auto@}" ;; esac; }
 
 # build MODEL SCHEDULE SIZES...: $dir/run and $dir/run-nocomm; with BWD=1
 # (the models "MODEL backward") compiled with --backward.
@@ -144,14 +139,14 @@ build() {
 		dir=$out/models/$m-bwd-$(tag "$s")
 		set -- "$@" --backward
 	fi
-	cfc_sched "$s"
-	[ "$sch" != auto ] || set -- "$@" --profile="$prof" ${mrg:+"$mrg"}
+	# shellcheck disable=SC2046 # one word or none
+	[ "${s%@*}" != auto ] || set -- "$@" --profile="$prof" $(margin_of "$s")
 	sh scripts/build-model.sh "$B" "$dir" "examples/$m.cf" "$@" \
-		-D tp="$RANKS" --schedule="$sch" >"$dir.log" 2>&1 ||
+		-D tp="$RANKS" --schedule="${s%@*}" >"$dir.log" 2>&1 ||
 		{ cat "$dir.log" >&2; die "building $m with $s failed"; }
 	alone "$s" || return 0
 	CF_RUN=run-nocomm CF_NOCOMM=1 sh scripts/build-model.sh \
-		"$B" "$dir" "examples/$m.cf" "$@" -D tp="$RANKS" --schedule="$sch" \
+		"$B" "$dir" "examples/$m.cf" "$@" -D tp="$RANKS" --schedule="${s%@*}" \
 		>>"$dir.log" 2>&1 ||
 		{ cat "$dir.log" >&2; die "linking $m with $s without transfers failed"; }
 }
@@ -167,13 +162,13 @@ predict() {
 		key="$m backward" pass="backward pass"
 		set -- "$@" --backward
 	fi
-	cfc_sched "$s"
-	x=$("$B/cfc" "examples/$m.cf" "$@" -D tp="$RANKS" --schedule="$sch" ${mrg:+"$mrg"} \
+	# shellcheck disable=SC2046 # one word or none
+	x=$("$B/cfc" "examples/$m.cf" "$@" -D tp="$RANKS" --schedule="${s%@*}" $(margin_of "$s") \
 		--profile="$prof" --explain) || die "predicting $m with $s failed"
 	ms=$(echo "$x" | sed -n "s/^$pass: predicted \([0-9.]*\) ms.*/\1/p")
 	cms=$(echo "$x" | sed -n "s/^$pass: predicted .* (compute alone \([0-9.]*\) ms).*/\1/p")
 	echo "$key,$s,none|${ms:--}|${cms:--}" >>"$out/predicted.txt"
-	[ "$sch" != auto ] || echo "  $key: $s takes $(echo "$x" |
+	[ "${s%@*}" != auto ] || echo "  $key: $s takes $(echo "$x" |
 		sed -n 's/.*auto: \([^ ]*\), predicted .*/\1/p' | sort | uniq -c |
 		awk '{ printf "%s%s x%s", (NR > 1 ? ", " : ""), $2, $1 }')"
 }

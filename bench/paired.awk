@@ -38,7 +38,7 @@ END {
 		if ((m, "auto") in known)
 			against(m, "auto")
 		for (j = 1; j <= ns[m]; j++)
-			if (sched[m, j] ~ /^auto@/)
+			if (sched[m, j] != "auto" && is_auto(sched[m, j]))
 				against(m, sched[m, j])
 	}
 }
@@ -48,7 +48,7 @@ function against(m, a,    j, s, worst) {
 	worst = ""
 	for (j = 1; j <= ns[m]; j++) {
 		s = sched[m, j]
-		if (s == "auto" || s ~ /^auto@/ || nl[m, s] != nl[m, a] || !pair(m, a, s))
+		if (is_auto(s) || nl[m, s] != nl[m, a] || !pair(m, a, s))
 			continue
 		if (worst == "" || rel[s] > rel[worst])
 			worst = s

@@ -56,6 +56,7 @@ BEGIN {
 		got[row, "order"] = 1
 		rows[k[1], ++nr[k[1]]] = row
 		csvrow[row] = k[1] "," csvq(v) "," k[nk - 1]
+		variant[row] = v
 	}
 	n = ++cnt[row, kind]
 	span[row, kind, n] = $2
@@ -174,17 +175,11 @@ function mix_rel(m, row, to,   n, i, j, r, b, x, q) {
 		b = to == "" ? "" : span[to, "mix", i]
 		for (j = 1; to == "" && j <= nr[m]; j++) {
 			r = rows[m, j]
-			if ((r, "mix") in cnt && !auto_row(m, r) && (b == "" || span[r, "mix", i] + 0 < b + 0))
+			if ((r, "mix") in cnt && !is_auto(variant[r]) && (b == "" || span[r, "mix", i] + 0 < b + 0))
 				b = span[r, "mix", i]
 		}
 		x[i] = b > 0 ? span[row, "mix", i] / b : 0
 	}
 	q = median(x, n)
 	return q > 0 ? f(q - 1, 3) : ""
-}
-
-# Is row r of model m auto's, at the default margin or at P (auto@P)?
-function auto_row(m, r,    v) {
-	v = substr(r, length(m) + 2)
-	return v == "auto,none" || v ~ /^auto@[^,]*,none$/
 }

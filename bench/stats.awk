@@ -1,5 +1,6 @@
-# stats.awk: what report.awk and summary.awk share (given to awk with -f
-# before either): the median, and a schedule's name in a CSV field.
+# stats.awk: what report.awk, summary.awk and paired.awk share (given to
+# awk with -f before each): the median, a schedule's name in a CSV field,
+# and which schedules are auto's.
 
 # a[1..k] sorted ascending (insertion sort: a few dozen rows)
 function sort(a, k,    i, j, x) {
@@ -42,4 +43,10 @@ function unquote(s,    out, i, c, q) {
 function unsep(v) {
 	gsub("\034", ",", v)
 	return v
+}
+
+# Is schedule v auto's, at the default margin or at P (auto@P: bench.sh's
+# AUTO_MARGINS)?
+function is_auto(v) {
+	return v == "auto" || v ~ /^auto@/
 }

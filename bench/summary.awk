@@ -31,7 +31,7 @@ NR == 1 {
 	mx = ("mix_ms" in col) ? $col["mix_ms"] : ""
 	if ($col["spread"] + 0 > 0) wandered = 1
 	if (!(m in seen)) { seen[m] = 1; models[++nm] = m }
-	if (v == "auto" || v ~ /^auto@/) {
+	if (is_auto(v)) {
 		if (!(v in isauto)) { isauto[v] = 1; seenauto[++nsa] = v }
 		auto[v, m] = t; mauto[v, m] = md; xauto[v, m] = mx
 		if ("mix_vs_best" in col && $col["mix_vs_best"] != "") {

@@ -18,10 +18,11 @@ Metrics (Flux, arXiv 2406.06858; DESIGN.md section 4), per case and TP:
             TP and transfer mode (the none rows: the predicted compute
             alone), pred_err = predicted / ms - 1; "auto" is the schedule
             cfc takes on that profile ("auto@P": with --auto-margin=P).
-            The summary gives the median and worst |pred_err| over the schedule rows that move data, and
-            auto's regret: its time over the fastest schedule of the same
-            case, TP and mode (vanilla and slice(k) move by NCCL
-            collectives in every mode: their nccl rows count for ce).
+            The summary gives the median and worst |pred_err| over the
+            schedule rows that move data, and auto's regret: its time
+            over the fastest schedule of the same case, TP and mode
+            (vanilla and slice(k) move by NCCL collectives in every mode:
+            their nccl rows count for ce).
   clock_mhz with --smi: the SM clock the row's GPUs ran at (clocks()).
 """
 import argparse
