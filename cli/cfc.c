@@ -33,7 +33,8 @@ typedef struct Comp {
 	CgFiles files; /* of the output being written */
 	Profile *profile; /* --profile, or NULL */
 	Src psrc;         /* its text */
-	double auto_margin; /* auto's budget, percent of the pass (Sched.auto_margin) */
+	double auto_margin; /* auto's budget, percent of the pass (Sched.auto_margin;
+	                     * negative: the profile's, predict_margin) */
 } Comp;
 
 typedef struct Emit {
@@ -149,11 +150,12 @@ usage(FILE *f)
 	      "                   (on standard output)\n"
 	      "  --profile=FILE   a machine profile from cfrt-calibrate: predict every\n"
 	      "                   candidate schedule of every collective (--explain\n"
-	      "                   lists them); auto takes the fastest, or simpler\n"
-	      "                   ones that give away at most 2% of the pass in all\n"
+	      "                   lists them); auto takes the fastest (GPU profiles),\n"
+	      "                   or simpler ones that give away at most 2% of the\n"
+	      "                   pass in all (CPU profiles)\n"
 	      "  --auto-margin=PCT  with --profile: what auto may give away for\n"
 	      "                   simpler schedules, PCT percent of the pass (0: the\n"
-	      "                   predicted fastest; default 2)\n"
+	      "                   predicted fastest; default 0 on GPUs, 2 on CPUs)\n"
 	      "  --sched-ranks=N  --emit=sched lists the steps of the first N ranks\n"
 	      "                   (default 2; all: every rank)\n"
 	      "  --no-line        no #line directives in generated C\n"
@@ -625,7 +627,7 @@ main(int argc, char **argv)
 		c.arena = arena_new();
 		c.lines = !cl.noline;
 		c.sched_ranks = cl.sched_ranks;
-		c.auto_margin = cl.has_margin ? cl.margin : AUTO_MARGIN_PCT;
+		c.auto_margin = cl.has_margin ? cl.margin : -1; /* the profile's */
 		diag_init(&c.diag, &c.src, stderr);
 		c.diag.format = cl.diagfmt;
 		rc = read_input(&c, cl.input) ? compile(&c, &cl) : EX_INPUT;

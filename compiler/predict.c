@@ -986,6 +986,13 @@ predict_pick(const Candidate *cand, int n, double slack, int *fastest)
 	return first_within(cand, n, lo + slack);
 }
 
+double
+predict_margin(const Profile *pf)
+{
+	return pf && pf->backend && !strncmp(pf->backend, "cuda", 4) ? AUTO_MARGIN_GPU_PCT
+	                                                              : AUTO_MARGIN_PCT;
+}
+
 Prediction
 predict_pass(Arena *a, const Sched *s, int fastest)
 {

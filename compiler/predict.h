@@ -178,14 +178,23 @@ int predict_candidates(const Node *n, SchedChoice *out, int max);
  * the first at the least to rounding (1e-9 of it), so with no slack the
  * pick is the fastest. lower.c gives
  * Sched.auto_margin percent of the whole pass's prediction (predict_pass)
- * as the slack, AUTO_MARGIN_PCT (sched.h) unless cfc --auto-margin says.
- * The predictions' errors are shares of a pass (the benches' medians:
- * 1.6-8.0%), so a collective whose candidates differ by less
- * than that share of the pass is a near-tie whatever their share of the
- * collective's own time, and in near-ties the simpler schedule ran
- * faster more often; 3% gave away more than it saved on the runs of
- * 2026-11-28: docs/PROFILE.md. */
+ * as the slack, predict_margin's unless cfc --auto-margin says. */
 int predict_pick(const Candidate *cand, int n, double slack, int *fastest);
+/* auto's margin on profile pf when none is asked, percent of the pass:
+ * AUTO_MARGIN_GPU_PCT on a GPU backend's profile ("cuda..."), else
+ * AUTO_MARGIN_PCT (sched.h). The predictions' errors are shares of a
+ * pass (the benches' medians: 1.6-8.0%), so a collective whose
+ * candidates differ by less than that share of the pass is a near-tie
+ * whatever their share of the collective's own time. On CPUs the
+ * simpler schedule ran faster more often in near-ties, and the margin
+ * keeps auto from running slower than vanilla; 3% gave away more than
+ * it saved on the runs of 2026-11-28. On GPUs the model prices the
+ * fused schedules with NCCL high at TP 2 (2 H200s, 2026-11-29: 1.6-10.7%
+ * over what they ran, where vanilla and slice(4) were -6.6..+2.0%), and
+ * auto at 0% timed beside auto at 2% took other schedules there in 6 of
+ * 8 choices and ran faster in all 6 (the same picks on 4 H200s):
+ * docs/PROFILE.md. */
+double predict_margin(const Profile *pf);
 /* The whole pass, stage by stage (s->stages: lower.c orders them
  * first), every plain stage as predict_node gives it: total and compute
  * summed, the first err. Each collective as lowered (predict_coll:

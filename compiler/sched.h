@@ -242,12 +242,16 @@ typedef struct Sched {
 	const struct Profile *profile; /* --profile: lowering predicts every
 	                                * candidate and auto takes the fastest */
 	double auto_margin;            /* auto's budget, percent of the pass
-	                                * (AUTO_MARGIN_PCT unless --auto-margin):
+	                                * (--auto-margin; negative: the
+	                                * profile's default, predict_margin,
+	                                * which lower_sched puts here):
 	                                * predict.h's predict_pick */
 } Sched;
 
-/* auto's budget by default, percent of the pass (predict.h says why) */
+/* auto's budget by default, percent of the pass, on CPUs and on GPUs
+ * (predict.h's predict_margin says why) */
 #define AUTO_MARGIN_PCT 2
+#define AUTO_MARGIN_GPU_PCT 0
 
 /* ---- region.c: requires a graph with locality (graph_fill_locality).
  * ensures: a Sched with a Coll per collective (its choice as asked, the

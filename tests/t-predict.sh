@@ -163,8 +163,9 @@ check "auto on a profile leaves out candidates whose slices do not fit its regio
 
 # --auto-margin: what auto gives away. On lease 66's 2-H200 NCCL profile
 # bench-gpu's case d prices slice(4) 1.6% over fuse(ring, m = 2) (the
-# first of the fastest) and vanilla 4.9% over it: the default 2% takes
-# slice(4), 0 the fastest, 10 vanilla; each says the margin it spent
+# first of the fastest) and vanilla 4.9% over it: 2% takes slice(4), 0
+# (a GPU profile's default) the fastest, 10 vanilla; each says the
+# margin it spent
 gp66=bench/results/2026-11-29-NVIDIA-H200-lease66-tp2-nccl.prof
 d="$(gpu_spec d) -D tp=2 --type=bf16 --profile=$gp66"
 while IFS='|' read -r arg want pct mark; do
@@ -175,13 +176,26 @@ while IFS='|' read -r arg want pct mark; do
 		"[ $rc = 0 ] && grep -q -F '; auto: $want, predicted ' '$out/margin.explain' &&
 		 [ \$(grep -c -F '$mark' '$out/margin.explain') = 1 ]"
 done <<'EOF'
-|slice(4)|2|
+|fuse(ring,m=2)|0|<- auto: the fastest
 --auto-margin=2%|slice(4)|2|
 --auto-margin=0|fuse(ring,m=2)|0|<- auto: the fastest
 --auto-margin=10|vanilla|10|
 --auto-margin=1.7|slice(4)|1.7|
 --auto-margin=1.2|fuse(ring,m=2)|1.2|<- auto: the fastest
 EOF
+# a CPU profile's default is 2%: on the 8 Xeon ranks of lease 66 the MLP
+# and its backward give some of it away (as --auto-margin=2 does), and
+# nothing at 0
+xp66=bench/results/2026-11-29-Xeon32-lease66-65fa3ef-cpu-8ranks.prof
+for arg in "" --auto-margin=2 --auto-margin=0; do
+	f=$out/cpu-margin${arg#--auto-margin=}.explain
+	"$CFC" examples/mlp.cf --backward --profile="$xp66" --schedule=auto $arg --explain \
+		>"$f" 2>&1 || echo "exit $?" >>"$f"
+done
+check "no --auto-margin on a CPU profile: auto spends 2% of the pass, as --auto-margin=2 does" sh -c \
+	"grep -q -F '<- auto: the simplest within what is left of 2% of the pass' '$out/cpu-margin.explain' &&
+	 cmp -s '$out/cpu-margin.explain' '$out/cpu-margin2.explain' &&
+	 ! grep -q 'simplest within' '$out/cpu-margin0.explain'"
 # at 0 every collective of every example takes its fastest candidate
 zero=0
 for ex in $(ls examples/*.cf | xargs -n1 basename | sed "s/\.cf$//"); do
@@ -586,6 +600,7 @@ device,date,case,tp,impl,schedule,transfer,ms,spread,compute_ms,ect_ms,overlap,d
 H,d,a,4,ours,vanilla,nccl,8.0,,,,,,,,,
 H,d,a,4,ours,"fuse(ring,m=2)",nccl,10.0,,,,,,,,,
 H,d,a,4,ours,vanilla,none,6.0,,,,,,,,,
+H,d,a,4,ours,slice(4),nccl,7.9,,,,,,,,,
 H,d,a,4,ours,auto,nccl,8.2,,,,,,,,,
 CSV
 CFC=$B/cfc python3 bench/replay.py gpu "$out/replay.csv" "$prof" >"$out/replay.txt" 2>&1
@@ -605,9 +620,11 @@ assert got[:3] == want, (got, want)
 b = 10.0 / r / (8.0 / v) - 1
 assert "against vanilla: fuse(ring,m=2) median %+.1f%% over 1, %d above 0" % (
     100 * b, b > 0) in got, got
-# auto takes vanilla here (as lease 40 did), which a row timed: 8.0
-assert got[-1] == "auto a nccl: vanilla, predicted %.3f; measured 8.000, the fastest row " \
-                  "vanilla 8.000: regret +0.0%%" % a, got[-1]
+# auto takes slice(4) here (the fastest: 0 is the default margin on a
+# GPU profile; lease 40 ran auto at 2%, which took vanilla), which a
+# row timed: 7.9, the fastest row
+assert got[-1] == "auto a nccl: slice(4), predicted %.3f; measured 7.900, the fastest row " \
+                  "slice(4) 7.900: regret +0.0%%" % a, got[-1]
 ' "$out/replay.txt" "$pv" "$pr" "$pa"
 # replay.py cpu --mix: against the mix times, and each kind against
 # vanilla by the launches' own ratio (mix_vs_vanilla: 5%, where the mix

@@ -22,7 +22,8 @@
 # PROFILE_DIR=D: the profiles D/machine-TP-MODE.prof measured before).
 # AUTO_MARGINS="0 1": also auto with cfc --auto-margin=0 and =1 (rows
 # auto@0 and auto@1, built and timed as auto is), to time auto's margin
-# against the default 2% in the same runs.
+# against the default in the same runs (0 on a GPU profile, so
+# AUTO_MARGINS=2 times the CPUs' 2% beside it).
 # Our output of fuse(ring) with NCCL is dumped and compared with PyTorch's
 # (not d's: its output, as doubles, is 17 GB; b checks the same ops).
 # BUILD_ONLY=1 stops after building the models (tests/t-cuda-build.sh).

@@ -699,9 +699,14 @@ test_auto(void)
 		HEAD "gemm f32 64 64 64 5e-5\new f32 1e10\nattn f32 128 1e10\np2p 1 100000 1e-3\nend\n",
 		HEAD "gemm f32 64 64 64 5e-7\new f32 1e12\nattn f32 128 1e12\np2p 1 1000 1e-6\n"
 		     "p2p 1 100000 1e-3\np2p 2 100000 3e-3\nslowdown 1.4\nend\n",
+		/* the second on a GPU backend: its default margin is the GPUs' */
+		"cfprofile 1\nbackend cuda+nccl+cublas\nranks 4\n"
+		"gemm f32 64 64 64 5e-7\new f32 1e12\nattn f32 128 1e12\np2p 1 1000 1e-6\n"
+		"p2p 1 100000 1e-3\np2p 2 100000 3e-3\nslowdown 1.4\nend\n",
 	};
-
-	static const double margin[] = {-1, 0, 10}; /* -1: region_sched's */
+	/* the default margin by backend: the first two's, then the GPU's */
+	static const double dflt[] = {AUTO_MARGIN_PCT, AUTO_MARGIN_PCT, AUTO_MARGIN_GPU_PCT};
+	static const double margin[] = {-1, 0, 10}; /* -1: the profile's */
 
 	for (size_t e = 0; e < sizeof ex / sizeof *ex; e++) {
 		char *text = st_example(ex[e]);
@@ -726,12 +731,14 @@ test_auto(void)
 			graph_fill_locality(g);
 			Sched *s = region_sched(g);
 			s->profile = pf;
-			CU_ASSERT_EQUAL(s->auto_margin, AUTO_MARGIN_PCT);
+			CU_ASSERT(s->auto_margin < 0); /* region_sched's: the profile's */
+			CU_ASSERT_EQUAL(predict_margin(pf), dflt[m / 3]);
 			if (pct >= 0)
 				s->auto_margin = pct;
 			else
-				pct = AUTO_MARGIN_PCT;
+				pct = dflt[m / 3];
 			CU_ASSERT_FATAL(lower_sched(s, &r.d) == 0);
+			CU_ASSERT_EQUAL(s->auto_margin, pct); /* the margin it spent */
 			CU_ASSERT_EQUAL(verify_sched(s, plan_sched(s), &r.d), 0);
 			double pass = 0;
 			for (int j = 0; j < s->stages.n; j++) {
