@@ -33,8 +33,7 @@ typedef struct Comp {
 	CgFiles files; /* of the output being written */
 	Profile *profile; /* --profile, or NULL */
 	Src psrc;         /* its text */
-	double auto_margin; /* auto's budget, percent of the pass (Sched.auto_margin;
-	                     * negative: the profile's, predict_margin) */
+	double auto_margin; /* auto's budget, percent of the pass (Sched.auto_margin) */
 } Comp;
 
 typedef struct Emit {
@@ -627,7 +626,7 @@ main(int argc, char **argv)
 		c.arena = arena_new();
 		c.lines = !cl.noline;
 		c.sched_ranks = cl.sched_ranks;
-		c.auto_margin = cl.has_margin ? cl.margin : -1; /* the profile's */
+		c.auto_margin = cl.has_margin ? cl.margin : AUTO_MARGIN_OF_PROFILE;
 		diag_init(&c.diag, &c.src, stderr);
 		c.diag.format = cl.diagfmt;
 		rc = read_input(&c, cl.input) ? compile(&c, &cl) : EX_INPUT;

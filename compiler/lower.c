@@ -1059,7 +1059,7 @@ lower_sched(Sched *s, Diag *d)
 	if (s->profile) {
 		for (int k = 0; k < s->colls.n; k++)
 			lw_candidates(&L, s->colls.v[k], s->profile);
-		if (s->auto_margin < 0)
+		if (s->auto_margin == AUTO_MARGIN_OF_PROFILE)
 			s->auto_margin = predict_margin(s->profile);
 		pass = predict_pass(L.a, s, 1).total;
 		left = pass * s->auto_margin / 100;

@@ -740,7 +740,7 @@ region_sched(Graph *g)
 
 	s->g = g;
 	s->arena = a;
-	s->auto_margin = -1; /* the profile's (lower_sched) */
+	s->auto_margin = AUTO_MARGIN_OF_PROFILE;
 	s->byid = arena_alloc(a, ((size_t)n + 1) * sizeof *s->byid);
 	s->owner = arena_alloc(a, ((size_t)n + 1) * sizeof *s->owner);
 	for (int k = 0; k < n; k++) {

@@ -242,9 +242,9 @@ typedef struct Sched {
 	const struct Profile *profile; /* --profile: lowering predicts every
 	                                * candidate and auto takes the fastest */
 	double auto_margin;            /* auto's budget, percent of the pass
-	                                * (--auto-margin; negative: the
-	                                * profile's default, predict_margin,
-	                                * which lower_sched puts here):
+	                                * (--auto-margin; AUTO_MARGIN_OF_PROFILE
+	                                * until lower_sched puts the profile's
+	                                * default, predict_margin, here):
 	                                * predict.h's predict_pick */
 } Sched;
 
@@ -252,6 +252,8 @@ typedef struct Sched {
  * (predict.h's predict_margin says why) */
 #define AUTO_MARGIN_PCT 2
 #define AUTO_MARGIN_GPU_PCT 0
+/* Sched.auto_margin before lowering when none was asked */
+#define AUTO_MARGIN_OF_PROFILE (-1)
 
 /* ---- region.c: requires a graph with locality (graph_fill_locality).
  * ensures: a Sched with a Coll per collective (its choice as asked, the

@@ -682,11 +682,17 @@ test_pick(void)
 	CU_ASSERT_EQUAL(fastest, -1);
 }
 
+/* a profile's body: fast compute, p2p at two concurrencies */
+#define FAST \
+	"gemm f32 64 64 64 5e-7\new f32 1e12\nattn f32 128 1e12\np2p 1 1000 1e-6\n" \
+	"p2p 1 100000 1e-3\np2p 2 100000 3e-3\nslowdown 1.4\nend\n"
+
 /* auto with a profile lowers the candidate the predictor ranks first,
  * for every collective of every example, on a compute-heavy and on a
- * transfer-heavy machine: collective by collective in the pass's order,
- * the simplest within what is left of the margin (2% by default, 0 and
- * 10% as cfc --auto-margin sets them) of the pass predicted with every
+ * transfer-heavy machine (and the latter on a GPU backend): collective
+ * by collective in the pass's order, the simplest within what is left
+ * of the margin (the profile's default, 2% and on the GPU 0; 0 and 10%
+ * as cfc --auto-margin sets them) of the pass predicted with every
  * collective at its fastest (each stage outside the regions predicted
  * alone, each collective's fastest candidate), less what the
  * collectives before it gave away over their fastest. */
@@ -697,12 +703,9 @@ test_auto(void)
 	                                 "transformer", "llama", "tpdp"};
 	static const char *const mach[] = {
 		HEAD "gemm f32 64 64 64 5e-5\new f32 1e10\nattn f32 128 1e10\np2p 1 100000 1e-3\nend\n",
-		HEAD "gemm f32 64 64 64 5e-7\new f32 1e12\nattn f32 128 1e12\np2p 1 1000 1e-6\n"
-		     "p2p 1 100000 1e-3\np2p 2 100000 3e-3\nslowdown 1.4\nend\n",
+		HEAD FAST,
 		/* the second on a GPU backend: its default margin is the GPUs' */
-		"cfprofile 1\nbackend cuda+nccl+cublas\nranks 4\n"
-		"gemm f32 64 64 64 5e-7\new f32 1e12\nattn f32 128 1e12\np2p 1 1000 1e-6\n"
-		"p2p 1 100000 1e-3\np2p 2 100000 3e-3\nslowdown 1.4\nend\n",
+		"cfprofile 1\nbackend cuda+nccl+cublas\nranks 4\n" FAST,
 	};
 	/* the default margin by backend: the first two's, then the GPU's */
 	static const double dflt[] = {AUTO_MARGIN_PCT, AUTO_MARGIN_PCT, AUTO_MARGIN_GPU_PCT};
@@ -731,7 +734,7 @@ test_auto(void)
 			graph_fill_locality(g);
 			Sched *s = region_sched(g);
 			s->profile = pf;
-			CU_ASSERT(s->auto_margin < 0); /* region_sched's: the profile's */
+			CU_ASSERT_EQUAL(s->auto_margin, AUTO_MARGIN_OF_PROFILE); /* region_sched's */
 			CU_ASSERT_EQUAL(predict_margin(pf), dflt[m / 3]);
 			if (pct >= 0)
 				s->auto_margin = pct;
