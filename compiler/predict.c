@@ -15,6 +15,9 @@
  *    when one starts; a staged transfer's pack takes the queue before
  *    its post, its unpack after its wait;
  *  - a transfer is posted when every compute item before it has ended;
+ *    where the profile says `defer` (GPUs with NCCL: its kernel waits
+ *    for the SMs), one posted right before a compute item starts when
+ *    that item ends, and moves at the profile's defer rates;
  *    a send and its receive (matched as MPI does: in post order per
  *    sender, receiver and tag) move once both are posted and the link
  *    from sender to receiver is free, taking the profile's time for
@@ -37,6 +40,7 @@ typedef struct PX {
 	double tdone; /* when a wait at either end saw it land; 0: not yet */
 	double unpack; /* a staged receive: elements its wait unpacks */
 	int ord;       /* its place among its rank's records (PRank.xs) */
+	int defer;     /* posted behind compute: starts when that ends */
 } PX;
 
 typedef struct PCI {
@@ -414,7 +418,7 @@ slowed(Sim *S, int r, double t)
 {
 	int n = moving(S, r, S->rk[r].tc);
 
-	return n ? t * profile_slowdown(S->pf, n) : t;
+	return !n ? t : S->pf->defer ? t * S->pf->defer_sd : t * profile_slowdown(S->pf, n);
 }
 
 /* Rank r's compute queue busy for t seconds of its own (slowed while its
@@ -528,6 +532,27 @@ sim_pair(Sim *S, int s, int q)
 	sim_span(S, xq->rank, 2, t0, t0 + d, xfer_what(S, xq));
 }
 
+/* Record k meets the oldest unmatched opposite record at its peer from
+ * its rank with its tag, if any. */
+static void
+sim_match(Sim *S, int k)
+{
+	PX *x = &S->x[k];
+	int send = x->kind == IT_SEND, r = x->rank;
+	const PRank *P = &S->rk[x->peer];
+
+	if (x->match >= 0)
+		return;
+	for (int j = 0; j < P->nxs; j++) {
+		const PX *o = &S->x[P->xs[j]];
+		if (o->match < 0 && !o->defer && o->kind == (send ? IT_RECV : IT_SEND) && o->peer == r &&
+		    o->tag == x->tag) {
+			send ? sim_pair(S, k, P->xs[j]) : sim_pair(S, P->xs[j], k);
+			return;
+		}
+	}
+}
+
 static void
 sim_post(Sim *S, int r, const Item *it, int i)
 {
@@ -541,19 +566,33 @@ sim_post(Sim *S, int r, const Item *it, int i)
 	int k = S->nx++;
 	S->x[k] = (PX){it->kind, r, peer, it->u.xfer.tag, it->u.xfer.label,
 	               sched_ix(&it->u.xfer.round, r, i), ref_elems(S->c, &it->u.xfer.buf) * S->esz,
-	               R->tc, 0, 0, -1, 0, !send && p->staged ? (double)p->count : 0, R->nxs};
+	               R->tc, 0, 0, -1, 0, !send && p->staged ? (double)p->count : 0, R->nxs, 0};
 	R->xs = arena_grow(S->a, R->xs, R->nxs, &R->capxs, 64, sizeof *R->xs);
 	R->xs[R->nxs++] = k;
-	/* the oldest unmatched opposite record at peer from r with the tag */
-	const PRank *P = &S->rk[peer];
-	for (int j = 0; j < P->nxs; j++) {
-		const PX *o = &S->x[P->xs[j]];
-		if (o->match < 0 && o->kind == (send ? IT_RECV : IT_SEND) && o->peer == r &&
-		    o->tag == it->u.xfer.tag) {
-			send ? sim_pair(S, k, P->xs[j]) : sim_pair(S, P->xs[j], k);
-			return;
+	if (S->pf->defer) /* until the rank's next item (sim_release) */
+		S->x[k].defer = 1;
+	else
+		sim_match(S, k);
+}
+
+/* Rank r has reached an item other than a post: its deferred records
+ * (Profile.defer) start no earlier than now, when the compute item run
+ * right after their posts (if any) has ended, and meet their peers'. */
+static void
+sim_release(Sim *S, int r)
+{
+	PRank *R = &S->rk[r];
+
+	for (int j = R->nxs - 1; j >= 0 && j >= R->nxs - RECENT; j--) {
+		PX *x = &S->x[R->xs[j]];
+		if (x->defer) {
+			x->defer = 0;
+			x->tpost = fmax(x->tpost, R->tc);
 		}
 	}
+	for (int j = R->nxs - RECENT > 0 ? R->nxs - RECENT : 0; j < R->nxs; j++)
+		if (S->x[R->xs[j]].match < 0 && !S->x[R->xs[j]].defer)
+			sim_match(S, R->xs[j]);
 }
 
 /* ---- library collectives ---- */
@@ -663,7 +702,9 @@ wait_target(Sim *S, int r, const Item *it, int i, PX **x, PCI **ci)
 }
 
 /* Can rank r run its current item now (its transfer is matched, its
- * collective posted by all)? */
+ * collective posted by all)? A wait or a collective first releases the
+ * rank's deferred transfers (no compute came after their posts): a
+ * wait on one of them could not be admitted before. */
 static int
 sim_ready(Sim *S, int r)
 {
@@ -673,6 +714,8 @@ sim_ready(Sim *S, int r)
 
 	if (R->pend >= 0)
 		return S->ci[R->pend].nposted == S->N;
+	if (R->cur->kind == IT_WAIT || R->cur->kind == IT_COLL)
+		sim_release(S, r);
 	if (R->cur->kind != IT_WAIT)
 		return 1;
 	wait_target(S, r, R->cur, R->round, &x, &ci);
@@ -698,7 +741,8 @@ wait_end(Sim *S, PX *x, double tw)
 {
 	if (x->tdone > 0) /* the other end's wait saw it land */
 		return x->tdone;
-	x->tdone = S->x[x->match].tdone = landed(S->pf->overlap, x->t0, x->t1, tw);
+	x->tdone = S->x[x->match].tdone = landed(S->pf->defer ? S->pf->defer_ov : S->pf->overlap,
+	                                              x->t0, x->t1, tw);
 	return x->tdone;
 }
 
@@ -761,6 +805,7 @@ sim_item(Sim *S, int r, const Item *it, int i)
 		sim_busy(S, r, t, it->kind == IT_COMPUTE ?
 		         ((const RNode *)S->c->region.v[it->u.comp.rn])->node->out->name :
 		         it->kind == IT_ADD ? "add" : it->kind == IT_COPY ? "copy" : "zero");
+		sim_release(S, r);
 		return;
 	case IT_SEND:
 	case IT_RECV:
@@ -785,6 +830,8 @@ sim_cur(Sim *S, int r)
 		R->cur = sched_next(S->c, r, &R->pos);
 		R->round = R->pos.i;
 		R->done = !R->cur && R->pend < 0;
+		if (!R->cur)
+			sim_release(S, r);
 	}
 	return R->cur;
 }

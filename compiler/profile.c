@@ -288,6 +288,20 @@ rd_entry(Rd *r, Profile *pf, const char *w, size_t len)
 	}
 	if (rd_is(w, len, "overlap"))
 		return rd_fraction(r, &pf->overlap);
+	if (rd_is(w, len, "defer")) {
+		/* defer OV SD: the overlap and slowdown once a deferred
+		 * transfer moves */
+		if (!rd_fraction(r, &pf->defer_ov) || !rd_num(r, "the slowdown factor", 0, x))
+			return 0;
+		if (x[0] < 1) {
+			diag_error(r->d, rd_numloc(r), "the slowdown factor must be at least 1, not %g",
+			           x[0]);
+			return 0;
+		}
+		pf->defer_sd = x[0];
+		pf->defer = 1;
+		return 1;
+	}
 	if (rd_is(w, len, "overlap_coll")) {
 		int c = rd_coll(r);
 		return c >= 0 && rd_fraction(r, &pf->overlap_coll[c]);
@@ -602,6 +616,8 @@ profile_write(FILE *f, const Profile *pf)
 		if (pf->slowdown_at[c] > 0)
 			fprintf(f, "slowdown %d %.17g\n", profile_conc[c], pf->slowdown_at[c]);
 	fprintf(f, "overlap %.17g\n", pf->overlap);
+	if (pf->defer)
+		fprintf(f, "defer %.17g %.17g\n", pf->defer_ov, pf->defer_sd);
 	for (int c = 0; c < 4; c++) {
 		if (pf->overlap_coll[c] >= 0)
 			fprintf(f, "overlap_coll %s %.17g\n", op_info[coll_ops[c]].name,

@@ -70,6 +70,14 @@ test_reader(void)
 	CU_ASSERT_DOUBLE_EQUAL(profile_rate(&pf->attn[0][DT_F64], 4096), 5e9, 1);
 	CU_ASSERT_DOUBLE_EQUAL(pf->slowdown, 1.25, 1e-12);
 	CU_ASSERT_EQUAL(pf->coll[profile_coll_index(OP_ALL_GATHER)].n, 1);
+	CU_ASSERT_EQUAL(pf->defer, 0);
+	free(err);
+	err = NULL;
+	pf = pf_parse(a, HEAD "defer 0.75 1.125\nend\n", &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(pf);
+	CU_ASSERT_EQUAL(pf->defer, 1);
+	CU_ASSERT_DOUBLE_EQUAL(pf->defer_ov, 0.75, 1e-12);
+	CU_ASSERT_DOUBLE_EQUAL(pf->defer_sd, 1.125, 1e-12);
 	free(err);
 	arena_free(a);
 
@@ -108,6 +116,11 @@ test_reader(void)
 	        "fraction must be at most 1");
 	rejects(HEAD "overlap_coll gather 0.5\nend\n", "t.prof:4:14: error: expected a "
 	        "collective");
+	rejects(HEAD "defer 1.5 1.2\nend\n", "t.prof:4:7: error: the overlap fraction must be at "
+	        "most 1");
+	rejects(HEAD "defer 0.5 0.9\nend\n", "t.prof:4:11: error: the slowdown factor must be at "
+	        "least 1");
+	rejects(HEAD "defer 0.5\nend\n", "t.prof:4:10: error: expected the slowdown factor");
 	rejects(HEAD "ew f32 100.5 1e9\nend\n", "t.prof:4:8: error: the bytes of an ew point must be "
 	        "a whole number");
 	rejects(HEAD "ew f32 100 1e9\new f32 100 2e9\nend\n", "t.prof:5:1: error: this ew point "
@@ -613,6 +626,20 @@ test_predict(void)
 	/* half of it moves under the compute */
 	CU_ASSERT_DOUBLE_EQUAL(ag_time_ov("fuse(ring)", 1, 10, 4, 1, 0, 0.25),
 	                       1 + 4 * 10 + 3 * (4 - 0.25 * 10 > 0 ? 4 - 2.5 : 0), eps);
+	/* deferred transfers (defer: GPUs with NCCL): each starts when the
+	 * compute posted right after it ends, so the ring's steps run one
+	 * after another, as with overlap 0; its rank waits while it moves,
+	 * so neither the defer overlap nor its slowdown counts */
+	CU_ASSERT_DOUBLE_EQUAL(ag_time_more("fuse(ring)", 1, 10, 4, 1, 0, 1, -1, "defer 1 1\n"),
+	                       1 + 4 * 10 + 3 * 4, eps);
+	CU_ASSERT_DOUBLE_EQUAL(ag_time_more("fuse(ring)", 1, 10, 4, 1.5, 0, 1, -1,
+	                                    "defer 0.5 2\n"), 1 + 4 * 10 + 3 * 4, eps);
+	/* no compute behind a post: nothing to wait for */
+	CU_ASSERT_DOUBLE_EQUAL(ag_time_more("fuse(ring)", 0, 10, 4, 1, 0, 1, -1, "defer 0.5 2\n"),
+	                       1 + 3 * 4, eps);
+	/* library collectives are not deferred */
+	CU_ASSERT_DOUBLE_EQUAL(ag_time_more("vanilla", 1, 10, 4, 1, 7, 1, -1, "defer 0.5 2\n"),
+	                       7 + 4 * 10, eps);
 	/* vanilla: the library all_gather, then the whole matmul (four
 	 * slices' worth at the measured rate) */
 	CU_ASSERT_DOUBLE_EQUAL(ag_time("vanilla", 1, 10, 4, 1, 7), 7 + 4 * 10, eps);
