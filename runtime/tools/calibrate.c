@@ -760,12 +760,13 @@ typedef struct Under {
  * receives from the previous); 1..4: the library's collectives, blocks of
  * count / N elements; BIDIR: the ring both ways (count elements to the
  * next and to the previous, as fuse(bidir) runs). */
-enum { NPROBE = 6, BIDIR = 5 };
+enum { NPROBE = 7, BIDIR = 5, DEFER = 6 };
 
 static const char *
 probe_name(int k)
 {
-	return k == 0 ? "a ring of transfers" : k == BIDIR ? "the ring both ways" : coll_name[k - 1];
+	return k == 0 ? "a ring of transfers" : k == BIDIR ? "the ring both ways" :
+	       k == DEFER ? "the ring behind a GEMM" : coll_name[k - 1];
 }
 
 /* The GEMM alone (*alone) and under each of the NPROBE transfers (u[k]),
@@ -783,7 +784,20 @@ probe_name(int k)
  * fuse(ring), the GEMMs ran unslowed and each 256 MiB transfer ended
  * 1.24 ms after the GEMM it was posted with (0.93 ms alone). The
  * GEMM's time under them is then the two GEMMs' less this rep's GEMM
- * alone. */
+ * alone. DEFER (GPUs): the ring again with one more GEMM queued before
+ * the one timed under it, so that a transfer that waits for the GEMM
+ * it was posted behind moves under the next (2 H200s, bench-gpu's case
+ * a under fuse(bidir, m = 2) with NCCL, traced: each 128 MiB transfer
+ * started as the GEMM queued behind it ended and moved under the next
+ * one, 0.62 ms, which ran 1.718 ms against 1.630 before); the GEMM's
+ * time under it is the three GEMMs' less two of this rep's alone. Its
+ * GEMMs are queued with no barrier between them: the barrier's time,
+ * when longer than the first GEMM, leaves the GPU idle and reads as
+ * the next GEMM slowed (2 H200s: 0.245 ms against 0.202 alone, 1.21
+ * times, with the barrier; in traces of the fused rows the GEMMs under
+ * such transfers ran 1.04-1.05 times longer; without it, on the next
+ * lease, 1.13). NCCL needs no host
+ * handshake before the GEMM queued after the post. */
 static void
 probe(Cal *C, const Gemm *g, int64_t count, int reps, double *alone, Under u[NPROBE])
 {
@@ -805,7 +819,9 @@ probe(Cal *C, const Gemm *g, int64_t count, int reps, double *alone, Under u[NPR
 		tg[i] = elapsed(C, t0, cfrt_wtime(C->ctx));
 		for (int k = 0; k < NPROBE; k++) {
 			const char *what = probe_name(k);
-			const P2p *p = k == 0 || k == BIDIR ? &ring[k == BIDIR] : NULL;
+			const P2p *p = k == 0 || k >= BIDIR ? &ring[k == BIDIR] : NULL;
+			if (k == DEFER && !C->gpu)
+				break;
 			cfrt_req q[4];
 			int nq = 1;
 			cfrt_barrier(C->ctx);
@@ -826,16 +842,18 @@ probe(Cal *C, const Gemm *g, int64_t count, int reps, double *alone, Under u[NPR
 			 * GPUs; blocked in cfrt_wtime, a host issued them only at
 			 * the wait (4 H100s: overlap 0.10; posted so, 0.81). CPUs:
 			 * the GEMM from its start. */
-			if (C->gpu)
+			if (C->gpu && k != DEFER)
 				die_rc(C, cfrt_barrier(C->ctx), "barrier");
-			else
+			else if (!C->gpu)
 				t0 = cfrt_wtime(C->ctx);
+			if (k == DEFER)
+				die_rc(C, gemm_call(C, g, (char *)C->b + C->cap / 2), "gemm");
 			die_rc(C, gemm_call(C, g, (char *)C->b + C->cap / 2), "gemm");
 			double t1 = cfrt_wtime(C->ctx);
 			die_rc(C, cfrt_waitall(C->ctx, nq, q), "waitall");
 			die_rc(C, cfrt_sync(C->ctx), "cfrt_sync");
 			double t2 = cfrt_wtime(C->ctx), w[3] = {t1, t2, t2 - t1}, mx[3];
-			tt[k][1][i] = elapsed(C, t0, t1) - (C->gpu ? tg[i] : 0);
+			tt[k][1][i] = elapsed(C, t0, t1) - (C->gpu ? tg[i] : 0) - (k == DEFER ? tg[i] : 0);
 			/* on one clock from the last GEMM's end to the last
 			 * transfer's, which leaves out the ranks' skew (a rank that
 			 * ends its GEMM early waits for its peers' as well as for
@@ -846,7 +864,8 @@ probe(Cal *C, const Gemm *g, int64_t count, int reps, double *alone, Under u[NPR
 		}
 	}
 	for (int k = 0; k < NPROBE; k++)
-		u[k] = (Under){median(tt[k][0], reps), median(tt[k][1], reps), median(tt[k][2], reps),
+		u[k] = k == DEFER && !C->gpu ? (Under){0, 0, 0, 0} :
+		       (Under){median(tt[k][0], reps), median(tt[k][1], reps), median(tt[k][2], reps),
 		               median(tt[k][3], reps)};
 	*alone = median(tg, reps);
 }
@@ -910,10 +929,23 @@ probe_overlap_coll(const Under *u, double gemm)
 	return gemm > 0 ? clamp01((u->alone - fmax(u->extra, 0)) / gemm) : 0;
 }
 
+/* defer (GPUs): where the ring posted behind a GEMM moved at less than
+ * DEFER_BELOW of its pace under the GEMM queued after it (its
+ * probe_overlap), it waited for that GEMM's SMs (probe()); then the
+ * ring behind one more GEMM (DEFER) gives how it moves under the GEMM
+ * after that one: its probe_overlap and that GEMM's slowdown. Written
+ * on 2 ranks only: there the model with it was timed against bench-gpu
+ * (2 H200s, two leases: the rows' worst error 13.2 -> 8.9% and 11.4 ->
+ * 10.7%). No 4-GPU machine has run the probe yet, and the TP 4 leases
+ * replayed with rates of 1 and 1.05 had their fused NCCL rows priced up
+ * to 38% under what they ran (docs/PROFILE.md). The probe's line is
+ * written on any number of ranks. */
+#define DEFER_BELOW 0.5
+
 /* slowdown: a GEMM's time under the ring's transfers over its time
  * alone (slowdown 4: under both directions'); overlap: the ring's
  * probe_overlap; overlap_coll, per library collective: on CPUs
- * probe_overlap_coll, on GPUs probe_overlap. */
+ * probe_overlap_coll, on GPUs probe_overlap; defer: above. */
 static void
 cal_slowdown(Cal *C)
 {
@@ -936,8 +968,8 @@ cal_slowdown(Cal *C)
 		return;
 	fprintf(C->out, "# a %lldx%lldx%lld GEMM %.6g s alone\n", (long long)g.m, (long long)s,
 	        (long long)s, alone);
-	for (int k = 0; k < NPROBE; k++) {
-		int ring = k == 0 || k == BIDIR;
+	for (int k = 0; k < NPROBE && (k != DEFER || C->gpu); k++) {
+		int ring = k == 0 || k >= BIDIR;
 		double ov = ring || C->gpu ? probe_overlap(&u[k]) : probe_overlap_coll(&u[k], alone);
 		double f = alone > 0 && u[k].gemm > alone ? u[k].gemm / alone : 1;
 		/* to 6 digits: the overlaps are differences of them */
@@ -949,6 +981,14 @@ cal_slowdown(Cal *C)
 			fprintf(C->out, "slowdown %.4g\noverlap %.4g\n", f, ov);
 		else if (k == BIDIR)
 			fprintf(C->out, "slowdown 4 %.4g\n", f);
+		else if (k == DEFER && probe_overlap(&u[0]) >= DEFER_BELOW)
+			fprintf(C->out, "# no defer: the ring moved under the GEMM it was posted "
+			        "behind\n");
+		else if (k == DEFER && C->size != 2)
+			fprintf(C->out, "# no defer: measured against the models on 2 ranks only "
+			        "(docs/PROFILE.md)\n");
+		else if (k == DEFER)
+			fprintf(C->out, "defer %.4g %.4g\n", ov, f);
 		else
 			fprintf(C->out, "overlap_coll %s %.4g\n", coll_name[k - 1], ov);
 	}
