@@ -70,7 +70,7 @@ ALONE = re.compile(r"# a \S+ GEMM (\S+) s alone$")
 
 
 def probe_overlap(path):
-    """A copy of profile path whose overlap and overlap_coll lines are its
+    """A copy of profile path whose overlap, overlap_coll and defer lines are its
     probes' (the comment before each) as runtime/tools/calibrate.c's
     probe_overlap (the ring's, and on GPUs every one) and
     probe_overlap_coll (the library collectives' on CPUs) compute them;
@@ -95,6 +95,10 @@ def probe_overlap(path):
                     min(1.0, max(0.0, (a - max(x, 0.0)) / gemm)) if gemm > 0 else 0.0)
         elif want is not None and l.startswith("overlap"):
             lines[i] = "%s %.4g" % (l.rsplit(" ", 1)[0], want)
+            want, n = None, n + 1
+        elif want is not None and l.startswith("defer "):
+            # defer OV SD: OV as the ring's rule computes it
+            lines[i] = "defer %.4g %s" % (want, l.split()[2])
             want, n = None, n + 1
     if not n:
         return path
