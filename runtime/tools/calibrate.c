@@ -791,13 +791,15 @@ probe_name(int k)
  * started as the GEMM queued behind it ended and moved under the next
  * one, 0.62 ms, which ran 1.718 ms against 1.630 before); the GEMM's
  * time under it is the three GEMMs' less two of this rep's alone. Its
- * GEMMs are queued with no barrier between them: the barrier's time,
- * when longer than the first GEMM, leaves the GPU idle and reads as
- * the next GEMM slowed (2 H200s: 0.245 ms against 0.202 alone, 1.21
- * times, with the barrier; in traces of the fused rows the GEMMs under
- * such transfers ran 1.04-1.05 times longer; without it, on the next
- * lease, 1.13). NCCL needs no host
- * handshake before the GEMM queued after the post. */
+ * GEMMs are queued with no barrier between them, as generated code
+ * queues them (2 H200s: lease 69's probe had one and read 1.21 times,
+ * lease 70's none and 1.13; the plain probe, with its barrier, read
+ * 1.168 and 1.152 on the two, so the barrier is not shown to be the
+ * difference; in traces of the fused rows the GEMMs under such
+ * transfers ran 1.04-1.05 times longer, less than either). NCCL needs
+ * no host handshake before the GEMM queued after the post; copy engines
+ * do, but their ring moves under the GEMM it was posted behind, so
+ * they write no defer. */
 static void
 probe(Cal *C, const Gemm *g, int64_t count, int reps, double *alone, Under u[NPROBE])
 {
