@@ -118,6 +118,25 @@ check "a GPU profile with 'clock 1' round-trips (every entry kept)" sh -c \
 	"test $(data "$gp") = $(data "$out/g1.prof") && grep -q '^clock 1 2.04\$' '$out/g1.prof' &&
 	 test \$(grep -c '^clock ' '$out/g1.prof') = 4"
 
+# a 2-GPU NCCL profile with 'defer' (lease 69): kept through cfc, said
+# by --explain, and it moves the prediction (without it: lease 69's old
+# reading, overlap and slowdown)
+dp=bench/results/2026-11-30-NVIDIA-H200-lease69-tp2-nccl.prof
+"$CFC" bench/rs_gemm.cf --profile="$dp" --emit=profile -o "$out/d1.prof"
+check "a GPU profile with 'defer' round-trips (every entry kept)" sh -c \
+	"test $(data "$dp") = $(data "$out/d1.prof") &&
+	 awk '/^defer /{ n++; ok = \$2 == 0.9188 && \$3 == 1.213 } END { exit !(n == 1 && ok) }' '$out/d1.prof'"
+grep -v '^defer ' "$dp" >"$out/nodefer.prof"
+a69="$(gpu_spec a) -D tp=2 --type=bf16 --schedule=fuse(ring) --explain"
+"$CFC" $a69 --profile="$dp" >"$out/defer.explain" 2>&1
+"$CFC" $a69 --profile="$out/nodefer.prof" >"$out/nodefer.explain" 2>&1
+check "--explain says the profile's defer, and only with it" sh -c \
+	"grep -q -F 'then moves at overlap 0.9188, slowing compute 1.213 times' '$out/defer.explain' &&
+	 ! grep -q -F \"the profile's defer\" '$out/nodefer.explain'"
+check "defer moves case a's fuse(ring) prediction (lease 69: 14.1666 ms with it, 14.4255 without)" sh -c \
+	"grep -q '^pass: predicted 14.1666 ms' '$out/defer.explain' &&
+	 grep -q '^pass: predicted 14.4255 ms' '$out/nodefer.explain'"
+
 # every candidate of every collective predicted; auto marks one of each
 for ex in $(ls examples/*.cf | xargs -n1 basename | sed "s/\.cf$//"); do
 	if "$CFC" "examples/$ex.cf" --backward --profile="$prof" --schedule=auto --explain \
