@@ -291,6 +291,10 @@ rd_entry(Rd *r, Profile *pf, const char *w, size_t len)
 	if (rd_is(w, len, "defer")) {
 		/* defer OV SD: the overlap and slowdown once a deferred
 		 * transfer moves */
+		if (pf->defer) {
+			diag_error(r->d, rd_loc(r, r->line, 5), "a second defer entry");
+			return 0;
+		}
 		if (!rd_fraction(r, &pf->defer_ov) || !rd_num(r, "the slowdown factor", 0, x))
 			return 0;
 		if (x[0] < 1) {

@@ -121,6 +121,8 @@ test_reader(void)
 	rejects(HEAD "defer 0.5 0.9\nend\n", "t.prof:4:11: error: the slowdown factor must be at "
 	        "least 1");
 	rejects(HEAD "defer 0.5\nend\n", "t.prof:4:10: error: expected the slowdown factor");
+	rejects(HEAD "defer 0.5 1.1\ndefer 0.6 1.2\nend\n", "t.prof:5:1: error: a second defer "
+	        "entry");
 	rejects(HEAD "ew f32 100.5 1e9\nend\n", "t.prof:4:8: error: the bytes of an ew point must be "
 	        "a whole number");
 	rejects(HEAD "ew f32 100 1e9\new f32 100 2e9\nend\n", "t.prof:5:1: error: this ew point "
