@@ -530,7 +530,7 @@ tx_candidates(FILE *f, const Sched *s, const Coll *c)
 	predict_pick(c->cand, c->ncand, 0, &fastest);
 	fprintf(f, "  predicted on %s (%s, %d ranks calibrated), ms:\n", s->profile->name,
 	        s->profile->backend, s->profile->ranks);
-	if (s->profile->defer)
+	if (s->profile->defer_sd > 0)
 		fprintf(f, "  (a transfer posted right before compute starts when that compute ends, "
 		        "then moves at overlap %g, slowing compute %g times: the profile's defer)\n",
 		        s->profile->defer_ov, s->profile->defer_sd);

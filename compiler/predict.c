@@ -418,7 +418,7 @@ slowed(Sim *S, int r, double t)
 {
 	int n = moving(S, r, S->rk[r].tc);
 
-	return !n ? t : S->pf->defer ? t * S->pf->defer_sd : t * profile_slowdown(S->pf, n);
+	return !n ? t : S->pf->defer_sd > 0 ? t * S->pf->defer_sd : t * profile_slowdown(S->pf, n);
 }
 
 /* Rank r's compute queue busy for t seconds of its own (slowed while its
@@ -569,30 +569,29 @@ sim_post(Sim *S, int r, const Item *it, int i)
 	               R->tc, 0, 0, -1, 0, !send && p->staged ? (double)p->count : 0, R->nxs, 0};
 	R->xs = arena_grow(S->a, R->xs, R->nxs, &R->capxs, 64, sizeof *R->xs);
 	R->xs[R->nxs++] = k;
-	if (S->pf->defer) /* until the rank's next item (sim_release) */
+	if (S->pf->defer_sd > 0) /* until the rank's next item (sim_release) */
 		S->x[k].defer = 1;
 	else
 		sim_match(S, k);
 }
 
-/* Rank r has reached an item other than a post: its deferred records
- * (Profile.defer) start no earlier than now, when the compute item run
- * right after their posts (if any) has ended, and meet their peers'. */
+/* Rank r has ended the compute item after their posts, or reached a
+ * wait, a collective or its end: its deferred records (Profile.defer_sd)
+ * start no earlier than now and meet their peers', in post order (they
+ * are its newest: every item but a post releases them). */
 static void
 sim_release(Sim *S, int r)
 {
 	PRank *R = &S->rk[r];
 
-	for (int j = R->nxs - 1; j >= 0 && j >= R->nxs - RECENT; j--) {
+	for (int j = R->nxs - RECENT > 0 ? R->nxs - RECENT : 0; j < R->nxs; j++) {
 		PX *x = &S->x[R->xs[j]];
 		if (x->defer) {
 			x->defer = 0;
 			x->tpost = fmax(x->tpost, R->tc);
+			sim_match(S, R->xs[j]);
 		}
 	}
-	for (int j = R->nxs - RECENT > 0 ? R->nxs - RECENT : 0; j < R->nxs; j++)
-		if (S->x[R->xs[j]].match < 0 && !S->x[R->xs[j]].defer)
-			sim_match(S, R->xs[j]);
 }
 
 /* ---- library collectives ---- */
@@ -702,9 +701,7 @@ wait_target(Sim *S, int r, const Item *it, int i, PX **x, PCI **ci)
 }
 
 /* Can rank r run its current item now (its transfer is matched, its
- * collective posted by all)? A wait or a collective first releases the
- * rank's deferred transfers (no compute came after their posts): a
- * wait on one of them could not be admitted before. */
+ * collective posted by all)? */
 static int
 sim_ready(Sim *S, int r)
 {
@@ -714,8 +711,6 @@ sim_ready(Sim *S, int r)
 
 	if (R->pend >= 0)
 		return S->ci[R->pend].nposted == S->N;
-	if (R->cur->kind == IT_WAIT || R->cur->kind == IT_COLL)
-		sim_release(S, r);
 	if (R->cur->kind != IT_WAIT)
 		return 1;
 	wait_target(S, r, R->cur, R->round, &x, &ci);
@@ -741,7 +736,7 @@ wait_end(Sim *S, PX *x, double tw)
 {
 	if (x->tdone > 0) /* the other end's wait saw it land */
 		return x->tdone;
-	x->tdone = S->x[x->match].tdone = landed(S->pf->defer ? S->pf->defer_ov : S->pf->overlap,
+	x->tdone = S->x[x->match].tdone = landed(S->pf->defer_sd > 0 ? S->pf->defer_ov : S->pf->overlap,
 	                                              x->t0, x->t1, tw);
 	return x->tdone;
 }
@@ -830,7 +825,9 @@ sim_cur(Sim *S, int r)
 		R->cur = sched_next(S->c, r, &R->pos);
 		R->round = R->pos.i;
 		R->done = !R->cur && R->pend < 0;
-		if (!R->cur)
+		/* no compute after the posts: they start now (sim_ready
+		 * admits a wait on one only once it has met its peer's) */
+		if (!R->cur || R->cur->kind == IT_WAIT || R->cur->kind == IT_COLL)
 			sim_release(S, r);
 	}
 	return R->cur;

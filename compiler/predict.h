@@ -89,15 +89,15 @@ typedef struct Profile {
 	                        * round by round inside its calls, a round
 	                        * when every rank has called it); < 0: as
 	                        * overlap */
-	int defer;             /* `defer OV SD` (GPUs with NCCL): a transfer
-	                        * posted behind compute with more compute
-	                        * queued right after it waits for the SMs
-	                        * until that compute ends; once moving, the
-	                        * share defer_ov of its time passes per second
-	                        * of compute, which it slows defer_sd times
-	                        * (these replace overlap and slowdown for
-	                        * point-to-point transfers) */
-	double defer_ov, defer_sd;
+	double defer_ov, defer_sd; /* `defer OV SD` (GPUs with NCCL): a
+	                        * transfer posted behind compute with more
+	                        * compute queued right after it waits for the
+	                        * SMs until that compute ends; once moving,
+	                        * the share defer_ov of its time passes per
+	                        * second of compute, which it slows defer_sd
+	                        * times (these replace overlap and slowdown
+	                        * for point-to-point transfers); defer_sd 0:
+	                        * no entry, nothing deferred */
 	PTable clock;          /* `clock D R`: a GEMM's or attention's time
 	                        * when compute keeps the GPU busy a share D
 	                        * of the time (transfers the rest; D = 1: all

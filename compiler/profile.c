@@ -291,7 +291,7 @@ rd_entry(Rd *r, Profile *pf, const char *w, size_t len)
 	if (rd_is(w, len, "defer")) {
 		/* defer OV SD: the overlap and slowdown once a deferred
 		 * transfer moves */
-		if (pf->defer) {
+		if (pf->defer_sd > 0) {
 			diag_error(r->d, rd_loc(r, r->line, 5), "a second defer entry");
 			return 0;
 		}
@@ -303,7 +303,6 @@ rd_entry(Rd *r, Profile *pf, const char *w, size_t len)
 			return 0;
 		}
 		pf->defer_sd = x[0];
-		pf->defer = 1;
 		return 1;
 	}
 	if (rd_is(w, len, "overlap_coll")) {
@@ -620,7 +619,7 @@ profile_write(FILE *f, const Profile *pf)
 		if (pf->slowdown_at[c] > 0)
 			fprintf(f, "slowdown %d %.17g\n", profile_conc[c], pf->slowdown_at[c]);
 	fprintf(f, "overlap %.17g\n", pf->overlap);
-	if (pf->defer)
+	if (pf->defer_sd > 0)
 		fprintf(f, "defer %.17g %.17g\n", pf->defer_ov, pf->defer_sd);
 	for (int c = 0; c < 4; c++) {
 		if (pf->overlap_coll[c] >= 0)

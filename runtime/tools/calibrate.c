@@ -762,6 +762,14 @@ typedef struct Under {
  * next and to the previous, as fuse(bidir) runs). */
 enum { NPROBE = 7, BIDIR = 5, DEFER = 6 };
 
+/* The probes run: DEFER on GPUs only (CPUs' transfers do not wait for
+ * the compute queued behind them). */
+static int
+nprobes(const Cal *C)
+{
+	return C->gpu ? NPROBE : DEFER;
+}
+
 static const char *
 probe_name(int k)
 {
@@ -769,7 +777,7 @@ probe_name(int k)
 	       k == DEFER ? "the ring behind a GEMM" : coll_name[k - 1];
 }
 
-/* The GEMM alone (*alone) and under each of the NPROBE transfers (u[k]),
+/* The GEMM alone (*alone) and under each of the nprobes() transfers (u[k]),
  * rep by rep so that a slow spell of the machine falls on all of them
  * alike; medians of reps, timed as timed() times (spans on one node, else
  * the slowest rank's). The transfers under the GEMM move from the c
@@ -819,11 +827,9 @@ probe(Cal *C, const Gemm *g, int64_t count, int reps, double *alone, Under u[NPR
 		die_rc(C, run_gemm(C, (void *)g), "gemm");
 		die_rc(C, cfrt_sync(C->ctx), "cfrt_sync");
 		tg[i] = elapsed(C, t0, cfrt_wtime(C->ctx));
-		for (int k = 0; k < NPROBE; k++) {
+		for (int k = 0; k < nprobes(C); k++) {
 			const char *what = probe_name(k);
 			const P2p *p = k == 0 || k >= BIDIR ? &ring[k == BIDIR] : NULL;
-			if (k == DEFER && !C->gpu)
-				break;
 			cfrt_req q[4];
 			int nq = 1;
 			cfrt_barrier(C->ctx);
@@ -865,9 +871,8 @@ probe(Cal *C, const Gemm *g, int64_t count, int reps, double *alone, Under u[NPR
 			tt[k][3][i] = tt[k][1][i] + tt[k][2][i] - tg[i];
 		}
 	}
-	for (int k = 0; k < NPROBE; k++)
-		u[k] = k == DEFER && !C->gpu ? (Under){0, 0, 0, 0} :
-		       (Under){median(tt[k][0], reps), median(tt[k][1], reps), median(tt[k][2], reps),
+	for (int k = 0; k < nprobes(C); k++)
+		u[k] = (Under){median(tt[k][0], reps), median(tt[k][1], reps), median(tt[k][2], reps),
 		               median(tt[k][3], reps)};
 	*alone = median(tg, reps);
 }
@@ -970,7 +975,7 @@ cal_slowdown(Cal *C)
 		return;
 	fprintf(C->out, "# a %lldx%lldx%lld GEMM %.6g s alone\n", (long long)g.m, (long long)s,
 	        (long long)s, alone);
-	for (int k = 0; k < NPROBE && (k != DEFER || C->gpu); k++) {
+	for (int k = 0; k < nprobes(C); k++) {
 		int ring = k == 0 || k >= BIDIR;
 		double ov = ring || C->gpu ? probe_overlap(&u[k]) : probe_overlap_coll(&u[k], alone);
 		double f = alone > 0 && u[k].gemm > alone ? u[k].gemm / alone : 1;
