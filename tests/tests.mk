@@ -29,6 +29,10 @@ CHECK_DEPS += $(B)/cfc $(B)/tests/unit_compiler
 check: $(CHECK_DEPS)
 	@B=$(B) SAN=$(SAN) sh tests/run.sh
 
+# make check-deps: build everything the suites need without running them;
+# then `B=build sh tests/run.sh tests/t-cli.sh` runs one suite.
+check-deps: $(CHECK_DEPS)
+
 FORCE:
 .PHONY: FORCE
 
@@ -44,4 +48,4 @@ FUZZ_TIME ?= 600
 fuzz:
 	@B=$(B) FUZZ_TIME=$(FUZZ_TIME) sh tests/fuzz/fuzz.sh
 
-.PHONY: gen fuzz
+.PHONY: gen fuzz check-deps
