@@ -150,6 +150,11 @@ test-gpu: $(B)/cfc $(B)/libcfrt.a $(B)/libcfrt_cuda.a $(B)/tests/gpu/cmpdump \
 bench-gpu: $(B)/cfc $(B)/libcfrt_cuda.a $(B)/cfrt-calibrate-cuda
 	@B=$(B) sh bench/gpu/bench.sh
 
+# make bench-gpu1: the Llama layer on one GPU against PyTorch, op by op
+# (bench/gpu/layer1.sh; CONFIGS picks sizes, GEN takes C made elsewhere)
+bench-gpu1: $(B)/libcfrt_cuda.a
+	@B=$(B) sh bench/gpu/layer1.sh
+
 install-cuda: $(B)/libcfrt_cuda.a $(B)/cfrt-calibrate-cuda
 	mkdir -p $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
 	cp $(B)/cfrt-calibrate-cuda $(DESTDIR)$(PREFIX)/bin/
@@ -158,6 +163,6 @@ install-cuda: $(B)/libcfrt_cuda.a $(B)/cfrt-calibrate-cuda
 	$(CU_PC) >$(DESTDIR)$(PREFIX)/lib/pkgconfig/cfrt_cuda.pc
 
 install: install-cuda
-.PHONY: test-gpu bench-gpu install-cuda
+.PHONY: test-gpu bench-gpu bench-gpu1 install-cuda
 
 endif
