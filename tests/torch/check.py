@@ -183,8 +183,10 @@ if "--errors" in opt:
                  "tp = %d" % sizes["tp"], llama.Layer, tp_group=MPI.COMM_SELF)
     ok &= raises(TypeError, "llama.Layer: no argument pp_group (the spec's groups: tp_group",
                  llama.Layer, pp_group=None)
+    ok &= raises(RuntimeError, "llama: cfrt_init: no MPI communicator (MPI_COMM_NULL): the "
+                 "mpi+openblas backend runs on MPI", llama.Layer, mpi=False)
     report("wrong dtype, shape, stride, device, type, name, autocast, group size raise naming "
-           "them", ok)
+           "them; no MPI on the MPI backend raises cfrt's refusal", ok)
     # the layer runs on, and gives what it gave
     layer.zero_grad(set_to_none=True)
     yl, _ = run(xs[0], dys[0])
