@@ -45,8 +45,17 @@ def rope(t, base):
 
 
 def attention(q, k, v):
-    """q: [B, H, S, Dh], k and v: [B, KV, S, Dh]; causal."""
+    """q: [B, H, S, Dh], k and v: [B, KV, S, Dh]; causal. torch's fused
+    scaled_dot_product_attention where torch has it (>= 2.0) and the
+    tensors are CUDA ones; else written out, softmax in float32."""
     g = q.shape[1] // k.shape[1]
+    sdpa = getattr(torch.nn.functional, "scaled_dot_product_attention", None)
+    if sdpa is not None and q.is_cuda:
+        try:
+            return sdpa(q, k, v, is_causal=True, enable_gqa=True)
+        except TypeError:  # torch < 2.5: no enable_gqa
+            return sdpa(q, k.repeat_interleave(g, dim=1), v.repeat_interleave(g, dim=1),
+                        is_causal=True)
     k = k.repeat_interleave(g, dim=1)
     v = v.repeat_interleave(g, dim=1)
     S = q.shape[-2]
