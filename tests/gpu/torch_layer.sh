@@ -8,7 +8,10 @@
 # Llama-3-8B layer's size. The GPU machines have no flex or bison: GEN is a
 # folder of generated C made elsewhere (its f32, bf16 and 8b folders:
 #   sh tests/gpu/torch_layer.sh gen GEN   on a machine with cfc), else $B/cfc
-# writes it. OUT: where the logs go (default $B/tests/gpu-torch).
+# writes it. OUT: where the logs go (default $B/tests/gpu-torch). The
+# libraries are linked -Bsymbolic: the f32 and the bf16 build are loaded
+# into one process, and each must call its own copies of cfrt and its
+# entry points.
 set -u
 : "${B:=build}"
 export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
@@ -31,7 +34,7 @@ CUDA_LIBS=$(sh scripts/cuda-libs.sh)
 for v in f32 bf16 8b; do
 	mpicc -std=c11 -O2 -shared -fPIC -Iruntime -I"$GEN/$v" -o "$GEN/$v/libllama.so" \
 		"$GEN/$v/llama.c" "$GEN/$v/llama_ref.c" \
-		-Wl,--whole-archive "$B/libcfrt_cuda.a" -Wl,--no-whole-archive $CUDA_LIBS ||
+		-Wl,-Bsymbolic -Wl,--whole-archive "$B/libcfrt_cuda.a" -Wl,--no-whole-archive $CUDA_LIBS ||
 		exit 1
 done
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
