@@ -81,7 +81,10 @@ $(B)/codegen/cg_driver.o: $(B)/codegen/driver.inc
 $(B)/codegen/py.inc: codegen/py_module.py.in
 	@mkdir -p $(@D)
 	sed 's/\\/\\\\/g; s/"/\\"/g; s/^/"/; s/$$/\\n"/' $< > $@
-$(B)/codegen/cg_py.o: $(B)/codegen/py.inc
+$(B)/codegen/torch.inc: codegen/torch_module.py.in
+	@mkdir -p $(@D)
+	sed 's/\\/\\\\/g; s/"/\\"/g; s/^/"/; s/$$/\\n"/' $< > $@
+$(B)/codegen/cg_py.o: $(B)/codegen/py.inc $(B)/codegen/torch.inc
 
 $(B)/cfc: $(CF_OBJ)
 	$(CC) $(LDFLAGS_ALL) -o $@ $(CF_OBJ) $(GVC_LIBS) -lm

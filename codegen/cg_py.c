@@ -5,13 +5,19 @@
  * (names, kinds, whole and per-rank dims, split, group, seed), the groups
  * and the sizes of the buffers, which the module checks against the
  * library it loads. The code is the same for every model: the text of
- * codegen/py_module.py.in, embedded.
+ * codegen/py_module.py.in, embedded, then that of codegen/torch_module.py.in
+ * (NAME.Layer, a torch.nn.Module over the same library, docs/TORCH.md).
  * requires: a checked graph and its plans. ensures: the same input gives
  * byte-identical Python. */
 #include "cgen.h"
 
 static const char py_text[] =
 #include "py.inc"
+	;
+
+/* The torch layer (NAME.Layer), codegen/torch_module.py.in, after it. */
+static const char torch_text[] =
+#include "torch.inc"
 	;
 
 static const char *const kind_word[] = {
@@ -166,4 +172,5 @@ cg_python(FILE *f, Arena *a, const Plan *p, const Plan *bp)
 	docstring(&c, &bc);
 	data(&c, &bc, p, bp);
 	fputs(py_text, f);
+	fputs(torch_text, f);
 }

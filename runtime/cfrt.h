@@ -336,8 +336,16 @@ int cfrt_check_groups(cfrt_ctx *ctx, int ngroups, const int *sizes);
  *    application must issue its own NCCL calls on it in the same order on
  *    every rank, never while a generated call is between its first
  *    transfer and its return on another thread.
+ *  - No MPI (CUDA backend): comm may be MPI_COMM_NULL, and MPI need not be
+ *    initialised (PyTorch under torchrun). The job's ranks are then those
+ *    of the NCCL communicator (CFRT_OPT_NCCL_COMM: rank and size from it),
+ *    or this process alone without one. Such a context has no
+ *    cfrt_barrier, CFRT_TRACE or CFRT_TRANSFER=ce (CFRT_ENOTSUP); its
+ *    device is the stream's, else CFRT_DEVICE, else the launcher's local
+ *    rank (LOCAL_RANK under torchrun), else 0; cfrt_fail ends the process
+ *    (the launcher ends the rest).
  * The MPI backend has neither: it fails with CFRT_ENOTSUP when a flag is
- * set. Unknown flags fail with CFRT_EINVAL. */
+ * set or comm is MPI_COMM_NULL. Unknown flags fail with CFRT_EINVAL. */
 #define CFRT_OPT_STREAM 1u
 #define CFRT_OPT_NCCL_COMM 2u
 typedef struct cfrt_opts {

@@ -7,7 +7,7 @@
 set -eu
 PKGS=${*:-"build-essential clang pkg-config flex bison libgraphviz-dev graphviz \
 libopenmpi-dev openmpi-bin libcunit1-dev libopenblas-dev python3 python3-numpy \
-python3-mpi4py cmake gnuplot-nox"}
+python3-mpi4py python3-torch cmake gnuplot-nox"}
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||

@@ -92,7 +92,7 @@ static int split_groups(cfrt_ctx *ctx, const int *sizes)
 		q->size = sizes[g];
 		q->stride = stride;
 		q->comm = b->job;
-		if (b->ngroups > 1) {
+		if (b->ngroups > 1 && b->job != MPI_COMM_NULL) {
 			int rc = MPI_Comm_split(b->job, b->job_rank - c * stride, c,
 			                        &q->comm);
 			if (rc != MPI_SUCCESS) {
@@ -137,9 +137,13 @@ static int ctx_setup(cfrt_ctx *ctx, const char *model, const int *sizes)
 	b->slice = -1;
 	b->device = -1;
 	b->api = "cfrt_init";
-	MPI_Comm_rank(b->job, &b->job_rank);
-	MPI_Comm_size(b->job, &b->job_size);
-	MPI_Comm_rank(MPI_COMM_WORLD, &b->world_rank);
+	if (b->job != MPI_COMM_NULL) {
+		MPI_Comm_rank(b->job, &b->job_rank);
+		MPI_Comm_size(b->job, &b->job_size);
+		MPI_Comm_rank(MPI_COMM_WORLD, &b->world_rank);
+	} else {
+		b->world_rank = b->job_rank; /* set by cfrt_init_opts */
+	}
 	int rc = split_groups(ctx, sizes);
 	if (rc != CFRT_OK)
 		return rc;
@@ -178,9 +182,17 @@ int cfrt_init_opts(cfrt_ctx **out, MPI_Comm comm, int ngroups,
 			return init_fail(CFRT_EINVAL, "group %d has %d ranks", g, sizes[g]);
 		want *= sizes[g];
 	}
-	rc = MPI_Comm_size(comm, &size);
-	if (rc != MPI_SUCCESS)
-		return init_fail(CFRT_ECOMM, "MPI_Comm_size failed (%d)", rc);
+	int job_rank = 0;
+	if (comm == MPI_COMM_NULL) {
+		char why[256];
+		rc = cfrti_app_job(opts, &job_rank, &size, why, sizeof why);
+		if (rc != CFRT_OK)
+			return init_fail(rc, "%s", why);
+	} else {
+		rc = MPI_Comm_size(comm, &size);
+		if (rc != MPI_SUCCESS)
+			return init_fail(CFRT_ECOMM, "MPI_Comm_size failed (%d)", rc);
+	}
 	layout_str(lay, sizeof lay, ngroups, sizes);
 	if (size != want && ngroups == 1)
 		return init_fail(CFRT_ESIZE, "model %s was compiled for a group "
@@ -199,12 +211,18 @@ int cfrt_init_opts(cfrt_ctx **out, MPI_Comm comm, int ngroups,
 		b->opts = *opts;
 	for (int g = 0; g < ngroups; g++)
 		b->grp[g].comm = MPI_COMM_NULL;
-	rc = MPI_Comm_dup(comm, &b->job);
-	if (rc != MPI_SUCCESS) {
-		free(ctx);
-		return init_fail(CFRT_ECOMM, "MPI_Comm_dup failed (%d)", rc);
+	b->job = MPI_COMM_NULL;
+	if (comm == MPI_COMM_NULL) {
+		b->job_rank = job_rank;
+		b->job_size = size;
+	} else {
+		rc = MPI_Comm_dup(comm, &b->job);
+		if (rc != MPI_SUCCESS) {
+			free(ctx);
+			return init_fail(CFRT_ECOMM, "MPI_Comm_dup failed (%d)", rc);
+		}
+		MPI_Comm_set_errhandler(b->job, MPI_ERRORS_RETURN);
 	}
-	MPI_Comm_set_errhandler(b->job, MPI_ERRORS_RETURN);
 	rc = ctx_setup(ctx, model, sizes);
 	if (rc != CFRT_OK) {
 		snprintf(init_msg, sizeof init_msg, "%s", b->err);
@@ -299,6 +317,9 @@ int cfrt_barrier(cfrt_ctx *ctx)
 	cfrti_base *b = cfrti_base_of(ctx);
 	b->api = "cfrt_barrier";
 	cfrti_trace_flush(ctx);
+	if (b->job == MPI_COMM_NULL)
+		return cfrti_err(ctx, CFRT_ENOTSUP, "a context made without MPI "
+		                 "(MPI_COMM_NULL) has no barrier");
 	return cfrti_mpi(ctx, MPI_Barrier(b->job), "MPI_Barrier");
 }
 

@@ -27,7 +27,8 @@ typedef struct cfrti_base {
 	int rank, size; /* in the current group */
 	int world_rank;
 	MPI_Comm job;  /* our duplicate of the whole communicator,
-	                * MPI_ERRORS_RETURN */
+	                * MPI_ERRORS_RETURN; MPI_COMM_NULL: no MPI (CUDA,
+	                * cfrt_init_opts with comm MPI_COMM_NULL) */
 	int job_rank, job_size;
 	int ngroups;   /* the groups of the grid (cfrt_init_groups); the
 	                * current one's comm, rank and size are above */
@@ -253,6 +254,11 @@ void cfrti_trace_free(cfrt_ctx *ctx);
 
 /* ---- hooks: defined by each backend ------------------------------------ */
 
+/* The job's rank and size when cfrt_init_opts has no MPI communicator
+ * (MPI_COMM_NULL), from the application's handles in opts (NULL: none):
+ * CFRT_ENOTSUP where the backend needs MPI, CFRT_EINVAL (message in msg)
+ * where the handles say nothing. */
+int cfrti_app_job(const cfrt_opts *opts, int *rank, int *size, char *msg, size_t n);
 /* A zeroed context (calloc: cfrt_init frees it with free() when the
  * communicator cannot be duplicated). */
 cfrt_ctx *cfrti_ctx_new(void);

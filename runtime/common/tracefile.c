@@ -64,6 +64,9 @@ int cfrti_trace_open(cfrt_ctx *ctx)
 	int made = contexts_made++;
 	if (!prefix || !*prefix)
 		return CFRT_OK;
+	if (b->job == MPI_COMM_NULL)
+		return cfrti_err(ctx, CFRT_ENOTSUP, "CFRT_TRACE=%s: a context made "
+		                 "without MPI (MPI_COMM_NULL) writes no trace", prefix);
 	cfrti_trace *t = calloc(1, sizeof *t);
 	if (t) {
 		b->trace = t;

@@ -9,6 +9,24 @@
 
 #include "backend.h"
 
+/* Without MPI: the application's NCCL communicator says the job's ranks;
+ * without one the job is this process alone. */
+int cfrti_app_job(const cfrt_opts *opts, int *rank, int *size, char *msg, size_t n)
+{
+	*rank = 0;
+	*size = 1;
+	if (!opts || !(opts->flags & CFRT_OPT_NCCL_COMM))
+		return CFRT_OK;
+	ncclComm_t c = (ncclComm_t)opts->nccl_comm;
+	if (!c || ncclCommCount(c, size) != ncclSuccess ||
+	    ncclCommUserRank(c, rank) != ncclSuccess) {
+		snprintf(msg, n, "no MPI communicator (MPI_COMM_NULL), and the "
+		         "application's NCCL communicator is not one NCCL knows");
+		return CFRT_EINVAL;
+	}
+	return CFRT_OK;
+}
+
 cfrt_ctx *cfrti_ctx_new(void)
 {
 	return calloc(1, sizeof(cfrt_ctx));
@@ -23,6 +41,10 @@ int cfrti_ctx_setup(cfrt_ctx *ctx)
 		rc = cfrti_err(ctx, CFRT_ENOTSUP, "%d groups: copy-engine transfers "
 		               "(CFRT_TRANSFER=ce) run contexts of one group; NCCL "
 		               "runs a grid", ctx->base.ngroups);
+	if (rc == CFRT_OK && ctx->xt.mode == XM_CE && ctx->base.job == MPI_COMM_NULL)
+		rc = cfrti_err(ctx, CFRT_ENOTSUP, "copy-engine transfers "
+		               "(CFRT_TRANSFER=ce) exchange their handles over MPI: "
+		               "a context made without MPI (MPI_COMM_NULL) uses NCCL");
 	if (rc == CFRT_OK)
 		rc = cfrti_lt_mode(ctx);
 	if (rc == CFRT_OK)

@@ -63,7 +63,8 @@ static int env_local_rank(void)
 {
 	static const char *const names[] = {
 		"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
-		"MV2_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "PMI_LOCAL_RANK"
+		"MV2_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "PMI_LOCAL_RANK",
+		"LOCAL_RANK" /* torchrun */
 	};
 	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
 		const char *s = getenv(names[i]);
@@ -74,8 +75,9 @@ static int env_local_rank(void)
 }
 
 /* CFRT_DEVICE, else the local rank (launcher, else the rank among the
- * ranks of comm, the whole job, that share this node) modulo the number
- * of devices. Collective over comm when the fallback is needed. */
+ * ranks of comm, the whole job, that share this node; 0 without MPI)
+ * modulo the number of devices. Collective over comm when the fallback is
+ * needed. */
 static int choose_device(MPI_Comm comm, int *dev)
 {
 	int n = 0, local = env_local_rank();
@@ -86,7 +88,9 @@ static int choose_device(MPI_Comm comm, int *dev)
 		*dev = atoi(s);
 		return *dev >= 0 && *dev < n ? 0 : -1;
 	}
-	if (local < 0) {
+	if (local < 0 && comm == MPI_COMM_NULL) {
+		local = 0; /* no MPI, no launcher: this process alone */
+	} else if (local < 0) {
 		MPI_Comm node;
 		if (MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0,
 		                        MPI_INFO_NULL, &node) != MPI_SUCCESS)

@@ -61,7 +61,8 @@ static int nccl_status(cfrt_ctx *ctx, ncclResult_t e, const char *call)
 	                 last ? last : "");
 }
 
-/* NCCL over the job's ranks (*job): rank 0's unique id, broadcast by MPI. */
+/* NCCL over the job's ranks (*job): rank 0's unique id, broadcast by MPI
+ * (without MPI the job is one rank). */
 static int nccl_job(cfrt_ctx *ctx, ncclComm_t *job)
 {
 	cfrti_base *b = &ctx->base;
@@ -69,6 +70,9 @@ static int nccl_job(cfrt_ctx *ctx, ncclComm_t *job)
 	int rc = CFRT_OK;
 	if (b->job_rank == 0)
 		rc = nccl_status(ctx, ncclGetUniqueId(&id), "ncclGetUniqueId");
+	if (b->job == MPI_COMM_NULL) /* no MPI: this process alone (base.c) */
+		return rc != CFRT_OK ? rc : nccl_status(ctx, ncclCommInitRank(job, 1, id, 0),
+		                                        "ncclCommInitRank");
 	int ok = rc == CFRT_OK, all = 0;
 	int mrc = MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, b->job);
 	if (mrc != MPI_SUCCESS)

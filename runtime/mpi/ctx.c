@@ -90,6 +90,16 @@ int cfrti_ctx_setup(cfrt_ctx *ctx)
 	return cfrti_progress_start(ctx);
 }
 
+int cfrti_app_job(const cfrt_opts *opts, int *rank, int *size, char *msg, size_t n)
+{
+	(void)opts;
+	*rank = 0;
+	*size = 0;
+	snprintf(msg, n, "no MPI communicator (MPI_COMM_NULL): the %s backend "
+	         "runs on MPI", cfrt_backend_name());
+	return CFRT_ENOTSUP;
+}
+
 cfrt_ctx *cfrti_ctx_new(void)
 {
 	return calloc(1, sizeof(cfrt_ctx));
