@@ -490,7 +490,8 @@ int cfrt_add(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *a,
 int cfrt_mul(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *a,
              const cfrt_view *b);
 
-/* dst = s * a. */
+/* dst = s * a; s = 0 writes zeros whatever a holds (NaN and Inf too): the
+ * generated code zeroes accumulators in uninitialised workspaces so. */
 int cfrt_scale(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *a,
                double s);
 

@@ -13,7 +13,7 @@ template <int OP, typename A> __device__ __forceinline__ A apply(A x, A y,
 {
 	switch (OP) {
 	case K_COPY: return x;
-	case K_SCALE: return arg * x;
+	case K_SCALE: return arg == A(0) ? A(0) : arg * x; // 0: a zero fill, NaN or not
 	case K_GELU:
 		return A(0.5) * x * (A(1) + f_tanh(A(0.7978845608028654) *
 		                                   (x + A(0.044715) * x * x * x)));

@@ -75,9 +75,12 @@ int cfrt_fill_global(cfrt_ctx *ctx, const cfrt_view *dst, uint64_t seed,
 
 typedef double (*unary_fn)(double x, double arg);
 
+/* s = 0 is a zero fill: the generated code zeroes accumulators so, and
+ * their memory (a workspace from the application's allocator) may hold
+ * NaN or Inf, which 0 * x would keep. */
 static double f_scale(double x, double s)
 {
-	return s * x;
+	return s == 0 ? 0 : s * x;
 }
 
 static double f_gelu(double x, double unused)
@@ -213,7 +216,7 @@ static int unary_f32(float *d, const float *x, int64_t n, unary_fn f, double arg
 			d[i] = relu_f32(x[i]);
 	else if (f == f_scale)
 		for (int64_t i = 0; i < n; i++)
-			d[i] = a * x[i];
+			d[i] = a == 0 ? 0.0f : a * x[i];
 	else
 		return 0;
 	return 1;

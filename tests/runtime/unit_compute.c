@@ -286,6 +286,32 @@ static void test_unary(void)
 	}
 }
 
+/* Scaling by 0 zeroes the slice in place even where it held NaN or Inf:
+ * generated code zeroes accumulators in uninitialised workspaces so (a
+ * NaN left by the allocator's earlier user made d_wd NaN on a GPU). */
+static void test_scale_zero(void)
+{
+	for (int ti = 0; ti < 2; ti++) {
+		cfrt_dtype t = types[ti];
+		double x[EW_N], got[EW_N];
+		for (int64_t i = 0; i < EW_N; i++)
+			x[i] = i % 3 == 0 ? NAN : i % 3 == 1 ? INFINITY : -(double)i;
+		void *d = ut_alloc(EW_N, t);
+		ut_put(d, x, EW_N, t);
+		cfrt_view v = cfrt_view_slice(cfrt_view_contig(d, t, 3, (int64_t[]){3, 6, 5}),
+		                              1, 2, 4);
+		CU_ASSERT_EQUAL(cfrt_scale(ut_ctx, &v, &v, 0.0), CFRT_OK);
+		ut_get(got, d, EW_N, t);
+		int bad = 0;
+		for (int64_t i = 0; i < EW_N; i++)
+			if (in_slice(i) ? got[i] != 0.0 || signbit(got[i])
+			                : !(isnan(x[i]) ? isnan(got[i]) : got[i] == x[i]))
+				bad++;
+		CU_ASSERT_EQUAL(bad, 0);
+		cfrt_free(ut_ctx, d);
+	}
+}
+
 /* dst (contiguous [3,4,5]) = slice op b, b a [5] bias or a same-shape view. */
 static void binary_case(cfrt_dtype t, int mul, int bias)
 {
@@ -562,6 +588,7 @@ void ut_register_compute(void)
 	            test_matmul_fold);
 	CU_add_test(s, "copy: head split and merge", test_copy_heads);
 	CU_add_test(s, "gelu, silu, relu, scale on a strided slice", test_unary);
+	CU_add_test(s, "scale by 0 zeroes NaN and Inf", test_scale_zero);
 	CU_add_test(s, "add, mul: same shape and bias broadcast", test_binary);
 	CU_add_test(s, "layernorm, rmsnorm, softmax", test_rows);
 	CU_add_test(s, "softmax of widely spread scores", test_softmax_spread);
