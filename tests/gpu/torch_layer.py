@@ -53,6 +53,9 @@ def load(path):
     spec = importlib.util.spec_from_file_location("llama_" + os.path.basename(path),
                                                   os.path.join(path, "llama.py"))
     m = importlib.util.module_from_spec(spec)
+    # importlib's recipe: registered before it runs, so that torch.compile
+    # (dynamo) finds the module by its name as it would an imported one
+    sys.modules[spec.name] = m
     spec.loader.exec_module(m)
     return m
 
