@@ -16,7 +16,10 @@
 #include "codegen.h"
 #include "outfile.h"
 
-enum { EX_INPUT = 1, EX_USAGE = 2, EX_INTERNAL = 70 };
+enum {
+	EX_INPUT = 1, EX_USAGE = 2, EX_INTERNAL = 70,
+	MAXINPUT = 16 << 20 /* the largest spec read, in bytes */
+};
 
 typedef struct Comp {
 	Arena *arena;
@@ -134,7 +137,7 @@ static void
 usage(FILE *f)
 {
 	fputs("usage: cfc [options] FILE|-\n"
-	      "Compiles a CommFuse layer spec (.cf).\n\n"
+	      "Compiles a CommFuse layer spec (.cf, at most 16 MiB).\n\n"
 	      "options:\n"
 	      "  -o PATH          output file ('-' for stdout); a directory when\n"
 	      "                   several --emit kinds are asked for. A regular file is\n"
@@ -167,6 +170,8 @@ usage(FILE *f)
 	      "                   predicted fastest; default 0 on GPUs, 2 on CPUs)\n"
 	      "  --sched-ranks=N  --emit=sched lists the steps of the first N ranks\n"
 	      "                   (default 2; all: every rank)\n"
+	      "  --max-ops=N      the most ops the model may make with every layer call\n"
+	      "                   and repeat inlined (default 20000; at most 10000000)\n"
 	      "  --no-line        no #line directives in generated C\n"
 	      "  -fdiagnostics-format=FORMAT\n"
 	      "                   text (the default), json (GCC's JSON) or sarif\n"
@@ -215,21 +220,30 @@ emit_find(const char *name)
 	return -1;
 }
 
+/* --emit=KIND[,KIND...]: no empty list, no empty item ("c,,h", "c,"). */
 static int
 parse_emit(Cli *cl, const char *list)
 {
-	char *s = strdup(list), *save = NULL;
-	int rc = 0;
-
-	for (char *t = strtok_r(s, ",", &save); t && !rc; t = strtok_r(NULL, ",", &save)) {
-		int i = emit_find(t);
-		if (i < 0)
-			rc = bad_usage("unknown --emit kind '%s'", t);
+	if (!*list)
+		return bad_usage("%s", "--emit= needs a kind, such as --emit=c (--help lists them)");
+	for (const char *t = list;; t++) {
+		size_t n = strcspn(t, ",");
+		char *name = strndup(t, n);
+		int i = n ? emit_find(name) : -1;
+		int rc = 0;
+		if (!n)
+			rc = bad_usage("an empty kind in --emit=%s", list);
+		else if (i < 0)
+			rc = bad_usage("unknown --emit kind '%s'", name);
 		else if (!cl->want[i]++)
 			cl->nwant++;
+		free(name);
+		if (rc)
+			return rc;
+		t += n;
+		if (!*t)
+			return 0;
 	}
-	free(s);
-	return rc;
 }
 
 static int
@@ -259,6 +273,23 @@ parse_ranks(Cli *cl, const char *s)
 	if (errno || *end || end == s || v < 1 || v > INT_MAX)
 		return bad_usage("--sched-ranks wants a count of ranks or all, not '%s'", s);
 	cl->sched_ranks = (int)v;
+	return 0;
+}
+
+/* --max-ops=N: 1 to MAXOPS_OPTION. */
+_Static_assert(MAXOPS == 20000 && MAXOPS_OPTION == 10000000 && MAXINPUT == 16 << 20,
+               "cfc --help and the --max-ops message give these numbers");
+static int
+parse_max_ops(Cli *cl, const char *s)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || *end || end == s || v < 1 || v > MAXOPS_OPTION)
+		return bad_usage("--max-ops wants a count of ops from 1 to 10000000, not '%s'", s);
+	cl->opt.max_ops = v;
 	return 0;
 }
 
@@ -340,6 +371,8 @@ parse_args(Cli *cl, int argc, char **argv)
 			cl->force = a + 11;
 		} else if (!strncmp(a, "--profile=", 10) && a[10]) {
 			cl->profile = a + 10;
+		} else if (!strncmp(a, "--max-ops=", 10)) {
+			rc = parse_max_ops(cl, a + 10);
 		} else if (!strncmp(a, "--auto-margin=", 14)) {
 			rc = parse_margin(cl, a + 14);
 		} else if (a[0] == '-' && a[1]) {
@@ -371,13 +404,17 @@ parse_args(Cli *cl, int argc, char **argv)
 	return -1;
 }
 
-/* Reads the whole input; stdin is named <stdin>. */
+/* Reads the whole input, at most MAXINPUT bytes (a larger one is refused
+ * before it is read: a regular file by its size, a stream at the first
+ * byte past); stdin is named <stdin>. */
 static int
 read_input(Comp *c, const char *path)
 {
 	FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
-	size_t cap = 1 << 16, n = 0;
-	char *buf;
+	struct stat *st = &c->inputs[c->ninputs].st;
+	size_t cap = 1 << 16, n = 0, r;
+	char *buf = NULL;
+	int big = 0, oom = 0;
 
 	c->src.name = strcmp(path, "-") ? path : "<stdin>";
 	if (!f) {
@@ -385,20 +422,35 @@ read_input(Comp *c, const char *path)
 		diag_plain(&c->diag, "cannot open %s: %s", path, strerror(errno));
 		return 0;
 	}
-	if (!fstat(fileno(f), &c->inputs[c->ninputs].st))
+	if (!fstat(fileno(f), st)) {
 		c->inputs[c->ninputs++].name = c->src.name;
-	buf = malloc(cap + 1);
-	for (size_t r; buf && (r = fread(buf + n, 1, cap - n, f)) > 0;) {
-		n += r;
-		if (n == cap)
-			buf = realloc(buf, (cap *= 2) + 1);
+		big = S_ISREG(st->st_mode) && st->st_size > MAXINPUT;
 	}
-	int bad = !buf || ferror(f);
+	errno = 0;
+	while (!big && (!buf || n == cap)) {
+		if (buf && (cap *= 2) > MAXINPUT + 1)
+			cap = MAXINPUT + 1; /* one byte past tells a larger input */
+		char *nb = realloc(buf, cap + 1);
+		if ((oom = !nb))
+			break; /* buf is still ours to free */
+		buf = nb;
+		while (n < cap && (r = fread(buf + n, 1, cap - n, f)) > 0)
+			n += r;
+		big = n > MAXINPUT;
+		if (n < cap || big)
+			break;
+	}
+	int bad = oom || ferror(f), e = oom ? ENOMEM : errno;
 	if (f != stdin)
 		fclose(f);
-	if (bad) {
+	if (big || bad) {
 		c->ioerr++;
-		diag_plain(&c->diag, "cannot read %s", path);
+		if (big)
+			diag_plain(&c->diag, "%s is larger than %d MiB, the most cfc reads",
+			           c->src.name, MAXINPUT >> 20);
+		else
+			diag_plain(&c->diag, "cannot read %s%s%s", c->src.name, e ? ": " : "",
+			           e ? strerror(e) : "");
 		free(buf);
 		return 0;
 	}
