@@ -2,8 +2,10 @@
  * (compile). It stands above the compiler (compiler/), whose passes it
  * runs, and the code generator (codegen/), whose emitters print their
  * results. Exit codes: 0 ok, 1 errors in the input, 2 usage, 70 internal
- * error. Outputs are written to a temporary file and renamed into place
- * only when the whole compilation succeeded: never a partial output file. */
+ * error. Outputs are written only when the whole compilation succeeded,
+ * all of them or none, by cli/outfile.c's rules: a regular file through a
+ * temporary renamed into place (never a partial output file), a device or
+ * FIFO straight through, a symbolic link followed, the input never. */
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -12,8 +14,12 @@
 #include <unistd.h>
 
 #include "codegen.h"
+#include "outfile.h"
 
-enum { EX_INPUT = 1, EX_USAGE = 2, EX_INTERNAL = 70 };
+enum {
+	EX_INPUT = 1, EX_USAGE = 2, EX_INTERNAL = 70,
+	MAXINPUT = 16 << 20 /* the largest spec read, in bytes */
+};
 
 typedef struct Comp {
 	Arena *arena;
@@ -31,6 +37,9 @@ typedef struct Comp {
 	int ioerr;  /* errors reading the input or writing outputs (not
 	             * counted in the "N errors" line) */
 	CgFiles files; /* of the output being written */
+	OutInput inputs[2]; /* the files read (the spec, the profile):
+	                     * no output may be one of them */
+	int ninputs;
 	Profile *profile; /* --profile, or NULL */
 	Src psrc;         /* its text */
 	double auto_margin; /* auto's budget, percent of the pass (Sched.auto_margin) */
@@ -128,10 +137,14 @@ static void
 usage(FILE *f)
 {
 	fputs("usage: cfc [options] FILE|-\n"
-	      "Compiles a CommFuse layer spec (.cf).\n\n"
+	      "Compiles a CommFuse layer spec (.cf, at most 16 MiB).\n\n"
 	      "options:\n"
 	      "  -o PATH          output file ('-' for stdout); a directory when\n"
-	      "                   several --emit kinds are asked for\n"
+	      "                   several --emit kinds are asked for. A regular file is\n"
+	      "                   replaced whole once written (never a partial file), a\n"
+	      "                   character device or FIFO written straight through, a\n"
+	      "                   symbolic link followed (what it points at is written,\n"
+	      "                   the link stays); the input itself is refused\n"
 	      "  -D NAME=VALUE    override the default of a size or a group\n"
 	      "  --emit=LIST      comma-separated outputs:\n", f);
 	for (int i = 0; i < NEMIT; i++)
@@ -157,6 +170,8 @@ usage(FILE *f)
 	      "                   predicted fastest; default 0 on GPUs, 2 on CPUs)\n"
 	      "  --sched-ranks=N  --emit=sched lists the steps of the first N ranks\n"
 	      "                   (default 2; all: every rank)\n"
+	      "  --max-ops=N      the most ops the model may make with every layer call\n"
+	      "                   and repeat inlined (default 20000; at most 10000000)\n"
 	      "  --no-line        no #line directives in generated C\n"
 	      "  -fdiagnostics-format=FORMAT\n"
 	      "                   text (the default), json (GCC's JSON) or sarif\n"
@@ -205,21 +220,30 @@ emit_find(const char *name)
 	return -1;
 }
 
+/* --emit=KIND[,KIND...]: no empty list, no empty item ("c,,h", "c,"). */
 static int
 parse_emit(Cli *cl, const char *list)
 {
-	char *s = strdup(list), *save = NULL;
-	int rc = 0;
-
-	for (char *t = strtok_r(s, ",", &save); t && !rc; t = strtok_r(NULL, ",", &save)) {
-		int i = emit_find(t);
-		if (i < 0)
-			rc = bad_usage("unknown --emit kind '%s'", t);
+	if (!*list)
+		return bad_usage("%s", "--emit= needs a kind, such as --emit=c (--help lists them)");
+	for (const char *t = list;; t++) {
+		size_t n = strcspn(t, ",");
+		char *name = strndup(t, n);
+		int i = n ? emit_find(name) : -1;
+		int rc = 0;
+		if (!n)
+			rc = bad_usage("an empty kind in --emit=%s", list);
+		else if (i < 0)
+			rc = bad_usage("unknown --emit kind '%s'", name);
 		else if (!cl->want[i]++)
 			cl->nwant++;
+		free(name);
+		if (rc)
+			return rc;
+		t += n;
+		if (!*t)
+			return 0;
 	}
-	free(s);
-	return rc;
 }
 
 static int
@@ -249,6 +273,23 @@ parse_ranks(Cli *cl, const char *s)
 	if (errno || *end || end == s || v < 1 || v > INT_MAX)
 		return bad_usage("--sched-ranks wants a count of ranks or all, not '%s'", s);
 	cl->sched_ranks = (int)v;
+	return 0;
+}
+
+/* --max-ops=N: 1 to MAXOPS_OPTION. */
+_Static_assert(MAXOPS == 20000 && MAXOPS_OPTION == 10000000 && MAXINPUT == 16 << 20,
+               "cfc --help and the --max-ops message give these numbers");
+static int
+parse_max_ops(Cli *cl, const char *s)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || *end || end == s || v < 1 || v > MAXOPS_OPTION)
+		return bad_usage("--max-ops wants a count of ops from 1 to 10000000, not '%s'", s);
+	cl->opt.max_ops = v;
 	return 0;
 }
 
@@ -330,6 +371,8 @@ parse_args(Cli *cl, int argc, char **argv)
 			cl->force = a + 11;
 		} else if (!strncmp(a, "--profile=", 10) && a[10]) {
 			cl->profile = a + 10;
+		} else if (!strncmp(a, "--max-ops=", 10)) {
+			rc = parse_max_ops(cl, a + 10);
 		} else if (!strncmp(a, "--auto-margin=", 14)) {
 			rc = parse_margin(cl, a + 14);
 		} else if (a[0] == '-' && a[1]) {
@@ -361,13 +404,17 @@ parse_args(Cli *cl, int argc, char **argv)
 	return -1;
 }
 
-/* Reads the whole input; stdin is named <stdin>. */
+/* Reads the whole input, at most MAXINPUT bytes (a larger one is refused
+ * before it is read: a regular file by its size, a stream at the first
+ * byte past); stdin is named <stdin>. */
 static int
 read_input(Comp *c, const char *path)
 {
 	FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
-	size_t cap = 1 << 16, n = 0;
-	char *buf;
+	struct stat *st = &c->inputs[c->ninputs].st;
+	size_t cap = 1 << 16, n = 0, r;
+	char *buf = NULL;
+	int big = 0, oom = 0;
 
 	c->src.name = strcmp(path, "-") ? path : "<stdin>";
 	if (!f) {
@@ -375,18 +422,35 @@ read_input(Comp *c, const char *path)
 		diag_plain(&c->diag, "cannot open %s: %s", path, strerror(errno));
 		return 0;
 	}
-	buf = malloc(cap + 1);
-	for (size_t r; buf && (r = fread(buf + n, 1, cap - n, f)) > 0;) {
-		n += r;
-		if (n == cap)
-			buf = realloc(buf, (cap *= 2) + 1);
+	if (!fstat(fileno(f), st)) {
+		c->inputs[c->ninputs++].name = c->src.name;
+		big = S_ISREG(st->st_mode) && st->st_size > MAXINPUT;
 	}
-	int bad = !buf || ferror(f);
+	errno = 0;
+	while (!big && (!buf || n == cap)) {
+		if (buf && (cap *= 2) > MAXINPUT + 1)
+			cap = MAXINPUT + 1; /* one byte past tells a larger input */
+		char *nb = realloc(buf, cap + 1);
+		if ((oom = !nb))
+			break; /* buf is still ours to free */
+		buf = nb;
+		while (n < cap && (r = fread(buf + n, 1, cap - n, f)) > 0)
+			n += r;
+		big = n > MAXINPUT;
+		if (n < cap || big)
+			break;
+	}
+	int bad = oom || ferror(f), e = oom ? ENOMEM : errno;
 	if (f != stdin)
 		fclose(f);
-	if (bad) {
+	if (big || bad) {
 		c->ioerr++;
-		diag_plain(&c->diag, "cannot read %s", path);
+		if (big)
+			diag_plain(&c->diag, "%s is larger than %d MiB, the most cfc reads",
+			           c->src.name, MAXINPUT >> 20);
+		else
+			diag_plain(&c->diag, "cannot read %s%s%s", c->src.name, e ? ": " : "",
+			           e ? strerror(e) : "");
 		free(buf);
 		return 0;
 	}
@@ -397,58 +461,71 @@ read_input(Comp *c, const char *path)
 	return 1;
 }
 
-/* mkstemp makes files private; outputs get the usual 0666 & ~umask. */
+/* The text of kind e (a picture: rendered from its DOT text first), in
+ * *buf; 0 after an error (diagnosed). */
 static int
-fchmod_path(const char *path)
+output_text(Comp *c, const Emit *e, char **buf, size_t *len)
 {
-	mode_t m = umask(0);
-
-	umask(m);
-	return chmod(path, 0666 & ~m) == 0;
-}
-
-/* Writes one output (a picture: rendered from its DOT text first) through
- * a temporary file renamed into place; "-" is standard output. */
-static int
-write_output(Comp *c, const Emit *e, const char *path)
-{
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *m = open_memstream(&buf, &len);
+	FILE *m = open_memstream(buf, len);
 
 	if (!m)
 		die("open_memstream failed");
 	e->fn(m, c);
 	fclose(m);
 	if (e->render) {
-		char *dot = buf;
-		int rc = render_dot(dot, e->render, &buf, &len, &c->diag);
+		char *dot = *buf;
+		int rc = render_dot(dot, e->render, buf, len, &c->diag);
 		free(dot);
-		if (rc)
+		if (rc) {
+			*buf = NULL;
 			return 0;
-	}
-	if (!strcmp(path, "-")) {
-		int ok = fwrite(buf, 1, len, stdout) == len && fflush(stdout) == 0;
-		if (!ok) {
-			c->ioerr++;
-			diag_plain(&c->diag, "cannot write to standard output: %s", strerror(errno));
 		}
-		free(buf);
-		return ok;
 	}
-	char *tmp = arena_printf(c->arena, "%s.tmpXXXXXX", path);
-	int fd = mkstemp(tmp);
-	FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
-	int ok = f && fwrite(buf, 1, len, f) == len;
-	ok = f && fclose(f) == 0 && ok;
-	ok = ok && fchmod_path(tmp) && rename(tmp, path) == 0;
-	if (!ok) {
-		c->ioerr++;
-		diag_plain(&c->diag, "cannot write %s: %s", path, strerror(errno));
-		if (fd >= 0)
-			unlink(tmp);
+	return 1;
+}
+
+/* One output file of the run: its text and where it goes. */
+typedef struct Out {
+	const char *path;
+	char *buf;
+	size_t len;
+	OutFile f;
+} Out;
+
+static void
+out_error(Comp *c, OutFile *f)
+{
+	c->ioerr++;
+	diag_plain(&c->diag, "%s", f->err ? f->err : "cannot write: out of memory");
+	outfile_free(f);
+}
+
+/* Writes every output or none (outfile.h): all are opened (each checked
+ * against the inputs) and written in full before the first is renamed
+ * into place; a failure removes every temporary. */
+static int
+write_files(Comp *c, Out *out, int n)
+{
+	int opened = 0, written = 0, ok = 1;
+
+	while (opened < n && !outfile_open(&out[opened].f, out[opened].path, c->inputs, c->ninputs))
+		opened++;
+	if (opened == n)
+		while (written < n && !outfile_write(&out[written].f, out[written].buf, out[written].len))
+			written++;
+	if (opened < n || written < n) {
+		out_error(c, &out[opened < n ? opened : written].f);
+		for (int k = 0; k < opened; k++)
+			outfile_discard(&out[k].f);
+		return 0;
 	}
-	free(buf);
+	for (int k = 0; k < n; k++)
+		if (!ok) {
+			outfile_discard(&out[k].f);
+		} else if (outfile_commit(&out[k].f)) {
+			out_error(c, &out[k].f);
+			ok = 0;
+		}
 	return ok;
 }
 
@@ -516,25 +593,38 @@ is_dir(const char *path)
 static int
 write_outputs(Comp *c, Cli *cl)
 {
-	int ok = 1, dir = cl->nwant > 1 || is_dir(cl->out);
+	Out out[2 * NEMIT];
+	int n = 0, ok = 1, made = 0, dir = cl->nwant > 1 || is_dir(cl->out);
 
-	if (dir && mkdir(cl->out, 0777) && errno != EEXIST) {
-		c->ioerr++;
-		diag_plain(&c->diag, "cannot create %s: %s", cl->out, strerror(errno));
-		return 0;
+	if (dir) {
+		made = !mkdir(cl->out, 0777);
+		if (!made && errno != EEXIST) {
+			c->ioerr++;
+			diag_plain(&c->diag, "cannot create %s: %s", cl->out, strerror(errno));
+			return 0;
+		}
 	}
 	for (int i = 0; i < NEMIT && ok; i++) {
 		if (!cl->want[i])
 			continue;
 		const char *path = out_path(c, cl, &emits[i], dir);
-		ok = write_output(c, &emits[i], path);
+		out[n] = (Out){.path = path};
+		ok = output_text(c, &emits[i], &out[n].buf, &out[n].len);
+		n++;
 		int b = emits[i].beside ? emit_index(emits[i].beside) : -1;
 		if (ok && b >= 0 && !cl->want[b]) {
 			const char *bp = beside_path(c, path, &emits[i], &emits[b]);
 			c->files.self = base_name(bp);
-			ok = write_output(c, &emits[b], bp);
+			out[n] = (Out){.path = bp};
+			ok = output_text(c, &emits[b], &out[n].buf, &out[n].len);
+			n++;
 		}
 	}
+	ok = ok && write_files(c, out, n);
+	for (int k = 0; k < n; k++)
+		free(out[k].buf);
+	if (!ok && made)
+		rmdir(cl->out);
 	return ok;
 }
 
@@ -574,6 +664,8 @@ compile(Comp *c, Cli *cl)
 	/* the machine profile of --profile */
 	if (cl->profile) {
 		Diag pd;
+		if (!stat(cl->profile, &c->inputs[c->ninputs].st))
+			c->inputs[c->ninputs++].name = cl->profile;
 		diag_init(&pd, &c->psrc, stderr);
 		pd.format = c->diag.format;
 		c->profile = profile_read(c->arena, &pd, &c->psrc, cl->profile);

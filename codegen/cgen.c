@@ -3,6 +3,7 @@
  * requires: a checked graph. ensures: the same graph always gives the same
  * text (names and offsets depend only on graph order). */
 #include <ctype.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -377,10 +378,23 @@ op_unary(Cg *c, const Node *n, const Operands *x)
 	call(c, fn_name(c, n), "&%s, &%s", x->out, x->in[0]);
 }
 
+/* x as a C literal of type double that reads back as x: %.17g round-trips
+ * every finite double (subnormals too), and a point is added where it
+ * has none, so that -0 stays -0.0 (the int -0 is +0.0) and a whole
+ * number is no int. Sema admits finite numbers only. */
+static const char *
+c_double(Cg *c, double x)
+{
+	if (!isfinite(x))
+		die("a constant that is no finite double: %g", x);
+	const char *s = arena_printf(c->a, "%.17g", x);
+	return strpbrk(s, ".e") ? s : arena_printf(c->a, "%s.0", s);
+}
+
 static void
 op_scale(Cg *c, const Node *n, const Operands *x)
 {
-	call(c, "cfrt_scale", "&%s, &%s, %.17g", x->out, x->in[0], n->a.scale);
+	call(c, "cfrt_scale", "&%s, &%s, %s", x->out, x->in[0], c_double(c, n->a.scale));
 }
 
 /* layernorm, rmsnorm: cfrt_NAME(ctx, out, x, then each optional operand
@@ -393,7 +407,7 @@ op_norm(Cg *c, const Node *n, const Operands *x)
 	for (int i = 1; i < op_info[n->op].maxarg; i++)
 		opt = arena_printf(c->a, "%s, %s", opt, i < n->nin ?
 		                   arena_printf(c->a, "&%s", x->in[i]) : "NULL");
-	call(c, fn_name(c, n), "&%s, &%s%s, %.17g", x->out, x->in[0], opt, n->a.eps);
+	call(c, fn_name(c, n), "&%s, &%s%s, %s", x->out, x->in[0], opt, c_double(c, n->a.eps));
 }
 
 /* the backward's layernorm_grad, rmsnorm_grad: cfrt_NAME(ctx, dx, dy, x,
@@ -401,8 +415,8 @@ op_norm(Cg *c, const Node *n, const Operands *x)
 static void
 op_norm_grad(Cg *c, const Node *n, const Operands *x)
 {
-	call(c, fn_name(c, n), "&%s, &%s, &%s, %s, %.17g", x->out, x->in[0], x->in[1],
-	     n->nin > 2 ? arena_printf(c->a, "&%s", x->in[2]) : "NULL", n->a.eps);
+	call(c, fn_name(c, n), "&%s, &%s, &%s, %s, %s", x->out, x->in[0], x->in[1],
+	     n->nin > 2 ? arena_printf(c->a, "&%s", x->in[2]) : "NULL", c_double(c, n->a.eps));
 }
 
 /* rope, and the backward's rope_grad (the inverse turn): cfrt_rope(ctx,
@@ -410,7 +424,7 @@ op_norm_grad(Cg *c, const Node *n, const Operands *x)
 static void
 op_rope(Cg *c, const Node *n, const Operands *x)
 {
-	call(c, "cfrt_rope", "&%s, &%s, %.17g, %s, %d", x->out, x->in[0], n->a.base,
+	call(c, "cfrt_rope", "&%s, &%s, %s, %s, %d", x->out, x->in[0], c_double(c, n->a.base),
 	     x->q_offset ? x->q_offset : "0", n->op == OP_ROPE_GRAD);
 }
 
@@ -478,8 +492,8 @@ op_attn_grad(Cg *c, const Node *n, const Operands *x)
 static void
 op_scan(Cg *c, const Node *n, const Operands *x)
 {
-	call(c, fn_name(c, n), "&%s, &%s, %d, %.17g", x->out, x->in[0], n->a.scan.dim,
-	     n->a.scan.decay);
+	call(c, fn_name(c, n), "&%s, &%s, %d, %s", x->out, x->in[0], n->a.scan.dim,
+	     c_double(c, n->a.scan.decay));
 }
 
 typedef void (*OpEmit)(Cg *, const Node *, const Operands *);

@@ -21,7 +21,11 @@ enum {
 	MAXIDENT = 255, /* longest identifier */
 	MAXGROUP = 4096, /* largest group of ranks */
 	MAXGROUPS = 8,   /* most groups of a model (cfrt.h: CFRT_MAX_GROUPS) */
-	MAXJOB = 1 << 24 /* most ranks of a model's job: the groups' grid */
+	MAXJOB = 1 << 24, /* most ranks of a model's job: the groups' grid */
+	MAXOPS = 20000,  /* most ops a model makes with its layer calls and
+	                  * repeats inlined, unless --max-ops says otherwise
+	                  * (docs/LANGUAGE.md, Layers) */
+	MAXOPS_OPTION = 10000000 /* the most --max-ops may allow */
 };
 
 /* ---- arena (util.c) ---- */
@@ -517,6 +521,7 @@ typedef struct Options {
 	int ndefs;
 	Expr *force;   /* --schedule: replaces every schedule choice, or NULL */
 	DType type;    /* --type: replaces the model's element type, or DT_NONE */
+	long max_ops;  /* --max-ops: most ops of the model; 0: MAXOPS */
 } Options;
 
 /* cnames.c: the C spelling of a value's name (dots as underscores), and

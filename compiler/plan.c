@@ -970,11 +970,27 @@ pl_workspace(Plan *P)
 	const Graph *g = s->g;
 	Ws w = {arena_scratch(s->arena), NULL, 0, 0, 0};
 	ArenaMark mark = arena_mark(w.t);
+	/* the values by their first stage, in id order within one (a
+	 * counting sort: a pass over the values per stage is quadratic) */
+	int nv = g->values.n, ns = s->stages.n;
+	int *at = arena_alloc(w.t, ((size_t)ns + 1) * sizeof *at);
+	int *byfirst = arena_alloc(w.t, ((size_t)nv + 1) * sizeof *byfirst);
+	for (int i = 0; i < nv; i++)
+		if (P->first[i] >= 0)
+			at[P->first[i] + 1]++;
+	for (int k = 0; k < ns; k++)
+		at[k + 1] += at[k];
+	int *fill = arena_alloc(w.t, ((size_t)ns + 1) * sizeof *fill);
+	memcpy(fill, at, ((size_t)ns + 1) * sizeof *at);
+	for (int i = 0; i < nv; i++)
+		if (P->first[i] >= 0)
+			byfirst[fill[P->first[i]]++] = i;
 
-	for (int k = 0, ci = 0; k < s->stages.n; k++) {
-		for (int i = 0; i < g->values.n; i++) {
+	for (int k = 0, ci = 0; k < ns; k++) {
+		for (int j = at[k]; j < at[k + 1]; j++) {
+			int i = byfirst[j];
 			const Value *v = g->values.v[i];
-			if (P->used[i] && !is_io(v) && P->first[i] == k)
+			if (P->used[i] && !is_io(v))
 				ws_add(&w, dtype_size[v->dtype] * value_rank_elems(v), k, P->last[i],
 				       &P->off[i]);
 		}

@@ -15,11 +15,28 @@
 
 /* ---- values and nodes ---- */
 
+long
+sema_max_ops(const Sema *S)
+{
+	return S->o->max_ops > 0 ? S->o->max_ops : MAXOPS;
+}
+
 Node *
 sema_node_new(Sema *S, const Scope *sc, OpKind op, Loc loc)
 {
 	Node *n = arena_alloc(S->a, sizeof *n);
 
+	/* inlined layer calls can multiply ops exponentially: stop at once
+	 * (d->fatal); instantiate reports the crossing at its call */
+	if (++S->nops > sema_max_ops(S) && !S->toomany) {
+		S->toomany = 1;
+		S->d->fatal = 1;
+		if (!S->stack.n) {
+			S->toomany = 2;
+			diag_error(S->d, loc, "the model has more than %ld ops here: the most cfc "
+			           "compiles (--max-ops=N allows more)", sema_max_ops(S));
+		}
+	}
 	n->op = op;
 	n->loc = loc;
 	n->layer = sc->path;
@@ -550,6 +567,8 @@ build_model(Sema *S)
 	model_type(S);
 	for (int i = 0; i < m->body.n && !S->d->fatal; i++)
 		sema_stmt(S, S->ms, m->body.v[i]);
+	if (S->toomany)
+		return; /* MAXOPS: naming and checking all that is no use */
 	outputs(S);
 	name_temps(S);
 	sema_schedules(S);

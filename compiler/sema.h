@@ -66,6 +66,8 @@ typedef struct Sema {
 	int nerr0;     /* errors before sema */
 	int depth;     /* nesting of expr and eval */
 	int deep;      /* told that this statement nests too deep */
+	long nops;     /* nodes made so far: at most MAXOPS */
+	int toomany;   /* 1: MAXOPS crossed (sema stops), 2: and reported */
 } Sema;
 
 /* An op application being checked. */
@@ -79,7 +81,9 @@ typedef struct Call {
 } Call;
 
 /* ---- sema.c: values, nodes and statements ---- */
+/* Makes a node; past sema_max_ops nodes sema stops (S->toomany). */
 Node *sema_node_new(Sema *S, const Scope *sc, OpKind op, Loc loc);
+long sema_max_ops(const Sema *S);
 /* A result value shaped like `like` (or blank), not yet in the graph. */
 Value *sema_proto(Sema *S, const Value *like);
 /* Adds node n defining v (named name, or computed by e) to the graph;

@@ -194,6 +194,14 @@ instantiate(Sema *S, const Scope *caller, Loc at, LayerInfo *li, Value **args)
 		sema_stmt(S, sc, L->body.v[i]);
 	li->busy = 0;
 	S->stack.n--;
+	if (S->toomany == 1) {
+		S->toomany = 2;
+		li->failed = 1;
+		diag_error(S->d, at, "this call of layer %s takes the model past %ld ops (every "
+		           "layer call and repeat inlined), the most cfc compiles (--max-ops=N "
+		           "allows more)", L->name, sema_max_ops(S));
+		return NULL;
+	}
 	if (S->d->nerr > before) {
 		li->failed = 1;
 		diag_note(S->d, at, "in layer %s, called here", L->name);

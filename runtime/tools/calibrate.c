@@ -50,6 +50,7 @@
 #include <mpi.h>
 
 #include "cfrt.h"
+#include "outfile.h"
 
 typedef struct Cal {
 	cfrt_ctx *ctx;
@@ -1122,6 +1123,16 @@ parse_types(const char *s, unsigned *bits, cfrt_dtype *first)
 	return *bits != 0;
 }
 
+/* The profile cannot be written: say why, end every rank. */
+static void
+write_failed(OutFile *of)
+{
+	fprintf(stderr, "cfrt-calibrate: %s\n", of->err ? of->err : "cannot write: out of memory");
+	outfile_discard(of);
+	outfile_free(of);
+	MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
 static void
 usage(FILE *f)
 {
@@ -1129,7 +1140,10 @@ usage(FILE *f)
 	      "                        [--gemm-calls N] [--type T[,T...]]\n"
 	      "Measures this machine for cfc's cost model and writes its profile\n"
 	      "(default cfrt.prof); cfc --profile=FILE reads it.\n"
-	      "  -o FILE   where rank 0 writes the profile\n"
+	      "  -o FILE   where rank 0 writes the profile: a regular file is replaced\n"
+	      "            whole at the end (never a partial file), a character device\n"
+	      "            or FIFO written straight through ('-': standard output), a\n"
+	      "            symbolic link followed (what it points at is written)\n"
 	      "  --quick   a few small points (seconds): for tests, not for choosing\n"
 	      "  --passes N  visit every point N times (at most 15), the others\n"
 	      "            between, and keep the median visit (default 3, --quick 1)\n"
@@ -1196,14 +1210,17 @@ main(int argc, char **argv)
 	die_rc(&C, cfrt_memset_zero(C.ctx, C.a, C.cap), "zero");
 	die_rc(&C, cfrt_memset_zero(C.ctx, C.b, C.cap), "zero");
 	die_rc(&C, cfrt_memset_zero(C.ctx, C.c, C.cap), "zero");
-	char *tmp = NULL;
+	/* the profile is opened first (a bad -o fails now, not after the
+	 * measuring), gathered in memory, written whole at the end */
+	OutFile of;
+	char *text = NULL;
+	size_t textlen = 0;
 	if (C.rank == 0) {
-		size_t len = strlen(path) + 8;
-		tmp = malloc(len);
-		snprintf(tmp, len, "%s.tmp", path);
-		C.out = fopen(tmp, "w");
+		if (outfile_open(&of, path, NULL, 0))
+			write_failed(&of);
+		C.out = open_memstream(&text, &textlen);
 		if (!C.out) {
-			perror(tmp);
+			perror("cfrt-calibrate: open_memstream");
 			MPI_Abort(MPI_COMM_WORLD, 1);
 		}
 		fprintf(C.out, "cfprofile 1\n# written by cfrt-calibrate%s%s%s on %d rank%s; times: %s, "
@@ -1226,13 +1243,14 @@ main(int argc, char **argv)
 	cal_clock(&C);
 	if (C.rank == 0) {
 		fprintf(C.out, "# measured in %.1f s\nend\n", MPI_Wtime() - t0);
-		if (fclose(C.out) || rename(tmp, path)) {
-			perror(path);
-			MPI_Abort(MPI_COMM_WORLD, 1);
-		}
-		printf("cfrt-calibrate: wrote %s (%d rank%s, %.1f s)\n", path, C.size,
+		fclose(C.out);
+		if (outfile_write(&of, text, textlen) || outfile_commit(&of))
+			write_failed(&of);
+		free(text);
+		/* not into a profile written to standard output */
+		fprintf(strcmp(path, "-") ? stdout : stderr,
+		        "cfrt-calibrate: wrote %s (%d rank%s, %.1f s)\n", path, C.size,
 		       C.size == 1 ? "" : "s", MPI_Wtime() - t0);
-		free(tmp);
 	}
 	free(C.pt);
 	cfrt_free(C.ctx, C.a);

@@ -3,14 +3,17 @@
 #   - afl-fuzz on cfc built with afl-cc under ASan and UBSan ($B/fuzz/cfc),
 #     from examples/, tests/errors/, tests/e2e/, a few generated specs and
 #     the AFL finds of tests/fuzz/regress/, with the dictionary
-#     tests/fuzz/cf.dict. cfc runs as `cfc FILE --explain --emit=c -o -`;
+#     tests/fuzz/cf.dict. cfc runs as `cfc FILE ARGS` for each command line
+#     ARGS of tests/fuzz/modes in turn (the forward; --backward; several
+#     --emit kinds into a directory), each for an equal share of the time;
 #     a signal, a sanitizer report, exit 70 (AFL_CRASH_EXITCODE) or a run
 #     past FUZZ_TMOUT ms is a find;
 #   - alongside, the spec generator on fresh seeds (from FUZZ_SEED, default
 #     the clock) through tests/gen/run.sh: a rejection, a crash, a failed
 #     build or run, or a result off the reference is a find.
 # Then every find goes to tests/fuzz/regress/, one file each: AFL finds
-# minimized with afl-tmin (afl-<kind>-<hash>.cf), one per kind of problem;
+# minimized with afl-tmin (afl-m<mode>-<kind>-<hash>.cf: the line of
+# tests/fuzz/modes it failed under), one per mode and kind of problem;
 # generator finds shrunk by tests/gen/reduce.py (gen-<seed>.cf, with the
 # failure in a comment), one per kind of failure not already kept there
 # (tests/fuzz/triage.py).
@@ -24,7 +27,10 @@ F=$B/fuzz
 W=$F/work
 R=tests/fuzz/regress
 CFC="$F/cfc"
-ARGS="--explain --emit=c -o -"
+MODES=tests/fuzz/modes
+nmodes=$(grep -cv '^#' "$MODES")
+# mode I [DIR]: command line I of $MODES, its DIR made DIR (default $W/emit)
+mode() { grep -v '^#' "$MODES" | sed -n "$1p" | sed "s|DIR|${2:-$W/emit}|"; }
 
 sh scripts/install-deps.sh afl++ || exit 1
 # afl-cc adds the instrumentation and, with these set, -fsanitize=address
@@ -62,23 +68,34 @@ first=$seed
 ) &
 genpid=$!
 
-echo "fuzz: afl-fuzz on $CFC for $T s; the generator from seed $first alongside"
-afl-fuzz -i "$W/in" -o "$W/out" -x tests/fuzz/cf.dict -m none -t "$TMOUT" -V "$T" \
-	-- "$CFC" @@ $ARGS >"$W/afl.log" 2>&1
-rc=$?
+per=$((T / nmodes))
+[ "$per" -ge 1 ] || per=1
+echo "fuzz: afl-fuzz on $CFC for $T s ($nmodes command lines, $per s each); the generator" \
+	"from seed $first alongside"
+m=1
+while [ $m -le $nmodes ]; do
+	echo "fuzz: mode $m: cfc FILE $(mode $m)"
+	afl-fuzz -i "$W/in" -o "$W/out$m" -x tests/fuzz/cf.dict -m none -t "$TMOUT" -V "$per" \
+		-- "$CFC" @@ $(mode $m) >"$W/afl$m.log" 2>&1
+	rc=$?
+	grep -E "^\[\+\] |^\[-\] " "$W/afl$m.log" | tail -n 3
+	[ $rc -eq 0 ] || { echo "fuzz: afl-fuzz exited $rc:"; tail -n 20 "$W/afl$m.log"; }
+	stats=$W/out$m/default/fuzzer_stats
+	[ -f "$stats" ] && grep -E "^(execs_done|corpus_count|saved_crashes|saved_hangs|bitmap_cvg) " \
+		"$stats"
+	m=$((m + 1))
+done
 wait $genpid
-grep -E "^\[\+\] |^\[-\] " "$W/afl.log" | tail -n 3
-[ $rc -eq 0 ] || { echo "fuzz: afl-fuzz exited $rc:"; tail -n 20 "$W/afl.log"; }
-stats=$W/out/default/fuzzer_stats
-[ -f "$stats" ] && grep -E "^(execs_done|corpus_count|saved_crashes|saved_hangs|bitmap_cvg) " "$stats"
 
-# kind FILE: how cfc fails on FILE, empty when it does not: a replay with
-# the plain sanitizer build ($B/san/cfc: messages, stacks, leaks), named
-# by the sanitizer's error and the first frame in our code
+# kind FILE M: how cfc fails on FILE under mode M, empty when it does
+# not: a replay with the plain sanitizer build ($B/san/cfc: messages,
+# stacks, leaks), named by the sanitizer's error and the first frame in
+# our code
 kind() {
+	rm -rf "$W/replay"
 	timeout $((TMOUT / 1000 + 5)) env ASAN_OPTIONS=detect_leaks=1:symbolize=1 \
 		UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-		"$SANCFC" "$1" $ARGS >/dev/null 2>"$W/replay.err"
+		"$SANCFC" "$1" $(mode "$2" "$W/replay") >/dev/null 2>"$W/replay.err"
 	r=$?
 	at=$(sed -n 's/.* in \([A-Za-z_0-9]*\) .*\/\(compiler\|codegen\|grammar\)\/.*/\1/p' \
 		"$W/replay.err" | head -n 1)
@@ -103,24 +120,29 @@ kind() {
 # AFL's crashes and hangs, then its whole queue (leaks and reports that
 # did not stop the instrumented build, whose leak checks are off)
 new=0
-for f in "$W"/out/default/crashes/id:* "$W"/out/default/hangs/id:* "$W"/out/default/queue/id:*; do
-	[ -f "$f" ] || continue
-	k=$(kind "$f")
-	case $f in
-	*/queue/*) [ -n "$k" ] || continue ;;
-	*) [ -n "$k" ] || { echo "fuzz: $(basename "$f") does not fail again: skipped"; continue; } ;;
-	esac
-	ls "$R"/afl-"$k"-* >/dev/null 2>&1 && continue
-	h=""
-	[ "$k" = hang ] && h=-H
-	if afl-tmin $h -i "$f" -o "$W/min" -m none -t "$TMOUT" -- "$CFC" @@ $ARGS \
-		>"$W/tmin.log" 2>&1 && [ "$(kind "$W/min")" = "$k" ]; then
-		f=$W/min
-	fi
-	sum=$(cksum "$f" | cut -c1-8)
-	cp "$f" "$R/afl-$k-$sum.cf"
-	echo "fuzz: new AFL find $R/afl-$k-$sum.cf ($k)"
-	new=$((new + 1))
+m=1
+while [ $m -le $nmodes ]; do
+	o=$W/out$m/default
+	for f in "$o"/crashes/id:* "$o"/hangs/id:* "$o"/queue/id:*; do
+		[ -f "$f" ] || continue
+		k=$(kind "$f" $m)
+		case $f in
+		*/queue/*) [ -n "$k" ] || continue ;;
+		*) [ -n "$k" ] || { echo "fuzz: $(basename "$f") does not fail again: skipped"; continue; } ;;
+		esac
+		ls "$R"/afl-m$m-"$k"-* >/dev/null 2>&1 && continue
+		h=""
+		[ "$k" = hang ] && h=-H
+		if afl-tmin $h -i "$f" -o "$W/min" -m none -t "$TMOUT" -- "$CFC" @@ $(mode $m) \
+			>"$W/tmin.log" 2>&1 && [ "$(kind "$W/min" $m)" = "$k" ]; then
+			f=$W/min
+		fi
+		sum=$(cksum "$f" | cut -c1-8)
+		cp "$f" "$R/afl-m$m-$k-$sum.cf"
+		echo "fuzz: new AFL find $R/afl-m$m-$k-$sum.cf ($k, mode $m)"
+		new=$((new + 1))
+	done
+	m=$((m + 1))
 done
 
 ran=$(grep -c '^\(PASS\|FAIL\) ' "$W/gen.log" 2>/dev/null)
