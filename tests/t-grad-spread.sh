@@ -27,8 +27,8 @@ tag() { echo "$1" | tr -d ' ' | tr '(),=' '___-' | sed 's/_*$//'; }
 # attn_batch: R = 2 * cp; heads_w: F = tp heads. A group of one rank
 # under fuse(ring) and fuse(bidir) gives C that does not compile (issue
 # 48 item 11, not this suite's): they run from 2 ranks.
-kinds=${GRAD_SCHEDULES:-vanilla "slice(2)" "fuse(pairwise)" "fuse(ring)" "fuse(bidir)"}
-eval "set -- $kinds"
+kinds='vanilla "slice(2)" "fuse(pairwise)" "fuse(ring)" "fuse(bidir)"'
+eval "set -- ${GRAD_SCHEDULES:-$kinds}"
 for s in "$@"; do
 	for n in ${GRAD_N:-1 2 3 4}; do
 		case "$s,$n" in fuse\(ring*,1 | fuse\(bidir*,1) continue ;; esac
