@@ -313,7 +313,10 @@ ew(Bw *B, const Node *at, OpKind op, Value *dy, Value *x, const char *name)
 
 /* The sum of gradients a and b of one tensor. A partial sum that add
  * cannot take as it is is made whole first, over each group where the
- * other is not partial too: spread like the other there, or replicated. */
+ * other is not partial too: spread like the other there, or replicated.
+ * Two splits of one group along different dims (the gradients of a
+ * replicated value, split as two of its uses split their results): b
+ * moves to a's (an all_to_all). */
 static Value *
 sum2(Bw *B, const Node *at, Value *a, Value *b, const char *name)
 {
@@ -332,6 +335,14 @@ sum2(Bw *B, const Node *at, Value *a, Value *b, const char *name)
 		if (!in[i])
 			return NULL;
 	}
+	Dist want = in[1]->dist;
+	for (int k = 0; k < MAXGROUPS; k++)
+		if (want.p[k].kind == DI_SPLIT && in[0]->dist.p[k].kind == DI_SPLIT)
+			want.p[k] = in[0]->dist.p[k];
+	if (!graph_dist_eq(want, in[1]->dist) &&
+	    !(in[1] = fit(B, at, in[1], want, fresh_name(B, arena_printf(B->a, "%s_sum", name)),
+	                  sched_for(B, NULL))))
+		return NULL;
 	if (!graph_dist_ew(OP_ADD, in[0]->dist, in[1]->dist, &r, NULL)) {
 		no_rule(B, at, arena_printf(B->a, ": its gradients are %s and %s",
 		                            dist_str(B->a, in[0]), dist_str(B->a, in[1])));
