@@ -9,7 +9,8 @@
 # - a value that reaches one op twice: h * h, add(h, h), x * x
 #   (rep_ops), h @ h.T and x @ x.T (rep_mm), attention(q, k, k)
 #   (rep_kk), attention(q, q, v) from an all_reduce (rep_attn, the
-#   issue's line) and with q split over its heads (rep_heads);
+#   issue's line) and with q split over its heads (rep_heads), and a
+#   replicated value whose uses split along S and along D (two_splits);
 # - the two specs of the issue, whose backward cfc used to prove and the
 #   runtime to refuse, proved now: their schedules name no call the
 #   runtime would refuse.
@@ -39,8 +40,8 @@ for s in "$@"; do
 	done
 done
 
-# the repeated operands: vanilla at 1 to 4 ranks, fuse(ring) at 2 and 3
-for m in rep_ops rep_mm rep_kk rep_attn rep_heads; do
+# the repeated operands and two_splits: vanilla at 1 to 4 ranks, fuse(ring) at 2 and 3
+for m in rep_ops rep_mm rep_kk rep_attn rep_heads two_splits; do
 	for sn in vanilla,1 vanilla,2 vanilla,3 vanilla,4 "fuse(ring),2" "fuse(ring),3"; do
 		s=${sn%,*} n=${sn#*,}
 		grad "grad-spread: $m $s tp=$n" "$out/$m-$(tag "$s")-$n" "$n" "tests/grad/$m.cf" \
