@@ -509,7 +509,8 @@ mm_sum(Bw *B, const Node *at, Value *a, Value *b, const Value *like)
 	return commit(B, n, new_value(B, like, r, dname(B, like)));
 }
 
-/* Do the rules take both products of vjp_matmul with dy as it is? */
+/* Do the rules take both products of vjp_matmul with dy as it is? fa
+ * and fb spread as the operands (their reads in the backward are). */
 static int
 vjp_matmul_fits(const Node *n, const Value *dy, const Value *fa, const Value *fb)
 {
@@ -539,8 +540,7 @@ vjp_matmul(Bw *B, const Node *n, Value *dy)
 		no_rule(B, n, ": a transposed batched left operand");
 		return;
 	}
-	if (!vjp_matmul_fits(n, dy, fwd(B, a), fwd(B, b)) &&
-	    !(dy = whole_on(B, n, dy, ~0u)))
+	if (!vjp_matmul_fits(n, dy, a, b) && !(dy = whole_on(B, n, dy, ~0u)))
 		return;
 	if (!ta)
 		contribute(B, a, mm(B, n, dy, fwd(B, b), 0, !tb, a));
