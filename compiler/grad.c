@@ -313,7 +313,10 @@ ew(Bw *B, const Node *at, OpKind op, Value *dy, Value *x, const char *name)
 
 /* The sum of gradients a and b of one tensor. A partial sum that add
  * cannot take as it is is made whole first, over each group where the
- * other is not partial too: spread like the other there, or replicated. */
+ * other is not partial too: spread like the other there, or replicated.
+ * Two splits of one group along different dims (the gradients of a
+ * replicated value, split as two of its uses split their results): b
+ * moves to a's (an all_to_all). */
 static Value *
 sum2(Bw *B, const Node *at, Value *a, Value *b, const char *name)
 {
@@ -332,6 +335,14 @@ sum2(Bw *B, const Node *at, Value *a, Value *b, const char *name)
 		if (!in[i])
 			return NULL;
 	}
+	Dist want = in[1]->dist;
+	for (int k = 0; k < MAXGROUPS; k++)
+		if (want.p[k].kind == DI_SPLIT && in[0]->dist.p[k].kind == DI_SPLIT)
+			want.p[k] = in[0]->dist.p[k];
+	if (!graph_dist_eq(want, in[1]->dist) &&
+	    !(in[1] = fit(B, at, in[1], want, fresh_name(B, arena_printf(B->a, "%s_sum", name)),
+	                  sched_for(B, NULL))))
+		return NULL;
 	if (!graph_dist_ew(OP_ADD, in[0]->dist, in[1]->dist, &r, NULL)) {
 		no_rule(B, at, arena_printf(B->a, ": its gradients are %s and %s",
 		                            dist_str(B->a, in[0]), dist_str(B->a, in[1])));
@@ -367,16 +378,26 @@ dname(Bw *B, const Value *v)
 
 /* ---- the rules (the vjp column of ops.def) ---- */
 
-/* The spread of the gradient of a linear function of dy whose result
- * would otherwise be spread as d: a partial dy (all operands are then
- * replicated) makes a partial result. */
-static Dist
-lin(const Value *dy, Dist d)
+/* dy made whole, by all_gathers, over each group that splits it along a
+ * dim of mask that forward node n's result is not split along by that
+ * group: a gradient of a replicated value may come split anywhere
+ * (grad_of), but an op not local along a dim (the last of a row op, the
+ * scan's, attention's Sq and Dh) needs it whole there. */
+static Value *
+whole_on(Bw *B, const Node *n, Value *dy, unsigned mask)
 {
-	for (int k = 0; k < MAXGROUPS; k++)
-		if (dy->dist.p[k].kind == DI_PARTIAL)
-			d.p[k] = dy->dist.p[k];
-	return d;
+	Dist want = dy->dist;
+
+	for (int k = 0; k < MAXGROUPS; k++) {
+		DistPart p = dy->dist.p[k], o = n->out->dist.p[k];
+		if (p.kind == DI_SPLIT && (mask >> p.dim & 1u) &&
+		    !(o.kind == DI_SPLIT && o.dim == p.dim))
+			want.p[k] = (DistPart){DI_REPL, 0, NULL};
+	}
+	if (graph_dist_eq(want, dy->dist))
+		return dy;
+	return fit(B, n, dy, want, fresh_name(B, arena_printf(B->a, "%s_whole", dy->name)),
+	           sched_for(B, NULL));
 }
 
 /* A node of b for forward node n: op(in...) shaped like `like`, spread
@@ -406,6 +427,13 @@ transposed(const Value *v, int t)
 	return d;
 }
 
+/* Do the rules of matmul take a (transposed if ta) times b (if tb)? */
+static int
+mm_fits(const Value *a, const Value *b, int ta, int tb, Dist *r)
+{
+	return graph_dist_mm(transposed(a, ta), a->ndim, transposed(b, tb), b->ndim, r, NULL);
+}
+
 /* a @ b (transposes ta, tb) shaped like `like`: NULL when the rules of
  * matmul refuse the operands' spread. */
 static Value *
@@ -414,7 +442,7 @@ mm(Bw *B, const Node *at, Value *a, Value *b, int ta, int tb, const Value *like)
 	Dist r;
 	Value *in[2] = {a, b};
 
-	if (!graph_dist_mm(transposed(a, ta), a->ndim, transposed(b, tb), b->ndim, &r, NULL)) {
+	if (!mm_fits(a, b, ta, tb, &r)) {
 		no_rule(B, at, arena_printf(B->a, ": %s (%s) times %s (%s)", a->name,
 		                            dist_str(B->a, a), b->name, dist_str(B->a, b)));
 		return NULL;
@@ -453,16 +481,24 @@ part_mm_sum(DistPart da, DistPart db, int last, DistPart *r)
 /* a.T @ b summed over the leading dims ([..., M, K] and [..., M, N] to
  * [K, N]): the gradient of a 2-d weight that multiplies batched
  * activations. Contracted dims split alike give a partial sum. */
+static int
+mm_sum_fits(const Value *a, const Value *b, Dist *r)
+{
+	int ok = 1;
+
+	*r = (Dist){0};
+	for (int k = 0; k < MAXGROUPS; k++)
+		ok &= part_mm_sum(a->dist.p[k], b->dist.p[k], a->ndim - 1, &r->p[k]);
+	return ok && dist_clash(r) < 0;
+}
+
 static Value *
 mm_sum(Bw *B, const Node *at, Value *a, Value *b, const Value *like)
 {
-	Dist r = {0};
-	int ok = 1;
+	Dist r;
 	Value *in[2] = {a, b};
 
-	for (int k = 0; k < MAXGROUPS; k++)
-		ok &= part_mm_sum(a->dist.p[k], b->dist.p[k], a->ndim - 1, &r.p[k]);
-	if (!ok || dist_clash(&r) >= 0) {
+	if (!mm_sum_fits(a, b, &r)) {
 		no_rule(B, at, arena_printf(B->a, ": %s (%s) times %s (%s) summed over the batch",
 		                            a->name, dist_str(B->a, a), b->name, dist_str(B->a, b)));
 		return NULL;
@@ -473,9 +509,27 @@ mm_sum(Bw *B, const Node *at, Value *a, Value *b, const Value *like)
 	return commit(B, n, new_value(B, like, r, dname(B, like)));
 }
 
+/* Do the rules take both products of vjp_matmul with dy as it is? fa
+ * and fb spread as the operands (their reads in the backward are). */
+static int
+vjp_matmul_fits(const Node *n, const Value *dy, const Value *fa, const Value *fb)
+{
+	int ta = n->a.mm.ta, tb = n->a.mm.tb, bcast = fa->ndim > 2 && fb->ndim == 2;
+	Dist r;
+
+	if (!(ta ? mm_fits(fb, dy, tb, 1, &r) : mm_fits(dy, fb, 0, !tb, &r)))
+		return 0;
+	if (bcast)
+		return tb ? mm_sum_fits(dy, fa, &r) : mm_sum_fits(fa, dy, &r);
+	return tb ? mm_fits(dy, fa, 1, ta, &r) : mm_fits(fa, dy, !ta, 0, &r);
+}
+
 /* C = op(A) @ op(B): dA = dC @ op(B)^T, dB = op(A)^T @ dC, each stored
  * as its operand is (a transposed operand gets the transposed product);
- * a 2-d B under batched A gets the product summed over the batch. */
+ * a 2-d B under batched A gets the product summed over the batch. A dC
+ * that the rules do not take as it comes (split where C is replicated,
+ * along a dim that a product would contract with a replicated operand)
+ * is gathered there first. */
 static void
 vjp_matmul(Bw *B, const Node *n, Value *dy)
 {
@@ -486,6 +540,8 @@ vjp_matmul(Bw *B, const Node *n, Value *dy)
 		no_rule(B, n, ": a transposed batched left operand");
 		return;
 	}
+	if (!vjp_matmul_fits(n, dy, a, b) && !(dy = whole_on(B, n, dy, ~0u)))
+		return;
 	if (!ta)
 		contribute(B, a, mm(B, n, dy, fwd(B, b), 0, !tb, a));
 	else
@@ -568,8 +624,9 @@ vjp_exp(Bw *B, const Node *n, Value *dy)
 static void
 vjp_rope(Bw *B, const Node *n, Value *dy)
 {
-	contribute(B, n->in[0], like_node(B, n, OP_ROPE_GRAD, 1, &dy, n->in[0],
-	                                  lin(dy, n->in[0]->dist), NULL));
+	if ((dy = whole_on(B, n, dy, 1u << (dy->ndim - 1))))
+		contribute(B, n->in[0], like_node(B, n, OP_ROPE_GRAD, 1, &dy, n->in[0], dy->dist,
+		                                  NULL));
 }
 
 /* layernorm(x, gamma, beta), rmsnorm(x, gamma): dx from the runtime's
@@ -580,10 +637,13 @@ vjp_rope(Bw *B, const Node *n, Value *dy)
 static void
 vjp_norm(Bw *B, const Node *n, Value *dy)
 {
-	Value *x = n->in[0], *in[3] = {dy, fwd(B, x), n->nin > 1 ? fwd(B, n->in[1]) : NULL};
+	Value *x = n->in[0];
 	OpKind g = n->op == OP_LAYERNORM ? OP_LAYERNORM_GRAD : OP_RMSNORM_GRAD;
 
-	contribute(B, x, like_node(B, n, g, n->nin > 1 ? 3 : 2, in, x, lin(dy, x->dist), NULL));
+	if (!(dy = whole_on(B, n, dy, 1u << (dy->ndim - 1))))
+		return;
+	Value *in[3] = {dy, fwd(B, x), n->nin > 1 ? fwd(B, n->in[1]) : NULL};
+	contribute(B, x, like_node(B, n, g, n->nin > 1 ? 3 : 2, in, x, dy->dist, NULL));
 	if (n->nin > 1) {
 		Value *xh = like_node(B, n, n->op, 1, &in[1], x, x->dist,
 		                      fresh_name(B, arena_printf(B->a, "%s_hat", x->name)));
@@ -599,23 +659,45 @@ vjp_norm(Bw *B, const Node *n, Value *dy)
 static void
 vjp_softmax(Bw *B, const Node *n, Value *dy)
 {
+	if (!(dy = whole_on(B, n, dy, 1u << (dy->ndim - 1))))
+		return;
 	Value *in[2] = {dy, fwd(B, n->out)};
-
-	contribute(B, n->in[0], like_node(B, n, OP_SOFTMAX_GRAD, 2, in, n->in[0],
-	                                  lin(dy, n->in[0]->dist), NULL));
+	contribute(B, n->in[0], like_node(B, n, OP_SOFTMAX_GRAD, 2, in, n->in[0], dy->dist, NULL));
 }
 
 /* split_heads and merge_heads undo each other: the gradient through one
- * is the other, spread as the input was. */
+ * is the other, spread as that op spreads dy (sema_infer.c): the heads
+ * H of [..., H, S, Dh] and the features D of [..., S, D] move into each
+ * other, S and the leading dims stay. dy comes split as x's result is,
+ * or (x replicated) anywhere but where the other op cannot take it:
+ * merge_heads needs whole heads (Dh), split_heads a split of D that
+ * gives each rank whole heads. */
 static void
 vjp_heads(Bw *B, const Node *n, Value *dy)
 {
 	Value *x = n->in[0];
 	OpKind op = n->op == OP_SPLIT_HEADS ? OP_MERGE_HEADS : OP_SPLIT_HEADS;
-	Value *dx = like_node(B, n, op, 1, &dy, x, lin(dy, grad_spread(x->dist)), NULL);
+	int nd = dy->ndim, heads = op == OP_SPLIT_HEADS ? (int)x->shape[x->ndim - 3] : 0;
+	int map[MAXDIM];
+	const Group *g = dist_split_group(&dy->dist, nd - 1);
 
+	if (g && (op == OP_MERGE_HEADS || heads % g->size) &&
+	    !(dy = whole_on(B, n, dy, 1u << (nd - 1))))
+		return;
+	for (int d = 0; d < nd; d++)
+		map[d] = d;
+	if (op == OP_MERGE_HEADS) { /* [..., H, S, Dh] -> [..., S, H*Dh] */
+		map[nd - 3] = nd - 2;
+		map[nd - 2] = nd - 3;
+	} else { /* [..., S, D] -> [..., H, S, D/H] */
+		map[nd - 2] = nd - 1;
+		map[nd - 1] = nd - 2;
+	}
+	Dist d = dy->dist;
+	dist_remap(&d, map, nd);
+	Value *dx = like_node(B, n, op, 1, &dy, x, d, NULL);
 	if (op == OP_SPLIT_HEADS) /* merge_heads(x): x's heads */
-		dx->def->a.heads = (int)x->shape[x->ndim - 3];
+		dx->def->a.heads = heads;
 	contribute(B, x, dx);
 }
 
@@ -653,25 +735,30 @@ attn_lse(Bw *B, const Node *n)
 
 /* attention(q, k, v): the runtime's backward rebuilds the softmax from q,
  * k and the log-sum-exp the forward saved (attn_lse); dq, dk, dv are
- * three nodes of (q, k, v, out, dout, lse). With q split along the
- * queries and k, v whole, dk and dv are each rank's queries' part:
- * partial sums over q's group, which the transposed all_gather of k and
- * v (a reduce_scatter) or an all_reduce completes. Otherwise each is
- * spread as its operand. */
+ * three nodes of (q, k, v, out, dout, lse), each spread as dout over
+ * every group (a rank's share of the result comes from the same share of
+ * each operand: an operand split alike, or replicated and sliced),
+ * except along the queries: with q split along Sq (k, v whole), dk and
+ * dv are each rank's queries' part, partial sums over q's group, which
+ * the transposed all_gather of k and v (a reduce_scatter) or an
+ * all_reduce completes. dout whole along Sq and Dh unless the result is
+ * split there (grad_of may hand a replicated result's gradient split). */
 static void
 vjp_attention(Bw *B, const Node *n, Value *dy)
 {
 	static const OpKind op[3] = {OP_ATTN_DQ, OP_ATTN_DK, OP_ATTN_DV};
-	const Value *q = n->in[0];
+	int nd = n->out->ndim;
+
+	if (!(dy = whole_on(B, n, dy, 3u << (nd - 2))))
+		return;
 	Value *in[6] = {fwd(B, n->in[0]), fwd(B, n->in[1]), fwd(B, n->in[2]), fwd(B, n->out), dy,
 	                attn_lse(B, n)};
-	Group *qsplit = dist_split_group(&q->dist, q->ndim - 2);
-
 	for (int i = 0; i < 3; i++) {
-		Dist d = n->in[i]->dist;
-		if (i > 0 && qsplit)
-			d.p[qsplit->id] = (DistPart){DI_PARTIAL, 0, qsplit};
-		contribute(B, n->in[i], like_node(B, n, op[i], 6, in, n->in[i], lin(dy, d), NULL));
+		Dist d = dy->dist;
+		for (int k = 0; k < MAXGROUPS; k++)
+			if (i > 0 && d.p[k].kind == DI_SPLIT && d.p[k].dim == nd - 2)
+				d.p[k] = (DistPart){DI_PARTIAL, 0, d.p[k].group};
+		contribute(B, n->in[i], like_node(B, n, op[i], 6, in, n->in[i], d, NULL));
 	}
 }
 
@@ -679,8 +766,9 @@ vjp_attention(Bw *B, const Node *n, Value *dy)
 static void
 vjp_scan(Bw *B, const Node *n, Value *dy)
 {
-	contribute(B, n->in[0], like_node(B, n, OP_SCAN_GRAD, 1, &dy, n->in[0],
-	                                  lin(dy, n->in[0]->dist), NULL));
+	if ((dy = whole_on(B, n, dy, 1u << n->a.scan.dim)))
+		contribute(B, n->in[0], like_node(B, n, OP_SCAN_GRAD, 1, &dy, n->in[0], dy->dist,
+		                                  NULL));
 }
 
 /* A collective's transpose moves the gradient of its result to the spread

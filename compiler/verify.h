@@ -139,6 +139,12 @@ int vm_coll_wait(V *v, int r, const CollInst *ci);
 /* A plain stage (no collective: v->c is NULL) on every rank of every
  * group. */
 int vm_plain(V *v, const Node *n, const PItem *p);
+/* verify_call.c: do the views ops[0..nops) of one runtime call of n
+ * (its result, its inputs, an attention's lse) agree as the runtime
+ * requires? 0, or 1 and why. vc_whole: the call on the whole dense
+ * tensors of the graph (the serial reference). */
+int vc_call(const Node *n, const MView *ops, int nops, char *why, size_t nwhy);
+int vc_whole(const Node *n, char *why, size_t nwhy);
 /* The groups other than c's whose ranks the proof of c and its plan pc
  * reads: those that split a value c touches or whose rank pc uses (bits by
  * Group.id). */

@@ -594,10 +594,11 @@ vm_what(char *buf, size_t n, const Node *nd, int j, const char *what)
 
 /* Builds the planned view of an operand and checks it against what the
  * schedule says (for every rank, in a symmetric run); named by what, or
- * (n set) as the result (j = -1) or input j of n, when it fails. */
+ * (n set) as the result (j = -1) or input j of n, when it fails; the view
+ * in *got unless NULL. */
 static int
 vm_operand(V *v, int r, int i, const PView *pv, int64_t *val, const Want *w, const Node *n,
-           int j, const char *what)
+           int j, const char *what, MView *got)
 {
 	MView m, e;
 	char buf[128];
@@ -605,6 +606,8 @@ vm_operand(V *v, int r, int i, const PView *pv, int64_t *val, const Want *w, con
 
 	if (vm_view(v, r, i, pv, val, 0, &m))
 		return RUN_ERR;
+	if (got)
+		*got = m;
 	e = vm_box_view(v, &want);
 	if (!vm_same(&m, &e) && vm_check(v, r, (int)val[PV_S], vm_what(buf, sizeof buf, n, j, what),
 	                                 &m, &want))
@@ -697,6 +700,9 @@ vm_compute(V *v, int r, int i, const Item *it)
 	const Sel *sel = &it->u.comp.sel;
 	int s0, calls = p->loop ? sel->cnt : 1, cnt = p->loop ? 1 : sel->cnt;
 	const BufRef *d = &it->u.comp.dst;
+	MView ops[MAXIN + 2];
+	int nops = n->nin + 1 + (n->lse != NULL);
+	char why[512];
 
 	if (p->nview != n->nin + 1 + (n->lse != NULL))
 		return vm_fail(v, r, -1, "%s has %d operands planned, not %d", n->out->name, p->nview,
@@ -707,12 +713,12 @@ vm_compute(V *v, int r, int i, const Item *it)
 		int64_t val[NPV];
 		vm_vals(v, val, r, s, 0, u, 0);
 		Want out = {.buf = vm_rotated(d, r, i), .cnt = cnt, .part = &d->part};
-		if (vm_operand(v, r, i, &p->view[0], val, &out, n, -1, NULL))
+		if (vm_operand(v, r, i, &p->view[0], val, &out, n, -1, NULL, &ops[0]))
 			return RUN_ERR;
 		for (int j = 0; j < n->nin; j++) {
 			Want in = {.cnt = cnt, .rn = rn, .j = j};
 			vm_vals(v, val, r, s, 0, u, 0);
-			if (vm_operand(v, r, i, &p->view[1 + j], val, &in, n, j, NULL))
+			if (vm_operand(v, r, i, &p->view[1 + j], val, &in, n, j, NULL, &ops[1 + j]))
 				return RUN_ERR;
 			if (j == 0 && op_pos(n) && vm_qoff(v, r, n, p, &in, s))
 				return RUN_ERR;
@@ -720,8 +726,10 @@ vm_compute(V *v, int r, int i, const Item *it)
 		Want lse = {.cnt = cnt, .rn = rn, .lse = 1};
 		vm_vals(v, val, r, s, 0, u, 0);
 		if (n->lse && vm_operand(v, r, i, &p->view[1 + n->nin], val, &lse, NULL, 0,
-		                         vm_lse_what(v, n)))
+		                         vm_lse_what(v, n), &ops[1 + n->nin]))
 			return RUN_ERR;
+		if (vc_call(n, ops, nops, why, sizeof why))
+			return vf_fail(v, r, s, "%s", why);
 	}
 	return RUN_OK;
 }
@@ -730,19 +738,28 @@ int
 vm_move(V *v, int r, int i, const Item *it)
 {
 	const PItem *p = vm_item(v, it);
+	MView m[2];
 	int s;
 
 	vf_sel(&it->u.move.dst.sel, r, i, &s, 1);
+	if (p->nview != (it->kind == IT_ZERO ? 1 : 2))
+		return vm_fail(v, r, s, "a move has %d views planned, not %d", p->nview,
+		               it->kind == IT_ZERO ? 1 : 2);
 	for (int k = 0; k < p->nview; k++) {
 		const BufRef *br = k ? &it->u.move.src : &it->u.move.dst;
 		int64_t val[NPV];
 		Want w = {.buf = vm_rotated(br, r, i), .cnt = br->sel.cnt, .part = &br->part};
 		vm_vals(v, val, r, s, 0, 0, 0);
 		if (vm_operand(v, r, i, &p->view[k], val, &w, NULL, 0, k ? "the source of a copy" :
-		               "the destination of a copy"))
+		               "the destination of a copy", &m[k]))
 			return RUN_ERR;
 	}
-	return RUN_OK;
+	/* cfrt_copy and cfrt_add take views of the same dims */
+	int same = p->nview < 2 || m[0].nd == m[1].nd;
+	for (int d = 0; p->nview == 2 && same && d < m[0].nd; d++)
+		same = m[0].dim[d] == m[1].dim[d];
+	return same ? RUN_OK : vf_fail(v, r, s, "the runtime call of a %s would be refused: its "
+	                               "views differ in shape", it->kind == IT_ADD ? "sum" : "copy");
 }
 
 /* ---- request and staging slots ---- */
@@ -799,7 +816,7 @@ vm_post(V *v, int r, int i, const Item *it, const Xfer *x)
 	Want w = {.buf = x->buf, .cnt = 1, .part = &it->u.xfer.buf.part};
 
 	vm_vals(v, val, r, x->slice, 0, 0, 0);
-	if (k < 0 || vm_operand(v, r, i, &p->view[0], val, &w, NULL, 0, what) ||
+	if (k < 0 || vm_operand(v, r, i, &p->view[0], val, &w, NULL, 0, what, NULL) ||
 	    vm_view(v, r, i, &p->view[0], val, 0, &m))
 		return RUN_ERR;
 	if (p->count != vm_volume(&m))
@@ -1109,14 +1126,16 @@ vm_plain_at(V *v, const Node *n, const PItem *p, int r)
 {
 	int64_t val[NPV];
 	Want out = {.plain = n, .j = -1}, in[MAXIN];
+	MView ops[MAXIN + 2];
+	char why[512];
 
 	vm_vals(v, val, r, -1, 0, 0, 0);
-	if (vm_operand(v, r, 0, &p->view[0], val, &out, n, -1, NULL))
+	if (vm_operand(v, r, 0, &p->view[0], val, &out, n, -1, NULL, &ops[0]))
 		return RUN_ERR;
 	for (int j = 0; j < n->nin; j++) {
 		in[j] = (Want){.plain = n, .j = j};
 		vm_vals(v, val, r, -1, 0, 0, 0);
-		if (vm_operand(v, r, 0, &p->view[1 + j], val, &in[j], n, j, NULL))
+		if (vm_operand(v, r, 0, &p->view[1 + j], val, &in[j], n, j, NULL, &ops[1 + j]))
 			return RUN_ERR;
 	}
 	if (op_pos(n) && vm_qoff(v, r, n, p, &in[0], 0))
@@ -1124,8 +1143,10 @@ vm_plain_at(V *v, const Node *n, const PItem *p, int r)
 	Want lse = {.plain = n, .lse = 1};
 	vm_vals(v, val, r, -1, 0, 0, 0);
 	if (n->lse && vm_operand(v, r, 0, &p->view[1 + n->nin], val, &lse, NULL, 0,
-	                         vm_lse_what(v, n)))
+	                         vm_lse_what(v, n), &ops[1 + n->nin]))
 		return RUN_ERR;
+	if (vc_call(n, ops, n->nin + 1 + (n->lse != NULL), why, sizeof why))
+		return vf_fail(v, r, -1, "%s", why);
 	return RUN_OK;
 }
 

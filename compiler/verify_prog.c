@@ -4,7 +4,9 @@
  * proved (the layers of a model repeat) shares that proof. Then the plan's
  * plain stages, on every rank, and the workspace: every object inside it
  * and aligned, and any two objects that share memory never touched in a
- * common stage.
+ * common stage. Every runtime call, of the parallel program and of the
+ * serial reference, gets views whose shapes agree as the runtime requires
+ * (verify_call.c).
  * requires: a lowered schedule and, unless NULL, its plan.
  * ensures: Coll.verified and .stats set for every collective; else an
  * internal error naming what failed (rank, step, slice and element). */
@@ -455,6 +457,15 @@ verify_sched(const Sched *s, const Plan *P, Diag *d)
 	if (!rc && P && vp_plain(P, err, sizeof err, &at)) {
 		vp_error(d, "stage %s = %s: %s", at->out->name, graph_node_str(s->arena, at), err);
 		rc = 1;
+	}
+	for (int k = 0; k < s->g->nodes.n && !rc; k++) {
+		const Node *nd = s->g->nodes.v[k];
+		OpClass c = op_info[nd->op].cls;
+		if (c != CL_LEAF && c != CL_COLL && vc_whole(nd, err, sizeof err)) {
+			vp_error(d, "reference: %s = %s: %s", nd->out->name, graph_node_str(s->arena, nd),
+			         err);
+			rc = 1;
+		}
 	}
 	if (!rc && P && (ws_check(P, err, sizeof err) || ws_check_ref(P, err, sizeof err))) {
 		vp_error(d, "workspace: %s", err);
