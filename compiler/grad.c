@@ -255,13 +255,39 @@ fit_op(const Dist *h, const Dist *want, int k, int pass)
 	return -1;
 }
 
-/* x (a gradient) spread as want, by the collectives that move it there,
- * one per group where the two differ: the reductions first (less data
- * moves after them); the last takes the name. NULL with an error when no
- * collective does. */
+/* The groups over which x is replicated and want splits it (along a dim
+ * no other group splits), made split at once: each rank keeps its own
+ * slice, no transfer (a scale by 1 whose result is split, which reads
+ * the rank's window of its replicated operand: plan.c, pl_window).
+ * Taken before the collectives: less data moves after it. */
+static Value *
+fit_local(Bw *B, const Node *at, Value *x, Dist want, const char *name)
+{
+	Dist to = x->dist;
+	int any = 0;
+
+	for (int k = 0; k < MAXGROUPS; k++)
+		if (x->dist.p[k].kind == DI_REPL && want.p[k].kind == DI_SPLIT &&
+		    !dist_split_group(&to, want.p[k].dim))
+			to.p[k] = want.p[k], any = 1;
+	if (!any)
+		return x;
+	const char *nm = graph_dist_eq(to, want) ? name :
+	                 fresh_name(B, arena_printf(B->a, "%s_own", name));
+	Node *n = new_node(B, at, OP_SCALE, 1, &x);
+	n->a.scale = 1.0;
+	return commit(B, n, new_value(B, x, to, nm));
+}
+
+/* x (a gradient) spread as want: split at once where it is replicated
+ * (fit_local), then by the collectives that move it there, one per group
+ * where the two differ: the reductions first (less data moves after
+ * them); the last takes the name. NULL with an error when no collective
+ * does. */
 static Value *
 fit(Bw *B, const Node *at, Value *x, Dist want, const char *name, SchedChoice *how)
 {
+	x = fit_local(B, at, x, want, name);
 	while (!graph_dist_eq(x->dist, want)) {
 		int k = 0, op = -1;
 		for (int pass = 0; pass < 2 && op < 0; pass++)
@@ -279,6 +305,7 @@ fit(Bw *B, const Node *at, Value *x, Dist want, const char *name, SchedChoice *h
 		                 fresh_name(B, arena_printf(B->a, "%s_%s", name, a.group->name));
 		x = coll(B, at, op, x, a.group, op == OP_ALL_REDUCE ? -1 : a.kind == DI_SPLIT ?
 		         a.dim : b.dim, op == OP_ALL_TO_ALL ? b.dim : -1, to, nm, how);
+		x = fit_local(B, at, x, want, name);
 	}
 	return x;
 }
