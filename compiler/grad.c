@@ -500,24 +500,46 @@ mm_sum(Bw *B, const Node *at, Value *a, Value *b, const Value *like)
 	return commit(B, n, new_value(B, like, r, dname(B, like)));
 }
 
+static Value *sum_to(Bw *B, const Node *at, Value *g, const Value *x, const char *name);
+
+/* C = A.T @ op(B), A batched [..., K, M] and B 2-d: dB = A @ dC (dB.T
+ * = dC.T @ A.T when B is transposed) summed over the batch: the batched
+ * product [..., K, N] ([..., N, K]), then its sum over the leading dims
+ * (sum_to: a split of them makes a partial sum). */
+static Value *
+mm_sum_ta(Bw *B, const Node *n, Value *dy, Value *a, const Value *b, int tb)
+{
+	Value *rows = arena_alloc(B->a, sizeof *rows);
+	int nd = a->ndim;
+
+	*rows = *a;
+	rows->shape[nd - 2 + tb] = a->shape[nd - 2];
+	rows->label[nd - 2 + tb] = a->label[nd - 2];
+	rows->shape[nd - 1 - tb] = dy->shape[nd - 1];
+	rows->label[nd - 1 - tb] = dy->label[nd - 1];
+	rows->name = arena_printf(B->a, "%s_rows", b->name);
+	Value *g = tb ? mm(B, n, dy, a, 1, 1, rows) : mm(B, n, a, dy, 0, 0, rows);
+	return g ? sum_to(B, n, g, b, dname(B, b)) : NULL;
+}
+
 /* C = op(A) @ op(B): dA = dC @ op(B)^T, dB = op(A)^T @ dC, each stored
- * as its operand is (a transposed operand gets the transposed product);
- * a 2-d B under batched A gets the product summed over the batch. */
+ * as its operand is (a transposed operand gets the transposed product:
+ * dA = op(B) @ dC^T, a 2-d op(B) broadcast over the batch when only A is
+ * batched); a 2-d B under batched A gets the product summed over the
+ * batch. */
 static void
 vjp_matmul(Bw *B, const Node *n, Value *dy)
 {
 	Value *a = n->in[0], *b = n->in[1];
 	int ta = n->a.mm.ta, tb = n->a.mm.tb, bcast = a->ndim > 2 && b->ndim == 2;
 
-	if (bcast && ta) {
-		no_rule(B, n, ": a transposed batched left operand");
-		return;
-	}
 	if (!ta)
 		contribute(B, a, mm(B, n, dy, fwd(B, b), 0, !tb, a));
 	else
 		contribute(B, a, mm(B, n, fwd(B, b), dy, tb, 1, a));
-	if (bcast)
+	if (bcast && ta)
+		contribute(B, b, mm_sum_ta(B, n, dy, fwd(B, a), b, tb));
+	else if (bcast)
 		contribute(B, b, tb ? mm_sum(B, n, dy, fwd(B, a), b) : mm_sum(B, n, fwd(B, a), dy, b));
 	else if (!tb)
 		contribute(B, b, mm(B, n, fwd(B, a), dy, !ta, 0, b));
