@@ -36,6 +36,7 @@ Each spec starts with comment lines the runner (tests/gen/run.sh) reads:
     // ranks: N
     // args: -D tp=N ...        (the cfc arguments, shell-quoted)
     // mode: run | compile      (compile: bf16/f16, cfc only)
+    // gradcheck: yes | no      (with --backward in f64: finite differences)
     // features: ...            (what the spec exercises, for coverage)
 """
 import argparse
@@ -150,6 +151,7 @@ class Gen:
         self.size_names = list(SIZE_NAMES)
         self.r.shuffle(self.size_names)
         self.mode = mode
+        self.leaf_elems = 0
 
     # ---- small helpers ----
     def chance(self, p):
@@ -253,6 +255,8 @@ class Gen:
         visible = {n for n, _, _ in sc.all_sizes()}
         labels = [l if l in visible else None for l in labels]
         v = Val(shape, labels, dist, name=sc.fresh(prefix), role=role)
+        # the elements finite differences perturb (a layer's, per call)
+        self.leaf_elems += numel(shape) * (3 if sc.kind == "layer" else 1)
         dt = ""
         if self.chance(0.1):
             dt = self.dtype + " "
@@ -1099,7 +1103,7 @@ class Gen:
         # with --backward (cfgrid.py)
         if self.mode is None and self.seed % 4 == 3:
             self.group_names_all = GROUP_NAMES
-            return Grid(self).run()
+            return Grid(self, gradcheck).run()
         # every tenth seed is compile-only (bf16, f16), so any ten
         # consecutive seeds hold one
         compile_only = self.mode == "compile" or (self.mode is None and self.seed % 10 == 0)
@@ -1351,6 +1355,7 @@ class Gen:
                 "// ranks: %d" % ranks,
                 "// args: %s" % qargs,
                 "// mode: %s" % ("compile" if compile_only else "run"),
+                "// gradcheck: %s" % gradcheck(self.leaf_elems),
                 "// run: cfc %s SPEC; mpirun -n %d DIR/run --check" % (qargs, ranks)]
         for i in range(0, len(feats), 8):
             head.append("// features: " + " ".join(feats[i:i + 8]))
@@ -1389,6 +1394,16 @@ REQUIRED = (
     + ["grid-" + f for f in ("2groups", "3groups", "order", "seq-tp", "cp", "norm", "mlp",
                              "attention", "gqa", "rope", "grad-split", "out-gathered",
                              "out-logits", "all_gather", "reduce_scatter", "all_reduce")])
+
+
+# Finite differences cost two reference forwards per element of every
+# input and weight: run.sh checks the gradients against them (f64) only
+# for specs with at most this many.
+FD_ELEMS = 1024
+
+
+def gradcheck(elems):
+    return "yes" if elems <= FD_ELEMS else "no"
 
 
 def coverage(paths):

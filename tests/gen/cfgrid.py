@@ -28,7 +28,8 @@ def lcm(a, b):
 
 
 class Grid:
-    def __init__(self, gen):
+    def __init__(self, gen, gradcheck):
+        self.gradcheck = gradcheck
         self.g = gen
         self.r = gen.r
         self.lines = []
@@ -67,6 +68,12 @@ class Grid:
         """A weight; split: (dimname, 'tp'); gsplit: its gradient's dim
         reduce-scattered over dp (ZeRO), when that divides."""
         w = self.fresh("w")
+        ext = {"D": self.D, "F": self.F, "H * Dh": self.H * self.Dh,
+               "Hk * Dh": self.Hk * self.Dh, "V": self.V}
+        n = 1
+        for d in shape:
+            n *= ext[d]
+        self.elems += n
         s = self.split_text([split]) if split else ""
         gs = ""
         if gsplit and "dp" in self.gn and self.chance(0.5):
@@ -290,6 +297,7 @@ class Grid:
         body.append("size H = %d, Hk = %d, Dh = %d, V = %d;" % (self.H, self.Hk, self.Dh, self.V))
         body.append("type %s;" % g.dtype)
         self.lines.append("in x : [B, S, D]%s;" % self.split_text(self.act_split(self.seq_tp)))
+        self.elems = self.B * self.S * self.D
         h = "x"
         blocks = [self.pick(["norm", "mlp", "attn"]) for _ in range(self.r.randint(1, 3))]
         if "attn" not in blocks and self.chance(0.5):
@@ -314,6 +322,7 @@ class Grid:
                 "// ranks: %d" % nr,
                 "// args: %s" % qargs,
                 "// mode: run",
+                "// gradcheck: %s" % self.gradcheck(self.elems),
                 "// run: cfc %s SPEC; mpirun -n %d DIR/run --check" % (qargs, nr)]
         for i in range(0, len(feats), 8):
             head.append("// features: " + " ".join(feats[i:i + 8]))
