@@ -255,13 +255,39 @@ fit_op(const Dist *h, const Dist *want, int k, int pass)
 	return -1;
 }
 
-/* x (a gradient) spread as want, by the collectives that move it there,
- * one per group where the two differ: the reductions first (less data
- * moves after them); the last takes the name. NULL with an error when no
- * collective does. */
+/* The groups over which x is replicated and want splits it (along a dim
+ * no other group splits), made split at once: each rank keeps its own
+ * slice, no transfer (a scale by 1 whose result is split, which reads
+ * the rank's window of its replicated operand: plan.c, pl_window).
+ * Taken before the collectives: less data moves after it. */
+static Value *
+fit_local(Bw *B, const Node *at, Value *x, Dist want, const char *name)
+{
+	Dist to = x->dist;
+	int any = 0;
+
+	for (int k = 0; k < MAXGROUPS; k++)
+		if (x->dist.p[k].kind == DI_REPL && want.p[k].kind == DI_SPLIT &&
+		    !dist_split_group(&to, want.p[k].dim))
+			to.p[k] = want.p[k], any = 1;
+	if (!any)
+		return x;
+	const char *nm = graph_dist_eq(to, want) ? name :
+	                 fresh_name(B, arena_printf(B->a, "%s_own", name));
+	Node *n = new_node(B, at, OP_SCALE, 1, &x);
+	n->a.scale = 1.0;
+	return commit(B, n, new_value(B, x, to, nm));
+}
+
+/* x (a gradient) spread as want: split at once where it is replicated
+ * (fit_local), then by the collectives that move it there, one per group
+ * where the two differ: the reductions first (less data moves after
+ * them); the last takes the name. NULL with an error when no collective
+ * does. */
 static Value *
 fit(Bw *B, const Node *at, Value *x, Dist want, const char *name, SchedChoice *how)
 {
+	x = fit_local(B, at, x, want, name);
 	while (!graph_dist_eq(x->dist, want)) {
 		int k = 0, op = -1;
 		for (int pass = 0; pass < 2 && op < 0; pass++)
@@ -279,6 +305,7 @@ fit(Bw *B, const Node *at, Value *x, Dist want, const char *name, SchedChoice *h
 		                 fresh_name(B, arena_printf(B->a, "%s_%s", name, a.group->name));
 		x = coll(B, at, op, x, a.group, op == OP_ALL_REDUCE ? -1 : a.kind == DI_SPLIT ?
 		         a.dim : b.dim, op == OP_ALL_TO_ALL ? b.dim : -1, to, nm, how);
+		x = fit_local(B, at, x, want, name);
 	}
 	return x;
 }
@@ -509,6 +536,28 @@ mm_sum(Bw *B, const Node *at, Value *a, Value *b, const Value *like)
 	return commit(B, n, new_value(B, like, r, dname(B, like)));
 }
 
+static Value *sum_to(Bw *B, const Node *at, Value *g, const Value *x, const char *name);
+
+/* C = A.T @ op(B), A batched [..., K, M] and B 2-d: dB = A @ dC (dB.T
+ * = dC.T @ A.T when B is transposed) summed over the batch: the batched
+ * product [..., K, N] ([..., N, K]), then its sum over the leading dims
+ * (sum_to: a split of them makes a partial sum). */
+static Value *
+mm_sum_ta(Bw *B, const Node *n, Value *dy, Value *a, const Value *b, int tb)
+{
+	Value *rows = arena_alloc(B->a, sizeof *rows);
+	int nd = a->ndim;
+
+	*rows = *a;
+	rows->shape[nd - 2 + tb] = a->shape[nd - 2];
+	rows->label[nd - 2 + tb] = a->label[nd - 2];
+	rows->shape[nd - 1 - tb] = dy->shape[nd - 1];
+	rows->label[nd - 1 - tb] = dy->label[nd - 1];
+	rows->name = arena_printf(B->a, "%s_rows", b->name);
+	Value *g = tb ? mm(B, n, dy, a, 1, 1, rows) : mm(B, n, a, dy, 0, 0, rows);
+	return g ? sum_to(B, n, g, b, dname(B, b)) : NULL;
+}
+
 /* Do the rules take both products of vjp_matmul with dy as it is? fa
  * and fb spread as the operands (their reads in the backward are). */
 static int
@@ -519,6 +568,8 @@ vjp_matmul_fits(const Node *n, const Value *dy, const Value *fa, const Value *fb
 
 	if (!(ta ? mm_fits(fb, dy, tb, 1, &r) : mm_fits(dy, fb, 0, !tb, &r)))
 		return 0;
+	if (bcast && ta) /* mm_sum_ta's batched product, then its sum */
+		return tb ? mm_fits(dy, fa, 1, 1, &r) : mm_fits(fa, dy, 0, 0, &r);
 	if (bcast)
 		return tb ? mm_sum_fits(dy, fa, &r) : mm_sum_fits(fa, dy, &r);
 	return tb ? mm_fits(dy, fa, 1, ta, &r) : mm_fits(fa, dy, !ta, 0, &r);
@@ -526,7 +577,8 @@ vjp_matmul_fits(const Node *n, const Value *dy, const Value *fa, const Value *fb
 
 /* C = op(A) @ op(B): dA = dC @ op(B)^T, dB = op(A)^T @ dC, each stored
  * as its operand is (a transposed operand gets the transposed product);
- * a 2-d B under batched A gets the product summed over the batch. A dC
+ * a 2-d B under batched A gets the product summed over the batch (a
+ * transposed batched A: mm_sum_ta). A dC
  * that the rules do not take as it comes (split where C is replicated,
  * along a dim that a product would contract with a replicated operand)
  * is gathered there first. */
@@ -536,17 +588,15 @@ vjp_matmul(Bw *B, const Node *n, Value *dy)
 	Value *a = n->in[0], *b = n->in[1];
 	int ta = n->a.mm.ta, tb = n->a.mm.tb, bcast = a->ndim > 2 && b->ndim == 2;
 
-	if (bcast && ta) {
-		no_rule(B, n, ": a transposed batched left operand");
-		return;
-	}
 	if (!vjp_matmul_fits(n, dy, a, b) && !(dy = whole_on(B, n, dy, ~0u)))
 		return;
 	if (!ta)
 		contribute(B, a, mm(B, n, dy, fwd(B, b), 0, !tb, a));
 	else
 		contribute(B, a, mm(B, n, fwd(B, b), dy, tb, 1, a));
-	if (bcast)
+	if (bcast && ta)
+		contribute(B, b, mm_sum_ta(B, n, dy, fwd(B, a), b, tb));
+	else if (bcast)
 		contribute(B, b, tb ? mm_sum(B, n, dy, fwd(B, a), b) : mm_sum(B, n, fwd(B, a), dy, b));
 	else if (!tb)
 		contribute(B, b, mm(B, n, fwd(B, a), dy, !ta, 0, b));

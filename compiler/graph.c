@@ -188,11 +188,12 @@ local_row(Node *n, int nd)
 			n->inmap[i][d] = d;
 }
 
-/* [..., M, K] @ [K, N] or [..., K, N]: batch dims, M and N */
+/* [..., M, K] @ [K, N] or [..., K, N]: batch dims, M and N; a 2-d
+ * [M, K] @ [..., K, N] (grad.c's) holds no batch dim */
 static void
 local_mm(Node *n, int nd)
 {
-	int nb = n->in[1]->ndim;
+	int na = n->in[0]->ndim, nb = n->in[1]->ndim;
 
 	if (n->a.mm.sum) {
 		/* a.T @ b summed over the leading dims: a slice of the rows
@@ -206,10 +207,10 @@ local_mm(Node *n, int nd)
 	}
 	n->local = (1u << nd) - 1;
 	for (int d = 0; d < nd - 2; d++) {
-		n->inmap[0][d] = d;
+		n->inmap[0][d] = na > 2 ? d : -1;
 		n->inmap[1][d] = nb > 2 ? d : -1;
 	}
-	n->inmap[0][nd - 2] = n->a.mm.ta ? nd - 1 : nd - 2;
+	n->inmap[0][nd - 2] = n->a.mm.ta ? na - 1 : na - 2;
 	n->inmap[1][nd - 1] = n->a.mm.tb ? nb - 2 : nb - 1;
 }
 
@@ -406,10 +407,14 @@ graph_dist_eq(Dist a, Dist b)
 	return 1;
 }
 
+/* [..., M, K] @ [K, N] or [..., K, N], and (made by grad.c only) a 2-d
+ * [M, K] @ [..., K, N], broadcast over the batch: a's dims are the
+ * result's last ones (aoff before them). */
 static int
 part_mm(DistPart da, int an, DistPart db, int bn, DistPart *r)
 {
 	int ak = an - 1, bk = bn - 2, bnn = bn - 1, batched = bn > 2;
+	int nd = an > bn ? an : bn, aoff = nd - an;
 
 	*r = (DistPart){DI_REPL, 0, NULL};
 	if (da.kind == DI_REPL && db.kind == DI_REPL)
@@ -423,12 +428,12 @@ part_mm(DistPart da, int an, DistPart db, int bn, DistPart *r)
 		return 1;
 	}
 	if (da.kind == DI_SPLIT && db.kind == DI_REPL && da.dim != ak) {
-		*r = da;
+		*r = (DistPart){DI_SPLIT, da.dim + aoff, da.group};
 		return 1;
 	}
 	if (da.kind == DI_REPL && db.kind == DI_SPLIT &&
 	    (db.dim == bnn || (batched && db.dim < bk))) {
-		*r = (DistPart){DI_SPLIT, db.dim == bnn ? an - 1 : db.dim, db.group};
+		*r = (DistPart){DI_SPLIT, db.dim == bnn ? nd - 1 : db.dim, db.group};
 		return 1;
 	}
 	if (da.kind == DI_SPLIT && db.kind == DI_SPLIT) {
@@ -436,7 +441,7 @@ part_mm(DistPart da, int an, DistPart db, int bn, DistPart *r)
 			*r = (DistPart){DI_PARTIAL, 0, da.group};
 			return 1;
 		}
-		if (batched && da.dim == db.dim && da.dim < bk) {
+		if (batched && !aoff && da.dim == db.dim && da.dim < bk) {
 			*r = da;
 			return 1;
 		}

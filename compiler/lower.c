@@ -774,7 +774,11 @@ lw_use(Lower *L, const Coll *c, SchedUse *u)
 	const Value *v = c->node->in[0];
 
 	*u = sched_use(L->a, c->node, &c->want, &rg);
-	return !u->err && c->dim >= 0 && v->shape[c->dim] % u->nslices == 0;
+	if (u->err)
+		return 0;
+	if (c->dim < 0) /* an all_reduce with no dimension free to cut: whole */
+		return u->nslices == 1;
+	return v->shape[c->dim] % u->nslices == 0;
 }
 
 static void

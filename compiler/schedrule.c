@@ -50,6 +50,8 @@ su_cut(Arena *a, const Node *n, const SchedChoice *c)
 	int64_t k = su_slices(n, c);
 	int d = su_dim(n, k);
 
+	if (d < 0 && k == 1)
+		return NULL; /* a whole all_reduce (vanilla, slice(1)) cuts nothing */
 	if (d < 0) {
 		const char *s = "";
 		for (int i = 0; i < x->ndim; i++)

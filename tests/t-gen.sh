@@ -3,8 +3,11 @@
 # GEN_SEEDS (default 1-40; under the sanitizers the first 8 of it), each
 # accepted by cfc, its C compiled with -Werror, run on its N ranks twice and
 # checked against the serial reference (tests/gen/run.sh: one PASS or FAIL
-# per seed); and the batch covers every op, collective, split position,
-# layout, group size 1..6, type and schedule kind (cfgen.py --coverage).
+# per seed; with --backward, its gradients against the reference backward
+# and in f64 finite differences); and the batch covers every op,
+# collective, split position, layout, group size 1..6, type, schedule
+# kind, grids of 2 and 3 groups, GQA, rope, save and --backward
+# (cfgen.py --coverage).
 # `make gen SEEDS=1-400` runs a bigger batch.
 . tests/lib.sh
 seeds=${GEN_SEEDS:-1-40}

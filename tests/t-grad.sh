@@ -176,11 +176,12 @@ check "grad: --accumulate without --backward is a usage error" sh -c \
 # is no error without it, and a clear one with it
 cat >"$out/norule.cf" <<'CF'
 model norule {
-  size B = 2, S = 8, D = 4;
+  size S = 8, D = 4;
   group tp = 2;
-  in x : [B, S, D] split D over tp;
-  weight w : [S, D];
-  y = x.T @ w;
+  in x : [S, D];
+  weight w : [D, D];
+  in s : [S, D] split D over tp;
+  y = (x @ w) * s;
   out y;
 }
 CF
@@ -190,7 +191,7 @@ cat "$out/norule.err"
 check "grad: an op with no rule is an input error" [ "$rc" -eq 1 ]
 check "grad: no partial output" [ ! -e "$out/norule.c" ]
 check "grad: the error names the op and its place" grep -q \
-	"norule.cf:6:11: error: no backward rule for matmul(x.T, w) yet: a transposed batched left operand" \
+	"norule.cf:7:10: error: no backward rule for matmul(x, w) yet: d_t1 (split D over tp) times w (repl)" \
 	"$out/norule.err"
 
 # -- a gradient name that another tensor has

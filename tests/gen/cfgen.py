@@ -23,12 +23,20 @@ compile-only specs: the CPU runtime has neither), layers with weights and
 sizes of their own, called directly, nested and through repeat(), schedule
 sections with a default and per-collective entries (model tensors and
 layer.tensor keys) of every kind, and --schedule / --type on the command line.
+Also rope, grouped-query attention (fewer key/value heads), `save` of
+gathered tensors, and --backward on a third of the single-group run specs
+(their gradients checked too: tests/gen/run.sh). Every fourth seed (3, 7,
+11, ...) is a grid of 2 or 3 groups built with --backward (cfgrid.py):
+data, tensor (also sequence) and context parallelism in any declaration
+order, norms, MLPs, GQA attention with rope, `grad split`, gathered
+outputs and logits.
 
 Each spec starts with comment lines the runner (tests/gen/run.sh) reads:
     // cfgen seed=S: tests/gen/cfgen.py --seed S
     // ranks: N
     // args: -D tp=N ...        (the cfc arguments, shell-quoted)
     // mode: run | compile      (compile: bf16/f16, cfc only)
+    // gradcheck: yes | no      (with --backward in f64: finite differences)
     // features: ...            (what the spec exercises, for coverage)
 """
 import argparse
@@ -36,6 +44,9 @@ import os
 import random
 import re
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cfgrid import Grid  # noqa: E402
 
 MAXEL = 4096          # most elements of any tensor (whole, not per rank)
 # Tensor names are a prefix and a number (x1, w2, h3, p4), sizes come from
@@ -140,6 +151,7 @@ class Gen:
         self.size_names = list(SIZE_NAMES)
         self.r.shuffle(self.size_names)
         self.mode = mode
+        self.leaf_elems = 0
 
     # ---- small helpers ----
     def chance(self, p):
@@ -243,6 +255,8 @@ class Gen:
         visible = {n for n, _, _ in sc.all_sizes()}
         labels = [l if l in visible else None for l in labels]
         v = Val(shape, labels, dist, name=sc.fresh(prefix), role=role)
+        # the elements finite differences perturb (a layer's, per call)
+        self.leaf_elems += numel(shape) * (3 if sc.kind == "layer" else 1)
         dt = ""
         if self.chance(0.1):
             dt = self.dtype + " "
@@ -640,6 +654,17 @@ class Gen:
             self.feat("attention-qsplit")
         return self.emit(sc, v)
 
+    def op_rope(self, sc):
+        x = self.choose(sc, lambda v: v.nd >= 2 and v.dist[0] != "P" and
+                        v.dist != ("S", v.nd - 1) and v.shape[-1] % 2 == 0)
+        if x is None:
+            return None
+        base = self.pick(["", ", 10000", ", 100.0", ", 5e2"])
+        v = Val(x.shape, x.labels, x.dist, expr="rope({0}%s)" % base, args=[x], op="rope")
+        if x.dist == ("S", x.nd - 2):
+            self.feat("rope-split-S")
+        return self.emit(sc, v)
+
     def op_scan(self, sc):
         x = self.choose(sc, lambda v: v.dist[0] != "P" and (v.nd > 1 or v.dist[0] == "R"))
         if x is None:
@@ -676,6 +701,10 @@ class Gen:
         # most collectives are named: schedule entries need a name
         self.emit(sc, v, name_it=self.chance(0.85))
         self.colls.append(v)
+        if op == "all_gather" and v.name and self.chance(0.25):
+            # with --backward the forward keeps it whole
+            sc.stmts.append("save %s;" % v.name)
+            self.feat("save")
         return v
 
     def op_gather(self, sc):
@@ -786,22 +815,33 @@ class Gen:
         xa = self.gather_all(sc, x)
         nd, D = xa.nd, xa.shape[-1]
         dh = self.pick([1, 2, 4])
-        H = self.N * self.pick([1, 1, 2])
+        H = self.N * self.pick([1, 2, 2])
         Dq = H * dh
         if numel(xa.shape[:-1]) * Dq > MAXEL:
             return None
         qkv = []
-        for _ in range(3):
+        # grouped-query attention: keys and values of Hk heads, Hk | H,
+        # whole groups on every rank (Hk divides by N)
+        hks = [h for h in range(1, H + 1) if H % h == 0 and h % self.N == 0]
+        Hk = hks[0] if self.chance(0.7) else self.pick(hks)
+        if Hk < H:
+            self.feat("attention-gqa")
+        for j in range(3):
+            heads = H if j == 0 else Hk
+            Dj = heads * dh
             if self.chance(0.25):
-                w = self.new_leaf(sc, [Dq, D], ("S", 0), [None, xa.labels[-1]])
+                w = self.new_leaf(sc, [Dj, D], ("S", 0), [None, xa.labels[-1]])
                 mm, lw = "{0} @ {1}.T", w.labels[0]
             else:
-                w = self.new_leaf(sc, [D, Dq], ("S", 1), [xa.labels[-1], None])
+                w = self.new_leaf(sc, [D, Dj], ("S", 1), [xa.labels[-1], None])
                 mm, lw = "{0} @ {1}", w.labels[-1]
-            t = self.apply(sc, xa, "matmul", mm, shape=xa.shape[:-1] + [Dq],
+            t = self.apply(sc, xa, "matmul", mm, shape=xa.shape[:-1] + [Dj],
                            labels=xa.labels[:-1] + [lw], dist=("S", nd - 1), args=[xa, w],
                            name_it=self.chance(0.3))
-            qkv.append(self.split_heads_of(sc, t, H))
+            hv = self.split_heads_of(sc, t, heads)
+            if j < 2 and dh % 2 == 0 and self.chance(0.3):
+                hv = self.apply(sc, hv, "rope", "rope({0})")
+            qkv.append(hv)
         causal = self.chance(0.5)
         q, k, v = qkv
         o = self.apply(sc, q, "attention", "attention({0}, {1}, {2}%s)" % (", causal" if causal else ""),
@@ -1021,7 +1061,7 @@ class Gen:
 
     # ---- the walk ----
     ACTIONS = [("unary", 3), ("ew", 3), ("matmul", 5), ("row", 2), ("split_heads", 1.5),
-               ("merge_heads", 1.5), ("attention", 1.5), ("scan", 1), ("gather", 4),
+               ("merge_heads", 1.5), ("attention", 1.5), ("scan", 1), ("rope", 1), ("gather", 4),
                ("reduce", 4), ("a2a", 3), ("input", 1), ("layer", 1.5), ("block", 3)]
 
     def walk(self, sc, steps):
@@ -1059,6 +1099,11 @@ class Gen:
 
     def run(self):
         r = self.r
+        # every fourth seed (3, 7, 11, ...) is a grid of 2 or 3 groups
+        # with --backward (cfgrid.py)
+        if self.mode is None and self.seed % 4 == 3:
+            self.group_names_all = GROUP_NAMES
+            return Grid(self, gradcheck).run()
         # every tenth seed is compile-only (bf16, f16), so any ten
         # consecutive seeds hold one
         compile_only = self.mode == "compile" or (self.mode is None and self.seed % 10 == 0)
@@ -1097,6 +1142,10 @@ class Gen:
                     break
         outs = self.outputs(sc)
         sched, args = self.schedules()
+        # a third of the run specs also build and check their backward
+        if not compile_only and self.seed % 3 == 1:
+            args.append("--backward")
+            self.feat("backward")
         return self.render_spec(outs, sched, args, compile_only)
 
     def outputs(self, sc):
@@ -1306,6 +1355,7 @@ class Gen:
                 "// ranks: %d" % ranks,
                 "// args: %s" % qargs,
                 "// mode: %s" % ("compile" if compile_only else "run"),
+                "// gradcheck: %s" % gradcheck(self.leaf_elems),
                 "// run: cfc %s SPEC; mpirun -n %d DIR/run --check" % (qargs, ranks)]
         for i in range(0, len(feats), 8):
             head.append("// features: " + " ".join(feats[i:i + 8]))
@@ -1339,7 +1389,21 @@ REQUIRED = (
                               "fuse-pairwise-m", "fuse-ring-query", "key-tensor",
                               "key-layer", "implicit-default")]
     + ["cli-schedule", "size-expr", "size-expr-group", "in-split", "in-repl",
-       "weight-split", "weight-repl", "out-R", "out-S"])
+       "weight-split", "weight-repl", "out-R", "out-S"]
+    + ["op-rope", "attention-gqa", "save", "backward"]
+    + ["grid-" + f for f in ("2groups", "3groups", "order", "seq-tp", "cp", "norm", "mlp",
+                             "attention", "gqa", "rope", "grad-split", "out-gathered",
+                             "out-logits", "all_gather", "reduce_scatter", "all_reduce")])
+
+
+# Finite differences cost two reference forwards per element of every
+# input and weight: run.sh checks the gradients against them (f64) only
+# for specs with at most this many.
+FD_ELEMS = 1024
+
+
+def gradcheck(elems):
+    return "yes" if elems <= FD_ELEMS else "no"
 
 
 def coverage(paths):

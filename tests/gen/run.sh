@@ -10,11 +10,23 @@
 #     the serial reference (max_rel_err <= 1e-5 for f32, <= 1e-9 for f64)
 #     and both runs give the same checksum;
 #   - mode compile (bf16, f16: the CPU runtime has neither): the header,
-#     parallel C, reference and driver compile with -Werror.
+#     parallel C, reference and driver compile with -Werror;
+#   - with --backward among the args: the gradients match the reference
+#     backward too (grad_max_rel_err, same tolerance), in f64 also central
+#     finite differences of the reference forward on the first run
+#     (--gradcheck: fd_max_rel_err <= 1e-6; not where the header says
+#     "// gradcheck: no": too many elements to perturb), and both runs
+#     give the same grad_checksum.
+#     A backward cfc refuses with a diagnostic (exit 1, "error: no
+#     backward rule ...") is a refusal, not a failure: the line says
+#     "backward refused" with the message, and the forward is checked
+#     without --backward. Exit 70 stays a failure.
 # Work files go under $B/tests/gen/work (GEN_WORK); a failing spec's logs
 # stay there. GEN_KEEP=1 keeps passing ones too.
 . tests/lib.sh
-export CF_OPT="${CF_OPT:--O1}"
+# -O1 keeps the warnings that need the optimizer; no variable tracking:
+# with -g it is most of the time gcc takes on a backward's long functions
+export CF_OPT="${CF_OPT:--O1 -fno-var-tracking}"
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
 MPIRUN="mpirun --allow-run-as-root --oversubscribe --timeout 120"
 work=${GEN_WORK:-$B/tests/gen/work}
@@ -60,6 +72,16 @@ one() {
 	eval "set -- $args"
 	timeout 60 "$CFC" "$spec" "$@" >"$dir/cfc.out" 2>"$dir/cfc.err"
 	rc=$?
+	refused=
+	case " $args " in *" --backward "*) bw=1 ;; *) bw=0 ;; esac
+	if [ $rc -eq 1 ] && [ $bw = 1 ] && grep -q 'error: no backward rule' "$dir/cfc.err"; then
+		refused=$(grep -m 1 'error: no backward rule' "$dir/cfc.err")
+		args=$(echo " $args " | sed 's/ --backward / /')
+		eval "set -- $args"
+		bw=0
+		timeout 60 "$CFC" "$spec" "$@" >"$dir/cfc.out" 2>"$dir/cfc.err"
+		rc=$?
+	fi
 	if [ $rc -ne 0 ]; then
 		fail "$name (cfc $(why $rc))"
 		head -n 12 "$dir/cfc.err"
@@ -88,8 +110,13 @@ one() {
 		show "$dir/build.log"
 		return
 	fi
+	t=$(tol "$spec" "$args")
+	chk=--check
+	[ $bw = 1 ] && [ "$t" = 1e-9 ] && [ "$(hdr "$spec" gradcheck)" != no ] && chk=--gradcheck
 	for k in 1 2; do
-		if ! $MPIRUN -n "$n" "$dir/run" --check --iters 1 --warmup 0 >"$dir/run$k" 2>&1; then
+		c=--check
+		[ $k = 1 ] && c=$chk
+		if ! $MPIRUN -n "$n" "$dir/run" $c --iters 1 --warmup 0 >"$dir/run$k" 2>&1; then
 			fail "$name (run $k failed)"
 			show "$dir/run$k"
 			return
@@ -97,15 +124,31 @@ one() {
 	done
 	err=$(field max_rel_err "$dir/run1")
 	s1=$(field checksum "$dir/run1") s2=$(field checksum "$dir/run2")
-	t=$(tol "$spec" "$args")
+	note="max_rel_err $err"
 	if ! le "$err" "$t"; then
 		fail "$name (max_rel_err $err > $t)"
+		return
 	elif [ -z "$s1" ] || [ "$s1" != "$s2" ]; then
 		fail "$name (runs differ: $s1 $s2)"
-	else
-		pass "$name (max_rel_err $err)"
-		[ "${GEN_KEEP:-0}" = 1 ] || rm -rf "$dir"
+		return
 	fi
+	if [ $bw = 1 ]; then
+		gerr=$(field grad_max_rel_err "$dir/run1") fd=$(field fd_max_rel_err "$dir/run1")
+		g1=$(field grad_checksum "$dir/run1") g2=$(field grad_checksum "$dir/run2")
+		if ! le "$gerr" "$t"; then
+			fail "$name (grad_max_rel_err $gerr > $t)"
+			return
+		elif [ -z "$g1" ] || [ "$g1" != "$g2" ]; then
+			fail "$name (backward runs differ: $g1 $g2)"
+			return
+		elif [ $chk = --gradcheck ] && ! le "$fd" 1e-6; then
+			fail "$name (fd_max_rel_err $fd > 1e-6)"
+			return
+		fi
+		note="$note, backward: grad_max_rel_err $gerr${fd:+ fd_max_rel_err $fd}"
+	fi
+	pass "$name ($note${refused:+; backward refused: $refused})"
+	[ "${GEN_KEEP:-0}" = 1 ] || rm -rf "$dir"
 }
 
 for spec in "$@"; do

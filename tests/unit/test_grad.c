@@ -3,7 +3,8 @@
  * parallelism (an all_reduce per replicated weight), all_to_all swapped,
  * gradients summed where a value has two uses, layer norm and a
  * broadcast bias, attention (query split and head split), `grad split`
- * (ZeRO), and the errors. */
+ * (ZeRO), a gathered output and a transposed batched left operand
+ * (issue 48), and the errors. */
 #include <CUnit/CUnit.h>
 #include <stdlib.h>
 #include <string.h>
@@ -350,19 +351,19 @@ test_errors(void)
 {
 	GRun r;
 
-	CU_ASSERT_PTR_NULL(backward(&r, "model n { size B = 2, S = 8, D = 4; group tp = 2;\n"
-	                                "  in x : [B, S, D]; weight w : [S, D];\n"
-	                                "  y = x.T @ w; out y; }\n"));
-	CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "g.cf:3:11: error: no backward rule for matmul(x.T, w) "
-	                                     "yet: a transposed batched left operand"));
+	CU_ASSERT_PTR_NULL(backward(&r, "model n { size S = 8, D = 4; group tp = 2;\n"
+	                                "  in x : [S, D]; weight w : [D, D]; in s : [S, D] split D over tp;\n"
+	                                "  y = (x @ w) * s; out y; }\n"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "g.cf:3:10: error: no backward rule for matmul(x, w) "
+	                                     "yet: d_t1 (split D over tp) times w (repl)"));
 	CU_ASSERT_PTR_NULL(r.g->bwd);
 	done(&r);
 	/* gelu's rule reads t, to be saved, before the matmul fails: the
 	 * forward is left as it was */
-	CU_ASSERT_PTR_NULL(backward(&r, "model n { size B = 2, S = 8, D = 4; group tp = 2;\n"
-	                                "  in x : [B, S, D]; weight w : [S, D];\n"
-	                                "  t = x.T @ w; y = gelu(t); out y; }\n"));
-	CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "no backward rule for matmul(x.T, w) yet"));
+	CU_ASSERT_PTR_NULL(backward(&r, "model n { size S = 8, D = 4; group tp = 2;\n"
+	                                "  in x : [S, D]; weight w : [D, D]; in s : [S, D] split D over tp;\n"
+	                                "  t = x @ w; y = gelu(t) * s; out y; }\n"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "no backward rule for matmul(x, w) yet"));
 	CU_ASSERT_EQUAL(r.g->saved.n, 0);
 	for (int i = 0; i < r.g->values.n; i++) {
 		const Value *v = r.g->values.v[i];
@@ -392,6 +393,64 @@ test_errors(void)
 	done(&r);
 }
 
+/* issue 48: a gathered output's gradient is each rank's own slice (a
+ * scale by 1 whose result is split, no collective), and a transposed
+ * batched left operand gets a 2-d left operand broadcast over the batch
+ * and a batched product summed over it. */
+static void
+test_gather_out(void)
+{
+	GRun r;
+	Graph *b = backward(&r, "model z { size B = 2, S = 4, D = 4, V = 8; group tp = 2;\n"
+	                        "  in x : [B, S, D]; weight w : [D, V] split V over tp;\n"
+	                        "  y = all_gather(x @ w, V); out y; }\n");
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+	const Value *dh = val(b, "d_t1");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(dh);
+	CU_ASSERT_EQUAL(dh->def->op, OP_SCALE);
+	CU_ASSERT_EQUAL(dh->def->a.scale, 1.0);
+	CU_ASSERT_EQUAL(dh->def->in[0]->dist.p[0].kind, DI_REPL);
+	CU_ASSERT_EQUAL(dh->dist.p[0].kind, DI_SPLIT);
+	CU_ASSERT_EQUAL(dh->dist.p[0].dim, 2);
+	/* the one collective: d_x (x replicated, d_t1 @ w.T partial) */
+	int ncoll = 0;
+	for (int i = 0; i < b->nodes.n; i++)
+		ncoll += op_info[((Node *)b->nodes.v[i])->op].cls == CL_COLL;
+	CU_ASSERT_EQUAL(ncoll, 1);
+	CU_ASSERT_EQUAL(((Value *)b->outputs.v[0])->def->op, OP_ALL_REDUCE);
+	done(&r);
+}
+
+static void
+test_tmm(void)
+{
+	GRun r;
+	Graph *b = backward(&r, "model z { size B = 2, S = 4, K = 6, N = 4; group tp = 2;\n"
+	                        "  in x : [B, K, S] split S over tp; weight w : [K, N];\n"
+	                        "  y = x.T @ w; out y; }\n");
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+	const Value *dx = b->outputs.v[0], *dw = b->outputs.v[1];
+	/* d_x = w @ d_y.T: [K, N] @ [B, N, S], split S over tp */
+	CU_ASSERT_EQUAL(dx->def->op, OP_MATMUL);
+	CU_ASSERT_EQUAL(dx->def->in[0]->ndim, 2);
+	CU_ASSERT_EQUAL(dx->def->a.mm.tb, 1);
+	CU_ASSERT_EQUAL(dx->dist.p[0].kind, DI_SPLIT);
+	CU_ASSERT_EQUAL(dx->dist.p[0].dim, 2);
+	CU_ASSERT_EQUAL(dx->def->inmap[0][0], -1);
+	CU_ASSERT_EQUAL(dx->def->inmap[0][1], 0);
+	CU_ASSERT_EQUAL(dx->def->inmap[1][2], 1);
+	/* d_w: the batched x @ d_y [B, K, N] (split? no: S is summed, a
+	 * partial sum), summed over B, all-reduced */
+	CU_ASSERT_EQUAL(dw->def->op, OP_ALL_REDUCE);
+	const Value *s = dw->def->in[0];
+	CU_ASSERT_EQUAL(s->def->op, OP_SUM_LEADING);
+	CU_ASSERT_EQUAL(s->def->in[0]->ndim, 3);
+	CU_ASSERT_EQUAL(s->def->in[0]->dist.p[0].kind, DI_PARTIAL);
+	done(&r);
+}
+
 void test_grad_register(void);
 
 void
@@ -407,5 +466,7 @@ test_grad_register(void)
 	CU_add_test(s, "norm: sums all-reduced", test_norm);
 	CU_add_test(s, "attention: query split, heads", test_attention);
 	CU_add_test(s, "grad split: reduce_scatter", test_zero);
+	CU_add_test(s, "a gathered output: own slices", test_gather_out);
+	CU_add_test(s, "x.T @ w batched", test_tmm);
 	CU_add_test(s, "errors", test_errors);
 }
