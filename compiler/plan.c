@@ -659,7 +659,7 @@ static PExpr
 pl_qstart(const Node *n, const PView *q, int sg)
 {
 	const Value *x = n->in[0];
-	int qd = x->ndim - 2;
+	int qd = op_pos_dim(n);
 	const Group *g = dist_split_group(&x->dist, qd);
 	PExpr e = {.mul = 1};
 

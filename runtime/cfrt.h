@@ -474,11 +474,16 @@ int cfrt_gemm(cfrt_ctx *ctx, cfrt_dtype t, cfrt_trans transa,
 int cfrt_matmul(cfrt_ctx *ctx, const cfrt_view *c, const cfrt_view *a,
                 const cfrt_view *b, double alpha, double beta);
 
-/* dst = a + b and dst = a * b elementwise. a has dst's dims; b broadcasts
- * against them (right-aligned dims, each equal or 1, missing leading dims
- * repeat): a bias [D] added to [B,S,D], a residual of the same shape. */
+/* dst = a + b, dst = a - b, dst = b - a (rsub) and dst = a * b
+ * elementwise. a has dst's dims; b broadcasts against them (right-aligned
+ * dims, each equal or 1, missing leading dims repeat): a bias [D] added
+ * to [B,S,D], a residual of the same shape. */
 int cfrt_add(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *a,
              const cfrt_view *b);
+int cfrt_sub(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *a,
+             const cfrt_view *b);
+int cfrt_rsub(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *a,
+              const cfrt_view *b);
 int cfrt_mul(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *a,
              const cfrt_view *b);
 
@@ -526,8 +531,9 @@ int cfrt_rmsnorm(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src,
 
 /* Rotary position embedding (RoPE, the rotate-half form of GPT-NeoX and
  * Llama in Hugging Face's layout) over the last dim, of even length Dh:
- * for the row at position p = pos0 + i (i its index along dim nd - 2)
- * and j < Dh / 2, with a = p * base^(-2j / Dh),
+ * for the row at position p = pos0 + i (i its index along dim `dim`, the
+ * positions: nd - 2 for [..., S, Dh], 1 for [B, S, H, Dh]; 0 <= dim <
+ * nd - 1) and j < Dh / 2, with a = p * base^(-2j / Dh),
  *   dst[j]          = x[j] cos a - x[j + Dh/2] sin a,
  *   dst[j + Dh/2]   = x[j + Dh/2] cos a + x[j] sin a.
  * inverse != 0 turns by -a instead: the backward of the same rope (the
@@ -535,7 +541,7 @@ int cfrt_rmsnorm(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src,
  * position of the first row: a slice of the rows (a shard of the
  * sequence) equals the same rows of the whole tensor's rope. */
 int cfrt_rope(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src,
-              double base, int64_t pos0, int inverse);
+              int dim, double base, int64_t pos0, int inverse);
 
 /* Softmax over the last dim, stable: exp(x - max) / sum. */
 int cfrt_softmax(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src);

@@ -567,9 +567,10 @@ test_attention(void)
 	sh_done(&r);
 	expect_error("  in q : [B, H, S, D] split S over tp;\n  y = attention(q, q, q);\n  out y;\n",
 	             "attention needs the whole keys and values along the sequence: all_gather them first");
-	expect_error("  in q : [B, H, 64, D];\n  in k : [B, H, S, D];\n"
+	expect_error("  in q : [B, H, S, D];\n  in k : [B, H, 64, D];\n"
 	             "  y = attention(q, k, k, causal);\n  out y;\n",
-	             "causal attention needs as many queries as keys, but has 64 and 256");
+	             "causal attention needs no more queries than keys (the last query sees "
+	             "every key), but has 256 and 64");
 	expect_error("  in q : [B, H, S, D];\n  in k : [B, H, S, 64];\n"
 	             "  y = attention(q, k, k);\n  out y;\n",
 	             "attention shapes [2,8,256,128], [2,8,256,64] and [2,8,256,64] do not match: "
