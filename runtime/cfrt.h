@@ -555,7 +555,9 @@ int cfrt_softmax(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src);
  * causal != 0 masks key j for query i when j > q_offset + i; q_offset is the
  * global position of q's first row, so attention of a slice of the queries
  * against the whole K/V equals the same rows of whole attention (query
- * split). Where a backend materializes the scores (the MPI backend; the
+ * split). A mask aligned bottom-right (Sq < Sk queries that are the last
+ * of the Sk positions: chunked prefill, a KV cache; cfc's causal) is
+ * q_offset = Sk - Sq plus the first row's index among the Sq. Where a backend materializes the scores (the MPI backend; the
  * CUDA backend's f32 path and CFRT_ATTN=gemm) they use a workspace of
  * Sq*Sk elements that the context owns and grows on demand (freed at
  * cfrt_finalize); the CUDA backend's fused kernel needs none, cuDNN's

@@ -4,8 +4,8 @@
 # tests/e2e/rope_layout.cf), a - b on tensors (tests/e2e/sub.cf) and
 # causal attention with fewer queries than keys, aligned bottom-right
 # (tests/e2e/causal_br.cf). Each f64 spec with its backward, on N = 2
-# and 3 ranks under four schedule kinds (N = 1 under its default; the
-# kinds at N = 1 are t-group1's): the forward against the serial
+# and 3 ranks under four schedule kinds (N = 1 under its default
+# schedule only): the forward against the serial
 # reference (max_rel_err <= 1e-12) and against NumPy (tests/lang48.py:
 # formulas written from the definitions, 1e-10), the gradients against
 # the serial reference's backward (<= 1e-12) and against central finite
@@ -55,7 +55,7 @@ one() {
 for m in rope_layout sub causal_br; do
 	for n in 1 2 3; do
 		for s in spec vanilla "fuse(ring)" "fuse(bidir)"; do
-			[ $n = 1 ] && [ "$s" != spec ] && continue # one rank: t-group1's
+			[ $n = 1 ] && [ "$s" != spec ] && continue
 			if [ "$s" = spec ]; then set --; else set -- "--schedule=$s"; fi
 			one "lang48: $m $s N=$n" "$out/$m-$(tag "$s")-$n" $n \
 				"tests/e2e/$m.cf" -D tp=$n "$@"
