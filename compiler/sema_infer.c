@@ -130,7 +130,8 @@ infer_matmul(Sema *S, Call *c, Node *n)
 static int
 ew_dist(Sema *S, const Call *c, OpKind op, Dist a, Dist b, Dist *r)
 {
-	const char *verb = op == OP_ADD ? "add" : op == OP_SUB ? "subtract" : "multiply", *x, *y, *dx, *dy;
+	const char *verb = op == OP_ADD ? "add" : op == OP_SUB ? "subtract" : "multiply";
+	const char *x, *y, *dx, *dy;
 	int clash, pp = 0, pr = 0;
 
 	if (graph_dist_ew(op, a, b, r, &clash))

@@ -62,3 +62,15 @@ for m in rope_layout sub causal_br; do
 		done
 	done
 done
+
+# the CUDA backend has them too (cfrt_sub, cfrt_rsub, cfrt_rope's dim):
+# the generated code of each, with its backward, links against it
+if [ -f "$B/libcfrt_cuda.a" ]; then
+	for m in rope_layout sub causal_br; do
+		check "lang48: $m with its backward links against libcfrt_cuda" \
+			env CF_BACKEND=cuda sh scripts/build-model.sh "$B" "$out/$m-cuda" \
+			"tests/e2e/$m.cf" --backward --schedule="fuse(bidir)"
+	done
+else
+	echo "SKIP lang48: no nvcc here: the CUDA backend was not built"
+fi
