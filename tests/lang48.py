@@ -82,7 +82,9 @@ elif model == "CAUSAL_BR":
     H = 6
     o = attention_br(heads(x @ t["wq"], H), heads(m @ t["wk"], H), heads(m @ t["wv"], H))
     o2 = attention_br(heads(xr @ t["wq2"], H), heads(m @ t["wk2"], H), heads(m @ t["wv2"], H))
-    want = {"o": merge(o), "o2": merge(o2) @ t["wo2"]}
+    o3 = attention_br(heads(x @ t["wq"], H), heads(t["ms"] @ t["wk"], H),
+                      heads(t["ms"] @ t["wv"], H))
+    want = {"o": merge(o), "o2": merge(o2) @ t["wo2"], "o3": merge(o3)}
 elif model == "ROPE_LAYOUT":
     want = {"ra": rope(t["a"], 100.0, 1), "rb": rope(t["b"], 100.0, 2),
             "rc": rope(t["c"], 100.0, 1), "rd": rope(t["d"], 100.0, 2),
