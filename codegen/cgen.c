@@ -367,7 +367,8 @@ op_matmul(Cg *c, const Node *n, const Operands *x)
 static void
 op_binary(Cg *c, const Node *n, const Operands *x)
 {
-	call(c, fn_name(c, n), "&%s, &%s, &%s", x->out, x->in[0], x->in[1]);
+	call(c, n->op == OP_SUB && n->a.rsub ? "cfrt_rsub" : fn_name(c, n), "&%s, &%s, &%s", x->out,
+	     x->in[0], x->in[1]);
 }
 
 /* gelu, silu, relu, sigmoid, exp, softmax, the backward's sum_leading:
@@ -420,12 +421,13 @@ op_norm_grad(Cg *c, const Node *n, const Operands *x)
 }
 
 /* rope, and the backward's rope_grad (the inverse turn): cfrt_rope(ctx,
- * out, x, base, position of x's first row, inverse) */
+ * out, x, the dim of the positions, base, position of x's first row
+ * along it, inverse) */
 static void
 op_rope(Cg *c, const Node *n, const Operands *x)
 {
-	call(c, "cfrt_rope", "&%s, &%s, %s, %s, %d", x->out, x->in[0], c_double(c, n->a.base),
-	     x->q_offset ? x->q_offset : "0", n->op == OP_ROPE_GRAD);
+	call(c, "cfrt_rope", "&%s, &%s, %d, %s, %s, %d", x->out, x->in[0], n->a.rope.dim,
+	     c_double(c, n->a.rope.base), x->q_offset ? x->q_offset : "0", n->op == OP_ROPE_GRAD);
 }
 
 /* split_heads, merge_heads: one cfrt_copy between the [..., S, H*Dh]
@@ -446,6 +448,21 @@ op_heads(Cg *c, const Node *n, const Operands *x)
 	emit_close(&c->e, "");
 }
 
+/* The query offset of attention (or its gradient) n: the global row of
+ * its first query (x->q_offset; NULL: 0), moved by Sk - Sq when its
+ * causal mask is aligned bottom-right with fewer queries than keys. */
+static const char *
+attn_qoff(Cg *c, const Node *n, const Operands *x)
+{
+	int64_t sh = op_causal_shift(n);
+
+	if (!sh)
+		return x->q_offset ? x->q_offset : "0";
+	if (!x->q_offset)
+		return arena_printf(c->a, "%lld", (long long)sh);
+	return arena_printf(c->a, "(%s) + %lld", x->q_offset, (long long)sh);
+}
+
 /* attention: cfrt_attention, or with a saved log-sum-exp (x->lse)
  * cfrt_attention_lse writing it too */
 static void
@@ -459,10 +476,10 @@ op_attention(Cg *c, const Node *n, const Operands *x)
 	if (x->lse) {
 		emit(&c->e, "cfrt_view %s = cf_3d(%s);\n", l[LC_L3], x->lse);
 		call(c, "cfrt_attention_lse", "&%s, &%s, &%s, &%s, &%s, %d, %s", l[LC_O4], l[LC_L3],
-		     l[LC_Q4], l[LC_K4], l[LC_V4], n->a.causal, x->q_offset ? x->q_offset : "0");
+		     l[LC_Q4], l[LC_K4], l[LC_V4], n->a.causal, attn_qoff(c, n, x));
 	} else {
 		call(c, "cfrt_attention", "&%s, &%s, &%s, &%s, %d, %s", l[LC_O4], l[LC_Q4], l[LC_K4],
-		     l[LC_V4], n->a.causal, x->q_offset ? x->q_offset : "0");
+		     l[LC_V4], n->a.causal, attn_qoff(c, n, x));
 	}
 	emit_close(&c->e, "");
 }
@@ -484,7 +501,7 @@ op_attn_grad(Cg *c, const Node *n, const Operands *x)
 	emit(&c->e, "cfrt_view %s = cf_3d(%s);\n", l[LC_L3], x->in[5]);
 	call(c, "cfrt_attention_grad_lse", "%s, %s, %s, &%s, &%s, &%s, &%s, &%s, &%s, %d, %s", g[0],
 	     g[1], g[2], l[LC_Q4], l[LC_K4], l[LC_V4], l[LC_Y4], l[LC_DY4], l[LC_L3], n->a.causal,
-	     x->q_offset ? x->q_offset : "0");
+	     attn_qoff(c, n, x));
 	emit_close(&c->e, "");
 }
 

@@ -401,8 +401,11 @@ typedef struct Node {
 			(backward only): a weight gradient a.T @ b of two
 			batched operands, summed over the leading dims */
 		double scale;                      /* OP_SCALE */
+		int rsub;                          /* OP_SUB: in[1] - in[0] (the
+			spec wrote the broadcast operand first), else in[0] - in[1] */
 		double eps;                        /* norms and their grads */
-		double base;                       /* OP_ROPE, OP_ROPE_GRAD */
+		struct { double base; int dim; } rope; /* OP_ROPE, OP_ROPE_GRAD:
+			dim holds the positions (sema: the dim labelled S) */
 		int heads;                         /* OP_SPLIT_HEADS */
 		int causal;                        /* OP_ATTENTION, OP_ATTN_D* */
 		struct { int dim; double decay; } scan; /* OP_SCAN, OP_SCAN_GRAD */
@@ -426,9 +429,15 @@ typedef struct Node {
 } Node;
 
 /* n takes the global row of the first element of its input 0 along that
- * input's dim ndim - 2 (the plan's qstart): causal attention and its
- * gradients (the query offset), rope and its gradient (the position) */
+ * input's dim op_pos_dim (the plan's qstart): causal attention and its
+ * gradients (the query offset, dim ndim - 2), rope and its gradient (the
+ * position, the dim sema chose). op_causal_shift: what a causal
+ * attention (or its gradient) adds to its query offset, Sk - Sq (the
+ * mask is aligned bottom-right: query i sees keys j <= i + Sk - Sq);
+ * 0 for every other node. */
 int op_pos(const Node *n);
+int op_pos_dim(const Node *n);
+int64_t op_causal_shift(const Node *n);
 
 typedef enum SchedKind { SK_VANILLA, SK_SLICE, SK_FUSE, SK_AUTO } SchedKind;
 typedef enum Topo { TP_RING, TP_BIDIR, TP_PAIRWISE, NTOPO } Topo;

@@ -631,6 +631,31 @@ vjp_add(Bw *B, const Node *n, Value *dy)
 	contribute(B, n->in[1], sum_to(B, n, dy, n->in[1], dname(B, n->in[1])));
 }
 
+/* -g, shaped like `like` (g's shape), spread as g. */
+static Value *
+negated(Bw *B, const Node *at, Value *g, const Value *like, const char *name)
+{
+	if (!g)
+		return NULL;
+	Node *m = new_node(B, at, OP_SCALE, 1, &g);
+	m->a.scale = -1;
+	return commit(B, m, new_value(B, like, g->dist, name));
+}
+
+/* a - b, b as for add: da = dy, db = -dy summed to b's shape; reversed
+ * (b - a) the other way round */
+static void
+vjp_sub(Bw *B, const Node *n, Value *dy)
+{
+	Value *a = n->in[0], *b = n->in[1];
+	int rev = n->a.rsub;
+
+	contribute(B, a, rev ? negated(B, n, dy, a, dname(B, a)) : dy);
+	Value *g = sum_to(B, n, dy, b, rev ? dname(B, b) : fresh_name(B, arena_printf(B->a,
+	                  "%s_sum", dname(B, b))));
+	contribute(B, b, rev ? g : negated(B, n, g, b, dname(B, b)));
+}
+
 /* a * b, b as for add: da = dy * b, db = dy * a summed to b's shape */
 static void
 vjp_mul(Bw *B, const Node *n, Value *dy)

@@ -120,7 +120,11 @@ node_extra(Arena *a, const Node *n)
 	switch (n->op) {
 	case OP_SCALE: return arena_printf(a, ", %g", n->a.scale);
 	case OP_SPLIT_HEADS: return arena_printf(a, ", %d", n->a.heads);
-	case OP_ROPE: case OP_ROPE_GRAD: return arena_printf(a, ", %g", n->a.base);
+	case OP_SUB: return n->a.rsub ? ", reversed" : "";
+	case OP_ROPE: case OP_ROPE_GRAD:
+		return arena_printf(a, ", %g%s%s", n->a.rope.base, n->a.rope.dim == x->ndim - 2 ?
+		                    "" : ", ", n->a.rope.dim == x->ndim - 2 ? "" :
+		                    value_dim_name(a, x, n->a.rope.dim));
 	case OP_LAYERNORM: case OP_RMSNORM: case OP_LAYERNORM_GRAD: case OP_RMSNORM_GRAD:
 		return n->a.eps != 1e-5 ? arena_printf(a, ", eps = %g", n->a.eps) : "";
 	case OP_ATTENTION: case OP_ATTN_DQ: case OP_ATTN_DK: case OP_ATTN_DV:
@@ -475,7 +479,7 @@ graph_dist_mm(Dist da, int an, Dist db, int bn, Dist *r, int *clash)
 static int
 part_ew(OpKind op, DistPart a, DistPart b, DistPart *r)
 {
-	int mul = op != OP_ADD; /* mul and the *_GRAD ops: linear in a */
+	int mul = op != OP_ADD && op != OP_SUB; /* mul and the *_GRAD ops: linear in a */
 
 	if (part_eq(a, b) && !(a.kind == DI_PARTIAL && mul)) {
 		*r = a;

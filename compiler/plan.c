@@ -659,7 +659,7 @@ static PExpr
 pl_qstart(const Node *n, const PView *q, int sg)
 {
 	const Value *x = n->in[0];
-	int qd = x->ndim - 2;
+	int qd = op_pos_dim(n);
 	const Group *g = dist_split_group(&x->dist, qd);
 	PExpr e = {.mul = 1};
 
@@ -772,7 +772,9 @@ item_need(const Coll *c, const Item *it, const PItem *p)
 		n |= ix_need(&it->u.xfer.peer);
 	if (it->kind == IT_WAIT)
 		return n;
-	if (plan_item_vars(p) & (1u << PV_S | 1u << PV_BASE))
+	/* the trace line (cfrt_what) names the item's slice even where no
+	 * view uses it: a collective over a group of 1 copies slice r */
+	if (item_sel(it))
 		n |= sel_need(item_sel(it));
 	if (plan_item_vars(p) & 1u << PV_R)
 		n |= PN_R;

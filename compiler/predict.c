@@ -195,10 +195,10 @@ attn_unit(const PTable *full, const PTable *causal, double sk, double mult, doub
  * offset decides it, which a query split exploits and a ring exposes
  * (ranks computing early and late slices in one step). Over a group that
  * splits q's rows the rank's own rows; over another group, their mean
- * over its ranks. */
+ * over its ranks. shift: the bottom-right mask's Sk - Sq. */
 static double
-visible_share(const Value *q, double sk, int qcut, const Sel *sel, int u0, int nu, int nsl,
-              int r, int i, const Group *cg)
+visible_share(const Value *q, double sk, double shift, int qcut, const Sel *sel, int u0, int nu,
+              int nsl, int r, int i, const Group *cg)
 {
 	const Group *g = dist_split_group(&q->dist, 2);
 	double ext = (double)value_rank_extent(q, 2), rows = qcut ? ext / nsl : ext;
@@ -213,7 +213,7 @@ visible_share(const Value *q, double sk, int qcut, const Sel *sel, int u0, int n
 		u0 = 0, nu = 1;
 	for (int j = lo; j < hi; j++)
 		for (int u = u0; u < u0 + nu; u++) {
-			double o = g ? j * ext : 0;
+			double o = shift + (g ? j * ext : 0);
 			if (qcut) {
 				int s = sched_ix(&sel->hi, r, i) * sel->per + sched_ix(&sel->lo, r, i) +
 				        u * sel->stride;
@@ -323,7 +323,8 @@ node_cost(const Profile *pf, const Node *n, int odim, const int *idim, double f,
 		if (!n->a.causal)
 			share = 1;
 		else if (share < 0)
-			share = visible_pairs(0, (double)q[2], (double)k[2]) / ((double)q[2] * (double)k[2]);
+			share = visible_pairs((double)op_causal_shift(n), (double)q[2], (double)k[2]) /
+			        ((double)q[2] * (double)k[2]);
 		return P * (c[0] + c[1] * share);
 	}
 	double bytes = eo;
@@ -367,7 +368,8 @@ sim_compute(Sim *S, const Item *it, int r, int i)
 		double share = -1;
 		if ((cls == CL_ATTN || cls == CL_ATTN_GRAD) && n->a.causal) {
 			const Value *q = n->in[0], *k = n->in[1];
-			share = visible_share(q, (double)value_rank_extent(k, 2), rn->idim[0] == 2, sel,
+			share = visible_share(q, (double)value_rank_extent(k, 2),
+			                      (double)op_causal_shift(n), rn->idim[0] == 2, sel,
 			                      u * per, per, S->c->nslices, r, i,
 			                      S->c->node->a.coll.group);
 		}

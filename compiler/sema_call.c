@@ -328,9 +328,7 @@ expr_bin(Sema *S, Scope *sc, const Expr *e)
 			return apply(S, sc, e, OP_SCALE, "scale", args, 2);
 		return apply(S, sc, e, OP_MUL, "mul", args, 2);
 	case '-':
-		diag_error(S->d, e->loc, "'-' works on sizes, not on tensors: write "
-		           "a + -1 * b");
-		return NULL;
+		return apply(S, sc, e, OP_SUB, "sub", args, 2);
 	default:
 		diag_error(S->d, e->loc, "'%c' works on sizes, not on tensors", e->u.bin.op);
 		return NULL;

@@ -130,7 +130,8 @@ infer_matmul(Sema *S, Call *c, Node *n)
 static int
 ew_dist(Sema *S, const Call *c, OpKind op, Dist a, Dist b, Dist *r)
 {
-	const char *verb = op == OP_ADD ? "add" : "multiply", *x, *y, *dx, *dy;
+	const char *verb = op == OP_ADD ? "add" : op == OP_SUB ? "subtract" : "multiply";
+	const char *x, *y, *dx, *dy;
 	int clash, pp = 0, pr = 0;
 
 	if (graph_dist_ew(op, a, b, r, &clash))
@@ -148,18 +149,19 @@ ew_dist(Sema *S, const Call *c, OpKind op, Dist a, Dist b, Dist *r)
 	else if (pp && op == OP_MUL)
 		diag_error(S->d, c->e->loc, "cannot multiply %s (%s) by %s (%s): a product "
 		           "of partial sums is no partial sum; reduce one first", x, dx, y, dy);
-	else if (op == OP_ADD && pr)
-		diag_error(S->d, c->e->loc, "cannot add %s (%s) and %s (%s): the "
+	else if ((op == OP_ADD || op == OP_SUB) && pr)
+		diag_error(S->d, c->e->loc, "cannot %s %s (%s) and %s (%s): the "
 		           "replicated value would be counted once per rank; reduce the "
-		           "partial sum first (reduce_scatter or all_reduce)", x, dx, y, dy);
+		           "partial sum first (reduce_scatter or all_reduce)", verb, x, dx, y, dy);
 	else
 		diag_error(S->d, c->e->loc, "cannot %s %s (%s) and %s (%s): they are "
 		           "spread differently; gather or reduce one first", verb, x, dx, y, dy);
 	return 0;
 }
 
-/* add, mul: equal shapes, or one a suffix of the other (broadcast); the
- * larger goes first (both ops commute exactly). */
+/* add, sub, mul: equal shapes, or one a suffix of the other (broadcast);
+ * the larger goes first (add and mul commute exactly; a sub so turned
+ * is marked reversed: in[1] - in[0]). */
 static Value *
 infer_ew(Sema *S, Call *c, Node *n)
 {
@@ -169,6 +171,8 @@ infer_ew(Sema *S, Call *c, Node *n)
 
 	n->in[0] = a;
 	n->in[1] = b;
+	if (n->op == OP_SUB)
+		n->a.rsub = big;
 	for (int d = 0; d < b->ndim; d++)
 		if (b->shape[d] != a->shape[d + off]) {
 			diag_error(S->d, c->e->loc, "%s shapes %s and %s do not match: they "
@@ -371,10 +375,12 @@ attn_shapes(Sema *S, const Call *c, int causal)
 		           sema_shape_str(S, v));
 		return 0;
 	}
-	if (causal && q->shape[nd - 2] != k->shape[nd - 2]) {
-		diag_error(S->d, c->e->loc, "causal attention needs as many queries as "
-		           "keys, but has %lld and %lld", (long long)q->shape[nd - 2],
-		           (long long)k->shape[nd - 2]);
+	/* bottom-right: query i sees keys j <= i + (Sk - Sq); with more
+	 * queries than keys the first rows would see none */
+	if (causal && q->shape[nd - 2] > k->shape[nd - 2]) {
+		diag_error(S->d, c->e->loc, "causal attention needs no more queries than "
+		           "keys (the last query sees every key), but has %lld and %lld",
+		           (long long)q->shape[nd - 2], (long long)k->shape[nd - 2]);
 		return 0;
 	}
 	return 1;
@@ -464,16 +470,54 @@ infer_attention(Sema *S, Call *c, Node *n)
 	return attn_dist(S, c, &r->dist) && attn_groups(S, c, &r->dist) ? r : NULL;
 }
 
-/* rope(x [, base]): the rotary position embedding of x [..., S, Dh] over
- * its last dim (even), row i of dim S at its global position i. */
+/* The dimension of rope's x that holds the positions: the one named by
+ * its third argument, else the one labelled S, else the first of two;
+ * -1 (reported) when none or several could be. Never the last. */
+static int
+rope_dim(Sema *S, const Call *c)
+{
+	const Value *x = c->v[0];
+	int d = -1, n = 0;
+
+	if (c->nargs == 3) {
+		d = sema_find_dim(S, x, c->arg[2], NULL, c->arg[0]);
+		n = d >= 0;
+	} else {
+		for (int i = 0; i < x->ndim; i++)
+			if (x->label[i] && strcmp(x->label[i], "S") == 0 && n++ == 0)
+				d = i;
+		if (n == 0 && x->ndim == 2)
+			d = 0, n = 1;
+		if (n != 1) {
+			diag_error(S->d, c->arg[0]->loc, "rope cannot tell which dimension of %s "
+			           "%s holds the positions: %s; name it, by label or position, as "
+			           "the third argument: rope(%s, 10000, 1)", sema_text(S, c->arg[0]),
+			           sema_shape_str(S, x), n ? "several are labelled S" :
+			           "none is labelled S", sema_text(S, c->arg[0]));
+			return -1;
+		}
+	}
+	if (n == 1 && d == x->ndim - 1) {
+		diag_error(S->d, (c->nargs == 3 ? c->arg[2] : c->arg[0])->loc, "rope turns the "
+		           "pairs of the last dimension of %s %s: its positions must be in "
+		           "another", sema_text(S, c->arg[0]), sema_shape_str(S, x));
+		return -1;
+	}
+	return n == 1 ? d : -1;
+}
+
+/* rope(x [, base [, dim]]): the rotary position embedding of x [..., Dh]
+ * over its last dim (even), row i of the position dim (rope_dim) at its
+ * global position i. */
 static Value *
 infer_rope(Sema *S, Call *c, Node *n)
 {
 	const Value *x = c->v[0];
 	int last = x->ndim - 1;
 
-	n->a.base = 10000;
-	if (c->nargs == 2 && (!sema_number(c->arg[1], &n->a.base) || !(n->a.base > 1))) {
+	n->a.rope.base = 10000;
+	if (c->nargs >= 2 && (!sema_number(c->arg[1], &n->a.rope.base) ||
+	                      !(n->a.rope.base > 1))) {
 		diag_error(S->d, c->arg[1]->loc, "the base of rope must be a number above 1, "
 		           "such as 10000");
 		return NULL;
@@ -485,6 +529,8 @@ infer_rope(Sema *S, Call *c, Node *n)
 		           "%s is %s", sema_text(S, c->arg[0]), sema_shape_str(S, x));
 		return NULL;
 	}
+	if ((n->a.rope.dim = rope_dim(S, c)) < 0)
+		return NULL;
 	if (dist_split_group(&x->dist, last)) {
 		diag_error(S->d, c->arg[0]->loc, "rope needs the whole last dimension, but %s "
 		           "is %s: all_gather it first", sema_text(S, c->arg[0]),

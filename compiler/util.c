@@ -71,6 +71,23 @@ op_pos(const Node *n)
 	return n->op == OP_ROPE || n->op == OP_ROPE_GRAD;
 }
 
+int
+op_pos_dim(const Node *n)
+{
+	if (n->op == OP_ROPE || n->op == OP_ROPE_GRAD)
+		return n->a.rope.dim;
+	return n->in[0]->ndim - 2;
+}
+
+int64_t
+op_causal_shift(const Node *n)
+{
+	if (!op_attn(n->op) || !n->a.causal)
+		return 0;
+	int d = n->in[0]->ndim - 2;
+	return n->in[1]->shape[d] - n->in[0]->shape[d];
+}
+
 _Noreturn void
 die_at(const char *file, int line, const char *fmt, ...)
 {

@@ -657,8 +657,7 @@ vm_input(const V *v, int r, const RNode *rn, int j, int s, int cnt)
 static int
 vm_qoff(V *v, int r, const Node *n, const PItem *p, const Want *q, int s)
 {
-	int qd = n->in[0]->ndim - 2;
-
+	int qd = op_pos_dim(n);
 	int ds[6] = {0}, nd = 1;
 
 	if (v->sym && v->turns) {

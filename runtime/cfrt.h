@@ -482,11 +482,16 @@ int cfrt_gemm(cfrt_ctx *ctx, cfrt_dtype t, cfrt_trans transa,
 int cfrt_matmul(cfrt_ctx *ctx, const cfrt_view *c, const cfrt_view *a,
                 const cfrt_view *b, double alpha, double beta);
 
-/* dst = a + b and dst = a * b elementwise. a has dst's dims; b broadcasts
- * against them (right-aligned dims, each equal or 1, missing leading dims
- * repeat): a bias [D] added to [B,S,D], a residual of the same shape. */
+/* dst = a + b, dst = a - b, dst = b - a (rsub) and dst = a * b
+ * elementwise. a has dst's dims; b broadcasts against them (right-aligned
+ * dims, each equal or 1, missing leading dims repeat): a bias [D] added
+ * to [B,S,D], a residual of the same shape. */
 int cfrt_add(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *a,
              const cfrt_view *b);
+int cfrt_sub(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *a,
+             const cfrt_view *b);
+int cfrt_rsub(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *a,
+              const cfrt_view *b);
 int cfrt_mul(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *a,
              const cfrt_view *b);
 
@@ -535,8 +540,9 @@ int cfrt_rmsnorm(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src,
 
 /* Rotary position embedding (RoPE, the rotate-half form of GPT-NeoX and
  * Llama in Hugging Face's layout) over the last dim, of even length Dh:
- * for the row at position p = pos0 + i (i its index along dim nd - 2)
- * and j < Dh / 2, with a = p * base^(-2j / Dh),
+ * for the row at position p = pos0 + i (i its index along dim `dim`, the
+ * positions: nd - 2 for [..., S, Dh], 1 for [B, S, H, Dh]; 0 <= dim <
+ * nd - 1) and j < Dh / 2, with a = p * base^(-2j / Dh),
  *   dst[j]          = x[j] cos a - x[j + Dh/2] sin a,
  *   dst[j + Dh/2]   = x[j + Dh/2] cos a + x[j] sin a.
  * inverse != 0 turns by -a instead: the backward of the same rope (the
@@ -544,7 +550,7 @@ int cfrt_rmsnorm(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src,
  * position of the first row: a slice of the rows (a shard of the
  * sequence) equals the same rows of the whole tensor's rope. */
 int cfrt_rope(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src,
-              double base, int64_t pos0, int inverse);
+              int dim, double base, int64_t pos0, int inverse);
 
 /* Softmax over the last dim, stable: exp(x - max) / sum. */
 int cfrt_softmax(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src);
@@ -558,7 +564,9 @@ int cfrt_softmax(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src);
  * causal != 0 masks key j for query i when j > q_offset + i; q_offset is the
  * global position of q's first row, so attention of a slice of the queries
  * against the whole K/V equals the same rows of whole attention (query
- * split). Where a backend materializes the scores (the MPI backend; the
+ * split). A mask aligned bottom-right (Sq < Sk queries that are the last
+ * of the Sk positions: chunked prefill, a KV cache; cfc's causal) is
+ * q_offset = Sk - Sq plus the first row's index among the Sq. Where a backend materializes the scores (the MPI backend; the
  * CUDA backend's f32 path and CFRT_ATTN=gemm) they use a workspace of
  * Sq*Sk elements that the context owns and grows on demand (freed at
  * cfrt_finalize); the CUDA backend's fused kernel needs none, cuDNN's

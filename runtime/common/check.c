@@ -98,7 +98,7 @@ int cfrti_check_rows(cfrt_ctx *ctx, const cfrt_view *dst,
 }
 
 int cfrti_check_rope(cfrt_ctx *ctx, const cfrt_view *dst,
-                     const cfrt_view *src, double base, int64_t pos0)
+                     const cfrt_view *src, int dim, double base, int64_t pos0)
 {
 	int rc = cfrti_check_same(ctx, dst, src, "dst", "src");
 	if (rc != CFRT_OK)
@@ -106,6 +106,10 @@ int cfrti_check_rope(cfrt_ctx *ctx, const cfrt_view *dst,
 	if (dst->nd < 2 || dst->dim[dst->nd - 1] % 2)
 		return cfrti_err(ctx, CFRT_EINVAL, "rope needs a view of at least 2 "
 		                 "dims with an even last dim");
+	if (dim < 0 || dim >= dst->nd - 1)
+		return cfrti_err(ctx, CFRT_EINVAL, "rope's positions along dim %d of "
+		                 "a %d-d view: not one of its dims but the last", dim,
+		                 dst->nd);
 	if (!(base > 1.0) || pos0 < 0)
 		return cfrti_err(ctx, CFRT_EINVAL, "rope base %g is not above 1 or "
 		                 "position %lld is negative", base, (long long)pos0);

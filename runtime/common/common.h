@@ -108,10 +108,10 @@ int cfrti_check_rows(cfrt_ctx *ctx, const cfrt_view *dst,
                      const cfrt_view *beta, double eps);
 int cfrti_check_scan_grad(cfrt_ctx *ctx, const cfrt_view *dx,
                           const cfrt_view *dy, int dim);
-/* rope: dst like src, at least 2 dims, the last even; base > 1 and
- * pos0 >= 0. */
+/* rope: dst like src, at least 2 dims, the last even; the positions'
+ * dim another; base > 1 and pos0 >= 0. */
 int cfrti_check_rope(cfrt_ctx *ctx, const cfrt_view *dst,
-                     const cfrt_view *src, double base, int64_t pos0);
+                     const cfrt_view *src, int dim, double base, int64_t pos0);
 int cfrti_check_rows_grad(cfrt_ctx *ctx, const cfrt_view *dx,
                           const cfrt_view *dy, const cfrt_view *x,
                           const char *xn, const cfrt_view *gamma, double eps);

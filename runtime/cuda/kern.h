@@ -37,9 +37,10 @@ static inline kview kv_of(const cfrt_view *v)
 /* Elementwise ops: dst = f(a) or f(a, b); b has dst's dims (broadcast
  * strides 0), unused by the unary ops. */
 /* K_ADD and after read a second operand; the *_GRAD ops are
- * a * f'(b), the backward of activation f. */
+ * a * f'(b), the backward of activation f; K_RSUB is b - a. */
 enum kop { K_COPY, K_SCALE, K_GELU, K_SILU, K_RELU, K_SIGMOID, K_EXP, K_ADD,
-           K_MUL, K_GELU_GRAD, K_SILU_GRAD, K_RELU_GRAD, K_SIGMOID_GRAD };
+           K_MUL, K_GELU_GRAD, K_SILU_GRAD, K_RELU_GRAD, K_SIGMOID_GRAD,
+           K_SUB, K_RSUB };
 
 /* Row ops over the last dim of dst and src (same dims): gamma and beta are
  * 1-d vectors of that length (p NULL: absent). */
@@ -54,9 +55,9 @@ int cfrtk_rows(cudaStream_t s, cfrt_dtype t, int op, kview dst, kview src,
 int cfrtk_scan(cudaStream_t s, cfrt_dtype t, kview dst, kview src, int dim,
                double decay, int rev);
 /* cfrt_rope over the last dim of dst and src (same dims, nd >= 2): the
- * row at index i of dim nd - 2 is at position pos0 + i; sign -1 turns
- * back (the backward). */
-int cfrtk_rope(cudaStream_t s, cfrt_dtype t, kview dst, kview src,
+ * row at index i of dim `dim` (< nd - 1) is at position pos0 + i; sign -1
+ * turns back (the backward). */
+int cfrtk_rope(cudaStream_t s, cfrt_dtype t, kview dst, kview src, int dim,
                double base, int64_t pos0, double sign);
 int cfrtk_fill(cudaStream_t s, cfrt_dtype t, kview dst, uint64_t seed,
                const int64_t *gdims, const int64_t *offs);

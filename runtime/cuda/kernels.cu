@@ -22,6 +22,8 @@ template <int OP, typename A> __device__ __forceinline__ A apply(A x, A y,
 	case K_SIGMOID: return A(1) / (A(1) + f_exp(-x));
 	case K_EXP: return f_exp(x);
 	case K_ADD: return x + y;
+	case K_SUB: return x - y;
+	case K_RSUB: return y - x;
 	case K_GELU_GRAD: {
 		A c = A(0.7978845608028654), k = A(0.044715);
 		A t = f_tanh(c * (y + k * y * y * y));
@@ -184,6 +186,8 @@ int ew_type(cudaStream_t s, int op, kview d, kview a, kview b, double arg)
 	case K_SIGMOID: return ew_run<T, K_SIGMOID>(s, d, a, b, arg);
 	case K_EXP: return ew_run<T, K_EXP>(s, d, a, b, arg);
 	case K_ADD: return ew_run<T, K_ADD>(s, d, a, b, arg);
+	case K_SUB: return ew_run<T, K_SUB>(s, d, a, b, arg);
+	case K_RSUB: return ew_run<T, K_RSUB>(s, d, a, b, arg);
 	case K_GELU_GRAD: return ew_run<T, K_GELU_GRAD>(s, d, a, b, arg);
 	case K_SILU_GRAD: return ew_run<T, K_SILU_GRAD>(s, d, a, b, arg);
 	case K_RELU_GRAD: return ew_run<T, K_RELU_GRAD>(s, d, a, b, arg);
@@ -429,18 +433,19 @@ __global__ void fill_window(kview d, window w, uint64_t seed, int64_t n)
 // MPI backend has it, so that long sequences keep their positions exact.
 template <typename T>
 __global__ void rope_pairs(kview d, kview a, int64_t n, int64_t half,
-                           double base, int64_t pos0, double sign)
+                           int64_t rows, int64_t inner, double base,
+                           int64_t pos0, double sign)
 {
 	typedef typename acc<T>::type A;
 	T *pd = (T *)d.p;
 	const T *pa = (const T *)a.p;
 	int nd = d.nd;
-	int64_t step = (int64_t)gridDim.x * blockDim.x, rows = kv_at(d.dim, nd - 2);
+	int64_t step = (int64_t)gridDim.x * blockDim.x;
 	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
 	     i += step) {
 		int64_t line = i / half, j = i % half, od, oa, unused;
 		offsets3(line, nd - 1, d, a, a, &od, &oa, &unused);
-		double ang = (double)(pos0 + line % rows) *
+		double ang = (double)(pos0 + line / inner % rows) *
 		             pow(base, -2.0 * (double)j / (double)(2 * half));
 		A c = A(cos(ang)), sn = A(sign * sin(ang));
 		int64_t ld = kv_at(d.st, nd - 1), la = kv_at(a.st, nd - 1);
@@ -483,19 +488,21 @@ extern "C" int cfrtk_scan(cudaStream_t s, cfrt_dtype t, kview dst, kview src,
 }
 
 template <typename T>
-static int rope_type(cudaStream_t s, kview d, kview x, double base,
+static int rope_type(cudaStream_t s, kview d, kview x, int dim, double base,
                      int64_t pos0, double sign)
 {
-	int64_t half = d.dim[d.nd - 1] / 2, n = numel(d) / 2;
-	rope_pairs<T><<<blocks_for(n), THREADS, 0, s>>>(d, x, n, half, base, pos0,
-	                                                sign);
+	int64_t half = d.dim[d.nd - 1] / 2, n = numel(d) / 2, inner = 1;
+	for (int k = dim + 1; k < d.nd - 1; k++) // lines per step along dim
+		inner *= d.dim[k];
+	rope_pairs<T><<<blocks_for(n), THREADS, 0, s>>>(d, x, n, half, d.dim[dim],
+	                                                inner, base, pos0, sign);
 	return (int)cudaGetLastError();
 }
 
 extern "C" int cfrtk_rope(cudaStream_t s, cfrt_dtype t, kview dst, kview src,
-                          double base, int64_t pos0, double sign)
+                          int dim, double base, int64_t pos0, double sign)
 {
-	BY_TYPE(t, rope_type<T>(s, dst, src, base, pos0, sign));
+	BY_TYPE(t, rope_type<T>(s, dst, src, dim, base, pos0, sign));
 }
 
 template <typename T>

@@ -162,6 +162,18 @@ int cfrt_add(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *a,
 	return binary(ctx, "cfrt_add", dst, a, b, K_ADD);
 }
 
+int cfrt_sub(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *a,
+             const cfrt_view *b)
+{
+	return binary(ctx, "cfrt_sub", dst, a, b, K_SUB);
+}
+
+int cfrt_rsub(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *a,
+              const cfrt_view *b)
+{
+	return binary(ctx, "cfrt_rsub", dst, a, b, K_RSUB);
+}
+
 int cfrt_mul(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *a,
              const cfrt_view *b)
 {
@@ -193,15 +205,15 @@ int cfrt_sigmoid_grad(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *dy,
 }
 
 int cfrt_rope(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src,
-              double base, int64_t pos0, int inverse)
+              int dim, double base, int64_t pos0, int inverse)
 {
 	int rc = cfrti_enter(ctx, "cfrt_rope");
 	if (rc == CFRT_OK)
-		rc = cfrti_check_rope(ctx, dst, src, base, pos0);
+		rc = cfrti_check_rope(ctx, dst, src, dim, base, pos0);
 	if (rc != CFRT_OK || cfrt_view_numel(dst) == 0)
 		return rc;
-	rc = cfrtk_rope(ctx->dev.cs, dst->t, kv_of(dst), kv_of(src), base, pos0,
-	                inverse ? -1.0 : 1.0);
+	rc = cfrtk_rope(ctx->dev.cs, dst->t, kv_of(dst), kv_of(src), dim, base,
+	                pos0, inverse ? -1.0 : 1.0);
 	return cfrti_cuda(ctx, (cudaError_t)rc, "rope kernel");
 }
 

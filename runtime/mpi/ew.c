@@ -307,7 +307,20 @@ static double d_sigmoid(double y, double unused)
 	return y * (1.0 - y);
 }
 
-/* d = x * f(y), or without f x + y or x * y (mul), on lines of f32
+/* The binary ops without f: x + y, x * y, x - y, y - x. */
+enum { B_ADD, B_MUL, B_SUB, B_RSUB };
+
+static double bin_op(int op, double x, double y)
+{
+	switch (op) {
+	case B_ADD: return x + y;
+	case B_MUL: return x * y;
+	case B_SUB: return x - y;
+	default: return y - x;
+	}
+}
+
+/* d = x * f(y), or without f x op y (B_ADD, ...), on lines of f32
  * elements of stride 1, in float math, as unary_f32; 0 when f has no
  * such loop. Float add and mul round as the lanes' double math does
  * (double's 53 bits hold the exact sum or product of two floats, or
@@ -315,14 +328,20 @@ static double d_sigmoid(double y, double unused)
  * f32 add on 2 ranks of the 2-core machine: 4.1-4.7 GB/s through lanes,
  * 22-25 GB/s here). */
 static int binary_f32(float *d, const float *x, const float *y, int64_t n, unary_fn f,
-                      int mul)
+                      int op)
 {
-	if (!f && mul)
+	if (!f && op == B_MUL)
 		for (int64_t i = 0; i < n; i++)
 			d[i] = x[i] * y[i];
-	else if (!f)
+	else if (!f && op == B_ADD)
 		for (int64_t i = 0; i < n; i++)
 			d[i] = x[i] + y[i];
+	else if (!f && op == B_SUB)
+		for (int64_t i = 0; i < n; i++)
+			d[i] = x[i] - y[i];
+	else if (!f)
+		for (int64_t i = 0; i < n; i++)
+			d[i] = y[i] - x[i];
 	else if (f == d_gelu)
 		for (int64_t i = 0; i < n; i++)
 			d[i] = x[i] * d_gelu_f32(y[i]);
@@ -340,10 +359,10 @@ static int binary_f32(float *d, const float *x, const float *y, int64_t n, unary
 	return 1;
 }
 
-/* dst = a + b (f NULL, mul = 0), a * b (f NULL, mul = 1) or a * f(b)
- * (the backward of activation f), b broadcast to dst. */
+/* dst = a op b (f NULL: B_ADD, B_MUL, B_SUB, B_RSUB) or a * f(b) (op
+ * B_MUL: the backward of activation f), b broadcast to dst. */
 static int binary_f(cfrt_ctx *ctx, const char *api, const cfrt_view *dst,
-                    const cfrt_view *a, const cfrt_view *b, int mul,
+                    const cfrt_view *a, const cfrt_view *b, int op,
                     unary_fn f)
 {
 	double t0 = cfrti_begin(ctx, api);
@@ -358,12 +377,12 @@ static int binary_f(cfrt_ctx *ctx, const char *api, const cfrt_view *dst,
 		lane y = lane_of(&bb, dst, ax, l);
 		if (!is_f32_run(d) || !is_f32_run(x) || !is_f32_run(y) ||
 		    !binary_f32((float *)(void *)d.p, (const float *)(void *)x.p,
-		                (const float *)(void *)y.p, n, f, mul))
+		                (const float *)(void *)y.p, n, f, op))
 			for (int64_t i = 0; i < n; i++) {
 				double u = lane_get(x, i), v = lane_get(y, i);
 				if (f)
 					v = f(v, 0.0);
-				lane_set(d, i, mul ? u * v : u + v);
+				lane_set(d, i, bin_op(op, u, v));
 			}
 		tick(ctx, &done, n);
 	}
@@ -371,61 +390,75 @@ static int binary_f(cfrt_ctx *ctx, const char *api, const cfrt_view *dst,
 }
 
 static int binary(cfrt_ctx *ctx, const char *api, const cfrt_view *dst,
-                  const cfrt_view *a, const cfrt_view *b, int mul)
+                  const cfrt_view *a, const cfrt_view *b, int op)
 {
-	return binary_f(ctx, api, dst, a, b, mul, NULL);
+	return binary_f(ctx, api, dst, a, b, op, NULL);
 }
 
 int cfrt_add(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *a,
              const cfrt_view *b)
 {
-	return binary(ctx, "cfrt_add", dst, a, b, 0);
+	return binary(ctx, "cfrt_add", dst, a, b, B_ADD);
+}
+
+int cfrt_sub(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *a,
+             const cfrt_view *b)
+{
+	return binary(ctx, "cfrt_sub", dst, a, b, B_SUB);
+}
+
+int cfrt_rsub(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *a,
+              const cfrt_view *b)
+{
+	return binary(ctx, "cfrt_rsub", dst, a, b, B_RSUB);
 }
 
 int cfrt_mul(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *a,
              const cfrt_view *b)
 {
-	return binary(ctx, "cfrt_mul", dst, a, b, 1);
+	return binary(ctx, "cfrt_mul", dst, a, b, B_MUL);
 }
 
 int cfrt_gelu_grad(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *dy,
                    const cfrt_view *x)
 {
-	return binary_f(ctx, "cfrt_gelu_grad", dst, dy, x, 1, d_gelu);
+	return binary_f(ctx, "cfrt_gelu_grad", dst, dy, x, B_MUL, d_gelu);
 }
 
 int cfrt_silu_grad(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *dy,
                    const cfrt_view *x)
 {
-	return binary_f(ctx, "cfrt_silu_grad", dst, dy, x, 1, d_silu);
+	return binary_f(ctx, "cfrt_silu_grad", dst, dy, x, B_MUL, d_silu);
 }
 
 int cfrt_relu_grad(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *dy,
                    const cfrt_view *x)
 {
-	return binary_f(ctx, "cfrt_relu_grad", dst, dy, x, 1, d_relu);
+	return binary_f(ctx, "cfrt_relu_grad", dst, dy, x, B_MUL, d_relu);
 }
 
 int cfrt_sigmoid_grad(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *dy,
                       const cfrt_view *y)
 {
-	return binary_f(ctx, "cfrt_sigmoid_grad", dst, dy, y, 1, d_sigmoid);
+	return binary_f(ctx, "cfrt_sigmoid_grad", dst, dy, y, B_MUL, d_sigmoid);
 }
 
 int cfrt_rope(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src,
-              double base, int64_t pos0, int inverse)
+              int dim, double base, int64_t pos0, int inverse)
 {
 	double t0 = cfrti_begin(ctx, "cfrt_rope");
-	int rc = cfrti_check_rope(ctx, dst, src, base, pos0);
+	int rc = cfrti_check_rope(ctx, dst, src, dim, base, pos0);
 	if (rc != CFRT_OK)
 		return rc;
 	int ax = dst->nd - 1;
-	int64_t n = dst->dim[ax], half = n / 2, rows = dst->dim[ax - 1];
+	int64_t n = dst->dim[ax], half = n / 2, rows = dst->dim[dim], inner = 1;
 	int64_t lines = cfrti_line_count(dst, ax), done = 0;
 	double sign = inverse ? -1.0 : 1.0;
+	for (int k = dim + 1; k < ax; k++) /* lines per step along dim */
+		inner *= dst->dim[k];
 	for (int64_t l = 0; n > 0 && l < lines; l++) {
 		lane d = lane_of(dst, dst, ax, l), s = lane_of(src, dst, ax, l);
-		double p = (double)(pos0 + l % rows);
+		double p = (double)(pos0 + l / inner % rows);
 		for (int64_t j = 0; j < half; j++) {
 			double a = p * pow(base, -2.0 * (double)j / (double)n);
 			double c = cos(a), sn = sign * sin(a);

@@ -323,7 +323,7 @@ run_op(Cal *C, void *arg)
 	if (!strcmp(n, "rmsnorm")) return cfrt_rmsnorm(C->ctx, &c, &a, NULL, 1e-5);
 	if (!strcmp(n, "softmax")) return cfrt_softmax(C->ctx, &c, &a);
 	if (!strcmp(n, "softmax_grad")) return cfrt_softmax_grad(C->ctx, &c, &a, &b);
-	if (!strcmp(n, "rope")) return cfrt_rope(C->ctx, &c, &a, 10000, 0, 0);
+	if (!strcmp(n, "rope")) return cfrt_rope(C->ctx, &c, &a, c.nd - 2, 10000, 0, 0);
 	/* the heads: a copy between [S, H*Dh] and [H, S, Dh], runs of Dh
 	 * elements, as the generated code moves them (GPU: bench-gpu's 128;
 	 * CPU: make bench's 64); from a into c, as the others */

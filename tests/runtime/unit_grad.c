@@ -101,7 +101,7 @@ typedef struct gcase {
 	int strided; /* x, y, dy, dx column slices of wider buffers */
 	int gamma;   /* norms: with gamma (and beta: layer norm) */
 	int inplace; /* dx is dy */
-	int sdim;    /* the scan's dim */
+	int sdim;    /* the scan's dim; rope's positions' */
 } gcase;
 
 static const gcase gcases[] = {
@@ -124,9 +124,11 @@ static const gcase gcases[] = {
 	{SIGMOID, 2, {3, 7}, 1, 0, 1, 0},
 	{EXP, 3, {2, 3, 7}, 0, 0, 0, 0},
 	{EXP, 2, {3, 7}, 1, 0, 1, 0},
-	{ROPE, 4, {2, 3, 5, 6}, 0, 0, 0, 0},
+	{ROPE, 4, {2, 3, 5, 6}, 0, 0, 0, 2},
+	{ROPE, 4, {2, 5, 3, 6}, 0, 0, 0, 1}, /* [B, S, H, Dh] */
 	{ROPE, 2, {3, 8}, 1, 0, 0, 0},
-	{ROPE, 3, {2, 7, 2}, 1, 0, 1, 0},
+	{ROPE, 3, {2, 7, 2}, 1, 0, 1, 1},
+	{ROPE, 3, {4, 3, 2}, 1, 0, 0, 0},
 };
 
 /* The operands of a case in type t: gamma (every other element of its
@@ -178,7 +180,7 @@ static int forward(const gargs *a)
 	case EXP:
 		return cfrt_exp(ut_ctx, &a->y.v, &a->x.v);
 	case ROPE:
-		return cfrt_rope(ut_ctx, &a->y.v, &a->x.v, ROPE_BASE, ROPE_POS, 0);
+		return cfrt_rope(ut_ctx, &a->y.v, &a->x.v, a->c->sdim, ROPE_BASE, ROPE_POS, 0);
 	default:
 		return cfrt_scan(ut_ctx, &a->y.v, &a->x.v, a->c->sdim, DECAY);
 	}
@@ -198,7 +200,7 @@ static int backward(const gargs *a)
 	case EXP:
 		return cfrt_mul(ut_ctx, &a->dx.v, &a->dy.v, &a->y.v);
 	case ROPE:
-		return cfrt_rope(ut_ctx, &a->dx.v, &a->dy.v, ROPE_BASE, ROPE_POS, 1);
+		return cfrt_rope(ut_ctx, &a->dx.v, &a->dy.v, a->c->sdim, ROPE_BASE, ROPE_POS, 1);
 	case LN:
 		return cfrt_layernorm_grad(ut_ctx, &a->dx.v, &a->dy.v, &a->x.v, g,
 		                           EPS);

@@ -448,6 +448,30 @@ test_elementwise(void)
 	CU_ASSERT_DOUBLE_EQUAL(sh_val(g, "s4")->def->a.scale, -0.25, 0);
 	CU_ASSERT(is_split(sh_val(g, "s4"), 1, "tp"));
 	sh_done(&r);
+	/* a - b as a + b; the broadcast operand first: turned round, marked */
+	g = expect_ok(&r, XS "  weight b : [D];\n  weight wr : [D, D] split 0 over tp;\n"
+	              "  in xd : [B, S, D] split D over tp;\n  p = xd @ wr;\n"
+	              "  m1 = x - b;\n  m2 = b - x;\n  pd = p - p;\n  y = reduce_scatter(pd, S);\n"
+	              "  out m1, m2, y;\n");
+	Value *m1 = sh_val(g, "m1"), *m2 = sh_val(g, "m2");
+	CU_ASSERT_EQUAL(m1->def->op, OP_SUB);
+	CU_ASSERT(!m1->def->a.rsub);
+	CU_ASSERT_EQUAL(m2->def->op, OP_SUB);
+	CU_ASSERT(m2->def->a.rsub);
+	CU_ASSERT_PTR_EQUAL(m2->def->in[0], sh_val(g, "x"));
+	CU_ASSERT(is_split(m2, 1, "tp"));
+	CU_ASSERT_EQUAL(sh_val(g, "pd")->dist.p[0].kind, DI_PARTIAL);
+	sh_done(&r);
+	/* rope's positions: the dim labelled S, before or after the heads,
+	 * or the one named */
+	g = expect_ok(&r, "  in a : [B, S, H, D];\n  in c : [B, H, S, D];\n  in e : [B, F, H, D];\n"
+	              "  ra = rope(a);\n  rc = rope(c, 500);\n  re = rope(e, 500, F);\n"
+	              "  out ra, rc, re;\n");
+	CU_ASSERT_EQUAL(sh_val(g, "ra")->def->a.rope.dim, 1);
+	CU_ASSERT_EQUAL(sh_val(g, "rc")->def->a.rope.dim, 2);
+	CU_ASSERT_DOUBLE_EQUAL(sh_val(g, "rc")->def->a.rope.base, 500, 0);
+	CU_ASSERT_EQUAL(sh_val(g, "re")->def->a.rope.dim, 1);
+	sh_done(&r);
 }
 
 static void
@@ -470,7 +494,10 @@ test_elementwise_errors(void)
 	snprintf(buf, sizeof buf, "%s" XS "  y = x + xd;\n  out y;\n", p);
 	expect_error(buf, "cannot add x (split S over tp) and xd (split D over tp): they are "
 	             "spread differently; gather or reduce one first");
-	expect_error(XS "  y = x - x;\n  out y;\n", "'-' works on sizes, not on tensors: write a + -1 * b");
+	snprintf(buf, sizeof buf, "%s" XS "  y = x - xd;\n  out y;\n", p);
+	expect_error(buf, "cannot subtract x (split S over tp) and xd (split D over tp): they are "
+	             "spread differently; gather or reduce one first");
+	expect_error(XS "  y = x - 1;\n  out y;\n", "expected a tensor, not the number 1");
 	expect_error(XS "  y = x + 1;\n  out y;\n", "expected a tensor, not the number 1");
 	expect_error(XS "  y = scale(x, x);\n  out y;\n", "the factor of scale must be a number, such as 0.5");
 }
@@ -567,9 +594,10 @@ test_attention(void)
 	sh_done(&r);
 	expect_error("  in q : [B, H, S, D] split S over tp;\n  y = attention(q, q, q);\n  out y;\n",
 	             "attention needs the whole keys and values along the sequence: all_gather them first");
-	expect_error("  in q : [B, H, 64, D];\n  in k : [B, H, S, D];\n"
+	expect_error("  in q : [B, H, S, D];\n  in k : [B, H, 64, D];\n"
 	             "  y = attention(q, k, k, causal);\n  out y;\n",
-	             "causal attention needs as many queries as keys, but has 64 and 256");
+	             "causal attention needs no more queries than keys (the last query sees "
+	             "every key), but has 256 and 64");
 	expect_error("  in q : [B, H, S, D];\n  in k : [B, H, S, 64];\n"
 	             "  y = attention(q, k, k);\n  out y;\n",
 	             "attention shapes [2,8,256,128], [2,8,256,64] and [2,8,256,64] do not match: "
