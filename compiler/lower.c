@@ -926,7 +926,9 @@ lw_items(const Coll *c)
 
 /* A program that is not symmetric (sched_symmetric) is proved by running
  * all N ranks, each through all its rounds: more than MAXPROOF items is
- * refused, naming the schedules that are proved on one rank. */
+ * refused. Round-robin (pairwise) programs are never symmetric: the
+ * message names the schedules that are; any other kind that is not is
+ * said to be so (it should be: a gap of sched_symmetric). */
 static void
 lw_proof_size(Lower *L, const Coll *c)
 {
@@ -934,11 +936,13 @@ lw_proof_size(Lower *L, const Coll *c)
 
 	if (items * c->N <= MAXPROOF || sched_symmetric(c))
 		return;
+	int rr = c->how.kind == SK_FUSE && c->how.topo == TP_PAIRWISE;
 	diag_error(L->d, c->want.loc.line > 0 ? c->want.loc : c->node->loc, "%s on %s: proving "
 	           "it means running %d ranks through %lld items each, more than cfc proves "
-	           "(%lld in all); fuse(ring) and fuse(bidir), vanilla and slice(k) are proved on "
-	           "one rank", graph_sched_str(L->a, &c->how), c->node->out->name, c->N,
-	           (long long)items, (long long)MAXPROOF);
+	           "(%lld in all); %s", graph_sched_str(L->a, &c->how), c->node->out->name, c->N,
+	           (long long)items, (long long)MAXPROOF, rr ? "fuse(ring) and fuse(bidir), "
+	           "vanilla and slice(k) are proved on one rank" : "this program is not the same "
+	           "on every rank up to a rotation, so it cannot be proved on one rank");
 }
 
 /* ---- --profile: every candidate lowered, proved and predicted ---- */

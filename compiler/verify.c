@@ -688,7 +688,9 @@ vf_msg(V *v, const Xfer *q)
 	if (!v->want_msgs)
 		return;
 	v->msgs = arena_grow(v->t, v->msgs, v->nmsg, &v->capmsg, 64, sizeof *v->msgs);
-	v->msgs[v->nmsg++] = (VerifyMsg){s->rank, s->step, q->rank, v->rk[q->rank].step, q->slice};
+	/* the sender is q's peer: in a symmetric run s is rank 0's own send
+	 * that, turned, is the peer's send to rank 0 at the same step */
+	v->msgs[v->nmsg++] = (VerifyMsg){q->peer, s->step, q->rank, v->rk[q->rank].step, q->slice};
 }
 
 /* Completes this rank's side of transfer k if its other side is posted. */
@@ -1335,19 +1337,32 @@ verify_coll_full(const Coll *c, const PColl *pc, VerifyStats *st, char *err, siz
 }
 
 int
-verify_messages(const Coll *c, VerifyMsg **msgs, int *nmsg)
+verify_messages(const Coll *c, int nranks, VerifyMsg **msgs, int *nmsg)
 {
 	V v;
 	char err[512];
+	int n = 0;
 
-	vf_init(&v, c, NULL, 1, err, sizeof err);
+	/* every rank drawn: every rank run, the messages in the order they
+	 * complete; else a symmetric program runs rank 0 alone and its
+	 * messages are turned to every receiver below nranks (rank r gets
+	 * what rank 0 gets, from its peer + r) */
+	vf_init(&v, c, NULL, nranks >= c->N, err, sizeof err);
 	v.want_msgs = 1;
-	int rc = vf_check(&v);
-	*nmsg = v.nmsg;
-	*msgs = arena_alloc(c->arena, ((size_t)v.nmsg + 1) * sizeof **msgs);
-	if (v.nmsg) /* a program of library collectives sends none: v.msgs NULL */
-		memcpy(*msgs, v.msgs, (size_t)v.nmsg * sizeof **msgs);
+	int rc = vf_check(&v), per = v.sym ? (nranks < v.N ? nranks : v.N) : 1;
+	*msgs = arena_alloc(c->arena, ((size_t)v.nmsg * (size_t)per + 1) * sizeof **msgs);
+	for (int k = 0; k < v.nmsg; k++)
+		for (int r = 0; r < per; r++) {
+			VerifyMsg m = v.msgs[k];
+			if (v.sym) {
+				m.src = sched_mod((long long)m.src + r, v.N);
+				m.dst = r;
+				m.slice = sched_turn(c, m.slice, r);
+			}
+			if (m.src < nranks && m.dst < nranks)
+				(*msgs)[n++] = m;
+		}
+	*nmsg = n;
 	vf_free(&v);
 	return rc != RUN_OK;
 }
-
