@@ -1061,8 +1061,10 @@ lower_sched(Sched *s, Diag *d)
 	lw_order(&L, s);
 	double pass = 0, left = 0;
 	if (s->profile) {
-		for (int k = 0; k < s->colls.n; k++)
+		for (int k = 0; k < s->colls.n; k++) {
+			diag_tick(d, "predict", k, s->colls.n);
 			lw_candidates(&L, s->colls.v[k], s->profile);
+		}
 		if (s->auto_margin == AUTO_MARGIN_OF_PROFILE)
 			s->auto_margin = predict_margin(s->profile);
 		pass = predict_pass(L.a, s, 1).total;
@@ -1072,6 +1074,7 @@ lower_sched(Sched *s, Diag *d)
 		Coll *c = s->colls.v[k];
 		SchedChoice want = c->want;
 		double slack = fmax(left, 0);
+		diag_tick(d, "lower", k, s->colls.n);
 		if (s->profile)
 			left -= lw_pick(c, slack);
 		lw_resolve(&L, c);
