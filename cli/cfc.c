@@ -139,6 +139,11 @@ usage(FILE *f)
 	      "  --emit=LIST      comma-separated outputs:\n", f);
 	for (int i = 0; i < NEMIT; i++)
 		fprintf(f, "                     %-10s %s\n", emits[i].name, emits[i].help);
+	fputs("                   the schedule's pictures (sched-dot, svg, png) draw\n"
+	      "                   every rank up to 8, else ranks 0..3; of a collective\n"
+	      "                   of more than 16 steps its first 6 and its last, and\n"
+	      "                   of 3 or more like layer instances in a row the first:\n"
+	      "                   a row says what is not drawn\n", f);
 	fputs("  --schedule=CHOICE  use CHOICE for every collective, e.g.\n"
 	      "                   vanilla, slice(4), fuse(bidir, m = 2)\n"
 	      "  --type=T         element type of the model: f32, f64, bf16, f16\n"
