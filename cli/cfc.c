@@ -437,6 +437,8 @@ write_output(Comp *c, const Emit *e, const char *path)
 	fclose(m);
 	if (e->render) {
 		char *dot = buf;
+		prog_phase(&c->progress, "emit %s: %zu bytes of DOT to lay out (graphviz)", e->name,
+		           len);
 		int rc = render_dot(dot, e->render, &buf, &len, &c->diag);
 		free(dot);
 		if (rc)

@@ -11,12 +11,18 @@
 #include "progress.h"
 
 static double
-prog_now(void)
+prog_clock(clockid_t id)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(id, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static double
+prog_now(void)
+{
+	return prog_clock(CLOCK_MONOTONIC);
 }
 
 void
@@ -27,6 +33,7 @@ prog_init(Progress *p, FILE *out, int quiet)
 	p->quiet = quiet;
 	p->tty = isatty(fileno(out));
 	p->start = prog_now();
+	p->cpu0 = prog_clock(CLOCK_PROCESS_CPUTIME_ID);
 	p->after = PROG_AFTER;
 	const char *e = getenv("CFC_PROGRESS_AFTER");
 	char *end;
@@ -43,11 +50,11 @@ prog_finish(Progress *p)
 	p->inplace = 0;
 }
 
-/* Has the compile run long enough to speak? Then the kept lines first. */
+/* Has the compile used enough CPU to speak? Then the kept lines first. */
 static int
-prog_speaks(Progress *p, double t)
+prog_speaks(Progress *p)
 {
-	if (p->quiet || t < p->after)
+	if (p->quiet || prog_clock(CLOCK_PROCESS_CPUTIME_ID) - p->cpu0 < p->after)
 		return 0;
 	for (int k = 0; k < p->nkept; k++)
 		fprintf(p->out, "cfc: %s\n", p->kept[k]);
@@ -65,7 +72,7 @@ prog_phase(Progress *p, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(what, sizeof what, fmt, ap);
 	va_end(ap);
-	if (!prog_speaks(p, t)) {
+	if (!prog_speaks(p)) {
 		if (!p->quiet && p->nkept < PROG_KEEP)
 			snprintf(p->kept[p->nkept++], sizeof p->kept[0], "%s, %.1f s", what, t);
 		return;
@@ -82,7 +89,7 @@ prog_tick(void *arg, const char *what, int done, int total)
 	Progress *p = arg;
 	double t = prog_now() - p->start;
 
-	if (t - p->last < (p->tty ? 0.2 : PROG_EVERY) || !prog_speaks(p, t))
+	if (t - p->last < (p->tty ? 0.2 : PROG_EVERY) || !prog_speaks(p))
 		return;
 	if (p->tty) {
 		fprintf(p->out, "\r\033[Kcfc: %s: %d of %d collectives, %.1f s", what, done, total, t);

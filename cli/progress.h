@@ -1,7 +1,9 @@
 /* progress.h: what a long compile says it is doing (cfc's, on stderr).
- * A compile that has run PROG_AFTER seconds prints a line per phase as
- * it ends ("cfc: verify: 12 collectives, 3.2 s"), the phases before it
- * too; on a terminal a line that counts a long phase's collectives is
+ * A compile that has used PROG_AFTER seconds of CPU (not of the clock: on
+ * a loaded machine a short compile stays short, and its diagnostics, which
+ * tests compare, stay alone) prints a line per phase as it ends, with the
+ * time since the start ("cfc: verify: 12 collectives, 3.2 s"), the phases
+ * before it too; on a terminal a line that counts a long phase's collectives is
  * redrawn in place, elsewhere such a line every PROG_EVERY seconds. A
  * short compile prints nothing; quiet prints nothing. */
 #ifndef PROGRESS_H
@@ -19,6 +21,7 @@ typedef struct Progress {
 	FILE *out;
 	int quiet, tty;
 	double start;      /* seconds, monotonic */
+	double cpu0;       /* CPU seconds of the process at the start */
 	double after;      /* PROG_AFTER or CFC_PROGRESS_AFTER */
 	double last;       /* when the last count line was printed */
 	int shown;         /* lines printed (the kept ones among them) */
