@@ -42,7 +42,7 @@ all: $(B)/cfc
 GEN = $(B)/grammar/parser.c $(B)/grammar/parser.h $(B)/grammar/lexer.c $(B)/grammar/lexer.h
 CF_SRC = $(wildcard compiler/*.c codegen/*.c)
 CF_LIBOBJ = $(CF_SRC:%.c=$(B)/%.o) $(B)/grammar/parser.o $(B)/grammar/lexer.o
-CF_OBJ = $(CF_LIBOBJ) $(B)/cli/cfc.o $(B)/cli/outfile.o
+CF_OBJ = $(CF_LIBOBJ) $(B)/cli/cfc.o $(B)/cli/outfile.o $(B)/cli/progress.o
 CF_INC = -Icompiler -Icodegen -I$(B)/grammar -Iruntime
 
 $(B)/grammar/parser.c $(B)/grammar/parser.h &: grammar/parser.y

@@ -15,6 +15,7 @@
 
 #include "codegen.h"
 #include "outfile.h"
+#include "progress.h"
 
 enum {
 	EX_INPUT = 1, EX_USAGE = 2, EX_INTERNAL = 70,
@@ -43,6 +44,7 @@ typedef struct Comp {
 	Profile *profile; /* --profile, or NULL */
 	Src psrc;         /* its text */
 	double auto_margin; /* auto's budget, percent of the pass (Sched.auto_margin) */
+	Progress progress;  /* what a long compile says it is doing */
 } Comp;
 
 typedef struct Emit {
@@ -131,6 +133,7 @@ typedef struct Cli {
 	const char *profile;  /* --profile= */
 	double margin;        /* --auto-margin=, when has_margin */
 	int has_margin;
+	int quiet;            /* -q, --quiet: no progress lines */
 } Cli;
 
 static void
@@ -149,6 +152,11 @@ usage(FILE *f)
 	      "  --emit=LIST      comma-separated outputs:\n", f);
 	for (int i = 0; i < NEMIT; i++)
 		fprintf(f, "                     %-10s %s\n", emits[i].name, emits[i].help);
+	fputs("                   the schedule's pictures (sched-dot, svg, png) draw\n"
+	      "                   every rank up to 8, else ranks 0..3; of a collective\n"
+	      "                   of more than 16 steps its first 6 and its last, and\n"
+	      "                   of 3 or more like layer instances in a row the first:\n"
+	      "                   a row says what is not drawn\n", f);
 	fputs("  --schedule=CHOICE  use CHOICE for every collective, e.g.\n"
 	      "                   vanilla, slice(4), fuse(bidir, m = 2)\n"
 	      "  --type=T         element type of the model: f32, f64, bf16, f16\n"
@@ -173,6 +181,11 @@ usage(FILE *f)
 	      "  --max-ops=N      the most ops the model may make with every layer call\n"
 	      "                   and repeat inlined (default 20000; at most 10000000)\n"
 	      "  --no-line        no #line directives in generated C\n"
+	      "  -q, --quiet      no progress lines: a compile that runs longer than a\n"
+	      "                   second otherwise says on standard error what each\n"
+	      "                   phase did and when it ended ('cfc: verify: 96\n"
+	      "                   collectives, 3.2 s'), on a terminal also a line that\n"
+	      "                   counts a long phase's collectives\n"
 	      "  -fdiagnostics-format=FORMAT\n"
 	      "                   text (the default), json (GCC's JSON) or sarif\n"
 	      "                   (SARIF 2.1.0), on standard error\n"
@@ -363,6 +376,8 @@ parse_args(Cli *cl, int argc, char **argv)
 			cl->accumulate = 1;
 		} else if (!strcmp(a, "--no-line")) {
 			cl->noline = 1;
+		} else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
+			cl->quiet = 1;
 		} else if (!strncmp(a, "--sched-ranks=", 14)) {
 			rc = parse_ranks(cl, a + 14);
 		} else if (!strncmp(a, "-fdiagnostics-format=", 21)) {
@@ -474,6 +489,8 @@ output_text(Comp *c, const Emit *e, char **buf, size_t *len)
 	fclose(m);
 	if (e->render) {
 		char *dot = *buf;
+		prog_phase(&c->progress, "emit %s: %zu bytes of DOT to lay out (graphviz)", e->name,
+		           *len);
 		int rc = render_dot(dot, e->render, buf, len, &c->diag);
 		free(dot);
 		if (rc) {
@@ -611,6 +628,8 @@ write_outputs(Comp *c, Cli *cl)
 		out[n] = (Out){.path = path};
 		ok = output_text(c, &emits[i], &out[n].buf, &out[n].len);
 		n++;
+		if (ok)
+			prog_phase(&c->progress, "emit %s: %s", emits[i].name, path);
 		int b = emits[i].beside ? emit_index(emits[i].beside) : -1;
 		if (ok && b >= 0 && !cl->want[b]) {
 			const char *bp = beside_path(c, path, &emits[i], &emits[b]);
@@ -628,22 +647,42 @@ write_outputs(Comp *c, Cli *cl)
 	return ok;
 }
 
-/* The passes from a graph to its verified schedule and memory plan. */
+/* The steps of every collective of s, over all its phases. */
+static long long
+sched_steps(const Sched *s)
+{
+	long long n = 0;
+
+	for (int k = 0; k < s->colls.n; k++)
+		n += ((Coll *)s->colls.v[k])->nsteps;
+	return n;
+}
+
+/* The passes from a graph to its verified schedule and memory plan
+ * (pass: "" or "backward ", for the progress lines). */
 static int
-schedule(Comp *c, Graph *g, Sched **s, Plan **p)
+schedule(Comp *c, Graph *g, Sched **s, Plan **p, const char *pass)
 {
 	/* regions: each collective and the compute it can be fused with */
 	*s = region_sched(g);
 	(*s)->profile = c->profile;
 	(*s)->auto_margin = c->auto_margin;
+	int ncoll = 0;
+	for (int k = 0; k < g->nodes.n; k++)
+		ncoll += (*s)->byid[k] != NULL;
+	prog_phase(&c->progress, "%sregions: %d collectives", pass, ncoll);
 	/* lowering: the step programs, the stages in order */
 	if (lower_sched(*s, &c->diag))
 		return EX_INPUT;
+	prog_phase(&c->progress, "%slower: %d stages, %lld steps", pass, (*s)->stages.n,
+	           sched_steps(*s));
 	/* plan: every decision about memory */
 	*p = plan_sched(*s);
+	prog_phase(&c->progress, "%splan: %d collectives", pass, (*s)->colls.n);
 	/* verify: the schedule and its plan, else nothing is emitted */
 	if (verify_sched(*s, *p, &c->diag))
 		return EX_INTERNAL;
+	prog_phase(&c->progress, "%sverify: %d collectives", pass, (*s)->colls.n);
 	return 0;
 }
 
@@ -678,9 +717,11 @@ compile(Comp *c, Cli *cl)
 	/* parse */
 	if (!(c->prog = parse_program(c->arena, &c->diag, &c->src)))
 		return EX_INPUT;
+	prog_phase(&c->progress, "parse: %zu bytes", c->src.len);
 	/* semantic checks: names, sizes, shapes, distributions, schedules */
 	if (!(c->graph = sema_build(c->arena, &c->diag, c->prog, &cl->opt)))
 		return EX_INPUT;
+	prog_phase(&c->progress, "check: %d ops", c->graph->nodes.n);
 	/* graph facts: slice-locality, invariants */
 	graph_fill_locality(c->graph);
 	graph_check(c->graph);
@@ -691,10 +732,11 @@ compile(Comp *c, Cli *cl)
 			return EX_INPUT;
 		graph_fill_locality(b);
 		graph_check(b);
+		prog_phase(&c->progress, "backward: %d ops", b->nodes.n);
 	}
-	int rc = schedule(c, c->graph, &c->sched, &c->plan);
+	int rc = schedule(c, c->graph, &c->sched, &c->plan, "");
 	if (!rc && c->graph->bwd)
-		rc = schedule(c, c->graph->bwd, &c->bsched, &c->bplan);
+		rc = schedule(c, c->graph->bwd, &c->bsched, &c->bplan, "backward ");
 	if (rc)
 		return rc;
 	if (cl->explain) {
@@ -721,7 +763,14 @@ main(int argc, char **argv)
 		c.auto_margin = cl.has_margin ? cl.margin : AUTO_MARGIN_OF_PROFILE;
 		diag_init(&c.diag, &c.src, stderr);
 		c.diag.format = cl.diagfmt;
+		/* progress lines are text: none among JSON or SARIF on stderr */
+		prog_init(&c.progress, stderr, cl.quiet || cl.diagfmt != DF_TEXT);
+		if (!c.progress.quiet) {
+			c.diag.tick = prog_tick;
+			c.diag.tickarg = &c.progress;
+		}
 		rc = read_input(&c, cl.input) ? compile(&c, &cl) : EX_INPUT;
+		prog_finish(&c.progress);
 		int n = c.diag.nerr - c.ioerr;
 		if (rc == EX_INPUT && n > 0 && cl.diagfmt == DF_TEXT)
 			fprintf(stderr, "%d error%s\n", n, n == 1 ? "" : "s");

@@ -5,14 +5,21 @@
  * backward pass, its stages follow the forward's, its collectives headed
  * "backward".
  * requires: a lowered schedule that verifies (the messages come from
- * verify_messages). ensures: deterministic DOT text; at most MAXLANES
- * ranks drawn, the graph's label says when more exist. */
+ * verify_messages). ensures: deterministic DOT text whose size does not
+ * grow with the group or the depth of a repeat stack: every rank up to
+ * MAXLANES, else FEWLANES ranks drawn (the graph's label says which); a
+ * collective of more than MAXSTEPS steps drawn as its first HEADSTEPS
+ * and last TAILSTEPS, a row between saying how many are not drawn; of
+ * three or more like instances of a layer in a row (repeat), the first
+ * drawn and one row naming the others. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "codegen.h"
 
-enum { MAXLANES = 8 };
+/* lanes: every rank up to MAXLANES, else the first FEWLANES (a ring's
+ * pattern shows on four; the layout's time grows with the boxes) */
+enum { MAXLANES = 8, FEWLANES = 4, MAXSTEPS = 16, HEADSTEPS = 6, TAILSTEPS = 1 };
 
 typedef struct Dot {
 	FILE *f;
@@ -102,19 +109,58 @@ dot_step(Dot *D, const Coll *c, int p, int i, int t, int step)
 	dot_row_end(D);
 }
 
+/* A row of text across every lane: what is not drawn there. */
 static void
-dot_messages(Dot *D, const Coll *c, int first)
+dot_note_row(Dot *D, const char *text)
+{
+	for (int r = 0; r < D->lanes; r++)
+		dot_box(D, r, text, "shape=plaintext, style=\"\", fontname=\"Helvetica-Oblique\", "
+		        "fontcolor=\"#555555\"");
+	dot_row_end(D);
+}
+
+/* The steps of c drawn: all of them, or (more than MAXSTEPS) the first
+ * HEADSTEPS and the last TAILSTEPS. */
+static int
+dot_drawn(int step, int nsteps)
+{
+	return nsteps <= MAXSTEPS || step < HEADSTEPS || step >= nsteps - TAILSTEPS;
+}
+
+/* The row of a drawn step, the first at row first (one more past the
+ * row that stands for the steps not drawn). */
+static int
+dot_step_row(int step, int nsteps, int first)
+{
+	return first + step + (nsteps > MAXSTEPS && step >= HEADSTEPS ?
+	                       HEADSTEPS + 1 - (nsteps - TAILSTEPS) : 0);
+}
+
+static void
+dot_messages(Dot *D, const Coll *c, int first, int nsteps)
 {
 	VerifyMsg *m;
 	int n;
 
-	if (verify_messages(c, &m, &n))
+	if (verify_messages(c, D->lanes, &m, &n))
 		fprintf(D->f, "  // %s does not verify: no messages drawn\n", c->node->out->name);
 	for (int k = 0; k < n; k++)
-		if (m[k].src < D->lanes && m[k].dst < D->lanes)
+		if (m[k].src < D->lanes && m[k].dst < D->lanes && dot_drawn(m[k].sstep, nsteps) &&
+		    dot_drawn(m[k].dstep, nsteps))
 			fprintf(D->f, "  n%d_%d -> n%d_%d [style=dashed, color=\"#c0392b\", "
 			        "fontcolor=\"#c0392b\", constraint=false, label=\"%d\"];\n", m[k].src,
-			        first + m[k].sstep, m[k].dst, first + m[k].dstep, m[k].slice);
+			        dot_step_row(m[k].sstep, nsteps, first), m[k].dst,
+			        dot_step_row(m[k].dstep, nsteps, first), m[k].slice);
+}
+
+static int
+dot_nsteps(const Coll *c)
+{
+	int n = 0;
+
+	for (int p = 0; p < c->phases.n; p++)
+		n += ((Phase *)c->phases.v[p])->nrounds * ((Phase *)c->phases.v[p])->nlanes;
+	return n;
 }
 
 static void
@@ -124,7 +170,7 @@ dot_coll(Dot *D, const Coll *c)
 	                                c->node->out->name, D->grid ? arena_printf(D->a, " over %s",
 	                                c->node->a.coll.group->name) : "",
 	                                sched_kind_str(D->a, &c->how));
-	int step = 0, first;
+	int step = 0, first, nsteps = dot_nsteps(c);
 
 	for (int r = 0; r < D->lanes; r++)
 		dot_box(D, r, head, "shape=plaintext, style=\"\", fontname=\"Helvetica-Bold\"");
@@ -133,10 +179,16 @@ dot_coll(Dot *D, const Coll *c)
 	for (int p = 0; p < c->phases.n; p++) {
 		const Phase *ph = c->phases.v[p];
 		for (int i = 0; i < ph->nrounds; i++)
-			for (int t = 0; t < ph->nlanes; t++)
-				dot_step(D, c, p, i, t, step++);
+			for (int t = 0; t < ph->nlanes; t++, step++) {
+				if (dot_drawn(step, nsteps))
+					dot_step(D, c, p, i, t, step);
+				else if (step == HEADSTEPS)
+					dot_note_row(D, arena_printf(D->a, "steps %d to %d: %d more like "
+					             "these, not drawn", HEADSTEPS, nsteps - TAILSTEPS - 1,
+					             nsteps - TAILSTEPS - HEADSTEPS));
+			}
 	}
-	dot_messages(D, c, first);
+	dot_messages(D, c, first, nsteps);
 }
 
 static void
@@ -180,15 +232,104 @@ dot_nranks(const Sched *s, int n)
 	return n;
 }
 
+static const Node *
+dot_node(const Stage *st)
+{
+	return st->kind == ST_COLL ? st->u.coll->node : st->u.node;
+}
+
+/* The length of the outermost layer instance of stage st's node
+ * ("block2" of "block2.attn2"), 0 in the model itself. */
+static size_t
+dot_inst_len(const Stage *st)
+{
+	const char *l = dot_node(st)->layer;
+
+	return l ? strcspn(l, ".") : 0;
+}
+
+/* The end of the run of stages from k in the same outermost instance. */
+static int
+dot_block_end(const Sched *s, int k)
+{
+	size_t n = dot_inst_len(s->stages.v[k]);
+	const char *l = dot_node(s->stages.v[k])->layer;
+	int e = k + 1;
+
+	while (n && e < s->stages.n && dot_inst_len(s->stages.v[e]) == n &&
+	       !strncmp(dot_node(s->stages.v[e])->layer, l, n))
+		e++;
+	return e;
+}
+
+/* Do stages a and b draw alike, up to the instance in their names? */
+static int
+dot_same_stage(Arena *a, const Stage *x, const Stage *y)
+{
+	const Node *n = dot_node(x), *m = dot_node(y);
+
+	if (x->kind != y->kind || n->op != m->op || (n->lname != m->lname &&
+	    (!n->lname || !m->lname || strcmp(n->lname, m->lname))))
+		return 0;
+	if (x->kind != ST_COLL)
+		return 1;
+	const Coll *c = x->u.coll, *d = y->u.coll;
+	return c->N == d->N && dot_nsteps(c) == dot_nsteps(d) && c->region.n == d->region.n &&
+	       !strcmp(sched_kind_str(a, &c->how), sched_kind_str(a, &d->how));
+}
+
+/* Are the instances [k, e) and [j, f) alike: the same layer (their
+ * names differ in the count after it), stage by stage alike? */
+static int
+dot_same_block(Arena *a, const Sched *s, int k, int e, int j, int f)
+{
+	const char *x = dot_node(s->stages.v[k])->layer, *y = dot_node(s->stages.v[j])->layer;
+	size_t n = dot_inst_len(s->stages.v[k]), m = dot_inst_len(s->stages.v[j]);
+
+	while (n && x[n - 1] >= '0' && x[n - 1] <= '9')
+		n--;
+	while (m && y[m - 1] >= '0' && y[m - 1] <= '9')
+		m--;
+	if (!n || n != m || strncmp(x, y, n) || e - k != f - j)
+		return 0;
+	for (int i = 0; i < e - k; i++)
+		if (!dot_same_stage(a, s->stages.v[k + i], s->stages.v[j + i]))
+			return 0;
+	return 1;
+}
+
+static void
+dot_stage(Dot *D, const Stage *st)
+{
+	if (st->kind == ST_COLL)
+		dot_coll(D, st->u.coll);
+	else
+		dot_compute(D, st->u.node);
+}
+
+/* Every stage, a run of three or more like instances of a layer drawn as
+ * its first and a row that names the rest. */
 static void
 dot_stages(Dot *D, const Sched *s)
 {
-	for (int k = 0; k < s->stages.n; k++) {
-		const Stage *st = s->stages.v[k];
-		if (st->kind == ST_COLL)
-			dot_coll(D, st->u.coll);
-		else
-			dot_compute(D, st->u.node);
+	for (int k = 0; k < s->stages.n;) {
+		int e = dot_block_end(s, k), j = e, f, more = 0;
+		for (; j < s->stages.n && dot_same_block(D->a, s, k, e, j, f = dot_block_end(s, j));
+		     j = f)
+			more++;
+		for (int i = k; i < e; i++)
+			dot_stage(D, s->stages.v[i]);
+		if (more < 2) {
+			k = e;
+			continue;
+		}
+		const Stage *last = s->stages.v[j - 1];
+		size_t n = dot_inst_len(s->stages.v[e]), m = dot_inst_len(last);
+		dot_note_row(D, arena_printf(D->a, "%.*s to %.*s: %d more instances like %.*s, not "
+		             "drawn", (int)n, dot_node(s->stages.v[e])->layer, (int)m,
+		             dot_node(last)->layer, more, (int)dot_inst_len(s->stages.v[k]),
+		             dot_node(s->stages.v[k])->layer));
+		k = j;
 	}
 }
 
@@ -196,7 +337,7 @@ void
 sched_dot(FILE *f, const Sched *s, const Sched *bwd)
 {
 	int nranks = dot_nranks(bwd, dot_nranks(s, 1)); /* the largest group */
-	Dot D = {.f = f, .a = s->arena, .lanes = nranks < MAXLANES ? nranks : MAXLANES,
+	Dot D = {.f = f, .a = s->arena, .lanes = nranks <= MAXLANES ? nranks : FEWLANES,
 	         .grid = s->g->groups.n > 1};
 	const char *more = nranks > D.lanes ? arena_printf(D.a, " (ranks 0..%d of %d shown)",
 	                                                   D.lanes - 1, nranks) : "";

@@ -107,6 +107,9 @@ typedef struct Diag {
 	DiagFormat format;
 	DiagRec *rec;     /* kept ones, in order */
 	int nrec, caprec;
+	/* a long pass's progress (diag_tick), or NULL: the driver's */
+	void (*tick)(void *arg, const char *what, int done, int total);
+	void *tickarg;
 } Diag;
 
 void diag_init(Diag *d, const Src *src, FILE *out);
@@ -120,6 +123,8 @@ const char *diag_line(const Src *s, int line, size_t *len);
 /* The length of the well-formed UTF-8 sequence at s (2 to 4 bytes), or 0
  * (ASCII, or bytes that are no UTF-8). */
 int diag_utf8_len(const char *s);
+/* A long pass has done done of total collectives (what: "verify"). */
+void diag_tick(Diag *d, const char *what, int done, int total);
 /* An error with no position in the source (command line, I/O). */
 void diag_plain(Diag *d, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));

@@ -24,6 +24,8 @@ diag_init(Diag *d, const Src *src, FILE *out)
 	d->format = DF_TEXT;
 	d->rec = NULL;
 	d->nrec = d->caprec = 0;
+	d->tick = NULL;
+	d->tickarg = NULL;
 }
 
 const char *
@@ -425,4 +427,11 @@ diag_flush(Diag *d)
 	free(d->rec);
 	d->rec = NULL;
 	d->nrec = d->caprec = 0;
+}
+
+void
+diag_tick(Diag *d, const char *what, int done, int total)
+{
+	if (d->tick)
+		d->tick(d->tickarg, what, done, total);
 }

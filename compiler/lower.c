@@ -930,7 +930,9 @@ lw_items(const Coll *c)
 
 /* A program that is not symmetric (sched_symmetric) is proved by running
  * all N ranks, each through all its rounds: more than MAXPROOF items is
- * refused, naming the schedules that are proved on one rank. */
+ * refused. Round-robin (pairwise) programs are never symmetric: the
+ * message names the schedules that are; any other kind that is not is
+ * said to be so (it should be: a gap of sched_symmetric). */
 static void
 lw_proof_size(Lower *L, const Coll *c)
 {
@@ -938,11 +940,13 @@ lw_proof_size(Lower *L, const Coll *c)
 
 	if (items * c->N <= MAXPROOF || sched_symmetric(c))
 		return;
+	int rr = c->how.kind == SK_FUSE && c->how.topo == TP_PAIRWISE;
 	diag_error(L->d, c->want.loc.line > 0 ? c->want.loc : c->node->loc, "%s on %s: proving "
 	           "it means running %d ranks through %lld items each, more than cfc proves "
-	           "(%lld in all); fuse(ring) and fuse(bidir), vanilla and slice(k) are proved on "
-	           "one rank", graph_sched_str(L->a, &c->how), c->node->out->name, c->N,
-	           (long long)items, (long long)MAXPROOF);
+	           "(%lld in all); %s", graph_sched_str(L->a, &c->how), c->node->out->name, c->N,
+	           (long long)items, (long long)MAXPROOF, rr ? "fuse(ring) and fuse(bidir), "
+	           "vanilla and slice(k) are proved on one rank" : "this program is not the same "
+	           "on every rank up to a rotation, so it cannot be proved on one rank");
 }
 
 /* ---- --profile: every candidate lowered, proved and predicted ---- */
@@ -1061,8 +1065,10 @@ lower_sched(Sched *s, Diag *d)
 	lw_order(&L, s);
 	double pass = 0, left = 0;
 	if (s->profile) {
-		for (int k = 0; k < s->colls.n; k++)
+		for (int k = 0; k < s->colls.n; k++) {
+			diag_tick(d, "predict", k, s->colls.n);
 			lw_candidates(&L, s->colls.v[k], s->profile);
+		}
 		if (s->auto_margin == AUTO_MARGIN_OF_PROFILE)
 			s->auto_margin = predict_margin(s->profile);
 		pass = predict_pass(L.a, s, 1).total;
@@ -1072,6 +1078,7 @@ lower_sched(Sched *s, Diag *d)
 		Coll *c = s->colls.v[k];
 		SchedChoice want = c->want;
 		double slack = fmax(left, 0);
+		diag_tick(d, "lower", k, s->colls.n);
 		if (s->profile)
 			left -= lw_pick(c, slack);
 		lw_resolve(&L, c);

@@ -118,6 +118,23 @@ sym_ref(const Coll *c, const BufRef *b, int set)
 	       (bf->nparts > 1 ? turns(&b->part, c->N) : fixed(&b->part));
 }
 
+/* The whole result of an accumulating node (rnode_sums), named the same
+ * on every rank: it holds the rank's own sum, which no transfer moves, so
+ * setting it to zero is the same on every rank and the turn maps it onto
+ * itself. */
+static int
+sym_acc(const Coll *c, const BufRef *b)
+{
+	if (!fixed(&b->rot) || !fixed(&b->sel.hi) || !fixed(&b->sel.lo) || !fixed(&b->part))
+		return 0;
+	for (int k = 0; k < c->region.n; k++) {
+		const RNode *rn = c->region.v[k];
+		if (rnode_sums(rn) && rn->buf == b->buf)
+			return 1;
+	}
+	return 0;
+}
+
 static int
 sym_item(const Coll *c, const Item *it)
 {
@@ -127,7 +144,11 @@ sym_item(const Coll *c, const Item *it)
 	case IT_COMPUTE:
 		return (sym_sel(&it->u.comp.sel, c->N) || sym_set(c, &it->u.comp.sel)) &&
 		       sym_ref(c, &it->u.comp.dst, 1);
-	case IT_ADD: case IT_COPY: case IT_ZERO:
+	case IT_ZERO:
+		if (sym_acc(c, &it->u.move.dst))
+			return 1;
+		/* fall through */
+	case IT_ADD: case IT_COPY:
 		return sym_ref(c, &it->u.move.dst, 0) &&
 		       (it->kind == IT_ZERO || sym_ref(c, &it->u.move.src, 0));
 	case IT_SEND: case IT_RECV:

@@ -320,8 +320,11 @@ int verify_coll(const Coll *c, const struct PColl *pc, VerifyStats *st, char *er
  * (sched_symmetric): the reference the one-rank proof is tested against. */
 int verify_coll_full(const Coll *c, const struct PColl *pc, VerifyStats *st, char *err,
                      size_t errlen);
-/* The matched messages of c, in the order they complete (in c's arena). */
-int verify_messages(const Coll *c, VerifyMsg **msgs, int *nmsg);
+/* The matched messages of c between ranks below nranks (in c's arena),
+ * with nranks >= N in the order they complete; with fewer, a symmetric
+ * program is run on one rank and its messages turned, so the cost grows
+ * with nranks, not with N. */
+int verify_messages(const Coll *c, int nranks, VerifyMsg **msgs, int *nmsg);
 
 /* ---- sched.c-level helpers (lower.c) ---- */
 int sched_ix(const Ix *x, int r, int i);

@@ -688,7 +688,9 @@ vf_msg(V *v, const Xfer *q)
 	if (!v->want_msgs)
 		return;
 	v->msgs = arena_grow(v->t, v->msgs, v->nmsg, &v->capmsg, 64, sizeof *v->msgs);
-	v->msgs[v->nmsg++] = (VerifyMsg){s->rank, s->step, q->rank, v->rk[q->rank].step, q->slice};
+	/* the sender is q's peer: in a symmetric run s is rank 0's own send
+	 * that, turned, is the peer's send to rank 0 at the same step */
+	v->msgs[v->nmsg++] = (VerifyMsg){q->peer, s->step, q->rank, v->rk[q->rank].step, q->slice};
 }
 
 /* Completes this rank's side of transfer k if its other side is posted. */
@@ -831,42 +833,76 @@ vf_cell_of(V *v, int u, int b, int s, Cell *tmp)
 	return tmp;
 }
 
-/* The collective's effect, once every rank has posted it: element e of
- * rank q's result is rank e's slice (gathers, all_to_all) or the union of
- * every rank's contribution (reductions). */
+/* Element e of a collective as every rank gets it: rank e's slice s
+ * (gathers, all_to_all), or the union of every rank's contribution to s
+ * (reductions), into *out (a fresh cell: the caller drops it). */
 static int
-vf_coll_apply(V *v, const CollInst *ci)
+vf_coll_elem(V *v, const CollInst *ci, int e, int s, Cell *out)
 {
-	int op = ci->it->u.coll.op, src = ci->it->u.coll.src, dst = ci->it->u.coll.dst;
+	int op = ci->it->u.coll.op, src = ci->it->u.coll.src;
 	int gather = op == OP_ALL_GATHER || op == OP_ALL_TO_ALL;
 	char tmp[128];
 
-	for (int q = 0; q < v->nr; q++)
-		for (int e = 0, s, part; e < ci->cnt; e++) {
+	*out = (Cell){s, ORG_NONE, 0, 0};
+	for (int u = gather ? e : 0; u < (gather ? e + 1 : v->N); u++) {
+		Cell turned;
+		const Cell *sc = vf_cell_of(v, u, src, s, &turned);
+		if (!sc)
+			return RUN_ERR;
+		int rc = sc->slice != s ? vf_fail(v, u, s, "gives %s slice %d but holds %s",
+		                                  op_info[op].name, s,
+		                                  vf_cell_str(v, sc, tmp, sizeof tmp)) :
+		         !vf_union(v, out, sc) ? vf_fail(v, 0, s, "%s counts a part of slice %d "
+		                                         "twice", op_info[op].name, s) : RUN_OK;
+		if (v->sym)
+			vf_drop(v, &turned);
+		if (rc)
+			return rc;
+	}
+	return RUN_OK;
+}
+
+/* The collective's effect, once every rank has posted it: element e of
+ * rank q's result is rank e's slice (gathers, all_to_all) or the union of
+ * every rank's contribution (reductions). A reduction's element is the
+ * same on every rank that gets it: made once, copied to each (an
+ * all_reduce over N ranks is then N unions of an element, not N * N). */
+static int
+vf_coll_apply(V *v, const CollInst *ci)
+{
+	int op = ci->it->u.coll.op, dst = ci->it->u.coll.dst;
+	int gather = op == OP_ALL_GATHER || op == OP_ALL_TO_ALL;
+	Cell *made = gather ? NULL : arena_alloc(v->t, (size_t)ci->cnt * sizeof *made);
+	char *have = gather ? NULL : arena_alloc(v->t, (size_t)ci->cnt);
+	int rc = RUN_OK;
+
+	for (int q = 0; q < v->nr && rc == RUN_OK; q++)
+		for (int e = 0, s, part; e < ci->cnt && rc == RUN_OK; e++) {
 			if (!vf_elem(ci, q, 1, e, &s, &part))
 				continue;
 			int slot = vf_slot(v, q, dst, s, part);
-			if (slot < 0)
-				return RUN_ERR;
-			Cell *d = &vf_cells(v, q, dst)[slot];
-			vf_drop(v, d);
-			d->slice = s;
-			for (int u = gather ? e : 0; u < (gather ? e + 1 : v->N); u++) {
-				Cell turned;
-				const Cell *sc = vf_cell_of(v, u, src, s, &turned);
-				if (!sc)
-					return RUN_ERR;
-				int rc = sc->slice != s ? vf_fail(v, u, s, "gives %s slice %d but holds %s",
-				                                  op_info[op].name, s,
-				                                  vf_cell_str(v, sc, tmp, sizeof tmp)) :
-				         !vf_union(v, d, sc) ? vf_fail(v, q, s, "%s counts a part of slice "
-				                                       "%d twice", op_info[op].name, s) : RUN_OK;
-				if (v->sym)
-					vf_drop(v, &turned);
-				if (rc)
-					return rc;
+			if (slot < 0) {
+				rc = RUN_ERR;
+				break;
+			}
+			Cell *d = &vf_cells(v, q, dst)[slot], one;
+			if (gather && !(rc = vf_coll_elem(v, ci, e, s, &one))) {
+				vf_drop(v, d);
+				vf_copy(v, d, &one);
+				vf_drop(v, &one);
+			} else if (!gather && !have[e] && !(rc = vf_coll_elem(v, ci, e, s, &made[e]))) {
+				have[e] = 1;
+			}
+			if (!gather && rc == RUN_OK) {
+				vf_drop(v, d);
+				vf_copy(v, d, &made[e]);
 			}
 		}
+	for (int e = 0; !gather && e < ci->cnt; e++)
+		if (have[e])
+			vf_drop(v, &made[e]);
+	if (rc)
+		return rc;
 	return v->pc ? vm_coll_apply(v, ci) : RUN_OK;
 }
 
@@ -1335,19 +1371,32 @@ verify_coll_full(const Coll *c, const PColl *pc, VerifyStats *st, char *err, siz
 }
 
 int
-verify_messages(const Coll *c, VerifyMsg **msgs, int *nmsg)
+verify_messages(const Coll *c, int nranks, VerifyMsg **msgs, int *nmsg)
 {
 	V v;
 	char err[512];
+	int n = 0;
 
-	vf_init(&v, c, NULL, 1, err, sizeof err);
+	/* every rank drawn: every rank run, the messages in the order they
+	 * complete; else a symmetric program runs rank 0 alone and its
+	 * messages are turned to every receiver below nranks (rank r gets
+	 * what rank 0 gets, from its peer + r) */
+	vf_init(&v, c, NULL, nranks >= c->N, err, sizeof err);
 	v.want_msgs = 1;
-	int rc = vf_check(&v);
-	*nmsg = v.nmsg;
-	*msgs = arena_alloc(c->arena, ((size_t)v.nmsg + 1) * sizeof **msgs);
-	if (v.nmsg) /* a program of library collectives sends none: v.msgs NULL */
-		memcpy(*msgs, v.msgs, (size_t)v.nmsg * sizeof **msgs);
+	int rc = vf_check(&v), per = v.sym ? (nranks < v.N ? nranks : v.N) : 1;
+	*msgs = arena_alloc(c->arena, ((size_t)v.nmsg * (size_t)per + 1) * sizeof **msgs);
+	for (int k = 0; k < v.nmsg; k++)
+		for (int r = 0; r < per; r++) {
+			VerifyMsg m = v.msgs[k];
+			if (v.sym) {
+				m.src = sched_mod((long long)m.src + r, v.N);
+				m.dst = r;
+				m.slice = sched_turn(c, m.slice, r);
+			}
+			if (m.src < nranks && m.dst < nranks)
+				(*msgs)[n++] = m;
+		}
+	*nmsg = n;
 	vf_free(&v);
 	return rc != RUN_OK;
 }
-

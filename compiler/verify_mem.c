@@ -1008,6 +1008,11 @@ vm_coll_apply(V *v, const CollInst *ci)
 	int op = ci->it->u.coll.op, gather = op == OP_ALL_GATHER || op == OP_ALL_TO_ALL;
 	char a[160], b[160];
 	int qs[3] = {0, 1, v->N - 1};
+	/* a sum's element e: the global block the first rank to get it got,
+	 * which every rank's contribution matched (checked[e]); a later rank
+	 * that gets the same block matches them too (the same equality) */
+	Box *first = gather ? NULL : arena_alloc(v->t, (size_t)ci->cnt * sizeof *first);
+	char *checked = gather ? NULL : arena_alloc(v->t, (size_t)ci->cnt);
 
 	/* in a symmetric run the boxes are affine in the receiving rank: its
 	 * first two and its last prove the others */
@@ -1019,6 +1024,10 @@ vm_coll_apply(V *v, const CollInst *ci)
 			if (!vm_coll_block(v, ci, q, 1, e, &got, &s))
 				continue;
 			Box gg = vm_global(v, q, &got, s);
+			if (!gather && checked[e] && vm_global_eq(&gg, &first[e]))
+				continue;
+			if (!gather && !checked[e])
+				first[e] = gg, checked[e] = 1;
 			/* the source element: rank e's own (all_gather), rank e's
 			 * element q (all_to_all), every rank's element e (sums) */
 			int se = op == OP_ALL_TO_ALL ? q : e;

@@ -436,6 +436,7 @@ verify_sched(const Sched *s, const Plan *P, Diag *d)
 		Coll *c = s->colls.v[k];
 		const PColl *pc = P ? P->coll[k] : NULL;
 		int j = 0;
+		diag_tick(d, "verify", k, s->colls.n);
 		fp[k].t = t;
 		vf_fingerprint(&F, c, pc, &fp[k]);
 		for (int q = 0; q < F.nseen; q++)

@@ -5,6 +5,10 @@ ROOT=$(pwd)
 CFC=$ROOT/$B/cfc
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+# cfc's progress lines (a compile past a second of CPU, slower under the
+# sanitizers) stay out of the diagnostics the suites compare; t-scale
+# asks for them
+export CFC_PROGRESS_AFTER="${CFC_PROGRESS_AFTER:-3600}"
 # Programs the tests build themselves (generated models, apps) get the
 # sanitizers too; Open MPI's leaks at init and finalize are suppressed
 # (tests/runtime/lsan.supp), every other leak stays reported.

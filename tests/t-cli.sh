@@ -28,8 +28,21 @@ check "cli: --emit=sched lists the steps of 2 ranks, --sched-ranks=all of every 
 "$CFC" examples/mlp.cf --sched-ranks=0 2>/dev/null; rc=$?
 check "cli: --sched-ranks=0 is a usage error" [ $rc -eq 2 ]
 # graphviz's cairo plugin scales a PNG past its bitmap limit and says so
-# on stderr by itself: cfc turns that into a note that suggests SVG
-"$CFC" examples/mlp.cf -D tp=256 -D S=4096 --emit=png -o "$t/big.png" 2>"$t/big.err"; rc=$?
+# on stderr by itself: cfc turns that into a note that suggests SVG. The
+# picture bounds a large group or a deep repeat stack (sched_dot.c), so a
+# tall one takes many distinct collectives: 56 all_to_alls of 8 steps.
+{
+	echo "model big { size S = 64, D = 64; group sp = 2; type f32;"
+	echo "  in x0 : [S, D] split S over sp;"
+	i=1
+	while [ $i -le 56 ]; do
+		if [ $((i % 2)) = 1 ]; then d="S, D"; else d="D, S"; fi
+		echo "  x$i = all_to_all(x$((i - 1)), $d);"
+		i=$((i + 1))
+	done
+	echo "  out x56; }"
+} >"$t/big.cf"
+"$CFC" "$t/big.cf" --schedule='fuse(ring, m = 4)' --emit=png -o "$t/big.png" 2>"$t/big.err"; rc=$?
 check "cli: a PNG past cairo's limit is a note that suggests --emit=svg" sh -c \
 	"[ $rc -eq 0 ] && grep -q '^cfc: note: .*scaled it down by .*--emit=svg' '$t/big.err' &&
 	 ! grep -q 'cairo-renderer' '$t/big.err'"

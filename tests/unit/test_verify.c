@@ -160,7 +160,7 @@ test_messages(void)
 	Sched *s = st_build(&r, st_mlp(4, "fuse(ring)"), NULL);
 
 	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-	CU_ASSERT_EQUAL(verify_messages(st_coll(s, "xa"), &m, &n), 0);
+	CU_ASSERT_EQUAL(verify_messages(st_coll(s, "xa"), 4, &m, &n), 0);
 	CU_ASSERT_EQUAL(n, 12);
 	for (int k = 0; k < n; k++) {
 		CU_ASSERT_EQUAL(m[k].dst, (m[k].src + 1) % 4);
