@@ -277,7 +277,7 @@ ref_node(Cg *c, const Node *n)
 		/* the identity: its result is its input's view (ref_views),
 		 * an output aside */
 		if (n->out->role == R_OUT)
-			emit(&c->e, "CFRT_TRY(%s, cfrt_copy(%s, &%s, &%s));\n", c->loc[LC_CTX],
+			emit(&c->e, "CFRT_PROPAGATE(%s, cfrt_copy(%s, &%s, &%s));\n", c->loc[LC_CTX],
 			     c->loc[LC_CTX], c->cname[n->out->id], c->cname[n->in[0]->id]);
 		return;
 	}

@@ -145,7 +145,8 @@ int cfrti_xfer_reserve(cfrt_ctx *ctx)
 	return rc;
 }
 
-void cfrti_xfer_add(cfrt_ctx *ctx, int span, MPI_Request r, cfrt_req *req)
+void cfrti_xfer_add(cfrt_ctx *ctx, int span, MPI_Request r, const xdesc *d,
+                    cfrt_req *req)
 {
 	pthread_mutex_lock(&ctx->mu);
 	int i = 0;
@@ -156,6 +157,9 @@ void cfrti_xfer_add(cfrt_ctx *ctx, int span, MPI_Request r, cfrt_req *req)
 	x->state = X_ACTIVE;
 	x->mpi_err = MPI_SUCCESS;
 	x->span = span;
+	x->kind = d->kind;
+	x->peer = d->peer;
+	x->grp = ctx->base.cur;
 	ctx->unwaited++;
 	ctx->active++;
 	req->slot = i + 1;
@@ -164,27 +168,60 @@ void cfrti_xfer_add(cfrt_ctx *ctx, int span, MPI_Request r, cfrt_req *req)
 	pthread_mutex_unlock(&ctx->mu);
 }
 
-/* Completes slot x and frees it. Requires mu held and x not FREE. Returns
- * an MPI error code. */
-static int finish(cfrt_ctx *ctx, xfer *x)
+/* The watchdog ended the wait on x: the message names what it waits for
+ * (the peer, or the collective's group); the context fails. */
+static int stuck(cfrt_ctx *ctx, const xfer *x)
 {
-	int rc = x->mpi_err;
-	if (x->state == X_ACTIVE) {
-		rc = MPI_Wait(&x->r, MPI_STATUS_IGNORE);
-		ctx->active--;
-	}
+	static const char *const coll[] = {"", "", "an all_gather", "a reduce_scatter",
+	                                   "an all_reduce", "an all_to_all"};
+	const cfrti_base *b = &ctx->base;
+	const struct cfrti_group *g = &b->grp[x->grp];
+	char what[160];
+	if (x->kind == T_SEND || x->kind == T_RECV)
+		snprintf(what, sizeof what, "%s rank %d of group %d (job rank %d)",
+		         x->kind == T_SEND ? "a send to" : "a receive from", x->peer, x->grp,
+		         b->job_rank + (x->peer - g->rank) * g->stride);
+	else
+		snprintf(what, sizeof what, "%s over the %d ranks of group %d: one of "
+		         "them has not joined it", coll[x->kind], g->size, x->grp);
+	int rc = cfrti_err(ctx, CFRT_ETIMEOUT, "waited %g s (CFRT_TIMEOUT) for %s",
+	                   b->timeout, what);
+	cfrti_fail_ctx(ctx, rc);
+	return rc;
+}
+
+/* Frees slot x. Requires mu held and x not FREE. */
+static void release(cfrt_ctx *ctx, xfer *x)
+{
 	cfrti_span *sp = cfrti_trace_at(ctx, x->span);
 	if (sp)
 		sp->t1 = cfrti_trace_ns(ctx, cfrti_now());
 	x->state = X_FREE;
 	x->gen++;
 	ctx->unwaited--;
-	return rc;
+}
+
+/* Completes slot x and frees it. Requires mu held and x not FREE. Returns
+ * a cfrt status; *mpirc: MPI's error code. A wait that another rank's
+ * notice or the watchdog ended leaves the slot ACTIVE. */
+static int finish(cfrt_ctx *ctx, xfer *x, int *mpirc)
+{
+	*mpirc = x->mpi_err;
+	if (x->state == X_ACTIVE) {
+		int rc = cfrti_block(ctx, &x->r, mpirc);
+		if (rc == CFRT_ETIMEOUT)
+			return stuck(ctx, x);
+		if (rc != CFRT_OK)
+			return rc;
+		ctx->active--;
+	}
+	release(ctx, x);
+	return CFRT_OK;
 }
 
 int cfrti_xfer_wait(cfrt_ctx *ctx, cfrt_req *req)
 {
-	int s = req->slot, rc = MPI_SUCCESS;
+	int s = req->slot, rc = MPI_SUCCESS, st = CFRT_OK;
 	if (s == 0)
 		return CFRT_OK;
 	if (s < 0 || s > ctx->nx)
@@ -193,24 +230,54 @@ int cfrti_xfer_wait(cfrt_ctx *ctx, cfrt_req *req)
 	pthread_mutex_lock(&ctx->mu);
 	xfer *x = &ctx->x[s - 1];
 	if (x->gen == req->gen && x->state != X_FREE)
-		rc = finish(ctx, x);
+		st = finish(ctx, x, &rc);
 	pthread_mutex_unlock(&ctx->mu);
+	if (st != CFRT_OK)
+		return st;
 	req->slot = 0;
 	req->gen = 0;
 	return cfrti_mpi(ctx, rc, "MPI_Wait");
 }
 
+/* A failed context's transfers, which no peer may ever complete: a
+ * receive is cancelled, a send let go (MPI completes it or not); a
+ * collective cannot be either (MPI forbids both), its handle is dropped.
+ * Requires mu held. */
+static void abandon(cfrt_ctx *ctx, xfer *x)
+{
+	if (x->state == X_ACTIVE && x->kind == T_RECV) {
+		int flag = 0;
+		MPI_Cancel(&x->r);
+		for (double end = cfrti_now() + 1.0; !flag && cfrti_now() < end;)
+			MPI_Test(&x->r, &flag, MPI_STATUS_IGNORE);
+		if (!flag)
+			MPI_Request_free(&x->r);
+	} else if (x->state == X_ACTIVE && x->kind == T_SEND) {
+		MPI_Request_free(&x->r);
+	}
+	if (x->state == X_ACTIVE)
+		ctx->active--;
+	release(ctx, x);
+}
+
 int cfrti_xfer_wait_all_slots(cfrt_ctx *ctx)
 {
-	int rc = MPI_SUCCESS;
+	int rc = MPI_SUCCESS, st = CFRT_OK;
 	pthread_mutex_lock(&ctx->mu);
 	for (int i = 0; i < ctx->nx; i++) {
 		if (ctx->x[i].state == X_FREE)
 			continue;
-		int r = finish(ctx, &ctx->x[i]);
-		if (rc == MPI_SUCCESS)
+		if (ctx->base.failed) {
+			abandon(ctx, &ctx->x[i]);
+			continue;
+		}
+		int r;
+		st = finish(ctx, &ctx->x[i], &r);
+		if (st != CFRT_OK) /* failed now: abandoned with the rest */
+			i--;
+		else if (rc == MPI_SUCCESS)
 			rc = r;
 	}
 	pthread_mutex_unlock(&ctx->mu);
-	return cfrti_mpi(ctx, rc, "MPI_Wait");
+	return st != CFRT_OK ? st : cfrti_mpi(ctx, rc, "MPI_Wait");
 }
