@@ -579,8 +579,8 @@ cg_check_args(Cg *c, const char *fn, const char *used, int64_t wsbytes)
 	/* the context first (a null or finalized one is not read), then
 	 * each struct the checks below read a buffer of */
 	emit(&c->e, "CFRT_PROPAGATE(%s, cfrt_check_ctx(%s, \"%s\"));\n", ctx, ctx, fn);
-	check_structs(c, used);
 	emit(&c->e, "cfrt_where(%s, \"%s\", 0);\n", ctx, fn);
+	check_structs(c, used);
 	for (int i = 0; i < c->g->values.n; i++) {
 		const Value *v = c->g->values.v[i];
 		if (!used[i] || v->role == R_ACT)

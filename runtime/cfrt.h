@@ -372,7 +372,16 @@ int cfrt_init_opts(cfrt_ctx **ctx, MPI_Comm comm, int ngroups,
 /* Waits for every outstanding transfer, writes the trace (CFRT_TRACE), frees
  * the context and everything it holds. Collective. ctx may be NULL. The
  * context is gone even on failure: cfrt_last_error(NULL) has the message,
- * and CFRT_TRY(NULL, cfrt_finalize(ctx)) reports it. */
+ * and CFRT_TRY(NULL, cfrt_finalize(ctx)) reports it.
+ * A context that failed (error mode return) writes no trace and does not
+ * wait for its transfers: its receives are cancelled, and every rank of
+ * the job takes the messages sent to it that no receive took (the MPI
+ * backend: a barrier and an all-to-all of counts on every cfrt_finalize),
+ * so that no message of it is left in flight when the next context is
+ * made. Until then such a send reads its buffer: after a failure, free
+ * the buffers (cfrt_free) after cfrt_finalize, which the MPI backend
+ * allows. With the watchdog set, cfrt_finalize waits that long for the
+ * other ranks. */
 int cfrt_finalize(cfrt_ctx *ctx);
 
 /* Rank of this process in the context's current group, and its size (with

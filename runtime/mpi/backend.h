@@ -74,6 +74,7 @@ int cfrti_xfer_reserve(cfrt_ctx *ctx);
 void cfrti_xfer_add(cfrt_ctx *ctx, int span, MPI_Request r, const xdesc *d,
                     cfrt_req *req);
 int cfrti_xfer_wait_all_slots(cfrt_ctx *ctx);
+int cfrti_settle(cfrt_ctx *ctx);
 
 /* One strided run of a view: element i at p + i*s elements, of type t. */
 typedef struct lane {

@@ -127,7 +127,9 @@ void cfrti_ctx_free(cfrt_ctx *ctx)
 
 int cfrti_ctx_drain(cfrt_ctx *ctx)
 {
-	return cfrti_xfer_wait_all_slots(ctx);
+	int rc = cfrti_xfer_wait_all_slots(ctx);
+	int src = cfrti_settle(ctx);
+	return rc != CFRT_OK ? rc : src;
 }
 
 const char *cfrt_backend_name(void)

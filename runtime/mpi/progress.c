@@ -239,25 +239,134 @@ int cfrti_xfer_wait(cfrt_ctx *ctx, cfrt_req *req)
 	return cfrti_mpi(ctx, rc, "MPI_Wait");
 }
 
-/* A failed context's transfers, which no peer may ever complete: a
- * receive is cancelled, a send let go (MPI completes it or not); a
- * collective cannot be either (MPI forbids both), its handle is dropped.
- * Requires mu held. */
+/* A failed context's transfers, which no peer may ever complete. A
+ * receive is cancelled (one that matched a message already completes).
+ * A send stays: Open MPI cannot cancel one, and a send left pending holds
+ * its communicator's id on this rank alone and, worse, reaches the next
+ * communicator the peer makes with that id out of sequence, which then
+ * never delivers (the next cfrt_init hung in MPI_Comm_dup): cfrti_settle
+ * has the peers take them. A collective can be neither cancelled nor
+ * freed (MPI forbids both): its handle is dropped. Requires mu held. */
 static void abandon(cfrt_ctx *ctx, xfer *x)
 {
+	if (x->state == X_ACTIVE && x->kind == T_SEND)
+		return;
 	if (x->state == X_ACTIVE && x->kind == T_RECV) {
 		int flag = 0;
 		MPI_Cancel(&x->r);
-		for (double end = cfrti_now() + 1.0; !flag && cfrti_now() < end;)
+		for (double end = cfrti_now() + 10.0; !flag && cfrti_now() < end;)
 			MPI_Test(&x->r, &flag, MPI_STATUS_IGNORE);
 		if (!flag)
 			MPI_Request_free(&x->r);
-	} else if (x->state == X_ACTIVE && x->kind == T_SEND) {
-		MPI_Request_free(&x->r);
 	}
 	if (x->state == X_ACTIVE)
 		ctx->active--;
 	release(ctx, x);
+}
+
+/* The job rank of rank `peer` of group g, and the rank in group g of job
+ * rank j (which shares every other coordinate with this rank). */
+static int job_of(const cfrti_base *b, int g, int peer)
+{
+	return b->job_rank + (peer - b->grp[g].rank) * b->grp[g].stride;
+}
+
+static int grank_of(const cfrti_base *b, int g, int j)
+{
+	return j / b->grp[g].stride % b->grp[g].size;
+}
+
+/* Receives n messages from src on comm into scratch, whatever they hold. */
+static int take(MPI_Comm comm, int src, int n)
+{
+	for (int k = 0; k < n; k++) {
+		MPI_Status st;
+		int bytes = 0, rc = MPI_Probe(src, MPI_ANY_TAG, comm, &st);
+		if (rc == MPI_SUCCESS)
+			rc = MPI_Get_count(&st, MPI_BYTE, &bytes);
+		char *tmp = malloc(bytes > 0 ? (size_t)bytes : 1);
+		if (rc == MPI_SUCCESS)
+			rc = MPI_Recv(tmp, bytes, MPI_BYTE, src, st.MPI_TAG, comm,
+			              MPI_STATUS_IGNORE);
+		free(tmp);
+		if (rc != MPI_SUCCESS)
+			return rc;
+	}
+	return MPI_SUCCESS;
+}
+
+/* Collective over the job at cfrt_finalize, on the notice communicator:
+ * every rank's sends that no receive took (a failed context's, and the
+ * failure notices) are counted to their receivers, who take them, so
+ * that no message of this context is left in flight when its
+ * communicators are freed. A context that did not fail has none: one
+ * barrier and one all-to-all of counts. */
+int cfrti_settle(cfrt_ctx *ctx)
+{
+	cfrti_base *b = &ctx->base;
+	int n = b->job_size, w = CFRT_MAX_GROUPS + 1, mrc = MPI_SUCCESS, rc = CFRT_OK;
+	int *out = calloc((size_t)(2 * n * w), sizeof *out), *in = out + n * w;
+	MPI_Request r;
+	if (!out)
+		return cfrti_err(ctx, CFRT_ENOMEM, "no memory to settle the transfers");
+	if (b->alarm_rq != MPI_REQUEST_NULL) {
+		MPI_Cancel(&b->alarm_rq);
+		MPI_Wait(&b->alarm_rq, MPI_STATUS_IGNORE); /* a notice, or none */
+	}
+	int got_from = b->alarm_in && b->alarm_in->msg[0] ? b->alarm_in->rank : -1;
+	/* every rank has cancelled its receives: a send still pending after
+	 * this barrier was taken by no receive */
+	mrc = MPI_Ibarrier(b->alarm, &r);
+	if (mrc == MPI_SUCCESS)
+		rc = cfrti_block(ctx, &r, &mrc);
+	if (rc == CFRT_ETIMEOUT)
+		rc = cfrti_err(ctx, rc, "waited %g s (CFRT_TIMEOUT) for the other %d ranks "
+		               "of the job to finalize the context", b->timeout, n - 1);
+	pthread_mutex_lock(&ctx->mu);
+	for (int i = 0; i < ctx->nx; i++) {
+		xfer *x = &ctx->x[i];
+		int flag = 0;
+		if (x->state == X_ACTIVE && x->kind == T_SEND)
+			MPI_Test(&x->r, &flag, MPI_STATUS_IGNORE);
+		if (x->state == X_ACTIVE && x->kind == T_SEND && !flag)
+			out[job_of(b, x->grp, x->peer) * w + x->grp]++;
+		else if (x->state == X_ACTIVE && x->kind == T_SEND)
+			x->state = X_DONE;
+	}
+	pthread_mutex_unlock(&ctx->mu);
+	for (int p = 0; b->alarm_sends && p < n; p++)
+		out[p * w + CFRT_MAX_GROUPS] = p != b->job_rank;
+	if (rc == CFRT_OK && mrc == MPI_SUCCESS)
+		mrc = MPI_Ialltoall(out, w, MPI_INT, in, w, MPI_INT, b->alarm, &r);
+	if (rc == CFRT_OK && mrc == MPI_SUCCESS)
+		rc = cfrti_block(ctx, &r, &mrc);
+	for (int s = 0; rc == CFRT_OK && mrc == MPI_SUCCESS && s < n; s++) {
+		for (int g = 0; mrc == MPI_SUCCESS && g < b->ngroups; g++)
+			mrc = take(b->grp[g].comm, grank_of(b, g, s), in[s * w + g]);
+		if (mrc == MPI_SUCCESS)
+			mrc = take(b->alarm, s, in[s * w + CFRT_MAX_GROUPS] - (s == got_from));
+	}
+	free(out);
+	/* now every pending send has been taken: complete them */
+	pthread_mutex_lock(&ctx->mu);
+	for (int i = 0; i < ctx->nx; i++)
+		if (ctx->x[i].state != X_FREE && ctx->x[i].kind == T_SEND) {
+			if (ctx->x[i].state == X_ACTIVE && rc == CFRT_OK && mrc == MPI_SUCCESS)
+				MPI_Wait(&ctx->x[i].r, MPI_STATUS_IGNORE);
+			else if (ctx->x[i].state == X_ACTIVE)
+				MPI_Request_free(&ctx->x[i].r);
+			ctx->active -= ctx->x[i].state == X_ACTIVE;
+			release(ctx, &ctx->x[i]);
+		}
+	pthread_mutex_unlock(&ctx->mu);
+	if (b->alarm_sends && rc == CFRT_OK && mrc == MPI_SUCCESS) {
+		MPI_Waitall(n, b->alarm_sends, MPI_STATUSES_IGNORE);
+		free(b->alarm_sends);
+		free(b->alarm_out);
+		b->alarm_sends = NULL;
+		b->alarm_out = NULL;
+	}
+	return rc != CFRT_OK ? rc : cfrti_mpi(ctx, mrc, "settling the transfers");
 }
 
 int cfrti_xfer_wait_all_slots(cfrt_ctx *ctx)
