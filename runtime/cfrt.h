@@ -381,7 +381,8 @@ int cfrt_init_opts(cfrt_ctx **ctx, MPI_Comm comm, int ngroups,
  * made. Until then such a send reads its buffer: after a failure, free
  * the buffers (cfrt_free) after cfrt_finalize, which the MPI backend
  * allows. With the watchdog set, cfrt_finalize waits that long for the
- * other ranks. */
+ * other ranks, twice: a rank may spend one in a wait before it fails and
+ * comes. */
 int cfrt_finalize(cfrt_ctx *ctx);
 
 /* Rank of this process in the context's current group, and its size (with

@@ -724,20 +724,25 @@ static int notice_came(cfrt_ctx *ctx)
 
 int cfrti_block(cfrt_ctx *ctx, MPI_Request *r, int *mpirc)
 {
+	return cfrti_block_within(ctx, r, mpirc, cfrti_base_of(ctx)->timeout);
+}
+
+int cfrti_block_within(cfrt_ctx *ctx, MPI_Request *r, int *mpirc, double timeout)
+{
 	cfrti_base *b = cfrti_base_of(ctx);
 	int flag = 0, idx = MPI_UNDEFINED;
-	if (b->timeout <= 0 && b->alarm_rq == MPI_REQUEST_NULL) {
+	if (timeout <= 0 && b->alarm_rq == MPI_REQUEST_NULL) {
 		*mpirc = MPI_Wait(r, MPI_STATUS_IGNORE);
 		return CFRT_OK;
 	}
-	if (b->timeout <= 0) {
+	if (timeout <= 0) {
 		MPI_Request rq[2] = {*r, b->alarm_rq};
 		*mpirc = MPI_Waitany(2, rq, &idx, MPI_STATUS_IGNORE);
 		*r = rq[0];
 		b->alarm_rq = rq[1];
 		return idx == 1 ? notice_came(ctx) : CFRT_OK;
 	}
-	double end = cfrti_now() + b->timeout;
+	double end = cfrti_now() + timeout;
 	for (;;) {
 		*mpirc = MPI_Test(r, &flag, MPI_STATUS_IGNORE);
 		if (flag || *mpirc != MPI_SUCCESS)

@@ -116,6 +116,8 @@ int cfrti_gone(cfrt_ctx *ctx);
  * caller names what it waited for, then calls cfrti_fail_ctx); *r is then
  * still active. */
 int cfrti_block(cfrt_ctx *ctx, MPI_Request *r, int *mpirc);
+/* cfrti_block with timeout seconds instead of the watchdog's. */
+int cfrti_block_within(cfrt_ctx *ctx, MPI_Request *r, int *mpirc, double timeout);
 /* The notice receive cancelled, the notices sent completed or let go
  * (cfrt_finalize). */
 void cfrti_alarm_close(cfrt_ctx *ctx);
