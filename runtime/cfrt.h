@@ -523,7 +523,9 @@ int cfrt_raise(cfrt_ctx *ctx, int status);
  * aligned host memory here). Host pointers are only for upload/download.
  * ------------------------------------------------------------------------ */
 
-/* *ptr = a new buffer of bytes bytes, contents zero (NULL when bytes = 0). */
+/* *ptr = a new buffer of bytes bytes, contents zero (NULL when bytes = 0).
+ * The context records its size: cfrt_check_arg checks sizes in it
+ * exactly. */
 int cfrt_alloc(cfrt_ctx *ctx, void **ptr, size_t bytes);
 
 /* Frees a buffer from cfrt_alloc; NULL is allowed. */
