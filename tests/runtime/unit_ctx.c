@@ -246,8 +246,8 @@ static void test_memory(void)
 static void test_lib(void)
 {
 	cfrt_ctx *c = NULL;
-	int n = cfrt_size(ut_ctx), me;
-	char buf[64], want[160];
+	int one = 1;
+	char buf[64];
 	CU_ASSERT_EQUAL(cfrt_set_errors(7), CFRT_EINVAL);
 	CU_ASSERT_EQUAL(cfrt_check_ctx(NULL, "f"), CFRT_EINVAL);
 	CU_ASSERT_STRING_EQUAL(cfrt_last_error(NULL), "f: null context (cfrt_init was not "
@@ -264,15 +264,14 @@ static void test_lib(void)
 
 	cfrt_opts o = {.flags = CFRT_OPT_ERRORS | CFRT_OPT_TIMEOUT,
 	               .errors = CFRT_ERRORS_RETURN, .timeout = 1.0};
-	CU_ASSERT_EQUAL_FATAL(cfrt_init_opts(&c, MPI_COMM_WORLD, 1, &n, "m", &o), CFRT_OK);
-	me = cfrt_rank(c);
+	/* one rank: on more, a rank that timed out first tells the others,
+	 * whose waits then end with CFRT_EPEER */
+	CU_ASSERT_EQUAL_FATAL(cfrt_init_opts(&c, MPI_COMM_SELF, 1, &one, "m", &o), CFRT_OK);
 	cfrt_req q = {0, 0};
-	CU_ASSERT_EQUAL(cfrt_irecv(c, buf, 1, CFRT_F32, me, 5, &q), CFRT_OK);
+	CU_ASSERT_EQUAL(cfrt_irecv(c, buf, 1, CFRT_F32, 0, 5, &q), CFRT_OK);
 	CU_ASSERT_EQUAL(cfrt_wait(c, &q), CFRT_ETIMEOUT);
-	snprintf(want, sizeof want, "rank %d: op - step -1: cfrt_wait: waited 1 s "
-	         "(CFRT_TIMEOUT) for a receive from rank %d of group 0 (job rank %d)", me, me,
-	         me);
-	CU_ASSERT_STRING_EQUAL(cfrt_last_error(c), want);
+	CU_ASSERT_STRING_EQUAL(cfrt_last_error(c), "rank 0: op - step -1: cfrt_wait: waited 1 s "
+	                       "(CFRT_TIMEOUT) for a receive from rank 0 of group 0 (job rank 0)");
 	CU_ASSERT_EQUAL(cfrt_failure(c), CFRT_ETIMEOUT);
 	CU_ASSERT_EQUAL(cfrt_wait(c, &q), CFRT_EFAILED);
 	CU_ASSERT_EQUAL(cfrt_barrier(c), CFRT_EFAILED);
