@@ -581,7 +581,7 @@ int cfrt_check_arg(cfrt_ctx *ctx, const void *p, size_t bytes, const char *what)
 		return cfrti_err(ctx, CFRT_EINVAL, "%s needs %zu bytes, but its %s buffer "
 		                 "has %zu from there", what, bytes,
 		                 r->alloc ? "cfrt_alloc" : "registered", have);
-	return cfrti_check_mem(ctx, p, bytes, what);
+	return cfrti_check_mem(ctx, p, bytes, what, r != NULL);
 }
 
 int cfrt_check_ptr(cfrt_ctx *ctx, const void *p, const char *what)

@@ -323,8 +323,9 @@ void cfrti_ctx_free(cfrt_ctx *ctx);
 /* OK for a dtype the backend computes on, else the error. */
 int cfrti_check_dtype(cfrt_ctx *ctx, cfrt_dtype t);
 /* OK when [p, p + bytes) is memory the backend computes on (what names it
- * in the error). */
-int cfrti_check_mem(cfrt_ctx *ctx, const void *p, size_t bytes, const char *what);
+ * in the error); known: it lies in a buffer of the size registry. */
+int cfrti_check_mem(cfrt_ctx *ctx, const void *p, size_t bytes, const char *what,
+                    int known);
 /* Entry of a public transfer call: names it for messages (base.api). */
 int cfrti_enter(cfrt_ctx *ctx, const char *api);
 /* The compute call issued last has ended, as far as the host knows

@@ -157,9 +157,12 @@ static int mapped(const char *p)
 /* Any host memory will do; a buffer of no registry (cfrt_check_arg
  * checked those) must have its first and last byte mapped: a buffer
  * whose missing part would be unmapped memory, or a wild pointer. */
-int cfrti_check_mem(cfrt_ctx *ctx, const void *p, size_t bytes, const char *what)
+int cfrti_check_mem(cfrt_ctx *ctx, const void *p, size_t bytes, const char *what,
+                    int known)
 {
 	const char *c = p;
+	if (known)
+		return CFRT_OK;
 	if (!mapped(c))
 		return cfrti_err(ctx, CFRT_EINVAL, "%s (%zu bytes at %p) is not mapped "
 		                 "memory", what, bytes, p);
