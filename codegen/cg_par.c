@@ -331,13 +331,13 @@ emit_move(Par *P, const Item *it, const PItem *p)
 	                     buf_name(P, it->u.move.src.buf)), item_slice(P, p, &it->u.move.dst.sel, 0));
 	emit(&cg->e, "cfrt_view %s = %s;\n", dst, view_c(P, &p->view[0]));
 	if (it->kind == IT_ZERO) {
-		emit(&cg->e, "CFRT_TRY(%s, cfrt_scale(%s, &%s, &%s, 0.0));\n", ctx, ctx, dst, dst);
+		emit(&cg->e, "CFRT_PROPAGATE(%s, cfrt_scale(%s, &%s, &%s, 0.0));\n", ctx, ctx, dst, dst);
 	} else {
 		emit(&cg->e, "cfrt_view %s = %s;\n", src, view_c(P, &p->view[1]));
 		if (it->kind == IT_ADD)
-			emit(&cg->e, "CFRT_TRY(%s, cfrt_add(%s, &%s, &%s, &%s));\n", ctx, ctx, dst, dst, src);
+			emit(&cg->e, "CFRT_PROPAGATE(%s, cfrt_add(%s, &%s, &%s, &%s));\n", ctx, ctx, dst, dst, src);
 		else
-			emit(&cg->e, "CFRT_TRY(%s, cfrt_copy(%s, &%s, &%s));\n", ctx, ctx, dst, src);
+			emit(&cg->e, "CFRT_PROPAGATE(%s, cfrt_copy(%s, &%s, &%s));\n", ctx, ctx, dst, src);
 	}
 	item_end(P);
 }
@@ -360,14 +360,14 @@ emit_xfer(Par *P, const Item *it, const PItem *p)
 	if (p->staged) {
 		emit(&cg->e, "cfrt_view %s = %s;\n", st, view_c(P, &p->stage));
 		if (send)
-			emit(&cg->e, "CFRT_TRY(%s, cfrt_copy(%s, &%s, &%s)); /* pack */\n", ctx, ctx, st, b);
+			emit(&cg->e, "CFRT_PROPAGATE(%s, cfrt_copy(%s, &%s, &%s)); /* pack */\n", ctx, ctx, st, b);
 		else
 			emit(&cg->e, "%s = %s;\n%s = 1;\n", lab_at(P, lb, "up"), b, lab_at(P, lb, "upon"));
 	} else if (l->unpack && !send) {
 		emit(&cg->e, "%s = 0;\n", lab_at(P, lb, "upon"));
 	}
 	emit(&cg->e, "%s = %s;\n", lab_at(P, lb, "rd"), L(P, LC_RD));
-	emit(&cg->e, "CFRT_TRY(%s, cfrt_%s(%s, %s.p, %lld, %s, %s, %d, &%s));\n", ctx,
+	emit(&cg->e, "CFRT_PROPAGATE(%s, cfrt_%s(%s, %s.p, %lld, %s, %s, %d, &%s));\n", ctx,
 	     send ? "isend" : "irecv", ctx, p->staged ? st : b, (long long)p->count,
 	     cg_dtype(P->c->node->in[0]->dtype), L(P, LC_PEER), it->u.xfer.tag,
 	     lab_at(P, lb, "rq"));
@@ -390,7 +390,7 @@ emit_blocks(Par *P, const PItem *p, int recv)
 		emit_begin(&cg->e);
 	emit(&cg->e, "cfrt_view %s = %s;\n", blk, view_c(P, &sd->view));
 	emit(&cg->e, "cfrt_view %s = %s;\n", st, view_c(P, &sd->stage));
-	emit(&cg->e, "CFRT_TRY(%s, cfrt_copy(%s, &%s, &%s));\n", ctx, ctx, recv ? blk : st,
+	emit(&cg->e, "CFRT_PROPAGATE(%s, cfrt_copy(%s, &%s, &%s));\n", ctx, ctx, recv ? blk : st,
 	     recv ? st : blk);
 	emit_close(&cg->e, "");
 }
@@ -445,7 +445,7 @@ emit_coll(Par *P, const Item *it, const PItem *p)
 	emit_side(P, it, p, 0);
 	emit_side(P, it, p, 1);
 	if (blocking) {
-		emit(&cg->e, "CFRT_TRY(%s, cfrt_%s(%s, %s, %s, %lld, %s));\n", ctx, op_info[op].name, ctx,
+		emit(&cg->e, "CFRT_PROPAGATE(%s, cfrt_%s(%s, %s, %s, %lld, %s));\n", ctx, op_info[op].name, ctx,
 		     L(P, LC_SEND), L(P, LC_RECV), (long long)p->count, dt);
 		if (p->side[1].staged)
 			emit_blocks(P, p, 1);
@@ -453,7 +453,7 @@ emit_coll(Par *P, const Item *it, const PItem *p)
 		emit(&cg->e, "%s = %s;\n", lab_at(P, lb, "rd"), L(P, LC_RD));
 		if (l->usebase)
 			emit(&cg->e, "%s = %s;\n", lab_at(P, lb, "base"), L(P, LC_BASE));
-		emit(&cg->e, "CFRT_TRY(%s, cfrt_i%s(%s, %s, %s, %lld, %s, &%s));\n", ctx,
+		emit(&cg->e, "CFRT_PROPAGATE(%s, cfrt_i%s(%s, %s, %s, %lld, %s, &%s));\n", ctx,
 		     op_info[op].name, ctx, L(P, LC_SEND), L(P, LC_RECV), (long long)p->count, dt,
 		     lab_at(P, lb, "rq"));
 	}
@@ -471,7 +471,7 @@ emit_wait(Par *P, const Item *it)
 	item_begin(P);
 	round_locals(P, lb, &it->u.wait.round);
 	emit_open(&cg->e, "if (%s == %s)", lab_at(P, lb, "rd"), L(P, LC_RD));
-	emit(&cg->e, "CFRT_TRY(%s, cfrt_wait(%s, &%s));\n%s = -1;\n", ctx, ctx, lab_at(P, lb, "rq"),
+	emit(&cg->e, "CFRT_PROPAGATE(%s, cfrt_wait(%s, &%s));\n%s = -1;\n", ctx, ctx, lab_at(P, lb, "rq"),
 	     lab_at(P, lb, "rd"));
 	if (l->unpack || (l->kind == IT_COLL && l->staged[1]))
 		cg_what(cg, arena_printf(cg->a, "unpack %s", l->kind == IT_COLL ?
@@ -489,7 +489,7 @@ emit_wait(Par *P, const Item *it)
 		P->k = L(P, LC_K);
 		emit(&cg->e, "cfrt_view %s = cfrt_view_contig(%s, %s, %s.nd, %s.dim);\n", st,
 		     stage_at(P, lb, 0), cg_dtype(P->c->node->in[0]->dtype), up, up);
-		emit(&cg->e, "CFRT_TRY(%s, cfrt_copy(%s, &%s, &%s)); /* unpack */\n", ctx, ctx, up, st);
+		emit(&cg->e, "CFRT_PROPAGATE(%s, cfrt_copy(%s, &%s, &%s)); /* unpack */\n", ctx, ctx, up, st);
 		emit_close(&cg->e, "");
 	}
 	emit_close(&cg->e, "");
@@ -580,10 +580,10 @@ emit_phase(Par *P, const Phase *ph)
 			int x = is_p2p(items->v[j]), first = x && (j == 0 || !is_p2p(items->v[j - 1]));
 			int last = x && (j == items->n - 1 || !is_p2p(items->v[j + 1]));
 			if (first)
-				emit(e, "CFRT_TRY(%s, cfrt_group_begin(%s));\n", ctx, ctx);
+				emit(e, "CFRT_PROPAGATE(%s, cfrt_group_begin(%s));\n", ctx, ctx);
 			emit_item(P, ph, items->v[j]);
 			if (last)
-				emit(e, "CFRT_TRY(%s, cfrt_group_end(%s));\n", ctx, ctx);
+				emit(e, "CFRT_PROPAGATE(%s, cfrt_group_end(%s));\n", ctx, ctx);
 		}
 	}
 	emit_close(e, "");
@@ -723,7 +723,7 @@ emit_stage_coll(Par *P)
 	emit(&cg->e, "/* %s = %s over %s: %s */\n", n->out->name, graph_node_str(cg->a, n),
 	     n->a.coll.group->name, graph_sched_str(cg->a, &c->how));
 	if (P->r)
-		emit(&cg->e, "CFRT_TRY(%s, cfrt_use_group(%s, %d));\n", L(P, LC_CTX), L(P, LC_CTX),
+		emit(&cg->e, "CFRT_PROPAGATE(%s, cfrt_use_group(%s, %d));\n", L(P, LC_CTX), L(P, LC_CTX),
 		     P->group);
 	emit_begin(&cg->e);
 	emit_temps(P);
@@ -842,7 +842,7 @@ group_ranks(Cg *cg)
 	if (g->groups.n <= 1)
 		return NULL;
 	const char **name = arena_alloc(cg->a, (size_t)g->groups.n * sizeof *name);
-	emit(e, "CFRT_TRY(%s, cfrt_check_groups(%s, %d, (int[])%s));\n", ctx, ctx, g->groups.n,
+	emit(e, "CFRT_PROPAGATE(%s, cfrt_check_groups(%s, %d, (int[])%s));\n", ctx, ctx, g->groups.n,
 	     cg_group_sizes(cg));
 	for (int k = 0; k < g->groups.n; k++) {
 		const Group *gr = g->groups.v[k];
@@ -949,9 +949,9 @@ emit_body(Cg *cg, const Plan *plan, Par *pars, const char *fn)
 {
 	Emitter *e = &cg->e;
 
+	cg_check_args(cg, fn, plan->used, plan->wsbytes);
 	if (plan->need & PN_R && cg->g->groups.n <= 1)
 		emit(e, "const int %s = cfrt_rank(%s);\n\n", cg->loc[LC_R], cg->loc[LC_CTX]);
-	cg_check_args(cg, fn, plan->used, plan->wsbytes);
 	const char **grank = group_ranks(cg);
 	cg_views(cg, plan->used, plan->off);
 	emit_stages(cg, plan, pars, grank);

@@ -192,8 +192,8 @@ header_backward(Cg *c, const Graph *b)
 	        "size_t %s_backward_workspace_bytes(void);\n\n", p, p);
 	emit(e, "/* One backward pass on this rank, after %s_forward saved into saved:\n"
 	        " * the same context, weights and io as that forward pass. Collective\n"
-	        " * like the forward; a runtime failure ends the job naming rank, op\n"
-	        " * and step. */\n"
+	        " * like the forward; a failure ends the job naming rank, op and step,\n"
+	        " * or returns its status (error modes: cfrt.h). */\n"
 	        "int %s_backward(cfrt_ctx *ctx, const %s_weights *w, const %s_io *io,\n"
 	        "                const void *saved, const %s_grads *g, void *workspace);\n\n",
 	     p, p, p, p, p);
@@ -228,12 +228,14 @@ cg_header(FILE *f, Arena *a, const Graph *g)
 	if (g->groups.n > 1)
 		emit(e, "/* One forward pass on this rank; ctx from cfrt_init_groups over the\n"
 		        " * job's communicator with %s_NGROUPS groups of %s_GROUP_SIZES ranks.\n"
-		        " * Collective over the job; leaves group 0 current. A runtime\n"
-		        " * failure ends the job naming rank, op and step. */\n", c.upper, c.upper);
+		        " * Collective over the job; leaves group 0 current. A failure\n"
+		        " * ends the job naming rank, op and step, or returns its status\n"
+		        " * (error modes: cfrt.h). */\n", c.upper, c.upper);
 	else
 		emit(e, "/* One forward pass on this rank; ctx from cfrt_init over the group's\n"
 		        " * communicator with %s_GROUP_SIZE ranks. Collective over the group.\n"
-		        " * A runtime failure ends the job naming rank, op and step. */\n", c.upper);
+		        " * A failure ends the job naming rank, op and step, or returns its\n"
+		        " * status (error modes: cfrt.h). */\n", c.upper);
 	if (g->bwd)
 		emit(e, "/* saved: %s_saved_bytes() bytes where it keeps what %s_backward\n"
 		        " * reads. */\n"
@@ -277,7 +279,7 @@ ref_node(Cg *c, const Node *n)
 		/* the identity: its result is its input's view (ref_views),
 		 * an output aside */
 		if (n->out->role == R_OUT)
-			emit(&c->e, "CFRT_TRY(%s, cfrt_copy(%s, &%s, &%s));\n", c->loc[LC_CTX],
+			emit(&c->e, "CFRT_PROPAGATE(%s, cfrt_copy(%s, &%s, &%s));\n", c->loc[LC_CTX],
 			     c->loc[LC_CTX], c->cname[n->out->id], c->cname[n->in[0]->id]);
 		return;
 	}

@@ -299,13 +299,14 @@ cg_what(Cg *c, const char *what, const char *slice)
 static void
 call(Cg *c, const char *fn, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
-/* CFRT_TRY(ctx, fn(ctx, args)); with the arguments after ctx as fmt. */
+/* CFRT_PROPAGATE(ctx, fn(ctx, args)); with the arguments after ctx as
+ * fmt: a failure returns from the entry point under the error mode. */
 static void
 call(Cg *c, const char *fn, const char *fmt, ...)
 {
 	va_list ap;
 
-	emit(&c->e, "CFRT_TRY(%s, %s(%s, ", c->loc[LC_CTX], fn, c->loc[LC_CTX]);
+	emit(&c->e, "CFRT_PROPAGATE(%s, %s(%s, ", c->loc[LC_CTX], fn, c->loc[LC_CTX]);
 	va_start(ap, fmt);
 	emit_v(&c->e, fmt, ap);
 	va_end(ap);
@@ -563,6 +564,34 @@ cg_saved_bytes(const Cg *c)
 	return c->whole ? f->ref_savedbytes : f->savedbytes;
 }
 
+/* The structs of buffers (weights, io, grads) that the argument checks
+ * read a field of: each is checked not to be NULL first. */
+static void
+check_structs(Cg *c, const char *used)
+{
+	static const struct { int loc; const char *what, *type; } st[] = {
+		{LC_W, "the weights", "weights"},
+		{LC_IO, "the inputs and outputs", "io"},
+		{LC_GR, "the gradients", "grads"},
+	};
+	int need[3] = {0, 0, 0};
+
+	for (int i = 0; i < c->g->values.n; i++) {
+		const Value *v = c->g->values.v[i];
+		if (!used[i] || v->role == R_ACT || v->home == HO_SAVED)
+			continue;
+		int k = v->role == R_WEIGHT ? LC_W : v->home == HO_GRADS || v->home == HO_ACC ? LC_GR
+		                                                                            : LC_IO;
+		for (int s = 0; s < 3; s++)
+			need[s] |= st[s].loc == k;
+	}
+	for (int s = 0; s < 3; s++)
+		if (need[s])
+			emit(&c->e, "CFRT_PROPAGATE(%s, cfrt_check_ptr(%s, %s, \"%s (%s_%s *)\"));\n",
+			     c->loc[LC_CTX], c->loc[LC_CTX], c->loc[st[s].loc], st[s].what,
+			     c->prefix, st[s].type);
+}
+
 void
 cg_check_args(Cg *c, const char *fn, const char *used, int64_t wsbytes)
 {
@@ -578,7 +607,11 @@ cg_check_args(Cg *c, const char *fn, const char *used, int64_t wsbytes)
 		emit(&c->e, "(void)%s;\n", c->loc[LC_W]);
 	if (c->g->fwd && !io) /* the backward: the forward's io struct */
 		emit(&c->e, "(void)%s;\n", c->loc[LC_IO]);
+	/* the context first (a null or finalized one is not read), then
+	 * each struct the checks below read a buffer of */
+	emit(&c->e, "CFRT_PROPAGATE(%s, cfrt_check_ctx(%s, \"%s\"));\n", ctx, ctx, fn);
 	emit(&c->e, "cfrt_where(%s, \"%s\", 0);\n", ctx, fn);
+	check_structs(c, used);
 	for (int i = 0; i < c->g->values.n; i++) {
 		const Value *v = c->g->values.v[i];
 		if (!used[i] || v->role == R_ACT)
@@ -588,17 +621,17 @@ cg_check_args(Cg *c, const char *fn, const char *used, int64_t wsbytes)
 			continue;
 		}
 		int64_t n = dtype_size[v->dtype] * (c->whole ? value_elems(v) : value_rank_elems(v));
-		emit(&c->e, "CFRT_TRY(%s, cfrt_check_arg(%s, %s, %lld, \"%s %s\"));\n", ctx, ctx,
-		     arg_ptr(c, v), (long long)n, cg_role_word(v), value_uname(v));
+		emit(&c->e, "CFRT_PROPAGATE(%s, cfrt_check_arg(%s, %s, %lld, \"%s %s\"));\n", ctx,
+		     ctx, arg_ptr(c, v), (long long)n, cg_role_word(v), value_uname(v));
 	}
 	if (saved)
-		emit(&c->e, "CFRT_TRY(%s, cfrt_check_arg(%s, %s, %lld, \"the saved activations\"));\n",
-		     ctx, ctx, c->loc[LC_SAVED], (long long)cg_saved_bytes(c));
+		emit(&c->e, "CFRT_PROPAGATE(%s, cfrt_check_arg(%s, %s, %lld, \"the saved "
+		     "activations\"));\n", ctx, ctx, c->loc[LC_SAVED], (long long)cg_saved_bytes(c));
 	else if (c->g->fwd || c->g->bwd)
 		emit(&c->e, "(void)%s;\n", c->loc[LC_SAVED]);
 	if (wsbytes)
-		emit(&c->e, "CFRT_TRY(%s, cfrt_check_arg(%s, %s, %lld, \"the workspace\"));\n", ctx,
-		     ctx, c->loc[LC_WS], (long long)wsbytes);
+		emit(&c->e, "CFRT_PROPAGATE(%s, cfrt_check_arg(%s, %s, %lld, \"the workspace\"));\n",
+		     ctx, ctx, c->loc[LC_WS], (long long)wsbytes);
 	else
 		emit(&c->e, "(void)%s;\n", c->loc[LC_WS]);
 	emit(&c->e, "\n");

@@ -76,9 +76,14 @@
  *
  * ERRORS. Every function returns CFRT_OK (0) or a negative cfrt_status,
  * except the getters, cfrt_where, cfrt_what and cfrt_fail. A failed call leaves a message in the
- * context (cfrt_last_error). Generated code wraps calls in CFRT_TRY, which
- * on failure prints "cfrt: rank R: op OP step S: message" to stderr and
- * aborts the whole job with MPI_Abort: a failure never hangs the job.
+ * context (cfrt_last_error). Generated code wraps calls in CFRT_PROPAGATE,
+ * which hands a failure to cfrt_raise; what that does is the context's
+ * ERROR MODE (see "Error modes" below): abort the job (the default: it
+ * prints "cfrt: rank R: op OP step S: message" to stderr and ends the whole
+ * job with MPI_Abort) or return the status to the application, the
+ * context marked failed and the other ranks told. Either way a failure
+ * never hangs the job; a rank that never comes (it skipped a call) is
+ * caught by the watchdog (CFRT_TIMEOUT) when one is set.
  */
 #ifndef CFRT_H
 #define CFRT_H
@@ -120,7 +125,13 @@ typedef enum cfrt_status {
 	CFRT_ESIZE = -4,   /* communicator size differs from the compiled group */
 	CFRT_ECOMM = -5,   /* the communication library (MPI, NCCL) failed */
 	CFRT_EDEVICE = -6, /* the compute library (BLAS, CUDA) failed */
-	CFRT_EIO = -7      /* the trace file could not be written */
+	CFRT_EIO = -7,     /* the trace file could not be written */
+	CFRT_EFAILED = -8, /* the context failed before (error mode return):
+	                    * the call did nothing; cfrt_last_error has the
+	                    * first failure */
+	CFRT_ETIMEOUT = -9, /* the watchdog (CFRT_TIMEOUT) ended a wait */
+	CFRT_EPEER = -10,   /* another rank of the job failed and said so */
+	CFRT_ENONFINITE = -11 /* CFRT_CHECK=finite found a NaN or an Inf */
 } cfrt_status;
 
 /* GEMM operand transposition. */
@@ -274,7 +285,9 @@ static inline double cfrt_uniform(uint64_t seed, uint64_t index, cfrt_dtype t)
  * must be initialised. Collective over comm. The context works on its own
  * duplicate of comm, with MPI_ERRORS_RETURN. Fails with CFRT_ESIZE when comm
  * does not have expected_size ranks (the group size the model was compiled
- * for); then *ctx is NULL and cfrt_last_error(NULL) says which sizes. */
+ * for); then *ctx is NULL and cfrt_last_error(NULL) says which sizes.
+ * *ctx holding a live context already (cfrt_init twice on one pointer)
+ * fails with CFRT_EINVAL and leaves it as it was: finalize it first. */
 int cfrt_init(cfrt_ctx **ctx, MPI_Comm comm, int expected_size,
               const char *model_name);
 
@@ -348,10 +361,17 @@ int cfrt_check_groups(cfrt_ctx *ctx, int ngroups, const int *sizes);
  * set or comm is MPI_COMM_NULL. Unknown flags fail with CFRT_EINVAL. */
 #define CFRT_OPT_STREAM 1u
 #define CFRT_OPT_NCCL_COMM 2u
+/* Every backend: errors, the context's error mode (see "Error modes");
+ * timeout, the watchdog's seconds (> 0; 0 turns it off), over
+ * CFRT_TIMEOUT. */
+#define CFRT_OPT_ERRORS 4u
+#define CFRT_OPT_TIMEOUT 8u
 typedef struct cfrt_opts {
 	unsigned flags;  /* CFRT_OPT_* */
 	void *stream;    /* cudaStream_t */
 	void *nccl_comm; /* ncclComm_t */
+	int errors;      /* CFRT_ERRORS_ABORT or CFRT_ERRORS_RETURN */
+	double timeout;  /* seconds */
 } cfrt_opts;
 int cfrt_init_opts(cfrt_ctx **ctx, MPI_Comm comm, int ngroups,
                    const int *sizes, const char *model_name,
@@ -360,7 +380,17 @@ int cfrt_init_opts(cfrt_ctx **ctx, MPI_Comm comm, int ngroups,
 /* Waits for every outstanding transfer, writes the trace (CFRT_TRACE), frees
  * the context and everything it holds. Collective. ctx may be NULL. The
  * context is gone even on failure: cfrt_last_error(NULL) has the message,
- * and CFRT_TRY(NULL, cfrt_finalize(ctx)) reports it. */
+ * and CFRT_TRY(NULL, cfrt_finalize(ctx)) reports it.
+ * A context that failed (error mode return) writes no trace and does not
+ * wait for its transfers: its receives are cancelled, and every rank of
+ * the job takes the messages sent to it that no receive took (the MPI
+ * backend: a barrier and an all-to-all of counts on every cfrt_finalize),
+ * so that no message of it is left in flight when the next context is
+ * made. Until then such a send reads its buffer: after a failure, free
+ * the buffers (cfrt_free) after cfrt_finalize, which the MPI backend
+ * allows. With the watchdog set, cfrt_finalize waits that long for the
+ * other ranks, twice: a rank may spend one in a wait before it fails and
+ * comes. */
 int cfrt_finalize(cfrt_ctx *ctx);
 
 /* Rank of this process in the context's current group, and its size (with
@@ -419,11 +449,91 @@ CFRT_NORETURN void cfrt_fail(cfrt_ctx *ctx, int status);
 	} while (0)
 
 /* ------------------------------------------------------------------------
+ * Error modes, the watchdog and checks (for applications that call
+ * generated code as a library; docs/RUNTIME.md shows the use).
+ *
+ * ERROR MODE. CFRT_ERRORS_ABORT (the default): a failure of a generated
+ * entry point (NAME_forward, NAME_backward, NAME_ref_*) ends the job as
+ * cfrt_fail does. CFRT_ERRORS_RETURN: the entry point returns the status;
+ * the context is marked failed, so that every later entry point, transfer,
+ * wait, barrier and collective on it returns CFRT_EFAILED at once (compute
+ * calls, local to the rank, still compute), and its other ranks are told:
+ * each posts at cfrt_init a receive for such a notice, and every wait of
+ * theirs also ends on it, failing with CFRT_EPEER and the first failure's
+ * message. cfrt_last_error then reads "rank R: op OP step S: CALL: what
+ * went wrong". The application then calls cfrt_finalize (which abandons the
+ * transfers in flight instead of waiting for them) and may make a new
+ * context. Every rank of a context should use the same mode.
+ * A context takes its mode from cfrt_opts (CFRT_OPT_ERRORS), else from the
+ * process default: cfrt_set_errors, else the environment variable
+ * CFRT_ERRORS=abort|return read at the first use. A call on no live
+ * context (NULL: before cfrt_init or after a failed one; or one that
+ * cfrt_finalize freed) follows the mode that context had, else the
+ * process default; its message is in cfrt_last_error(NULL).
+ *
+ * WATCHDOG. With CFRT_TIMEOUT=seconds in the environment at cfrt_init (or
+ * cfrt_opts' timeout, which wins), a wait (cfrt_wait, cfrt_waitall,
+ * cfrt_sync, a blocking collective, cfrt_barrier, the generated code's
+ * waits) that has not completed after that many seconds fails with
+ * CFRT_ETIMEOUT naming what it waits for: "a receive from rank 1 of group
+ * 0 (job rank 1)" or "an all_reduce over the 4 ranks of group 0", the
+ * message prefixed by rank, op and step as above. It then fails like any
+ * other call under the error mode. Unset or 0: waits are unbounded, and
+ * cost what they did (MPI_Wait; error mode return alone: MPI_Waitany on
+ * the transfer and the notice). The MPI backend bounds every wait; the
+ * CUDA backend bounds its host waits (cfrt_barrier, the copy-engine
+ * handshakes' MPI messages) and not the NCCL kernels it enqueues.
+ *
+ * FINITE CHECK. With CFRT_CHECK=finite in the environment at cfrt_init,
+ * every compute call then checks the values it wrote, and the first NaN or
+ * Inf fails with CFRT_ENONFINITE naming the call, the tensors cfrt_what
+ * named ("t1 = matmul(xa, w1)", slice), op and step: the first op that
+ * made one on this rank. Off (the default), no element is looked at. The
+ * MPI backend checks every compute call but cfrt_gemm on raw pointers; the
+ * CUDA backend refuses the setting at cfrt_init (CFRT_ENOTSUP).
+ * ------------------------------------------------------------------------ */
+#define CFRT_ERRORS_ABORT 0
+#define CFRT_ERRORS_RETURN 1
+
+/* Sets the process default error mode (contexts made later without
+ * CFRT_OPT_ERRORS, calls on no live context); returns the previous one,
+ * or CFRT_EINVAL for another mode. */
+int cfrt_set_errors(int mode);
+
+/* CFRT_OK when ctx is a live context (made by cfrt_init, not finalized)
+ * that has not failed; CFRT_EINVAL for NULL or a context cfrt_finalize
+ * freed (message in cfrt_last_error(NULL), naming entry, the caller);
+ * CFRT_EFAILED for a failed one. Reads no memory of a dead context. */
+int cfrt_check_ctx(const cfrt_ctx *ctx, const char *entry);
+
+/* The failure status of the context: CFRT_OK while it has not failed, else
+ * the status of its first failure. */
+int cfrt_failure(const cfrt_ctx *ctx);
+
+/* A failed call of generated code (status < 0) under the error mode of
+ * ctx (or of no live context): CFRT_ERRORS_ABORT: cfrt_fail(ctx, status),
+ * no return; CFRT_ERRORS_RETURN: marks the context failed, tells the other
+ * ranks, puts "rank R: op OP step S: " before its message and returns
+ * status. */
+int cfrt_raise(cfrt_ctx *ctx, int status);
+
+/* Runs call in a function returning int: on failure returns
+ * cfrt_raise(ctx, status) (generated code). */
+#define CFRT_PROPAGATE(ctx, call)                                    \
+	do {                                                         \
+		int cfrt_prop_status_ = (call);                      \
+		if (cfrt_prop_status_ != CFRT_OK)                    \
+			return cfrt_raise((ctx), cfrt_prop_status_); \
+	} while (0)
+
+/* ------------------------------------------------------------------------
  * Memory: buffers live where compute runs (device memory on GPUs, 64-byte
  * aligned host memory here). Host pointers are only for upload/download.
  * ------------------------------------------------------------------------ */
 
-/* *ptr = a new buffer of bytes bytes, contents zero (NULL when bytes = 0). */
+/* *ptr = a new buffer of bytes bytes, contents zero (NULL when bytes = 0).
+ * The context records its size: cfrt_check_arg checks sizes in it
+ * exactly. */
 int cfrt_alloc(cfrt_ctx *ctx, void **ptr, size_t bytes);
 
 /* Frees a buffer from cfrt_alloc; NULL is allowed. */
@@ -442,11 +552,28 @@ int cfrt_memset_zero(cfrt_ctx *ctx, void *dst, size_t bytes);
 
 /* Checks a buffer handed to generated code before it is used: what (a
  * tensor as the spec names it, "weight w2") is not a null pointer when
- * bytes > 0, and on the GPU backend points at device memory and, when it
- * lies in a buffer of cfrt_alloc, has bytes bytes there. A generated
- * forward pass checks every tensor and its workspace this way on entry,
- * so that a wrong argument is reported by its name. */
+ * bytes > 0; when it lies in a buffer of cfrt_alloc or cfrt_register,
+ * that buffer has bytes bytes from p (exact: "input x needs 16384 bytes,
+ * but its cfrt_alloc buffer has 8192 from there"); on the GPU backend it
+ * points at device memory. Other host memory (malloc, a NumPy array) is
+ * checked as far as it can be: its first and last byte must be mapped
+ * (mincore), which catches a wild pointer and a buffer whose missing part
+ * would lie in unmapped memory, but not one followed by other memory of
+ * the process: register such buffers for the exact check. Generated entry
+ * points check every tensor, the saved buffer and the workspace this way
+ * on entry, so that a wrong argument is reported by its name. */
 int cfrt_check_arg(cfrt_ctx *ctx, const void *p, size_t bytes, const char *what);
+
+/* A host pointer handed to generated code (a struct of buffers, "the
+ * weights (mlp_weights *)") is not NULL. */
+int cfrt_check_ptr(cfrt_ctx *ctx, const void *p, const char *what);
+
+/* Records [p, p + bytes) as a buffer of the application's own (malloc,
+ * NumPy, PyTorch) so that cfrt_check_arg checks sizes in it exactly, as in
+ * buffers of cfrt_alloc; cfrt_unregister forgets it (EINVAL: not
+ * registered). Registrations end with the context. */
+int cfrt_register(cfrt_ctx *ctx, const void *p, size_t bytes);
+int cfrt_unregister(cfrt_ctx *ctx, const void *p);
 
 /* ------------------------------------------------------------------------
  * Compute (all on the compute queue). Views of one call have one dtype.

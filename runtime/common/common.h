@@ -48,8 +48,31 @@ typedef struct cfrti_base {
 	int slice;     /* from cfrt_what, -1: none */
 	struct cfrti_trace *trace; /* CFRT_TRACE; NULL: off */
 	const char *api; /* public call running: names it in messages */
-	char err[512];
+	char err[512];   /* frozen once failed: the first failure's */
+
+	/* Library use (cfrt.h, "Error modes"). */
+	int errors;       /* CFRT_ERRORS_* */
+	int failed;       /* the status of the first failure; CFRT_OK: none */
+	double timeout;   /* the watchdog's seconds; 0: off */
+	int check_finite; /* CFRT_CHECK=finite */
+	MPI_Comm alarm;   /* our duplicate of the job for failure notices */
+	MPI_Request alarm_rq; /* the notice receive posted (mode return),
+	                       * else MPI_REQUEST_NULL */
+	struct cfrti_notice *alarm_in, *alarm_out;
+	MPI_Request *alarm_sends; /* job_size of them, once failed */
+	struct cfrti_buf {
+		const char *base;
+		size_t bytes;
+		int alloc; /* from cfrt_alloc; else cfrt_register */
+	} *bufs;          /* buffers whose sizes cfrt_check_arg checks */
+	int nbufs;
 } cfrti_base;
+
+/* A failure notice, sent to every other rank of the job (mode return). */
+struct cfrti_notice {
+	int rank, status;
+	char msg[504];
+};
 
 /* A pointer to a struct points to its first member (C11 6.7.2.1). */
 static inline cfrti_base *cfrti_base_of(cfrt_ctx *ctx)
@@ -77,6 +100,35 @@ int cfrti_env_choice(cfrt_ctx *ctx, const char *var, const char *const *names,
 
 /* Seconds on a monotonic clock (cfrt_wtime, traces). */
 double cfrti_now(void);
+
+/* Failure of the context: marks it failed with status (the first only),
+ * puts "rank R: op OP step S: " before its message and, in error mode
+ * return, sends the notice to every other rank of the job. */
+void cfrti_fail_ctx(cfrt_ctx *ctx, int status);
+/* 1 when ctx is a live context (made, not finalized); reads no memory of
+ * ctx. */
+int cfrti_live(const cfrt_ctx *ctx);
+/* CFRT_EFAILED when the context failed before (its message kept), else
+ * CFRT_OK: the entry of transfers, waits and barriers. */
+int cfrti_gone(cfrt_ctx *ctx);
+/* Completes *r as MPI_Wait does (*mpirc: MPI's code), bounded: CFRT_EPEER
+ * when another rank's notice came first (the context failed, message
+ * set), CFRT_ETIMEOUT when the watchdog's seconds passed (no message: the
+ * caller names what it waited for, then calls cfrti_fail_ctx); *r is then
+ * still active. */
+int cfrti_block(cfrt_ctx *ctx, MPI_Request *r, int *mpirc);
+/* cfrti_block with timeout seconds instead of the watchdog's. */
+int cfrti_block_within(cfrt_ctx *ctx, MPI_Request *r, int *mpirc, double timeout);
+/* The notice receive cancelled, the notices sent completed or let go
+ * (cfrt_finalize). */
+void cfrti_alarm_close(cfrt_ctx *ctx);
+/* The size registry of cfrt_check_arg: cfrt_alloc's buffers (MPI
+ * backend) and cfrt_register's. */
+int cfrti_buf_add(cfrt_ctx *ctx, const void *p, size_t bytes, int alloc);
+int cfrti_buf_del(cfrt_ctx *ctx, const void *p);
+/* CFRT_ENONFINITE naming the call and cfrt_what's tensors when host view v
+ * (f32 or f64) holds a NaN or an Inf; what names v in the message. */
+int cfrti_check_finite(cfrt_ctx *ctx, const cfrt_view *v, const char *what);
 
 /* view.c: a line is the run of elements along one axis with the other
  * indices fixed; ops walk lines. */
@@ -277,8 +329,9 @@ void cfrti_ctx_free(cfrt_ctx *ctx);
 /* OK for a dtype the backend computes on, else the error. */
 int cfrti_check_dtype(cfrt_ctx *ctx, cfrt_dtype t);
 /* OK when [p, p + bytes) is memory the backend computes on (what names it
- * in the error). */
-int cfrti_check_mem(cfrt_ctx *ctx, const void *p, size_t bytes, const char *what);
+ * in the error); known: it lies in a buffer of the size registry. */
+int cfrti_check_mem(cfrt_ctx *ctx, const void *p, size_t bytes, const char *what,
+                    int known);
 /* Entry of a public transfer call: names it for messages (base.api). */
 int cfrti_enter(cfrt_ctx *ctx, const char *api);
 /* The compute call issued last has ended, as far as the host knows

@@ -347,6 +347,8 @@ int cfrti_ce_progress(cfrt_ctx *ctx)
 int cfrti_enter(cfrt_ctx *ctx, const char *api)
 {
 	ctx->base.api = api;
+	if (ctx->base.failed)
+		return cfrti_gone(ctx);
 	cfrti_tr_call(ctx, api, ctx->dev.cs);
 	return ctx->ce.open > 0 ? cfrti_ce_progress(ctx) : CFRT_OK;
 }
@@ -370,11 +372,18 @@ static int wait_send(cfrt_ctx *ctx, xfer *x)
 {
 	int flag = 0, rc = CFRT_OK;
 	cudaEvent_t d;
+	double end = cfrti_now() + ctx->base.timeout;
 	while (rc == CFRT_OK && !flag) {
 		rc = cfrti_mpi(ctx, MPI_Test(&x->mreq[1], &flag,
 		               MPI_STATUS_IGNORE), "MPI_Test");
 		if (rc == CFRT_OK && !flag)
 			rc = cfrti_ce_progress(ctx);
+		if (rc == CFRT_OK && !flag && ctx->base.timeout > 0 && cfrti_now() > end) {
+			rc = cfrti_err(ctx, CFRT_ETIMEOUT, "waited %g s (CFRT_TIMEOUT) for "
+			               "rank %d of the group to copy what this rank sends it",
+			               ctx->base.timeout, x->d.peer);
+			cfrti_fail_ctx(ctx, rc);
+		}
 	}
 	if (rc == CFRT_OK) /* DONE came, so READY was received */
 		rc = cfrti_mpi(ctx, MPI_Wait(&x->mreq[0], MPI_STATUS_IGNORE),

@@ -207,8 +207,10 @@ double cfrt_wtime(cfrt_ctx *ctx)
 /* ---- memory ----------------------------------------------------------- */
 
 /* Device (or managed) memory: what a kernel or cuBLAS can read. */
-int cfrti_check_mem(cfrt_ctx *ctx, const void *p, size_t bytes, const char *what)
+int cfrti_check_mem(cfrt_ctx *ctx, const void *p, size_t bytes, const char *what,
+                    int known)
 {
+	(void)known; /* cfrt_register'ed memory must be the device's too */
 	struct cudaPointerAttributes at;
 
 	if (cudaPointerGetAttributes(&at, p) != cudaSuccess) {

@@ -89,7 +89,7 @@ int cfrti_attention(cfrt_ctx *ctx, const cfrti_attn *a)
 			probs(ctx, &s, a->causal, a->q_offset, lse_lane(a->lse, b, h), 0);
 			cfrti_gemm_run(ctx, &o);
 		}
-	return cfrti_end(ctx, t0, CFRT_OK);
+	return cfrti_end_out(ctx, t0, out, a->lse, NULL);
 }
 
 /* ---- backward ----------------------------------------------------------- */
@@ -213,10 +213,10 @@ int cfrti_attention_grad(cfrt_ctx *ctx, const cfrti_attn *w)
 	if (sq == 0) { /* no queries: no contribution to dk and dv */
 		zero_heads(w->dk);
 		zero_heads(w->dv);
-		return cfrti_end(ctx, t0, CFRT_OK);
+		return cfrti_end_out(ctx, t0, w->dk, w->dv, NULL);
 	}
 	if (!w->dq && !w->dk && !w->dv)
-		return cfrti_end(ctx, t0, CFRT_OK);
+		return cfrti_end_out(ctx, t0, NULL, NULL, NULL);
 	rc = cfrti_ws_reserve(ctx, 2 * block);
 	if (rc != CFRT_OK)
 		return rc;
@@ -226,5 +226,5 @@ int cfrti_attention_grad(cfrt_ctx *ctx, const cfrti_attn *w)
 	for (int64_t b = 0; rc == CFRT_OK && b < w->q->dim[0]; b++)
 		for (int64_t h = 0; rc == CFRT_OK && h < w->q->dim[1]; h++)
 			rc = grad_head(ctx, &g, w, b, h, h / grp, h % grp == 0);
-	return rc != CFRT_OK ? rc : cfrti_end(ctx, t0, CFRT_OK);
+	return rc != CFRT_OK ? rc : cfrti_end_out(ctx, t0, w->dq, w->dk, w->dv);
 }

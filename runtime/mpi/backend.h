@@ -32,6 +32,7 @@ typedef struct xfer {
 	int state;   /* enum xfer_state; X_DONE: complete, not yet waited */
 	int mpi_err; /* MPI_SUCCESS, or the error a progress test saw */
 	int span;    /* its span in the trace, or -1 */
+	int kind, peer, grp; /* xkind, peer in group grp: for the watchdog */
 } xfer;
 
 struct cfrt_ctx {
@@ -59,6 +60,10 @@ _Static_assert(offsetof(struct cfrt_ctx, base) == 0,
  * records the call's span when tracing. */
 double cfrti_begin(cfrt_ctx *ctx, const char *api);
 int cfrti_end(cfrt_ctx *ctx, double t0, int status);
+/* cfrti_end of a call that succeeded and wrote the views o1, o2, o3 (each
+ * may be NULL): with CFRT_CHECK=finite they are checked first. */
+int cfrti_end_out(cfrt_ctx *ctx, double t0, const cfrt_view *o1,
+                  const cfrt_view *o2, const cfrt_view *o3);
 int cfrti_ws_reserve(cfrt_ctx *ctx, size_t bytes);
 
 /* progress.c */
@@ -66,8 +71,10 @@ int cfrti_progress_start(cfrt_ctx *ctx);
 void cfrti_progress_stop(cfrt_ctx *ctx);
 void cfrti_progress_poll(cfrt_ctx *ctx);
 int cfrti_xfer_reserve(cfrt_ctx *ctx);
-void cfrti_xfer_add(cfrt_ctx *ctx, int span, MPI_Request r, cfrt_req *req);
+void cfrti_xfer_add(cfrt_ctx *ctx, int span, MPI_Request r, const xdesc *d,
+                    cfrt_req *req);
 int cfrti_xfer_wait_all_slots(cfrt_ctx *ctx);
+int cfrti_settle(cfrt_ctx *ctx);
 
 /* One strided run of a view: element i at p + i*s elements, of type t. */
 typedef struct lane {

@@ -44,7 +44,9 @@ int cfrti_xfer_start(cfrt_ctx *ctx, const char *api, const xdesc *d,
 {
 	MPI_Request r;
 	ctx->base.api = api;
-	int rc = cfrti_check_xfer(ctx, d, req, 1);
+	int rc = cfrti_gone(ctx);
+	if (rc == CFRT_OK)
+		rc = cfrti_check_xfer(ctx, d, req, 1);
 	if (rc == CFRT_OK)
 		rc = cfrti_xfer_reserve(ctx);
 	if (rc != CFRT_OK)
@@ -56,7 +58,7 @@ int cfrti_xfer_start(cfrt_ctx *ctx, const char *api, const xdesc *d,
 	int mrc = mpi_start(ctx, d, &r);
 	if (mrc != MPI_SUCCESS)
 		return cfrti_mpi(ctx, mrc, mpi_call[d->kind]);
-	cfrti_xfer_add(ctx, span, r, req);
+	cfrti_xfer_add(ctx, span, r, d, req);
 	return CFRT_OK;
 }
 
@@ -75,6 +77,8 @@ int cfrt_group_end(cfrt_ctx *ctx)
 int cfrt_sync(cfrt_ctx *ctx)
 {
 	ctx->base.api = "cfrt_sync";
-	int rc = cfrti_not_in_group(ctx);
+	int rc = cfrti_gone(ctx);
+	if (rc == CFRT_OK)
+		rc = cfrti_not_in_group(ctx);
 	return rc != CFRT_OK ? rc : cfrti_xfer_wait_all_slots(ctx);
 }

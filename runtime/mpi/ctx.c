@@ -3,9 +3,13 @@
  * ensures: a context that cfrt_init returns has its progress mode running;
  * with CFRT_TRACE every compute call that succeeds is a span of the
  * trace, timed on the host. */
+#define _DEFAULT_SOURCE /* mincore */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "backend.h"
 
@@ -20,7 +24,7 @@ double cfrti_begin(cfrt_ctx *ctx, const char *api)
 int cfrti_enter(cfrt_ctx *ctx, const char *api)
 {
 	ctx->base.api = api;
-	return CFRT_OK;
+	return cfrti_gone(ctx);
 }
 
 /* Closes a compute call: a successful one becomes a trace event named after
@@ -35,6 +39,20 @@ int cfrti_end(cfrt_ctx *ctx, double t0, int status)
 		s->t1 = cfrti_trace_ns(ctx, cfrti_now());
 	}
 	return status;
+}
+
+int cfrti_end_out(cfrt_ctx *ctx, double t0, const cfrt_view *o1,
+                  const cfrt_view *o2, const cfrt_view *o3)
+{
+	int rc = CFRT_OK;
+	if (ctx->base.check_finite) {
+		const cfrt_view *o[3] = {o1, o2, o3};
+		static const char *const name[3] = {"the result", "the 2nd result",
+		                                    "the 3rd result"};
+		for (int i = 0; rc == CFRT_OK && i < 3; i++)
+			rc = cfrti_check_finite(ctx, o[i], name[i]);
+	}
+	return cfrti_end(ctx, t0, rc);
 }
 
 /* Compute spans end in cfrti_end. */
@@ -81,10 +99,11 @@ int cfrti_ws_reserve(cfrt_ctx *ctx, size_t bytes)
  * the progress mode. */
 int cfrti_ctx_setup(cfrt_ctx *ctx)
 {
-	if (ctx->base.opts.flags)
+	unsigned dev = ctx->base.opts.flags & (CFRT_OPT_STREAM | CFRT_OPT_NCCL_COMM);
+	if (dev)
 		return cfrti_err(ctx, CFRT_ENOTSUP, "the mpi backend has no CUDA "
 		                 "stream or NCCL communicator to take (cfrt_opts "
-		                 "flags %#x)", ctx->base.opts.flags);
+		                 "flags %#x)", dev);
 	pthread_mutex_init(&ctx->mu, NULL);
 	pthread_cond_init(&ctx->cv, NULL);
 	return cfrti_progress_start(ctx);
@@ -118,7 +137,9 @@ void cfrti_ctx_free(cfrt_ctx *ctx)
 
 int cfrti_ctx_drain(cfrt_ctx *ctx)
 {
-	return cfrti_xfer_wait_all_slots(ctx);
+	int rc = cfrti_xfer_wait_all_slots(ctx);
+	int src = cfrti_settle(ctx);
+	return rc != CFRT_OK ? rc : src;
 }
 
 const char *cfrt_backend_name(void)
@@ -132,10 +153,33 @@ double cfrt_wtime(cfrt_ctx *ctx)
 	return cfrti_now();
 }
 
-/* Any host memory will do. */
-int cfrti_check_mem(cfrt_ctx *ctx, const void *p, size_t bytes, const char *what)
+/* 1 when the page of p is mapped. */
+static int mapped(const char *p)
 {
-	(void)ctx, (void)p, (void)bytes, (void)what;
+	static long page;
+	unsigned char in;
+	if (!page)
+		page = sysconf(_SC_PAGESIZE);
+	uintptr_t a = (uintptr_t)p & ~(uintptr_t)(page - 1);
+	return mincore((void *)a, 1, &in) == 0;
+}
+
+/* Any host memory will do; a buffer of no registry (cfrt_check_arg
+ * checked those) must have its first and last byte mapped: a buffer
+ * whose missing part would be unmapped memory, or a wild pointer. */
+int cfrti_check_mem(cfrt_ctx *ctx, const void *p, size_t bytes, const char *what,
+                    int known)
+{
+	const char *c = p;
+	if (known)
+		return CFRT_OK;
+	if (!mapped(c))
+		return cfrti_err(ctx, CFRT_EINVAL, "%s (%zu bytes at %p) is not mapped "
+		                 "memory", what, bytes, p);
+	if (!mapped(c + bytes - 1))
+		return cfrti_err(ctx, CFRT_EINVAL, "%s needs %zu bytes from %p, but its "
+		                 "last byte is not mapped memory: the buffer is too small",
+		                 what, bytes, p);
 	return CFRT_OK;
 }
 
@@ -149,12 +193,25 @@ int cfrt_alloc(cfrt_ctx *ctx, void **ptr, size_t bytes)
 	if (!*ptr)
 		return cfrti_err(ctx, CFRT_ENOMEM, "no memory for %zu bytes",
 		                 bytes);
-	return CFRT_OK;
+	int rc = cfrti_buf_add(ctx, *ptr, bytes, 1);
+	if (rc != CFRT_OK) {
+		free(*ptr);
+		*ptr = NULL;
+	}
+	return rc;
 }
 
+/* A buffer of another context, or of none, is freed too: the registry
+ * only serves cfrt_check_arg. */
 int cfrt_free(cfrt_ctx *ctx, void *ptr)
 {
-	(void)ctx;
+	int live = cfrti_live(ctx);
+	cfrti_base *b = live ? cfrti_base_of(ctx) : NULL;
+	for (int i = live ? b->nbufs - 1 : -1; ptr && i >= 0; i--)
+		if (b->bufs[i].base == ptr && b->bufs[i].alloc) {
+			b->bufs[i] = b->bufs[--b->nbufs];
+			break;
+		}
 	free(ptr);
 	return CFRT_OK;
 }

@@ -37,7 +37,7 @@ int cfrt_copy(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src)
 	if (rc != CFRT_OK)
 		return rc;
 	copy_lines(ctx, dst, src);
-	return cfrti_end(ctx, t0, CFRT_OK);
+	return cfrti_end_out(ctx, t0, dst, NULL, NULL);
 }
 
 /* Row-major index in the global tensor of the first element of line `line`
@@ -70,7 +70,7 @@ int cfrt_fill_global(cfrt_ctx *ctx, const cfrt_view *dst, uint64_t seed,
 			lane_set(d, i, cfrt_uniform(seed, g + (uint64_t)i, dst->t));
 		tick(ctx, &done, n);
 	}
-	return cfrti_end(ctx, t0, CFRT_OK);
+	return cfrti_end_out(ctx, t0, dst, NULL, NULL);
 }
 
 typedef double (*unary_fn)(double x, double arg);
@@ -244,7 +244,7 @@ static int unary(cfrt_ctx *ctx, const char *api, const cfrt_view *dst,
 				lane_set(d, i, f(lane_get(s, i), arg));
 		tick(ctx, &done, n);
 	}
-	return cfrti_end(ctx, t0, CFRT_OK);
+	return cfrti_end_out(ctx, t0, dst, NULL, NULL);
 }
 
 int cfrt_scale(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *a,
@@ -386,7 +386,7 @@ static int binary_f(cfrt_ctx *ctx, const char *api, const cfrt_view *dst,
 			}
 		tick(ctx, &done, n);
 	}
-	return cfrti_end(ctx, t0, CFRT_OK);
+	return cfrti_end_out(ctx, t0, dst, NULL, NULL);
 }
 
 static int binary(cfrt_ctx *ctx, const char *api, const cfrt_view *dst,
@@ -468,7 +468,7 @@ int cfrt_rope(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src,
 		}
 		tick(ctx, &done, n);
 	}
-	return cfrti_end(ctx, t0, CFRT_OK);
+	return cfrti_end_out(ctx, t0, dst, NULL, NULL);
 }
 
 /* h_t = decay * h_{t-1} + src_t along dim into dst: forward (rev = 0, the
@@ -498,7 +498,7 @@ int cfrt_scan(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src,
 	if (rc != CFRT_OK)
 		return rc;
 	scan_lines(ctx, dst, src, dim, decay, 0);
-	return cfrti_end(ctx, t0, CFRT_OK);
+	return cfrti_end_out(ctx, t0, dst, NULL, NULL);
 }
 
 int cfrt_scan_grad(cfrt_ctx *ctx, const cfrt_view *dx, const cfrt_view *dy,
@@ -509,7 +509,7 @@ int cfrt_scan_grad(cfrt_ctx *ctx, const cfrt_view *dx, const cfrt_view *dy,
 	if (rc != CFRT_OK)
 		return rc;
 	scan_lines(ctx, dx, dy, dim, decay, 1);
-	return cfrti_end(ctx, t0, CFRT_OK);
+	return cfrti_end_out(ctx, t0, dx, NULL, NULL);
 }
 
 /* Product of src's dims before its last nd (the rows that cfrt_sum_leading
@@ -551,5 +551,5 @@ int cfrt_sum_leading(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src)
 			lane_set(d, i, acc[i]);
 		tick(ctx, &done, n * (lead > 0 ? lead : 1));
 	}
-	return cfrti_end(ctx, t0, CFRT_OK);
+	return cfrti_end_out(ctx, t0, dst, NULL, NULL);
 }

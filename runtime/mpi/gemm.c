@@ -97,5 +97,5 @@ int cfrt_matmul(cfrt_ctx *ctx, const cfrt_view *c, const cfrt_view *a,
 	if (rc != CFRT_OK)
 		return rc;
 	cfrti_matmul_run(ctx, &g, &ce, &ae, &be);
-	return cfrti_end(ctx, t0, CFRT_OK);
+	return cfrti_end_out(ctx, t0, c, NULL, NULL);
 }

@@ -45,7 +45,7 @@ static int norm_rows(cfrt_ctx *ctx, const char *api, const cfrt_view *dst,
 		}
 		tick(ctx, &done, n);
 	}
-	return cfrti_end(ctx, t0, CFRT_OK);
+	return cfrti_end_out(ctx, t0, dst, NULL, NULL);
 }
 
 int cfrt_layernorm(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src,
@@ -136,7 +136,7 @@ int cfrt_softmax(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src)
 		                   n, n);
 		tick(ctx, &done, n);
 	}
-	return cfrti_end(ctx, t0, CFRT_OK);
+	return cfrti_end_out(ctx, t0, dst, NULL, NULL);
 }
 
 /* ---- backward: each row reduced first, then dx written element by
@@ -192,7 +192,7 @@ static int norm_grad(cfrt_ctx *ctx, const char *api, const cfrt_view *dx,
 		               lane_of(x, dx, ax, l), vec_lane(gamma), n, eps, rms);
 		tick(ctx, &done, n);
 	}
-	return cfrti_end(ctx, t0, CFRT_OK);
+	return cfrti_end_out(ctx, t0, dx, NULL, NULL);
 }
 
 int cfrt_layernorm_grad(cfrt_ctx *ctx, const cfrt_view *dx,
@@ -227,5 +227,5 @@ int cfrt_softmax_grad(cfrt_ctx *ctx, const cfrt_view *dx, const cfrt_view *dy,
 			lane_set(d, i, lane_get(p, i) * (lane_get(g, i) - s));
 		tick(ctx, &done, n);
 	}
-	return cfrti_end(ctx, t0, CFRT_OK);
+	return cfrti_end_out(ctx, t0, dx, NULL, NULL);
 }

@@ -145,7 +145,8 @@ int cfrti_xfer_reserve(cfrt_ctx *ctx)
 	return rc;
 }
 
-void cfrti_xfer_add(cfrt_ctx *ctx, int span, MPI_Request r, cfrt_req *req)
+void cfrti_xfer_add(cfrt_ctx *ctx, int span, MPI_Request r, const xdesc *d,
+                    cfrt_req *req)
 {
 	pthread_mutex_lock(&ctx->mu);
 	int i = 0;
@@ -156,6 +157,9 @@ void cfrti_xfer_add(cfrt_ctx *ctx, int span, MPI_Request r, cfrt_req *req)
 	x->state = X_ACTIVE;
 	x->mpi_err = MPI_SUCCESS;
 	x->span = span;
+	x->kind = d->kind;
+	x->peer = d->peer;
+	x->grp = ctx->base.cur;
 	ctx->unwaited++;
 	ctx->active++;
 	req->slot = i + 1;
@@ -164,27 +168,60 @@ void cfrti_xfer_add(cfrt_ctx *ctx, int span, MPI_Request r, cfrt_req *req)
 	pthread_mutex_unlock(&ctx->mu);
 }
 
-/* Completes slot x and frees it. Requires mu held and x not FREE. Returns
- * an MPI error code. */
-static int finish(cfrt_ctx *ctx, xfer *x)
+/* The watchdog ended the wait on x: the message names what it waits for
+ * (the peer, or the collective's group); the context fails. */
+static int stuck(cfrt_ctx *ctx, const xfer *x)
 {
-	int rc = x->mpi_err;
-	if (x->state == X_ACTIVE) {
-		rc = MPI_Wait(&x->r, MPI_STATUS_IGNORE);
-		ctx->active--;
-	}
+	static const char *const coll[] = {"", "", "an all_gather", "a reduce_scatter",
+	                                   "an all_reduce", "an all_to_all"};
+	const cfrti_base *b = &ctx->base;
+	const struct cfrti_group *g = &b->grp[x->grp];
+	char what[160];
+	if (x->kind == T_SEND || x->kind == T_RECV)
+		snprintf(what, sizeof what, "%s rank %d of group %d (job rank %d)",
+		         x->kind == T_SEND ? "a send to" : "a receive from", x->peer, x->grp,
+		         b->job_rank + (x->peer - g->rank) * g->stride);
+	else
+		snprintf(what, sizeof what, "%s over the %d ranks of group %d: one of "
+		         "them has not joined it", coll[x->kind], g->size, x->grp);
+	int rc = cfrti_err(ctx, CFRT_ETIMEOUT, "waited %g s (CFRT_TIMEOUT) for %s",
+	                   b->timeout, what);
+	cfrti_fail_ctx(ctx, rc);
+	return rc;
+}
+
+/* Frees slot x. Requires mu held and x not FREE. */
+static void release(cfrt_ctx *ctx, xfer *x)
+{
 	cfrti_span *sp = cfrti_trace_at(ctx, x->span);
 	if (sp)
 		sp->t1 = cfrti_trace_ns(ctx, cfrti_now());
 	x->state = X_FREE;
 	x->gen++;
 	ctx->unwaited--;
-	return rc;
+}
+
+/* Completes slot x and frees it. Requires mu held and x not FREE. Returns
+ * a cfrt status; *mpirc: MPI's error code. A wait that another rank's
+ * notice or the watchdog ended leaves the slot ACTIVE. */
+static int finish(cfrt_ctx *ctx, xfer *x, int *mpirc)
+{
+	*mpirc = x->mpi_err;
+	if (x->state == X_ACTIVE) {
+		int rc = cfrti_block(ctx, &x->r, mpirc);
+		if (rc == CFRT_ETIMEOUT)
+			return stuck(ctx, x);
+		if (rc != CFRT_OK)
+			return rc;
+		ctx->active--;
+	}
+	release(ctx, x);
+	return CFRT_OK;
 }
 
 int cfrti_xfer_wait(cfrt_ctx *ctx, cfrt_req *req)
 {
-	int s = req->slot, rc = MPI_SUCCESS;
+	int s = req->slot, rc = MPI_SUCCESS, st = CFRT_OK;
 	if (s == 0)
 		return CFRT_OK;
 	if (s < 0 || s > ctx->nx)
@@ -193,24 +230,165 @@ int cfrti_xfer_wait(cfrt_ctx *ctx, cfrt_req *req)
 	pthread_mutex_lock(&ctx->mu);
 	xfer *x = &ctx->x[s - 1];
 	if (x->gen == req->gen && x->state != X_FREE)
-		rc = finish(ctx, x);
+		st = finish(ctx, x, &rc);
 	pthread_mutex_unlock(&ctx->mu);
+	if (st != CFRT_OK)
+		return st;
 	req->slot = 0;
 	req->gen = 0;
 	return cfrti_mpi(ctx, rc, "MPI_Wait");
 }
 
+/* A failed context's transfers, which no peer may ever complete. A
+ * receive is cancelled (one that matched a message already completes).
+ * A send stays: Open MPI cannot cancel one, and a send left pending holds
+ * its communicator's id on this rank alone and, worse, reaches the next
+ * communicator the peer makes with that id out of sequence, which then
+ * never delivers (the next cfrt_init hung in MPI_Comm_dup): cfrti_settle
+ * has the peers take them. A collective can be neither cancelled nor
+ * freed (MPI forbids both): its handle is dropped. Requires mu held. */
+static void abandon(cfrt_ctx *ctx, xfer *x)
+{
+	if (x->state == X_ACTIVE && x->kind == T_SEND)
+		return;
+	if (x->state == X_ACTIVE && x->kind == T_RECV) {
+		int flag = 0;
+		MPI_Cancel(&x->r);
+		for (double end = cfrti_now() + 10.0; !flag && cfrti_now() < end;)
+			MPI_Test(&x->r, &flag, MPI_STATUS_IGNORE);
+		if (!flag)
+			MPI_Request_free(&x->r);
+	}
+	if (x->state == X_ACTIVE)
+		ctx->active--;
+	release(ctx, x);
+}
+
+/* The job rank of rank `peer` of group g, and the rank in group g of job
+ * rank j (which shares every other coordinate with this rank). */
+static int job_of(const cfrti_base *b, int g, int peer)
+{
+	return b->job_rank + (peer - b->grp[g].rank) * b->grp[g].stride;
+}
+
+static int grank_of(const cfrti_base *b, int g, int j)
+{
+	return j / b->grp[g].stride % b->grp[g].size;
+}
+
+/* Receives n messages from src on comm into scratch, whatever they hold. */
+static int take(MPI_Comm comm, int src, int n)
+{
+	for (int k = 0; k < n; k++) {
+		MPI_Status st;
+		int bytes = 0, rc = MPI_Probe(src, MPI_ANY_TAG, comm, &st);
+		if (rc == MPI_SUCCESS)
+			rc = MPI_Get_count(&st, MPI_BYTE, &bytes);
+		char *tmp = malloc(bytes > 0 ? (size_t)bytes : 1);
+		if (rc == MPI_SUCCESS)
+			rc = MPI_Recv(tmp, bytes, MPI_BYTE, src, st.MPI_TAG, comm,
+			              MPI_STATUS_IGNORE);
+		free(tmp);
+		if (rc != MPI_SUCCESS)
+			return rc;
+	}
+	return MPI_SUCCESS;
+}
+
+/* Collective over the job at cfrt_finalize, on the notice communicator:
+ * every rank's sends that no receive took (a failed context's, and the
+ * failure notices) are counted to their receivers, who take them, so
+ * that no message of this context is left in flight when its
+ * communicators are freed. A context that did not fail has none: one
+ * barrier and one all-to-all of counts. */
+int cfrti_settle(cfrt_ctx *ctx)
+{
+	cfrti_base *b = &ctx->base;
+	int n = b->job_size, w = CFRT_MAX_GROUPS + 1, mrc = MPI_SUCCESS, rc = CFRT_OK;
+	int *out = calloc((size_t)(2 * n * w), sizeof *out), *in = out + n * w;
+	MPI_Request r;
+	if (!out)
+		return cfrti_err(ctx, CFRT_ENOMEM, "no memory to settle the transfers");
+	if (b->alarm_rq != MPI_REQUEST_NULL) {
+		MPI_Cancel(&b->alarm_rq);
+		MPI_Wait(&b->alarm_rq, MPI_STATUS_IGNORE); /* a notice, or none */
+	}
+	int got_from = b->alarm_in && b->alarm_in->msg[0] ? b->alarm_in->rank : -1;
+	/* every rank has cancelled its receives: a send still pending after
+	 * this barrier was taken by no receive. The watchdog allows twice
+	 * its time here: a rank may spend it in a wait before it fails and
+	 * comes (one that skipped a call is here while its peers wait). */
+	mrc = MPI_Ibarrier(b->alarm, &r);
+	if (mrc == MPI_SUCCESS)
+		rc = cfrti_block_within(ctx, &r, &mrc, 2 * b->timeout);
+	if (rc == CFRT_ETIMEOUT)
+		rc = cfrti_err(ctx, rc, "waited %g s (twice CFRT_TIMEOUT) for the other %d "
+		               "ranks of the job to finalize the context", 2 * b->timeout, n - 1);
+	pthread_mutex_lock(&ctx->mu);
+	for (int i = 0; i < ctx->nx; i++) {
+		xfer *x = &ctx->x[i];
+		int flag = 0;
+		if (x->state == X_ACTIVE && x->kind == T_SEND)
+			MPI_Test(&x->r, &flag, MPI_STATUS_IGNORE);
+		if (x->state == X_ACTIVE && x->kind == T_SEND && !flag)
+			out[job_of(b, x->grp, x->peer) * w + x->grp]++;
+		else if (x->state == X_ACTIVE && x->kind == T_SEND)
+			x->state = X_DONE;
+	}
+	pthread_mutex_unlock(&ctx->mu);
+	for (int p = 0; b->alarm_sends && p < n; p++)
+		out[p * w + CFRT_MAX_GROUPS] = p != b->job_rank;
+	if (rc == CFRT_OK && mrc == MPI_SUCCESS)
+		mrc = MPI_Ialltoall(out, w, MPI_INT, in, w, MPI_INT, b->alarm, &r);
+	if (rc == CFRT_OK && mrc == MPI_SUCCESS)
+		rc = cfrti_block(ctx, &r, &mrc);
+	for (int s = 0; rc == CFRT_OK && mrc == MPI_SUCCESS && s < n; s++) {
+		for (int g = 0; mrc == MPI_SUCCESS && g < b->ngroups; g++)
+			mrc = take(b->grp[g].comm, grank_of(b, g, s), in[s * w + g]);
+		if (mrc == MPI_SUCCESS)
+			mrc = take(b->alarm, s, in[s * w + CFRT_MAX_GROUPS] - (s == got_from));
+	}
+	free(out);
+	/* now every pending send has been taken: complete them */
+	pthread_mutex_lock(&ctx->mu);
+	for (int i = 0; i < ctx->nx; i++)
+		if (ctx->x[i].state != X_FREE && ctx->x[i].kind == T_SEND) {
+			if (ctx->x[i].state == X_ACTIVE && rc == CFRT_OK && mrc == MPI_SUCCESS)
+				MPI_Wait(&ctx->x[i].r, MPI_STATUS_IGNORE);
+			else if (ctx->x[i].state == X_ACTIVE)
+				MPI_Request_free(&ctx->x[i].r);
+			ctx->active -= ctx->x[i].state == X_ACTIVE;
+			release(ctx, &ctx->x[i]);
+		}
+	pthread_mutex_unlock(&ctx->mu);
+	if (b->alarm_sends && rc == CFRT_OK && mrc == MPI_SUCCESS) {
+		MPI_Waitall(n, b->alarm_sends, MPI_STATUSES_IGNORE);
+		free(b->alarm_sends);
+		free(b->alarm_out);
+		b->alarm_sends = NULL;
+		b->alarm_out = NULL;
+	}
+	return rc != CFRT_OK ? rc : cfrti_mpi(ctx, mrc, "settling the transfers");
+}
+
 int cfrti_xfer_wait_all_slots(cfrt_ctx *ctx)
 {
-	int rc = MPI_SUCCESS;
+	int rc = MPI_SUCCESS, st = CFRT_OK;
 	pthread_mutex_lock(&ctx->mu);
 	for (int i = 0; i < ctx->nx; i++) {
 		if (ctx->x[i].state == X_FREE)
 			continue;
-		int r = finish(ctx, &ctx->x[i]);
-		if (rc == MPI_SUCCESS)
+		if (ctx->base.failed) {
+			abandon(ctx, &ctx->x[i]);
+			continue;
+		}
+		int r;
+		st = finish(ctx, &ctx->x[i], &r);
+		if (st != CFRT_OK) /* failed now: abandoned with the rest */
+			i--;
+		else if (rc == MPI_SUCCESS)
 			rc = r;
 	}
 	pthread_mutex_unlock(&ctx->mu);
-	return cfrti_mpi(ctx, rc, "MPI_Wait");
+	return st != CFRT_OK ? st : cfrti_mpi(ctx, rc, "MPI_Wait");
 }

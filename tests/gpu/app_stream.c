@@ -107,7 +107,7 @@ int main(int argc, char **argv)
 	cudaStream_t s;
 	CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
 	ncclComm_t nc = app_nccl(rank, size);
-	cfrt_opts o = {CFRT_OPT_STREAM | CFRT_OPT_NCCL_COMM, s, nc};
+	cfrt_opts o = {.flags = CFRT_OPT_STREAM | CFRT_OPT_NCCL_COMM, .stream = s, .nccl_comm = nc};
 	cfrt_ctx *ctx;
 	int sizes[1] = {MLP_GROUP_SIZE};
 	CFRT_TRY(NULL, cfrt_init_opts(&ctx, MPI_COMM_WORLD, 1, sizes, "mlp", &o));

@@ -184,15 +184,15 @@ static void test_opts(void)
 {
 	cfrt_ctx *c = NULL;
 	int n = cfrt_size(ut_ctx);
-	cfrt_opts o = {CFRT_OPT_STREAM, NULL, NULL};
+	cfrt_opts o = {.flags = CFRT_OPT_STREAM};
 	CU_ASSERT_EQUAL(cfrt_init_opts(&c, MPI_COMM_WORLD, 1, &n, "m", &o), CFRT_ENOTSUP);
 	CU_ASSERT_PTR_NULL(c);
 	CU_ASSERT_PTR_NOT_NULL(strstr(cfrt_last_error(NULL), "no CUDA stream or NCCL"));
 	o.flags = CFRT_OPT_NCCL_COMM;
 	CU_ASSERT_EQUAL(cfrt_init_opts(&c, MPI_COMM_WORLD, 1, &n, "m", &o), CFRT_ENOTSUP);
-	o.flags = 4;
+	o.flags = 16;
 	CU_ASSERT_EQUAL(cfrt_init_opts(&c, MPI_COMM_WORLD, 1, &n, "m", &o), CFRT_EINVAL);
-	CU_ASSERT_STRING_EQUAL(cfrt_last_error(NULL), "cfrt_init: unknown option flags 0x4");
+	CU_ASSERT_STRING_EQUAL(cfrt_last_error(NULL), "cfrt_init: unknown option flags 0x10");
 	o.flags = 0;
 	CU_ASSERT_EQUAL(cfrt_init_opts(&c, MPI_COMM_WORLD, 1, &n, "m", &o), CFRT_OK);
 	CU_ASSERT_EQUAL(cfrt_finalize(c), CFRT_OK);
@@ -239,6 +239,49 @@ static void test_memory(void)
 	CU_ASSERT_EQUAL(cfrt_free(ut_ctx, NULL), CFRT_OK);
 }
 
+/* Library use: sizes registered and checked exactly, contexts told from
+ * NULL, and the watchdog on a receive no rank sends (from this rank
+ * itself): CFRT_ETIMEOUT naming it, then CFRT_EFAILED; cfrt_finalize
+ * settles it. */
+static void test_lib(void)
+{
+	cfrt_ctx *c = NULL;
+	int one = 1;
+	char buf[64];
+	CU_ASSERT_EQUAL(cfrt_set_errors(7), CFRT_EINVAL);
+	CU_ASSERT_EQUAL(cfrt_check_ctx(NULL, "f"), CFRT_EINVAL);
+	CU_ASSERT_STRING_EQUAL(cfrt_last_error(NULL), "f: null context (cfrt_init was not "
+	                       "called, or failed)");
+	CU_ASSERT_EQUAL(cfrt_check_ctx(ut_ctx, "f"), CFRT_OK);
+	CU_ASSERT_EQUAL(cfrt_register(ut_ctx, buf, 32), CFRT_OK);
+	CU_ASSERT_EQUAL(cfrt_check_arg(ut_ctx, buf + 16, 16, "t"), CFRT_OK);
+	CU_ASSERT_EQUAL(cfrt_check_arg(ut_ctx, buf + 16, 17, "t"), CFRT_EINVAL);
+	CU_ASSERT_STRING_EQUAL(cfrt_last_error(ut_ctx), "cfrt_check_arg: t needs 17 bytes, "
+	                       "but its registered buffer has 16 from there");
+	CU_ASSERT_EQUAL(cfrt_unregister(ut_ctx, buf), CFRT_OK);
+	CU_ASSERT_EQUAL(cfrt_check_arg(ut_ctx, buf + 16, 17, "t"), CFRT_OK);
+	CU_ASSERT_EQUAL(cfrt_unregister(ut_ctx, buf), CFRT_EINVAL);
+
+	cfrt_opts o = {.flags = CFRT_OPT_ERRORS | CFRT_OPT_TIMEOUT,
+	               .errors = CFRT_ERRORS_RETURN, .timeout = 1.0};
+	/* one rank: on more, a rank that timed out first tells the others,
+	 * whose waits then end with CFRT_EPEER */
+	CU_ASSERT_EQUAL_FATAL(cfrt_init_opts(&c, MPI_COMM_SELF, 1, &one, "m", &o), CFRT_OK);
+	cfrt_req q = {0, 0};
+	CU_ASSERT_EQUAL(cfrt_irecv(c, buf, 1, CFRT_F32, 0, 5, &q), CFRT_OK);
+	CU_ASSERT_EQUAL(cfrt_wait(c, &q), CFRT_ETIMEOUT);
+	CU_ASSERT_STRING_EQUAL(cfrt_last_error(c), "rank 0: op - step -1: cfrt_wait: waited 1 s "
+	                       "(CFRT_TIMEOUT) for a receive from rank 0 of group 0 (job rank 0)");
+	CU_ASSERT_EQUAL(cfrt_failure(c), CFRT_ETIMEOUT);
+	CU_ASSERT_EQUAL(cfrt_wait(c, &q), CFRT_EFAILED);
+	CU_ASSERT_EQUAL(cfrt_barrier(c), CFRT_EFAILED);
+	CU_ASSERT_EQUAL(cfrt_check_ctx(c, "f"), CFRT_EFAILED);
+	CU_ASSERT_EQUAL(cfrt_finalize(c), CFRT_OK);
+	CU_ASSERT_EQUAL(cfrt_check_ctx(c, "f"), CFRT_EINVAL);
+	CU_ASSERT_STRING_EQUAL(cfrt_last_error(NULL), "f: the context was finalized "
+	                       "(cfrt_finalize freed it)");
+}
+
 void ut_register_context(void)
 {
 	CU_pSuite s = CU_add_suite("context", NULL, NULL);
@@ -250,4 +293,5 @@ void ut_register_context(void)
 	CU_add_test(s, "init options", test_opts);
 	CU_add_test(s, "view helpers", test_views);
 	CU_add_test(s, "alloc, upload, download, memset", test_memory);
+	CU_add_test(s, "library use: registry, contexts, watchdog", test_lib);
 }

@@ -82,7 +82,8 @@ size_t attention_workspace_bytes(void);
 
 /* One forward pass on this rank; ctx from cfrt_init over the group's
  * communicator with ATTENTION_GROUP_SIZE ranks. Collective over the group.
- * A runtime failure ends the job naming rank, op and step. */
+ * A failure ends the job naming rank, op and step, or returns its
+ * status (error modes: cfrt.h). */
 int attention_forward(cfrt_ctx *ctx, const attention_weights *w, const attention_io *io,
                void *workspace);
 

@@ -55,14 +55,17 @@ int
 attention_ref_forward(cfrt_ctx *ctx, const attention_weights *w, const attention_io *io,
     void *ws)
 {
+	CFRT_PROPAGATE(ctx, cfrt_check_ctx(ctx, "attention_ref_forward"));
 	cfrt_where(ctx, "attention_ref_forward", 0);
-	CFRT_TRY(ctx, cfrt_check_arg(ctx, io->x, 32768, "input x"));
-	CFRT_TRY(ctx, cfrt_check_arg(ctx, w->wq, 16384, "weight wq"));
-	CFRT_TRY(ctx, cfrt_check_arg(ctx, w->wk, 16384, "weight wk"));
-	CFRT_TRY(ctx, cfrt_check_arg(ctx, w->wv, 16384, "weight wv"));
-	CFRT_TRY(ctx, cfrt_check_arg(ctx, w->wo, 16384, "weight wo"));
-	CFRT_TRY(ctx, cfrt_check_arg(ctx, io->y, 32768, "output y"));
-	CFRT_TRY(ctx, cfrt_check_arg(ctx, ws, 294912, "the workspace"));
+	CFRT_PROPAGATE(ctx, cfrt_check_ptr(ctx, w, "the weights (attention_weights *)"));
+	CFRT_PROPAGATE(ctx, cfrt_check_ptr(ctx, io, "the inputs and outputs (attention_io *)"));
+	CFRT_PROPAGATE(ctx, cfrt_check_arg(ctx, io->x, 32768, "input x"));
+	CFRT_PROPAGATE(ctx, cfrt_check_arg(ctx, w->wq, 16384, "weight wq"));
+	CFRT_PROPAGATE(ctx, cfrt_check_arg(ctx, w->wk, 16384, "weight wk"));
+	CFRT_PROPAGATE(ctx, cfrt_check_arg(ctx, w->wv, 16384, "weight wv"));
+	CFRT_PROPAGATE(ctx, cfrt_check_arg(ctx, w->wo, 16384, "weight wo"));
+	CFRT_PROPAGATE(ctx, cfrt_check_arg(ctx, io->y, 32768, "output y"));
+	CFRT_PROPAGATE(ctx, cfrt_check_arg(ctx, ws, 294912, "the workspace"));
 
 	cfrt_view x = cfrt_view_contig((void *)io->x, CFRT_F32, 3, (int64_t[]){2, 64, 64});
 	cfrt_view wq = cfrt_view_contig(w->wq, CFRT_F32, 2, (int64_t[]){64, 64});
@@ -87,40 +90,40 @@ attention_ref_forward(cfrt_ctx *ctx, const attention_weights *w, const attention
 	/* t1 = matmul(xa, wq)  examples/attention.cf:21 */
 	cfrt_where(ctx, "t1", 0);
 	cfrt_what(ctx, "t1 = matmul(xa, wq)", -1);
-	CFRT_TRY(ctx, cfrt_matmul(ctx, &t1, &xa, &wq, 1.0, 0.0));
+	CFRT_PROPAGATE(ctx, cfrt_matmul(ctx, &t1, &xa, &wq, 1.0, 0.0));
 #line 21 "examples/attention.cf"
 	/* q = split_heads(t1)  examples/attention.cf:21 */
 	cfrt_where(ctx, "q", 0);
 	cfrt_what(ctx, "q = split_heads(t1)", -1);
 	{
 		cfrt_view hv = cfrt_view_heads(t1, q.dim[q.nd - 3]);
-		CFRT_TRY(ctx, cfrt_copy(ctx, &q, &hv));
+		CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &q, &hv));
 	}
 #line 22 "examples/attention.cf"
 	/* t2 = matmul(xa, wk)  examples/attention.cf:22 */
 	cfrt_where(ctx, "t2", 0);
 	cfrt_what(ctx, "t2 = matmul(xa, wk)", -1);
-	CFRT_TRY(ctx, cfrt_matmul(ctx, &t2, &xa, &wk, 1.0, 0.0));
+	CFRT_PROPAGATE(ctx, cfrt_matmul(ctx, &t2, &xa, &wk, 1.0, 0.0));
 #line 22 "examples/attention.cf"
 	/* k = split_heads(t2)  examples/attention.cf:22 */
 	cfrt_where(ctx, "k", 0);
 	cfrt_what(ctx, "k = split_heads(t2)", -1);
 	{
 		cfrt_view hv = cfrt_view_heads(t2, k.dim[k.nd - 3]);
-		CFRT_TRY(ctx, cfrt_copy(ctx, &k, &hv));
+		CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &k, &hv));
 	}
 #line 23 "examples/attention.cf"
 	/* t3 = matmul(xa, wv)  examples/attention.cf:23 */
 	cfrt_where(ctx, "t3", 0);
 	cfrt_what(ctx, "t3 = matmul(xa, wv)", -1);
-	CFRT_TRY(ctx, cfrt_matmul(ctx, &t3, &xa, &wv, 1.0, 0.0));
+	CFRT_PROPAGATE(ctx, cfrt_matmul(ctx, &t3, &xa, &wv, 1.0, 0.0));
 #line 23 "examples/attention.cf"
 	/* v = split_heads(t3)  examples/attention.cf:23 */
 	cfrt_where(ctx, "v", 0);
 	cfrt_what(ctx, "v = split_heads(t3)", -1);
 	{
 		cfrt_view hv = cfrt_view_heads(t3, v.dim[v.nd - 3]);
-		CFRT_TRY(ctx, cfrt_copy(ctx, &v, &hv));
+		CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &v, &hv));
 	}
 #line 24 "examples/attention.cf"
 	/* t4 = attention(q, k, v)  examples/attention.cf:24 */
@@ -128,7 +131,7 @@ attention_ref_forward(cfrt_ctx *ctx, const attention_weights *w, const attention
 	cfrt_what(ctx, "t4 = attention(q, k, v)", -1);
 	{
 		cfrt_view o4 = cf_4d(t4), q4 = cf_4d(q), k4 = cf_4d(k), v4 = cf_4d(v);
-		CFRT_TRY(ctx, cfrt_attention(ctx, &o4, &q4, &k4, &v4, 1, 0));
+		CFRT_PROPAGATE(ctx, cfrt_attention(ctx, &o4, &q4, &k4, &v4, 1, 0));
 	}
 #line 24 "examples/attention.cf"
 	/* o = merge_heads(t4)  examples/attention.cf:24 */
@@ -136,19 +139,19 @@ attention_ref_forward(cfrt_ctx *ctx, const attention_weights *w, const attention
 	cfrt_what(ctx, "o = merge_heads(t4)", -1);
 	{
 		cfrt_view hv = cfrt_view_heads(o, t4.dim[t4.nd - 3]);
-		CFRT_TRY(ctx, cfrt_copy(ctx, &hv, &t4));
+		CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &hv, &t4));
 	}
 #line 25 "examples/attention.cf"
 	/* p = matmul(o, wo)  examples/attention.cf:25 */
 	cfrt_where(ctx, "p", 0);
 	cfrt_what(ctx, "p = matmul(o, wo)", -1);
-	CFRT_TRY(ctx, cfrt_matmul(ctx, &p, &o, &wo, 1.0, 0.0));
+	CFRT_PROPAGATE(ctx, cfrt_matmul(ctx, &p, &o, &wo, 1.0, 0.0));
 #line 26 "examples/attention.cf"
 	/* y = reduce_scatter(p)  examples/attention.cf:26 */
 	cfrt_where(ctx, "y", 0);
 	cfrt_what(ctx, "y = reduce_scatter(p)", -1);
-	CFRT_TRY(ctx, cfrt_copy(ctx, &y, &p));
-#line 152 "attention_ref.c"
+	CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &y, &p));
+#line 155 "attention_ref.c"
 	cfrt_where(ctx, NULL, 0); /* out of the model */
 	return CFRT_OK;
 }

@@ -66,7 +66,8 @@ size_t mlp_workspace_bytes(void);
 
 /* One forward pass on this rank; ctx from cfrt_init over the group's
  * communicator with MLP_GROUP_SIZE ranks. Collective over the group.
- * A runtime failure ends the job naming rank, op and step. */
+ * A failure ends the job naming rank, op and step, or returns its
+ * status (error modes: cfrt.h). */
 int mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
                void *workspace);
 

@@ -18,12 +18,15 @@ int
 mlp_ref_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
     void *ws)
 {
+	CFRT_PROPAGATE(ctx, cfrt_check_ctx(ctx, "mlp_ref_forward"));
 	cfrt_where(ctx, "mlp_ref_forward", 0);
-	CFRT_TRY(ctx, cfrt_check_arg(ctx, io->x, 32768, "input x"));
-	CFRT_TRY(ctx, cfrt_check_arg(ctx, w->w1, 65536, "weight w1"));
-	CFRT_TRY(ctx, cfrt_check_arg(ctx, w->w2, 65536, "weight w2"));
-	CFRT_TRY(ctx, cfrt_check_arg(ctx, io->y, 32768, "output y"));
-	CFRT_TRY(ctx, cfrt_check_arg(ctx, ws, 294912, "the workspace"));
+	CFRT_PROPAGATE(ctx, cfrt_check_ptr(ctx, w, "the weights (mlp_weights *)"));
+	CFRT_PROPAGATE(ctx, cfrt_check_ptr(ctx, io, "the inputs and outputs (mlp_io *)"));
+	CFRT_PROPAGATE(ctx, cfrt_check_arg(ctx, io->x, 32768, "input x"));
+	CFRT_PROPAGATE(ctx, cfrt_check_arg(ctx, w->w1, 65536, "weight w1"));
+	CFRT_PROPAGATE(ctx, cfrt_check_arg(ctx, w->w2, 65536, "weight w2"));
+	CFRT_PROPAGATE(ctx, cfrt_check_arg(ctx, io->y, 32768, "output y"));
+	CFRT_PROPAGATE(ctx, cfrt_check_arg(ctx, ws, 294912, "the workspace"));
 
 	cfrt_view x = cfrt_view_contig((void *)io->x, CFRT_F32, 3, (int64_t[]){2, 64, 64});
 	cfrt_view w1 = cfrt_view_contig(w->w1, CFRT_F32, 2, (int64_t[]){64, 256});
@@ -40,23 +43,23 @@ mlp_ref_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 	/* t1 = matmul(xa, w1)  examples/mlp.cf:19 */
 	cfrt_where(ctx, "t1", 0);
 	cfrt_what(ctx, "t1 = matmul(xa, w1)", -1);
-	CFRT_TRY(ctx, cfrt_matmul(ctx, &t1, &xa, &w1, 1.0, 0.0));
+	CFRT_PROPAGATE(ctx, cfrt_matmul(ctx, &t1, &xa, &w1, 1.0, 0.0));
 #line 19 "examples/mlp.cf"
 	/* h = gelu(t1)  examples/mlp.cf:19 */
 	cfrt_where(ctx, "h", 0);
 	cfrt_what(ctx, "h = gelu(t1)", -1);
-	CFRT_TRY(ctx, cfrt_gelu(ctx, &h, &t1));
+	CFRT_PROPAGATE(ctx, cfrt_gelu(ctx, &h, &t1));
 #line 20 "examples/mlp.cf"
 	/* p = matmul(h, w2)  examples/mlp.cf:20 */
 	cfrt_where(ctx, "p", 0);
 	cfrt_what(ctx, "p = matmul(h, w2)", -1);
-	CFRT_TRY(ctx, cfrt_matmul(ctx, &p, &h, &w2, 1.0, 0.0));
+	CFRT_PROPAGATE(ctx, cfrt_matmul(ctx, &p, &h, &w2, 1.0, 0.0));
 #line 21 "examples/mlp.cf"
 	/* y = reduce_scatter(p)  examples/mlp.cf:21 */
 	cfrt_where(ctx, "y", 0);
 	cfrt_what(ctx, "y = reduce_scatter(p)", -1);
-	CFRT_TRY(ctx, cfrt_copy(ctx, &y, &p));
-#line 60 "mlp_ref.c"
+	CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &y, &p));
+#line 63 "mlp_ref.c"
 	cfrt_where(ctx, NULL, 0); /* out of the model */
 	return CFRT_OK;
 }

@@ -78,7 +78,8 @@ size_t ulysses_workspace_bytes(void);
 
 /* One forward pass on this rank; ctx from cfrt_init over the group's
  * communicator with ULYSSES_GROUP_SIZE ranks. Collective over the group.
- * A runtime failure ends the job naming rank, op and step. */
+ * A failure ends the job naming rank, op and step, or returns its
+ * status (error modes: cfrt.h). */
 int ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
                void *workspace);
 

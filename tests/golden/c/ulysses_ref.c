@@ -54,14 +54,17 @@ int
 ulysses_ref_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
     void *ws)
 {
+	CFRT_PROPAGATE(ctx, cfrt_check_ctx(ctx, "ulysses_ref_forward"));
 	cfrt_where(ctx, "ulysses_ref_forward", 0);
-	CFRT_TRY(ctx, cfrt_check_arg(ctx, io->x, 32768, "input x"));
-	CFRT_TRY(ctx, cfrt_check_arg(ctx, w->wq, 16384, "weight wq"));
-	CFRT_TRY(ctx, cfrt_check_arg(ctx, w->wk, 16384, "weight wk"));
-	CFRT_TRY(ctx, cfrt_check_arg(ctx, w->wv, 16384, "weight wv"));
-	CFRT_TRY(ctx, cfrt_check_arg(ctx, w->wo, 16384, "weight wo"));
-	CFRT_TRY(ctx, cfrt_check_arg(ctx, io->y, 32768, "output y"));
-	CFRT_TRY(ctx, cfrt_check_arg(ctx, ws, 262144, "the workspace"));
+	CFRT_PROPAGATE(ctx, cfrt_check_ptr(ctx, w, "the weights (ulysses_weights *)"));
+	CFRT_PROPAGATE(ctx, cfrt_check_ptr(ctx, io, "the inputs and outputs (ulysses_io *)"));
+	CFRT_PROPAGATE(ctx, cfrt_check_arg(ctx, io->x, 32768, "input x"));
+	CFRT_PROPAGATE(ctx, cfrt_check_arg(ctx, w->wq, 16384, "weight wq"));
+	CFRT_PROPAGATE(ctx, cfrt_check_arg(ctx, w->wk, 16384, "weight wk"));
+	CFRT_PROPAGATE(ctx, cfrt_check_arg(ctx, w->wv, 16384, "weight wv"));
+	CFRT_PROPAGATE(ctx, cfrt_check_arg(ctx, w->wo, 16384, "weight wo"));
+	CFRT_PROPAGATE(ctx, cfrt_check_arg(ctx, io->y, 32768, "output y"));
+	CFRT_PROPAGATE(ctx, cfrt_check_arg(ctx, ws, 262144, "the workspace"));
 
 	cfrt_view x = cfrt_view_contig((void *)io->x, CFRT_F32, 3, (int64_t[]){2, 64, 64});
 	cfrt_view wq = cfrt_view_contig(w->wq, CFRT_F32, 2, (int64_t[]){64, 64});
@@ -85,40 +88,40 @@ ulysses_ref_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *i
 	/* t1 = matmul(x, wq)  examples/ulysses.cf:19 */
 	cfrt_where(ctx, "t1", 0);
 	cfrt_what(ctx, "t1 = matmul(x, wq)", -1);
-	CFRT_TRY(ctx, cfrt_matmul(ctx, &t1, &x, &wq, 1.0, 0.0));
+	CFRT_PROPAGATE(ctx, cfrt_matmul(ctx, &t1, &x, &wq, 1.0, 0.0));
 #line 19 "examples/ulysses.cf"
 	/* q = split_heads(t1)  examples/ulysses.cf:19 */
 	cfrt_where(ctx, "q", 0);
 	cfrt_what(ctx, "q = split_heads(t1)", -1);
 	{
 		cfrt_view hv = cfrt_view_heads(t1, q.dim[q.nd - 3]);
-		CFRT_TRY(ctx, cfrt_copy(ctx, &q, &hv));
+		CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &q, &hv));
 	}
 #line 20 "examples/ulysses.cf"
 	/* t2 = matmul(x, wk)  examples/ulysses.cf:20 */
 	cfrt_where(ctx, "t2", 0);
 	cfrt_what(ctx, "t2 = matmul(x, wk)", -1);
-	CFRT_TRY(ctx, cfrt_matmul(ctx, &t2, &x, &wk, 1.0, 0.0));
+	CFRT_PROPAGATE(ctx, cfrt_matmul(ctx, &t2, &x, &wk, 1.0, 0.0));
 #line 20 "examples/ulysses.cf"
 	/* k = split_heads(t2)  examples/ulysses.cf:20 */
 	cfrt_where(ctx, "k", 0);
 	cfrt_what(ctx, "k = split_heads(t2)", -1);
 	{
 		cfrt_view hv = cfrt_view_heads(t2, k.dim[k.nd - 3]);
-		CFRT_TRY(ctx, cfrt_copy(ctx, &k, &hv));
+		CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &k, &hv));
 	}
 #line 21 "examples/ulysses.cf"
 	/* t3 = matmul(x, wv)  examples/ulysses.cf:21 */
 	cfrt_where(ctx, "t3", 0);
 	cfrt_what(ctx, "t3 = matmul(x, wv)", -1);
-	CFRT_TRY(ctx, cfrt_matmul(ctx, &t3, &x, &wv, 1.0, 0.0));
+	CFRT_PROPAGATE(ctx, cfrt_matmul(ctx, &t3, &x, &wv, 1.0, 0.0));
 #line 21 "examples/ulysses.cf"
 	/* v = split_heads(t3)  examples/ulysses.cf:21 */
 	cfrt_where(ctx, "v", 0);
 	cfrt_what(ctx, "v = split_heads(t3)", -1);
 	{
 		cfrt_view hv = cfrt_view_heads(t3, v.dim[v.nd - 3]);
-		CFRT_TRY(ctx, cfrt_copy(ctx, &v, &hv));
+		CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &v, &hv));
 	}
 #line 22 "examples/ulysses.cf"
 	/* qh = all_to_all(q)  examples/ulysses.cf:22 */
@@ -135,7 +138,7 @@ ulysses_ref_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *i
 	cfrt_what(ctx, "oh = attention(qh, kh, vh)", -1);
 	{
 		cfrt_view o4 = cf_4d(oh), q4 = cf_4d(qh), k4 = cf_4d(kh), v4 = cf_4d(vh);
-		CFRT_TRY(ctx, cfrt_attention(ctx, &o4, &q4, &k4, &v4, 1, 0));
+		CFRT_PROPAGATE(ctx, cfrt_attention(ctx, &o4, &q4, &k4, &v4, 1, 0));
 	}
 #line 26 "examples/ulysses.cf"
 	/* o = all_to_all(oh)  examples/ulysses.cf:26 */
@@ -146,14 +149,14 @@ ulysses_ref_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *i
 	cfrt_what(ctx, "t4 = merge_heads(o)", -1);
 	{
 		cfrt_view hv = cfrt_view_heads(t4, o.dim[o.nd - 3]);
-		CFRT_TRY(ctx, cfrt_copy(ctx, &hv, &o));
+		CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &hv, &o));
 	}
 #line 27 "examples/ulysses.cf"
 	/* y = matmul(t4, wo)  examples/ulysses.cf:27 */
 	cfrt_where(ctx, "y", 0);
 	cfrt_what(ctx, "y = matmul(t4, wo)", -1);
-	CFRT_TRY(ctx, cfrt_matmul(ctx, &y, &t4, &wo, 1.0, 0.0));
-#line 157 "ulysses_ref.c"
+	CFRT_PROPAGATE(ctx, cfrt_matmul(ctx, &y, &t4, &wo, 1.0, 0.0));
+#line 160 "ulysses_ref.c"
 	cfrt_where(ctx, NULL, 0); /* out of the model */
 	return CFRT_OK;
 }

@@ -55,14 +55,17 @@ int
 mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
     void *ws)
 {
-	const int r = cfrt_rank(ctx);
-
+	CFRT_PROPAGATE(ctx, cfrt_check_ctx(ctx, "mlp_forward"));
 	cfrt_where(ctx, "mlp_forward", 0);
-	CFRT_TRY(ctx, cfrt_check_arg(ctx, io->x, 8192, "input x"));
-	CFRT_TRY(ctx, cfrt_check_arg(ctx, w->w1, 16384, "weight w1"));
-	CFRT_TRY(ctx, cfrt_check_arg(ctx, w->w2, 16384, "weight w2"));
-	CFRT_TRY(ctx, cfrt_check_arg(ctx, io->y, 8192, "output y"));
-	CFRT_TRY(ctx, cfrt_check_arg(ctx, ws, 147456, "the workspace"));
+	CFRT_PROPAGATE(ctx, cfrt_check_ptr(ctx, w, "the weights (mlp_weights *)"));
+	CFRT_PROPAGATE(ctx, cfrt_check_ptr(ctx, io, "the inputs and outputs (mlp_io *)"));
+	CFRT_PROPAGATE(ctx, cfrt_check_arg(ctx, io->x, 8192, "input x"));
+	CFRT_PROPAGATE(ctx, cfrt_check_arg(ctx, w->w1, 16384, "weight w1"));
+	CFRT_PROPAGATE(ctx, cfrt_check_arg(ctx, w->w2, 16384, "weight w2"));
+	CFRT_PROPAGATE(ctx, cfrt_check_arg(ctx, io->y, 8192, "output y"));
+	CFRT_PROPAGATE(ctx, cfrt_check_arg(ctx, ws, 147456, "the workspace"));
+
+	const int r = cfrt_rank(ctx);
 
 	cfrt_view x = cfrt_view_contig((void *)io->x, CFRT_F32, 3, (int64_t[]){2, 16, 64});
 	cfrt_view w1 = cfrt_view_contig(w->w1, CFRT_F32, 2, (int64_t[]){64, 64});
@@ -89,9 +92,9 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				cfrt_what(ctx, "xa = x", s);
 				cfrt_view dst = cfrt_view_slice(xa, 1, s * 16, 16);
 				cfrt_view src = x;
-				CFRT_TRY(ctx, cfrt_copy(ctx, &dst, &src));
+				CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &dst, &src));
 			}
-			CFRT_TRY(ctx, cfrt_group_begin(ctx));
+			CFRT_PROPAGATE(ctx, cfrt_group_begin(ctx));
 			if (cf_partner(r, 0, 4) >= 0) {
 				int s = r; /* slice */
 				cfrt_what(ctx, "send xa", s);
@@ -100,9 +103,9 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				int k = rd % 3;
 				cfrt_view b = cfrt_view_slice(xa, 1, s * 16, 16);
 				cfrt_view st = cfrt_view_contig((char *)ws + CF_WS_xa_send_stage + k * 8192, CFRT_F32, 3, (int64_t[]){2, 16, 64});
-				CFRT_TRY(ctx, cfrt_copy(ctx, &st, &b)); /* pack */
+				CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &st, &b)); /* pack */
 				send_rd[k] = rd;
-				CFRT_TRY(ctx, cfrt_isend(ctx, st.p, 2048, CFRT_F32, peer, 0, &send_rq[k]));
+				CFRT_PROPAGATE(ctx, cfrt_isend(ctx, st.p, 2048, CFRT_F32, peer, 0, &send_rq[k]));
 			}
 			if (cf_partner(r, 0, 4) >= 0) {
 				int s = cf_partner(r, 0, 4); /* slice */
@@ -115,7 +118,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				recv_up[k] = b;
 				recv_upon[k] = 1;
 				recv_rd[k] = rd;
-				CFRT_TRY(ctx, cfrt_irecv(ctx, st.p, 2048, CFRT_F32, peer, 0, &recv_rq[k]));
+				CFRT_PROPAGATE(ctx, cfrt_irecv(ctx, st.p, 2048, CFRT_F32, peer, 0, &recv_rq[k]));
 			}
 			if (cf_partner(r, 1, 4) >= 0) {
 				int s = r; /* slice */
@@ -125,9 +128,9 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				int k = rd % 3;
 				cfrt_view b = cfrt_view_slice(xa, 1, s * 16, 16);
 				cfrt_view st = cfrt_view_contig((char *)ws + CF_WS_xa_send_stage + k * 8192, CFRT_F32, 3, (int64_t[]){2, 16, 64});
-				CFRT_TRY(ctx, cfrt_copy(ctx, &st, &b)); /* pack */
+				CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &st, &b)); /* pack */
 				send_rd[k] = rd;
-				CFRT_TRY(ctx, cfrt_isend(ctx, st.p, 2048, CFRT_F32, peer, 0, &send_rq[k]));
+				CFRT_PROPAGATE(ctx, cfrt_isend(ctx, st.p, 2048, CFRT_F32, peer, 0, &send_rq[k]));
 			}
 			if (cf_partner(r, 1, 4) >= 0) {
 				int s = cf_partner(r, 1, 4); /* slice */
@@ -140,9 +143,9 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				recv_up[k] = b;
 				recv_upon[k] = 1;
 				recv_rd[k] = rd;
-				CFRT_TRY(ctx, cfrt_irecv(ctx, st.p, 2048, CFRT_F32, peer, 0, &recv_rq[k]));
+				CFRT_PROPAGATE(ctx, cfrt_irecv(ctx, st.p, 2048, CFRT_F32, peer, 0, &recv_rq[k]));
 			}
-			CFRT_TRY(ctx, cfrt_group_end(ctx));
+			CFRT_PROPAGATE(ctx, cfrt_group_end(ctx));
 			/* t1 = matmul(xa, w1)  examples/mlp.cf:19 */
 			{
 				int s = r; /* slice */
@@ -150,7 +153,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				cfrt_view o = cfrt_view_slice(t1, 1, s * 16, 16);
 				cfrt_view in0 = cfrt_view_slice(xa, 1, s * 16, 16);
 				cfrt_view in1 = w1;
-				CFRT_TRY(ctx, cfrt_matmul(ctx, &o, &in0, &in1, 1.0, 0.0));
+				CFRT_PROPAGATE(ctx, cfrt_matmul(ctx, &o, &in0, &in1, 1.0, 0.0));
 			}
 			/* h = gelu(t1)  examples/mlp.cf:19 */
 			{
@@ -158,13 +161,13 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				cfrt_what(ctx, "h = gelu(t1)", s);
 				cfrt_view o = cfrt_view_slice(h, 1, s * 16, 16);
 				cfrt_view in0 = cfrt_view_slice(t1, 1, s * 16, 16);
-				CFRT_TRY(ctx, cfrt_gelu(ctx, &o, &in0));
+				CFRT_PROPAGATE(ctx, cfrt_gelu(ctx, &o, &in0));
 			}
 		}
 		/* FuseAG pairwise (round-robin, appendix A.3): 3 rounds x 1 lane */
 		for (int i = 0; i < 3; i++) {
 			cfrt_where(ctx, "xa", 1 + i);
-			CFRT_TRY(ctx, cfrt_group_begin(ctx));
+			CFRT_PROPAGATE(ctx, cfrt_group_begin(ctx));
 			if (i == 0 && cf_partner(r, i + 2, 4) >= 0) {
 				int s = r; /* slice */
 				cfrt_what(ctx, "send xa", s);
@@ -173,9 +176,9 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				int k = rd % 3;
 				cfrt_view b = cfrt_view_slice(xa, 1, s * 16, 16);
 				cfrt_view st = cfrt_view_contig((char *)ws + CF_WS_xa_send_stage + k * 8192, CFRT_F32, 3, (int64_t[]){2, 16, 64});
-				CFRT_TRY(ctx, cfrt_copy(ctx, &st, &b)); /* pack */
+				CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &st, &b)); /* pack */
 				send_rd[k] = rd;
-				CFRT_TRY(ctx, cfrt_isend(ctx, st.p, 2048, CFRT_F32, peer, 0, &send_rq[k]));
+				CFRT_PROPAGATE(ctx, cfrt_isend(ctx, st.p, 2048, CFRT_F32, peer, 0, &send_rq[k]));
 			}
 			if (i == 0 && cf_partner(r, i + 2, 4) >= 0) {
 				int s = cf_partner(r, i + 2, 4); /* slice */
@@ -188,19 +191,19 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				recv_up[k] = b;
 				recv_upon[k] = 1;
 				recv_rd[k] = rd;
-				CFRT_TRY(ctx, cfrt_irecv(ctx, st.p, 2048, CFRT_F32, peer, 0, &recv_rq[k]));
+				CFRT_PROPAGATE(ctx, cfrt_irecv(ctx, st.p, 2048, CFRT_F32, peer, 0, &recv_rq[k]));
 			}
-			CFRT_TRY(ctx, cfrt_group_end(ctx));
+			CFRT_PROPAGATE(ctx, cfrt_group_end(ctx));
 			if (cf_partner(r, i, 4) >= 0) {
 				int rd = i;
 				int k = rd % 3;
 				if (recv_rd[k] == rd) {
-					CFRT_TRY(ctx, cfrt_wait(ctx, &recv_rq[k]));
+					CFRT_PROPAGATE(ctx, cfrt_wait(ctx, &recv_rq[k]));
 					recv_rd[k] = -1;
 					cfrt_what(ctx, "unpack xa", -1);
 					if (recv_upon[k]) {
 						cfrt_view st = cfrt_view_contig((char *)ws + CF_WS_xa_recv_stage + k * 8192, CFRT_F32, recv_up[k].nd, recv_up[k].dim);
-						CFRT_TRY(ctx, cfrt_copy(ctx, &recv_up[k], &st)); /* unpack */
+						CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &recv_up[k], &st)); /* unpack */
 					}
 				}
 			}
@@ -211,7 +214,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				cfrt_view o = cfrt_view_slice(t1, 1, s * 16, 16);
 				cfrt_view in0 = cfrt_view_slice(xa, 1, s * 16, 16);
 				cfrt_view in1 = w1;
-				CFRT_TRY(ctx, cfrt_matmul(ctx, &o, &in0, &in1, 1.0, 0.0));
+				CFRT_PROPAGATE(ctx, cfrt_matmul(ctx, &o, &in0, &in1, 1.0, 0.0));
 			}
 			if (cf_partner(r, i, 4) >= 0) {
 				/* h = gelu(t1)  examples/mlp.cf:19 */
@@ -219,13 +222,13 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				cfrt_what(ctx, "h = gelu(t1)", s);
 				cfrt_view o = cfrt_view_slice(h, 1, s * 16, 16);
 				cfrt_view in0 = cfrt_view_slice(t1, 1, s * 16, 16);
-				CFRT_TRY(ctx, cfrt_gelu(ctx, &o, &in0));
+				CFRT_PROPAGATE(ctx, cfrt_gelu(ctx, &o, &in0));
 			}
 			if (cf_partner(r, i, 4) >= 0) {
 				int rd = i;
 				int k = rd % 3;
 				if (send_rd[k] == rd) {
-					CFRT_TRY(ctx, cfrt_wait(ctx, &send_rq[k]));
+					CFRT_PROPAGATE(ctx, cfrt_wait(ctx, &send_rq[k]));
 					send_rd[k] = -1;
 				}
 			}
@@ -255,7 +258,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 			if (i == 0) {
 				cfrt_what(ctx, "y = 0", r);
 				cfrt_view dst = y;
-				CFRT_TRY(ctx, cfrt_scale(ctx, &dst, &dst, 0.0));
+				CFRT_PROPAGATE(ctx, cfrt_scale(ctx, &dst, &dst, 0.0));
 			}
 			if (cf_partner(r, i, 4) >= 0) {
 				/* p = matmul(h, w2)  examples/mlp.cf:20 */
@@ -264,9 +267,9 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				cfrt_view o = p_send[cf_mod(i, 3)];
 				cfrt_view in0 = cfrt_view_slice(h, 1, s * 16, 16);
 				cfrt_view in1 = w2;
-				CFRT_TRY(ctx, cfrt_matmul(ctx, &o, &in0, &in1, 1.0, 0.0));
+				CFRT_PROPAGATE(ctx, cfrt_matmul(ctx, &o, &in0, &in1, 1.0, 0.0));
 			}
-			CFRT_TRY(ctx, cfrt_group_begin(ctx));
+			CFRT_PROPAGATE(ctx, cfrt_group_begin(ctx));
 			if (cf_partner(r, i, 4) >= 0) {
 				cfrt_what(ctx, "send p_send", cf_partner(r, i, 4));
 				int peer = cf_partner(r, i, 4);
@@ -274,7 +277,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				int k = rd % 3;
 				cfrt_view b = p_send[cf_mod(i, 3)];
 				send_rd[k] = rd;
-				CFRT_TRY(ctx, cfrt_isend(ctx, b.p, 2048, CFRT_F32, peer, 0, &send_rq[k]));
+				CFRT_PROPAGATE(ctx, cfrt_isend(ctx, b.p, 2048, CFRT_F32, peer, 0, &send_rq[k]));
 			}
 			if (cf_partner(r, i, 4) >= 0) {
 				cfrt_what(ctx, "recv p_recv", r);
@@ -283,14 +286,14 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				int k = rd % 3;
 				cfrt_view b = p_recv[cf_mod(i, 3)];
 				recv_rd[k] = rd;
-				CFRT_TRY(ctx, cfrt_irecv(ctx, b.p, 2048, CFRT_F32, peer, 0, &recv_rq[k]));
+				CFRT_PROPAGATE(ctx, cfrt_irecv(ctx, b.p, 2048, CFRT_F32, peer, 0, &recv_rq[k]));
 			}
-			CFRT_TRY(ctx, cfrt_group_end(ctx));
+			CFRT_PROPAGATE(ctx, cfrt_group_end(ctx));
 			if (i == 2 && cf_partner(r, i - 2, 4) >= 0) {
 				int rd = i - 2;
 				int k = rd % 3;
 				if (recv_rd[k] == rd) {
-					CFRT_TRY(ctx, cfrt_wait(ctx, &recv_rq[k]));
+					CFRT_PROPAGATE(ctx, cfrt_wait(ctx, &recv_rq[k]));
 					recv_rd[k] = -1;
 				}
 			}
@@ -298,7 +301,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				cfrt_what(ctx, "y += p_recv", r);
 				cfrt_view dst = y;
 				cfrt_view src = p_recv[cf_mod(i - 2, 3)];
-				CFRT_TRY(ctx, cfrt_add(ctx, &dst, &dst, &src));
+				CFRT_PROPAGATE(ctx, cfrt_add(ctx, &dst, &dst, &src));
 			}
 		}
 		/* FuseRS pairwise: own slice last: 1 round x 1 lane */
@@ -311,13 +314,13 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				cfrt_view o = y;
 				cfrt_view in0 = cfrt_view_slice(h, 1, s * 16, 16);
 				cfrt_view in1 = w2;
-				CFRT_TRY(ctx, cfrt_matmul(ctx, &o, &in0, &in1, 1.0, 1.0));
+				CFRT_PROPAGATE(ctx, cfrt_matmul(ctx, &o, &in0, &in1, 1.0, 1.0));
 			}
 			if (cf_partner(r, 0, 4) >= 0) {
 				int rd = 0;
 				int k = rd % 3;
 				if (send_rd[k] == rd) {
-					CFRT_TRY(ctx, cfrt_wait(ctx, &send_rq[k]));
+					CFRT_PROPAGATE(ctx, cfrt_wait(ctx, &send_rq[k]));
 					send_rd[k] = -1;
 				}
 			}
@@ -325,7 +328,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				int rd = 1;
 				int k = rd % 3;
 				if (send_rd[k] == rd) {
-					CFRT_TRY(ctx, cfrt_wait(ctx, &send_rq[k]));
+					CFRT_PROPAGATE(ctx, cfrt_wait(ctx, &send_rq[k]));
 					send_rd[k] = -1;
 				}
 			}
@@ -333,7 +336,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				int rd = 2;
 				int k = rd % 3;
 				if (send_rd[k] == rd) {
-					CFRT_TRY(ctx, cfrt_wait(ctx, &send_rq[k]));
+					CFRT_PROPAGATE(ctx, cfrt_wait(ctx, &send_rq[k]));
 					send_rd[k] = -1;
 				}
 			}
@@ -341,7 +344,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				int rd = 1;
 				int k = rd % 3;
 				if (recv_rd[k] == rd) {
-					CFRT_TRY(ctx, cfrt_wait(ctx, &recv_rq[k]));
+					CFRT_PROPAGATE(ctx, cfrt_wait(ctx, &recv_rq[k]));
 					recv_rd[k] = -1;
 				}
 			}
@@ -349,13 +352,13 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				cfrt_what(ctx, "y += p_recv", r);
 				cfrt_view dst = y;
 				cfrt_view src = p_recv[1];
-				CFRT_TRY(ctx, cfrt_add(ctx, &dst, &dst, &src));
+				CFRT_PROPAGATE(ctx, cfrt_add(ctx, &dst, &dst, &src));
 			}
 			if (cf_partner(r, 2, 4) >= 0) {
 				int rd = 2;
 				int k = rd % 3;
 				if (recv_rd[k] == rd) {
-					CFRT_TRY(ctx, cfrt_wait(ctx, &recv_rq[k]));
+					CFRT_PROPAGATE(ctx, cfrt_wait(ctx, &recv_rq[k]));
 					recv_rd[k] = -1;
 				}
 			}
@@ -363,11 +366,11 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				cfrt_what(ctx, "y += p_recv", r);
 				cfrt_view dst = y;
 				cfrt_view src = p_recv[2];
-				CFRT_TRY(ctx, cfrt_add(ctx, &dst, &dst, &src));
+				CFRT_PROPAGATE(ctx, cfrt_add(ctx, &dst, &dst, &src));
 			}
 		}
 	}
-#line 371 "mlp.c"
+#line 374 "mlp.c"
 	cfrt_where(ctx, NULL, 0); /* out of the model */
 	return CFRT_OK;
 }

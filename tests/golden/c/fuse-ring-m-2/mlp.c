@@ -38,14 +38,17 @@ int
 mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
     void *ws)
 {
-	const int r = cfrt_rank(ctx);
-
+	CFRT_PROPAGATE(ctx, cfrt_check_ctx(ctx, "mlp_forward"));
 	cfrt_where(ctx, "mlp_forward", 0);
-	CFRT_TRY(ctx, cfrt_check_arg(ctx, io->x, 8192, "input x"));
-	CFRT_TRY(ctx, cfrt_check_arg(ctx, w->w1, 16384, "weight w1"));
-	CFRT_TRY(ctx, cfrt_check_arg(ctx, w->w2, 16384, "weight w2"));
-	CFRT_TRY(ctx, cfrt_check_arg(ctx, io->y, 8192, "output y"));
-	CFRT_TRY(ctx, cfrt_check_arg(ctx, ws, 122880, "the workspace"));
+	CFRT_PROPAGATE(ctx, cfrt_check_ptr(ctx, w, "the weights (mlp_weights *)"));
+	CFRT_PROPAGATE(ctx, cfrt_check_ptr(ctx, io, "the inputs and outputs (mlp_io *)"));
+	CFRT_PROPAGATE(ctx, cfrt_check_arg(ctx, io->x, 8192, "input x"));
+	CFRT_PROPAGATE(ctx, cfrt_check_arg(ctx, w->w1, 16384, "weight w1"));
+	CFRT_PROPAGATE(ctx, cfrt_check_arg(ctx, w->w2, 16384, "weight w2"));
+	CFRT_PROPAGATE(ctx, cfrt_check_arg(ctx, io->y, 8192, "output y"));
+	CFRT_PROPAGATE(ctx, cfrt_check_arg(ctx, ws, 122880, "the workspace"));
+
+	const int r = cfrt_rank(ctx);
 
 	cfrt_view x = cfrt_view_contig((void *)io->x, CFRT_F32, 3, (int64_t[]){2, 16, 64});
 	cfrt_view w1 = cfrt_view_contig(w->w1, CFRT_F32, 2, (int64_t[]){64, 64});
@@ -79,21 +82,21 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				cfrt_what(ctx, "xa = x", s);
 				cfrt_view dst = cfrt_view_slice(xa, 1, s * 8, 8);
 				cfrt_view src = cfrt_view_slice(x, 1, (s - r * 2) * 8, 8);
-				CFRT_TRY(ctx, cfrt_copy(ctx, &dst, &src));
+				CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &dst, &src));
 			}
 			if (i >= 1) {
 				int rd = i - 1;
 				if (recv0_rd == rd) {
-					CFRT_TRY(ctx, cfrt_wait(ctx, &recv0_rq));
+					CFRT_PROPAGATE(ctx, cfrt_wait(ctx, &recv0_rq));
 					recv0_rd = -1;
 					cfrt_what(ctx, "unpack xa", -1);
 					if (recv0_upon) {
 						cfrt_view st = cfrt_view_contig((char *)ws + CF_WS_xa_recv0_stage, CFRT_F32, recv0_up.nd, recv0_up.dim);
-						CFRT_TRY(ctx, cfrt_copy(ctx, &recv0_up, &st)); /* unpack */
+						CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &recv0_up, &st)); /* unpack */
 					}
 				}
 			}
-			CFRT_TRY(ctx, cfrt_group_begin(ctx));
+			CFRT_PROPAGATE(ctx, cfrt_group_begin(ctx));
 			if (i <= 2) {
 				int s = (cf_mod(r - i, 4)) * 2; /* slice */
 				cfrt_what(ctx, "send xa", s);
@@ -102,9 +105,9 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				int k = rd % 2;
 				cfrt_view b = cfrt_view_slice(xa, 1, s * 8, 8);
 				cfrt_view st = cfrt_view_contig((char *)ws + CF_WS_xa_send0_stage + k * 4096, CFRT_F32, 3, (int64_t[]){2, 8, 64});
-				CFRT_TRY(ctx, cfrt_copy(ctx, &st, &b)); /* pack */
+				CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &st, &b)); /* pack */
 				send0_rd[k] = rd;
-				CFRT_TRY(ctx, cfrt_isend(ctx, st.p, 1024, CFRT_F32, peer, 0, &send0_rq[k]));
+				CFRT_PROPAGATE(ctx, cfrt_isend(ctx, st.p, 1024, CFRT_F32, peer, 0, &send0_rq[k]));
 			}
 			if (i <= 2) {
 				int s = (cf_mod(r - i - 1, 4)) * 2; /* slice */
@@ -116,9 +119,9 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				recv0_up = b;
 				recv0_upon = 1;
 				recv0_rd = rd;
-				CFRT_TRY(ctx, cfrt_irecv(ctx, st.p, 1024, CFRT_F32, peer, 0, &recv0_rq));
+				CFRT_PROPAGATE(ctx, cfrt_irecv(ctx, st.p, 1024, CFRT_F32, peer, 0, &recv0_rq));
 			}
-			CFRT_TRY(ctx, cfrt_group_end(ctx));
+			CFRT_PROPAGATE(ctx, cfrt_group_end(ctx));
 			/* t1 = matmul(xa, w1)  examples/mlp.cf:19 */
 			{
 				int s = (cf_mod(r - i, 4)) * 2; /* slice */
@@ -126,7 +129,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				cfrt_view o = cfrt_view_slice(t1, 1, s * 8, 8);
 				cfrt_view in0 = cfrt_view_slice(xa, 1, s * 8, 8);
 				cfrt_view in1 = w1;
-				CFRT_TRY(ctx, cfrt_matmul(ctx, &o, &in0, &in1, 1.0, 0.0));
+				CFRT_PROPAGATE(ctx, cfrt_matmul(ctx, &o, &in0, &in1, 1.0, 0.0));
 			}
 			/* h = gelu(t1)  examples/mlp.cf:19 */
 			{
@@ -134,13 +137,13 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				cfrt_what(ctx, "h = gelu(t1)", s);
 				cfrt_view o = cfrt_view_slice(h, 1, s * 8, 8);
 				cfrt_view in0 = cfrt_view_slice(t1, 1, s * 8, 8);
-				CFRT_TRY(ctx, cfrt_gelu(ctx, &o, &in0));
+				CFRT_PROPAGATE(ctx, cfrt_gelu(ctx, &o, &in0));
 			}
 			if (i >= 1) {
 				int rd = i - 1;
 				int k = rd % 2;
 				if (send0_rd[k] == rd) {
-					CFRT_TRY(ctx, cfrt_wait(ctx, &send0_rq[k]));
+					CFRT_PROPAGATE(ctx, cfrt_wait(ctx, &send0_rq[k]));
 					send0_rd[k] = -1;
 				}
 			}
@@ -150,21 +153,21 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				cfrt_what(ctx, "xa = x", s);
 				cfrt_view dst = cfrt_view_slice(xa, 1, s * 8, 8);
 				cfrt_view src = cfrt_view_slice(x, 1, (s - r * 2) * 8, 8);
-				CFRT_TRY(ctx, cfrt_copy(ctx, &dst, &src));
+				CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &dst, &src));
 			}
 			if (i >= 1) {
 				int rd = i - 1;
 				if (recv1_rd == rd) {
-					CFRT_TRY(ctx, cfrt_wait(ctx, &recv1_rq));
+					CFRT_PROPAGATE(ctx, cfrt_wait(ctx, &recv1_rq));
 					recv1_rd = -1;
 					cfrt_what(ctx, "unpack xa", -1);
 					if (recv1_upon) {
 						cfrt_view st = cfrt_view_contig((char *)ws + CF_WS_xa_recv1_stage, CFRT_F32, recv1_up.nd, recv1_up.dim);
-						CFRT_TRY(ctx, cfrt_copy(ctx, &recv1_up, &st)); /* unpack */
+						CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &recv1_up, &st)); /* unpack */
 					}
 				}
 			}
-			CFRT_TRY(ctx, cfrt_group_begin(ctx));
+			CFRT_PROPAGATE(ctx, cfrt_group_begin(ctx));
 			if (i <= 2) {
 				int s = (cf_mod(r - i, 4)) * 2 + 1; /* slice */
 				cfrt_what(ctx, "send xa", s);
@@ -173,9 +176,9 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				int k = rd % 2;
 				cfrt_view b = cfrt_view_slice(xa, 1, s * 8, 8);
 				cfrt_view st = cfrt_view_contig((char *)ws + CF_WS_xa_send1_stage + k * 4096, CFRT_F32, 3, (int64_t[]){2, 8, 64});
-				CFRT_TRY(ctx, cfrt_copy(ctx, &st, &b)); /* pack */
+				CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &st, &b)); /* pack */
 				send1_rd[k] = rd;
-				CFRT_TRY(ctx, cfrt_isend(ctx, st.p, 1024, CFRT_F32, peer, 1, &send1_rq[k]));
+				CFRT_PROPAGATE(ctx, cfrt_isend(ctx, st.p, 1024, CFRT_F32, peer, 1, &send1_rq[k]));
 			}
 			if (i <= 2) {
 				int s = (cf_mod(r - i - 1, 4)) * 2 + 1; /* slice */
@@ -187,9 +190,9 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				recv1_up = b;
 				recv1_upon = 1;
 				recv1_rd = rd;
-				CFRT_TRY(ctx, cfrt_irecv(ctx, st.p, 1024, CFRT_F32, peer, 1, &recv1_rq));
+				CFRT_PROPAGATE(ctx, cfrt_irecv(ctx, st.p, 1024, CFRT_F32, peer, 1, &recv1_rq));
 			}
-			CFRT_TRY(ctx, cfrt_group_end(ctx));
+			CFRT_PROPAGATE(ctx, cfrt_group_end(ctx));
 			/* t1 = matmul(xa, w1)  examples/mlp.cf:19 */
 			{
 				int s = (cf_mod(r - i, 4)) * 2 + 1; /* slice */
@@ -197,7 +200,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				cfrt_view o = cfrt_view_slice(t1, 1, s * 8, 8);
 				cfrt_view in0 = cfrt_view_slice(xa, 1, s * 8, 8);
 				cfrt_view in1 = w1;
-				CFRT_TRY(ctx, cfrt_matmul(ctx, &o, &in0, &in1, 1.0, 0.0));
+				CFRT_PROPAGATE(ctx, cfrt_matmul(ctx, &o, &in0, &in1, 1.0, 0.0));
 			}
 			/* h = gelu(t1)  examples/mlp.cf:19 */
 			{
@@ -205,13 +208,13 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				cfrt_what(ctx, "h = gelu(t1)", s);
 				cfrt_view o = cfrt_view_slice(h, 1, s * 8, 8);
 				cfrt_view in0 = cfrt_view_slice(t1, 1, s * 8, 8);
-				CFRT_TRY(ctx, cfrt_gelu(ctx, &o, &in0));
+				CFRT_PROPAGATE(ctx, cfrt_gelu(ctx, &o, &in0));
 			}
 			if (i >= 1) {
 				int rd = i - 1;
 				int k = rd % 2;
 				if (send1_rd[k] == rd) {
-					CFRT_TRY(ctx, cfrt_wait(ctx, &send1_rq[k]));
+					CFRT_PROPAGATE(ctx, cfrt_wait(ctx, &send1_rq[k]));
 					send1_rd[k] = -1;
 				}
 			}
@@ -248,12 +251,12 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 			if (i >= 1) {
 				int rd = i - 1;
 				if (recv0_rd == rd) {
-					CFRT_TRY(ctx, cfrt_wait(ctx, &recv0_rq));
+					CFRT_PROPAGATE(ctx, cfrt_wait(ctx, &recv0_rq));
 					recv0_rd = -1;
 					cfrt_what(ctx, "unpack y", -1);
 					if (recv0_upon) {
 						cfrt_view st = cfrt_view_contig((char *)ws + CF_WS_y_recv0_stage, CFRT_F32, recv0_up.nd, recv0_up.dim);
-						CFRT_TRY(ctx, cfrt_copy(ctx, &recv0_up, &st)); /* unpack */
+						CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &recv0_up, &st)); /* unpack */
 					}
 				}
 			}
@@ -264,7 +267,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				cfrt_view o = p_acc0[cf_mod(i, 2)];
 				cfrt_view in0 = cfrt_view_slice(h, 1, s * 8, 8);
 				cfrt_view in1 = w2;
-				CFRT_TRY(ctx, cfrt_matmul(ctx, &o, &in0, &in1, 1.0, 0.0));
+				CFRT_PROPAGATE(ctx, cfrt_matmul(ctx, &o, &in0, &in1, 1.0, 0.0));
 			}
 			if (i >= 1 && i <= 2) {
 				/* p = matmul(h, w2)  examples/mlp.cf:20 */
@@ -273,7 +276,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				cfrt_view o = p_acc0[cf_mod(i, 2)];
 				cfrt_view in0 = cfrt_view_slice(h, 1, s * 8, 8);
 				cfrt_view in1 = w2;
-				CFRT_TRY(ctx, cfrt_matmul(ctx, &o, &in0, &in1, 1.0, 1.0));
+				CFRT_PROPAGATE(ctx, cfrt_matmul(ctx, &o, &in0, &in1, 1.0, 1.0));
 			}
 			if (i == 3) {
 				/* p = matmul(h, w2)  examples/mlp.cf:20 */
@@ -282,23 +285,23 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				cfrt_view o = cfrt_view_slice(y, 1, (s - r * 2) * 8, 8);
 				cfrt_view in0 = cfrt_view_slice(h, 1, s * 8, 8);
 				cfrt_view in1 = w2;
-				CFRT_TRY(ctx, cfrt_matmul(ctx, &o, &in0, &in1, 1.0, 1.0));
+				CFRT_PROPAGATE(ctx, cfrt_matmul(ctx, &o, &in0, &in1, 1.0, 1.0));
 			}
 			if (i >= 1) {
 				int rd = i - 1;
 				if (send0_rd == rd) {
-					CFRT_TRY(ctx, cfrt_wait(ctx, &send0_rq));
+					CFRT_PROPAGATE(ctx, cfrt_wait(ctx, &send0_rq));
 					send0_rd = -1;
 				}
 			}
-			CFRT_TRY(ctx, cfrt_group_begin(ctx));
+			CFRT_PROPAGATE(ctx, cfrt_group_begin(ctx));
 			if (i <= 2) {
 				cfrt_what(ctx, "send p_acc0", (cf_mod(r - i - 1, 4)) * 2);
 				int peer = cf_mod(r + 1, 4);
 				int rd = i;
 				cfrt_view b = p_acc0[cf_mod(i, 2)];
 				send0_rd = rd;
-				CFRT_TRY(ctx, cfrt_isend(ctx, b.p, 1024, CFRT_F32, peer, 0, &send0_rq));
+				CFRT_PROPAGATE(ctx, cfrt_isend(ctx, b.p, 1024, CFRT_F32, peer, 0, &send0_rq));
 			}
 			if (i <= 1) {
 				cfrt_what(ctx, "recv p_acc0", (cf_mod(r - i - 2, 4)) * 2);
@@ -307,7 +310,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				cfrt_view b = p_acc0[cf_mod(i + 1, 2)];
 				recv0_upon = 0;
 				recv0_rd = rd;
-				CFRT_TRY(ctx, cfrt_irecv(ctx, b.p, 1024, CFRT_F32, peer, 0, &recv0_rq));
+				CFRT_PROPAGATE(ctx, cfrt_irecv(ctx, b.p, 1024, CFRT_F32, peer, 0, &recv0_rq));
 			}
 			if (i == 2) {
 				int s = (r) * 2; /* slice */
@@ -319,19 +322,19 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				recv0_up = b;
 				recv0_upon = 1;
 				recv0_rd = rd;
-				CFRT_TRY(ctx, cfrt_irecv(ctx, st.p, 1024, CFRT_F32, peer, 0, &recv0_rq));
+				CFRT_PROPAGATE(ctx, cfrt_irecv(ctx, st.p, 1024, CFRT_F32, peer, 0, &recv0_rq));
 			}
-			CFRT_TRY(ctx, cfrt_group_end(ctx));
+			CFRT_PROPAGATE(ctx, cfrt_group_end(ctx));
 			/* lane 1 */
 			if (i >= 1) {
 				int rd = i - 1;
 				if (recv1_rd == rd) {
-					CFRT_TRY(ctx, cfrt_wait(ctx, &recv1_rq));
+					CFRT_PROPAGATE(ctx, cfrt_wait(ctx, &recv1_rq));
 					recv1_rd = -1;
 					cfrt_what(ctx, "unpack y", -1);
 					if (recv1_upon) {
 						cfrt_view st = cfrt_view_contig((char *)ws + CF_WS_y_recv1_stage, CFRT_F32, recv1_up.nd, recv1_up.dim);
-						CFRT_TRY(ctx, cfrt_copy(ctx, &recv1_up, &st)); /* unpack */
+						CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &recv1_up, &st)); /* unpack */
 					}
 				}
 			}
@@ -342,7 +345,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				cfrt_view o = p_acc1[cf_mod(i, 2)];
 				cfrt_view in0 = cfrt_view_slice(h, 1, s * 8, 8);
 				cfrt_view in1 = w2;
-				CFRT_TRY(ctx, cfrt_matmul(ctx, &o, &in0, &in1, 1.0, 0.0));
+				CFRT_PROPAGATE(ctx, cfrt_matmul(ctx, &o, &in0, &in1, 1.0, 0.0));
 			}
 			if (i >= 1 && i <= 2) {
 				/* p = matmul(h, w2)  examples/mlp.cf:20 */
@@ -351,7 +354,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				cfrt_view o = p_acc1[cf_mod(i, 2)];
 				cfrt_view in0 = cfrt_view_slice(h, 1, s * 8, 8);
 				cfrt_view in1 = w2;
-				CFRT_TRY(ctx, cfrt_matmul(ctx, &o, &in0, &in1, 1.0, 1.0));
+				CFRT_PROPAGATE(ctx, cfrt_matmul(ctx, &o, &in0, &in1, 1.0, 1.0));
 			}
 			if (i == 3) {
 				/* p = matmul(h, w2)  examples/mlp.cf:20 */
@@ -360,23 +363,23 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				cfrt_view o = cfrt_view_slice(y, 1, (s - r * 2) * 8, 8);
 				cfrt_view in0 = cfrt_view_slice(h, 1, s * 8, 8);
 				cfrt_view in1 = w2;
-				CFRT_TRY(ctx, cfrt_matmul(ctx, &o, &in0, &in1, 1.0, 1.0));
+				CFRT_PROPAGATE(ctx, cfrt_matmul(ctx, &o, &in0, &in1, 1.0, 1.0));
 			}
 			if (i >= 1) {
 				int rd = i - 1;
 				if (send1_rd == rd) {
-					CFRT_TRY(ctx, cfrt_wait(ctx, &send1_rq));
+					CFRT_PROPAGATE(ctx, cfrt_wait(ctx, &send1_rq));
 					send1_rd = -1;
 				}
 			}
-			CFRT_TRY(ctx, cfrt_group_begin(ctx));
+			CFRT_PROPAGATE(ctx, cfrt_group_begin(ctx));
 			if (i <= 2) {
 				cfrt_what(ctx, "send p_acc1", (cf_mod(r - i - 1, 4)) * 2 + 1);
 				int peer = cf_mod(r + 1, 4);
 				int rd = i;
 				cfrt_view b = p_acc1[cf_mod(i, 2)];
 				send1_rd = rd;
-				CFRT_TRY(ctx, cfrt_isend(ctx, b.p, 1024, CFRT_F32, peer, 1, &send1_rq));
+				CFRT_PROPAGATE(ctx, cfrt_isend(ctx, b.p, 1024, CFRT_F32, peer, 1, &send1_rq));
 			}
 			if (i <= 1) {
 				cfrt_what(ctx, "recv p_acc1", (cf_mod(r - i - 2, 4)) * 2 + 1);
@@ -385,7 +388,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				cfrt_view b = p_acc1[cf_mod(i + 1, 2)];
 				recv1_upon = 0;
 				recv1_rd = rd;
-				CFRT_TRY(ctx, cfrt_irecv(ctx, b.p, 1024, CFRT_F32, peer, 1, &recv1_rq));
+				CFRT_PROPAGATE(ctx, cfrt_irecv(ctx, b.p, 1024, CFRT_F32, peer, 1, &recv1_rq));
 			}
 			if (i == 2) {
 				int s = (r) * 2 + 1; /* slice */
@@ -397,12 +400,12 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				recv1_up = b;
 				recv1_upon = 1;
 				recv1_rd = rd;
-				CFRT_TRY(ctx, cfrt_irecv(ctx, st.p, 1024, CFRT_F32, peer, 1, &recv1_rq));
+				CFRT_PROPAGATE(ctx, cfrt_irecv(ctx, st.p, 1024, CFRT_F32, peer, 1, &recv1_rq));
 			}
-			CFRT_TRY(ctx, cfrt_group_end(ctx));
+			CFRT_PROPAGATE(ctx, cfrt_group_end(ctx));
 		}
 	}
-#line 406 "mlp.c"
+#line 409 "mlp.c"
 	cfrt_where(ctx, NULL, 0); /* out of the model */
 	return CFRT_OK;
 }

@@ -88,16 +88,19 @@ int
 ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
     void *ws)
 {
-	const int r = cfrt_rank(ctx);
-
+	CFRT_PROPAGATE(ctx, cfrt_check_ctx(ctx, "ulysses_forward"));
 	cfrt_where(ctx, "ulysses_forward", 0);
-	CFRT_TRY(ctx, cfrt_check_arg(ctx, io->x, 8192, "input x"));
-	CFRT_TRY(ctx, cfrt_check_arg(ctx, w->wq, 16384, "weight wq"));
-	CFRT_TRY(ctx, cfrt_check_arg(ctx, w->wk, 16384, "weight wk"));
-	CFRT_TRY(ctx, cfrt_check_arg(ctx, w->wv, 16384, "weight wv"));
-	CFRT_TRY(ctx, cfrt_check_arg(ctx, w->wo, 16384, "weight wo"));
-	CFRT_TRY(ctx, cfrt_check_arg(ctx, io->y, 8192, "output y"));
-	CFRT_TRY(ctx, cfrt_check_arg(ctx, ws, 40960, "the workspace"));
+	CFRT_PROPAGATE(ctx, cfrt_check_ptr(ctx, w, "the weights (ulysses_weights *)"));
+	CFRT_PROPAGATE(ctx, cfrt_check_ptr(ctx, io, "the inputs and outputs (ulysses_io *)"));
+	CFRT_PROPAGATE(ctx, cfrt_check_arg(ctx, io->x, 8192, "input x"));
+	CFRT_PROPAGATE(ctx, cfrt_check_arg(ctx, w->wq, 16384, "weight wq"));
+	CFRT_PROPAGATE(ctx, cfrt_check_arg(ctx, w->wk, 16384, "weight wk"));
+	CFRT_PROPAGATE(ctx, cfrt_check_arg(ctx, w->wv, 16384, "weight wv"));
+	CFRT_PROPAGATE(ctx, cfrt_check_arg(ctx, w->wo, 16384, "weight wo"));
+	CFRT_PROPAGATE(ctx, cfrt_check_arg(ctx, io->y, 8192, "output y"));
+	CFRT_PROPAGATE(ctx, cfrt_check_arg(ctx, ws, 40960, "the workspace"));
+
+	const int r = cfrt_rank(ctx);
 
 	cfrt_view x = cfrt_view_contig((void *)io->x, CFRT_F32, 3, (int64_t[]){2, 16, 64});
 	cfrt_view wq = cfrt_view_contig(w->wq, CFRT_F32, 2, (int64_t[]){64, 64});
@@ -145,7 +148,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				int rd = i - 2;
 				int cf_k = rd % 2;
 				if (send0_rd[cf_k] == rd) {
-					CFRT_TRY(ctx, cfrt_wait(ctx, &send0_rq[cf_k]));
+					CFRT_PROPAGATE(ctx, cfrt_wait(ctx, &send0_rq[cf_k]));
 					send0_rd[cf_k] = -1;
 				}
 			}
@@ -156,7 +159,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				cfrt_view cf_o = cfrt_view_slice(t1, 2, s * 8, 8);
 				cfrt_view in0 = x;
 				cfrt_view in1 = cfrt_view_slice(wq, 1, s * 8, 8);
-				CFRT_TRY(ctx, cfrt_matmul(ctx, &cf_o, &in0, &in1, 1.0, 0.0));
+				CFRT_PROPAGATE(ctx, cfrt_matmul(ctx, &cf_o, &in0, &in1, 1.0, 0.0));
 			}
 			if (i <= 2) {
 				/* q = split_heads(t1)  examples/ulysses.cf:19 */
@@ -166,7 +169,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				cfrt_view in0 = cfrt_view_slice(t1, 2, s * 8, 8);
 				{
 					cfrt_view hv = cfrt_view_heads(in0, cf_o.dim[cf_o.nd - 3]);
-					CFRT_TRY(ctx, cfrt_copy(ctx, &cf_o, &hv));
+					CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &cf_o, &hv));
 				}
 			}
 			if (i == 3) {
@@ -176,7 +179,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				cfrt_view cf_o = cfrt_view_slice(t1, 2, s * 8, 8);
 				cfrt_view in0 = x;
 				cfrt_view in1 = cfrt_view_slice(wq, 1, s * 8, 8);
-				CFRT_TRY(ctx, cfrt_matmul(ctx, &cf_o, &in0, &in1, 1.0, 0.0));
+				CFRT_PROPAGATE(ctx, cfrt_matmul(ctx, &cf_o, &in0, &in1, 1.0, 0.0));
 			}
 			if (i == 3) {
 				/* q = split_heads(t1)  examples/ulysses.cf:19 */
@@ -187,10 +190,10 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				cfrt_view in0 = cfrt_view_slice(t1, 2, s * 8, 8);
 				{
 					cfrt_view hv = cfrt_view_heads(in0, cf_o.dim[cf_o.nd - 3]);
-					CFRT_TRY(ctx, cfrt_copy(ctx, &cf_o, &hv));
+					CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &cf_o, &hv));
 				}
 			}
-			CFRT_TRY(ctx, cfrt_group_begin(ctx));
+			CFRT_PROPAGATE(ctx, cfrt_group_begin(ctx));
 			if (i <= 2) {
 				cfrt_what(ctx, "send q_send0", (cf_mod(r + i + 1, 4)) * 2);
 				int peer = cf_mod(r + i + 1, 4);
@@ -198,7 +201,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				int cf_k = rd % 2;
 				cfrt_view b = q_send0[cf_mod(i, 2)];
 				send0_rd[cf_k] = rd;
-				CFRT_TRY(ctx, cfrt_isend(ctx, b.p, 256, CFRT_F32, peer, 0, &send0_rq[cf_k]));
+				CFRT_PROPAGATE(ctx, cfrt_isend(ctx, b.p, 256, CFRT_F32, peer, 0, &send0_rq[cf_k]));
 			}
 			if (i <= 2) {
 				int s = (r) * 2; /* slice */
@@ -212,19 +215,19 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				recv0_up[cf_k] = b;
 				recv0_upon[cf_k] = 1;
 				recv0_rd[cf_k] = rd;
-				CFRT_TRY(ctx, cfrt_irecv(ctx, st.p, 256, CFRT_F32, peer, 0, &recv0_rq[cf_k]));
+				CFRT_PROPAGATE(ctx, cfrt_irecv(ctx, st.p, 256, CFRT_F32, peer, 0, &recv0_rq[cf_k]));
 			}
-			CFRT_TRY(ctx, cfrt_group_end(ctx));
+			CFRT_PROPAGATE(ctx, cfrt_group_end(ctx));
 			if (i >= 1) {
 				int rd = i - 1;
 				int cf_k = rd % 2;
 				if (recv0_rd[cf_k] == rd) {
-					CFRT_TRY(ctx, cfrt_wait(ctx, &recv0_rq[cf_k]));
+					CFRT_PROPAGATE(ctx, cfrt_wait(ctx, &recv0_rq[cf_k]));
 					recv0_rd[cf_k] = -1;
 					cfrt_what(ctx, "unpack qh", -1);
 					if (recv0_upon[cf_k]) {
 						cfrt_view st = cfrt_view_contig((char *)ws + CF_WS_qh_recv0_stage + cf_k * 1024, CFRT_F32, recv0_up[cf_k].nd, recv0_up[cf_k].dim);
-						CFRT_TRY(ctx, cfrt_copy(ctx, &recv0_up[cf_k], &st)); /* unpack */
+						CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &recv0_up[cf_k], &st)); /* unpack */
 					}
 				}
 			}
@@ -232,7 +235,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				int rd = i - 1;
 				int cf_k = rd % 2;
 				if (send0_rd[cf_k] == rd) {
-					CFRT_TRY(ctx, cfrt_wait(ctx, &send0_rq[cf_k]));
+					CFRT_PROPAGATE(ctx, cfrt_wait(ctx, &send0_rq[cf_k]));
 					send0_rd[cf_k] = -1;
 				}
 			}
@@ -241,7 +244,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				int rd = i - 2;
 				int cf_k = rd % 2;
 				if (send1_rd[cf_k] == rd) {
-					CFRT_TRY(ctx, cfrt_wait(ctx, &send1_rq[cf_k]));
+					CFRT_PROPAGATE(ctx, cfrt_wait(ctx, &send1_rq[cf_k]));
 					send1_rd[cf_k] = -1;
 				}
 			}
@@ -252,7 +255,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				cfrt_view cf_o = cfrt_view_slice(t1, 2, s * 8, 8);
 				cfrt_view in0 = x;
 				cfrt_view in1 = cfrt_view_slice(wq, 1, s * 8, 8);
-				CFRT_TRY(ctx, cfrt_matmul(ctx, &cf_o, &in0, &in1, 1.0, 0.0));
+				CFRT_PROPAGATE(ctx, cfrt_matmul(ctx, &cf_o, &in0, &in1, 1.0, 0.0));
 			}
 			if (i <= 2) {
 				/* q = split_heads(t1)  examples/ulysses.cf:19 */
@@ -262,7 +265,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				cfrt_view in0 = cfrt_view_slice(t1, 2, s * 8, 8);
 				{
 					cfrt_view hv = cfrt_view_heads(in0, cf_o.dim[cf_o.nd - 3]);
-					CFRT_TRY(ctx, cfrt_copy(ctx, &cf_o, &hv));
+					CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &cf_o, &hv));
 				}
 			}
 			if (i == 3) {
@@ -272,7 +275,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				cfrt_view cf_o = cfrt_view_slice(t1, 2, s * 8, 8);
 				cfrt_view in0 = x;
 				cfrt_view in1 = cfrt_view_slice(wq, 1, s * 8, 8);
-				CFRT_TRY(ctx, cfrt_matmul(ctx, &cf_o, &in0, &in1, 1.0, 0.0));
+				CFRT_PROPAGATE(ctx, cfrt_matmul(ctx, &cf_o, &in0, &in1, 1.0, 0.0));
 			}
 			if (i == 3) {
 				/* q = split_heads(t1)  examples/ulysses.cf:19 */
@@ -283,10 +286,10 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				cfrt_view in0 = cfrt_view_slice(t1, 2, s * 8, 8);
 				{
 					cfrt_view hv = cfrt_view_heads(in0, cf_o.dim[cf_o.nd - 3]);
-					CFRT_TRY(ctx, cfrt_copy(ctx, &cf_o, &hv));
+					CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &cf_o, &hv));
 				}
 			}
-			CFRT_TRY(ctx, cfrt_group_begin(ctx));
+			CFRT_PROPAGATE(ctx, cfrt_group_begin(ctx));
 			if (i <= 2) {
 				cfrt_what(ctx, "send q_send1", (cf_mod(r + i + 1, 4)) * 2 + 1);
 				int peer = cf_mod(r + i + 1, 4);
@@ -294,7 +297,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				int cf_k = rd % 2;
 				cfrt_view b = q_send1[cf_mod(i, 2)];
 				send1_rd[cf_k] = rd;
-				CFRT_TRY(ctx, cfrt_isend(ctx, b.p, 256, CFRT_F32, peer, 1, &send1_rq[cf_k]));
+				CFRT_PROPAGATE(ctx, cfrt_isend(ctx, b.p, 256, CFRT_F32, peer, 1, &send1_rq[cf_k]));
 			}
 			if (i <= 2) {
 				int s = (r) * 2 + 1; /* slice */
@@ -308,19 +311,19 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				recv1_up[cf_k] = b;
 				recv1_upon[cf_k] = 1;
 				recv1_rd[cf_k] = rd;
-				CFRT_TRY(ctx, cfrt_irecv(ctx, st.p, 256, CFRT_F32, peer, 1, &recv1_rq[cf_k]));
+				CFRT_PROPAGATE(ctx, cfrt_irecv(ctx, st.p, 256, CFRT_F32, peer, 1, &recv1_rq[cf_k]));
 			}
-			CFRT_TRY(ctx, cfrt_group_end(ctx));
+			CFRT_PROPAGATE(ctx, cfrt_group_end(ctx));
 			if (i >= 1) {
 				int rd = i - 1;
 				int cf_k = rd % 2;
 				if (recv1_rd[cf_k] == rd) {
-					CFRT_TRY(ctx, cfrt_wait(ctx, &recv1_rq[cf_k]));
+					CFRT_PROPAGATE(ctx, cfrt_wait(ctx, &recv1_rq[cf_k]));
 					recv1_rd[cf_k] = -1;
 					cfrt_what(ctx, "unpack qh", -1);
 					if (recv1_upon[cf_k]) {
 						cfrt_view st = cfrt_view_contig((char *)ws + CF_WS_qh_recv1_stage + cf_k * 1024, CFRT_F32, recv1_up[cf_k].nd, recv1_up[cf_k].dim);
-						CFRT_TRY(ctx, cfrt_copy(ctx, &recv1_up[cf_k], &st)); /* unpack */
+						CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &recv1_up[cf_k], &st)); /* unpack */
 					}
 				}
 			}
@@ -328,7 +331,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				int rd = i - 1;
 				int cf_k = rd % 2;
 				if (send1_rd[cf_k] == rd) {
-					CFRT_TRY(ctx, cfrt_wait(ctx, &send1_rq[cf_k]));
+					CFRT_PROPAGATE(ctx, cfrt_wait(ctx, &send1_rq[cf_k]));
 					send1_rd[cf_k] = -1;
 				}
 			}
@@ -366,7 +369,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				int rd = i - 2;
 				int cf_k = rd % 2;
 				if (send0_rd[cf_k] == rd) {
-					CFRT_TRY(ctx, cfrt_wait(ctx, &send0_rq[cf_k]));
+					CFRT_PROPAGATE(ctx, cfrt_wait(ctx, &send0_rq[cf_k]));
 					send0_rd[cf_k] = -1;
 				}
 			}
@@ -377,7 +380,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				cfrt_view cf_o = cfrt_view_slice(t2, 2, s * 8, 8);
 				cfrt_view in0 = x;
 				cfrt_view in1 = cfrt_view_slice(wk, 1, s * 8, 8);
-				CFRT_TRY(ctx, cfrt_matmul(ctx, &cf_o, &in0, &in1, 1.0, 0.0));
+				CFRT_PROPAGATE(ctx, cfrt_matmul(ctx, &cf_o, &in0, &in1, 1.0, 0.0));
 			}
 			if (i <= 2) {
 				/* k = split_heads(t2)  examples/ulysses.cf:20 */
@@ -387,7 +390,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				cfrt_view in0 = cfrt_view_slice(t2, 2, s * 8, 8);
 				{
 					cfrt_view hv = cfrt_view_heads(in0, cf_o.dim[cf_o.nd - 3]);
-					CFRT_TRY(ctx, cfrt_copy(ctx, &cf_o, &hv));
+					CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &cf_o, &hv));
 				}
 			}
 			if (i == 3) {
@@ -397,7 +400,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				cfrt_view cf_o = cfrt_view_slice(t2, 2, s * 8, 8);
 				cfrt_view in0 = x;
 				cfrt_view in1 = cfrt_view_slice(wk, 1, s * 8, 8);
-				CFRT_TRY(ctx, cfrt_matmul(ctx, &cf_o, &in0, &in1, 1.0, 0.0));
+				CFRT_PROPAGATE(ctx, cfrt_matmul(ctx, &cf_o, &in0, &in1, 1.0, 0.0));
 			}
 			if (i == 3) {
 				/* k = split_heads(t2)  examples/ulysses.cf:20 */
@@ -408,10 +411,10 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				cfrt_view in0 = cfrt_view_slice(t2, 2, s * 8, 8);
 				{
 					cfrt_view hv = cfrt_view_heads(in0, cf_o.dim[cf_o.nd - 3]);
-					CFRT_TRY(ctx, cfrt_copy(ctx, &cf_o, &hv));
+					CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &cf_o, &hv));
 				}
 			}
-			CFRT_TRY(ctx, cfrt_group_begin(ctx));
+			CFRT_PROPAGATE(ctx, cfrt_group_begin(ctx));
 			if (i <= 2) {
 				cfrt_what(ctx, "send k_send0", (cf_mod(r + i + 1, 4)) * 2);
 				int peer = cf_mod(r + i + 1, 4);
@@ -419,7 +422,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				int cf_k = rd % 2;
 				cfrt_view b = k_send0[cf_mod(i, 2)];
 				send0_rd[cf_k] = rd;
-				CFRT_TRY(ctx, cfrt_isend(ctx, b.p, 256, CFRT_F32, peer, 0, &send0_rq[cf_k]));
+				CFRT_PROPAGATE(ctx, cfrt_isend(ctx, b.p, 256, CFRT_F32, peer, 0, &send0_rq[cf_k]));
 			}
 			if (i <= 2) {
 				int s = (r) * 2; /* slice */
@@ -433,19 +436,19 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				recv0_up[cf_k] = b;
 				recv0_upon[cf_k] = 1;
 				recv0_rd[cf_k] = rd;
-				CFRT_TRY(ctx, cfrt_irecv(ctx, st.p, 256, CFRT_F32, peer, 0, &recv0_rq[cf_k]));
+				CFRT_PROPAGATE(ctx, cfrt_irecv(ctx, st.p, 256, CFRT_F32, peer, 0, &recv0_rq[cf_k]));
 			}
-			CFRT_TRY(ctx, cfrt_group_end(ctx));
+			CFRT_PROPAGATE(ctx, cfrt_group_end(ctx));
 			if (i >= 1) {
 				int rd = i - 1;
 				int cf_k = rd % 2;
 				if (recv0_rd[cf_k] == rd) {
-					CFRT_TRY(ctx, cfrt_wait(ctx, &recv0_rq[cf_k]));
+					CFRT_PROPAGATE(ctx, cfrt_wait(ctx, &recv0_rq[cf_k]));
 					recv0_rd[cf_k] = -1;
 					cfrt_what(ctx, "unpack kh", -1);
 					if (recv0_upon[cf_k]) {
 						cfrt_view st = cfrt_view_contig((char *)ws + CF_WS_kh_recv0_stage + cf_k * 1024, CFRT_F32, recv0_up[cf_k].nd, recv0_up[cf_k].dim);
-						CFRT_TRY(ctx, cfrt_copy(ctx, &recv0_up[cf_k], &st)); /* unpack */
+						CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &recv0_up[cf_k], &st)); /* unpack */
 					}
 				}
 			}
@@ -453,7 +456,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				int rd = i - 1;
 				int cf_k = rd % 2;
 				if (send0_rd[cf_k] == rd) {
-					CFRT_TRY(ctx, cfrt_wait(ctx, &send0_rq[cf_k]));
+					CFRT_PROPAGATE(ctx, cfrt_wait(ctx, &send0_rq[cf_k]));
 					send0_rd[cf_k] = -1;
 				}
 			}
@@ -462,7 +465,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				int rd = i - 2;
 				int cf_k = rd % 2;
 				if (send1_rd[cf_k] == rd) {
-					CFRT_TRY(ctx, cfrt_wait(ctx, &send1_rq[cf_k]));
+					CFRT_PROPAGATE(ctx, cfrt_wait(ctx, &send1_rq[cf_k]));
 					send1_rd[cf_k] = -1;
 				}
 			}
@@ -473,7 +476,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				cfrt_view cf_o = cfrt_view_slice(t2, 2, s * 8, 8);
 				cfrt_view in0 = x;
 				cfrt_view in1 = cfrt_view_slice(wk, 1, s * 8, 8);
-				CFRT_TRY(ctx, cfrt_matmul(ctx, &cf_o, &in0, &in1, 1.0, 0.0));
+				CFRT_PROPAGATE(ctx, cfrt_matmul(ctx, &cf_o, &in0, &in1, 1.0, 0.0));
 			}
 			if (i <= 2) {
 				/* k = split_heads(t2)  examples/ulysses.cf:20 */
@@ -483,7 +486,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				cfrt_view in0 = cfrt_view_slice(t2, 2, s * 8, 8);
 				{
 					cfrt_view hv = cfrt_view_heads(in0, cf_o.dim[cf_o.nd - 3]);
-					CFRT_TRY(ctx, cfrt_copy(ctx, &cf_o, &hv));
+					CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &cf_o, &hv));
 				}
 			}
 			if (i == 3) {
@@ -493,7 +496,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				cfrt_view cf_o = cfrt_view_slice(t2, 2, s * 8, 8);
 				cfrt_view in0 = x;
 				cfrt_view in1 = cfrt_view_slice(wk, 1, s * 8, 8);
-				CFRT_TRY(ctx, cfrt_matmul(ctx, &cf_o, &in0, &in1, 1.0, 0.0));
+				CFRT_PROPAGATE(ctx, cfrt_matmul(ctx, &cf_o, &in0, &in1, 1.0, 0.0));
 			}
 			if (i == 3) {
 				/* k = split_heads(t2)  examples/ulysses.cf:20 */
@@ -504,10 +507,10 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				cfrt_view in0 = cfrt_view_slice(t2, 2, s * 8, 8);
 				{
 					cfrt_view hv = cfrt_view_heads(in0, cf_o.dim[cf_o.nd - 3]);
-					CFRT_TRY(ctx, cfrt_copy(ctx, &cf_o, &hv));
+					CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &cf_o, &hv));
 				}
 			}
-			CFRT_TRY(ctx, cfrt_group_begin(ctx));
+			CFRT_PROPAGATE(ctx, cfrt_group_begin(ctx));
 			if (i <= 2) {
 				cfrt_what(ctx, "send k_send1", (cf_mod(r + i + 1, 4)) * 2 + 1);
 				int peer = cf_mod(r + i + 1, 4);
@@ -515,7 +518,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				int cf_k = rd % 2;
 				cfrt_view b = k_send1[cf_mod(i, 2)];
 				send1_rd[cf_k] = rd;
-				CFRT_TRY(ctx, cfrt_isend(ctx, b.p, 256, CFRT_F32, peer, 1, &send1_rq[cf_k]));
+				CFRT_PROPAGATE(ctx, cfrt_isend(ctx, b.p, 256, CFRT_F32, peer, 1, &send1_rq[cf_k]));
 			}
 			if (i <= 2) {
 				int s = (r) * 2 + 1; /* slice */
@@ -529,19 +532,19 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				recv1_up[cf_k] = b;
 				recv1_upon[cf_k] = 1;
 				recv1_rd[cf_k] = rd;
-				CFRT_TRY(ctx, cfrt_irecv(ctx, st.p, 256, CFRT_F32, peer, 1, &recv1_rq[cf_k]));
+				CFRT_PROPAGATE(ctx, cfrt_irecv(ctx, st.p, 256, CFRT_F32, peer, 1, &recv1_rq[cf_k]));
 			}
-			CFRT_TRY(ctx, cfrt_group_end(ctx));
+			CFRT_PROPAGATE(ctx, cfrt_group_end(ctx));
 			if (i >= 1) {
 				int rd = i - 1;
 				int cf_k = rd % 2;
 				if (recv1_rd[cf_k] == rd) {
-					CFRT_TRY(ctx, cfrt_wait(ctx, &recv1_rq[cf_k]));
+					CFRT_PROPAGATE(ctx, cfrt_wait(ctx, &recv1_rq[cf_k]));
 					recv1_rd[cf_k] = -1;
 					cfrt_what(ctx, "unpack kh", -1);
 					if (recv1_upon[cf_k]) {
 						cfrt_view st = cfrt_view_contig((char *)ws + CF_WS_kh_recv1_stage + cf_k * 1024, CFRT_F32, recv1_up[cf_k].nd, recv1_up[cf_k].dim);
-						CFRT_TRY(ctx, cfrt_copy(ctx, &recv1_up[cf_k], &st)); /* unpack */
+						CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &recv1_up[cf_k], &st)); /* unpack */
 					}
 				}
 			}
@@ -549,7 +552,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				int rd = i - 1;
 				int cf_k = rd % 2;
 				if (send1_rd[cf_k] == rd) {
-					CFRT_TRY(ctx, cfrt_wait(ctx, &send1_rq[cf_k]));
+					CFRT_PROPAGATE(ctx, cfrt_wait(ctx, &send1_rq[cf_k]));
 					send1_rd[cf_k] = -1;
 				}
 			}
@@ -587,7 +590,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				int rd = i - 2;
 				int cf_k = rd % 2;
 				if (send0_rd[cf_k] == rd) {
-					CFRT_TRY(ctx, cfrt_wait(ctx, &send0_rq[cf_k]));
+					CFRT_PROPAGATE(ctx, cfrt_wait(ctx, &send0_rq[cf_k]));
 					send0_rd[cf_k] = -1;
 				}
 			}
@@ -598,7 +601,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				cfrt_view cf_o = cfrt_view_slice(t3, 2, s * 8, 8);
 				cfrt_view in0 = x;
 				cfrt_view in1 = cfrt_view_slice(wv, 1, s * 8, 8);
-				CFRT_TRY(ctx, cfrt_matmul(ctx, &cf_o, &in0, &in1, 1.0, 0.0));
+				CFRT_PROPAGATE(ctx, cfrt_matmul(ctx, &cf_o, &in0, &in1, 1.0, 0.0));
 			}
 			if (i <= 2) {
 				/* v = split_heads(t3)  examples/ulysses.cf:21 */
@@ -608,7 +611,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				cfrt_view in0 = cfrt_view_slice(t3, 2, s * 8, 8);
 				{
 					cfrt_view hv = cfrt_view_heads(in0, cf_o.dim[cf_o.nd - 3]);
-					CFRT_TRY(ctx, cfrt_copy(ctx, &cf_o, &hv));
+					CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &cf_o, &hv));
 				}
 			}
 			if (i == 3) {
@@ -618,7 +621,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				cfrt_view cf_o = cfrt_view_slice(t3, 2, s * 8, 8);
 				cfrt_view in0 = x;
 				cfrt_view in1 = cfrt_view_slice(wv, 1, s * 8, 8);
-				CFRT_TRY(ctx, cfrt_matmul(ctx, &cf_o, &in0, &in1, 1.0, 0.0));
+				CFRT_PROPAGATE(ctx, cfrt_matmul(ctx, &cf_o, &in0, &in1, 1.0, 0.0));
 			}
 			if (i == 3) {
 				/* v = split_heads(t3)  examples/ulysses.cf:21 */
@@ -629,10 +632,10 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				cfrt_view in0 = cfrt_view_slice(t3, 2, s * 8, 8);
 				{
 					cfrt_view hv = cfrt_view_heads(in0, cf_o.dim[cf_o.nd - 3]);
-					CFRT_TRY(ctx, cfrt_copy(ctx, &cf_o, &hv));
+					CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &cf_o, &hv));
 				}
 			}
-			CFRT_TRY(ctx, cfrt_group_begin(ctx));
+			CFRT_PROPAGATE(ctx, cfrt_group_begin(ctx));
 			if (i <= 2) {
 				cfrt_what(ctx, "send v_send0", (cf_mod(r + i + 1, 4)) * 2);
 				int peer = cf_mod(r + i + 1, 4);
@@ -640,7 +643,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				int cf_k = rd % 2;
 				cfrt_view b = v_send0[cf_mod(i, 2)];
 				send0_rd[cf_k] = rd;
-				CFRT_TRY(ctx, cfrt_isend(ctx, b.p, 256, CFRT_F32, peer, 0, &send0_rq[cf_k]));
+				CFRT_PROPAGATE(ctx, cfrt_isend(ctx, b.p, 256, CFRT_F32, peer, 0, &send0_rq[cf_k]));
 			}
 			if (i <= 2) {
 				int s = (r) * 2; /* slice */
@@ -654,19 +657,19 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				recv0_up[cf_k] = b;
 				recv0_upon[cf_k] = 1;
 				recv0_rd[cf_k] = rd;
-				CFRT_TRY(ctx, cfrt_irecv(ctx, st.p, 256, CFRT_F32, peer, 0, &recv0_rq[cf_k]));
+				CFRT_PROPAGATE(ctx, cfrt_irecv(ctx, st.p, 256, CFRT_F32, peer, 0, &recv0_rq[cf_k]));
 			}
-			CFRT_TRY(ctx, cfrt_group_end(ctx));
+			CFRT_PROPAGATE(ctx, cfrt_group_end(ctx));
 			if (i >= 1) {
 				int rd = i - 1;
 				int cf_k = rd % 2;
 				if (recv0_rd[cf_k] == rd) {
-					CFRT_TRY(ctx, cfrt_wait(ctx, &recv0_rq[cf_k]));
+					CFRT_PROPAGATE(ctx, cfrt_wait(ctx, &recv0_rq[cf_k]));
 					recv0_rd[cf_k] = -1;
 					cfrt_what(ctx, "unpack vh", -1);
 					if (recv0_upon[cf_k]) {
 						cfrt_view st = cfrt_view_contig((char *)ws + CF_WS_vh_recv0_stage + cf_k * 1024, CFRT_F32, recv0_up[cf_k].nd, recv0_up[cf_k].dim);
-						CFRT_TRY(ctx, cfrt_copy(ctx, &recv0_up[cf_k], &st)); /* unpack */
+						CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &recv0_up[cf_k], &st)); /* unpack */
 					}
 				}
 			}
@@ -674,7 +677,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				int rd = i - 1;
 				int cf_k = rd % 2;
 				if (send0_rd[cf_k] == rd) {
-					CFRT_TRY(ctx, cfrt_wait(ctx, &send0_rq[cf_k]));
+					CFRT_PROPAGATE(ctx, cfrt_wait(ctx, &send0_rq[cf_k]));
 					send0_rd[cf_k] = -1;
 				}
 			}
@@ -683,7 +686,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				int rd = i - 2;
 				int cf_k = rd % 2;
 				if (send1_rd[cf_k] == rd) {
-					CFRT_TRY(ctx, cfrt_wait(ctx, &send1_rq[cf_k]));
+					CFRT_PROPAGATE(ctx, cfrt_wait(ctx, &send1_rq[cf_k]));
 					send1_rd[cf_k] = -1;
 				}
 			}
@@ -694,7 +697,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				cfrt_view cf_o = cfrt_view_slice(t3, 2, s * 8, 8);
 				cfrt_view in0 = x;
 				cfrt_view in1 = cfrt_view_slice(wv, 1, s * 8, 8);
-				CFRT_TRY(ctx, cfrt_matmul(ctx, &cf_o, &in0, &in1, 1.0, 0.0));
+				CFRT_PROPAGATE(ctx, cfrt_matmul(ctx, &cf_o, &in0, &in1, 1.0, 0.0));
 			}
 			if (i <= 2) {
 				/* v = split_heads(t3)  examples/ulysses.cf:21 */
@@ -704,7 +707,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				cfrt_view in0 = cfrt_view_slice(t3, 2, s * 8, 8);
 				{
 					cfrt_view hv = cfrt_view_heads(in0, cf_o.dim[cf_o.nd - 3]);
-					CFRT_TRY(ctx, cfrt_copy(ctx, &cf_o, &hv));
+					CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &cf_o, &hv));
 				}
 			}
 			if (i == 3) {
@@ -714,7 +717,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				cfrt_view cf_o = cfrt_view_slice(t3, 2, s * 8, 8);
 				cfrt_view in0 = x;
 				cfrt_view in1 = cfrt_view_slice(wv, 1, s * 8, 8);
-				CFRT_TRY(ctx, cfrt_matmul(ctx, &cf_o, &in0, &in1, 1.0, 0.0));
+				CFRT_PROPAGATE(ctx, cfrt_matmul(ctx, &cf_o, &in0, &in1, 1.0, 0.0));
 			}
 			if (i == 3) {
 				/* v = split_heads(t3)  examples/ulysses.cf:21 */
@@ -725,10 +728,10 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				cfrt_view in0 = cfrt_view_slice(t3, 2, s * 8, 8);
 				{
 					cfrt_view hv = cfrt_view_heads(in0, cf_o.dim[cf_o.nd - 3]);
-					CFRT_TRY(ctx, cfrt_copy(ctx, &cf_o, &hv));
+					CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &cf_o, &hv));
 				}
 			}
-			CFRT_TRY(ctx, cfrt_group_begin(ctx));
+			CFRT_PROPAGATE(ctx, cfrt_group_begin(ctx));
 			if (i <= 2) {
 				cfrt_what(ctx, "send v_send1", (cf_mod(r + i + 1, 4)) * 2 + 1);
 				int peer = cf_mod(r + i + 1, 4);
@@ -736,7 +739,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				int cf_k = rd % 2;
 				cfrt_view b = v_send1[cf_mod(i, 2)];
 				send1_rd[cf_k] = rd;
-				CFRT_TRY(ctx, cfrt_isend(ctx, b.p, 256, CFRT_F32, peer, 1, &send1_rq[cf_k]));
+				CFRT_PROPAGATE(ctx, cfrt_isend(ctx, b.p, 256, CFRT_F32, peer, 1, &send1_rq[cf_k]));
 			}
 			if (i <= 2) {
 				int s = (r) * 2 + 1; /* slice */
@@ -750,19 +753,19 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				recv1_up[cf_k] = b;
 				recv1_upon[cf_k] = 1;
 				recv1_rd[cf_k] = rd;
-				CFRT_TRY(ctx, cfrt_irecv(ctx, st.p, 256, CFRT_F32, peer, 1, &recv1_rq[cf_k]));
+				CFRT_PROPAGATE(ctx, cfrt_irecv(ctx, st.p, 256, CFRT_F32, peer, 1, &recv1_rq[cf_k]));
 			}
-			CFRT_TRY(ctx, cfrt_group_end(ctx));
+			CFRT_PROPAGATE(ctx, cfrt_group_end(ctx));
 			if (i >= 1) {
 				int rd = i - 1;
 				int cf_k = rd % 2;
 				if (recv1_rd[cf_k] == rd) {
-					CFRT_TRY(ctx, cfrt_wait(ctx, &recv1_rq[cf_k]));
+					CFRT_PROPAGATE(ctx, cfrt_wait(ctx, &recv1_rq[cf_k]));
 					recv1_rd[cf_k] = -1;
 					cfrt_what(ctx, "unpack vh", -1);
 					if (recv1_upon[cf_k]) {
 						cfrt_view st = cfrt_view_contig((char *)ws + CF_WS_vh_recv1_stage + cf_k * 1024, CFRT_F32, recv1_up[cf_k].nd, recv1_up[cf_k].dim);
-						CFRT_TRY(ctx, cfrt_copy(ctx, &recv1_up[cf_k], &st)); /* unpack */
+						CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &recv1_up[cf_k], &st)); /* unpack */
 					}
 				}
 			}
@@ -770,7 +773,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				int rd = i - 1;
 				int cf_k = rd % 2;
 				if (send1_rd[cf_k] == rd) {
-					CFRT_TRY(ctx, cfrt_wait(ctx, &send1_rq[cf_k]));
+					CFRT_PROPAGATE(ctx, cfrt_wait(ctx, &send1_rq[cf_k]));
 					send1_rd[cf_k] = -1;
 				}
 			}
@@ -808,7 +811,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				int rd = i - 2;
 				int cf_k = rd % 2;
 				if (send0_rd[cf_k] == rd) {
-					CFRT_TRY(ctx, cfrt_wait(ctx, &send0_rq[cf_k]));
+					CFRT_PROPAGATE(ctx, cfrt_wait(ctx, &send0_rq[cf_k]));
 					send0_rd[cf_k] = -1;
 				}
 			}
@@ -822,7 +825,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				cfrt_view in2 = vh;
 				{
 					cfrt_view o4 = cf_4d(cf_o), q4 = cf_4d(in0), k4 = cf_4d(in1), v4 = cf_4d(in2);
-					CFRT_TRY(ctx, cfrt_attention(ctx, &o4, &q4, &k4, &v4, 1, s * 8));
+					CFRT_PROPAGATE(ctx, cfrt_attention(ctx, &o4, &q4, &k4, &v4, 1, s * 8));
 				}
 			}
 			if (i == 3) {
@@ -836,10 +839,10 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				cfrt_view in2 = vh;
 				{
 					cfrt_view o4 = cf_4d(cf_o), q4 = cf_4d(in0), k4 = cf_4d(in1), v4 = cf_4d(in2);
-					CFRT_TRY(ctx, cfrt_attention(ctx, &o4, &q4, &k4, &v4, 1, s * 8));
+					CFRT_PROPAGATE(ctx, cfrt_attention(ctx, &o4, &q4, &k4, &v4, 1, s * 8));
 				}
 			}
-			CFRT_TRY(ctx, cfrt_group_begin(ctx));
+			CFRT_PROPAGATE(ctx, cfrt_group_begin(ctx));
 			if (i <= 2) {
 				cfrt_what(ctx, "send oh_send0", (cf_mod(r + i + 1, 4)) * 2);
 				int peer = cf_mod(r + i + 1, 4);
@@ -847,7 +850,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				int cf_k = rd % 2;
 				cfrt_view b = oh_send0[cf_mod(i, 2)];
 				send0_rd[cf_k] = rd;
-				CFRT_TRY(ctx, cfrt_isend(ctx, b.p, 256, CFRT_F32, peer, 0, &send0_rq[cf_k]));
+				CFRT_PROPAGATE(ctx, cfrt_isend(ctx, b.p, 256, CFRT_F32, peer, 0, &send0_rq[cf_k]));
 			}
 			if (i <= 2) {
 				int s = (r) * 2; /* slice */
@@ -861,19 +864,19 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				recv0_up[cf_k] = b;
 				recv0_upon[cf_k] = 1;
 				recv0_rd[cf_k] = rd;
-				CFRT_TRY(ctx, cfrt_irecv(ctx, st.p, 256, CFRT_F32, peer, 0, &recv0_rq[cf_k]));
+				CFRT_PROPAGATE(ctx, cfrt_irecv(ctx, st.p, 256, CFRT_F32, peer, 0, &recv0_rq[cf_k]));
 			}
-			CFRT_TRY(ctx, cfrt_group_end(ctx));
+			CFRT_PROPAGATE(ctx, cfrt_group_end(ctx));
 			if (i >= 1) {
 				int rd = i - 1;
 				int cf_k = rd % 2;
 				if (recv0_rd[cf_k] == rd) {
-					CFRT_TRY(ctx, cfrt_wait(ctx, &recv0_rq[cf_k]));
+					CFRT_PROPAGATE(ctx, cfrt_wait(ctx, &recv0_rq[cf_k]));
 					recv0_rd[cf_k] = -1;
 					cfrt_what(ctx, "unpack o", -1);
 					if (recv0_upon[cf_k]) {
 						cfrt_view st = cfrt_view_contig((char *)ws + CF_WS_o_recv0_stage + cf_k * 1024, CFRT_F32, recv0_up[cf_k].nd, recv0_up[cf_k].dim);
-						CFRT_TRY(ctx, cfrt_copy(ctx, &recv0_up[cf_k], &st)); /* unpack */
+						CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &recv0_up[cf_k], &st)); /* unpack */
 					}
 				}
 			}
@@ -881,7 +884,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				int rd = i - 1;
 				int cf_k = rd % 2;
 				if (send0_rd[cf_k] == rd) {
-					CFRT_TRY(ctx, cfrt_wait(ctx, &send0_rq[cf_k]));
+					CFRT_PROPAGATE(ctx, cfrt_wait(ctx, &send0_rq[cf_k]));
 					send0_rd[cf_k] = -1;
 				}
 			}
@@ -890,7 +893,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				int rd = i - 2;
 				int cf_k = rd % 2;
 				if (send1_rd[cf_k] == rd) {
-					CFRT_TRY(ctx, cfrt_wait(ctx, &send1_rq[cf_k]));
+					CFRT_PROPAGATE(ctx, cfrt_wait(ctx, &send1_rq[cf_k]));
 					send1_rd[cf_k] = -1;
 				}
 			}
@@ -904,7 +907,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				cfrt_view in2 = vh;
 				{
 					cfrt_view o4 = cf_4d(cf_o), q4 = cf_4d(in0), k4 = cf_4d(in1), v4 = cf_4d(in2);
-					CFRT_TRY(ctx, cfrt_attention(ctx, &o4, &q4, &k4, &v4, 1, s * 8));
+					CFRT_PROPAGATE(ctx, cfrt_attention(ctx, &o4, &q4, &k4, &v4, 1, s * 8));
 				}
 			}
 			if (i == 3) {
@@ -918,10 +921,10 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				cfrt_view in2 = vh;
 				{
 					cfrt_view o4 = cf_4d(cf_o), q4 = cf_4d(in0), k4 = cf_4d(in1), v4 = cf_4d(in2);
-					CFRT_TRY(ctx, cfrt_attention(ctx, &o4, &q4, &k4, &v4, 1, s * 8));
+					CFRT_PROPAGATE(ctx, cfrt_attention(ctx, &o4, &q4, &k4, &v4, 1, s * 8));
 				}
 			}
-			CFRT_TRY(ctx, cfrt_group_begin(ctx));
+			CFRT_PROPAGATE(ctx, cfrt_group_begin(ctx));
 			if (i <= 2) {
 				cfrt_what(ctx, "send oh_send1", (cf_mod(r + i + 1, 4)) * 2 + 1);
 				int peer = cf_mod(r + i + 1, 4);
@@ -929,7 +932,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				int cf_k = rd % 2;
 				cfrt_view b = oh_send1[cf_mod(i, 2)];
 				send1_rd[cf_k] = rd;
-				CFRT_TRY(ctx, cfrt_isend(ctx, b.p, 256, CFRT_F32, peer, 1, &send1_rq[cf_k]));
+				CFRT_PROPAGATE(ctx, cfrt_isend(ctx, b.p, 256, CFRT_F32, peer, 1, &send1_rq[cf_k]));
 			}
 			if (i <= 2) {
 				int s = (r) * 2 + 1; /* slice */
@@ -943,19 +946,19 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				recv1_up[cf_k] = b;
 				recv1_upon[cf_k] = 1;
 				recv1_rd[cf_k] = rd;
-				CFRT_TRY(ctx, cfrt_irecv(ctx, st.p, 256, CFRT_F32, peer, 1, &recv1_rq[cf_k]));
+				CFRT_PROPAGATE(ctx, cfrt_irecv(ctx, st.p, 256, CFRT_F32, peer, 1, &recv1_rq[cf_k]));
 			}
-			CFRT_TRY(ctx, cfrt_group_end(ctx));
+			CFRT_PROPAGATE(ctx, cfrt_group_end(ctx));
 			if (i >= 1) {
 				int rd = i - 1;
 				int cf_k = rd % 2;
 				if (recv1_rd[cf_k] == rd) {
-					CFRT_TRY(ctx, cfrt_wait(ctx, &recv1_rq[cf_k]));
+					CFRT_PROPAGATE(ctx, cfrt_wait(ctx, &recv1_rq[cf_k]));
 					recv1_rd[cf_k] = -1;
 					cfrt_what(ctx, "unpack o", -1);
 					if (recv1_upon[cf_k]) {
 						cfrt_view st = cfrt_view_contig((char *)ws + CF_WS_o_recv1_stage + cf_k * 1024, CFRT_F32, recv1_up[cf_k].nd, recv1_up[cf_k].dim);
-						CFRT_TRY(ctx, cfrt_copy(ctx, &recv1_up[cf_k], &st)); /* unpack */
+						CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &recv1_up[cf_k], &st)); /* unpack */
 					}
 				}
 			}
@@ -963,7 +966,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				int rd = i - 1;
 				int cf_k = rd % 2;
 				if (send1_rd[cf_k] == rd) {
-					CFRT_TRY(ctx, cfrt_wait(ctx, &send1_rq[cf_k]));
+					CFRT_PROPAGATE(ctx, cfrt_wait(ctx, &send1_rq[cf_k]));
 					send1_rd[cf_k] = -1;
 				}
 			}
@@ -976,15 +979,15 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 	cfrt_what(ctx, "t4 = merge_heads(o)", -1);
 	{
 		cfrt_view hv = cfrt_view_heads(t4, o.dim[o.nd - 3]);
-		CFRT_TRY(ctx, cfrt_copy(ctx, &hv, &o));
+		CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &hv, &o));
 	}
 
 #line 27 "examples/ulysses.cf"
 	/* y = matmul(t4, wo)  examples/ulysses.cf:27 */
 	cfrt_where(ctx, "y", 0);
 	cfrt_what(ctx, "y = matmul(t4, wo)", -1);
-	CFRT_TRY(ctx, cfrt_matmul(ctx, &y, &t4, &wo, 1.0, 0.0));
-#line 988 "ulysses.c"
+	CFRT_PROPAGATE(ctx, cfrt_matmul(ctx, &y, &t4, &wo, 1.0, 0.0));
+#line 991 "ulysses.c"
 	cfrt_where(ctx, NULL, 0); /* out of the model */
 	return CFRT_OK;
 }

@@ -70,16 +70,19 @@ int
 attention_forward(cfrt_ctx *ctx, const attention_weights *w, const attention_io *io,
     void *ws)
 {
-	const int r = cfrt_rank(ctx);
-
+	CFRT_PROPAGATE(ctx, cfrt_check_ctx(ctx, "attention_forward"));
 	cfrt_where(ctx, "attention_forward", 0);
-	CFRT_TRY(ctx, cfrt_check_arg(ctx, io->x, 8192, "input x"));
-	CFRT_TRY(ctx, cfrt_check_arg(ctx, w->wq, 4096, "weight wq"));
-	CFRT_TRY(ctx, cfrt_check_arg(ctx, w->wk, 4096, "weight wk"));
-	CFRT_TRY(ctx, cfrt_check_arg(ctx, w->wv, 4096, "weight wv"));
-	CFRT_TRY(ctx, cfrt_check_arg(ctx, w->wo, 4096, "weight wo"));
-	CFRT_TRY(ctx, cfrt_check_arg(ctx, io->y, 8192, "output y"));
-	CFRT_TRY(ctx, cfrt_check_arg(ctx, ws, 106496, "the workspace"));
+	CFRT_PROPAGATE(ctx, cfrt_check_ptr(ctx, w, "the weights (attention_weights *)"));
+	CFRT_PROPAGATE(ctx, cfrt_check_ptr(ctx, io, "the inputs and outputs (attention_io *)"));
+	CFRT_PROPAGATE(ctx, cfrt_check_arg(ctx, io->x, 8192, "input x"));
+	CFRT_PROPAGATE(ctx, cfrt_check_arg(ctx, w->wq, 4096, "weight wq"));
+	CFRT_PROPAGATE(ctx, cfrt_check_arg(ctx, w->wk, 4096, "weight wk"));
+	CFRT_PROPAGATE(ctx, cfrt_check_arg(ctx, w->wv, 4096, "weight wv"));
+	CFRT_PROPAGATE(ctx, cfrt_check_arg(ctx, w->wo, 4096, "weight wo"));
+	CFRT_PROPAGATE(ctx, cfrt_check_arg(ctx, io->y, 8192, "output y"));
+	CFRT_PROPAGATE(ctx, cfrt_check_arg(ctx, ws, 106496, "the workspace"));
+
+	const int r = cfrt_rank(ctx);
 
 	cfrt_view x = cfrt_view_contig((void *)io->x, CFRT_F32, 3, (int64_t[]){2, 16, 64});
 	cfrt_view wq = cfrt_view_contig(w->wq, CFRT_F32, 2, (int64_t[]){64, 16});
@@ -114,21 +117,21 @@ attention_forward(cfrt_ctx *ctx, const attention_weights *w, const attention_io 
 				cfrt_what(ctx, "xa = x", s);
 				cfrt_view dst = cfrt_view_slice(xa, 1, s * 16, 16);
 				cfrt_view src = x;
-				CFRT_TRY(ctx, cfrt_copy(ctx, &dst, &src));
+				CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &dst, &src));
 			}
 			if (i >= 1) {
 				int rd = i - 1;
 				if (recv_rd == rd) {
-					CFRT_TRY(ctx, cfrt_wait(ctx, &recv_rq));
+					CFRT_PROPAGATE(ctx, cfrt_wait(ctx, &recv_rq));
 					recv_rd = -1;
 					cfrt_what(ctx, "unpack xa", -1);
 					if (recv_upon) {
 						cfrt_view st = cfrt_view_contig((char *)ws + CF_WS_xa_recv_stage, CFRT_F32, recv_up.nd, recv_up.dim);
-						CFRT_TRY(ctx, cfrt_copy(ctx, &recv_up, &st)); /* unpack */
+						CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &recv_up, &st)); /* unpack */
 					}
 				}
 			}
-			CFRT_TRY(ctx, cfrt_group_begin(ctx));
+			CFRT_PROPAGATE(ctx, cfrt_group_begin(ctx));
 			if (i <= 2) {
 				int s = cf_mod(r - i, 4); /* slice */
 				cfrt_what(ctx, "send xa", s);
@@ -137,9 +140,9 @@ attention_forward(cfrt_ctx *ctx, const attention_weights *w, const attention_io 
 				int cf_k = rd % 2;
 				cfrt_view b = cfrt_view_slice(xa, 1, s * 16, 16);
 				cfrt_view st = cfrt_view_contig((char *)ws + CF_WS_xa_send_stage + cf_k * 8192, CFRT_F32, 3, (int64_t[]){2, 16, 64});
-				CFRT_TRY(ctx, cfrt_copy(ctx, &st, &b)); /* pack */
+				CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &st, &b)); /* pack */
 				send_rd[cf_k] = rd;
-				CFRT_TRY(ctx, cfrt_isend(ctx, st.p, 2048, CFRT_F32, peer, 0, &send_rq[cf_k]));
+				CFRT_PROPAGATE(ctx, cfrt_isend(ctx, st.p, 2048, CFRT_F32, peer, 0, &send_rq[cf_k]));
 			}
 			if (i <= 2) {
 				int s = cf_mod(r - i - 1, 4); /* slice */
@@ -151,9 +154,9 @@ attention_forward(cfrt_ctx *ctx, const attention_weights *w, const attention_io 
 				recv_up = b;
 				recv_upon = 1;
 				recv_rd = rd;
-				CFRT_TRY(ctx, cfrt_irecv(ctx, st.p, 2048, CFRT_F32, peer, 0, &recv_rq));
+				CFRT_PROPAGATE(ctx, cfrt_irecv(ctx, st.p, 2048, CFRT_F32, peer, 0, &recv_rq));
 			}
-			CFRT_TRY(ctx, cfrt_group_end(ctx));
+			CFRT_PROPAGATE(ctx, cfrt_group_end(ctx));
 			/* t1 = matmul(xa, wq)  examples/attention.cf:21 */
 			{
 				int s = cf_mod(r - i, 4); /* slice */
@@ -161,7 +164,7 @@ attention_forward(cfrt_ctx *ctx, const attention_weights *w, const attention_io 
 				cfrt_view cf_o = cfrt_view_slice(t1, 1, s * 16, 16);
 				cfrt_view in0 = cfrt_view_slice(xa, 1, s * 16, 16);
 				cfrt_view in1 = wq;
-				CFRT_TRY(ctx, cfrt_matmul(ctx, &cf_o, &in0, &in1, 1.0, 0.0));
+				CFRT_PROPAGATE(ctx, cfrt_matmul(ctx, &cf_o, &in0, &in1, 1.0, 0.0));
 			}
 			/* q = split_heads(t1)  examples/attention.cf:21 */
 			{
@@ -171,7 +174,7 @@ attention_forward(cfrt_ctx *ctx, const attention_weights *w, const attention_io 
 				cfrt_view in0 = cfrt_view_slice(t1, 1, s * 16, 16);
 				{
 					cfrt_view hv = cfrt_view_heads(in0, cf_o.dim[cf_o.nd - 3]);
-					CFRT_TRY(ctx, cfrt_copy(ctx, &cf_o, &hv));
+					CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &cf_o, &hv));
 				}
 			}
 			/* t2 = matmul(xa, wk)  examples/attention.cf:22 */
@@ -181,7 +184,7 @@ attention_forward(cfrt_ctx *ctx, const attention_weights *w, const attention_io 
 				cfrt_view cf_o = cfrt_view_slice(t2, 1, s * 16, 16);
 				cfrt_view in0 = cfrt_view_slice(xa, 1, s * 16, 16);
 				cfrt_view in1 = wk;
-				CFRT_TRY(ctx, cfrt_matmul(ctx, &cf_o, &in0, &in1, 1.0, 0.0));
+				CFRT_PROPAGATE(ctx, cfrt_matmul(ctx, &cf_o, &in0, &in1, 1.0, 0.0));
 			}
 			/* k = split_heads(t2)  examples/attention.cf:22 */
 			{
@@ -191,7 +194,7 @@ attention_forward(cfrt_ctx *ctx, const attention_weights *w, const attention_io 
 				cfrt_view in0 = cfrt_view_slice(t2, 1, s * 16, 16);
 				{
 					cfrt_view hv = cfrt_view_heads(in0, cf_o.dim[cf_o.nd - 3]);
-					CFRT_TRY(ctx, cfrt_copy(ctx, &cf_o, &hv));
+					CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &cf_o, &hv));
 				}
 			}
 			/* t3 = matmul(xa, wv)  examples/attention.cf:23 */
@@ -201,7 +204,7 @@ attention_forward(cfrt_ctx *ctx, const attention_weights *w, const attention_io 
 				cfrt_view cf_o = cfrt_view_slice(t3, 1, s * 16, 16);
 				cfrt_view in0 = cfrt_view_slice(xa, 1, s * 16, 16);
 				cfrt_view in1 = wv;
-				CFRT_TRY(ctx, cfrt_matmul(ctx, &cf_o, &in0, &in1, 1.0, 0.0));
+				CFRT_PROPAGATE(ctx, cfrt_matmul(ctx, &cf_o, &in0, &in1, 1.0, 0.0));
 			}
 			/* v = split_heads(t3)  examples/attention.cf:23 */
 			{
@@ -211,14 +214,14 @@ attention_forward(cfrt_ctx *ctx, const attention_weights *w, const attention_io 
 				cfrt_view in0 = cfrt_view_slice(t3, 1, s * 16, 16);
 				{
 					cfrt_view hv = cfrt_view_heads(in0, cf_o.dim[cf_o.nd - 3]);
-					CFRT_TRY(ctx, cfrt_copy(ctx, &cf_o, &hv));
+					CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &cf_o, &hv));
 				}
 			}
 			if (i >= 1) {
 				int rd = i - 1;
 				int cf_k = rd % 2;
 				if (send_rd[cf_k] == rd) {
-					CFRT_TRY(ctx, cfrt_wait(ctx, &send_rq[cf_k]));
+					CFRT_PROPAGATE(ctx, cfrt_wait(ctx, &send_rq[cf_k]));
 					send_rd[cf_k] = -1;
 				}
 			}
@@ -244,7 +247,7 @@ attention_forward(cfrt_ctx *ctx, const attention_weights *w, const attention_io 
 				int rd = i - 2;
 				int cf_k = rd % 2;
 				if (send_rd[cf_k] == rd) {
-					CFRT_TRY(ctx, cfrt_wait(ctx, &send_rq[cf_k]));
+					CFRT_PROPAGATE(ctx, cfrt_wait(ctx, &send_rq[cf_k]));
 					send_rd[cf_k] = -1;
 				}
 			}
@@ -258,7 +261,7 @@ attention_forward(cfrt_ctx *ctx, const attention_weights *w, const attention_io 
 				cfrt_view in2 = v;
 				{
 					cfrt_view o4 = cf_4d(cf_o), q4 = cf_4d(in0), k4 = cf_4d(in1), v4 = cf_4d(in2);
-					CFRT_TRY(ctx, cfrt_attention(ctx, &o4, &q4, &k4, &v4, 1, s * 16));
+					CFRT_PROPAGATE(ctx, cfrt_attention(ctx, &o4, &q4, &k4, &v4, 1, s * 16));
 				}
 			}
 			if (i <= 2) {
@@ -269,7 +272,7 @@ attention_forward(cfrt_ctx *ctx, const attention_weights *w, const attention_io 
 				cfrt_view in0 = cfrt_view_slice(t4, 2, s * 16, 16);
 				{
 					cfrt_view hv = cfrt_view_heads(cf_o, in0.dim[in0.nd - 3]);
-					CFRT_TRY(ctx, cfrt_copy(ctx, &hv, &in0));
+					CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &hv, &in0));
 				}
 			}
 			if (i <= 2) {
@@ -279,7 +282,7 @@ attention_forward(cfrt_ctx *ctx, const attention_weights *w, const attention_io 
 				cfrt_view cf_o = p_part[cf_mod(i, 2)];
 				cfrt_view in0 = cfrt_view_slice(o, 1, s * 16, 16);
 				cfrt_view in1 = wo;
-				CFRT_TRY(ctx, cfrt_matmul(ctx, &cf_o, &in0, &in1, 1.0, 0.0));
+				CFRT_PROPAGATE(ctx, cfrt_matmul(ctx, &cf_o, &in0, &in1, 1.0, 0.0));
 			}
 			if (i == 3) {
 				/* t4 = attention(q, k, v)  examples/attention.cf:24 */
@@ -291,7 +294,7 @@ attention_forward(cfrt_ctx *ctx, const attention_weights *w, const attention_io 
 				cfrt_view in2 = v;
 				{
 					cfrt_view o4 = cf_4d(cf_o), q4 = cf_4d(in0), k4 = cf_4d(in1), v4 = cf_4d(in2);
-					CFRT_TRY(ctx, cfrt_attention(ctx, &o4, &q4, &k4, &v4, 1, s * 16));
+					CFRT_PROPAGATE(ctx, cfrt_attention(ctx, &o4, &q4, &k4, &v4, 1, s * 16));
 				}
 			}
 			if (i == 3) {
@@ -302,7 +305,7 @@ attention_forward(cfrt_ctx *ctx, const attention_weights *w, const attention_io 
 				cfrt_view in0 = cfrt_view_slice(t4, 2, s * 16, 16);
 				{
 					cfrt_view hv = cfrt_view_heads(cf_o, in0.dim[in0.nd - 3]);
-					CFRT_TRY(ctx, cfrt_copy(ctx, &hv, &in0));
+					CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &hv, &in0));
 				}
 			}
 			if (i == 3) {
@@ -312,12 +315,12 @@ attention_forward(cfrt_ctx *ctx, const attention_weights *w, const attention_io 
 				cfrt_view cf_o = y;
 				cfrt_view in0 = cfrt_view_slice(o, 1, s * 16, 16);
 				cfrt_view in1 = wo;
-				CFRT_TRY(ctx, cfrt_matmul(ctx, &cf_o, &in0, &in1, 1.0, 0.0));
+				CFRT_PROPAGATE(ctx, cfrt_matmul(ctx, &cf_o, &in0, &in1, 1.0, 0.0));
 			}
 			if (i >= 1) {
 				int rd = i - 1;
 				if (recv_rd == rd) {
-					CFRT_TRY(ctx, cfrt_wait(ctx, &recv_rq));
+					CFRT_PROPAGATE(ctx, cfrt_wait(ctx, &recv_rq));
 					recv_rd = -1;
 				}
 			}
@@ -325,15 +328,15 @@ attention_forward(cfrt_ctx *ctx, const attention_weights *w, const attention_io 
 				cfrt_what(ctx, "p_part += p_recv", cf_mod(r - i - 1, 4));
 				cfrt_view dst = p_part[cf_mod(i, 2)];
 				cfrt_view src = p_recv;
-				CFRT_TRY(ctx, cfrt_add(ctx, &dst, &dst, &src));
+				CFRT_PROPAGATE(ctx, cfrt_add(ctx, &dst, &dst, &src));
 			}
 			if (i == 3) {
 				cfrt_what(ctx, "y += p_recv", r);
 				cfrt_view dst = y;
 				cfrt_view src = p_recv;
-				CFRT_TRY(ctx, cfrt_add(ctx, &dst, &dst, &src));
+				CFRT_PROPAGATE(ctx, cfrt_add(ctx, &dst, &dst, &src));
 			}
-			CFRT_TRY(ctx, cfrt_group_begin(ctx));
+			CFRT_PROPAGATE(ctx, cfrt_group_begin(ctx));
 			if (i <= 2) {
 				cfrt_what(ctx, "send p_part", cf_mod(r - i - 1, 4));
 				int peer = cf_mod(r + 1, 4);
@@ -341,7 +344,7 @@ attention_forward(cfrt_ctx *ctx, const attention_weights *w, const attention_io 
 				int cf_k = rd % 2;
 				cfrt_view b = p_part[cf_mod(i, 2)];
 				send_rd[cf_k] = rd;
-				CFRT_TRY(ctx, cfrt_isend(ctx, b.p, 2048, CFRT_F32, peer, 0, &send_rq[cf_k]));
+				CFRT_PROPAGATE(ctx, cfrt_isend(ctx, b.p, 2048, CFRT_F32, peer, 0, &send_rq[cf_k]));
 			}
 			if (i <= 2) {
 				cfrt_what(ctx, "recv p_recv", cf_mod(r - i - 2, 4));
@@ -349,20 +352,20 @@ attention_forward(cfrt_ctx *ctx, const attention_weights *w, const attention_io 
 				int rd = i;
 				cfrt_view b = p_recv;
 				recv_rd = rd;
-				CFRT_TRY(ctx, cfrt_irecv(ctx, b.p, 2048, CFRT_F32, peer, 0, &recv_rq));
+				CFRT_PROPAGATE(ctx, cfrt_irecv(ctx, b.p, 2048, CFRT_F32, peer, 0, &recv_rq));
 			}
-			CFRT_TRY(ctx, cfrt_group_end(ctx));
+			CFRT_PROPAGATE(ctx, cfrt_group_end(ctx));
 			if (i == 3) {
 				int rd = i - 1;
 				int cf_k = rd % 2;
 				if (send_rd[cf_k] == rd) {
-					CFRT_TRY(ctx, cfrt_wait(ctx, &send_rq[cf_k]));
+					CFRT_PROPAGATE(ctx, cfrt_wait(ctx, &send_rq[cf_k]));
 					send_rd[cf_k] = -1;
 				}
 			}
 		}
 	}
-#line 366 "attention.c"
+#line 369 "attention.c"
 	cfrt_where(ctx, NULL, 0); /* out of the model */
 	return CFRT_OK;
 }

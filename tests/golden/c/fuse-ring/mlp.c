@@ -33,14 +33,17 @@ int
 mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
     void *ws)
 {
-	const int r = cfrt_rank(ctx);
-
+	CFRT_PROPAGATE(ctx, cfrt_check_ctx(ctx, "mlp_forward"));
 	cfrt_where(ctx, "mlp_forward", 0);
-	CFRT_TRY(ctx, cfrt_check_arg(ctx, io->x, 8192, "input x"));
-	CFRT_TRY(ctx, cfrt_check_arg(ctx, w->w1, 16384, "weight w1"));
-	CFRT_TRY(ctx, cfrt_check_arg(ctx, w->w2, 16384, "weight w2"));
-	CFRT_TRY(ctx, cfrt_check_arg(ctx, io->y, 8192, "output y"));
-	CFRT_TRY(ctx, cfrt_check_arg(ctx, ws, 122880, "the workspace"));
+	CFRT_PROPAGATE(ctx, cfrt_check_ptr(ctx, w, "the weights (mlp_weights *)"));
+	CFRT_PROPAGATE(ctx, cfrt_check_ptr(ctx, io, "the inputs and outputs (mlp_io *)"));
+	CFRT_PROPAGATE(ctx, cfrt_check_arg(ctx, io->x, 8192, "input x"));
+	CFRT_PROPAGATE(ctx, cfrt_check_arg(ctx, w->w1, 16384, "weight w1"));
+	CFRT_PROPAGATE(ctx, cfrt_check_arg(ctx, w->w2, 16384, "weight w2"));
+	CFRT_PROPAGATE(ctx, cfrt_check_arg(ctx, io->y, 8192, "output y"));
+	CFRT_PROPAGATE(ctx, cfrt_check_arg(ctx, ws, 122880, "the workspace"));
+
+	const int r = cfrt_rank(ctx);
 
 	cfrt_view x = cfrt_view_contig((void *)io->x, CFRT_F32, 3, (int64_t[]){2, 16, 64});
 	cfrt_view w1 = cfrt_view_contig(w->w1, CFRT_F32, 2, (int64_t[]){64, 64});
@@ -67,21 +70,21 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				cfrt_what(ctx, "xa = x", s);
 				cfrt_view dst = cfrt_view_slice(xa, 1, s * 16, 16);
 				cfrt_view src = x;
-				CFRT_TRY(ctx, cfrt_copy(ctx, &dst, &src));
+				CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &dst, &src));
 			}
 			if (i >= 1) {
 				int rd = i - 1;
 				if (recv_rd == rd) {
-					CFRT_TRY(ctx, cfrt_wait(ctx, &recv_rq));
+					CFRT_PROPAGATE(ctx, cfrt_wait(ctx, &recv_rq));
 					recv_rd = -1;
 					cfrt_what(ctx, "unpack xa", -1);
 					if (recv_upon) {
 						cfrt_view st = cfrt_view_contig((char *)ws + CF_WS_xa_recv_stage, CFRT_F32, recv_up.nd, recv_up.dim);
-						CFRT_TRY(ctx, cfrt_copy(ctx, &recv_up, &st)); /* unpack */
+						CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &recv_up, &st)); /* unpack */
 					}
 				}
 			}
-			CFRT_TRY(ctx, cfrt_group_begin(ctx));
+			CFRT_PROPAGATE(ctx, cfrt_group_begin(ctx));
 			if (i <= 2) {
 				int s = cf_mod(r - i, 4); /* slice */
 				cfrt_what(ctx, "send xa", s);
@@ -90,9 +93,9 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				int k = rd % 2;
 				cfrt_view b = cfrt_view_slice(xa, 1, s * 16, 16);
 				cfrt_view st = cfrt_view_contig((char *)ws + CF_WS_xa_send_stage + k * 8192, CFRT_F32, 3, (int64_t[]){2, 16, 64});
-				CFRT_TRY(ctx, cfrt_copy(ctx, &st, &b)); /* pack */
+				CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &st, &b)); /* pack */
 				send_rd[k] = rd;
-				CFRT_TRY(ctx, cfrt_isend(ctx, st.p, 2048, CFRT_F32, peer, 0, &send_rq[k]));
+				CFRT_PROPAGATE(ctx, cfrt_isend(ctx, st.p, 2048, CFRT_F32, peer, 0, &send_rq[k]));
 			}
 			if (i <= 2) {
 				int s = cf_mod(r - i - 1, 4); /* slice */
@@ -104,9 +107,9 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				recv_up = b;
 				recv_upon = 1;
 				recv_rd = rd;
-				CFRT_TRY(ctx, cfrt_irecv(ctx, st.p, 2048, CFRT_F32, peer, 0, &recv_rq));
+				CFRT_PROPAGATE(ctx, cfrt_irecv(ctx, st.p, 2048, CFRT_F32, peer, 0, &recv_rq));
 			}
-			CFRT_TRY(ctx, cfrt_group_end(ctx));
+			CFRT_PROPAGATE(ctx, cfrt_group_end(ctx));
 			/* t1 = matmul(xa, w1)  examples/mlp.cf:19 */
 			{
 				int s = cf_mod(r - i, 4); /* slice */
@@ -114,7 +117,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				cfrt_view o = cfrt_view_slice(t1, 1, s * 16, 16);
 				cfrt_view in0 = cfrt_view_slice(xa, 1, s * 16, 16);
 				cfrt_view in1 = w1;
-				CFRT_TRY(ctx, cfrt_matmul(ctx, &o, &in0, &in1, 1.0, 0.0));
+				CFRT_PROPAGATE(ctx, cfrt_matmul(ctx, &o, &in0, &in1, 1.0, 0.0));
 			}
 			/* h = gelu(t1)  examples/mlp.cf:19 */
 			{
@@ -122,13 +125,13 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				cfrt_what(ctx, "h = gelu(t1)", s);
 				cfrt_view o = cfrt_view_slice(h, 1, s * 16, 16);
 				cfrt_view in0 = cfrt_view_slice(t1, 1, s * 16, 16);
-				CFRT_TRY(ctx, cfrt_gelu(ctx, &o, &in0));
+				CFRT_PROPAGATE(ctx, cfrt_gelu(ctx, &o, &in0));
 			}
 			if (i >= 1) {
 				int rd = i - 1;
 				int k = rd % 2;
 				if (send_rd[k] == rd) {
-					CFRT_TRY(ctx, cfrt_wait(ctx, &send_rq[k]));
+					CFRT_PROPAGATE(ctx, cfrt_wait(ctx, &send_rq[k]));
 					send_rd[k] = -1;
 				}
 			}
@@ -154,7 +157,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				int rd = i - 2;
 				int k = rd % 2;
 				if (send_rd[k] == rd) {
-					CFRT_TRY(ctx, cfrt_wait(ctx, &send_rq[k]));
+					CFRT_PROPAGATE(ctx, cfrt_wait(ctx, &send_rq[k]));
 					send_rd[k] = -1;
 				}
 			}
@@ -165,7 +168,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				cfrt_view o = p_part[cf_mod(i, 2)];
 				cfrt_view in0 = cfrt_view_slice(h, 1, s * 16, 16);
 				cfrt_view in1 = w2;
-				CFRT_TRY(ctx, cfrt_matmul(ctx, &o, &in0, &in1, 1.0, 0.0));
+				CFRT_PROPAGATE(ctx, cfrt_matmul(ctx, &o, &in0, &in1, 1.0, 0.0));
 			}
 			if (i == 3) {
 				/* p = matmul(h, w2)  examples/mlp.cf:20 */
@@ -174,12 +177,12 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				cfrt_view o = y;
 				cfrt_view in0 = cfrt_view_slice(h, 1, s * 16, 16);
 				cfrt_view in1 = w2;
-				CFRT_TRY(ctx, cfrt_matmul(ctx, &o, &in0, &in1, 1.0, 0.0));
+				CFRT_PROPAGATE(ctx, cfrt_matmul(ctx, &o, &in0, &in1, 1.0, 0.0));
 			}
 			if (i >= 1) {
 				int rd = i - 1;
 				if (recv_rd == rd) {
-					CFRT_TRY(ctx, cfrt_wait(ctx, &recv_rq));
+					CFRT_PROPAGATE(ctx, cfrt_wait(ctx, &recv_rq));
 					recv_rd = -1;
 				}
 			}
@@ -187,15 +190,15 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				cfrt_what(ctx, "p_part += p_recv", cf_mod(r - i - 1, 4));
 				cfrt_view dst = p_part[cf_mod(i, 2)];
 				cfrt_view src = p_recv;
-				CFRT_TRY(ctx, cfrt_add(ctx, &dst, &dst, &src));
+				CFRT_PROPAGATE(ctx, cfrt_add(ctx, &dst, &dst, &src));
 			}
 			if (i == 3) {
 				cfrt_what(ctx, "y += p_recv", r);
 				cfrt_view dst = y;
 				cfrt_view src = p_recv;
-				CFRT_TRY(ctx, cfrt_add(ctx, &dst, &dst, &src));
+				CFRT_PROPAGATE(ctx, cfrt_add(ctx, &dst, &dst, &src));
 			}
-			CFRT_TRY(ctx, cfrt_group_begin(ctx));
+			CFRT_PROPAGATE(ctx, cfrt_group_begin(ctx));
 			if (i <= 2) {
 				cfrt_what(ctx, "send p_part", cf_mod(r - i - 1, 4));
 				int peer = cf_mod(r + 1, 4);
@@ -203,7 +206,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				int k = rd % 2;
 				cfrt_view b = p_part[cf_mod(i, 2)];
 				send_rd[k] = rd;
-				CFRT_TRY(ctx, cfrt_isend(ctx, b.p, 2048, CFRT_F32, peer, 0, &send_rq[k]));
+				CFRT_PROPAGATE(ctx, cfrt_isend(ctx, b.p, 2048, CFRT_F32, peer, 0, &send_rq[k]));
 			}
 			if (i <= 2) {
 				cfrt_what(ctx, "recv p_recv", cf_mod(r - i - 2, 4));
@@ -211,20 +214,20 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				int rd = i;
 				cfrt_view b = p_recv;
 				recv_rd = rd;
-				CFRT_TRY(ctx, cfrt_irecv(ctx, b.p, 2048, CFRT_F32, peer, 0, &recv_rq));
+				CFRT_PROPAGATE(ctx, cfrt_irecv(ctx, b.p, 2048, CFRT_F32, peer, 0, &recv_rq));
 			}
-			CFRT_TRY(ctx, cfrt_group_end(ctx));
+			CFRT_PROPAGATE(ctx, cfrt_group_end(ctx));
 			if (i == 3) {
 				int rd = i - 1;
 				int k = rd % 2;
 				if (send_rd[k] == rd) {
-					CFRT_TRY(ctx, cfrt_wait(ctx, &send_rq[k]));
+					CFRT_PROPAGATE(ctx, cfrt_wait(ctx, &send_rq[k]));
 					send_rd[k] = -1;
 				}
 			}
 		}
 	}
-#line 228 "mlp.c"
+#line 231 "mlp.c"
 	cfrt_where(ctx, NULL, 0); /* out of the model */
 	return CFRT_OK;
 }

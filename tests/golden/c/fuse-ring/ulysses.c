@@ -76,16 +76,19 @@ int
 ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
     void *ws)
 {
-	const int r = cfrt_rank(ctx);
-
+	CFRT_PROPAGATE(ctx, cfrt_check_ctx(ctx, "ulysses_forward"));
 	cfrt_where(ctx, "ulysses_forward", 0);
-	CFRT_TRY(ctx, cfrt_check_arg(ctx, io->x, 8192, "input x"));
-	CFRT_TRY(ctx, cfrt_check_arg(ctx, w->wq, 16384, "weight wq"));
-	CFRT_TRY(ctx, cfrt_check_arg(ctx, w->wk, 16384, "weight wk"));
-	CFRT_TRY(ctx, cfrt_check_arg(ctx, w->wv, 16384, "weight wv"));
-	CFRT_TRY(ctx, cfrt_check_arg(ctx, w->wo, 16384, "weight wo"));
-	CFRT_TRY(ctx, cfrt_check_arg(ctx, io->y, 8192, "output y"));
-	CFRT_TRY(ctx, cfrt_check_arg(ctx, ws, 40960, "the workspace"));
+	CFRT_PROPAGATE(ctx, cfrt_check_ptr(ctx, w, "the weights (ulysses_weights *)"));
+	CFRT_PROPAGATE(ctx, cfrt_check_ptr(ctx, io, "the inputs and outputs (ulysses_io *)"));
+	CFRT_PROPAGATE(ctx, cfrt_check_arg(ctx, io->x, 8192, "input x"));
+	CFRT_PROPAGATE(ctx, cfrt_check_arg(ctx, w->wq, 16384, "weight wq"));
+	CFRT_PROPAGATE(ctx, cfrt_check_arg(ctx, w->wk, 16384, "weight wk"));
+	CFRT_PROPAGATE(ctx, cfrt_check_arg(ctx, w->wv, 16384, "weight wv"));
+	CFRT_PROPAGATE(ctx, cfrt_check_arg(ctx, w->wo, 16384, "weight wo"));
+	CFRT_PROPAGATE(ctx, cfrt_check_arg(ctx, io->y, 8192, "output y"));
+	CFRT_PROPAGATE(ctx, cfrt_check_arg(ctx, ws, 40960, "the workspace"));
+
+	const int r = cfrt_rank(ctx);
 
 	cfrt_view x = cfrt_view_contig((void *)io->x, CFRT_F32, 3, (int64_t[]){2, 16, 64});
 	cfrt_view wq = cfrt_view_contig(w->wq, CFRT_F32, 2, (int64_t[]){64, 64});
@@ -122,7 +125,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				int rd = i - 2;
 				int cf_k = rd % 2;
 				if (send_rd[cf_k] == rd) {
-					CFRT_TRY(ctx, cfrt_wait(ctx, &send_rq[cf_k]));
+					CFRT_PROPAGATE(ctx, cfrt_wait(ctx, &send_rq[cf_k]));
 					send_rd[cf_k] = -1;
 				}
 			}
@@ -133,7 +136,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				cfrt_view cf_o = cfrt_view_slice(t1, 2, s * 16, 16);
 				cfrt_view in0 = x;
 				cfrt_view in1 = cfrt_view_slice(wq, 1, s * 16, 16);
-				CFRT_TRY(ctx, cfrt_matmul(ctx, &cf_o, &in0, &in1, 1.0, 0.0));
+				CFRT_PROPAGATE(ctx, cfrt_matmul(ctx, &cf_o, &in0, &in1, 1.0, 0.0));
 			}
 			if (i <= 2) {
 				/* q = split_heads(t1)  examples/ulysses.cf:19 */
@@ -143,7 +146,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				cfrt_view in0 = cfrt_view_slice(t1, 2, s * 16, 16);
 				{
 					cfrt_view hv = cfrt_view_heads(in0, cf_o.dim[cf_o.nd - 3]);
-					CFRT_TRY(ctx, cfrt_copy(ctx, &cf_o, &hv));
+					CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &cf_o, &hv));
 				}
 			}
 			if (i == 3) {
@@ -153,7 +156,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				cfrt_view cf_o = cfrt_view_slice(t1, 2, s * 16, 16);
 				cfrt_view in0 = x;
 				cfrt_view in1 = cfrt_view_slice(wq, 1, s * 16, 16);
-				CFRT_TRY(ctx, cfrt_matmul(ctx, &cf_o, &in0, &in1, 1.0, 0.0));
+				CFRT_PROPAGATE(ctx, cfrt_matmul(ctx, &cf_o, &in0, &in1, 1.0, 0.0));
 			}
 			if (i == 3) {
 				/* q = split_heads(t1)  examples/ulysses.cf:19 */
@@ -164,10 +167,10 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				cfrt_view in0 = cfrt_view_slice(t1, 2, s * 16, 16);
 				{
 					cfrt_view hv = cfrt_view_heads(in0, cf_o.dim[cf_o.nd - 3]);
-					CFRT_TRY(ctx, cfrt_copy(ctx, &cf_o, &hv));
+					CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &cf_o, &hv));
 				}
 			}
-			CFRT_TRY(ctx, cfrt_group_begin(ctx));
+			CFRT_PROPAGATE(ctx, cfrt_group_begin(ctx));
 			if (i <= 2) {
 				cfrt_what(ctx, "send q_send", cf_mod(r + i + 1, 4));
 				int peer = cf_mod(r + i + 1, 4);
@@ -175,7 +178,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				int cf_k = rd % 2;
 				cfrt_view b = q_send[cf_mod(i, 2)];
 				send_rd[cf_k] = rd;
-				CFRT_TRY(ctx, cfrt_isend(ctx, b.p, 512, CFRT_F32, peer, 0, &send_rq[cf_k]));
+				CFRT_PROPAGATE(ctx, cfrt_isend(ctx, b.p, 512, CFRT_F32, peer, 0, &send_rq[cf_k]));
 			}
 			if (i <= 2) {
 				int part = cf_mod(r - i - 1, 4); /* the sender's part */
@@ -188,19 +191,19 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				recv_up[cf_k] = b;
 				recv_upon[cf_k] = 1;
 				recv_rd[cf_k] = rd;
-				CFRT_TRY(ctx, cfrt_irecv(ctx, st.p, 512, CFRT_F32, peer, 0, &recv_rq[cf_k]));
+				CFRT_PROPAGATE(ctx, cfrt_irecv(ctx, st.p, 512, CFRT_F32, peer, 0, &recv_rq[cf_k]));
 			}
-			CFRT_TRY(ctx, cfrt_group_end(ctx));
+			CFRT_PROPAGATE(ctx, cfrt_group_end(ctx));
 			if (i >= 1) {
 				int rd = i - 1;
 				int cf_k = rd % 2;
 				if (recv_rd[cf_k] == rd) {
-					CFRT_TRY(ctx, cfrt_wait(ctx, &recv_rq[cf_k]));
+					CFRT_PROPAGATE(ctx, cfrt_wait(ctx, &recv_rq[cf_k]));
 					recv_rd[cf_k] = -1;
 					cfrt_what(ctx, "unpack qh", -1);
 					if (recv_upon[cf_k]) {
 						cfrt_view st = cfrt_view_contig((char *)ws + CF_WS_qh_recv_stage + cf_k * 2048, CFRT_F32, recv_up[cf_k].nd, recv_up[cf_k].dim);
-						CFRT_TRY(ctx, cfrt_copy(ctx, &recv_up[cf_k], &st)); /* unpack */
+						CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &recv_up[cf_k], &st)); /* unpack */
 					}
 				}
 			}
@@ -208,7 +211,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				int rd = i - 1;
 				int cf_k = rd % 2;
 				if (send_rd[cf_k] == rd) {
-					CFRT_TRY(ctx, cfrt_wait(ctx, &send_rq[cf_k]));
+					CFRT_PROPAGATE(ctx, cfrt_wait(ctx, &send_rq[cf_k]));
 					send_rd[cf_k] = -1;
 				}
 			}
@@ -235,7 +238,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				int rd = i - 2;
 				int cf_k = rd % 2;
 				if (send_rd[cf_k] == rd) {
-					CFRT_TRY(ctx, cfrt_wait(ctx, &send_rq[cf_k]));
+					CFRT_PROPAGATE(ctx, cfrt_wait(ctx, &send_rq[cf_k]));
 					send_rd[cf_k] = -1;
 				}
 			}
@@ -246,7 +249,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				cfrt_view cf_o = cfrt_view_slice(t2, 2, s * 16, 16);
 				cfrt_view in0 = x;
 				cfrt_view in1 = cfrt_view_slice(wk, 1, s * 16, 16);
-				CFRT_TRY(ctx, cfrt_matmul(ctx, &cf_o, &in0, &in1, 1.0, 0.0));
+				CFRT_PROPAGATE(ctx, cfrt_matmul(ctx, &cf_o, &in0, &in1, 1.0, 0.0));
 			}
 			if (i <= 2) {
 				/* k = split_heads(t2)  examples/ulysses.cf:20 */
@@ -256,7 +259,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				cfrt_view in0 = cfrt_view_slice(t2, 2, s * 16, 16);
 				{
 					cfrt_view hv = cfrt_view_heads(in0, cf_o.dim[cf_o.nd - 3]);
-					CFRT_TRY(ctx, cfrt_copy(ctx, &cf_o, &hv));
+					CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &cf_o, &hv));
 				}
 			}
 			if (i == 3) {
@@ -266,7 +269,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				cfrt_view cf_o = cfrt_view_slice(t2, 2, s * 16, 16);
 				cfrt_view in0 = x;
 				cfrt_view in1 = cfrt_view_slice(wk, 1, s * 16, 16);
-				CFRT_TRY(ctx, cfrt_matmul(ctx, &cf_o, &in0, &in1, 1.0, 0.0));
+				CFRT_PROPAGATE(ctx, cfrt_matmul(ctx, &cf_o, &in0, &in1, 1.0, 0.0));
 			}
 			if (i == 3) {
 				/* k = split_heads(t2)  examples/ulysses.cf:20 */
@@ -277,10 +280,10 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				cfrt_view in0 = cfrt_view_slice(t2, 2, s * 16, 16);
 				{
 					cfrt_view hv = cfrt_view_heads(in0, cf_o.dim[cf_o.nd - 3]);
-					CFRT_TRY(ctx, cfrt_copy(ctx, &cf_o, &hv));
+					CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &cf_o, &hv));
 				}
 			}
-			CFRT_TRY(ctx, cfrt_group_begin(ctx));
+			CFRT_PROPAGATE(ctx, cfrt_group_begin(ctx));
 			if (i <= 2) {
 				cfrt_what(ctx, "send k_send", cf_mod(r + i + 1, 4));
 				int peer = cf_mod(r + i + 1, 4);
@@ -288,7 +291,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				int cf_k = rd % 2;
 				cfrt_view b = k_send[cf_mod(i, 2)];
 				send_rd[cf_k] = rd;
-				CFRT_TRY(ctx, cfrt_isend(ctx, b.p, 512, CFRT_F32, peer, 0, &send_rq[cf_k]));
+				CFRT_PROPAGATE(ctx, cfrt_isend(ctx, b.p, 512, CFRT_F32, peer, 0, &send_rq[cf_k]));
 			}
 			if (i <= 2) {
 				int part = cf_mod(r - i - 1, 4); /* the sender's part */
@@ -301,19 +304,19 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				recv_up[cf_k] = b;
 				recv_upon[cf_k] = 1;
 				recv_rd[cf_k] = rd;
-				CFRT_TRY(ctx, cfrt_irecv(ctx, st.p, 512, CFRT_F32, peer, 0, &recv_rq[cf_k]));
+				CFRT_PROPAGATE(ctx, cfrt_irecv(ctx, st.p, 512, CFRT_F32, peer, 0, &recv_rq[cf_k]));
 			}
-			CFRT_TRY(ctx, cfrt_group_end(ctx));
+			CFRT_PROPAGATE(ctx, cfrt_group_end(ctx));
 			if (i >= 1) {
 				int rd = i - 1;
 				int cf_k = rd % 2;
 				if (recv_rd[cf_k] == rd) {
-					CFRT_TRY(ctx, cfrt_wait(ctx, &recv_rq[cf_k]));
+					CFRT_PROPAGATE(ctx, cfrt_wait(ctx, &recv_rq[cf_k]));
 					recv_rd[cf_k] = -1;
 					cfrt_what(ctx, "unpack kh", -1);
 					if (recv_upon[cf_k]) {
 						cfrt_view st = cfrt_view_contig((char *)ws + CF_WS_kh_recv_stage + cf_k * 2048, CFRT_F32, recv_up[cf_k].nd, recv_up[cf_k].dim);
-						CFRT_TRY(ctx, cfrt_copy(ctx, &recv_up[cf_k], &st)); /* unpack */
+						CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &recv_up[cf_k], &st)); /* unpack */
 					}
 				}
 			}
@@ -321,7 +324,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				int rd = i - 1;
 				int cf_k = rd % 2;
 				if (send_rd[cf_k] == rd) {
-					CFRT_TRY(ctx, cfrt_wait(ctx, &send_rq[cf_k]));
+					CFRT_PROPAGATE(ctx, cfrt_wait(ctx, &send_rq[cf_k]));
 					send_rd[cf_k] = -1;
 				}
 			}
@@ -348,7 +351,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				int rd = i - 2;
 				int cf_k = rd % 2;
 				if (send_rd[cf_k] == rd) {
-					CFRT_TRY(ctx, cfrt_wait(ctx, &send_rq[cf_k]));
+					CFRT_PROPAGATE(ctx, cfrt_wait(ctx, &send_rq[cf_k]));
 					send_rd[cf_k] = -1;
 				}
 			}
@@ -359,7 +362,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				cfrt_view cf_o = cfrt_view_slice(t3, 2, s * 16, 16);
 				cfrt_view in0 = x;
 				cfrt_view in1 = cfrt_view_slice(wv, 1, s * 16, 16);
-				CFRT_TRY(ctx, cfrt_matmul(ctx, &cf_o, &in0, &in1, 1.0, 0.0));
+				CFRT_PROPAGATE(ctx, cfrt_matmul(ctx, &cf_o, &in0, &in1, 1.0, 0.0));
 			}
 			if (i <= 2) {
 				/* v = split_heads(t3)  examples/ulysses.cf:21 */
@@ -369,7 +372,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				cfrt_view in0 = cfrt_view_slice(t3, 2, s * 16, 16);
 				{
 					cfrt_view hv = cfrt_view_heads(in0, cf_o.dim[cf_o.nd - 3]);
-					CFRT_TRY(ctx, cfrt_copy(ctx, &cf_o, &hv));
+					CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &cf_o, &hv));
 				}
 			}
 			if (i == 3) {
@@ -379,7 +382,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				cfrt_view cf_o = cfrt_view_slice(t3, 2, s * 16, 16);
 				cfrt_view in0 = x;
 				cfrt_view in1 = cfrt_view_slice(wv, 1, s * 16, 16);
-				CFRT_TRY(ctx, cfrt_matmul(ctx, &cf_o, &in0, &in1, 1.0, 0.0));
+				CFRT_PROPAGATE(ctx, cfrt_matmul(ctx, &cf_o, &in0, &in1, 1.0, 0.0));
 			}
 			if (i == 3) {
 				/* v = split_heads(t3)  examples/ulysses.cf:21 */
@@ -390,10 +393,10 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				cfrt_view in0 = cfrt_view_slice(t3, 2, s * 16, 16);
 				{
 					cfrt_view hv = cfrt_view_heads(in0, cf_o.dim[cf_o.nd - 3]);
-					CFRT_TRY(ctx, cfrt_copy(ctx, &cf_o, &hv));
+					CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &cf_o, &hv));
 				}
 			}
-			CFRT_TRY(ctx, cfrt_group_begin(ctx));
+			CFRT_PROPAGATE(ctx, cfrt_group_begin(ctx));
 			if (i <= 2) {
 				cfrt_what(ctx, "send v_send", cf_mod(r + i + 1, 4));
 				int peer = cf_mod(r + i + 1, 4);
@@ -401,7 +404,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				int cf_k = rd % 2;
 				cfrt_view b = v_send[cf_mod(i, 2)];
 				send_rd[cf_k] = rd;
-				CFRT_TRY(ctx, cfrt_isend(ctx, b.p, 512, CFRT_F32, peer, 0, &send_rq[cf_k]));
+				CFRT_PROPAGATE(ctx, cfrt_isend(ctx, b.p, 512, CFRT_F32, peer, 0, &send_rq[cf_k]));
 			}
 			if (i <= 2) {
 				int part = cf_mod(r - i - 1, 4); /* the sender's part */
@@ -414,19 +417,19 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				recv_up[cf_k] = b;
 				recv_upon[cf_k] = 1;
 				recv_rd[cf_k] = rd;
-				CFRT_TRY(ctx, cfrt_irecv(ctx, st.p, 512, CFRT_F32, peer, 0, &recv_rq[cf_k]));
+				CFRT_PROPAGATE(ctx, cfrt_irecv(ctx, st.p, 512, CFRT_F32, peer, 0, &recv_rq[cf_k]));
 			}
-			CFRT_TRY(ctx, cfrt_group_end(ctx));
+			CFRT_PROPAGATE(ctx, cfrt_group_end(ctx));
 			if (i >= 1) {
 				int rd = i - 1;
 				int cf_k = rd % 2;
 				if (recv_rd[cf_k] == rd) {
-					CFRT_TRY(ctx, cfrt_wait(ctx, &recv_rq[cf_k]));
+					CFRT_PROPAGATE(ctx, cfrt_wait(ctx, &recv_rq[cf_k]));
 					recv_rd[cf_k] = -1;
 					cfrt_what(ctx, "unpack vh", -1);
 					if (recv_upon[cf_k]) {
 						cfrt_view st = cfrt_view_contig((char *)ws + CF_WS_vh_recv_stage + cf_k * 2048, CFRT_F32, recv_up[cf_k].nd, recv_up[cf_k].dim);
-						CFRT_TRY(ctx, cfrt_copy(ctx, &recv_up[cf_k], &st)); /* unpack */
+						CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &recv_up[cf_k], &st)); /* unpack */
 					}
 				}
 			}
@@ -434,7 +437,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				int rd = i - 1;
 				int cf_k = rd % 2;
 				if (send_rd[cf_k] == rd) {
-					CFRT_TRY(ctx, cfrt_wait(ctx, &send_rq[cf_k]));
+					CFRT_PROPAGATE(ctx, cfrt_wait(ctx, &send_rq[cf_k]));
 					send_rd[cf_k] = -1;
 				}
 			}
@@ -461,7 +464,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				int rd = i - 2;
 				int cf_k = rd % 2;
 				if (send_rd[cf_k] == rd) {
-					CFRT_TRY(ctx, cfrt_wait(ctx, &send_rq[cf_k]));
+					CFRT_PROPAGATE(ctx, cfrt_wait(ctx, &send_rq[cf_k]));
 					send_rd[cf_k] = -1;
 				}
 			}
@@ -475,7 +478,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				cfrt_view in2 = vh;
 				{
 					cfrt_view o4 = cf_4d(cf_o), q4 = cf_4d(in0), k4 = cf_4d(in1), v4 = cf_4d(in2);
-					CFRT_TRY(ctx, cfrt_attention(ctx, &o4, &q4, &k4, &v4, 1, s * 16));
+					CFRT_PROPAGATE(ctx, cfrt_attention(ctx, &o4, &q4, &k4, &v4, 1, s * 16));
 				}
 			}
 			if (i == 3) {
@@ -489,10 +492,10 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				cfrt_view in2 = vh;
 				{
 					cfrt_view o4 = cf_4d(cf_o), q4 = cf_4d(in0), k4 = cf_4d(in1), v4 = cf_4d(in2);
-					CFRT_TRY(ctx, cfrt_attention(ctx, &o4, &q4, &k4, &v4, 1, s * 16));
+					CFRT_PROPAGATE(ctx, cfrt_attention(ctx, &o4, &q4, &k4, &v4, 1, s * 16));
 				}
 			}
-			CFRT_TRY(ctx, cfrt_group_begin(ctx));
+			CFRT_PROPAGATE(ctx, cfrt_group_begin(ctx));
 			if (i <= 2) {
 				cfrt_what(ctx, "send oh_send", cf_mod(r + i + 1, 4));
 				int peer = cf_mod(r + i + 1, 4);
@@ -500,7 +503,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				int cf_k = rd % 2;
 				cfrt_view b = oh_send[cf_mod(i, 2)];
 				send_rd[cf_k] = rd;
-				CFRT_TRY(ctx, cfrt_isend(ctx, b.p, 512, CFRT_F32, peer, 0, &send_rq[cf_k]));
+				CFRT_PROPAGATE(ctx, cfrt_isend(ctx, b.p, 512, CFRT_F32, peer, 0, &send_rq[cf_k]));
 			}
 			if (i <= 2) {
 				int part = cf_mod(r - i - 1, 4); /* the sender's part */
@@ -513,19 +516,19 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				recv_up[cf_k] = b;
 				recv_upon[cf_k] = 1;
 				recv_rd[cf_k] = rd;
-				CFRT_TRY(ctx, cfrt_irecv(ctx, st.p, 512, CFRT_F32, peer, 0, &recv_rq[cf_k]));
+				CFRT_PROPAGATE(ctx, cfrt_irecv(ctx, st.p, 512, CFRT_F32, peer, 0, &recv_rq[cf_k]));
 			}
-			CFRT_TRY(ctx, cfrt_group_end(ctx));
+			CFRT_PROPAGATE(ctx, cfrt_group_end(ctx));
 			if (i >= 1) {
 				int rd = i - 1;
 				int cf_k = rd % 2;
 				if (recv_rd[cf_k] == rd) {
-					CFRT_TRY(ctx, cfrt_wait(ctx, &recv_rq[cf_k]));
+					CFRT_PROPAGATE(ctx, cfrt_wait(ctx, &recv_rq[cf_k]));
 					recv_rd[cf_k] = -1;
 					cfrt_what(ctx, "unpack o", -1);
 					if (recv_upon[cf_k]) {
 						cfrt_view st = cfrt_view_contig((char *)ws + CF_WS_o_recv_stage + cf_k * 2048, CFRT_F32, recv_up[cf_k].nd, recv_up[cf_k].dim);
-						CFRT_TRY(ctx, cfrt_copy(ctx, &recv_up[cf_k], &st)); /* unpack */
+						CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &recv_up[cf_k], &st)); /* unpack */
 					}
 				}
 			}
@@ -533,7 +536,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				int rd = i - 1;
 				int cf_k = rd % 2;
 				if (send_rd[cf_k] == rd) {
-					CFRT_TRY(ctx, cfrt_wait(ctx, &send_rq[cf_k]));
+					CFRT_PROPAGATE(ctx, cfrt_wait(ctx, &send_rq[cf_k]));
 					send_rd[cf_k] = -1;
 				}
 			}
@@ -546,15 +549,15 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 	cfrt_what(ctx, "t4 = merge_heads(o)", -1);
 	{
 		cfrt_view hv = cfrt_view_heads(t4, o.dim[o.nd - 3]);
-		CFRT_TRY(ctx, cfrt_copy(ctx, &hv, &o));
+		CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &hv, &o));
 	}
 
 #line 27 "examples/ulysses.cf"
 	/* y = matmul(t4, wo)  examples/ulysses.cf:27 */
 	cfrt_where(ctx, "y", 0);
 	cfrt_what(ctx, "y = matmul(t4, wo)", -1);
-	CFRT_TRY(ctx, cfrt_matmul(ctx, &y, &t4, &wo, 1.0, 0.0));
-#line 558 "ulysses.c"
+	CFRT_PROPAGATE(ctx, cfrt_matmul(ctx, &y, &t4, &wo, 1.0, 0.0));
+#line 561 "ulysses.c"
 	cfrt_where(ctx, NULL, 0); /* out of the model */
 	return CFRT_OK;
 }

@@ -22,12 +22,15 @@ int
 mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
     void *ws)
 {
+	CFRT_PROPAGATE(ctx, cfrt_check_ctx(ctx, "mlp_forward"));
 	cfrt_where(ctx, "mlp_forward", 0);
-	CFRT_TRY(ctx, cfrt_check_arg(ctx, io->x, 8192, "input x"));
-	CFRT_TRY(ctx, cfrt_check_arg(ctx, w->w1, 16384, "weight w1"));
-	CFRT_TRY(ctx, cfrt_check_arg(ctx, w->w2, 16384, "weight w2"));
-	CFRT_TRY(ctx, cfrt_check_arg(ctx, io->y, 8192, "output y"));
-	CFRT_TRY(ctx, cfrt_check_arg(ctx, ws, 131072, "the workspace"));
+	CFRT_PROPAGATE(ctx, cfrt_check_ptr(ctx, w, "the weights (mlp_weights *)"));
+	CFRT_PROPAGATE(ctx, cfrt_check_ptr(ctx, io, "the inputs and outputs (mlp_io *)"));
+	CFRT_PROPAGATE(ctx, cfrt_check_arg(ctx, io->x, 8192, "input x"));
+	CFRT_PROPAGATE(ctx, cfrt_check_arg(ctx, w->w1, 16384, "weight w1"));
+	CFRT_PROPAGATE(ctx, cfrt_check_arg(ctx, w->w2, 16384, "weight w2"));
+	CFRT_PROPAGATE(ctx, cfrt_check_arg(ctx, io->y, 8192, "output y"));
+	CFRT_PROPAGATE(ctx, cfrt_check_arg(ctx, ws, 131072, "the workspace"));
 
 	cfrt_view x = cfrt_view_contig((void *)io->x, CFRT_F32, 3, (int64_t[]){2, 16, 64});
 	cfrt_view w1 = cfrt_view_contig(w->w1, CFRT_F32, 2, (int64_t[]){64, 64});
@@ -50,11 +53,11 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				void *sst = x.p; /* x's block is contiguous: sent in place */
 				/* xa's blocks are not one contiguous run in rank order: received in staging, unpacked after the call */
 				void *rst = (char *)ws + CF_WS_xa_coll_rstage;
-				CFRT_TRY(ctx, cfrt_all_gather(ctx, sst, rst, 2048, CFRT_F32));
+				CFRT_PROPAGATE(ctx, cfrt_all_gather(ctx, sst, rst, 2048, CFRT_F32));
 				for (int u = 0; u < 4; u++) {
 					cfrt_view blk = cfrt_view_slice(xa, 1, (u + base) * 16, 16);
 					cfrt_view st = cfrt_view_contig((char *)ws + CF_WS_xa_coll_rstage + u * 8192, CFRT_F32, 3, (int64_t[]){2, 16, 64});
-					CFRT_TRY(ctx, cfrt_copy(ctx, &blk, &st));
+					CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &blk, &st));
 				}
 			}
 			/* t1 = matmul(xa, w1)  examples/mlp.cf:19 */
@@ -63,14 +66,14 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				cfrt_view o = t1;
 				cfrt_view in0 = xa;
 				cfrt_view in1 = w1;
-				CFRT_TRY(ctx, cfrt_matmul(ctx, &o, &in0, &in1, 1.0, 0.0));
+				CFRT_PROPAGATE(ctx, cfrt_matmul(ctx, &o, &in0, &in1, 1.0, 0.0));
 			}
 			/* h = gelu(t1)  examples/mlp.cf:19 */
 			{
 				cfrt_what(ctx, "h = gelu(t1)", 0);
 				cfrt_view o = h;
 				cfrt_view in0 = t1;
-				CFRT_TRY(ctx, cfrt_gelu(ctx, &o, &in0));
+				CFRT_PROPAGATE(ctx, cfrt_gelu(ctx, &o, &in0));
 			}
 		}
 	}
@@ -88,7 +91,7 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				cfrt_view o = p;
 				cfrt_view in0 = cfrt_view_slice(h, 1, s * 16, 64);
 				cfrt_view in1 = w2;
-				CFRT_TRY(ctx, cfrt_matmul(ctx, &o, &in0, &in1, 1.0, 0.0));
+				CFRT_PROPAGATE(ctx, cfrt_matmul(ctx, &o, &in0, &in1, 1.0, 0.0));
 			}
 			{
 				int base = 0; /* the chunk's first slice */
@@ -97,15 +100,15 @@ mlp_forward(cfrt_ctx *ctx, const mlp_weights *w, const mlp_io *io,
 				for (int u = 0; u < 4; u++) {
 					cfrt_view blk = cfrt_view_slice(p, 1, (u + base) * 16, 16);
 					cfrt_view st = cfrt_view_contig((char *)ws + CF_WS_y_coll_stage + u * 8192, CFRT_F32, 3, (int64_t[]){2, 16, 64});
-					CFRT_TRY(ctx, cfrt_copy(ctx, &st, &blk));
+					CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &st, &blk));
 				}
 				void *sst = (char *)ws + CF_WS_y_coll_stage;
 				void *rst = y.p; /* y's block is contiguous: received in place */
-				CFRT_TRY(ctx, cfrt_reduce_scatter(ctx, sst, rst, 2048, CFRT_F32));
+				CFRT_PROPAGATE(ctx, cfrt_reduce_scatter(ctx, sst, rst, 2048, CFRT_F32));
 			}
 		}
 	}
-#line 109 "mlp.c"
+#line 112 "mlp.c"
 	cfrt_where(ctx, NULL, 0); /* out of the model */
 	return CFRT_OK;
 }
