@@ -456,8 +456,9 @@ CFRT_NORETURN void cfrt_fail(cfrt_ctx *ctx, int status);
  * entry point (NAME_forward, NAME_backward, NAME_ref_*) ends the job as
  * cfrt_fail does. CFRT_ERRORS_RETURN: the entry point returns the status;
  * the context is marked failed, so that every later entry point, transfer,
- * wait, barrier and collective on it returns CFRT_EFAILED at once (compute
- * calls, local to the rank, still compute), and its other ranks are told:
+ * wait, barrier and collective on it returns CFRT_EFAILED at once (the MPI
+ * backend's compute calls, local to the rank, still compute; the CUDA
+ * backend's return CFRT_EFAILED too), and its other ranks are told:
  * each posts at cfrt_init a receive for such a notice, and every wait of
  * theirs also ends on it, failing with CFRT_EPEER and the first failure's
  * message. cfrt_last_error then reads "rank R: op OP step S: CALL: what

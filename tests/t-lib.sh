@@ -71,8 +71,8 @@ coll="rank 0: op xa step 0: cfrt_all_gather: waited 2 s (CFRT_TIMEOUT) for an al
 skip skip-ring ring return "$ring"
 check "lib: watchdog, mode return, fuse(ring): the forward returns CFRT_ETIMEOUT naming the peer" \
 	oks "$t/skip-ring.out" 3
-check "lib: watchdog, mode return: the job ends well within the timeout ($took s)" \
-	sh -c "[ $rc -eq 0 ] && [ $took -lt 20 ]"
+check "lib: watchdog, mode return: the job ends well within mpirun's timeout (rc $rc, $took s)" \
+	sh -c "[ $rc -eq 0 ] && [ $took -lt 40 ]"
 skip skip-vanilla vanilla return "$coll"
 check "lib: watchdog, mode return, vanilla: the forward returns CFRT_ETIMEOUT naming the collective" \
 	oks "$t/skip-vanilla.out" 3
@@ -80,7 +80,7 @@ skip skip-abort ring abort "$ring"
 check "lib: watchdog, mode abort: the job ends" [ $rc -ne 0 ]
 check "lib: watchdog, mode abort: the message names rank, op, step and the peer" grep -qF \
 	"cfrt: $ring [model mlp" "$t/skip-abort.out"
-check "lib: watchdog, mode abort: well within mpirun's timeout ($took s)" [ $took -lt 20 ]
+check "lib: watchdog, mode abort: well within mpirun's timeout ($took s)" [ $took -lt 40 ]
 
 # -- CFRT_CHECK=finite
 $MPIRUN -x CFRT_CHECK=finite -n 2 "$t/ring/app" finite >"$t/finite.out" 2>&1; rc=$?

@@ -104,6 +104,9 @@ shard_bytes(const tensor *t)
 	return (size_t)numel(t->rank_dims, t->nd) * sizeof(float);
 }
 
+static void half_alloc_x(run *r);
+static void *half_buf; /* the buffer a misuse hands over */
+
 /* One forward pass on a fresh context with what bad() changes; expects
  * status want and text in the context's message. */
 static void
@@ -112,6 +115,9 @@ misuse(const char *name, void (*bad)(run *), int want, const char *text)
 	run r;
 
 	setup(&r, MPI_COMM_WORLD, 0);
+	const void *x = r.io.x;
+	void *ws = r.ws;
+	half_buf = NULL;
 	if (bad)
 		bad(&r);
 	int rc = mlp_forward(r.ctx, &r.w, &r.io, r.ws);
@@ -122,10 +128,12 @@ misuse(const char *name, void (*bad)(run *), int want, const char *text)
 		rc = mlp_forward(r.ctx, &r.w, &r.io, r.ws);
 		expect(again, rc, CFRT_EFAILED, cfrt_last_error(r.ctx), text);
 	}
-	teardown(&r);
+	teardown(&r); /* frees r.ws: bad()'s when it set one */
+	if (r.io.x != x && half_buf == r.io.x && bad == half_alloc_x)
+		cfrt_free(r.ctx, half_buf);
+	if (r.ws != ws)
+		cfrt_free(r.ctx, ws);
 }
-
-static void *half_buf;
 
 static void
 half_alloc_x(run *r)
