@@ -14,7 +14,11 @@
 #  - fuse(ring) under each CPU progress mode (CFRT_PROGRESS none, panel,
 #    thread);
 #  - the hand-written MPI + OpenBLAS MLP (bench/mlp_mpi.c), whole, without
-#    its two collectives, and the collectives alone;
+#    its two collectives, and the collectives alone; and the same MLP
+#    overlapped by hand (mlp_mpi --overlap HAND_CHUNKS: MPI_Iallgather and
+#    MPI_Ireduce_scatter_block on chunks of the rows, pipelined with the
+#    GEMMs); both are checked against a serial computation every round
+#    (max_rel_err above 1e-4 stops the benchmark);
 #  - the decomposition loss of the models' GEMMs (bench/gemm_split.c), on
 #    one rank: the GEMM's own cost of being cut, free of core sharing;
 #  - cfc's cost model: cfrt-calibrate measures the machine first (or
@@ -77,6 +81,7 @@
 set -u
 : "${B:=build}" "${ITERS:=9}" "${WARMUP:=2}" "${ROUNDS:=5}" "${RANKS:=4}"
 : "${BUILD:=1}" "${BENCH_CPUS:=}" "${QUIET_WAIT:=60}" "${SHORT:=0}" "${MIX:=1}"
+: "${HAND_CHUNKS:=4}"
 : "${MLP_SIZES:=-D B=2 -D S=1024 -D D=512}"
 : "${ATT_SIZES:=-D B=2 -D S=1024 -D D=512 -D H=8}"
 out=$B/bench
@@ -405,6 +410,16 @@ if [ "$BUILD" = gen ]; then
 	exit 0
 fi
 mb=$(size_of B "$MLP_SIZES") mS=$(size_of S "$MLP_SIZES") mD=$(size_of D "$MLP_SIZES")
+# the overlapped baseline's chunks: at most HAND_CHUNKS, a divisor of a
+# rank's B*S/N rows
+hk=$HAND_CHUNKS
+while [ "$hk" -gt 1 ] && [ $((mb * mS / RANKS % hk)) != 0 ]; do hk=$((hk - 1)); done
+# hand_checked KEY: the hand-written run just recorded computed right
+hand_checked() {
+	e=$(field max_rel_err "$log")
+	awk -v e="${e:-nan}" 'BEGIN { exit !(e + 0 == e && e <= 1e-4) }' ||
+		die "$1: max_rel_err ${e:-missing} against the serial computation"
+}
 [ "$BUILD" = report ] && ROUNDS=0
 for r in $(seq "$ROUNDS"); do
 	echo "round $r of $ROUNDS"
@@ -416,6 +431,10 @@ for r in $(seq "$ROUNDS"); do
 		--iters "$ITERS" --warmup "$WARMUP" --compute-only
 	run "mlp,mpi+openblas (hand),mpi,comm" "$tools/mlp_mpi" "$mb" "$mS" "$mD" \
 		--iters "$ITERS" --warmup "$WARMUP" --check
+	hand_checked "the hand-written MLP"
+	run "mlp,mpi+openblas overlapped (hand),mpi,comm" "$tools/mlp_mpi" "$mb" "$mS" \
+		"$mD" --iters "$ITERS" --warmup "$WARMUP" --check --overlap "$hk"
+	hand_checked "the hand-written overlapped MLP"
 	full run "mlp,its collectives alone (hand),mpi,xfer" "$tools/mlp_mpi" "$mb" \
 		"$mS" "$mD" --iters "$ITERS" --warmup "$WARMUP" --comm-only
 done
