@@ -413,7 +413,7 @@ enum { MAXPASS = 15 };
  * instead of 20 took the calibration from 58.0-64.6 s to 37.3-38.3 (every
  * type heated, as here: 44.2 s, docs/PROFILE.md); the bf16 GEMMs of
  * 0.5 ms and more read 0.969 times their times in
- * bench/results/2026-11-27-NVIDIA-H100-1gpu-alltypes.prof, as after 20
+ * bench/results/2026-11-27-H100-lease8-9-1a07431/1gpu-alltypes.prof, as after 20
  * ms (0.957-0.969), but the attention of 2048 and more 0.919 (after 20
  * ms, 0.973-0.979) */
 #define HEAT 1.0
