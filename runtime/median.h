@@ -1,5 +1,8 @@
-/* median.h: the median the bench programs report (mix.c, mlp_mpi.c,
- * gemm_split.c; the generated driver has its own). */
+/* median.h: the one median of the tools: cfrt-calibrate's points and
+ * the bench programs' reports (bench/mix.c, mlp_mpi.c, gemm_split.c; the
+ * generated driver has its own, the same rule). The mean of the two
+ * middle values of an even count (cfrt-calibrate took the upper one until
+ * 2026-12-07). */
 #ifndef CF_BENCH_MEDIAN_H
 #define CF_BENCH_MEDIAN_H
 
