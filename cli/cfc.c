@@ -130,8 +130,10 @@ usage(FILE *f)
 	fputs("usage: cfc [options] FILE|-\n"
 	      "Compiles a CommFuse layer spec (.cf).\n\n"
 	      "options:\n"
-	      "  -o PATH          output file ('-' for stdout); a directory when\n"
-	      "                   several --emit kinds are asked for\n"
+	      "  -o PATH          output file ('-' for stdout); a directory (files\n"
+	      "                   named MODEL.EXT in it) when several --emit kinds\n"
+	      "                   are asked for, when PATH is an existing directory,\n"
+	      "                   or when it ends in '/' (then made if missing)\n"
 	      "  -D NAME=VALUE    override the default of a size or a group\n"
 	      "  --emit=LIST      comma-separated outputs:\n", f);
 	for (int i = 0; i < NEMIT; i++)
