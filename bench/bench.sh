@@ -86,6 +86,9 @@ set -u
 : "${ATT_SIZES:=-D B=2 -D S=1024 -D D=512 -D H=8}"
 out=$B/bench
 tools=$out/tools
+t_start=$(date +%s)
+# since: the seconds since the benchmark started, for the progress lines
+since() { echo "+$(($(date +%s) - t_start)) s"; }
 ncpu=$(getconf _NPROCESSORS_ONLN)
 csv=$out/results.csv
 [ "$BUILD" = report ] || rm -rf "$csv" "$out/runs.log" "$out/runs.txt" "$out/passes.txt"
@@ -140,6 +143,7 @@ build() {
 	m=$1 s=$2
 	shift 2
 	dir=$out/models/$m-$(tag "$s")
+	echo "  building $m$([ "${BWD:-0}" = 1 ] && echo " backward") under $s ($(since))"
 	if [ "${BWD:-0}" = 1 ]; then
 		dir=$out/models/$m-bwd-$(tag "$s")
 		set -- "$@" --backward
@@ -354,7 +358,7 @@ elif [ "$BUILD" = link ] && [ "${CALIBRATE:-0}" = 0 ]; then
 	prof=$out/machine.prof
 elif [ -z "${PROFILE:-}" ] || [ "$BUILD" = link ]; then
 	prof=$out/machine.prof
-	echo "calibrating (cfrt-calibrate on $RANKS ranks)"
+	echo "calibrating (cfrt-calibrate on $RANKS ranks: minutes; its progress in $out/calibrate.log) ($(since))"
 	$MPIRUN -n "$RANKS" "$B/cfrt-calibrate" -o "$prof" >"$out/calibrate.log" 2>&1 ||
 		{ cat "$out/calibrate.log" >&2; die "cfrt-calibrate failed"; }
 	sed 's/^/  /' "$out/calibrate.log"
@@ -422,7 +426,7 @@ hand_checked() {
 }
 [ "$BUILD" = report ] && ROUNDS=0
 for r in $(seq "$ROUNDS"); do
-	echo "round $r of $ROUNDS"
+	echo "round $r of $ROUNDS ($(since))"
 	model_round mlp
 	model_round attention
 	bwd_round mlp
@@ -501,4 +505,4 @@ awk -F, -f bench/stats.awk -f bench/summary.awk "$csv" | tee "$out/summary.txt"
 [ ! -s "$out/passes.txt" ] ||
 	awk -F'|' -f bench/stats.awk -f bench/paired.awk "$out/passes.txt" | tee -a "$out/summary.txt"
 echo
-echo "results: $csv (every run: $out/runs.log)"
+echo "results: $csv (every run: $out/runs.log); $(since)"
