@@ -380,8 +380,16 @@ read_input(Comp *c, const char *path)
 	buf = malloc(cap + 1);
 	for (size_t r; buf && (r = fread(buf + n, 1, cap - n, f)) > 0;) {
 		n += r;
-		if (n == cap)
-			buf = realloc(buf, (cap *= 2) + 1);
+		if (n == cap) {
+			/* a failed realloc keeps the buffer: free it, not lose it */
+			char *more = realloc(buf, (cap *= 2) + 1);
+			if (!more) {
+				free(buf);
+				buf = NULL;
+				break;
+			}
+			buf = more;
+		}
 	}
 	int bad = !buf || ferror(f);
 	if (f != stdin)
