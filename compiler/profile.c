@@ -506,11 +506,11 @@ check_xfer(Diag *d, int *nw, const PTable *t, const char *what, double mult)
 {
 	for (int i = 0; i < t->n; i++) {
 		const PPoint *p = &t->p[i];
-		const char *r = pc_transfer_implausible(p->k * mult, p->sec);
+		const char *r = pc_transfer_implausible(p->k * mult, p->sec, PC_LATENCY);
 		if (r)
 			warn(d, nw, p->line, "%s of %.0f bytes in %g s: %s", what, p->k, p->sec, r);
 		for (int j = i + 1; j < t->n; j++) /* sorted by bytes */
-			if (t->p[j].k > p->k && pc_out_of_order(p->sec, t->p[j].sec))
+			if (t->p[j].k > p->k && pc_out_of_order(p->sec, t->p[j].sec, PC_LATENCY))
 				warn(d, nw, p->line, "%s of %.0f bytes in %g s, but %.0f bytes in %g s "
 				     "(line %d): a larger message under half the time", what, p->k,
 				     p->sec, t->p[j].k, t->p[j].sec, t->p[j].line);
@@ -524,14 +524,14 @@ check_gemm(Diag *d, int *nw, const PTable *t, const char *what)
 {
 	for (int i = 0; i < t->n; i++) {
 		const PPoint *p = &t->p[i];
-		const char *r = pc_compute_implausible(2 * p->m * p->n * p->k, p->sec, 1);
+		const char *r = pc_compute_implausible(2 * p->m * p->n * p->k, p->sec, 1, PC_LATENCY);
 		if (r)
 			warn(d, nw, p->line, "%s %.0fx%.0fx%.0f in %g s: %s", what, p->m, p->n, p->k,
 			     p->sec, r);
 		for (int j = 0; j < t->n; j++) {
 			const PPoint *q = &t->p[j];
 			if (j != i && q->m >= p->m && q->n >= p->n && q->k >= p->k &&
-			    pc_out_of_order(p->sec, q->sec))
+			    pc_out_of_order(p->sec, q->sec, PC_LATENCY))
 				warn(d, nw, p->line, "%s %.0fx%.0fx%.0f in %g s, but %.0fx%.0fx%.0f in "
 				     "%g s (line %d): a larger GEMM under half the time", what, p->m,
 				     p->n, p->k, p->sec, q->m, q->n, q->k, q->sec, q->line);
@@ -547,7 +547,7 @@ check_rates(Diag *d, int *nw, const PTable *t, const char *what, int flop)
 	for (int i = 0; i < t->n; i++) {
 		const PPoint *p = &t->p[i];
 		const char *r = flop ? pc_rate_implausible(p->sec, 1) :
-		                pc_compute_implausible(p->k, p->k / p->sec, 0);
+		                pc_compute_implausible(p->k, p->k / p->sec, 0, PC_LATENCY);
 		if (r)
 			warn(d, nw, t->p[i].line, "%s at %g per second: %s", what, t->p[i].sec, r);
 	}

@@ -40,28 +40,35 @@
 
 /* ---- consistency ---- */
 #define PC_LATENCY 0.02     /* a transfer slower than 20 ms ... */
+#define PC_LATENCY_QUICK 0.1 /* cfrt-calibrate --quick's allowance: its
+                             * points are tiny and few, and tests run it
+                             * on machines others load */
 #define PC_MIN_LINK 1e7     /* ... plus its bytes at 10 MB/s is implausible */
 #define PC_MIN_COMPUTE 1e6  /* compute: 20 ms plus 1 MB/s or 1 Mflop/s */
 #define PC_ORDER 0.5        /* larger took under half the smaller's time */
 
-/* Why a transfer of `bytes` taking `sec` seconds is implausible, or NULL. */
+/* Why a transfer of `bytes` taking `sec` seconds is implausible, or NULL;
+ * lat: the latency allowed (PC_LATENCY; --quick: PC_LATENCY_QUICK). */
 static inline const char *
-pc_transfer_implausible(double bytes, double sec)
+pc_transfer_implausible(double bytes, double sec, double lat)
 {
-	if (sec > PC_LATENCY + bytes / PC_MIN_LINK)
-		return "slower than 20 ms plus 10 MB/s";
+	if (sec > lat + bytes / PC_MIN_LINK)
+		return lat > PC_LATENCY ? "slower than 100 ms plus 10 MB/s" :
+		       "slower than 20 ms plus 10 MB/s";
 	if (bytes / sec > PC_MAX_BPS)
 		return "faster than 100 TB/s";
 	return 0;
 }
 
 /* Why compute of `work` (flop, else bytes) taking `sec` seconds is
- * implausible, or NULL. */
+ * implausible, or NULL; lat as above. */
 static inline const char *
-pc_compute_implausible(double work, double sec, int flop)
+pc_compute_implausible(double work, double sec, int flop, double lat)
 {
-	if (sec > PC_LATENCY + work / PC_MIN_COMPUTE)
-		return flop ? "slower than 20 ms plus 1 Mflop/s" : "slower than 20 ms plus 1 MB/s";
+	if (sec > lat + work / PC_MIN_COMPUTE)
+		return lat > PC_LATENCY ? (flop ? "slower than 100 ms plus 1 Mflop/s" :
+		                           "slower than 100 ms plus 1 MB/s") :
+		       flop ? "slower than 20 ms plus 1 Mflop/s" : "slower than 20 ms plus 1 MB/s";
 	if (work / sec > (flop ? PC_MAX_FLOPS : PC_MAX_BPS))
 		return flop ? "faster than 100 PFLOP/s" : "faster than 100 TB/s";
 	return 0;
@@ -81,11 +88,11 @@ pc_rate_implausible(double rate, int flop)
 }
 
 /* Whether the larger point's time `large` is out of order against the
- * smaller one's `small` (seconds). */
+ * smaller one's `small` (seconds); lat as above. */
 static inline int
-pc_out_of_order(double small, double large)
+pc_out_of_order(double small, double large, double lat)
 {
-	return large < PC_ORDER * small && small - large > PC_LATENCY;
+	return large < PC_ORDER * small && small - large > lat;
 }
 
 #endif

@@ -636,16 +636,18 @@ untrusted(const Cal *C, int i, char *why, size_t n)
 {
 	const Point *p = &C->pt[i];
 	const char *r = NULL;
+	double lat = C->quick ? PC_LATENCY_QUICK : PC_LATENCY;
 
 	if (p->s <= 0)
 		return 0;
 	if (p->fn == run_p2p || p->fn == run_coll)
-		r = pc_transfer_implausible(xfer_bytes(C, p), p->s);
+		r = pc_transfer_implausible(xfer_bytes(C, p), p->s, lat);
 	else if (p->fn == run_gemm)
 		r = pc_compute_implausible(2.0 * (double)p->arg.g.m * (double)p->arg.g.n *
-		                           (double)p->arg.g.k, p->s, 1);
+		                           (double)p->arg.g.k, p->s, 1, lat);
 	else if (p->work > 0)
-		r = pc_compute_implausible(p->work, p->s, p->fn == run_attn || p->fn == run_attn_grad);
+		r = pc_compute_implausible(p->work, p->s, p->fn == run_attn || p->fn == run_attn_grad,
+		                           lat);
 	if (r) {
 		snprintf(why, n, "%s %.4g: %s", p->key, value(p), r);
 		return 1;
@@ -657,7 +659,7 @@ untrusted(const Cal *C, int i, char *why, size_t n)
 			continue;
 		/* the smaller of the two first */
 		const Point *lo = sp < sq ? p : q, *hi = sp < sq ? q : p;
-		if (pc_out_of_order(lo->s, hi->s)) {
+		if (pc_out_of_order(lo->s, hi->s, lat)) {
 			snprintf(why, n, "%s %.4g s: out of order with %s %.4g s (the larger %s "
 			         "under half the smaller's time)", p->key, p->s, q->key, q->s,
 			         p->fn == run_gemm ? "GEMM" : "message");
