@@ -70,6 +70,8 @@ typedef struct Cal {
 	struct Point *pt; /* what is measured, in the order it is written */
 	int npt, cappt;
 	int quiet;  /* no progress lines */
+	int refuse; /* refuse to write untrusted points (else write them, warn) */
+	int refuse_given; /* --check=: else refuse, but --quick warns */
 	double t0;  /* MPI_Wtime() at the start */
 } Cal;
 
@@ -748,13 +750,16 @@ measure(Cal *C, int *bad)
 		if (p->s < 0 || p->nv == 0 || !untrusted(C, i, why, sizeof why))
 			continue;
 		if (C->rank == 0) {
-			fprintf(stderr, "cfrt-calibrate: cannot trust %s (visits:", why);
+			fprintf(stderr, "cfrt-calibrate: %s %s (visits:", C->refuse ? "cannot trust" :
+			        "warning: kept, though it cannot be trusted:", why);
 			for (int k = 0; k < p->nv; k++)
 				fprintf(stderr, " %.4g", p->pass[k]);
 			fprintf(stderr, " s)\n");
 		}
 		++*bad;
 	}
+	if (!C->refuse)
+		*bad = 0; /* --check=warn: written, with a comment */
 	if (*bad || !C->out)
 		return;
 	for (int i = 0; i < C->npt; i++) {
@@ -762,6 +767,8 @@ measure(Cal *C, int *bad)
 		if (p->s < 0 || p->nv == 0)
 			continue;
 		double spread = settle(p);
+		if (untrusted(C, i, why, sizeof why))
+			fprintf(C->out, "# cannot be trusted: %s\n", why);
 		if (spread > NOISY) {
 			fprintf(C->out, "# %s: its visits disagree by %.0f%%:", p->key, 100 * spread);
 			for (int k = 0; k < p->nv; k++)
@@ -1330,6 +1337,9 @@ usage(FILE *f)
 	      "  --quick   a few small points (seconds): for tests, not for choosing\n"
 	      "  --quiet   no progress lines on stderr (by default a line as each\n"
 	      "            pass and phase starts, and every 10 s, with the time so far)\n"
+	      "  --check=refuse|warn  a point still untrusted after visiting it again\n"
+	      "            (docs/PROFILE.md): write no profile (default), or write it\n"
+	      "            with a comment and a warning (the default of --quick)\n"
 	      "  --passes N  visit every point N times (at most 15), the others\n"
 	      "            between, and keep the median visit (default 3, --quick 1)\n"
 	      "  --type T[,T...]  measure the compute of these element types only\n"
@@ -1354,6 +1364,9 @@ main(int argc, char **argv)
 			C.quick = 1;
 		} else if (!strcmp(argv[i], "--quiet")) {
 			C.quiet = 1;
+		} else if (!strcmp(argv[i], "--check=refuse") || !strcmp(argv[i], "--check=warn")) {
+			C.refuse = !strcmp(argv[i], "--check=refuse");
+			C.refuse_given = 1;
 		} else if (!strcmp(argv[i], "--passes") && i + 1 < argc && atoi(argv[i + 1]) > 0 &&
 		           atoi(argv[i + 1]) <= MAXPASS) {
 			C.passes = atoi(argv[++i]);
@@ -1391,6 +1404,8 @@ main(int argc, char **argv)
 	C.budget = C.quick ? 0.05 : C.gpu ? 0.2 : 0.5;
 	if (!C.passes)
 		C.passes = C.quick ? 1 : 3;
+	if (!C.refuse_given)
+		C.refuse = !C.quick;
 	die_rc(&C, cfrt_alloc(C.ctx, &C.a, C.cap), "cfrt_alloc");
 	die_rc(&C, cfrt_alloc(C.ctx, &C.b, C.cap), "cfrt_alloc");
 	die_rc(&C, cfrt_alloc(C.ctx, &C.c, C.cap), "cfrt_alloc");
