@@ -89,10 +89,14 @@ $(B)/codegen/cg_py.o: $(B)/codegen/py.inc $(B)/codegen/torch.inc
 $(B)/cfc: $(CF_OBJ)
 	$(CC) $(LDFLAGS_ALL) -o $@ $(CF_OBJ) $(GVC_LIBS) -lm
 
-# A spec next to its generated C: `make dir/model.c` runs cfc on
-# dir/model.cf (CFCFLAGS: e.g. -D S=4096 --schedule='fuse(bidir)').
-%.c %.h: %.cf $(B)/cfc
-	$(B)/cfc $(CFCFLAGS) $< --emit=c -o $*.c
+# The generated C of a spec, under the build folder, never beside the
+# spec: `make build/gen/dir/model.c` runs cfc on dir/model.cf into
+# build/gen/dir/ (model.c and model.h; CFCFLAGS: e.g. -D S=4096
+# --schedule='fuse(bidir)'). The rule wrote dir/model.c into the source
+# tree until 2026-12-07.
+$(B)/gen/%.c $(B)/gen/%.h: %.cf $(B)/cfc
+	@mkdir -p $(@D)
+	$(B)/cfc $(CFCFLAGS) $< --emit=c -o $(B)/gen/$*.c
 
 include runtime/runtime.mk
 include cmake/cmake.mk

@@ -7,8 +7,9 @@
 
 BENCH_TOOLS = $(B)/bench/tools/mlp_mpi $(B)/bench/tools/gemm_split \
               $(B)/bench/tools/nocomm.o
-# t-predict links a mix entry without its transfers (scripts/build-mix.sh)
-CHECK_DEPS += $(B)/bench/tools/nocomm.o
+# t-predict links a mix entry without its transfers (scripts/build-mix.sh);
+# t-baseline checks the hand-written baselines
+CHECK_DEPS += $(B)/bench/tools/nocomm.o $(B)/bench/tools/mlp_mpi
 
 $(B)/bench/tools/%.o: bench/%.c
 	@mkdir -p $(@D)

@@ -14,7 +14,11 @@
 #  - fuse(ring) under each CPU progress mode (CFRT_PROGRESS none, panel,
 #    thread);
 #  - the hand-written MPI + OpenBLAS MLP (bench/mlp_mpi.c), whole, without
-#    its two collectives, and the collectives alone;
+#    its two collectives, and the collectives alone; and the same MLP
+#    overlapped by hand (mlp_mpi --overlap HAND_CHUNKS: MPI_Iallgather and
+#    MPI_Ireduce_scatter_block on chunks of the rows, pipelined with the
+#    GEMMs); both are checked against a serial computation every round
+#    (max_rel_err above 1e-4 stops the benchmark);
 #  - the decomposition loss of the models' GEMMs (bench/gemm_split.c), on
 #    one rank: the GEMM's own cost of being cut, free of core sharing;
 #  - cfc's cost model: cfrt-calibrate measures the machine first (or
@@ -77,10 +81,14 @@
 set -u
 : "${B:=build}" "${ITERS:=9}" "${WARMUP:=2}" "${ROUNDS:=5}" "${RANKS:=4}"
 : "${BUILD:=1}" "${BENCH_CPUS:=}" "${QUIET_WAIT:=60}" "${SHORT:=0}" "${MIX:=1}"
+: "${HAND_CHUNKS:=4}"
 : "${MLP_SIZES:=-D B=2 -D S=1024 -D D=512}"
 : "${ATT_SIZES:=-D B=2 -D S=1024 -D D=512 -D H=8}"
 out=$B/bench
 tools=$out/tools
+t_start=$(date +%s)
+# since: the seconds since the benchmark started, for the progress lines
+since() { echo "+$(($(date +%s) - t_start)) s"; }
 ncpu=$(getconf _NPROCESSORS_ONLN)
 csv=$out/results.csv
 [ "$BUILD" = report ] || rm -rf "$csv" "$out/runs.log" "$out/runs.txt" "$out/passes.txt"
@@ -135,6 +143,7 @@ build() {
 	m=$1 s=$2
 	shift 2
 	dir=$out/models/$m-$(tag "$s")
+	echo "  building $m$([ "${BWD:-0}" = 1 ] && echo " backward") under $s ($(since))"
 	if [ "${BWD:-0}" = 1 ]; then
 		dir=$out/models/$m-bwd-$(tag "$s")
 		set -- "$@" --backward
@@ -349,7 +358,7 @@ elif [ "$BUILD" = link ] && [ "${CALIBRATE:-0}" = 0 ]; then
 	prof=$out/machine.prof
 elif [ -z "${PROFILE:-}" ] || [ "$BUILD" = link ]; then
 	prof=$out/machine.prof
-	echo "calibrating (cfrt-calibrate on $RANKS ranks)"
+	echo "calibrating (cfrt-calibrate on $RANKS ranks: minutes; its progress in $out/calibrate.log) ($(since))"
 	$MPIRUN -n "$RANKS" "$B/cfrt-calibrate" -o "$prof" >"$out/calibrate.log" 2>&1 ||
 		{ cat "$out/calibrate.log" >&2; die "cfrt-calibrate failed"; }
 	sed 's/^/  /' "$out/calibrate.log"
@@ -405,9 +414,19 @@ if [ "$BUILD" = gen ]; then
 	exit 0
 fi
 mb=$(size_of B "$MLP_SIZES") mS=$(size_of S "$MLP_SIZES") mD=$(size_of D "$MLP_SIZES")
+# the overlapped baseline's chunks: at most HAND_CHUNKS, a divisor of a
+# rank's B*S/N rows
+hk=$HAND_CHUNKS
+while [ "$hk" -gt 1 ] && [ $((mb * mS / RANKS % hk)) != 0 ]; do hk=$((hk - 1)); done
+# hand_checked KEY: the hand-written run just recorded computed right
+hand_checked() {
+	e=$(field max_rel_err "$log")
+	awk -v e="${e:-nan}" 'BEGIN { exit !(e + 0 == e && e <= 1e-4) }' ||
+		die "$1: max_rel_err ${e:-missing} against the serial computation"
+}
 [ "$BUILD" = report ] && ROUNDS=0
 for r in $(seq "$ROUNDS"); do
-	echo "round $r of $ROUNDS"
+	echo "round $r of $ROUNDS ($(since))"
 	model_round mlp
 	model_round attention
 	bwd_round mlp
@@ -416,6 +435,10 @@ for r in $(seq "$ROUNDS"); do
 		--iters "$ITERS" --warmup "$WARMUP" --compute-only
 	run "mlp,mpi+openblas (hand),mpi,comm" "$tools/mlp_mpi" "$mb" "$mS" "$mD" \
 		--iters "$ITERS" --warmup "$WARMUP" --check
+	hand_checked "the hand-written MLP"
+	run "mlp,mpi+openblas overlapped (hand),mpi,comm" "$tools/mlp_mpi" "$mb" "$mS" \
+		"$mD" --iters "$ITERS" --warmup "$WARMUP" --check --overlap "$hk"
+	hand_checked "the hand-written overlapped MLP"
 	full run "mlp,its collectives alone (hand),mpi,xfer" "$tools/mlp_mpi" "$mb" \
 		"$mS" "$mD" --iters "$ITERS" --warmup "$WARMUP" --comm-only
 done
@@ -482,4 +505,4 @@ awk -F, -f bench/stats.awk -f bench/summary.awk "$csv" | tee "$out/summary.txt"
 [ ! -s "$out/passes.txt" ] ||
 	awk -F'|' -f bench/stats.awk -f bench/paired.awk "$out/passes.txt" | tee -a "$out/summary.txt"
 echo
-echo "results: $csv (every run: $out/runs.log)"
+echo "results: $csv (every run: $out/runs.log); $(since)"

@@ -41,6 +41,7 @@ NR == 1 {
 	}
 	if (v == "vanilla" && $col["progress"] == "none") { van[m] = t; mvan[m] = md; xvan[m] = mx }
 	if (v == "mpi+openblas (hand)") { hand[m] = t; mhand[m] = md; next }
+	if (v == "mpi+openblas overlapped (hand)") { ohand[m] = t; mohand[m] = md; next }
 	if ($col["progress"] != "none" || $col["pred_err"] == "")
 		next
 	e = $col["pred_err"] + 0
@@ -86,14 +87,14 @@ END {
 		if (seenauto[j] != "auto")
 			autos[++na] = seenauto[j]
 	for (j = 1; j <= na; j++)
-		regrets(autos[j], "", auto, best, bestv, van, hand)
+		regrets(autos[j], "", auto, best, bestv, van, hand, ohand)
 	if (nx) {
 		worst = worst_of(xerr, nx)
 		printf "against the schedules interleaved in one job (mix): |error| median %.1f%%, " \
 		       "worst %.1f%% (%s), within 15%%: %d\n", 100 * median(xerr, nx),
 		       100 * xerr[worst], xwhat[worst], within15(xerr, nx)
 		for (j = 1; j <= na; j++)
-			regrets(autos[j], " (mix)", xauto, xbest, xbestv, xvan, mhand)
+			regrets(autos[j], " (mix)", xauto, xbest, xbestv, xvan, mhand, mohand)
 		for (j = 1; j <= na; j++)
 			for (k = 1; k <= nm; k++)
 				if ((autos[j], models[k]) in xrel)
@@ -108,7 +109,7 @@ END {
 	       "(%s), within 15%%: %d\n", 100 * median(merr, nm2), 100 * merr[worst],
 	       mwhat[worst], within15(merr, nm2)
 	for (j = 1; j <= na; j++)
-		regrets(autos[j], " (medians)", mauto, mbest, mbestv, mvan, mhand)
+		regrets(autos[j], " (medians)", mauto, mbest, mbestv, mvan, mhand, mohand)
 }
 
 # The index of the largest of e[1..k].
@@ -126,9 +127,10 @@ function within15(e, k,    i, c) {
 	return c + 0
 }
 
-# regrets(V, WHAT, AUTO, BEST, BESTV, VAN, HAND): the line of each model
-# of auto row V ("auto", "auto@0"), AUTO[V, model] its times
-function regrets(v, what, a, b, bv, vn, hd,    k, m) {
+# regrets(V, WHAT, AUTO, BEST, BESTV, VAN, HAND, OHAND): the line of each
+# model of auto row V ("auto", "auto@0"), AUTO[V, model] its times; HAND
+# and OHAND the hand-written MLP's, plain and overlapped
+function regrets(v, what, a, b, bv, vn, hd, ohd,    k, m) {
 	for (k = 1; k <= nm; k++) {
 		m = models[k]
 		if (!((v, m) in a) || a[v, m] == "" || !(m in b))
@@ -139,6 +141,8 @@ function regrets(v, what, a, b, bv, vn, hd,    k, m) {
 			printf "; vanilla %.1f ms (%+.1f%%)", vn[m], 100 * (a[v, m] / vn[m] - 1)
 		if (m in hd && hd[m] != "")
 			printf "; hand-written MPI + OpenBLAS %.1f ms", hd[m]
+		if (m in ohd && ohd[m] != "")
+			printf "; overlapped by hand %.1f ms", ohd[m]
 		printf "\n"
 	}
 }

@@ -175,6 +175,8 @@ cg_driver(FILE *f, Arena *a, const Graph *g, const CgFiles *files)
 	        " *        [--warmup-s SEC] [--check]\n"
 	        " *        [--gradcheck] [--fault RANK] */\n", g->name, CF_VERSION, g->file,
 	     cg_job_size(g), g->name);
+	/* setenv and unsetenv (the reference's context is left out of the trace) */
+	emit(e, "#ifndef _POSIX_C_SOURCE\n#define _POSIX_C_SOURCE 200809L\n#endif\n");
 	emit(e, "#include <stdint.h>\n\n#include \"%s\"\n\n", files->header);
 	emit(e, "typedef struct cf_tensor {\n\tconst char *name;\n\tint kind; "
 	        "/* 0 input, 1 weight, 2 output, 3 output gradient, 4 gradient */\n\tint nd;\n\tint64_t dims[CFRT_MAX_DIMS];\n"

@@ -333,6 +333,34 @@ dot_stages(Dot *D, const Sched *s)
 	}
 }
 
+/* The legend: what each kind of box and arrow is, in a box of its own
+ * beside the lanes (the colours are dot_step's, dot_compute's and
+ * dot_messages'). */
+static void
+dot_legend(FILE *f)
+{
+	fprintf(f, "  subgraph cluster_legend {\n    label=\"legend\"; style=rounded; "
+	        "color=\"#888888\";\n"
+	        "    legend [shape=plaintext, style=\"\", fontsize=9, label=<"
+	        "<table border=\"0\" cellspacing=\"3\" cellpadding=\"3\">"
+	        "<tr><td align=\"left\"><b>bold</b></td><td align=\"left\">a collective and "
+	        "the schedule it runs under</td></tr>"
+	        "<tr><td bgcolor=\"#e8f0fe\">step k</td><td align=\"left\">a step of it on "
+	        "this rank: the compute on a slice, the sends and receives posted, the waits"
+	        "</td></tr>"
+	        "<tr><td bgcolor=\"#fde2c4\">step k</td><td align=\"left\">a step that calls "
+	        "the library's collective (vanilla, slice(k))</td></tr>"
+	        "<tr><td bgcolor=\"#f2f2f2\"><font color=\"#777777\">step k</font></td>"
+	        "<td align=\"left\">a step with nothing for this rank to do</td></tr>"
+	        "<tr><td bgcolor=\"#e6f4ea\">y = op(x)</td><td align=\"left\">compute outside "
+	        "every collective (every rank)</td></tr>"
+	        "<tr><td><font color=\"#c0392b\">- - - n &gt;</font></td><td align=\"left\">a "
+	        "message from a send to its receive; n: the slice it carries</td></tr>"
+	        "<tr><td align=\"left\">time</td><td align=\"left\">runs down each lane, one "
+	        "lane a rank (--emit=gantt: a timeline with a time axis)</td></tr>"
+	        "</table>>];\n  }\n");
+}
+
 void
 sched_dot(FILE *f, const Sched *s, const Sched *bwd)
 {
@@ -353,5 +381,6 @@ sched_dot(FILE *f, const Sched *s, const Sched *bwd)
 	if (bwd)
 		dot_stages(&D, bwd);
 	dot_lanes(&D);
+	dot_legend(f);
 	fprintf(f, "}\n");
 }

@@ -117,6 +117,9 @@ void diag_error(Diag *d, Loc loc, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 void diag_note(Diag *d, Loc loc, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* A warning: said as an error is, and counted as none. */
+void diag_warning(Diag *d, Loc loc, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 /* Line `line` (1-based) of s, not NUL-terminated: *len bytes; NULL past
  * the end. */
 const char *diag_line(const Src *s, int line, size_t *len);

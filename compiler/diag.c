@@ -222,6 +222,16 @@ diag_note(Diag *d, Loc loc, const char *fmt, ...)
 	va_end(ap);
 }
 
+void
+diag_warning(Diag *d, Loc loc, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	report(d, loc, "warning", fmt, ap);
+	va_end(ap);
+}
+
 /* A diagnostic with no position: "cfc: KIND: message". */
 static void
 plain(Diag *d, const char *kind, const char *fmt, va_list ap)
@@ -394,7 +404,8 @@ flush_sarif(Diag *d)
 			continue;
 		owned |= !note;
 		fputs(nres++ ? ", " : "", f);
-		fprintf(f, "{\"level\": \"%s\", \"message\": ", note ? "note" : "error");
+		fprintf(f, "{\"level\": \"%s\", \"message\": ", note ? "note" :
+		        !strcmp(r->kind, "warning") ? "warning" : "error");
 		sarif_message(f, r->msg);
 		fputs(", \"locations\": [", f);
 		sarif_loc(f, d, r->loc, NULL);

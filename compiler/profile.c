@@ -2,16 +2,25 @@
  * (docs/PROFILE.md), read and looked up.
  * requires: nothing.
  * ensures: a profile that profile_parse returns is whole: its version
- * line, its backend and ranks, its `end` line; every number finite and
- * positive; the points of every table distinct and sorted by size. Any
- * other file is refused with "file:line:col: error: ...". */
+ * line, its backend and ranks, its `end` line; every number finite,
+ * positive and within the range runtime/profcheck.h gives it (ranks at
+ * most 4096, a GEMM dimension an int, a time between 0.1 ns and an
+ * hour, ...); at most PC_MAX_POINTS points a table, so that reading and
+ * every lookup stay linear in the file; the points of every table
+ * distinct and sorted by size. Any other file is refused with
+ * "file:line:col: error: ...". Points that break profcheck.h's
+ * consistency rules (a rate no machine has, a larger message or GEMM
+ * far faster than a smaller one) are warned about. */
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "predict.h"
+#include "profcheck.h"
 
 const int profile_conc[MAXCONC] = {1, 2, 4};
 
@@ -102,6 +111,22 @@ rd_num(Rd *r, const char *what, int how, double *out)
 	return 1;
 }
 
+/* A number as rd_num reads it, at most hi (and at least lo), else an
+ * error at it naming the range. */
+static int
+rd_range(Rd *r, const char *what, int how, double lo, double hi, double *out)
+{
+	if (!rd_num(r, what, how, out))
+		return 0;
+	if (*out < lo || *out > hi) {
+		diag_error(r->d, rd_loc(r, r->num, r->numlen), "%s must be %s %.13g, not %.*s", what,
+		           *out < lo ? "at least" : "at most", *out < lo ? lo : hi, (int)r->numlen,
+		           r->num);
+		return 0;
+	}
+	return 1;
+}
+
 /* The location of the last number rd_num read. */
 static Loc
 rd_numloc(const Rd *r)
@@ -165,11 +190,18 @@ rd_dtype(Rd *r)
 	return -1;
 }
 
-static void
-tab_add(Arena *a, PTable *t, PPoint p)
+/* Adds p to t; an error past PC_MAX_POINTS points. */
+static int
+tab_add(Rd *r, PTable *t, PPoint p)
 {
-	t->p = arena_grow(a, t->p, t->n, &t->cap, 16, sizeof *t->p);
+	if (t->n == PC_MAX_POINTS) {
+		diag_error(r->d, rd_loc(r, r->line, 0), "more than %d points of one kind: not a "
+		           "profile cfrt-calibrate writes (it writes at most 125)", PC_MAX_POINTS);
+		return 0;
+	}
+	t->p = arena_grow(r->a, t->p, t->n, &t->cap, 16, sizeof *t->p);
 	t->p[t->n++] = p;
+	return 1;
 }
 
 static int
@@ -246,9 +278,9 @@ rd_entry(Rd *r, Profile *pf, const char *w, size_t len)
 	if (rd_is(w, len, "transfer"))
 		return (pf->transfer = rd_name(r, "the transfer mode")) != NULL;
 	if (rd_is(w, len, "ranks")) {
-		if (!rd_num(r, "ranks", NUM_WHOLE, x))
+		if (!rd_range(r, "ranks", NUM_WHOLE, 1, PC_MAX_RANKS, x))
 			return 0;
-		pf->ranks = x[0] > MAXGROUP ? MAXGROUP : (int)x[0];
+		pf->ranks = (int)x[0];
 		return 1;
 	}
 	if (rd_is(w, len, "batch")) {
@@ -276,7 +308,7 @@ rd_entry(Rd *r, Profile *pf, const char *w, size_t len)
 			           "transfers run", profile_conc[c]);
 			return 0;
 		}
-		if (!rd_num(r, "the slowdown factor", 0, x))
+		if (!rd_range(r, "the slowdown factor", 0, 0, PC_MAX_FACTOR, x))
 			return 0;
 		if (x[0] < 1) {
 			diag_error(r->d, rd_numloc(r), "the slowdown factor must be at least 1, not %g",
@@ -295,7 +327,8 @@ rd_entry(Rd *r, Profile *pf, const char *w, size_t len)
 			diag_error(r->d, rd_loc(r, r->line, 5), "a second defer entry");
 			return 0;
 		}
-		if (!rd_fraction(r, &pf->defer_ov) || !rd_num(r, "the slowdown factor", 0, x))
+		if (!rd_fraction(r, &pf->defer_ov) ||
+		    !rd_range(r, "the slowdown factor", 0, 0, PC_MAX_FACTOR, x))
 			return 0;
 		if (x[0] < 1) {
 			diag_error(r->d, rd_numloc(r), "the slowdown factor must be at least 1, not %g",
@@ -317,20 +350,20 @@ rd_entry(Rd *r, Profile *pf, const char *w, size_t len)
 			diag_error(r->d, rd_numloc(r), "the busy share must be at most 1, not %g", x[0]);
 			return 0;
 		}
-		if (!rd_num(r, "the time factor", 0, &x[1]))
+		if (!rd_range(r, "the time factor", 0, 0, PC_MAX_FACTOR, &x[1]))
 			return 0;
-		tab_add(r->a, &pf->clock, (PPoint){0, 0, x[0], x[1], r->lno});
-		return 1;
+		return tab_add(r, &pf->clock, (PPoint){0, 0, x[0], x[1], r->lno});
 	}
 	if (rd_is(w, len, "gemm") || rd_is(w, len, "gemm_acc")) {
 		/* gemm_acc: the same GEMM adding to its output (beta = 1) */
 		int t = rd_dtype(r);
-		if (t < 0 || !rd_num(r, "m", NUM_WHOLE, &x[0]) || !rd_num(r, "n", NUM_WHOLE, &x[1]) ||
-		    !rd_num(r, "k", NUM_WHOLE, &x[2]) || !rd_num(r, "seconds", 0, &x[3]))
+		if (t < 0 || !rd_range(r, "m", NUM_WHOLE, 1, PC_MAX_DIM, &x[0]) ||
+		    !rd_range(r, "n", NUM_WHOLE, 1, PC_MAX_DIM, &x[1]) ||
+		    !rd_range(r, "k", NUM_WHOLE, 1, PC_MAX_DIM, &x[2]) ||
+		    !rd_range(r, "seconds", 0, PC_MIN_SEC, PC_MAX_SEC, &x[3]))
 			return 0;
-		tab_add(r->a, rd_is(w, len, "gemm") ? &pf->gemm[t] : &pf->gemm_acc[t],
-		        (PPoint){x[0], x[1], x[2], x[3], r->lno});
-		return 1;
+		return tab_add(r, rd_is(w, len, "gemm") ? &pf->gemm[t] : &pf->gemm_acc[t],
+		               (PPoint){x[0], x[1], x[2], x[3], r->lno});
 	}
 	if (rd_is(w, len, "ew")) {
 		int t = rd_dtype(r);
@@ -340,6 +373,12 @@ rd_entry(Rd *r, Profile *pf, const char *w, size_t len)
 		const char *save = r->p, *more = rd_word(r, &n);
 		r->p = save;
 		if (!more) { /* ew T RATE */
+			if (x[0] < PC_MIN_RATE || x[0] > PC_MAX_BPS) {
+				diag_error(r->d, rd_numloc(r), "bytes per second must be %s %g, not %g",
+				           x[0] < PC_MIN_RATE ? "at least" : "at most",
+				           x[0] < PC_MIN_RATE ? PC_MIN_RATE : PC_MAX_BPS, x[0]);
+				return 0;
+			}
 			pf->ew[t] = x[0];
 			return 1;
 		}
@@ -349,21 +388,24 @@ rd_entry(Rd *r, Profile *pf, const char *w, size_t len)
 			           "number, not %g", x[0]);
 			return 0;
 		}
-		if (!rd_num(r, "bytes per second", 0, &x[1]))
+		if (x[0] > PC_MAX_BYTES) {
+			diag_error(r->d, rd_numloc(r), "the bytes of an ew point must be at most %g, "
+			           "not %g", PC_MAX_BYTES, x[0]);
 			return 0;
-		tab_add(r->a, &pf->ew_by[t], (PPoint){0, 0, x[0], x[1], r->lno});
-		return 1;
+		}
+		if (!rd_range(r, "bytes per second", 0, PC_MIN_RATE, PC_MAX_BPS, &x[1]))
+			return 0;
+		return tab_add(r, &pf->ew_by[t], (PPoint){0, 0, x[0], x[1], r->lno});
 	}
 	int grad = rd_is(w, len, "attn_grad") || rd_is(w, len, "attn_grad_causal");
 	if (grad || rd_is(w, len, "attn") || rd_is(w, len, "attn_causal")) {
 		int t = rd_dtype(r);
 		int causal = rd_is(w, len, "attn_causal") || rd_is(w, len, "attn_grad_causal");
-		if (t < 0 || !rd_num(r, "the key length", NUM_WHOLE, &x[0]) ||
-		    !rd_num(r, "flop per second", 0, &x[1]))
+		if (t < 0 || !rd_range(r, "the key length", NUM_WHOLE, 1, PC_MAX_KEYLEN, &x[0]) ||
+		    !rd_range(r, "flop per second", 0, PC_MIN_RATE, PC_MAX_FLOPS, &x[1]))
 			return 0;
 		PTable *tab = grad ? &pf->attn_grad[causal][t] : &pf->attn[causal][t];
-		tab_add(r->a, tab, (PPoint){0, 0, x[0], x[1], r->lno});
-		return 1;
+		return tab_add(r, tab, (PPoint){0, 0, x[0], x[1], r->lno});
 	}
 	if (rd_is(w, len, "op")) {
 		int t = rd_dtype(r);
@@ -379,7 +421,7 @@ rd_entry(Rd *r, Profile *pf, const char *w, size_t len)
 			           "language (gelu, layernorm, softmax, ...; not matmul: gemm times it)");
 			return 0;
 		}
-		if (t < 0 || !rd_num(r, "bytes per second", 0, x))
+		if (t < 0 || !rd_range(r, "bytes per second", 0, PC_MIN_RATE, PC_MAX_BPS, x))
 			return 0;
 		pf->op[t][k] = x[0];
 		return 1;
@@ -388,17 +430,17 @@ rd_entry(Rd *r, Profile *pf, const char *w, size_t len)
 		int c;
 		if (!rd_conc(r, &c))
 			return 0;
-		if (!rd_num(r, "bytes", NUM_WHOLE, &x[1]) || !rd_num(r, "seconds", 0, &x[2]))
+		if (!rd_range(r, "bytes", NUM_WHOLE, 1, PC_MAX_BYTES, &x[1]) ||
+		    !rd_range(r, "seconds", 0, PC_MIN_SEC, PC_MAX_SEC, &x[2]))
 			return 0;
-		tab_add(r->a, &pf->p2p[c], (PPoint){0, 0, x[1], x[2], r->lno});
-		return 1;
+		return tab_add(r, &pf->p2p[c], (PPoint){0, 0, x[1], x[2], r->lno});
 	}
 	if (rd_is(w, len, "coll")) {
 		int c = rd_coll(r);
-		if (c < 0 || !rd_num(r, "bytes", NUM_WHOLE, &x[0]) || !rd_num(r, "seconds", 0, &x[1]))
+		if (c < 0 || !rd_range(r, "bytes", NUM_WHOLE, 1, PC_MAX_BYTES, &x[0]) ||
+		    !rd_range(r, "seconds", 0, PC_MIN_SEC, PC_MAX_SEC, &x[1]))
 			return 0;
-		tab_add(r->a, &pf->coll[c], (PPoint){0, 0, x[0], x[1], r->lno});
-		return 1;
+		return tab_add(r, &pf->coll[c], (PPoint){0, 0, x[0], x[1], r->lno});
 	}
 	diag_error(r->d, rd_loc(r, w, len), "unknown entry '%.*s' (gemm, gemm_acc, ew, attn, attn_causal, attn_grad, attn_grad_causal, op, p2p, coll, "
 	           "batch, slowdown, overlap, overlap_coll, clock, backend, transfer, ranks, end)", (int)(len > 40 ? 40 : len), w);
@@ -432,6 +474,123 @@ acc_per_byte(const Profile *pf, int t)
 		return 0;
 	qsort(v, (size_t)n, sizeof *v, cmp_dbl);
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* ---- consistency (runtime/profcheck.h): warnings ---- */
+
+enum { MAXWARN = 8 };
+
+static void
+warn(Diag *d, int *nw, int line, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static void
+warn(Diag *d, int *nw, int line, const char *fmt, ...)
+{
+	char buf[512];
+	va_list ap;
+
+	if (++*nw > MAXWARN)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof buf, fmt, ap);
+	va_end(ap);
+	diag_warning(d, (Loc){line, 1, line, 1}, "%s", buf);
+}
+
+/* Transfer points: implausible times, and a larger message far faster
+ * than a smaller one. bytes_of: a point's bytes in all (a collective's
+ * block over every rank). */
+static void
+check_xfer(Diag *d, int *nw, const PTable *t, const char *what, double mult)
+{
+	for (int i = 0; i < t->n; i++) {
+		const PPoint *p = &t->p[i];
+		const char *r = pc_transfer_implausible(p->k * mult, p->sec, PC_LATENCY);
+		if (r)
+			warn(d, nw, p->line, "%s of %.0f bytes in %g s: %s", what, p->k, p->sec, r);
+		for (int j = i + 1; j < t->n; j++) /* sorted by bytes */
+			if (t->p[j].k > p->k && pc_out_of_order(p->sec, t->p[j].sec, PC_LATENCY))
+				warn(d, nw, p->line, "%s of %.0f bytes in %g s, but %.0f bytes in %g s "
+				     "(line %d): a larger message under half the time", what, p->k,
+				     p->sec, t->p[j].k, t->p[j].sec, t->p[j].line);
+	}
+}
+
+/* GEMM points: implausible rates, and a GEMM at least as large in every
+ * dimension far faster than a smaller one. */
+static void
+check_gemm(Diag *d, int *nw, const PTable *t, const char *what)
+{
+	for (int i = 0; i < t->n; i++) {
+		const PPoint *p = &t->p[i];
+		const char *r = pc_compute_implausible(2 * p->m * p->n * p->k, p->sec, 1, PC_LATENCY);
+		if (r)
+			warn(d, nw, p->line, "%s %.0fx%.0fx%.0f in %g s: %s", what, p->m, p->n, p->k,
+			     p->sec, r);
+		for (int j = 0; j < t->n; j++) {
+			const PPoint *q = &t->p[j];
+			if (j != i && q->m >= p->m && q->n >= p->n && q->k >= p->k &&
+			    pc_out_of_order(p->sec, q->sec, PC_LATENCY))
+				warn(d, nw, p->line, "%s %.0fx%.0fx%.0f in %g s, but %.0fx%.0fx%.0f in "
+				     "%g s (line %d): a larger GEMM under half the time", what, p->m,
+				     p->n, p->k, p->sec, q->m, q->n, q->k, q->sec, q->line);
+		}
+	}
+}
+
+/* Rate points: an ew point's bytes are known (k), an attention's work
+ * not (its rate alone is checked). */
+static void
+check_rates(Diag *d, int *nw, const PTable *t, const char *what, int flop)
+{
+	for (int i = 0; i < t->n; i++) {
+		const PPoint *p = &t->p[i];
+		const char *r = flop ? pc_rate_implausible(p->sec, 1) :
+		                pc_compute_implausible(p->k, p->k / p->sec, 0, PC_LATENCY);
+		if (r)
+			warn(d, nw, t->p[i].line, "%s at %g per second: %s", what, t->p[i].sec, r);
+	}
+}
+
+/* Warns about the points of pf that cfrt-calibrate would not have
+ * written (it refuses them since 2026-12-07): cfc prices with them as
+ * they are. */
+static void
+profile_warn(const Profile *pf, Diag *d)
+{
+	int nw = 0;
+	char what[64];
+
+	for (int t = 0; t < NDTYPE; t++) {
+		snprintf(what, sizeof what, "gemm %s", dtype_name[t]);
+		check_gemm(d, &nw, &pf->gemm[t], what);
+		snprintf(what, sizeof what, "gemm_acc %s", dtype_name[t]);
+		check_gemm(d, &nw, &pf->gemm_acc[t], what);
+		snprintf(what, sizeof what, "ew %s", dtype_name[t]);
+		check_rates(d, &nw, &pf->ew_by[t], what, 0);
+		for (int c = 0; c < 2; c++) {
+			snprintf(what, sizeof what, "attn%s %s", c ? "_causal" : "", dtype_name[t]);
+			check_rates(d, &nw, &pf->attn[c][t], what, 1);
+			snprintf(what, sizeof what, "attn_grad%s %s", c ? "_causal" : "", dtype_name[t]);
+			check_rates(d, &nw, &pf->attn_grad[c][t], what, 1);
+		}
+	}
+	for (int c = 0; c < MAXCONC; c++) {
+		snprintf(what, sizeof what, "p2p %d", profile_conc[c]);
+		check_xfer(d, &nw, &pf->p2p[c], what, 1);
+	}
+	for (int c = 0; c < 4; c++) {
+		snprintf(what, sizeof what, "coll %s", op_info[coll_ops[c]].name);
+		check_xfer(d, &nw, &pf->coll[c], what, pf->ranks);
+	}
+	if (nw > MAXWARN)
+		diag_warning(d, (Loc){0, 0, 0, 0}, "%d more points of the profile look wrong",
+		             nw - MAXWARN);
+	if (nw)
+		diag_note(d, (Loc){0, 0, 0, 0}, "cfc prices with these points as they are; a "
+		          "calibration on a busy machine measures such points: run cfrt-calibrate "
+		          "again (it now visits such points again and refuses to write them)");
 }
 
 Profile *
@@ -521,6 +680,8 @@ profile_parse(Arena *a, Diag *d, const Src *src)
 	ok = ok && tab_sort(&r, &pf->clock, "clock");
 	for (int t = 0; t < NDTYPE && ok; t++)
 		pf->acc[t] = acc_per_byte(pf, t);
+	if (ok)
+		profile_warn(pf, d);
 	return ok ? pf : NULL;
 }
 

@@ -6,7 +6,10 @@
 # 4; JOBS=1 runs them one after the other): each is a program of its own
 # with its own directory under $B/tests, and on 2 cores the slowest
 # suite (t-e2e) no longer waits behind the others. A suite's lines are
-# printed when it ends, in the order they end; the total is the sum.
+# printed when it ends, in the order they end, with the seconds it took;
+# the total is the sum. So that a long run is never silent, a line
+# "-> NAME started (+S s, K of N)" is printed as each suite starts
+# (QUIET=1 leaves those out).
 : "${B:=build}"
 : "${JOBS:=$(n=$(nproc 2>/dev/null || echo 1); [ "$n" -gt 4 ] && n=4; echo "$n")}"
 export B CFC="$B/cfc"
@@ -16,6 +19,9 @@ mkdir -p "$log"
 rm -rf "$log/claim" "$log"/*.count
 mkdir "$log/claim"
 scripts=${*:-tests/t-*.sh}
+t_start=$(date +%s)
+nsuites=$(echo $scripts | wc -w)
+elapsed() { echo $(($(date +%s) - t_start)); }
 
 # suite T NAME: runs suite T and prints its block in one write (a block
 # of lines under PIPE_BUF does not interleave with another lane's);
@@ -26,6 +32,9 @@ suite() {
 	# finds the shared /tmp/ompi.HOST.UID made by another between its
 	# test and its mkdir ("orte_session_dir failed", t-e2e, 2026-11-28)
 	ompi=$(mktemp -d "${TMPDIR:-/tmp}/cf-$2.XXXXXX")
+	_s0=$(date +%s)
+	[ "${QUIET:-0}" = 1 ] ||
+		echo "-> $2 started (+$(elapsed) s, $(ls "$log/claim" | wc -l) of $nsuites)"
 	OMPI_MCA_orte_tmpdir_base=$ompi sh "$1" >"$log/$2.out" 2>&1
 	rc=$?
 	rm -rf "$ompi"
@@ -41,7 +50,7 @@ suite() {
 			f=1
 		fi
 		grep '^SKIP ' "$log/$2.out" | sed 's/^SKIP /   skipped: /'
-		echo "   $p passed, $f failed$(skipped "$k")"
+		echo "   $p passed, $f failed$(skipped "$k") ($(($(date +%s) - _s0)) s)"
 	} >"$log/$2.block"
 	cat "$log/$2.block"
 	echo "$p $f $k" >"$log/$2.count"
@@ -57,12 +66,29 @@ lane() {
 	done
 }
 
-i=0
+# ticker: every TICK seconds (60), a line for each suite still running,
+# with its PASS lines so far
+ticker() {
+	while sleep "${TICK:-60}"; do
+		for c in "$log"/claim/*; do
+			[ -d "$c" ] || continue
+			n=$(basename "$c")
+			[ ! -f "$log/$n.count" ] && [ -f "$log/$n.out" ] || continue
+			echo "   ... $n running, $(grep -c '^PASS ' "$log/$n.out") passed so far (+$(elapsed) s)"
+		done
+	done
+}
+tick=
+[ "${QUIET:-0}" = 1 ] || { ticker & tick=$!; }
+i=0 lanes=
 while [ "$i" -lt "$JOBS" ]; do
 	lane &
+	lanes="$lanes $!"
 	i=$((i + 1))
 done
-wait
+# shellcheck disable=SC2086 # the lanes' ids are words
+wait $lanes
+[ -z "$tick" ] || kill "$tick" 2>/dev/null
 pass=0 fail=0 skip=0
 for t in $scripts; do
 	name=$(basename "$t" .sh)
@@ -73,5 +99,5 @@ for t in $scripts; do
 	fi
 	pass=$((pass + p)) fail=$((fail + f)) skip=$((skip + k))
 done
-echo "total: $pass passed, $fail failed$(skipped "$skip")"
+echo "total: $pass passed, $fail failed$(skipped "$skip") in $(elapsed) s"
 [ "$fail" -eq 0 ]

@@ -208,12 +208,15 @@ for run in "rs_gemm vanilla|bench/rs_gemm.cf --type=f32 --schedule=vanilla" \
 		"$c/$(echo "$name" | tr ' ()=' '__-_')" ${run#*|}
 done
 
-# -- the Makefile's pattern rule: dir/NAME.c and dir/NAME.h from dir/NAME.cf
+# -- the Makefile's pattern rule: $B/gen/dir/NAME.c and .h from dir/NAME.cf,
+# under the build folder; no rule writes C beside the spec
 mkdir -p "$t/rule"
 cp examples/zero_dp.cf "$t/rule/zero_dp.cf"
-make --no-print-directory B="$B" "$t/rule/zero_dp.c" CFCFLAGS="-D dp=2" >"$t/rule.log" 2>&1
-check "apps: make builds NAME.c and NAME.h from NAME.cf" sh -c \
-	"grep -q 'ZERO_DP_GROUP_SIZE 2' '$t/rule/zero_dp.h' && grep -q 'zero_dp_forward' '$t/rule/zero_dp.c'"
+make --no-print-directory B="$B" "$B/gen/$t/rule/zero_dp.c" CFCFLAGS="-D dp=2" >"$t/rule.log" 2>&1
+check "apps: make builds $B/gen/DIR/NAME.c and NAME.h from DIR/NAME.cf" sh -c \
+	"grep -q 'ZERO_DP_GROUP_SIZE 2' '$B/gen/$t/rule/zero_dp.h' && grep -q 'zero_dp_forward' '$B/gen/$t/rule/zero_dp.c' && [ ! -e '$t/rule/zero_dp.c' ]"
+make --no-print-directory B="$B" "$t/rule/zero_dp.c" >"$t/rule-src.log" 2>&1
+check "apps: make writes no generated C beside the spec" sh -c "[ ! -e '$t/rule/zero_dp.c' ]"
 
 # -- generated C of every example is warning-free under clang too (gcc
 # builds every one in t-e2e with -Werror)

@@ -43,8 +43,8 @@ check "cuda-build: pc_app links against libcfrt_cuda" \
 # --auto-margin=0 per mode too: 10 builds, 20 predictions
 pd=$B/tests/gpu-profiles
 mkdir -p "$pd"
-cp bench/results/2026-11-27-NVIDIA-H100-lease13-tp4-nccl.prof "$pd/machine-4-nccl.prof"
-cp bench/results/2026-11-27-NVIDIA-H100-lease12-tp4-ce.prof "$pd/machine-4-ce.prof"
+cp tests/fixtures/prof/2026-11-27-NVIDIA-H100-lease13-tp4-nccl.prof "$pd/machine-4-nccl.prof"
+cp tests/fixtures/prof/2026-11-27-NVIDIA-H100-lease12-tp4-ce.prof "$pd/machine-4-ce.prof"
 check "cuda-build: the GPU benchmark's models build (case a, TP 4, auto and auto@0 per mode)" sh -c \
 	"rm -rf $B/bench/gpu/a-4-* && PROFILE_DIR=$pd BUILD_ONLY=1 TPS=4 CASES=a AUTO_MARGINS=0 \
 	   sh bench/gpu/bench.sh &&

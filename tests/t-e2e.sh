@@ -101,7 +101,7 @@ done
 # of these takes two or three of fuse(ring, m = 2), fuse(ring) and vanilla
 # for its forward and backward collectives; run on 3 ranks, odd where the
 # profile's 8 is not
-xp=bench/results/2026-11-28-Xeon16-lease36-cpu-8ranks.prof
+xp=tests/fixtures/prof/2026-11-28-Xeon16-lease36-cpu-8ranks.prof
 for ex in mlp attention transformer; do
 	set -- -D tp=3 $(sizes3 "$ex") --schedule=auto --profile="$xp"
 	kinds=$("$B/cfc" "examples/$ex.cf" --backward "$@" --explain 2>&1 |

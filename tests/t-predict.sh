@@ -112,7 +112,7 @@ data() { grep -v '^#' "$1" | grep -vc '^$'; }
 check "profile round-trips (written twice: the same)" cmp "$out/r1.prof" "$out/r2.prof"
 check "profile round-trips (every entry kept)" test "$(data "$prof")" = "$(data "$out/r1.prof")"
 # a GPU profile, with its clock table and the point at 1 (busy all the time)
-gp=bench/results/2026-11-28-NVIDIA-H100-lease24-throttled-tp4-nccl.prof
+gp=tests/fixtures/prof/2026-11-28-NVIDIA-H100-lease24-throttled-tp4-nccl.prof
 "$CFC" bench/rs_gemm.cf --profile="$gp" --emit=profile -o "$out/g1.prof"
 check "a GPU profile with 'clock 1' round-trips (every entry kept)" sh -c \
 	"test $(data "$gp") = $(data "$out/g1.prof") && grep -q '^clock 1 2.04\$' '$out/g1.prof' &&
@@ -121,7 +121,7 @@ check "a GPU profile with 'clock 1' round-trips (every entry kept)" sh -c \
 # a 2-GPU NCCL profile with 'defer' (lease 69): kept through cfc, said
 # by --explain, and it moves the prediction (without it: lease 69's old
 # reading, overlap and slowdown)
-dp=bench/results/2026-11-30-NVIDIA-H200-lease69-tp2-nccl.prof
+dp=tests/fixtures/prof/2026-11-30-NVIDIA-H200-lease69-tp2-nccl.prof
 "$CFC" bench/rs_gemm.cf --profile="$dp" --emit=profile -o "$out/d1.prof"
 check "a GPU profile with 'defer' round-trips (every entry kept)" sh -c \
 	"test $(data "$dp") = $(data "$out/d1.prof") &&
@@ -185,7 +185,7 @@ check "auto on a profile leaves out candidates whose slices do not fit its regio
 # first of the fastest) and vanilla 4.9% over it: 2% takes slice(4), 0
 # (a GPU profile's default) the fastest, 10 vanilla; each says the
 # margin it spent
-gp66=bench/results/2026-11-29-NVIDIA-H200-lease66-tp2-nccl.prof
+gp66=tests/fixtures/prof/2026-11-29-NVIDIA-H200-lease66-tp2-nccl.prof
 d="$(gpu_spec d) -D tp=2 --type=bf16 --profile=$gp66"
 while IFS='|' read -r arg want pct mark; do
 	"$CFC" $d --schedule=auto $arg --explain >"$out/margin.explain" 2>&1
@@ -205,7 +205,7 @@ EOF
 # a CPU profile's default is 2%: on the 8 Xeon ranks of lease 66 the MLP
 # and its backward give some of it away (as --auto-margin=2 does), and
 # nothing at 0
-xp66=bench/results/2026-11-29-Xeon32-lease66-65fa3ef-cpu-8ranks.prof
+xp66=tests/fixtures/prof/2026-11-29-Xeon32-lease66-65fa3ef-cpu-8ranks.prof
 for arg in "" --auto-margin=2 --auto-margin=0; do
 	f=$out/cpu-margin${arg#--auto-margin=}.explain
 	"$CFC" examples/mlp.cf --backward --profile="$xp66" --schedule=auto $arg --explain \
@@ -243,7 +243,7 @@ check "--auto-margin without --profile refused (exit 2)" sh -c \
 # an f32 model on a profile of bf16 compute only (bench-gpu's): every
 # candidate unpredicted, saying which rate is missing and how to measure
 # it, and auto keeps its rule
-bp=bench/results/2026-11-28-NVIDIA-H200-lease37-tp2-nccl.prof
+bp=tests/fixtures/prof/2026-11-28-NVIDIA-H200-lease37-tp2-nccl.prof
 "$CFC" examples/mlp.cf --profile="$bp" --schedule=auto --explain >"$out/bf16.explain" 2>&1
 rc=$?
 check "an f32 model on a bf16 profile: not predicted, the rate named, auto keeps its rule" sh -c \
@@ -621,7 +621,7 @@ for k in ("checksum", "grad_checksum"):
 # predicts (a none row: its compute alone), its error against the time,
 # each kind's error against vanilla's, and auto's pick with its regret
 # where a row timed it
-prof=bench/results/2026-11-28-NVIDIA-H200-lease40-tp4-nccl.prof
+prof=tests/fixtures/prof/2026-11-28-NVIDIA-H200-lease40-tp4-nccl.prof
 cat >"$out/replay.csv" <<'CSV'
 device,date,case,tp,impl,schedule,transfer,ms,spread,compute_ms,ect_ms,overlap,decomp,err,predicted_ms,pred_err,clock_mhz
 H,d,a,4,ours,vanilla,nccl,8.0,,,,,,,,,
@@ -656,7 +656,7 @@ assert got[-1] == "auto a nccl: slice(4), predicted %.3f; measured 7.900, the fa
 # replay.py cpu --mix: against the mix times, and each kind against
 # vanilla by the launches' own ratio (mix_vs_vanilla: 5%, where the mix
 # medians give 10%); an auto@0 row (AUTO_MARGINS) is left out, as on GPUs
-cp=bench/results/2026-11-29-Xeon16-lease45-cpu-4ranks.prof
+cp=tests/fixtures/prof/2026-11-29-Xeon16-lease45-cpu-4ranks.prof
 cat >"$out/replay-mix.csv" <<'CSV'
 model,variant,progress,ranks,time_ms,median_ms,mix_ms,mix_vs_vanilla
 mlp,vanilla,none,4,9.0,9.5,10.0,0.000
@@ -720,8 +720,8 @@ import replay
 def coll(f, op):
     return [float(l.split()[-1]) for l in open(replay.probe_overlap(f))
             if l.startswith("overlap_coll " + op + " ")]
-a = coll("bench/results/2026-11-29-Xeon16-lease54-cpu-4ranks.prof", "all_gather")
-g = coll("bench/results/2026-11-28-NVIDIA-H200-lease40-tp4-nccl.prof", "all_gather")
+a = coll("tests/fixtures/prof/2026-11-29-Xeon16-lease54-cpu-4ranks.prof", "all_gather")
+g = coll("tests/fixtures/prof/2026-11-28-NVIDIA-H200-lease40-tp4-nccl.prof", "all_gather")
 assert len(a) == 1 and abs(a[0] - 0.7524 / 9.27) < 1e-3, a
 assert len(g) == 1 and abs(g[0] - 0.0346 / 0.2342) < 1e-3, g
 '

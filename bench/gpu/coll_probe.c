@@ -20,7 +20,7 @@
  * Prints "op=OP way=W ms=T" lines on rank 0. On 4 H100s every way gave
  * 2.47-2.53 ms: the profile was right, and the pass's GEMM ran faster
  * between its collectives than back to back (the clock: docs/PROFILE.md,
- * bench/results/2026-11-27-NVIDIA-H100-clock.md). */
+ * bench/results/2026-11-27-H100-lease12-13-a1ce802/clock.md). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -310,7 +310,7 @@ def clocks(path, windows):
     second after its end), the lowest of the GPUs' (the slowest rank
     sets a run's time); the median over the rounds. A GPU at its power
     limit runs a row's GEMMs at the clock that row's power draw leaves it
-    (bench/results/2026-11-28-NVIDIA-H200-lease29-tp4-predicted.md)."""
+    (bench/results/2026-11-28-H200-lease29-136e386/lease29-tp4-predicted.md)."""
     samples = sorted(smi_samples(path))
     top = {}
     for _, g, _, w, _, _ in samples:

@@ -273,7 +273,12 @@ static void put_span(sbuf *o, const cfrti_base *b, const cfrti_span *s, int tid)
 	int pid = b->job_rank;
 	put(o, ",\n{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"name\":", pid, tid);
 	char name[160];
-	int k = snprintf(name, sizeof name, "%s step %d", s->op, s->step);
+	/* a call outside the model's ops is named for when it ran: before any
+	 * op ("setup: fill_global", the driver's fills), or between passes
+	 * ("between passes: download"), not "- step -1: fill_global" */
+	int outside = !strcmp(s->op, "-");
+	int k = outside ? snprintf(name, sizeof name, "%s", s->step < 0 ? "setup" : "between passes") :
+	        snprintf(name, sizeof name, "%s step %d", s->op, s->step);
 	if (s->slice >= 0)
 		k += snprintf(name + k, sizeof name - (size_t)k, " slice %d", s->slice);
 	k += snprintf(name + k, sizeof name - (size_t)k, ": %s", s->call);

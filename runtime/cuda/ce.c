@@ -25,7 +25,7 @@
  * 0 waited for each receive of one lane a step after the other lane's
  * next receive had taken its D, so its compute waited for that copy:
  * gaps of 0.385-0.392 ms, 3 or 4 a pass in the last five passes of
- * bench/results/2026-11-28-NVIDIA-H100-lease14-trace-a-bidir-ce.json.gz).
+ * bench/results/2026-11-28-H100-lease14-16-c0f7eec/lease14-trace-a-bidir-ce.json.gz).
  * A receiver issues the copies
  * from one peer in the order of its receives, so DONE k answers send k
  * (MPI keeps the order of messages of one tag between two ranks). Hosts

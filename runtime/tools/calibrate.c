@@ -50,7 +50,9 @@
 #include <mpi.h>
 
 #include "cfrt.h"
+#include "median.h"
 #include "outfile.h"
+#include "profcheck.h"
 
 typedef struct Cal {
 	cfrt_ctx *ctx;
@@ -68,6 +70,10 @@ typedef struct Cal {
 	double heat_call[CFRT_F16 + 1]; /* seconds of one of heat()'s GEMMs of each type */
 	struct Point *pt; /* what is measured, in the order it is written */
 	int npt, cappt;
+	int quiet;  /* no progress lines */
+	int refuse; /* refuse to write untrusted points (else write them, warn) */
+	int refuse_given; /* --check=: else refuse, but --quick warns */
+	double t0;  /* MPI_Wtime() at the start */
 } Cal;
 
 static void
@@ -78,21 +84,6 @@ die_rc(Cal *C, int rc, const char *what)
 		        cfrt_last_error(C->ctx));
 		MPI_Abort(MPI_COMM_WORLD, 1);
 	}
-}
-
-static int
-cmp_d(const void *x, const void *y)
-{
-	double a = *(const double *)x, b = *(const double *)y;
-	return a < b ? -1 : a > b;
-}
-
-/* The median of v[0..n) (the upper one of an even n); sorts v. */
-static double
-median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof *v, cmp_d);
-	return v[n / 2];
 }
 
 /* The time of one run of fn on every rank at once, the median of reps
@@ -414,7 +405,7 @@ enum { MAXPASS = 15 };
  * instead of 20 took the calibration from 58.0-64.6 s to 37.3-38.3 (every
  * type heated, as here: 44.2 s, docs/PROFILE.md); the bf16 GEMMs of
  * 0.5 ms and more read 0.969 times their times in
- * bench/results/2026-11-27-NVIDIA-H100-1gpu-alltypes.prof, as after 20
+ * bench/results/2026-11-27-H100-lease8-9-1a07431/1gpu-alltypes.prof, as after 20
  * ms (0.957-0.969), but the attention of 2048 and more 0.919 (after 20
  * ms, 0.973-0.979) */
 #define HEAT 1.0
@@ -436,7 +427,9 @@ typedef struct Point {
 	} arg;
 	int reps;
 	double work;
-	double pass[MAXPASS]; /* each pass's median */
+	double pass[MAXPASS]; /* each visit's median */
+	int nv;    /* visits so far */
+	int again; /* measure(): to be visited again */
 	double s; /* their median; -1: the backend cannot */
 	char key[64];
 } Point;
@@ -506,6 +499,179 @@ heat(Cal *C, cfrt_dtype t, double secs)
 	cfrt_barrier(C->ctx);
 }
 
+/* ---- progress (stderr of rank 0; --quiet: none) ---- */
+
+static void
+say(Cal *C, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (C->rank != 0 || C->quiet)
+		return;
+	fprintf(stderr, "cfrt-calibrate: ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, " (+%.0f s)\n", MPI_Wtime() - C->t0);
+}
+
+/* ---- the test hook ---- */
+
+/* CFRT_CALIBRATE_SCALE="KEY=F" multiplies every measured time of the point
+ * KEY by F; "KEY=F@N" its first N visits only (the tests plant a bad
+ * point with it: a point bad on every visit must be refused, one bad on
+ * its first visit repeated and kept). */
+static double
+test_scale(const Point *p)
+{
+	const char *e = getenv("CFRT_CALIBRATE_SCALE"), *eq;
+	size_t n;
+
+	if (!e || !(eq = strchr(e, '=')))
+		return 1;
+	n = (size_t)(eq - e);
+	if (strlen(p->key) != n || strncmp(p->key, e, n))
+		return 1;
+	char *at;
+	double f = strtod(eq + 1, &at);
+	if (*at == '@' && p->nv >= atoi(at + 1))
+		return 1;
+	return f > 0 ? f : 1;
+}
+
+/* One visit of p: its time into p->pass[p->nv++] (a run of GEMM calls: a
+ * call's time), or p->s = -1 when the backend cannot. *filled: the type
+ * the buffers hold; *warm: the last point was a heated one. */
+static void
+visit(Cal *C, Point *p, int *filled, int *warm)
+{
+	if (p->t >= 0 && p->t != *filled) {
+		fill(C, (cfrt_dtype)p->t);
+		*filled = p->t;
+	}
+	if (p->fn == run_attn_grad)
+		p->arg.x.lse_ready = 0; /* another point wrote over it */
+	/* on GPUs compute is timed hot: heated long after the
+	 * transfers' points, briefly before each other */
+	int hot = C->gpu && !C->quick && p->t >= 0;
+	if (hot)
+		heat(C, (cfrt_dtype)p->t, !*warm ? HEAT :
+		     p->fn == run_attn || p->fn == run_attn_grad ? HEAT_ATTN : HEAT_POINT);
+	*warm = hot;
+	int reps = (p->reps + C->passes - 1) / C->passes;
+	double s = timed(C, p->fn, &p->arg, reps, C->budget / C->passes,
+	                 (3 + C->passes - 1) / C->passes);
+	if (s < 0) {
+		p->s = -1;
+		return;
+	}
+	if (p->fn == run_gemm) /* a run of calls: a call's time */
+		s /= p->arg.g.calls;
+	s *= test_scale(p);
+	p->pass[p->nv++] = s;
+}
+
+/* p->s: the median of its visits; its spread (slowest / fastest - 1). */
+static double
+settle(Point *p)
+{
+	double v[MAXPASS];
+
+	memcpy(v, p->pass, sizeof v);
+	p->s = median(v, p->nv); /* sorts v */
+	return v[p->nv - 1] / v[0] - 1;
+}
+
+/* The value a point writes: its seconds, or work over them (a rate). */
+static double
+value(const Point *p)
+{
+	return p->work > 0 ? p->work / p->s : p->s;
+}
+
+/* ---- what cannot be trusted (runtime/profcheck.h) ---- */
+
+/* A transfer point's bytes (a collective's: over every rank's block),
+ * else 0. */
+static double
+xfer_bytes(const Cal *C, const Point *p)
+{
+	if (p->fn == run_p2p)
+		return 4.0 * (double)p->arg.p.count;
+	if (p->fn == run_coll)
+		return 4.0 * (double)p->arg.c.count * C->size;
+	return 0;
+}
+
+/* Whether a and b are of one series that orders them by size: *sa and
+ * *sb their sizes (a GEMM: a is at most b in every dimension, *sa < *sb
+ * when they differ). */
+static int
+series(const Cal *C, const Point *a, const Point *b, double *sa, double *sb)
+{
+	if (a->fn != b->fn)
+		return 0;
+	if (a->fn == run_p2p && a->arg.p.conc == b->arg.p.conc) {
+		*sa = xfer_bytes(C, a), *sb = xfer_bytes(C, b);
+		return 1;
+	}
+	if (a->fn == run_coll && a->arg.c.op == b->arg.c.op) {
+		*sa = xfer_bytes(C, a), *sb = xfer_bytes(C, b);
+		return 1;
+	}
+	if (a->fn == run_gemm && a->arg.g.t == b->arg.g.t && a->arg.g.acc == b->arg.g.acc) {
+		const Gemm *x = &a->arg.g, *y = &b->arg.g;
+		int le = x->m <= y->m && x->n <= y->n && x->k <= y->k;
+		int ge = x->m >= y->m && x->n >= y->n && x->k >= y->k;
+		if (!le && !ge)
+			return 0;
+		*sa = (double)x->m * (double)x->n * (double)x->k;
+		*sb = (double)y->m * (double)y->n * (double)y->k;
+		return 1;
+	}
+	return 0;
+}
+
+/* Why point i cannot be trusted (into why, n bytes), or 0: an implausible
+ * rate, or out of order against another point of its series. */
+static int
+untrusted(const Cal *C, int i, char *why, size_t n)
+{
+	const Point *p = &C->pt[i];
+	const char *r = NULL;
+	double lat = C->quick ? PC_LATENCY_QUICK : PC_LATENCY;
+
+	if (p->s <= 0)
+		return 0;
+	if (p->fn == run_p2p || p->fn == run_coll)
+		r = pc_transfer_implausible(xfer_bytes(C, p), p->s, lat);
+	else if (p->fn == run_gemm)
+		r = pc_compute_implausible(2.0 * (double)p->arg.g.m * (double)p->arg.g.n *
+		                           (double)p->arg.g.k, p->s, 1, lat);
+	else if (p->work > 0)
+		r = pc_compute_implausible(p->work, p->s, p->fn == run_attn || p->fn == run_attn_grad,
+		                           lat);
+	if (r) {
+		snprintf(why, n, "%s %.4g: %s", p->key, value(p), r);
+		return 1;
+	}
+	for (int j = 0; j < C->npt; j++) {
+		const Point *q = &C->pt[j];
+		double sp, sq;
+		if (j == i || q->s <= 0 || !series(C, p, q, &sp, &sq) || sp == sq)
+			continue;
+		/* the smaller of the two first */
+		const Point *lo = sp < sq ? p : q, *hi = sp < sq ? q : p;
+		if (pc_out_of_order(lo->s, hi->s, lat)) {
+			snprintf(why, n, "%s %.4g s: out of order with %s %.4g s (the larger %s "
+			         "under half the smaller's time)", p->key, p->s, q->key, q->s,
+			         p->fn == run_gemm ? "GEMM" : "message");
+			return 1;
+		}
+	}
+	return 0;
+}
+
 /* Every point, C->passes times, the order reversed on every other pass:
  * a point's time is the median over the passes of each pass's median of
  * its runs. A machine shared with others (a VM, a loaded node) has slow
@@ -515,67 +681,105 @@ heat(Cal *C, cfrt_dtype t, double secs)
  * a spell to one of a point's passes, which the median leaves out. The
  * fastest pass instead predicted make bench's rows low: 100 of 112 rows'
  * compute alone in 7 runs (the Xeons and this machine), by a median of
- * 7-23% a run. Writes every point (rank 0), a point whose passes
- * disagree by more than NOISY after a comment with each pass's value,
- * then how many did. */
-static void
-measure(Cal *C)
-{
-	int filled = -1, warm = 0; /* warm: the last point was a heated one */
+ * 7-23% a run.
+ * Then the points that cannot be trusted yet are visited again, REVISIT
+ * times each round, for up to REROUNDS rounds: those whose visits
+ * disagree by more than NOISY, and those untrusted() names (a rate no
+ * machine has; a larger message or GEMM far faster than a smaller one).
+ * A point still untrusted after that makes the calibration refuse to
+ * write the profile: *bad gets how many, and rank 0 says which on
+ * stderr. Every rank decides alike (a time is the same on every rank:
+ * elapsed()). Writes every point (rank 0), a point whose visits disagree
+ * by more than NOISY after a comment with each visit's value, then how
+ * many did. */
+enum { REVISIT = 2, REROUNDS = 2 };
 
-	for (int pass = 0; pass < C->passes; pass++)
+static void
+measure(Cal *C, int *bad)
+{
+	int filled = -1, warm = 0;
+	double last = MPI_Wtime();
+
+	for (int pass = 0; pass < C->passes; pass++) {
+		say(C, "pass %d of %d: %d points", pass + 1, C->passes, C->npt);
 		for (int j = 0; j < C->npt; j++) {
 			Point *p = &C->pt[pass % 2 ? C->npt - 1 - j : j];
 			if (p->s < 0)
 				continue;
-			if (p->t >= 0 && p->t != filled) {
-				fill(C, (cfrt_dtype)p->t);
-				filled = p->t;
+			visit(C, p, &filled, &warm);
+			if (MPI_Wtime() - last > 10 && C->rank == 0) {
+				last = MPI_Wtime();
+				say(C, "pass %d of %d: %d of %d points", pass + 1, C->passes, j + 1,
+				    C->npt);
 			}
-			if (p->fn == run_attn_grad)
-				p->arg.x.lse_ready = 0; /* another point wrote over it */
-			/* on GPUs compute is timed hot: heated long after the
-			 * transfers' points, briefly before each other */
-			int hot = C->gpu && !C->quick && p->t >= 0;
-			if (hot)
-				heat(C, (cfrt_dtype)p->t, !warm ? HEAT :
-				     p->fn == run_attn || p->fn == run_attn_grad ? HEAT_ATTN : HEAT_POINT);
-			warm = hot;
-			int reps = (p->reps + C->passes - 1) / C->passes;
-			double s = timed(C, p->fn, &p->arg, reps, C->budget / C->passes,
-			                 (3 + C->passes - 1) / C->passes);
-			if (s < 0)
-				p->s = -1;
-			else
-				p->pass[pass] = s;
 		}
+	}
+	char why[256];
+	for (int round = 0; round < REROUNDS; round++) {
+		int again = 0;
+		for (int i = 0; i < C->npt; i++) {
+			Point *p = &C->pt[i];
+			if (p->s < 0 || p->nv == 0)
+				continue;
+			double spread = settle(p);
+			p->again = (spread > NOISY || untrusted(C, i, why, sizeof why)) &&
+			           p->nv + REVISIT <= MAXPASS;
+		}
+		for (int i = 0; i < C->npt; i++)
+			again += C->pt[i].again;
+		if (!again)
+			break;
+		say(C, "visiting again %d point%s that disagree or look wrong (round %d of %d)",
+		    again, again == 1 ? "" : "s", round + 1, REROUNDS);
+		for (int v = 0; v < REVISIT; v++)
+			for (int i = 0; i < C->npt; i++)
+				if (C->pt[i].again)
+					visit(C, &C->pt[i], &filled, &warm);
+	}
 	int measured = 0, noisy = 0;
+	*bad = 0;
 	for (int i = 0; i < C->npt; i++) {
 		Point *p = &C->pt[i];
-		double v[MAXPASS], spread;
-		if (p->s != 0) /* add() zeroed it: 0 when every pass measured it */
+		if (p->s < 0 || p->nv == 0)
 			continue;
-		if (p->fn == run_gemm) /* a run of calls: a call's time */
-			for (int k = 0; k < C->passes; k++)
-				p->pass[k] /= p->arg.g.calls;
-		memcpy(v, p->pass, sizeof v);
-		p->s = median(v, C->passes); /* sorts v */
-		spread = v[C->passes - 1] / v[0] - 1;
+		double spread = settle(p);
 		measured++;
 		noisy += spread > NOISY;
-		if (!C->out)
+	}
+	for (int i = 0; i < C->npt; i++) {
+		Point *p = &C->pt[i];
+		if (p->s < 0 || p->nv == 0 || !untrusted(C, i, why, sizeof why))
 			continue;
+		if (C->rank == 0) {
+			fprintf(stderr, "cfrt-calibrate: %s %s (visits:", C->refuse ? "cannot trust" :
+			        "warning: kept, though it cannot be trusted:", why);
+			for (int k = 0; k < p->nv; k++)
+				fprintf(stderr, " %.4g", p->pass[k]);
+			fprintf(stderr, " s)\n");
+		}
+		++*bad;
+	}
+	if (!C->refuse)
+		*bad = 0; /* --check=warn: written, with a comment */
+	if (*bad || !C->out)
+		return;
+	for (int i = 0; i < C->npt; i++) {
+		Point *p = &C->pt[i];
+		if (p->s < 0 || p->nv == 0)
+			continue;
+		double spread = settle(p);
+		if (untrusted(C, i, why, sizeof why))
+			fprintf(C->out, "# cannot be trusted: %s\n", why);
 		if (spread > NOISY) {
-			fprintf(C->out, "# %s: its passes disagree by %.0f%%:", p->key, 100 * spread);
-			for (int k = 0; k < C->passes; k++)
+			fprintf(C->out, "# %s: its visits disagree by %.0f%%:", p->key, 100 * spread);
+			for (int k = 0; k < p->nv; k++)
 				fprintf(C->out, " %.4g", p->work > 0 ? p->work / p->pass[k] : p->pass[k]);
 			fprintf(C->out, "\n");
 		}
-		fprintf(C->out, "%s %.6g\n", p->key, p->work > 0 ? p->work / p->s : p->s);
+		fprintf(C->out, "%s %.6g\n", p->key, value(p));
 	}
-	if (C->out)
-		fprintf(C->out, "# %d of %d points' passes disagree by more than %.0f%%; each keeps "
-		        "their median\n", noisy, measured, 100 * NOISY);
+	fprintf(C->out, "# %d of %d points' visits disagree by more than %.0f%%; each keeps "
+	        "their median\n", noisy, measured, 100 * NOISY);
 }
 
 /* How many GEMM calls of m x n x k a GPU point runs back to back: a
@@ -1145,6 +1349,11 @@ usage(FILE *f)
 	      "            or FIFO written straight through ('-': standard output), a\n"
 	      "            symbolic link followed (what it points at is written)\n"
 	      "  --quick   a few small points (seconds): for tests, not for choosing\n"
+	      "  --quiet   no progress lines on stderr (by default a line as each\n"
+	      "            pass and phase starts, and every 10 s, with the time so far)\n"
+	      "  --check=refuse|warn  a point still untrusted after visiting it again\n"
+	      "            (docs/PROFILE.md): write no profile (default), or write it\n"
+	      "            with a comment and a warning (the default of --quick)\n"
 	      "  --passes N  visit every point N times (at most 15), the others\n"
 	      "            between, and keep the median visit (default 3, --quick 1)\n"
 	      "  --type T[,T...]  measure the compute of these element types only\n"
@@ -1167,6 +1376,11 @@ main(int argc, char **argv)
 			path = argv[++i];
 		} else if (!strcmp(argv[i], "--quick")) {
 			C.quick = 1;
+		} else if (!strcmp(argv[i], "--quiet")) {
+			C.quiet = 1;
+		} else if (!strcmp(argv[i], "--check=refuse") || !strcmp(argv[i], "--check=warn")) {
+			C.refuse = !strcmp(argv[i], "--check=refuse");
+			C.refuse_given = 1;
 		} else if (!strcmp(argv[i], "--passes") && i + 1 < argc && atoi(argv[i + 1]) > 0 &&
 		           atoi(argv[i + 1]) <= MAXPASS) {
 			C.passes = atoi(argv[++i]);
@@ -1204,6 +1418,8 @@ main(int argc, char **argv)
 	C.budget = C.quick ? 0.05 : C.gpu ? 0.2 : 0.5;
 	if (!C.passes)
 		C.passes = C.quick ? 1 : 3;
+	if (!C.refuse_given)
+		C.refuse = !C.quick;
 	die_rc(&C, cfrt_alloc(C.ctx, &C.a, C.cap), "cfrt_alloc");
 	die_rc(&C, cfrt_alloc(C.ctx, &C.b, C.cap), "cfrt_alloc");
 	die_rc(&C, cfrt_alloc(C.ctx, &C.c, C.cap), "cfrt_alloc");
@@ -1233,13 +1449,39 @@ main(int argc, char **argv)
 		        cfrt_backend_name(), transfer_name(&C), C.size,
 		        C.gpu ? "one" : "loop"); /* cfrt_matmul: strided batch, or a loop */
 	}
-	double t0 = MPI_Wtime();
+	double t0 = C.t0 = MPI_Wtime();
 	for (int t = CFRT_F32; t <= CFRT_F16; t++)
 		if (!C.types || C.types >> t & 1)
 			cal_compute(&C, (cfrt_dtype)t);
 	cal_transfers(&C);
-	measure(&C);
+	say(&C, "measuring %d points, %d pass%s, on %d rank%s%s", C.npt, C.passes,
+	    C.passes == 1 ? "" : "es", C.size, C.size == 1 ? "" : "s",
+	    C.quick ? "" : " (minutes; docs/PROFILE.md gives times)");
+	int bad;
+	measure(&C, &bad);
+	if (bad) {
+		if (C.rank == 0) {
+			fclose(C.out);
+			free(text);
+			outfile_discard(&of); /* the file named by -o stays as it was */
+			outfile_free(&of);
+			fprintf(stderr, "cfrt-calibrate: not writing %s: %d point%s could not be "
+			        "trusted after visiting them again (a machine busy with other "
+			        "work? run it again when it is quieter)\n", path, bad,
+			        bad == 1 ? "" : "s");
+		}
+		free(C.pt);
+		cfrt_free(C.ctx, C.a);
+		cfrt_free(C.ctx, C.b);
+		cfrt_free(C.ctx, C.c);
+		cfrt_finalize(C.ctx);
+		MPI_Finalize();
+		return 1;
+	}
+	say(&C, "the slowdown probe");
 	cal_slowdown(&C);
+	if (C.gpu)
+		say(&C, "the clock probe");
 	cal_clock(&C);
 	if (C.rank == 0) {
 		fprintf(C.out, "# measured in %.1f s\nend\n", MPI_Wtime() - t0);
