@@ -9,6 +9,9 @@
  * (NAME.Layer, a torch.nn.Module over the same library, docs/TORCH.md).
  * requires: a checked graph and its plans. ensures: the same input gives
  * byte-identical Python. */
+#include <ctype.h>
+#include <string.h>
+
 #include "cgen.h"
 
 static const char py_text[] =
@@ -52,7 +55,7 @@ py_dims(Emitter *e, const Value *v, int whole)
 /* The docstring: what the module is, how its library is built, an
  * example on the C driver's data. */
 static void
-docstring(Cg *c, Cg *bc)
+docstring(Cg *c, Cg *bc, const CgVariant *vs, int nv)
 {
 	Emitter *e = &c->e;
 	const Graph *g = c->g;
@@ -73,6 +76,14 @@ docstring(Cg *c, Cg *bc)
 	        "the line). Elsewhere: Model(lib=PATH) or %s_LIB=PATH. The module\n"
 	        "compiles nothing itself.\n\n", p, p, p, g->bwd ? " --backward" : "", p, p, p,
 	     c->upper);
+	if (nv) {
+		emit(e, "This build carries %d variants, each checked and proven on its own:\n", nv);
+		for (int v = 0; v < nv; v++)
+			emit(e, "    %s: the C of %s.c and %s_ref.c\n", vs[v].tag, vs[v].name,
+			     vs[v].name);
+		emit(e, "(build_command() lists every file). A pass runs the variant of the\n"
+		        "shapes it is given (VARIANTS); other shapes raise ValueError.\n\n");
+	}
 	emit(e, "Run it as any MPI program, under an interpreter that has NumPy (on\n"
 	        "Debian /usr/bin/python3 with python3-numpy; mpi4py is optional):\n"
 	        "mpirun -n %lld python3 app.py, with app.py\n\n"
@@ -103,31 +114,10 @@ docstring(Cg *c, Cg *bc)
 	        "C; so does an exception no one catches while a model is open.\n\"\"\"\n\n");
 }
 
-/* The model's data: every name the fixed part reads. */
+/* The entries of _SIZES: what the library's size queries must say. */
 static void
-data(Cg *c, Cg *bc, const Plan *p, const Plan *bp)
+py_sizes(Emitter *e, const Graph *g, const Plan *p, const Plan *bp)
 {
-	Emitter *e = &c->e;
-	const Graph *g = c->g;
-	int k = 0;
-
-	emit(e, "MODEL = \"%s\"\nDTYPE = \"%s\"\nCFC_VERSION = \"%s\"\n", c->prefix,
-	     dtype_name[g->dtype], CF_VERSION);
-	emit(e, "# the groups (name, ranks), the first varying fastest over the job's ranks\n"
-	        "GROUPS = (");
-	for (int i = 0; i < g->groups.n; i++) {
-		const Group *q = g->groups.v[i];
-		emit(e, "(\"%s\", %d), ", q->name, q->size);
-	}
-	emit(e, ")\nGROUP_SIZES = tuple(n for _, n in GROUPS) or (1,)\n");
-	emit(e, "BACKWARD = %s\nACCUMULATE = %s\n", g->bwd ? "True" : "False",
-	     g->bwd && g->bwd->accumulate ? "True" : "False");
-	emit(e, "LIB_FILE = \"lib%s.so\"\nLIB_ENV = \"%s_LIB\"\n", c->prefix, c->upper);
-	emit(e, "BUILD_COMMAND = (\"mpicc -shared -fPIC -O2 -o {lib} %s.c %s_ref.c \"\n"
-	        "                 \"$(pkg-config --cflags --libs cfrt) \"\n"
-	        "                 \"-Wl,-rpath,$(pkg-config --variable=libdir cfrt)\")\n",
-	     c->prefix, c->prefix);
-	emit(e, "# what the library's size queries must say (the plan's)\n_SIZES = (\n");
 	emit(e, "    (\"workspace_bytes\", %lld),\n    (\"ref_workspace_bytes\", %lld),\n",
 	     (long long)p->wsbytes, (long long)p->ref_wsbytes);
 	if (bp)
@@ -135,10 +125,16 @@ data(Cg *c, Cg *bc, const Plan *p, const Plan *bp)
 		        "    (\"backward_workspace_bytes\", %lld),\n"
 		        "    (\"ref_backward_workspace_bytes\", %lld),\n", (long long)g->savedbytes,
 		     (long long)g->ref_savedbytes, (long long)bp->wsbytes, (long long)bp->ref_wsbytes);
-	emit(e, ")\n_PASSES = (\"forward\", \"ref_forward\"%s)\n",
-	     bp ? ", \"backward\", \"ref_backward\"" : "");
-	emit(e, "# the C driver's table: (name, C name, kind, dims, this rank's dims,\n"
-	        "# by dim the index of the group that splits it or -1, seed or 0)\n_TABLE = (\n");
+}
+
+/* The entries of _TABLE: the C driver's table of c's graph. */
+static void
+py_table(Cg *c, Cg *bc)
+{
+	Emitter *e = &c->e;
+	const Graph *g = c->g;
+	int k = 0;
+
 	for (int l = 0; l < (g->bwd ? 5 : 3); l++) {
 		Vec vs = cg_table_part(c->a, g, l);
 		for (int i = 0; i < vs.n; i++, k++) {
@@ -157,20 +153,98 @@ data(Cg *c, Cg *bc, const Plan *p, const Plan *bp)
 			emit(e, "%s), %u),\n", v->ndim == 1 ? "," : "", cg_table_seed(l, k));
 		}
 	}
+}
+
+/* The model's data: every name the fixed part reads; of the first
+ * variant, and _VARIANTS, where a build has several (vs, nv). */
+static void
+data(Cg *c, Cg *bc, const Plan *p, const Plan *bp, const CgVariant *vs, int nv)
+{
+	Emitter *e = &c->e;
+	const Graph *g = c->g;
+
+	emit(e, "MODEL = \"%s\"\nDTYPE = \"%s\"\nCFC_VERSION = \"%s\"\n", c->prefix,
+	     dtype_name[g->dtype], CF_VERSION);
+	emit(e, "# the groups (name, ranks), the first varying fastest over the job's ranks\n"
+	        "GROUPS = (");
+	for (int i = 0; i < g->groups.n; i++) {
+		const Group *q = g->groups.v[i];
+		emit(e, "(\"%s\", %d), ", q->name, q->size);
+	}
+	emit(e, ")\nGROUP_SIZES = tuple(n for _, n in GROUPS) or (1,)\n");
+	emit(e, "BACKWARD = %s\nACCUMULATE = %s\n", g->bwd ? "True" : "False",
+	     g->bwd && g->bwd->accumulate ? "True" : "False");
+	emit(e, "LIB_FILE = \"lib%s.so\"\nLIB_ENV = \"%s_LIB\"\n", c->prefix, c->upper);
+	if (nv) {
+		emit(e, "BUILD_COMMAND = (\"mpicc -shared -fPIC -O2 -o {lib}");
+		for (int v = 0; v < nv; v++)
+			emit(e, " %s.c %s_ref.c", vs[v].name, vs[v].name);
+		emit(e, " \"\n");
+	} else {
+		emit(e, "BUILD_COMMAND = (\"mpicc -shared -fPIC -O2 -o {lib} %s.c %s_ref.c \"\n",
+		     c->prefix, c->prefix);
+	}
+	emit(e, "                 \"$(pkg-config --cflags --libs cfrt) \"\n"
+	        "                 \"-Wl,-rpath,$(pkg-config --variable=libdir cfrt)\")\n");
+	emit(e, "# what the library's size queries must say (the plan's)\n_SIZES = (\n");
+	py_sizes(e, g, p, bp);
+	emit(e, ")\n_PASSES = (\"forward\", \"ref_forward\"%s)\n",
+	     bp ? ", \"backward\", \"ref_backward\"" : "");
+	emit(e, "# the C driver's table: (name, C name, kind, dims, this rank's dims,\n"
+	        "# by dim the index of the group that splits it or -1, seed or 0)\n_TABLE = (\n");
+	py_table(c, bc);
+	emit(e, ")\n");
+	if (!nv)
+		return;
+	emit(e, "# the variants of this build (cfc -D NAME=V1,V2,...): (the sizes that\n"
+	        "# vary, the C prefix of its entry points, its _TABLE, its _SIZES)\n"
+	        "_VARIANTS = (\n");
+	for (int v = 0; v < nv; v++) {
+		const Graph *vg = vs[v].plan->s->g;
+		Cg vc, vbc = {0};
+		cg_init(&vc, c->a, vg, vs[v].plan, e->f, NULL, 0, 0);
+		if (vg->bwd)
+			cg_init(&vbc, c->a, vg->bwd, NULL, NULL, NULL, 0, 0);
+		vc.e.indent = 0;
+		emit(&vc.e, "    ((");
+		char *tag = arena_strdup(c->a, vs[v].tag), *save = NULL;
+		for (char *t = strtok_r(tag, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
+			char *eq = strchr(t, '=');
+			*eq = 0;
+			emit(&vc.e, "(\"%s\", %s), ", t, eq + 1);
+		}
+		emit(&vc.e, "), \"%s\", (\n", vs[v].name);
+		py_table(&vc, &vbc);
+		emit(&vc.e, "    ), (\n");
+		py_sizes(&vc.e, vg, vs[v].plan, vs[v].bplan);
+		emit(&vc.e, "    )),\n");
+	}
 	emit(e, ")\n");
 }
 
 void
-cg_python(FILE *f, Arena *a, const Plan *p, const Plan *bp)
+cg_python(FILE *f, Arena *a, const Plan *p, const Plan *bp, const CgVariant *vs, int nv,
+          const char *model)
 {
 	Cg c, bc = {0};
-	const Graph *g = p->s->g;
 
+	if (nv) {
+		p = vs[0].plan;
+		bp = vs[0].bplan;
+	}
+	const Graph *g = p->s->g;
 	cg_init(&c, a, g, p, f, NULL, 0, 0);
 	if (g->bwd)
 		cg_init(&bc, a, g->bwd, NULL, NULL, NULL, 0, 0);
-	docstring(&c, &bc);
-	data(&c, &bc, p, bp);
+	if (nv) {
+		char *up = arena_strdup(a, model);
+		for (char *q = up; *q; q++)
+			*q = (char)toupper((unsigned char)*q);
+		c.prefix = model;
+		c.upper = up;
+	}
+	docstring(&c, &bc, vs, nv);
+	data(&c, &bc, p, bp, vs, nv);
 	fputs(py_text, f);
 	fputs(torch_text, f);
 }
