@@ -156,7 +156,7 @@ py_table(Cg *c, Cg *bc)
 }
 
 /* The model's data: every name the fixed part reads; of the first
- * variant, and _VARIANTS, where a build has several (vs, nv). */
+ * variant, and _VARIANT_DATA, where a build has several (vs, nv). */
 static void
 data(Cg *c, Cg *bc, const Plan *p, const Plan *bp, const CgVariant *vs, int nv)
 {
@@ -198,7 +198,7 @@ data(Cg *c, Cg *bc, const Plan *p, const Plan *bp, const CgVariant *vs, int nv)
 		return;
 	emit(e, "# the variants of this build (cfc -D NAME=V1,V2,...): (the sizes that\n"
 	        "# vary, the C prefix of its entry points, its _TABLE, its _SIZES)\n"
-	        "_VARIANTS = (\n");
+	        "_VARIANT_DATA = (\n");
 	for (int v = 0; v < nv; v++) {
 		const Graph *vg = vs[v].plan->s->g;
 		Cg vc, vbc = {0};
