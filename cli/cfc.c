@@ -146,12 +146,13 @@ usage(FILE *f)
 	      "                   several --emit kinds are asked for\n"
 	      "  -D NAME=VALUE    override the default of a size or a group\n"
 	      "  -D NAME=V1,V2,.. several values of a size (sequence length, micro-batch):\n"
-	      "                   one build of a variant per value (several such -D: per\n"
-	      "                   combination, at most 16), each checked and proven on its\n"
-	      "                   own; C of variant S=V1 is the model's named NAME_S<V1>\n"
-	      "                   (files and entry points, -o DIR), the --emit=py module\n"
-	      "                   picks the variant of the shapes it is called with. A\n"
-	      "                   size that a weight's shape depends on cannot be varied\n"
+	      "                   a variant per value (several such -D: per combination,\n"
+	      "                   at most 16), each checked and proven on its own. The C\n"
+	      "                   of -D S=1024,2048 is MODEL_S1024.c and MODEL_S2048.c\n"
+	      "                   (entry points MODEL_S1024_forward, ...; -o DIR); --emit=py\n"
+	      "                   writes one module that picks the variant of the shapes\n"
+	      "                   it is called with. A size a weight's shape depends on,\n"
+	      "                   or a group, cannot be varied\n"
 	      "  --emit=LIST      comma-separated outputs:\n", f);
 	for (int i = 0; i < NEMIT; i++)
 		fprintf(f, "                     %-10s %s\n", emits[i].name, emits[i].help);
