@@ -210,12 +210,17 @@ parse_define(Cli *cl, const char *s)
 	for (const char *v = eq + 1;; v = end + 1) {
 		errno = 0;
 		long long x = strtoll(v, &end, 10);
-		if (errno || (*end && *end != ',') || end == v)
-			return bad_usage(strchr(eq, ',') ? "-D %s: the values must be integers, "
-			                 "separated by commas" : "-D %s: the value must be an integer", s);
-		for (int i = 0; i < n; i++)
+		const char *why = errno || (*end && *end != ',') || end == v ?
+		                  strchr(eq, ',') ? "-D %s: the values must be integers, separated "
+		                  "by commas" : "-D %s: the value must be an integer" : NULL;
+		for (int i = 0; !why && i < n; i++)
 			if (cl->vals[k][i] == x)
-				return bad_usage("-D %s: a value given twice", s);
+				why = "-D %s: a value given twice";
+		if (why) {
+			free(cl->vals[k]);
+			cl->vals[k] = NULL;
+			return bad_usage(why, s);
+		}
 		cl->vals[k][n++] = x;
 		if (!*end)
 			break;

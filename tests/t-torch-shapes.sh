@@ -25,6 +25,10 @@ check "torch shapes: the variant S=32's C and header = a build of S=32 alone, re
 	sh -c "for f in .c .h _ref.c; do sed 's/llama_S32/llama/g; s/LLAMA_S32/LLAMA/g' '$t/two/llama_S32'\$f | cmp -s - '$t/one/llama'\$f || exit 1; done"
 check "torch shapes: --emit=c of a build of several sizes needs -o DIR" \
 	sh -c "! '$CFC' examples/llama.cf -D S=16,32 --emit=c >/dev/null 2>'$t/noo.err' && grep -q 'give -o DIR' '$t/noo.err'"
+for d in S=16,16 S=16, S=16,x; do
+	check "torch shapes: -D $d is a usage error" \
+		sh -c "'$CFC' examples/llama.cf -D $d 2>'$t/bad.err'; [ \$? = 2 ] && grep -q '^cfc: -D $d: ' '$t/bad.err'"
+done
 check "torch shapes: more than 16 variants is a usage error" \
 	sh -c "'$CFC' examples/llama.cf -D S=8,16,24,32,40 -D B=1,2,4,8 2>'$t/many.err'; [ \$? = 2 ] && grep -q 'more than 16 variants' '$t/many.err'"
 
