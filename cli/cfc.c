@@ -45,6 +45,10 @@ typedef struct Comp {
 	Src psrc;         /* its text */
 	double auto_margin; /* auto's budget, percent of the pass (Sched.auto_margin) */
 	Progress progress;  /* what a long compile says it is doing */
+	const CgVariant *variants; /* --emit=py of a build of several variants */
+	int nvariants;             /* (-D S=16,32), else 0 */
+	const char *model;         /* then the model's name (its graphs have
+	                            * their variant's) */
 } Comp;
 
 typedef struct Emit {
@@ -95,7 +99,7 @@ emit_c(FILE *f, Comp *c)
 static void
 emit_py(FILE *f, Comp *c)
 {
-	cg_python(f, c->arena, c->plan, c->bplan);
+	cg_python(f, c->arena, c->plan, c->bplan, c->variants, c->nvariants, c->model);
 }
 
 static const Emit emits[] = {
@@ -134,7 +138,15 @@ typedef struct Cli {
 	double margin;        /* --auto-margin=, when has_margin */
 	int has_margin;
 	int quiet;            /* -q, --quiet: no progress lines */
+	/* -D NAME=V1,V2,...: by define (opt.defs' order), its values; a
+	 * define of several values is varied: a build of several variants */
+	int64_t **vals;
+	int *nvals;
+	const char **dtext;   /* the -D argument as given, for messages */
 } Cli;
+
+/* A build of several variants carries at most this many. */
+enum { MAXVARIANT = 16 };
 
 static void
 usage(FILE *f)
@@ -152,6 +164,14 @@ usage(FILE *f)
 	      "                   points at is written, the link stays); the input\n"
 	      "                   itself is refused\n"
 	      "  -D NAME=VALUE    override the default of a size or a group\n"
+	      "  -D NAME=V1,V2,.. several values of a size (sequence length, micro-batch):\n"
+	      "                   a variant per value (several such -D: per combination,\n"
+	      "                   at most 16), each checked and proven on its own. The C\n"
+	      "                   of -D S=1024,2048 is MODEL_S1024.c and MODEL_S2048.c\n"
+	      "                   (entry points MODEL_S1024_forward, ...; -o DIR); --emit=py\n"
+	      "                   writes one module that picks the variant of the shapes\n"
+	      "                   it is called with. A size a weight's shape depends on,\n"
+	      "                   or a group, cannot be varied\n"
 	      "  --emit=LIST      comma-separated outputs:\n", f);
 	for (int i = 0; i < NEMIT; i++)
 		fprintf(f, "                     %-10s %s\n", emits[i].name, emits[i].help);
@@ -213,16 +233,34 @@ parse_define(Cli *cl, const char *s)
 {
 	const char *eq = strchr(s, '=');
 	char *end;
+	int k = cl->opt.ndefs, n = 0;
 
 	if (!eq || eq == s)
 		return bad_usage("-D wants NAME=VALUE, not '%s'", s);
-	errno = 0;
-	long long v = strtoll(eq + 1, &end, 10);
-	if (errno || *end || end == eq + 1)
-		return bad_usage("-D %s: the value must be an integer", s);
+	cl->vals[k] = calloc(strlen(eq), sizeof **cl->vals);
+	for (const char *v = eq + 1;; v = end + 1) {
+		errno = 0;
+		long long x = strtoll(v, &end, 10);
+		const char *why = errno || (*end && *end != ',') || end == v ?
+		                  strchr(eq, ',') ? "-D %s: the values must be integers, separated "
+		                  "by commas" : "-D %s: the value must be an integer" : NULL;
+		for (int i = 0; !why && i < n; i++)
+			if (cl->vals[k][i] == x)
+				why = "-D %s: a value given twice";
+		if (why) {
+			free(cl->vals[k]);
+			cl->vals[k] = NULL;
+			return bad_usage(why, s);
+		}
+		cl->vals[k][n++] = x;
+		if (!*end)
+			break;
+	}
 	Define *d = &cl->opt.defs[cl->opt.ndefs++];
 	d->name = strndup(s, (size_t)(eq - s));
-	d->val = v;
+	d->val = cl->vals[k][0];
+	cl->nvals[k] = n;
+	cl->dtext[k] = s;
 	return 0;
 }
 
@@ -348,6 +386,9 @@ static int
 parse_args(Cli *cl, int argc, char **argv)
 {
 	cl->opt.defs = calloc((size_t)argc, sizeof *cl->opt.defs);
+	cl->vals = calloc((size_t)argc, sizeof *cl->vals);
+	cl->nvals = calloc((size_t)argc, sizeof *cl->nvals);
+	cl->dtext = calloc((size_t)argc, sizeof *cl->dtext);
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		int rc = 0;
@@ -706,7 +747,9 @@ compile(Comp *c, Cli *cl)
 	/* the machine profile of --profile */
 	if (cl->profile) {
 		Diag pd;
-		if (!stat(cl->profile, &c->inputs[c->ninputs].st))
+		/* once: a build of several variants reads it for each */
+		int seen = c->ninputs && !strcmp(c->inputs[c->ninputs - 1].name, cl->profile);
+		if (!seen && !stat(cl->profile, &c->inputs[c->ninputs].st))
 			c->inputs[c->ninputs++].name = cl->profile;
 		diag_init(&pd, &c->psrc, stderr);
 		pd.format = c->diag.format;
@@ -748,8 +791,183 @@ compile(Comp *c, Cli *cl)
 			sched_explain(stdout, c->bsched);
 		fflush(stdout);
 	}
-	/* emit */
-	return write_outputs(c, cl) ? 0 : EX_INPUT;
+	return 0;
+}
+
+/* ---- a build of several variants (-D NAME=V1,V2,...) ---- */
+
+/* The number of variants: the product of the varied -D's counts (0:
+ * more than MAXVARIANT). */
+static int
+variant_count(const Cli *cl)
+{
+	long long n = 1;
+
+	for (int i = 0; i < cl->opt.ndefs; i++)
+		if ((n *= cl->nvals[i]) > MAXVARIANT)
+			return 0;
+	return (int)n;
+}
+
+/* Sets the defines to variant v's values (the last varied -D varying
+ * fastest); returns its tag, "S=16" or "B=2, S=16", and sets *suffix to
+ * "_S16" or "_B2_S16" (what its C names get after the model's). */
+static const char *
+variant_set(Comp *c, Cli *cl, int v, const char **suffix)
+{
+	const char *tag = "", *suf = "";
+
+	for (int i = cl->opt.ndefs - 1; i >= 0; i--) {
+		Define *d = &cl->opt.defs[i];
+		d->val = cl->vals[i][v % cl->nvals[i]];
+		d->used = 0;
+		if (cl->nvals[i] > 1) {
+			tag = arena_printf(c->arena, "%s=%lld%s%s", d->name, (long long)d->val,
+			                   *tag ? ", " : "", tag);
+			suf = arena_printf(c->arena, "_%s%lld%s", d->name, (long long)d->val, suf);
+		}
+		v /= cl->nvals[i];
+	}
+	*suffix = suf;
+	return tag;
+}
+
+/* The varied -D's as given: "-D S=16,32 -D B=1,2". */
+static const char *
+varied_text(Comp *c, const Cli *cl)
+{
+	const char *t = "";
+
+	for (int i = 0; i < cl->opt.ndefs; i++)
+		if (cl->nvals[i] > 1)
+			t = arena_printf(c->arena, "%s%s-D %s", t, *t ? " " : "", cl->dtext[i]);
+	return t;
+}
+
+static const char *
+shape_text(Comp *c, const Value *v)
+{
+	const char *t = "[";
+
+	for (int d = 0; d < v->ndim; d++)
+		t = arena_printf(c->arena, "%s%s%lld", t, d ? ", " : "", (long long)v->shape[d]);
+	return arena_printf(c->arena, "%s]", t);
+}
+
+/* A variant's graph against the first's: no varied define is a group,
+ * and every weight has the same shape (the variants share their
+ * parameters). */
+static int
+variant_check(Comp *c, Cli *cl, const Graph *g0, const Graph *g, int v)
+{
+	for (int i = 0; i < cl->opt.ndefs; i++)
+		for (int k = 0; cl->nvals[i] > 1 && k < g->groups.n; k++)
+			if (!strcmp(((const Group *)g->groups.v[k])->name, cl->opt.defs[i].name)) {
+				diag_plain(&c->diag, "-D %s: group %s cannot be varied: the variants of "
+				           "a build run on one grid (build one per %s)", cl->dtext[i],
+				           cl->opt.defs[i].name, cl->opt.defs[i].name);
+				return 1;
+			}
+	if (g == g0)
+		return 0;
+	for (int k = 0; k < g->weights.n && k < g0->weights.n; k++) {
+		const Value *w = g->weights.v[k], *w0 = g0->weights.v[k];
+		if (w->ndim == w0->ndim && !memcmp(w->shape, w0->shape, sizeof w->shape[0] *
+		                                   (size_t)w->ndim))
+			continue;
+		/* the first variant that changes a weight differs from the
+		 * first in one define (the last varies fastest) */
+		int i = cl->opt.ndefs - 1, q = v;
+		for (; i > 0 && q % cl->nvals[i] == 0; i--)
+			q /= cl->nvals[i];
+		const char *dn = cl->opt.defs[i].name;
+		diag_error(&c->diag, w->nloc, "weight %s is %s with %s=%lld but %s with %s=%lld "
+		           "(-D %s): the variants of a build share their weights, so %s, which "
+		           "this weight's shape depends on, cannot be varied", w->name,
+		           shape_text(c, w0), dn, (long long)cl->vals[i][0], shape_text(c, w), dn,
+		           (long long)cl->vals[i][q % cl->nvals[i]], cl->dtext[i], dn);
+		return 1;
+	}
+	return 0;
+}
+
+/* Every variant compiled, checked and proven, then written: the C (and
+ * every kind but py) of each under its own name (MODEL_S16.c, ...), one
+ * Python module (MODEL.py) for all. */
+static int
+compile_variants(Comp *c, Cli *cl, int n)
+{
+	CgVariant *vs = arena_alloc(c->arena, sizeof *vs * (size_t)n);
+	Comp *cs = arena_alloc(c->arena, sizeof *cs * (size_t)n);
+	int py = emit_index("py");
+
+	for (int v = 0; v < n; v++) {
+		const char *suffix;
+		const char *tag = variant_set(c, cl, v, &suffix);
+		c->prog = NULL;
+		c->graph = NULL;
+		c->sched = c->bsched = NULL;
+		c->plan = c->bplan = NULL;
+		if (cl->explain)
+			printf("variant %s:\n", tag);
+		int rc = compile(c, cl);
+		if (!rc && variant_check(c, cl, v ? cs[0].graph : c->graph, c->graph, v))
+			rc = EX_INPUT;
+		if (rc) {
+			diag_plain_note(&c->diag, "in the variant %s of this build (%s)", tag,
+			                varied_text(c, cl));
+			return rc;
+		}
+		vs[v].tag = tag;
+		vs[v].name = arena_printf(c->arena, "%s%s", c->graph->name, suffix);
+		vs[v].plan = c->plan;
+		vs[v].bplan = c->bplan;
+		cs[v] = *c;
+	}
+	if (!cl->nwant)
+		return 0;
+	if (!cl->out || !strcmp(cl->out, "-")) {
+		diag_plain(&c->diag, "%s: a build of several variants writes a file per variant: "
+		           "give -o DIR", varied_text(c, cl));
+		return EX_INPUT;
+	}
+	/* each variant's kinds under its own name, then the one module */
+	const char *model = c->graph->name;
+	int want_py = cl->want[py], nwant = cl->nwant, ok = 1;
+	cl->want[py] = 0;
+	cl->nwant = 2; /* -o is a directory */
+	for (int v = 0; v < n && ok; v++) {
+		Comp *k = &cs[v];
+		k->graph->name = vs[v].name;
+		if (k->graph->bwd)
+			k->graph->bwd->name = vs[v].name;
+		c->prog = k->prog;
+		c->graph = k->graph;
+		c->sched = k->sched;
+		c->bsched = k->bsched;
+		c->plan = k->plan;
+		c->bplan = k->bplan;
+		if (nwant > want_py)
+			ok = write_outputs(c, cl);
+	}
+	cl->want[py] = want_py;
+	cl->nwant = nwant;
+	if (ok && want_py) {
+		if (mkdir(cl->out, 0777) && errno != EEXIST) {
+			c->ioerr++;
+			diag_plain(&c->diag, "cannot create %s: %s", cl->out, strerror(errno));
+			return EX_INPUT;
+		}
+		c->variants = vs;
+		c->nvariants = n;
+		c->model = model;
+		const char *was = c->graph->name;
+		c->graph->name = model;
+		const char *path = out_path(c, cl, &emits[py], 1);
+		c->graph->name = was;
+		ok = write_output(c, &emits[py], path);
+	}
+	return ok ? 0 : EX_INPUT;
 }
 
 int
@@ -772,7 +990,20 @@ main(int argc, char **argv)
 			c.diag.tick = prog_tick;
 			c.diag.tickarg = &c.progress;
 		}
-		rc = read_input(&c, cl.input) ? compile(&c, &cl) : EX_INPUT;
+		int nv = variant_count(&cl);
+		if (!nv) {
+			rc = bad_usage("%s", "-D: more than 16 variants (the product of the "
+			               "numbers of values of the -D's); build fewer at a time");
+		} else if (!read_input(&c, cl.input)) {
+			rc = EX_INPUT;
+		} else if (nv > 1) {
+			rc = compile_variants(&c, &cl, nv);
+		} else {
+			rc = compile(&c, &cl);
+			/* emit */
+			if (!rc)
+				rc = write_outputs(&c, &cl) ? 0 : EX_INPUT;
+		}
 		prog_finish(&c.progress);
 		int n = c.diag.nerr - c.ioerr;
 		if (rc == EX_INPUT && n > 0 && cl.diagfmt == DF_TEXT)
@@ -780,8 +1011,13 @@ main(int argc, char **argv)
 		diag_flush(&c.diag);
 		arena_free(c.arena);
 	}
-	for (int i = 0; i < cl.opt.ndefs; i++)
+	for (int i = 0; i < cl.opt.ndefs; i++) {
 		free((char *)cl.opt.defs[i].name);
+		free(cl.vals[i]);
+	}
 	free(cl.opt.defs);
+	free(cl.vals);
+	free(cl.nvals);
+	free(cl.dtext);
 	return rc;
 }

@@ -56,6 +56,16 @@ void cg_driver(FILE *f, Arena *a, const Graph *g, const CgFiles *files);
 /* cg_py.c: a Python module (--emit=py) that loads the C of p and bp (the
  * backward's plan, or NULL) built as a shared library and runs it on
  * NumPy arrays through ctypes. */
-void cg_python(FILE *f, Arena *a, const Plan *p, const Plan *bp);
+/* One variant of a build of several (cfc -D S=16,32): its tag ("S=16"),
+ * the C prefix of its entry points (its graphs' name, "llama_S16") and its
+ * plans. */
+typedef struct CgVariant {
+	const char *tag, *name;
+	const Plan *plan, *bplan;
+} CgVariant;
+/* The module of one build (nv = 0: p and bp; else the nv variants vs of
+ * model, in one module that picks one by the shapes it is called with). */
+void cg_python(FILE *f, Arena *a, const Plan *p, const Plan *bp, const CgVariant *vs, int nv,
+               const char *model);
 
 #endif
