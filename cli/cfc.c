@@ -965,7 +965,9 @@ compile_variants(Comp *c, Cli *cl, int n)
 		c->graph->name = model;
 		const char *path = out_path(c, cl, &emits[py], 1);
 		c->graph->name = was;
-		ok = write_output(c, &emits[py], path);
+		Out o = {.path = path};
+		ok = output_text(c, &emits[py], &o.buf, &o.len) && write_files(c, &o, 1);
+		free(o.buf);
 	}
 	return ok ? 0 : EX_INPUT;
 }
