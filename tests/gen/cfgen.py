@@ -660,7 +660,11 @@ class Gen:
         if x is None:
             return None
         base = self.pick(["", ", 10000", ", 100.0", ", 5e2"])
-        v = Val(x.shape, x.labels, x.dist, expr="rope({0}%s)" % base, args=[x], op="rope")
+        expr = "rope({0}%s)" % base
+        if x.nd > 2:
+            # past 2 dims the positions are named: the second-to-last
+            expr = "rope({0}%s, %d)" % (base or ", 10000", x.nd - 2)
+        v = Val(x.shape, x.labels, x.dist, expr=expr, args=[x], op="rope")
         if x.dist == ("S", x.nd - 2):
             self.feat("rope-split-S")
         return self.emit(sc, v)
@@ -840,7 +844,7 @@ class Gen:
                            name_it=self.chance(0.3))
             hv = self.split_heads_of(sc, t, heads)
             if j < 2 and dh % 2 == 0 and self.chance(0.3):
-                hv = self.apply(sc, hv, "rope", "rope({0})")
+                hv = self.apply(sc, hv, "rope", "rope({0}, 10000, %d)" % (hv.nd - 2))
             qkv.append(hv)
         causal = self.chance(0.5)
         q, k, v = qkv
