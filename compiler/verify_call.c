@@ -253,7 +253,7 @@ compute(Call *c, const MView *o, const MView *in, int nops)
 		MView a = n->a.mm.ta ? transpose(in[0]) : in[0], b = n->a.mm.tb ? transpose(in[1]) : in[1];
 		return matmul(c, o, &a, &b);
 	}
-	case OP_ADD: case OP_MUL: case OP_GELU_GRAD: case OP_SILU_GRAD: case OP_RELU_GRAD:
+	case OP_ADD: case OP_SUB: case OP_MUL: case OP_GELU_GRAD: case OP_SILU_GRAD: case OP_RELU_GRAD:
 	case OP_SIGMOID_GRAD:
 		return same(c, o, &in[0], "dst", "a") || broadcasts(c, &in[1], o);
 	case OP_SCALE: case OP_GELU: case OP_SILU: case OP_RELU: case OP_SIGMOID: case OP_EXP:

@@ -172,12 +172,35 @@ check "grad: the header says whether gradients accumulate" sh -c \
 check "grad: --accumulate without --backward is a usage error" sh -c \
 	"[ $rc -eq 2 ] && grep -q 'accumulate needs --backward' '$out/acc-usage.err'"
 
-# -- the backward is asked for only with --backward: an op with no rule
-# is no error without it, and a clear one with it
+# -- the backward is asked for only with --backward: a gradient it cannot
+# make is no error without it, and a clear one with it (w's gradient
+# asked split over dp, where nothing makes it a partial sum)
 cat >"$out/norule.cf" <<'CF'
 model norule {
+  size T = 8, D = 4;
+  group dp = 2;
+  in x : [T, D];
+  weight w : [D, D] grad split 0 over dp;
+  t = x @ w;
+  y = gelu(t);
+  out y;
+}
+CF
+check "grad: no backward asked, no backward rule needed" "$CFC" "$out/norule.cf"
+"$CFC" --backward "$out/norule.cf" --emit=c -o "$out/norule.c" >"$out/norule.err" 2>&1; rc=$?
+cat "$out/norule.err"
+check "grad: a gradient that cannot be made is an input error" [ "$rc" -eq 1 ]
+check "grad: no partial output" [ ! -e "$out/norule.c" ]
+check "grad: the error names the tensor and its place" grep -q \
+	"norule.cf:5:10: error: the gradient of w (repl) is no partial sum over dp" \
+	"$out/norule.err"
+# d_t1 split along the contraction times a replicated w: gathered first
+# (once "no backward rule"), and right
+cat >"$out/gathered.cf" <<'CF'
+model gathered {
   size S = 8, D = 4;
   group tp = 2;
+  type f64;
   in x : [S, D];
   weight w : [D, D];
   in s : [S, D] split D over tp;
@@ -185,14 +208,8 @@ model norule {
   out y;
 }
 CF
-check "grad: no backward asked, no backward rule needed" "$CFC" "$out/norule.cf"
-"$CFC" --backward "$out/norule.cf" --emit=c -o "$out/norule.c" >"$out/norule.err" 2>&1; rc=$?
-cat "$out/norule.err"
-check "grad: an op with no rule is an input error" [ "$rc" -eq 1 ]
-check "grad: no partial output" [ ! -e "$out/norule.c" ]
-check "grad: the error names the op and its place" grep -q \
-	"norule.cf:7:10: error: no backward rule for matmul(x, w) yet: d_t1 (split D over tp) times w (repl)" \
-	"$out/norule.err"
+grad "grad: d_t1 split along the contraction times w replicated, gathered N=2" \
+	"$out/gathered" 2 "$out/gathered.cf"
 
 # -- a gradient name that another tensor has
 cat >"$out/clash.cf" <<'CF'

@@ -121,7 +121,7 @@ check "outfile: -o DIR whose file would be the input: refused, nothing written" 
 	"[ $rc -eq 1 ] && cmp -s '$t/dir/mlp.graph' examples/mlp.cf && [ ! -e '$t/dir/mlp.ast' ] &&
 	 grep -q 'it is the input' '$t/dirself.err'"
 # the --profile file is an input too
-"$CFC" examples/mlp.cf --profile=bench/results/2026-11-28-Xeon16-lease41-cpu-4ranks.prof --emit=profile -o "$t/p.prof" 2>/dev/null &&
+"$CFC" examples/mlp.cf --profile=tests/fixtures/prof/2026-11-29-Xeon16-lease45-cpu-4ranks.prof --emit=profile -o "$t/p.prof" 2>/dev/null &&
 	cp "$t/p.prof" "$t/p.orig" &&
 	"$CFC" examples/mlp.cf --profile="$t/p.prof" --emit=profile -o "$t/p.prof" 2>/dev/null; rc=$?
 check "outfile: -o the --profile file is refused" sh -c "[ $rc -eq 1 ] && cmp -s '$t/p.prof' '$t/p.orig'"
