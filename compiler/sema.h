@@ -2,12 +2,18 @@
  * includes: the Sema context, scopes and their symbols, the op call being
  * checked, and the functions one sema_*.c file offers the others.
  *
- *   sema.c        the pass: declarations, statements, the model, temporaries
+ *   sema.c        the pass: the model, its outputs, temporaries
+ *   sema_call.c   statements, tensor expressions, op calls, layer
+ *                 instances, repeat (one recursion: a layer call runs the
+ *                 layer's statements)
+ *   sema_infer.c  shape and distribution inference, one function per op
+ *   sema_sched.c  the schedule section: choices, keys, the default
+ *   sema_node.c   nodes and values made and committed, dims found, splits
+ *                 checked, number literals, model tensors: below the four
+ *                 above, which all use it
  *   sema_names.c  scopes, name lookup, the text of messages
  *   sema_size.c   size expressions (overflow-checked), sizes, groups, -D
- *   sema_call.c   tensor expressions, op calls, layer instances, repeat
- *   sema_infer.c  shape and distribution inference, one function per op
- *   sema_sched.c  the schedule section: choices, keys, the default */
+ * Each file calls only files below it in this list. */
 #ifndef SEMA_H
 #define SEMA_H
 
@@ -80,7 +86,7 @@ typedef struct Call {
 	Value *v[MAXIN];         /* the tensor arguments */
 } Call;
 
-/* ---- sema.c: values, nodes and statements ---- */
+/* ---- sema_node.c: values, nodes, lookups ---- */
 /* Makes a node; past sema_max_ops nodes sema stops (S->toomany). */
 Node *sema_node_new(Sema *S, const Scope *sc, OpKind op, Loc loc);
 long sema_max_ops(const Sema *S);
@@ -95,8 +101,10 @@ int sema_find_dim(Sema *S, const Value *v, const Expr *e, const char *name, cons
 /* Does dim d of v (named name, or computed by x) divide over g? */
 int sema_divides(Sema *S, const Value *v, int d, const Group *g, Loc loc, const char *name,
                  const Expr *x);
+/* The model's tensor named name (at loc), or NULL (reported). */
 Value *sema_model_tensor(Sema *S, const char *name, Loc loc);
-void sema_stmt(Sema *S, Scope *sc, const Stmt *st);
+/* A number argument: a literal, maybe negated. */
+int sema_number(const Expr *e, double *f);
 
 /* ---- sema_names.c ---- */
 /* e as the user wrote it when it sits on one line, else printed. */
@@ -128,10 +136,9 @@ void sema_def_group(Sema *S, Scope *sc, const Stmt *st);
 void sema_check_defines(Sema *S);
 
 /* ---- sema_call.c ---- */
+void sema_stmt(Sema *S, Scope *sc, const Stmt *st);
 /* A tensor expression; NULL after errors (reported). */
 Value *sema_expr(Sema *S, Scope *sc, const Expr *e);
-/* A number argument: a literal, maybe negated. */
-int sema_number(const Expr *e, double *f);
 /* Statement kinds that cannot appear in a layer, reported once per layer. */
 void sema_check_layer(Sema *S, LayerInfo *li);
 

@@ -1,4 +1,5 @@
-/* sema_call.c: tensor expressions and calls: operators and op calls
+/* sema_call.c: statements, tensor expressions and calls (one recursion:
+ * a layer call runs the layer's statements): operators and op calls
  * become nodes (after sema_infer), layer calls are inlined as fresh
  * instances (repeat(n, layer, x) n times), recursion is reported.
  * requires: the scope of the body being checked.
@@ -15,21 +16,6 @@ enum {
 };
 
 /* ---- calls and expressions ---- */
-
-/* A number argument: a literal, maybe negated. */
-int
-sema_number(const Expr *e, double *f)
-{
-	if (e->kind == E_INT)
-		*f = (double)e->u.ival;
-	else if (e->kind == E_FLOAT)
-		*f = e->u.fval;
-	else if (e->kind == E_NEG && sema_number(e->u.un, f))
-		*f = -*f;
-	else
-		return 0;
-	return 1;
-}
 
 static int
 arity(Sema *S, const Expr *e, const char *what, int lo, int hi, int n)
@@ -436,4 +422,258 @@ sema_check_layer(Sema *S, LayerInfo *li)
 	}
 	if (!ret)
 		diag_error(S->d, L->nloc, "layer %s does not return a value", L->name);
+}
+
+/* ---- declarations ---- */
+
+/* The label of a dimension written as x: a size's name, or a product of
+ * names (`H * Dh`, which split_heads by H labels Dh); otherwise none. */
+static const char *
+dim_label(Sema *S, const Expr *x)
+{
+	if (x->kind == E_NAME)
+		return x->u.name;
+	if (x->kind == E_BIN && x->u.bin.op == '*') {
+		const char *l = dim_label(S, x->u.bin.l), *r = dim_label(S, x->u.bin.r);
+		if (l && r)
+			return arena_printf(S->a, "%s*%s", l, r);
+	}
+	return NULL;
+}
+
+/* Remembers a tensor named inside a layer instance, for "layer.t" keys. */
+static void
+bind(Sema *S, const Scope *sc, const char *name, Value *v)
+{
+	Bind *b = arena_alloc(S->a, sizeof *b);
+
+	b->layer = sc->layer;
+	b->name = name;
+	b->v = v;
+	vec_push(S->a, &S->binds, b);
+}
+
+static int
+tensor_shape(Sema *S, Scope *sc, const Stmt *st, Value *v)
+{
+	const Vec *sh = &st->u.tensor.shape;
+	const char *name = st->u.tensor.name;
+	int ok = 1;
+
+	if (sh->n < 1 || sh->n > MAXDIM) {
+		diag_error(S->d, st->u.tensor.nloc, "%s has %d dimensions; 1 to %d are "
+		           "supported", name, sh->n, MAXDIM);
+		return 0;
+	}
+	v->ndim = sh->n;
+	for (int d = 0; d < sh->n; d++) {
+		const Expr *x = sh->v[d];
+		if (!sema_eval(S, sc, x, &v->shape[d])) {
+			ok = 0;
+		} else if (v->shape[d] <= 0) {
+			diag_error(S->d, x->loc, "dimension %d of %s must be positive, but "
+			           "%s is %lld", d, name, sema_text(S, x), (long long)v->shape[d]);
+			ok = 0;
+		}
+		v->label[d] = dim_label(S, x);
+	}
+	return ok;
+}
+
+/* The group a split names (pair: the ':' of dim and group name), or NULL
+ * after an error. */
+static Group *
+split_group(Sema *S, Scope *sc, const Expr *pair)
+{
+	const Expr *ge = pair->u.bin.r;
+	Sym *gs = sema_lookup(sc, ge->u.name);
+
+	if (!gs)
+		sema_unknown(S, sc, ge->loc, ge->u.name);
+	else if (gs->kind != SY_GROUP)
+		diag_error(S->d, ge->loc, "'%s' is %s, not a group", ge->u.name,
+		           sema_kind_noun(gs->kind));
+	return gs && gs->kind == SY_GROUP && !gs->bad ? gs->u.group : NULL;
+}
+
+/* `split DIM over GROUP` (pair) of tensor v, added to *r: 0 after an
+ * error. A tensor is split along one dim per group, a dim over one group. */
+static int
+split_of(Sema *S, Scope *sc, Value *v, const Expr *pair, const char *name, Dist *r)
+{
+	const Expr *sd = pair->u.bin.l, *ge = pair->u.bin.r;
+	Group *g = split_group(S, sc, pair);
+	int d = sema_find_dim(S, v, sd, name, NULL);
+
+	if (d < 0 || !g)
+		return 0;
+	if (r->p[g->id].kind == DI_SPLIT) {
+		diag_error(S->d, ge->loc, "%s is split over %s twice: a tensor is split along "
+		           "one dimension per group", name, g->name);
+		return 0;
+	}
+	const Group *o = dist_split_group(r, d);
+	if (o) {
+		diag_error(S->d, sd->loc, "dimension %s of %s is split over %s already: a "
+		           "dimension is split over one group", value_dim_name(S->a, v, d), name,
+		           o->name);
+		return 0;
+	}
+	if (!sema_divides(S, v, d, g, sd->loc, name, NULL))
+		return 0;
+	r->p[g->id] = (DistPart){DI_SPLIT, d, g};
+	return 1;
+}
+
+/* A weight's `grad split DIM over GROUP, ...`: its gradient is split like
+ * the weight and, over each group it names (one the weight is replicated
+ * over), reduce-scattered along DIM. */
+static int
+grad_splits(Sema *S, Scope *sc, const Stmt *st, Value *v)
+{
+	const Vec *gs = &st->u.tensor.gsplits;
+	const char *name = st->u.tensor.name;
+	int ok = 1;
+
+	if (v->role != R_WEIGHT) {
+		diag_error(S->d, ((Expr *)gs->v[0])->loc, "only a weight's gradient can be given "
+		           "a spread of its own, but %s is an input", name);
+		return 0;
+	}
+	v->gdist = v->dist;
+	for (int i = 0; i < gs->n; i++) {
+		const Expr *pair = gs->v[i];
+		const Group *g = split_group(S, sc, pair);
+		if (g && v->dist.p[g->id].kind != DI_REPL) {
+			diag_error(S->d, pair->u.bin.r->loc, "%s is split over %s, so its gradient "
+			           "is spread like it there: grad split names a group the weight is "
+			           "replicated over", name, g->name);
+			ok = 0;
+		} else if (g) {
+			ok &= split_of(S, sc, v, pair, name, &v->gdist);
+		} else {
+			ok = 0;
+		}
+	}
+	return ok;
+}
+
+/* The tensor's splits, and a weight's gradient's. */
+static int
+tensor_split(Sema *S, Scope *sc, const Stmt *st, Value *v)
+{
+	const Vec *sp = &st->u.tensor.splits;
+	int ok = 1;
+
+	v->dist = (Dist){0};
+	for (int i = 0; i < sp->n; i++)
+		ok &= split_of(S, sc, v, sp->v[i], st->u.tensor.name, &v->dist);
+	if (ok && st->u.tensor.gsplits.n)
+		ok = grad_splits(S, sc, st, v);
+	return ok;
+}
+
+static void
+def_tensor(Sema *S, Scope *sc, const Stmt *st)
+{
+	const char *name = st->u.tensor.name;
+	Role role = st->u.tensor.role;
+	Value *v = sema_proto(S, NULL);
+
+	v->role = role;
+	v->name = sema_qualify(S, sc, name);
+	v->loc = v->nloc = st->u.tensor.nloc;
+	v->dtype = st->u.tensor.dtype != DT_NONE ? st->u.tensor.dtype : S->g->dtype;
+	int ok = !(sc->layer && role == R_IN); /* reported by sema_check_layer */
+	ok = ok && tensor_shape(S, sc, st, v);
+	ok = ok && tensor_split(S, sc, st, v);
+	Node *n = sema_node_new(S, sc, role == R_IN ? OP_INPUT : OP_WEIGHT, st->u.tensor.nloc);
+	ok = ok && sema_commit(S, n, v, name, NULL);
+	Sym *s = sema_define(S, sc, name, st->u.tensor.nloc, SY_VALUE);
+	s->bad = !ok;
+	s->u.val = v;
+	if (ok)
+		vec_push(S->a, role == R_IN ? &S->g->inputs : &S->g->weights, v);
+	if (ok && sc->layer)
+		bind(S, sc, name, v);
+}
+
+/* ---- statements ---- */
+
+static void
+def_assign(Sema *S, Scope *sc, const Stmt *st)
+{
+	const char *name = st->u.def.name;
+	Value *v = sema_expr(S, sc, st->u.def.val);
+	Sym *s = sema_define(S, sc, name, st->u.def.nloc, SY_VALUE);
+
+	s->u.val = v;
+	s->bad = !v;
+	if (!v)
+		return;
+	if (!v->name) { /* a fresh result takes the name; else y = x is an alias */
+		v->name = sema_qualify(S, sc, name);
+		v->expr = NULL;
+		v->nloc = st->u.def.nloc;
+	}
+	if (sc->layer)
+		bind(S, sc, name, v);
+}
+
+/* save a, b; names tensors defined above that an all_gather made: with
+ * a backward pass the forward saves them whole. */
+static void
+save_names(Sema *S, Scope *sc, const Stmt *st)
+{
+	for (int i = 0; i < st->u.names.n; i++) {
+		const Expr *ne = st->u.names.v[i];
+		Sym *s = sema_lookup(sc, ne->u.name);
+		if (!s) {
+			sema_unknown(S, sc, ne->loc, ne->u.name);
+			continue;
+		}
+		if (s->kind != SY_VALUE || s->bad)
+			continue;
+		Value *v = s->u.val;
+		if (v->def->op != OP_ALL_GATHER) {
+			diag_error(S->d, ne->loc, "save names a tensor that an all_gather made, "
+			           "but %s is %s: every other tensor the backward reads is saved "
+			           "already", ne->u.name, v->def->op == OP_INPUT ? "an input" :
+			           v->def->op == OP_WEIGHT ? "a weight" : arena_printf(S->a, "made by %s",
+			           op_info[v->def->op].name));
+			continue;
+		}
+		v->keep = 1;
+	}
+}
+
+void
+sema_stmt(Sema *S, Scope *sc, const Stmt *st)
+{
+	switch (st->kind) {
+	case S_SIZE:
+		sema_def_size(S, sc, st);
+		break;
+	case S_GROUP:
+		if (sc->layer) /* reported by sema_check_layer */
+			sema_define(S, sc, st->u.def.name, st->u.def.nloc, SY_GROUP)->bad = 1;
+		else
+			sema_def_group(S, sc, st);
+		break;
+	case S_TENSOR:
+		def_tensor(S, sc, st);
+		break;
+	case S_ASSIGN:
+		def_assign(S, sc, st);
+		break;
+	case S_RETURN:
+		if (sc->layer && !sc->ret)
+			sc->ret = sema_expr(S, sc, st->u.ret);
+		break;
+	case S_SAVE:
+		save_names(S, sc, st);
+		break;
+	case S_TYPE: case S_OUT: case S_SCHED:
+		break; /* the model's are handled apart; in layers, errors */
+	}
 }

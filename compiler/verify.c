@@ -26,29 +26,7 @@
 
 #include "verify.h"
 
-/* ---- errors ---- */
-
-int
-vf_fail(V *v, int r, int slice, const char *fmt, ...)
-{
-	va_list ap;
-	size_t n;
-
-	if (v->failed++)
-		return RUN_ERR;
-	/* a symmetric run has rank 0 alone, every rank at its step */
-	char ctx[128];
-	n = (size_t)snprintf(v->err, v->errlen, "rank %d%s step %d slice %d: ", r,
-	                     vm_context_str(v, ctx, sizeof ctx),
-	                     r >= 0 && v->rk ? v->rk[r < v->nr ? r : 0].step : 0, slice);
-	if (n < v->errlen) {
-		va_start(ap, fmt);
-		vsnprintf(v->err + n, v->errlen - n, fmt, ap);
-		va_end(ap);
-	}
-	return RUN_ERR;
-}
-
+/* ---- buffers and cells (errors: vf_fail, verify_base.c) ---- */
 
 static const Buf *
 vf_buf(const V *v, int b)
@@ -259,18 +237,6 @@ vf_slot(V *v, int r, int b, int s, int part)
 		return vf_fail(v, r, s, "slice %d is not held by %s on rank %d (it holds %d..%d)",
 		               s, bf->name, r, lo, lo + bf->nslots - 1), -1;
 	return part * bf->nslots + s - lo;
-}
-
-/* The slices of sel for rank r in round i (cnt of them) into out. */
-int
-vf_sel(const Sel *sel, int r, int i, int *out, int max)
-{
-	int first = sched_ix(&sel->hi, r, i) * sel->per + sched_ix(&sel->lo, r, i);
-	int n = sel->cnt < max ? sel->cnt : max;
-
-	for (int u = 0; u < n; u++)
-		out[u] = first + u * sel->stride;
-	return n;
 }
 
 /* Resolves a one-slice reference to its cell; NULL after an error. */
@@ -769,27 +735,6 @@ vf_device(V *v, int *progress)
 }
 
 /* ---- library collectives ---- */
-
-/* Element e of collective ci on rank r: the slice (and part) it reads
- * (dir 0) or writes (dir 1); 0 when the element does not touch r. */
-int
-vf_elem(const CollInst *ci, int r, int dir, int e, int *s, int *part)
-{
-	*part = 0;
-	*s = ci->s[e];
-	switch (ci->it->u.coll.op) {
-	case OP_ALL_GATHER:
-		return dir || e == r;
-	case OP_REDUCE_SCATTER:
-		return !dir || e == r;
-	case OP_ALL_REDUCE:
-		return 1;
-	default: /* all_to_all: send slice s_e to rank e; get part e of s_r */
-		if (dir)
-			*s = ci->s[r], *part = e;
-		return 1;
-	}
-}
 
 /* Marks (delta 1) or releases (-1) the cells ci touches on rank r. */
 static int

@@ -1,6 +1,7 @@
 /* verify.h: private to the verifier (verify.c, the machine that runs
  * every rank's program; verify_mem.c, the checks of the memory plan that
- * the machine calls at each item). */
+ * the machine calls at each item; verify_call.c, the views of one runtime
+ * call; verify_base.c, the helpers all of them share, below them). */
 #ifndef VERIFY_H
 #define VERIFY_H
 
@@ -117,10 +118,16 @@ typedef struct V {
 	int grank[MAXGROUPS];
 } V;
 
+/* verify_base.c: the run's error (the first only), naming rank, context,
+ * step and slice; RUN_ERR. */
 int vf_fail(V *v, int r, int slice, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
-
+/* " (dp rank 1, ...)" for the context of v in messages, or "". */
+const char *vm_context_str(const V *v, char *buf, size_t n);
+/* The slices of sel for rank r in round i (cnt of them) into out. */
 int vf_sel(const Sel *sel, int r, int i, int *out, int max);
+/* Element e of collective ci on rank r: the slice (and part) it reads
+ * (dir 0) or writes (dir 1); 0 when the element does not touch r. */
 int vf_elem(const CollInst *ci, int r, int dir, int e, int *s, int *part);
 
 /* verify_mem.c: the checks of the plan at each item of rank r in round
@@ -154,8 +161,6 @@ unsigned vm_coll_groups(const Coll *c, const PColl *pc);
  * rank, with no product of two: where they hold at these points, they
  * hold for every rank), in *ctx (from t); returns how many (1: none). */
 int vm_contexts(Arena *t, const Vec *groups, unsigned mask, int (**ctx)[MAXGROUPS]);
-/* " (dp rank 1, ...)" for the context of v in messages, or "". */
-const char *vm_context_str(const V *v, char *buf, size_t n);
 int vf_outside(const Coll *c, const Buf *b);
 
 #endif

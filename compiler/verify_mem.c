@@ -1230,19 +1230,3 @@ vm_contexts(Arena *t, const Vec *groups, unsigned mask, int (**ctx)[MAXGROUPS])
 			return n;
 	}
 }
-
-const char *
-vm_context_str(const V *v, char *buf, size_t n)
-{
-	const Vec *gs = v->plan ? &v->plan->s->g->groups : NULL;
-	size_t k = 0;
-
-	buf[0] = 0;
-	for (int g = 0; gs && g < gs->n && k < n; g++)
-		if (v->ctx >> g & 1)
-			k += (size_t)snprintf(buf + k, n - k, "%s%s rank %d", k ? ", " : " (",
-			                      ((Group *)gs->v[g])->name, v->grank[g]);
-	if (k && k < n)
-		snprintf(buf + k, n - k, ")");
-	return buf;
-}
