@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "predict.h"
+#include "profile.h"
 #include "profcheck.h"
 
 const int profile_conc[MAXCONC] = {1, 2, 4};
