@@ -15,6 +15,7 @@
 
 #include "codegen.h"
 #include "outfile.h"
+#include "pipeline.h"
 #include "progress.h"
 
 enum {
@@ -691,46 +692,15 @@ write_outputs(Comp *c, Cli *cl)
 	return ok;
 }
 
-/* The steps of every collective of s, over all its phases. */
-static long long
-sched_steps(const Sched *s)
+/* pipeline.c's phase lines, as progress lines. */
+static void
+phase(void *ctx, const char *line)
 {
-	long long n = 0;
-
-	for (int k = 0; k < s->colls.n; k++)
-		n += ((Coll *)s->colls.v[k])->nsteps;
-	return n;
+	prog_phase(ctx, "%s", line);
 }
 
-/* The passes from a graph to its verified schedule and memory plan
- * (pass: "" or "backward ", for the progress lines). */
-static int
-schedule(Comp *c, Graph *g, Sched **s, Plan **p, const char *pass)
-{
-	/* regions: each collective and the compute it can be fused with */
-	*s = region_sched(g);
-	(*s)->profile = c->profile;
-	(*s)->auto_margin = c->auto_margin;
-	int ncoll = 0;
-	for (int k = 0; k < g->nodes.n; k++)
-		ncoll += (*s)->byid[k] != NULL;
-	prog_phase(&c->progress, "%sregions: %d collectives", pass, ncoll);
-	/* lowering: the step programs, the stages in order */
-	if (lower_sched(*s, &c->diag))
-		return EX_INPUT;
-	prog_phase(&c->progress, "%slower: %d stages, %lld steps", pass, (*s)->stages.n,
-	           sched_steps(*s));
-	/* plan: every decision about memory */
-	*p = plan_sched(*s);
-	prog_phase(&c->progress, "%splan: %d collectives", pass, (*s)->colls.n);
-	/* verify: the schedule and its plan, else nothing is emitted */
-	if (verify_sched(*s, *p, &c->diag))
-		return EX_INTERNAL;
-	prog_phase(&c->progress, "%sverify: %d collectives", pass, (*s)->colls.n);
-	return 0;
-}
-
-/* The pipeline: every pass, in order. */
+/* A compile: --schedule and --profile read, then every pass in order
+ * (compiler/pipeline.c). */
 static int
 compile(Comp *c, Cli *cl)
 {
@@ -760,31 +730,19 @@ compile(Comp *c, Cli *cl)
 			return EX_INPUT;
 		}
 	}
-	/* parse */
-	if (!(c->prog = parse_program(c->arena, &c->diag, &c->src)))
-		return EX_INPUT;
-	prog_phase(&c->progress, "parse: %zu bytes", c->src.len);
-	/* semantic checks: names, sizes, shapes, distributions, schedules */
-	if (!(c->graph = sema_build(c->arena, &c->diag, c->prog, &cl->opt)))
-		return EX_INPUT;
-	prog_phase(&c->progress, "check: %d ops", c->graph->nodes.n);
-	/* graph facts: slice-locality, invariants */
-	graph_fill_locality(c->graph);
-	graph_check(c->graph);
-	/* backward: reverse-mode differentiation into a graph of its own */
-	if (cl->backward) {
-		Graph *b = grad_build(c->graph, &c->diag, cl->accumulate);
-		if (!b)
-			return EX_INPUT;
-		graph_fill_locality(b);
-		graph_check(b);
-		prog_phase(&c->progress, "backward: %d ops", b->nodes.n);
-	}
-	int rc = schedule(c, c->graph, &c->sched, &c->plan, "");
-	if (!rc && c->graph->bwd)
-		rc = schedule(c, c->graph->bwd, &c->bsched, &c->bplan, "backward ");
+	/* every pass, in order (compiler/pipeline.c) */
+	Pipeline pl = {.a = c->arena, .d = &c->diag, .o = &cl->opt, .profile = c->profile,
+	               .auto_margin = c->auto_margin, .backward = cl->backward,
+	               .accumulate = cl->accumulate, .phase = phase, .ctx = &c->progress};
+	int rc = pipeline_run(&pl, &c->src);
+	c->prog = pl.prog;
+	c->graph = pl.graph;
+	c->sched = pl.sched;
+	c->bsched = pl.bsched;
+	c->plan = pl.plan;
+	c->bplan = pl.bplan;
 	if (rc)
-		return rc;
+		return rc == PIPE_INTERNAL ? EX_INTERNAL : EX_INPUT;
 	if (cl->explain) {
 		sched_explain(stdout, c->sched);
 		if (c->bsched)

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "cf.h"
-#include "plan.h"
+#include "pipeline.h"
 
 typedef struct SRun {
 	Arena *a;
@@ -26,11 +26,14 @@ typedef struct SRun {
  * with its backward (saving what the backward reads); the backward. */
 enum { ST_FWD, ST_TRAINED, ST_BWD };
 
-/* Compiles text down to a schedule; force: a --schedule choice or NULL;
- * defs: "NAME=VALUE ..." size and group overrides (-D) or NULL. NULL with
- * the diagnostics in r->err after errors. */
+/* Compiles text through the passes of compiler/pipeline.c up to stop
+ * (PIPE_LOWERED: a schedule; PIPE_PLANNED: and its memory plan, in
+ * r->p); force: a --schedule choice or NULL; defs: "NAME=VALUE ..." size
+ * and group overrides (-D) or NULL. NULL with the diagnostics in r->err
+ * after errors. */
 static inline Sched *
-st_compile(SRun *r, const char *text, const char *force, const char *defs, int what)
+st_run(SRun *r, const char *text, const char *force, const char *defs, int what,
+       PipeStop stop)
 {
 	Options o = {0};
 	Define d[16];
@@ -57,26 +60,27 @@ st_compile(SRun *r, const char *text, const char *force, const char *defs, int w
 		Src fs = {"--schedule", force, strlen(force)};
 		o.force = parse_choice(r->a, &r->d, &fs);
 	}
-	Program *p = parse_program(r->a, &r->d, &r->src);
-	r->g = p ? sema_build(r->a, &r->d, p, &o) : NULL;
-	if (r->g) {
-		Graph *g = r->g, *b = NULL;
-		graph_fill_locality(g);
-		graph_check(g);
-		if (what != ST_FWD && (b = grad_build(g, &r->d, 0))) {
-			graph_fill_locality(b);
-			graph_check(b);
-		}
-		g = what == ST_BWD ? b : what == ST_TRAINED && !b ? NULL : g;
-		r->s = g ? region_sched(g) : NULL;
-		if (r->s && lower_sched(r->s, &r->d))
-			r->s = NULL;
+	Pipeline pl = {.a = r->a, .d = &r->d, .o = &o, .auto_margin = AUTO_MARGIN_OF_PROFILE,
+	               .backward = what != ST_FWD, .stop = stop};
+	int rc = pipeline_graphs(&pl, &r->src);
+	r->g = pl.graph;
+	if (r->g && (!rc || what == ST_FWD)) {
+		Graph *g = what == ST_BWD ? r->g->bwd : r->g;
+		if (g && pipeline_schedule(&pl, g, &r->s, &r->p, ""))
+			r->s = NULL, r->p = NULL;
 	}
 	fclose(ef);
 	r->d.out = stderr; /* later passes (plan, verify) report there */
 	for (int k = 0; k < o.ndefs; k++)
 		free((char *)d[k].name);
 	return r->s;
+}
+
+/* st_run down to the lowered schedule. */
+static inline Sched *
+st_compile(SRun *r, const char *text, const char *force, const char *defs, int what)
+{
+	return st_run(r, text, force, defs, what, PIPE_LOWERED);
 }
 
 /* The k-th item of kind kd in lane t of phase p of c (k counts from 0). */
@@ -134,9 +138,7 @@ st_build_bwd(SRun *r, const char *text, const char *force)
 static inline Plan *
 st_plan_defs(SRun *r, const char *text, const char *force, const char *defs)
 {
-	Sched *s = st_build_defs(r, text, force, defs);
-
-	return r->p = s ? plan_sched(s) : NULL;
+	return st_run(r, text, force, defs, ST_FWD, PIPE_PLANNED) ? r->p : NULL;
 }
 
 static inline Plan *
@@ -150,9 +152,7 @@ st_plan(SRun *r, const char *text, const char *force)
 static inline Plan *
 st_plan_trained(SRun *r, const char *text, const char *force)
 {
-	Sched *s = st_compile(r, text, force, NULL, ST_TRAINED);
-
-	return r->p = s ? plan_sched(s) : NULL;
+	return st_run(r, text, force, NULL, ST_TRAINED, PIPE_PLANNED) ? r->p : NULL;
 }
 
 /* The plan of collective c. */

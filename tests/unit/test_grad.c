@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cf.h"
+#include "pipeline.h"
 
 typedef struct GRun {
 	Arena *a;
@@ -31,17 +32,10 @@ backward(GRun *r, const char *text)
 	r->err = NULL;
 	ef = open_memstream(&r->err, &r->errlen);
 	diag_init(&r->d, &r->src, ef);
-	Program *p = parse_program(r->a, &r->d, &r->src);
-	r->g = p ? sema_build(r->a, &r->d, p, NULL) : NULL;
-	r->b = NULL;
-	if (r->g) {
-		graph_fill_locality(r->g);
-		r->b = grad_build(r->g, &r->d, 0);
-	}
-	if (r->b) {
-		graph_fill_locality(r->b);
-		graph_check(r->b);
-	}
+	Pipeline pl = {.a = r->a, .d = &r->d, .backward = 1, .stop = PIPE_GRAPH};
+	int rc = pipeline_graphs(&pl, &r->src);
+	r->g = pl.graph;
+	r->b = !rc && r->g ? r->g->bwd : NULL;
 	fclose(ef);
 	return r->b;
 }

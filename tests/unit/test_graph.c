@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cf.h"
+#include "pipeline.h"
 #include "sched.h"
 #include "codegen.h"
 
@@ -27,12 +28,8 @@ build(GRun *r, const char *text, Options *o)
 	r->err = NULL;
 	ef = open_memstream(&r->err, &r->errlen);
 	diag_init(&r->d, &r->src, ef);
-	Program *p = parse_program(r->a, &r->d, &r->src);
-	r->g = p ? sema_build(r->a, &r->d, p, o) : NULL;
-	if (r->g) {
-		graph_fill_locality(r->g);
-		graph_check(r->g);
-	}
+	Pipeline pl = {.a = r->a, .d = &r->d, .o = o, .stop = PIPE_GRAPH};
+	r->g = pipeline_graphs(&pl, &r->src) ? NULL : pl.graph;
 	fclose(ef);
 	if (!r->g)
 		fprintf(stderr, "\n--- unexpected errors:\n%s", r->err);

@@ -27,12 +27,12 @@ static Plan *
 grid_plan(SRun *r, const char *text, const char *force, int tp, int dp, int bwd)
 {
 	char defs[128];
-	Sched *s = st_compile(r, text, force, grid_defs(defs, sizeof defs, tp, dp),
-	                      bwd ? ST_BWD : ST_FWD);
+	Sched *s = st_run(r, text, force, grid_defs(defs, sizeof defs, tp, dp),
+	                  bwd ? ST_BWD : ST_FWD, PIPE_PLANNED);
 
 	if (!s)
 		fprintf(stderr, "\ntp=%d dp=%d %s: %s\n", tp, dp, force ? force : "", r->err);
-	return r->p = s ? plan_sched(s) : NULL;
+	return s ? r->p : NULL;
 }
 
 static void
@@ -93,11 +93,11 @@ test_partial_stage_rank(void)
 {
 	SRun r;
 	char *text = st_file("tests/grad/attn.cf");
-	Sched *s = st_compile(&r, text, "fuse(ring)", NULL, ST_BWD);
+	Sched *s = st_run(&r, text, "fuse(ring)", NULL, ST_BWD, PIPE_PLANNED);
 	int found = 0;
 
 	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-	Plan *p = r.p = plan_sched(s);
+	Plan *p = r.p;
 	for (int k = 0; k < s->stages.n; k++) {
 		const Stage *st = s->stages.v[k];
 		if (!p->plain[k] || st->u.node->op != OP_ATTN_DK)

@@ -749,28 +749,21 @@ test_auto(void)
 			Profile *pf = pf_parse(pa, mach[m / 3], &err);
 			CU_ASSERT_PTR_NOT_NULL_FATAL(pf);
 			free(err);
-			/* region_sched, then the profile, then lowering */
+			/* every pass, lowering on the profile */
 			Options o = {0};
 			r.a = arena_new();
 			r.src = (Src){"t.cf", text, strlen(text)};
 			diag_init(&r.d, &r.src, stderr);
 			Src fs = {"--schedule", "auto", 4};
 			o.force = parse_choice(r.a, &r.d, &fs);
-			Program *p = parse_program(r.a, &r.d, &r.src);
-			Graph *g = p ? sema_build(r.a, &r.d, p, &o) : NULL;
-			CU_ASSERT_PTR_NOT_NULL_FATAL(g);
-			graph_fill_locality(g);
-			Sched *s = region_sched(g);
-			s->profile = pf;
-			CU_ASSERT_EQUAL(s->auto_margin, AUTO_MARGIN_OF_PROFILE); /* region_sched's */
 			CU_ASSERT_EQUAL(predict_margin(pf), dflt[m / 3]);
-			if (pct >= 0)
-				s->auto_margin = pct;
-			else
+			Pipeline pl = {.a = r.a, .d = &r.d, .o = &o, .profile = pf,
+			               .auto_margin = pct >= 0 ? pct : AUTO_MARGIN_OF_PROFILE};
+			if (pct < 0)
 				pct = dflt[m / 3];
-			CU_ASSERT_FATAL(lower_sched(s, &r.d) == 0);
+			CU_ASSERT_FATAL(pipeline_run(&pl, &r.src) == PIPE_OK); /* verified too */
+			Sched *s = pl.sched;
 			CU_ASSERT_EQUAL(s->auto_margin, pct); /* the margin it spent */
-			CU_ASSERT_EQUAL(verify_sched(s, plan_sched(s), &r.d), 0);
 			double pass = 0;
 			for (int j = 0; j < s->stages.n; j++) {
 				const Stage *st = s->stages.v[j];

@@ -11,9 +11,7 @@
 static Plan *
 bwd_plan(SRun *r, const char *text, const char *force, const char *defs)
 {
-	Sched *s = st_compile(r, text, force, defs, ST_BWD);
-
-	return r->p = s ? plan_sched(s) : NULL;
+	return st_run(r, text, force, defs, ST_BWD, PIPE_PLANNED) ? r->p : NULL;
 }
 
 /* Does c hold an accumulating node (a weight gradient summed over its

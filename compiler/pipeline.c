@@ -1,0 +1,102 @@
+/* pipeline.c: every pass, in order, on a few lines (the one place the
+ * sequence is written; cfc and the unit tests call it).
+ * requires: a Pipeline whose in-fields are set, the rest zero.
+ * ensures: the out-fields hold what each pass made; a failed pass's
+ * errors are reported on pl->d and nothing after it runs. */
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "pipeline.h"
+
+static void
+phase(Pipeline *pl, const char *fmt, ...)
+{
+	char line[256];
+	va_list ap;
+
+	if (!pl->phase)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof line, fmt, ap);
+	va_end(ap);
+	pl->phase(pl->ctx, line);
+}
+
+/* The steps of every collective of s, over all its phases. */
+static long long
+sched_steps(const Sched *s)
+{
+	long long n = 0;
+
+	for (int k = 0; k < s->colls.n; k++)
+		n += ((Coll *)s->colls.v[k])->nsteps;
+	return n;
+}
+
+int
+pipeline_graphs(Pipeline *pl, const Src *src)
+{
+	/* parse */
+	if (!(pl->prog = parse_program(pl->a, pl->d, src)))
+		return PIPE_INPUT;
+	phase(pl, "parse: %zu bytes", src->len);
+	/* semantic checks: names, sizes, shapes, distributions, schedules */
+	if (!(pl->graph = sema_build(pl->a, pl->d, pl->prog, pl->o)))
+		return PIPE_INPUT;
+	phase(pl, "check: %d ops", pl->graph->nodes.n);
+	/* graph facts: slice-locality, invariants */
+	graph_fill_locality(pl->graph);
+	graph_check(pl->graph);
+	/* backward: reverse-mode differentiation into a graph of its own */
+	if (pl->backward) {
+		Graph *b = grad_build(pl->graph, pl->d, pl->accumulate);
+		if (!b)
+			return PIPE_INPUT;
+		graph_fill_locality(b);
+		graph_check(b);
+		phase(pl, "backward: %d ops", b->nodes.n);
+	}
+	return PIPE_OK;
+}
+
+int
+pipeline_schedule(Pipeline *pl, Graph *g, Sched **s, Plan **p, const char *pass)
+{
+	/* regions: each collective and the compute it can be fused with */
+	*s = region_sched(g);
+	(*s)->profile = pl->profile;
+	(*s)->auto_margin = pl->auto_margin;
+	int ncoll = 0;
+	for (int k = 0; k < g->nodes.n; k++)
+		ncoll += (*s)->byid[k] != NULL;
+	phase(pl, "%sregions: %d collectives", pass, ncoll);
+	/* lowering: the step programs, the stages in order */
+	if (lower_sched(*s, pl->d))
+		return PIPE_INPUT;
+	phase(pl, "%slower: %d stages, %lld steps", pass, (*s)->stages.n, sched_steps(*s));
+	if (pl->stop == PIPE_LOWERED)
+		return PIPE_OK;
+	/* plan: every decision about memory */
+	*p = plan_sched(*s);
+	phase(pl, "%splan: %d collectives", pass, (*s)->colls.n);
+	if (pl->stop == PIPE_PLANNED)
+		return PIPE_OK;
+	/* verify: the schedule and its plan, else nothing is emitted */
+	if (verify_sched(*s, *p, pl->d))
+		return PIPE_INTERNAL;
+	phase(pl, "%sverify: %d collectives", pass, (*s)->colls.n);
+	return PIPE_OK;
+}
+
+int
+pipeline_run(Pipeline *pl, const Src *src)
+{
+	int rc = pipeline_graphs(pl, src);
+
+	if (rc || pl->stop == PIPE_GRAPH)
+		return rc;
+	rc = pipeline_schedule(pl, pl->graph, &pl->sched, &pl->plan, "");
+	if (!rc && pl->graph->bwd)
+		rc = pipeline_schedule(pl, pl->graph->bwd, &pl->bsched, &pl->bplan, "backward ");
+	return rc;
+}

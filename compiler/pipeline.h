@@ -1,0 +1,54 @@
+/* pipeline.h: the compiler's passes in order, from a spec's text to its
+ * verified schedules and memory plans. cfc and the unit tests run them
+ * through here, so the sequence is written once (pipeline.c). */
+#ifndef PIPELINE_H
+#define PIPELINE_H
+
+#include "plan.h"
+#include "profile.h"
+
+/* The last pass a run makes (the unit tests look between passes). */
+typedef enum PipeStop {
+	PIPE_VERIFIED, /* every pass: schedules lowered, planned, verified */
+	PIPE_PLANNED,  /* schedules lowered and planned, not verified */
+	PIPE_LOWERED,  /* schedules lowered, no memory plan */
+	PIPE_GRAPH     /* the graphs alone (and the backward's) */
+} PipeStop;
+
+/* What a run ends with. */
+enum {
+	PIPE_OK,
+	PIPE_INPUT,   /* errors in the input, reported on d */
+	PIPE_INTERNAL /* the verifier refused a schedule (reported on d) */
+};
+
+typedef struct Pipeline {
+	/* in */
+	Arena *a;
+	Diag *d;
+	Options *o;             /* sema's (-D, --schedule, ...); NULL: none */
+	const Profile *profile; /* --profile: lowering prices candidates */
+	double auto_margin;     /* Sched.auto_margin; AUTO_MARGIN_OF_PROFILE */
+	int backward;           /* also derive the backward graph */
+	int accumulate;         /* grad_build's: add weight gradients */
+	PipeStop stop;
+	/* a line after each pass ("parse: 120 bytes"); NULL: none */
+	void (*phase)(void *ctx, const char *line);
+	void *ctx;
+	/* out: what the passes made (NULL where a run stopped before) */
+	Program *prog;
+	Graph *graph;  /* the forward; graph->bwd: the backward, if asked */
+	Sched *sched, *bsched;
+	Plan *plan, *bplan;
+} Pipeline;
+
+/* parse, check (sema), the graph facts, the backward if asked. */
+int pipeline_graphs(Pipeline *pl, const Src *src);
+/* The passes from graph g to its schedule *s and memory plan *p (pass:
+ * "" or "backward ", for the phase lines), up to pl->stop. */
+int pipeline_schedule(Pipeline *pl, Graph *g, Sched **s, Plan **p, const char *pass);
+/* Every pass: pipeline_graphs, then the forward's and the backward's
+ * schedules. PIPE_OK or why not. */
+int pipeline_run(Pipeline *pl, const Src *src);
+
+#endif
