@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "profile.h"
+#include "median.h"
 #include "profcheck.h"
 
 const int profile_conc[MAXCONC] = {1, 2, 4};
@@ -447,14 +448,6 @@ rd_entry(Rd *r, Profile *pf, const char *w, size_t len)
 	return 0;
 }
 
-static int
-cmp_dbl(const void *x, const void *y)
-{
-	double a = *(const double *)x, b = *(const double *)y;
-
-	return a < b ? -1 : a > b;
-}
-
 /* Profile.acc[t] from the gemm_acc and gemm tables (their first 64
  * points: cfrt-calibrate writes 3). */
 static double
@@ -472,8 +465,7 @@ acc_per_byte(const Profile *pf, int t)
 	}
 	if (!n)
 		return 0;
-	qsort(v, (size_t)n, sizeof *v, cmp_dbl);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+	return median(v, n);
 }
 
 /* ---- consistency (runtime/profcheck.h): warnings ---- */

@@ -1,8 +1,11 @@
-/* median.h: the one median of the tools: cfrt-calibrate's points and
- * the bench programs' reports (bench/mix.c, mlp_mpi.c, gemm_split.c; the
- * generated driver has its own, the same rule). The mean of the two
- * middle values of an even count (cfrt-calibrate took the upper one until
- * 2026-12-07). */
+/* median.h: the one median: cfrt-calibrate's points, cfc's reading of
+ * a profile (compiler/profile.c), the bench programs' reports (bench/
+ * mix.c, mlp_mpi.c, gemm_split.c and the probes of bench/gpu) and the
+ * timing tests (tests/runtime/progress_bench.c, tests/gpu/attn_check.c).
+ * The generated driver (codegen/driver_main.c.in) keeps a copy of the
+ * same rule: it is compiled against the installed cfrt.h alone. The mean
+ * of the two middle values of an even count (cfrt-calibrate took the
+ * upper one until 2026-12-07). */
 #ifndef CF_BENCH_MEDIAN_H
 #define CF_BENCH_MEDIAN_H
 

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "cfrt.h"
+#include "median.h"
 
 enum { B = 16, H = 8, S = 4096, DH = 128 };
 
@@ -40,12 +41,6 @@ static void make(cfrt_ctx *ctx, bufs *x)
 		if (!lse)
 			CFRT_TRY(ctx, cfrt_fill_uniform(ctx, v[i], (uint64_t)i + 1));
 	}
-}
-
-static int cmp(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
 }
 
 /* One call: the forward of rows q0.. (sq of them), or its backward. */
@@ -74,8 +69,7 @@ static double median_ms(cfrt_ctx *ctx, const bufs *x, int64_t q0, int64_t sq,
 		call(ctx, x, q0, sq, bwd);
 		ms[i] = (cfrt_wtime(ctx) - t0) * 1e3;
 	}
-	qsort(ms, (size_t)iters, sizeof *ms, cmp);
-	med = iters % 2 ? ms[iters / 2] : (ms[iters / 2 - 1] + ms[iters / 2]) / 2;
+	med = median(ms, iters);
 	free(ms);
 	return med;
 }

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "cfrt.h"
+#include "median.h"
 
 typedef struct Probe {
 	cfrt_ctx *ctx;
@@ -60,13 +61,6 @@ gemm(Probe *P)
 {
 	return cfrt_gemm(P->ctx, CFRT_BF16, CFRT_NOTRANS, CFRT_NOTRANS, GM, GN, GK, 1, P->a, GK,
 	                 0, P->b, GN, 0, 0, P->c, GN, 0, 1);
-}
-
-static int
-cmp(const void *x, const void *y)
-{
-	double a = *(const double *)x, b = *(const double *)y;
-	return (a > b) - (a < b);
 }
 
 /* How a way runs: a GEMM first or not, then calls collectives of type t
@@ -104,8 +98,7 @@ timed(Probe *P, int op, const Way *w, int reps)
 		if (i >= 0)
 			t[i] = all;
 	}
-	qsort(t, (size_t)reps, sizeof *t, cmp);
-	return reps % 2 ? t[reps / 2] : (t[reps / 2 - 1] + t[reps / 2]) / 2;
+	return median(t, reps);
 }
 
 int

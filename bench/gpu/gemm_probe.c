@@ -34,6 +34,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "median.h"
+
 enum { MAXSHAPES = 32, MAXALGOS = 16 };
 #define WS_BYTES ((size_t)32 << 20)
 
@@ -122,13 +124,6 @@ dev_filled(size_t n, cudaDataType_t t, size_t esize, uint64_t seed)
 	cuda(cudaMemcpy(d, h, n * esize, cudaMemcpyHostToDevice), "cudaMemcpy");
 	free(h);
 	return d;
-}
-
-static int
-cmp_float(const void *x, const void *y)
-{
-	float a = *(const float *)x, b = *(const float *)y;
-	return (a > b) - (a < b);
 }
 
 /* ---- the ways ---- */
@@ -238,7 +233,7 @@ heat(probe *p, const shape *sh, const way *w)
 static float
 time_way(probe *p, const shape *sh, const way *w)
 {
-	float t[256];
+	double t[256];
 	int n = p->iters < 256 ? p->iters : 256, each = p->cool >= 0 || p->gap >= 0;
 
 	for (int i = 0; i < 3; i++)
@@ -254,8 +249,7 @@ time_way(probe *p, const shape *sh, const way *w)
 		}
 		t[i] = time_burst(p, sh, w) / (float)p->burst;
 	}
-	qsort(t, (size_t)n, sizeof *t, cmp_float);
-	return t[n / 2];
+	return (float)median(t, n);
 }
 
 static void

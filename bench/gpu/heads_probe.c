@@ -20,18 +20,12 @@
 #include <stdlib.h>
 
 #include "cfrt.h"
+#include "median.h"
 
 enum { B = 16, S = 4096, D = 4096, F = 1024, H = 8, DH = 128, SLICE = 512, ITERS = 20 };
 
 static cfrt_ctx *ctx;
 static cfrt_view xa, wq, t1, q, stage;
-
-static int
-cmp_d(const void *x, const void *y)
-{
-	double a = *(const double *)x, b = *(const double *)y;
-	return a < b ? -1 : a > b;
-}
 
 enum { PROJECT, SPLIT, PACK, NWHAT };
 static const char *const what_name[] = {"project", "split heads", "pack"};
@@ -70,8 +64,7 @@ median_ms(int w, int64_t rows)
 		CFRT_TRY(ctx, call(w, rows, i % (S / rows)));
 		t[i] = (cfrt_wtime(ctx) - t0) * 1e3;
 	}
-	qsort(t, ITERS, sizeof *t, cmp_d);
-	return t[ITERS / 2];
+	return median(t, ITERS);
 }
 
 /* q after every slice's head split (columns from skip on); the number of

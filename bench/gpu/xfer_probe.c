@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "cfrt.h"
+#include "median.h"
 
 enum { KD = 4096, MAXIT = 256 };
 
@@ -25,12 +26,6 @@ typedef struct probe {
 	int64_t elems; /* bf16 elements moved each way */
 	void *send[2], *recv[2], *a, *b, *c;
 } probe;
-
-static int cmp_double(const void *x, const void *y)
-{
-	double a = *(const double *)x, b = *(const double *)y;
-	return (a > b) - (a < b);
-}
 
 static int step(probe *p, int xfer, int gemm)
 {
@@ -73,8 +68,7 @@ static double timed(probe *p, int iters, int xfer, int gemm)
 		MPI_Allreduce(&mine, &all, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
 		t[i] = all * 1e3;
 	}
-	qsort(t, (size_t)iters, sizeof *t, cmp_double);
-	return t[iters / 2];
+	return median(t, iters);
 }
 
 static int alloc_all(probe *p)

@@ -37,6 +37,7 @@
 #include <string.h>
 
 #include "cfrt.h"
+#include "median.h"
 
 /* max |x - y| / max |y|: u = 2^-9 for bf16, see run.sh; the backward's
  * roundings of P and dS to bf16 gave ~4e-3 in a host model of the kernel;
@@ -646,12 +647,6 @@ static int grad_subsets(cfrt_ctx *ctx, const acase *c)
 	return bad != 0;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
-
 /* One call of a path: the forward, or the backward when d is given
  * (from x's lse when lse is set). */
 static int call(cfrt_ctx *ctx, const char *mode, const acase *c,
@@ -672,8 +667,7 @@ static double median_ms(cfrt_ctx *ctx, const char *mode, const acase *c,
 		CFRT_TRY(ctx, call(ctx, mode, c, x, d, lse));
 		ms[i] = (cfrt_wtime(ctx) - t0) * 1e3;
 	}
-	qsort(ms, REPS, sizeof ms[0], cmp_double);
-	return (ms[REPS / 2 - 1] + ms[REPS / 2]) / 2;
+	return median(ms, REPS);
 }
 
 static void bench(cfrt_ctx *ctx, int layout)

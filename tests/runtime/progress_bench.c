@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #include "cfrt.h"
+#include "median.h"
 
 typedef struct bench {
 	int64_t m, k, n, len; /* GEMM shape; message in floats */
@@ -19,12 +20,6 @@ typedef struct bench {
 
 enum { GEMM, COMM, BOTH, NT };
 enum { NMODE = 3 };
-
-static int cmp_double(const void *x, const void *y)
-{
-	double u = *(const double *)x, v = *(const double *)y;
-	return (u > v) - (u < v);
-}
 
 static void start_ring(cfrt_ctx *ctx, bench *b, cfrt_req req[2])
 {
@@ -90,8 +85,7 @@ static void measure(cfrt_ctx *ctx[NMODE], bench *b, double *t[NMODE][NT])
 /* Median of n times, in milliseconds; sorts t. */
 static double median_ms(double *t, int n)
 {
-	qsort(t, (size_t)n, sizeof *t, cmp_double);
-	return 1e3 * t[n / 2];
+	return 1e3 * median(t, n);
 }
 
 static void report(cfrt_ctx *ctx[NMODE], bench *b, double *t[NMODE][NT])
