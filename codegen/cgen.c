@@ -179,45 +179,7 @@ uses_op(const Graph *g, int (*pred)(const Node *))
 }
 
 static int is_trans(const Node *n) { return n->op == OP_MATMUL && (n->a.mm.ta || n->a.mm.tb); }
-static int is_attn(const Node *n) { return op_attn(n->op); }
 static int is_sum(const Node *n) { return n->op == OP_MATMUL && n->a.mm.sum; }
-/* an attention that saves its lse, or one of its gradients (they read it) */
-static int is_lse(const Node *n) { return n->lse || (op_attn(n->op) && n->op != OP_ATTENTION); }
-
-/* cf_4d, the [B, H, S, Dh] view of attention's operands (nd = 4), or
- * cf_3d, the [B, H, S] view of its log-sum-exp (nd = 3): one body. */
-static void
-helper_nd(Emitter *e, int nd)
-{
-	if (nd == 4)
-		emit(e, "/* v as [B, H, S, Dh] for attention: leading dims of extent 1 added,\n"
-		        " * or two leading dims that continue each other merged, until it\n"
-		        " * has 4. */\n");
-	else
-		emit(e, "/* v as [B, H, S] for an attention's log-sum-exp rows, as cf_4d\n"
-		        " * does it (until it has 3 dims). */\n");
-	emit_func(e, "static cfrt_view\ncf_%dd(cfrt_view v)", nd);
-	emit_open(e, "while (v.nd < %d)", nd);
-	emit_open(e, "for (int d = v.nd; d > 0; d--)");
-	emit(e, "v.dim[d] = v.dim[d - 1];\nv.stride[d] = v.stride[d - 1];\n");
-	emit_close(e, "");
-	emit(e, "v.dim[0] = 1;\n");
-	emit(e, "v.stride[0] = v.stride[1] * v.dim[1];\n");
-	emit(e, "v.nd++;\n");
-	emit_close(e, "");
-	emit_open(e, "for (int d = 0; v.nd > %d && d < v.nd - %d;)", nd, nd - 1);
-	emit_open(e, "if (v.stride[d] != v.dim[d + 1] * v.stride[d + 1])");
-	emit(e, "d++;\ncontinue;\n");
-	emit_close(e, "");
-	emit(e, "v.dim[d] *= v.dim[d + 1];\nv.stride[d] = v.stride[d + 1];\n");
-	emit_open(e, "for (int k = d + 1; k < v.nd - 1; k++)");
-	emit(e, "v.dim[k] = v.dim[k + 1];\nv.stride[k] = v.stride[k + 1];\n");
-	emit_close(e, "");
-	emit(e, "v.nd--;\n");
-	emit_close(e, "");
-	emit(e, "return v;\n");
-	emit_close(e, "\n");
-}
 
 /* Emits only the helpers this model needs: no unused static functions. */
 void
@@ -268,10 +230,6 @@ cg_helpers(Cg *c)
 		emit(e, "return 0;\n");
 		emit_close(e, "\n");
 	}
-	if (uses_op(c->g, is_attn))
-		helper_nd(e, 4);
-	if (uses_op(c->g, is_lse))
-		helper_nd(e, 3);
 }
 
 const char *
@@ -472,10 +430,11 @@ op_attention(Cg *c, const Node *n, const Operands *x)
 	const char *const *l = c->loc;
 
 	emit_begin(&c->e);
-	emit(&c->e, "cfrt_view %s = cf_4d(%s), %s = cf_4d(%s), %s = cf_4d(%s), %s = cf_4d(%s);\n",
+	emit(&c->e, "cfrt_view %s = cfrt_view_fold(%s, 4), %s = cfrt_view_fold(%s, 4),\n"
+	     "          %s = cfrt_view_fold(%s, 4), %s = cfrt_view_fold(%s, 4);\n",
 	     l[LC_O4], x->out, l[LC_Q4], x->in[0], l[LC_K4], x->in[1], l[LC_V4], x->in[2]);
 	if (x->lse) {
-		emit(&c->e, "cfrt_view %s = cf_3d(%s);\n", l[LC_L3], x->lse);
+		emit(&c->e, "cfrt_view %s = cfrt_view_fold(%s, 3);\n", l[LC_L3], x->lse);
 		call(c, "cfrt_attention_lse", "&%s, &%s, &%s, &%s, &%s, %d, %s", l[LC_O4], l[LC_L3],
 		     l[LC_Q4], l[LC_K4], l[LC_V4], n->a.causal, attn_qoff(c, n, x));
 	} else {
@@ -496,10 +455,11 @@ op_attn_grad(Cg *c, const Node *n, const Operands *x)
 
 	g[n->op == OP_ATTN_DQ ? 0 : n->op == OP_ATTN_DK ? 1 : 2] = arena_printf(c->a, "&%s", l[LC_O4]);
 	emit_begin(&c->e);
-	emit(&c->e, "cfrt_view %s = cf_4d(%s), %s = cf_4d(%s), %s = cf_4d(%s), %s = cf_4d(%s),\n"
-	     "           %s = cf_4d(%s), %s = cf_4d(%s);\n", l[LC_O4], x->out, l[LC_Q4], x->in[0],
+	emit(&c->e, "cfrt_view %s = cfrt_view_fold(%s, 4), %s = cfrt_view_fold(%s, 4),\n"
+	     "          %s = cfrt_view_fold(%s, 4), %s = cfrt_view_fold(%s, 4),\n"
+	     "          %s = cfrt_view_fold(%s, 4), %s = cfrt_view_fold(%s, 4);\n", l[LC_O4], x->out, l[LC_Q4], x->in[0],
 	     l[LC_K4], x->in[1], l[LC_V4], x->in[2], l[LC_Y4], x->in[3], l[LC_DY4], x->in[4]);
-	emit(&c->e, "cfrt_view %s = cf_3d(%s);\n", l[LC_L3], x->in[5]);
+	emit(&c->e, "cfrt_view %s = cfrt_view_fold(%s, 3);\n", l[LC_L3], x->in[5]);
 	call(c, "cfrt_attention_grad_lse", "%s, %s, %s, &%s, &%s, &%s, &%s, &%s, &%s, %d, %s", g[0],
 	     g[1], g[2], l[LC_Q4], l[LC_K4], l[LC_V4], l[LC_Y4], l[LC_DY4], l[LC_L3], n->a.causal,
 	     attn_qoff(c, n, x));

@@ -3,7 +3,7 @@
  * and ends the job when they disagree; here the same agreement is
  * required of the views the plan builds for the call, as the generated
  * code hands them over (codegen/cgen.c: cf_transpose of a transposed
- * matmul operand, cf_4d and cf_3d of attention's, cfrt_view_heads of a
+ * matmul operand, cfrt_view_fold of attention's, cfrt_view_heads of a
  * head split or merge), so that a plan the runtime would refuse is one
  * the verifier could not prove, never one that is emitted.
  * requires: views of the result, the inputs and (n->lse) an attention's
@@ -14,6 +14,8 @@
 #include <stdio.h>
 
 #include "verify.h"
+#define CFRT_DIMS_ONLY
+#include "cfrt.h"
 
 typedef struct Call {
 	const Node *n;
@@ -100,34 +102,12 @@ transpose(MView m)
 	return m;
 }
 
-/* cf_4d (nd 4) and cf_3d (nd 3): leading dims of extent 1 added, or two
- * leading dims that continue each other merged, until v has nd dims (it
- * may keep more: then the runtime refuses it) */
+/* cfrt_view_fold, as the generated code folds attention's views (nd 4)
+ * and its log-sum-exp's (nd 3): the one fold of runtime/cfrt.h */
 static MView
 as_nd(MView v, int nd)
 {
-	while (v.nd < nd) {
-		for (int d = v.nd; d > 0; d--) {
-			v.dim[d] = v.dim[d - 1];
-			v.stride[d] = v.stride[d - 1];
-		}
-		v.dim[0] = 1;
-		v.stride[0] = v.stride[1] * v.dim[1];
-		v.nd++;
-	}
-	for (int d = 0; v.nd > nd && d < v.nd - (nd - 1);) {
-		if (v.stride[d] != v.dim[d + 1] * v.stride[d + 1]) {
-			d++;
-			continue;
-		}
-		v.dim[d] *= v.dim[d + 1];
-		v.stride[d] = v.stride[d + 1];
-		for (int k = d + 1; k < v.nd - 1; k++) {
-			v.dim[k] = v.dim[k + 1];
-			v.stride[k] = v.stride[k + 1];
-		}
-		v.nd--;
-	}
+	v.nd = cfrt_dims_fold(v.nd, v.dim, v.stride, nd);
 	return v;
 }
 

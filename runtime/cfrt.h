@@ -86,10 +86,51 @@
  * caught by the watchdog (CFRT_TIMEOUT) when one is set.
  */
 #ifndef CFRT_H
-#define CFRT_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#ifndef CFRT_DIMS_FOLD
+#define CFRT_DIMS_FOLD
+/* The dims and strides of a view (nd of them; the arrays hold at least
+ * want) as want dims: leading dims of extent 1 added, or two leading
+ * dims that continue each other merged, until it has want (it may keep
+ * more: an op that needs want dims then refuses it). Returns the new nd.
+ * cfrt_view_fold applies it to a view: attention's operands as
+ * [B, H, S, Dh] (want 4), its log-sum-exp rows as [B, H, S] (want 3).
+ * cfc's verifier (compiler/verify_call.c) folds its views with this same
+ * function, including this part of the header alone (CFRT_DIMS_ONLY:
+ * nothing that needs MPI). */
+static inline int cfrt_dims_fold(int nd, int64_t *dim, int64_t *stride, int want)
+{
+	while (nd < want) {
+		for (int d = nd; d > 0; d--) {
+			dim[d] = dim[d - 1];
+			stride[d] = stride[d - 1];
+		}
+		dim[0] = 1;
+		stride[0] = stride[1] * dim[1];
+		nd++;
+	}
+	for (int d = 0; nd > want && d < nd - (want - 1);) {
+		if (stride[d] != dim[d + 1] * stride[d + 1]) {
+			d++;
+			continue;
+		}
+		dim[d] *= dim[d + 1];
+		stride[d] = stride[d + 1];
+		for (int k = d + 1; k < nd - 1; k++) {
+			dim[k] = dim[k + 1];
+			stride[k] = stride[k + 1];
+		}
+		nd--;
+	}
+	return nd;
+}
+#endif /* CFRT_DIMS_FOLD */
+
+#ifndef CFRT_DIMS_ONLY
+#define CFRT_H
 
 #include <mpi.h>
 
@@ -241,6 +282,14 @@ static inline cfrt_view cfrt_view_heads(cfrt_view v, int64_t heads)
 	perm[v.nd - 3] = v.nd - 2;
 	perm[v.nd - 2] = v.nd - 3;
 	return cfrt_view_permute(v, perm);
+}
+
+/* v as nd dims (cfrt_dims_fold): attention's operands as 4, its
+ * log-sum-exp as 3. */
+static inline cfrt_view cfrt_view_fold(cfrt_view v, int nd)
+{
+	v.nd = cfrt_dims_fold(v.nd, v.dim, v.stride, nd);
+	return v;
 }
 
 /* Number of elements of v. */
@@ -874,4 +923,5 @@ int cfrt_iall_to_all(cfrt_ctx *ctx, const void *send, void *recv,
 }
 #endif
 
+#endif /* CFRT_DIMS_ONLY */
 #endif /* CFRT_H */

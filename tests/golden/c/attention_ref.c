@@ -20,37 +20,6 @@ attention_ref_workspace_bytes(void)
 	return 294912;
 }
 
-/* v as [B, H, S, Dh] for attention: leading dims of extent 1 added,
- * or two leading dims that continue each other merged, until it
- * has 4. */
-static cfrt_view
-cf_4d(cfrt_view v)
-{
-	while (v.nd < 4) {
-		for (int d = v.nd; d > 0; d--) {
-			v.dim[d] = v.dim[d - 1];
-			v.stride[d] = v.stride[d - 1];
-		}
-		v.dim[0] = 1;
-		v.stride[0] = v.stride[1] * v.dim[1];
-		v.nd++;
-	}
-	for (int d = 0; v.nd > 4 && d < v.nd - 3;) {
-		if (v.stride[d] != v.dim[d + 1] * v.stride[d + 1]) {
-			d++;
-			continue;
-		}
-		v.dim[d] *= v.dim[d + 1];
-		v.stride[d] = v.stride[d + 1];
-		for (int k = d + 1; k < v.nd - 1; k++) {
-			v.dim[k] = v.dim[k + 1];
-			v.stride[k] = v.stride[k + 1];
-		}
-		v.nd--;
-	}
-	return v;
-}
-
 int
 attention_ref_forward(cfrt_ctx *ctx, const attention_weights *w, const attention_io *io,
     void *ws)
@@ -130,7 +99,8 @@ attention_ref_forward(cfrt_ctx *ctx, const attention_weights *w, const attention
 	cfrt_where(ctx, "t4", 0);
 	cfrt_what(ctx, "t4 = attention(q, k, v)", -1);
 	{
-		cfrt_view o4 = cf_4d(t4), q4 = cf_4d(q), k4 = cf_4d(k), v4 = cf_4d(v);
+		cfrt_view o4 = cfrt_view_fold(t4, 4), q4 = cfrt_view_fold(q, 4),
+		          k4 = cfrt_view_fold(k, 4), v4 = cfrt_view_fold(v, 4);
 		CFRT_PROPAGATE(ctx, cfrt_attention(ctx, &o4, &q4, &k4, &v4, 1, 0));
 	}
 #line 24 "examples/attention.cf"
@@ -151,7 +121,7 @@ attention_ref_forward(cfrt_ctx *ctx, const attention_weights *w, const attention
 	cfrt_where(ctx, "y", 0);
 	cfrt_what(ctx, "y = reduce_scatter(p)", -1);
 	CFRT_PROPAGATE(ctx, cfrt_copy(ctx, &y, &p));
-#line 155 "attention_ref.c"
+#line 125 "attention_ref.c"
 	cfrt_where(ctx, NULL, 0); /* out of the model */
 	return CFRT_OK;
 }

@@ -19,37 +19,6 @@ ulysses_ref_workspace_bytes(void)
 	return 262144;
 }
 
-/* v as [B, H, S, Dh] for attention: leading dims of extent 1 added,
- * or two leading dims that continue each other merged, until it
- * has 4. */
-static cfrt_view
-cf_4d(cfrt_view v)
-{
-	while (v.nd < 4) {
-		for (int d = v.nd; d > 0; d--) {
-			v.dim[d] = v.dim[d - 1];
-			v.stride[d] = v.stride[d - 1];
-		}
-		v.dim[0] = 1;
-		v.stride[0] = v.stride[1] * v.dim[1];
-		v.nd++;
-	}
-	for (int d = 0; v.nd > 4 && d < v.nd - 3;) {
-		if (v.stride[d] != v.dim[d + 1] * v.stride[d + 1]) {
-			d++;
-			continue;
-		}
-		v.dim[d] *= v.dim[d + 1];
-		v.stride[d] = v.stride[d + 1];
-		for (int k = d + 1; k < v.nd - 1; k++) {
-			v.dim[k] = v.dim[k + 1];
-			v.stride[k] = v.stride[k + 1];
-		}
-		v.nd--;
-	}
-	return v;
-}
-
 int
 ulysses_ref_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
     void *ws)
@@ -137,7 +106,8 @@ ulysses_ref_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *i
 	cfrt_where(ctx, "oh", 0);
 	cfrt_what(ctx, "oh = attention(qh, kh, vh)", -1);
 	{
-		cfrt_view o4 = cf_4d(oh), q4 = cf_4d(qh), k4 = cf_4d(kh), v4 = cf_4d(vh);
+		cfrt_view o4 = cfrt_view_fold(oh, 4), q4 = cfrt_view_fold(qh, 4),
+		          k4 = cfrt_view_fold(kh, 4), v4 = cfrt_view_fold(vh, 4);
 		CFRT_PROPAGATE(ctx, cfrt_attention(ctx, &o4, &q4, &k4, &v4, 1, 0));
 	}
 #line 26 "examples/ulysses.cf"
@@ -156,7 +126,7 @@ ulysses_ref_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *i
 	cfrt_where(ctx, "y", 0);
 	cfrt_what(ctx, "y = matmul(t4, wo)", -1);
 	CFRT_PROPAGATE(ctx, cfrt_matmul(ctx, &y, &t4, &wo, 1.0, 0.0));
-#line 160 "ulysses_ref.c"
+#line 130 "ulysses_ref.c"
 	cfrt_where(ctx, NULL, 0); /* out of the model */
 	return CFRT_OK;
 }

@@ -53,37 +53,6 @@ cf_mod(int x, int n)
 	return m < 0 ? m + n : m;
 }
 
-/* v as [B, H, S, Dh] for attention: leading dims of extent 1 added,
- * or two leading dims that continue each other merged, until it
- * has 4. */
-static cfrt_view
-cf_4d(cfrt_view v)
-{
-	while (v.nd < 4) {
-		for (int d = v.nd; d > 0; d--) {
-			v.dim[d] = v.dim[d - 1];
-			v.stride[d] = v.stride[d - 1];
-		}
-		v.dim[0] = 1;
-		v.stride[0] = v.stride[1] * v.dim[1];
-		v.nd++;
-	}
-	for (int d = 0; v.nd > 4 && d < v.nd - 3;) {
-		if (v.stride[d] != v.dim[d + 1] * v.stride[d + 1]) {
-			d++;
-			continue;
-		}
-		v.dim[d] *= v.dim[d + 1];
-		v.stride[d] = v.stride[d + 1];
-		for (int k = d + 1; k < v.nd - 1; k++) {
-			v.dim[k] = v.dim[k + 1];
-			v.stride[k] = v.stride[k + 1];
-		}
-		v.nd--;
-	}
-	return v;
-}
-
 int
 ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
     void *ws)
@@ -824,7 +793,8 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				cfrt_view in1 = kh;
 				cfrt_view in2 = vh;
 				{
-					cfrt_view o4 = cf_4d(cf_o), q4 = cf_4d(in0), k4 = cf_4d(in1), v4 = cf_4d(in2);
+					cfrt_view o4 = cfrt_view_fold(cf_o, 4), q4 = cfrt_view_fold(in0, 4),
+					          k4 = cfrt_view_fold(in1, 4), v4 = cfrt_view_fold(in2, 4);
 					CFRT_PROPAGATE(ctx, cfrt_attention(ctx, &o4, &q4, &k4, &v4, 1, s * 8));
 				}
 			}
@@ -838,7 +808,8 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				cfrt_view in1 = kh;
 				cfrt_view in2 = vh;
 				{
-					cfrt_view o4 = cf_4d(cf_o), q4 = cf_4d(in0), k4 = cf_4d(in1), v4 = cf_4d(in2);
+					cfrt_view o4 = cfrt_view_fold(cf_o, 4), q4 = cfrt_view_fold(in0, 4),
+					          k4 = cfrt_view_fold(in1, 4), v4 = cfrt_view_fold(in2, 4);
 					CFRT_PROPAGATE(ctx, cfrt_attention(ctx, &o4, &q4, &k4, &v4, 1, s * 8));
 				}
 			}
@@ -906,7 +877,8 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				cfrt_view in1 = kh;
 				cfrt_view in2 = vh;
 				{
-					cfrt_view o4 = cf_4d(cf_o), q4 = cf_4d(in0), k4 = cf_4d(in1), v4 = cf_4d(in2);
+					cfrt_view o4 = cfrt_view_fold(cf_o, 4), q4 = cfrt_view_fold(in0, 4),
+					          k4 = cfrt_view_fold(in1, 4), v4 = cfrt_view_fold(in2, 4);
 					CFRT_PROPAGATE(ctx, cfrt_attention(ctx, &o4, &q4, &k4, &v4, 1, s * 8));
 				}
 			}
@@ -920,7 +892,8 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 				cfrt_view in1 = kh;
 				cfrt_view in2 = vh;
 				{
-					cfrt_view o4 = cf_4d(cf_o), q4 = cf_4d(in0), k4 = cf_4d(in1), v4 = cf_4d(in2);
+					cfrt_view o4 = cfrt_view_fold(cf_o, 4), q4 = cfrt_view_fold(in0, 4),
+					          k4 = cfrt_view_fold(in1, 4), v4 = cfrt_view_fold(in2, 4);
 					CFRT_PROPAGATE(ctx, cfrt_attention(ctx, &o4, &q4, &k4, &v4, 1, s * 8));
 				}
 			}
@@ -987,7 +960,7 @@ ulysses_forward(cfrt_ctx *ctx, const ulysses_weights *w, const ulysses_io *io,
 	cfrt_where(ctx, "y", 0);
 	cfrt_what(ctx, "y = matmul(t4, wo)", -1);
 	CFRT_PROPAGATE(ctx, cfrt_matmul(ctx, &y, &t4, &wo, 1.0, 0.0));
-#line 991 "ulysses.c"
+#line 964 "ulysses.c"
 	cfrt_where(ctx, NULL, 0); /* out of the model */
 	return CFRT_OK;
 }

@@ -35,37 +35,6 @@ cf_mod(int x, int n)
 	return m < 0 ? m + n : m;
 }
 
-/* v as [B, H, S, Dh] for attention: leading dims of extent 1 added,
- * or two leading dims that continue each other merged, until it
- * has 4. */
-static cfrt_view
-cf_4d(cfrt_view v)
-{
-	while (v.nd < 4) {
-		for (int d = v.nd; d > 0; d--) {
-			v.dim[d] = v.dim[d - 1];
-			v.stride[d] = v.stride[d - 1];
-		}
-		v.dim[0] = 1;
-		v.stride[0] = v.stride[1] * v.dim[1];
-		v.nd++;
-	}
-	for (int d = 0; v.nd > 4 && d < v.nd - 3;) {
-		if (v.stride[d] != v.dim[d + 1] * v.stride[d + 1]) {
-			d++;
-			continue;
-		}
-		v.dim[d] *= v.dim[d + 1];
-		v.stride[d] = v.stride[d + 1];
-		for (int k = d + 1; k < v.nd - 1; k++) {
-			v.dim[k] = v.dim[k + 1];
-			v.stride[k] = v.stride[k + 1];
-		}
-		v.nd--;
-	}
-	return v;
-}
-
 int
 attention_forward(cfrt_ctx *ctx, const attention_weights *w, const attention_io *io,
     void *ws)
@@ -260,7 +229,8 @@ attention_forward(cfrt_ctx *ctx, const attention_weights *w, const attention_io 
 				cfrt_view in1 = k;
 				cfrt_view in2 = v;
 				{
-					cfrt_view o4 = cf_4d(cf_o), q4 = cf_4d(in0), k4 = cf_4d(in1), v4 = cf_4d(in2);
+					cfrt_view o4 = cfrt_view_fold(cf_o, 4), q4 = cfrt_view_fold(in0, 4),
+					          k4 = cfrt_view_fold(in1, 4), v4 = cfrt_view_fold(in2, 4);
 					CFRT_PROPAGATE(ctx, cfrt_attention(ctx, &o4, &q4, &k4, &v4, 1, s * 16));
 				}
 			}
@@ -293,7 +263,8 @@ attention_forward(cfrt_ctx *ctx, const attention_weights *w, const attention_io 
 				cfrt_view in1 = k;
 				cfrt_view in2 = v;
 				{
-					cfrt_view o4 = cf_4d(cf_o), q4 = cf_4d(in0), k4 = cf_4d(in1), v4 = cf_4d(in2);
+					cfrt_view o4 = cfrt_view_fold(cf_o, 4), q4 = cfrt_view_fold(in0, 4),
+					          k4 = cfrt_view_fold(in1, 4), v4 = cfrt_view_fold(in2, 4);
 					CFRT_PROPAGATE(ctx, cfrt_attention(ctx, &o4, &q4, &k4, &v4, 1, s * 16));
 				}
 			}
@@ -365,7 +336,7 @@ attention_forward(cfrt_ctx *ctx, const attention_weights *w, const attention_io 
 			}
 		}
 	}
-#line 369 "attention.c"
+#line 340 "attention.c"
 	cfrt_where(ctx, NULL, 0); /* out of the model */
 	return CFRT_OK;
 }
