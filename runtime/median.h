@@ -11,7 +11,7 @@
 
 #include <stdlib.h>
 
-static int
+static inline int
 cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -20,7 +20,7 @@ cmp_double(const void *a, const void *b)
 }
 
 /* The median of t[0..n), n > 0; sorts t. */
-static double
+static inline double
 median(double *t, int n)
 {
 	qsort(t, (size_t)n, sizeof *t, cmp_double);

@@ -84,10 +84,11 @@ RT_TESTS = $(B)/tests/runtime_unit $(B)/tests/runtime_fault \
 
 # cfrt-calibrate: measures a machine for cfc --profile (installed with the
 # runtime; runtime/cuda/cuda.mk builds cfrt-calibrate-cuda from the same
-# source). Its profile is written as cfc writes its outputs (cli/outfile.c).
-$(B)/cfrt-calibrate: runtime/tools/calibrate.c cli/outfile.c $(B)/libcfrt.a
+# sources, runtime/tools/*.c). Its profile is written as cfc writes its outputs (cli/outfile.c).
+CAL_SRC = $(wildcard runtime/tools/*.c) cli/outfile.c
+$(B)/cfrt-calibrate: $(CAL_SRC) runtime/tools/calibrate.h $(B)/libcfrt.a
 	@mkdir -p $(@D)
-	$(MPICC) $(CFLAGS_ALL) -Iruntime -Icli $(LDFLAGS_ALL) -o $@ $< cli/outfile.c $(RT_TEST_LINK)
+	$(MPICC) $(CFLAGS_ALL) -Iruntime -Icli $(LDFLAGS_ALL) -o $@ $(CAL_SRC) $(RT_TEST_LINK)
 
 all: $(RT_LIBFILES) $(RT_TESTS) $(B)/cfrt-calibrate
 CHECK_DEPS += $(B)/libcfrt.a $(B)/tests/runtime_unit $(RT_LIBFILES) $(RT_TESTS) \

@@ -129,10 +129,10 @@ $(CU_PROBES): $(B)/bench/gpu/%: bench/gpu/%.c $(B)/libcfrt_cuda.a
 	$(MPICC) $(CFLAGS_ALL) -Iruntime $(LDFLAGS_ALL) -o $@ $< $(B)/libcfrt_cuda.a $(CUDA_LIBS)
 
 # cfrt-calibrate on the GPUs: the same program as the MPI backend's
-# (runtime/tools/calibrate.c), linked with this backend.
-$(B)/cfrt-calibrate-cuda: runtime/tools/calibrate.c cli/outfile.c $(B)/libcfrt_cuda.a
+# (runtime/tools/*.c), linked with this backend.
+$(B)/cfrt-calibrate-cuda: $(CAL_SRC) runtime/tools/calibrate.h $(B)/libcfrt_cuda.a
 	@mkdir -p $(@D)
-	$(MPICC) $(CFLAGS_ALL) -Iruntime -Icli $(LDFLAGS_ALL) -o $@ $< cli/outfile.c $(B)/libcfrt_cuda.a \
+	$(MPICC) $(CFLAGS_ALL) -Iruntime -Icli $(LDFLAGS_ALL) -o $@ $(CAL_SRC) $(B)/libcfrt_cuda.a \
 		$(CUDA_LIBS) -lm
 
 CU_ALL = $(B)/libcfrt_cuda.a $(B)/cfrt_cuda.pc $(B)/tests/gpu/cmpdump \
