@@ -1,7 +1,10 @@
-/* verify.h: private to the verifier (verify.c, the machine that runs
+/* verify.h: private to the verifier: verify_setup.c, its entry points
+ * (a run set up, its end state checked); verify.c, the machine that runs
  * every rank's program; verify_mem.c, the checks of the memory plan that
  * the machine calls at each item; verify_call.c, the views of one runtime
- * call; verify_base.c, the helpers all of them share, below them). */
+ * call; verify_cells.c, the cells and contributor sets the machine
+ * tracks; verify_base.c, the helpers all of them share. Each calls only
+ * those after it in this list. */
 #ifndef VERIFY_H
 #define VERIFY_H
 
@@ -129,6 +132,22 @@ int vf_sel(const Sel *sel, int r, int i, int *out, int max);
 /* Element e of collective ci on rank r: the slice (and part) it reads
  * (dir 0) or writes (dir 1); 0 when the element does not touch r. */
 int vf_elem(const CollInst *ci, int r, int dir, int e, int *s, int *part);
+
+/* verify_cells.c: the cells of buffer slots and the contributor sets
+ * they hold */
+const Buf *vf_buf(const V *v, int b);
+void vf_drop(V *v, Cell *c);
+void vf_copy(V *v, Cell *dst, const Cell *src);
+void vf_turn(V *v, Cell *dst, const Cell *src, int d);
+int vf_union(V *v, Cell *dst, const Cell *src);
+int vf_same(const V *v, const Cell *c, int org);
+const char *vf_cell_str(V *v, const Cell *c, char *buf, size_t n);
+/* verify.c: the machine that verify_setup.c runs */
+Cell *vf_cells(V *v, int r, int b);
+int vf_bit(unsigned char *b, int s);
+const Phase *vf_phase(const V *v, int ph);
+void vf_advance(V *v, Rank *R);
+int vf_run(V *v);
 
 /* verify_mem.c: the checks of the plan at each item of rank r in round
  * i, after the schedule's own checks passed; RUN_OK or RUN_ERR (through
