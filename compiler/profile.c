@@ -22,6 +22,7 @@
 #include "profile.h"
 #include "median.h"
 #include "profcheck.h"
+#include "profile_format.h"
 
 const int profile_conc[MAXCONC] = {1, 2, 4};
 
@@ -273,18 +274,23 @@ static int
 rd_entry(Rd *r, Profile *pf, const char *w, size_t len)
 {
 	double x[4];
+	int id = -1; /* the first row of profile.def with this word */
 
-	if (rd_is(w, len, "backend"))
+	for (int i = 0; i < PF_NENTRY && id < 0; i++)
+		if (i != PF_END && rd_is(w, len, pf_word[i]))
+			id = i;
+
+	if (id == PF_BACKEND)
 		return (pf->backend = rd_name(r, "the backend's name")) != NULL;
-	if (rd_is(w, len, "transfer"))
+	if (id == PF_TRANSFER)
 		return (pf->transfer = rd_name(r, "the transfer mode")) != NULL;
-	if (rd_is(w, len, "ranks")) {
+	if (id == PF_RANKS) {
 		if (!rd_range(r, "ranks", NUM_WHOLE, 1, PC_MAX_RANKS, x))
 			return 0;
 		pf->ranks = (int)x[0];
 		return 1;
 	}
-	if (rd_is(w, len, "batch")) {
+	if (id == PF_BATCH) {
 		size_t n;
 		const char *o = rd_word(r, &n);
 		if (!o || (!rd_is(o, n, "loop") && !rd_is(o, n, "one"))) {
@@ -295,7 +301,7 @@ rd_entry(Rd *r, Profile *pf, const char *w, size_t len)
 		pf->batch_loop = rd_is(o, n, "loop");
 		return 1;
 	}
-	if (rd_is(w, len, "slowdown")) {
+	if (id == PF_SLOWDOWN) {
 		/* slowdown X, or slowdown C X: while C transfers run (two
 		 * words: the first is C) */
 		const char *at = r->p;
@@ -319,9 +325,9 @@ rd_entry(Rd *r, Profile *pf, const char *w, size_t len)
 		*(c >= 0 ? &pf->slowdown_at[c] : &pf->slowdown) = x[0];
 		return 1;
 	}
-	if (rd_is(w, len, "overlap"))
+	if (id == PF_OVERLAP)
 		return rd_fraction(r, &pf->overlap);
-	if (rd_is(w, len, "defer")) {
+	if (id == PF_DEFER) {
 		/* defer OV SD: the overlap and slowdown once a deferred
 		 * transfer moves */
 		if (pf->defer_sd > 0) {
@@ -339,11 +345,11 @@ rd_entry(Rd *r, Profile *pf, const char *w, size_t len)
 		pf->defer_sd = x[0];
 		return 1;
 	}
-	if (rd_is(w, len, "overlap_coll")) {
+	if (id == PF_OVERLAP_COLL) {
 		int c = rd_coll(r);
 		return c >= 0 && rd_fraction(r, &pf->overlap_coll[c]);
 	}
-	if (rd_is(w, len, "clock")) {
+	if (id == PF_CLOCK) {
 		/* clock D R: busy share D (0 < D <= 1), time factor R */
 		if (!rd_num(r, "the busy share", 0, &x[0]))
 			return 0;
@@ -355,7 +361,7 @@ rd_entry(Rd *r, Profile *pf, const char *w, size_t len)
 			return 0;
 		return tab_add(r, &pf->clock, (PPoint){0, 0, x[0], x[1], r->lno});
 	}
-	if (rd_is(w, len, "gemm") || rd_is(w, len, "gemm_acc")) {
+	if (id == PF_GEMM || id == PF_GEMM_ACC) {
 		/* gemm_acc: the same GEMM adding to its output (beta = 1) */
 		int t = rd_dtype(r);
 		if (t < 0 || !rd_range(r, "m", NUM_WHOLE, 1, PC_MAX_DIM, &x[0]) ||
@@ -363,10 +369,10 @@ rd_entry(Rd *r, Profile *pf, const char *w, size_t len)
 		    !rd_range(r, "k", NUM_WHOLE, 1, PC_MAX_DIM, &x[2]) ||
 		    !rd_range(r, "seconds", 0, PC_MIN_SEC, PC_MAX_SEC, &x[3]))
 			return 0;
-		return tab_add(r, rd_is(w, len, "gemm") ? &pf->gemm[t] : &pf->gemm_acc[t],
+		return tab_add(r, id == PF_GEMM ? &pf->gemm[t] : &pf->gemm_acc[t],
 		               (PPoint){x[0], x[1], x[2], x[3], r->lno});
 	}
-	if (rd_is(w, len, "ew")) {
+	if (id == PF_EW) {
 		int t = rd_dtype(r);
 		if (t < 0 || !rd_num(r, "bytes per second", 0, x))
 			return 0;
@@ -398,17 +404,17 @@ rd_entry(Rd *r, Profile *pf, const char *w, size_t len)
 			return 0;
 		return tab_add(r, &pf->ew_by[t], (PPoint){0, 0, x[0], x[1], r->lno});
 	}
-	int grad = rd_is(w, len, "attn_grad") || rd_is(w, len, "attn_grad_causal");
-	if (grad || rd_is(w, len, "attn") || rd_is(w, len, "attn_causal")) {
+	int grad = id == PF_ATTN_GRAD || id == PF_ATTN_GRAD_CAUSAL;
+	if (grad || id == PF_ATTN || id == PF_ATTN_CAUSAL) {
 		int t = rd_dtype(r);
-		int causal = rd_is(w, len, "attn_causal") || rd_is(w, len, "attn_grad_causal");
+		int causal = id == PF_ATTN_CAUSAL || id == PF_ATTN_GRAD_CAUSAL;
 		if (t < 0 || !rd_range(r, "the key length", NUM_WHOLE, 1, PC_MAX_KEYLEN, &x[0]) ||
 		    !rd_range(r, "flop per second", 0, PC_MIN_RATE, PC_MAX_FLOPS, &x[1]))
 			return 0;
 		PTable *tab = grad ? &pf->attn_grad[causal][t] : &pf->attn[causal][t];
 		return tab_add(r, tab, (PPoint){0, 0, x[0], x[1], r->lno});
 	}
-	if (rd_is(w, len, "op")) {
+	if (id == PF_OP) {
 		int t = rd_dtype(r);
 		size_t n;
 		const char *o = t < 0 ? NULL : rd_word(r, &n);
@@ -427,7 +433,7 @@ rd_entry(Rd *r, Profile *pf, const char *w, size_t len)
 		pf->op[t][k] = x[0];
 		return 1;
 	}
-	if (rd_is(w, len, "p2p")) {
+	if (id == PF_P2P) {
 		int c;
 		if (!rd_conc(r, &c))
 			return 0;
@@ -436,15 +442,22 @@ rd_entry(Rd *r, Profile *pf, const char *w, size_t len)
 			return 0;
 		return tab_add(r, &pf->p2p[c], (PPoint){0, 0, x[1], x[2], r->lno});
 	}
-	if (rd_is(w, len, "coll")) {
+	if (id == PF_COLL) {
 		int c = rd_coll(r);
 		if (c < 0 || !rd_range(r, "bytes", NUM_WHOLE, 1, PC_MAX_BYTES, &x[0]) ||
 		    !rd_range(r, "seconds", 0, PC_MIN_SEC, PC_MAX_SEC, &x[1]))
 			return 0;
 		return tab_add(r, &pf->coll[c], (PPoint){0, 0, x[0], x[1], r->lno});
 	}
-	diag_error(r->d, rd_loc(r, w, len), "unknown entry '%.*s' (gemm, gemm_acc, ew, attn, attn_causal, attn_grad, attn_grad_causal, op, p2p, coll, "
-	           "batch, slowdown, overlap, overlap_coll, clock, backend, transfer, ranks, end)", (int)(len > 40 ? 40 : len), w);
+	char known[512];
+	size_t k = 0;
+	known[0] = 0;
+	for (int i = 0; i < PF_NENTRY; i++) /* each word once (profile.def) */
+		if ((!i || strcmp(pf_word[i], pf_word[i - 1])) && k < sizeof known)
+			k += (size_t)snprintf(known + k, sizeof known - k, "%s%s", i ? ", " : "",
+			                      pf_word[i]);
+	diag_error(r->d, rd_loc(r, w, len), "unknown entry '%.*s' (%s)", (int)(len > 40 ? 40 : len),
+	           w, known);
 	return 0;
 }
 
@@ -634,7 +647,7 @@ profile_parse(Arena *a, Diag *d, const Src *src)
 			version = 1;
 			continue;
 		}
-		if (rd_is(w, len, "end")) {
+		if (rd_is(w, len, pf_word[PF_END])) {
 			ended = rd_done(&r);
 			continue;
 		}
@@ -716,71 +729,70 @@ profile_read(Arena *a, Diag *d, Src *src, const char *path)
 	return profile_parse(a, d, src);
 }
 
-/* ---- writing ---- */
+/* ---- writing (each line as profile.def spells it) ---- */
 
+enum { EXACT = 17 }; /* digits: reading it back gives the same double */
+
+/* t's points, each a line of entry id of type name tn (NULL: none). */
 static void
-tab_write(FILE *f, const char *head, const PTable *t, int gemm)
+tab_write(FILE *f, int id, const char *tn, const PTable *t)
 {
 	for (int i = 0; i < t->n; i++) {
 		const PPoint *p = &t->p[i];
-		if (gemm)
-			fprintf(f, "%s %.17g %.17g %.17g %.17g\n", head, p->m, p->n, p->k, p->sec);
+		if (id == PF_GEMM || id == PF_GEMM_ACC)
+			fprintf(f, pf_line[id], tn, (long long)p->m, (long long)p->n, (long long)p->k,
+			        EXACT, p->sec);
+		else if (id == PF_CLOCK)
+			fprintf(f, pf_line[id], EXACT, p->k, EXACT, p->sec);
 		else
-			fprintf(f, "%s %.17g %.17g\n", head, p->k, p->sec);
+			fprintf(f, pf_line[id], tn, (long long)p->k, EXACT, p->sec);
 	}
 }
 
 void
 profile_write(FILE *f, const Profile *pf)
 {
-	char head[64];
+	static const int attn[4] = {PF_ATTN, PF_ATTN_CAUSAL, PF_ATTN_GRAD, PF_ATTN_GRAD_CAUSAL};
 
-	fprintf(f, "cfprofile %d\n# as cfc read it\nbackend %s\n", PROFILE_VERSION,
-	        pf->backend);
+	fprintf(f, "cfprofile %d\n# as cfc read it\n", PROFILE_VERSION);
+	fprintf(f, pf_line[PF_BACKEND], pf->backend);
 	if (pf->transfer)
-		fprintf(f, "transfer %s\n", pf->transfer);
-	fprintf(f, "ranks %d\nbatch %s\n", pf->ranks, pf->batch_loop ? "loop" : "one");
+		fprintf(f, pf_line[PF_TRANSFER], pf->transfer);
+	fprintf(f, pf_line[PF_RANKS], pf->ranks);
+	fprintf(f, pf_line[PF_BATCH], pf->batch_loop ? "loop" : "one");
 	for (int t = DT_F32; t < NDTYPE; t++) {
-		snprintf(head, sizeof head, "gemm %s", dtype_name[t]);
-		tab_write(f, head, &pf->gemm[t], 1);
-		snprintf(head, sizeof head, "gemm_acc %s", dtype_name[t]);
-		tab_write(f, head, &pf->gemm_acc[t], 1);
+		const char *tn = dtype_name[t];
+		tab_write(f, PF_GEMM, tn, &pf->gemm[t]);
+		tab_write(f, PF_GEMM_ACC, tn, &pf->gemm_acc[t]);
 		if (pf->ew[t] > 0)
-			fprintf(f, "ew %s %.17g\n", dtype_name[t], pf->ew[t]);
-		snprintf(head, sizeof head, "ew %s", dtype_name[t]);
-		tab_write(f, head, &pf->ew_by[t], 0);
-		for (int c = 0; c < 4; c++) {
-			snprintf(head, sizeof head, "attn%s%s %s", c & 2 ? "_grad" : "",
-			         c & 1 ? "_causal" : "", dtype_name[t]);
-			tab_write(f, head, c & 2 ? &pf->attn_grad[c & 1][t] : &pf->attn[c & 1][t], 0);
-		}
+			fprintf(f, pf_line[PF_EW], tn, EXACT, pf->ew[t]);
+		tab_write(f, PF_EW_BY, tn, &pf->ew_by[t]);
+		for (int c = 0; c < 4; c++)
+			tab_write(f, attn[c], tn, c & 2 ? &pf->attn_grad[c & 1][t] : &pf->attn[c & 1][t]);
 		for (int k = 0; k < NOP; k++)
 			if (pf->op[t][k] > 0)
-				fprintf(f, "op %s %s %.17g\n", dtype_name[t], op_info[k].name,
-				        pf->op[t][k]);
+				fprintf(f, pf_line[PF_OP], tn, op_info[k].name, EXACT, pf->op[t][k]);
 	}
-	for (int c = 0; c < MAXCONC; c++) {
-		snprintf(head, sizeof head, "p2p %d", profile_conc[c]);
-		tab_write(f, head, &pf->p2p[c], 0);
-	}
-	for (int c = 0; c < 4; c++) {
-		snprintf(head, sizeof head, "coll %s", op_info[coll_ops[c]].name);
-		tab_write(f, head, &pf->coll[c], 0);
-	}
-	fprintf(f, "slowdown %.17g\n", pf->slowdown);
+	for (int c = 0; c < MAXCONC; c++)
+		for (int i = 0; i < pf->p2p[c].n; i++)
+			fprintf(f, pf_line[PF_P2P], profile_conc[c], (long long)pf->p2p[c].p[i].k, EXACT,
+			        pf->p2p[c].p[i].sec);
+	for (int c = 0; c < 4; c++)
+		tab_write(f, PF_COLL, op_info[coll_ops[c]].name, &pf->coll[c]);
+	fprintf(f, pf_line[PF_SLOWDOWN], EXACT, pf->slowdown);
 	for (int c = 0; c < MAXCONC; c++)
 		if (pf->slowdown_at[c] > 0)
-			fprintf(f, "slowdown %d %.17g\n", profile_conc[c], pf->slowdown_at[c]);
-	fprintf(f, "overlap %.17g\n", pf->overlap);
+			fprintf(f, pf_line[PF_SLOWDOWN_AT], profile_conc[c], EXACT, pf->slowdown_at[c]);
+	fprintf(f, pf_line[PF_OVERLAP], EXACT, pf->overlap);
 	if (pf->defer_sd > 0)
-		fprintf(f, "defer %.17g %.17g\n", pf->defer_ov, pf->defer_sd);
+		fprintf(f, pf_line[PF_DEFER], EXACT, pf->defer_ov, EXACT, pf->defer_sd);
 	for (int c = 0; c < 4; c++) {
 		if (pf->overlap_coll[c] >= 0)
-			fprintf(f, "overlap_coll %s %.17g\n", op_info[coll_ops[c]].name,
+			fprintf(f, pf_line[PF_OVERLAP_COLL], op_info[coll_ops[c]].name, EXACT,
 			        pf->overlap_coll[c]);
 	}
-	tab_write(f, "clock", &pf->clock, 0);
-	fputs("end\n", f);
+	tab_write(f, PF_CLOCK, NULL, &pf->clock);
+	fputs(pf_line[PF_END], f);
 }
 
 /* ---- lookups ---- */

@@ -410,7 +410,7 @@ add_gemm(Cal *C, cfrt_dtype t, double rate, int64_t m, int64_t n, int64_t k, int
 	if ((size_t)(m * k) * es > C->cap || (size_t)(k * n) * es > C->cap ||
 	    (size_t)(m * n) * es > C->cap)
 		return;
-	add(C, run_gemm, t, C->quick ? 3 : 7, 0, "gemm%s %s %lld %lld %lld", acc ? "_acc" : "",
+	add(C, run_gemm, t, C->quick ? 3 : 7, 0, pf_key[acc ? PF_GEMM_ACC : PF_GEMM],
 	    tname[t], (long long)m, (long long)n, (long long)k)->arg.g = g;
 }
 
@@ -467,7 +467,7 @@ cal_compute(Cal *C, cfrt_dtype t)
 		if (sb < ((size_t)4 << 20))
 			e.reps = (int)(((size_t)4 << 20) / sb);
 		add(C, run_ew, t, C->quick ? 3 : 9, 3.0 * (double)e.n * (double)es * e.reps,
-		    "ew %s %lld", tn, 3LL * e.n * (long long)es)->arg.e = e;
+		    pf_key[PF_EW_BY], tn, 3LL * e.n * (long long)es)->arg.e = e;
 		if (sb >= C->cap || C->quick)
 			break;
 	}
@@ -478,7 +478,7 @@ cal_compute(Cal *C, cfrt_dtype t)
 	for (int k = 0; k < NOPS; k++) {
 		OpRun o = {t, nop / 1024 * 1024, k};
 		add(C, run_op, t, C->quick ? 3 : 7, (ops[k].nin + 1.0) * (double)o.n * (double)es,
-		    "op %s %s", tn, ops[k].name)->arg.o = o;
+		    pf_key[PF_OP], tn, ops[k].name)->arg.o = o;
 	}
 	/* attention by sequence length, forward and backward: the rates
 	 * change with it */
@@ -503,8 +503,8 @@ cal_compute(Cal *C, cfrt_dtype t)
 				if ((grad ? 4 * bytes : bytes) > C->cap / 2)
 					break;
 				add(C, grad ? run_attn_grad : run_attn, t, C->quick ? 3 : 5, fl,
-				    "attn%s%s %s %lld", grad ? "_grad" : "", causal ? "_causal" : "", tn,
-				    (long long)sq)->arg.x = x;
+				    pf_key[grad ? (causal ? PF_ATTN_GRAD_CAUSAL : PF_ATTN_GRAD) :
+				           causal ? PF_ATTN_CAUSAL : PF_ATTN], tn, (long long)sq)->arg.x = x;
 			}
 }
 
@@ -521,7 +521,7 @@ cal_transfers(Cal *C)
 			P2p p = {bytes / 4, conc[k]};
 			if ((size_t)bytes * (conc[k] == 4 ? 2 : 1) > C->cap)
 				break;
-			add(C, run_p2p, -1, C->quick ? 3 : 9, 0, "p2p %d %lld", conc[k],
+			add(C, run_p2p, -1, C->quick ? 3 : 9, 0, pf_key[PF_P2P], conc[k],
 			    (long long)bytes)->arg.p = p;
 		}
 	/* collectives by block: on GPUs up to what the buffers hold (bench-gpu
@@ -532,7 +532,7 @@ cal_transfers(Cal *C)
 			Coll c = {op, bytes / 4};
 			if ((size_t)bytes * (size_t)C->size > C->cap)
 				break;
-			add(C, run_coll, -1, C->quick ? 3 : 7, 0, "coll %s %lld", coll_name[op],
+			add(C, run_coll, -1, C->quick ? 3 : 7, 0, pf_key[PF_COLL], coll_name[op],
 			    (long long)bytes)->arg.c = c;
 		}
 }
@@ -684,14 +684,16 @@ main(int argc, char **argv)
 			MPI_Abort(MPI_COMM_WORLD, 1);
 		}
 		fprintf(C.out, "cfprofile 1\n# written by cfrt-calibrate%s%s%s on %d rank%s; times: %s, "
-		        "the median of %d pass%s\n"
-		        "backend %s\ntransfer %s\nranks %d\nbatch %s\n", C.quick ? " --quick" : "",
+		        "the median of %d pass%s\n", C.quick ? " --quick" : "",
 		        typearg ? " --type " : "", typearg ? typearg : "",
 		        C.size, C.size == 1 ? "" : "s",
 		        C.span ? "spans over the ranks of one node" : "the slowest rank's", C.passes,
-		        C.passes == 1 ? "" : "es",
-		        cfrt_backend_name(), transfer_name(&C), C.size,
-		        C.gpu ? "one" : "loop"); /* cfrt_matmul: strided batch, or a loop */
+		        C.passes == 1 ? "" : "es");
+		fprintf(C.out, pf_line[PF_BACKEND], cfrt_backend_name());
+		fprintf(C.out, pf_line[PF_TRANSFER], transfer_name(&C));
+		fprintf(C.out, pf_line[PF_RANKS], C.size);
+		/* cfrt_matmul: strided batch, or a loop */
+		fprintf(C.out, pf_line[PF_BATCH], C.gpu ? "one" : "loop");
 	}
 	double t0 = C.t0 = MPI_Wtime();
 	for (int t = CFRT_F32; t <= CFRT_F16; t++)
@@ -728,7 +730,8 @@ main(int argc, char **argv)
 		say(&C, "the clock probe");
 	cal_clock(&C);
 	if (C.rank == 0) {
-		fprintf(C.out, "# measured in %.1f s\nend\n", MPI_Wtime() - t0);
+		fprintf(C.out, "# measured in %.1f s\n", MPI_Wtime() - t0);
+		fputs(pf_line[PF_END], C.out);
 		fclose(C.out);
 		if (outfile_write(&of, text, textlen) || outfile_commit(&of))
 			write_failed(&of);

@@ -27,6 +27,7 @@
 #include "median.h"
 #include "outfile.h"
 #include "profcheck.h"
+#include "profile_format.h"
 
 typedef struct Cal {
 	cfrt_ctx *ctx;

@@ -245,10 +245,11 @@ cal_slowdown(Cal *C)
 		        "waited %.6g s after it, %.6g s more than the GEMM alone\n", probe_name(k),
 		        (long long)(ring ? count : count / C->size) * 4, u[k].alone, u[k].gemm,
 		        u[k].wait, u[k].extra);
-		if (k == 0)
-			fprintf(C->out, "slowdown %.4g\noverlap %.4g\n", f, ov);
-		else if (k == BIDIR)
-			fprintf(C->out, "slowdown 4 %.4g\n", f);
+		if (k == 0) {
+			fprintf(C->out, pf_line[PF_SLOWDOWN], 4, f);
+			fprintf(C->out, pf_line[PF_OVERLAP], 4, ov);
+		} else if (k == BIDIR)
+			fprintf(C->out, pf_line[PF_SLOWDOWN_AT], 4, 4, f);
 		else if (k == DEFER && probe_overlap(&u[0]) >= DEFER_BELOW)
 			fprintf(C->out, "# no defer: the ring moved under the GEMM it was posted "
 			        "behind\n");
@@ -256,9 +257,9 @@ cal_slowdown(Cal *C)
 			fprintf(C->out, "# no defer: measured against the models on 2 ranks only "
 			        "(docs/PROFILE.md)\n");
 		else if (k == DEFER)
-			fprintf(C->out, "defer %.4g %.4g\n", ov, f);
+			fprintf(C->out, pf_line[PF_DEFER], 4, ov, 4, f);
 		else
-			fprintf(C->out, "overlap_coll %s %.4g\n", coll_name[k - 1], ov);
+			fprintf(C->out, pf_line[PF_OVERLAP_COLL], coll_name[k - 1], 4, ov);
 	}
 }
 
@@ -342,9 +343,11 @@ cal_clock(Cal *C)
 	double f1 = point > 0 ? busy / point : 1;
 	if (!C->out)
 		return;
-	if (point > 0)
-		fprintf(C->out, "# the point's %s GEMM: %.4g s a call\nclock 1 %.4g\n", shape,
-		        point, f1);
+	if (point > 0) {
+		fprintf(C->out, "# the point's %s GEMM: %.4g s a call\n", shape, point);
+		fprintf(C->out, pf_line[PF_CLOCK], 4, 1.0, 4, f1);
+	}
 	for (int l = 1; l < NDUTY; l += 2)
-		fprintf(C->out, "clock %.4g %.4g\n", duty[l], f1 * 2 * med[l] / (med[l - 1] + med[l + 1]));
+		fprintf(C->out, pf_line[PF_CLOCK], 4, duty[l], 4,
+		        f1 * 2 * med[l] / (med[l - 1] + med[l + 1]));
 }
