@@ -31,7 +31,7 @@ pic transformer.L48.backward examples/transformer.cf -D L=48 --backward
 pic transformer.L2 examples/transformer.cf
 pic mlp.pairwise examples/mlp.cf --schedule='fuse(pairwise)'
 pic mlp.pairwise16 examples/mlp.cf --schedule='fuse(pairwise)' -D tp=16 -D S=128 -D F=64
-pic allreduce.slice2 tests/picture/allreduce.cf --schedule='slice(2)'
+pic allreduce.slice2 tests/e2e/allreduce.cf --schedule='slice(2)'
 
 lanes() { grep -c '^  subgraph cluster_rank' "$t/$1.sched-dot"; }
 check "picture: the 48-block transformer's backward in one lane, one block drawn a stack" sh -c \
