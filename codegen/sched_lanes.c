@@ -211,9 +211,12 @@ lane_msg_cmp(const void *x, const void *y)
  * 0 and turns its messages to the receivers below nr, keeping those whose
  * sender is below nr too; turned back to rank 0, each is there for some
  * receiver while 2 * nr > N. Past 2 * MSGRANKS ranks only the messages
- * from senders within MSGRANKS of the receiver are found (a ring's and a
- * bidir's all are; the picture draws a few steps of such a group). */
-enum { MSGRANKS = 64 };
+ * from senders within MSGRANKS of the receiver are found: a ring's and a
+ * bidir's all, an all-to-all's (its peer moves a rank a round) those of
+ * the steps drawn, the first HEADSTEPS and the last (sched_dot.c); the
+ * memory is a message list per receiver kept (tp = 4096: 16 of them, not
+ * 2049). */
+enum { MSGRANKS = 16 };
 
 static int
 lane_msgs_rank0(const Coll *c, VerifyMsg **out, int *nout)
