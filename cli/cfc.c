@@ -162,8 +162,8 @@ usage(FILE *f)
 	      "                   regular file is replaced whole once written (never a\n"
 	      "                   partial file), a character device or FIFO written\n"
 	      "                   straight through, a symbolic link followed (what it\n"
-	      "                   points at is written, the link stays); the input\n"
-	      "                   itself is refused\n"
+	      "                   points at is written, the link stays); an input\n"
+	      "                   (the spec, the --profile file) is refused\n"
 	      "  -D NAME=VALUE    override the default of a size or a group\n"
 	      "  -D NAME=V1,V2,.. several values of a size (sequence length, micro-batch):\n"
 	      "                   a variant per value (several such -D: per combination,\n"
@@ -177,10 +177,12 @@ usage(FILE *f)
 	for (int i = 0; i < NEMIT; i++)
 		fprintf(f, "                     %-10s %s\n", emits[i].name, emits[i].help);
 	fputs("                   the schedule's pictures (sched-dot, svg, png) draw\n"
-	      "                   every rank up to 8, else ranks 0..3; of a collective\n"
-	      "                   of more than 16 steps its first 6 and its last, and\n"
-	      "                   of 3 or more like layer instances in a row the first:\n"
-	      "                   a row says what is not drawn\n", f);
+	      "                   a lane per distinct rank program (ranks alike up to\n"
+	      "                   rotation share one: 'ranks 0-3 (rotations)') up to 8,\n"
+	      "                   else ranks 0..3; of a collective of more than 16\n"
+	      "                   steps its first 6 and its last, and of 2 or more\n"
+	      "                   like layer instances in a row the first ('block0\n"
+	      "                   x 48'): a row says what is not drawn\n", f);
 	fputs("  --schedule=CHOICE  use CHOICE for every collective, e.g.\n"
 	      "                   vanilla, slice(4), fuse(bidir, m = 2)\n"
 	      "  --type=T         element type of the model: f32, f64, bf16, f16\n"

@@ -28,6 +28,26 @@ const char *sched_results(Arena *a, const Node *n, const char *s);
 /* sched_dot.c: the schedule as per-rank swimlanes in DOT (--emit=sched-dot). */
 void sched_dot(FILE *f, const Sched *s, const Sched *bwd); /* bwd: NULL or the backward's */
 
+/* sched_lanes.c: the picture's lanes: ranks alike in every collective
+ * (up to the turn of a symmetric one, else item by item) share a lane,
+ * drawn as its lowest rank; past maxlanes distinct programs, the first
+ * fewlanes ranks a lane each. */
+typedef struct DotLanes {
+	int nranks;        /* ranks of the widest group */
+	int n;             /* lanes */
+	int *rank;         /* lane -> the rank drawn in it */
+	int *lane;         /* rank -> its lane, or -1: not drawn */
+	int folded;        /* some lane stands for several ranks */
+	const char **name; /* lane -> "rank 2", "ranks 0-3 (rotations)" */
+	const Coll **colls; /* every collective, forward then backward */
+	char *sym;         /* colls[k] is symmetric */
+	int ncolls;
+} DotLanes;
+DotLanes *dot_lanes_new(Arena *a, const Sched *s, const Sched *bwd, int maxlanes, int fewlanes);
+/* The messages of c into the ranks drawn (every rank's own lane: those
+ * between the ranks drawn); 0 ok, else c does not verify. */
+int dot_lane_messages(Arena *a, const DotLanes *D, const Coll *c, VerifyMsg **m, int *n);
+
 /* gantt.c: the predicted timeline of the forward (and backward) on
  * profile pf, per rank a row of compute, one of sends and one of
  * receives, as SVG (--emit=gantt). */

@@ -6,25 +6,29 @@
  * "backward".
  * requires: a lowered schedule that verifies (the messages come from
  * verify_messages). ensures: deterministic DOT text whose size does not
- * grow with the group or the depth of a repeat stack: every rank up to
- * MAXLANES, else FEWLANES ranks drawn (the graph's label says which); a
- * collective of more than MAXSTEPS steps drawn as its first HEADSTEPS
- * and last TAILSTEPS, a row between saying how many are not drawn; of
- * three or more like instances of a layer in a row (repeat), the first
- * drawn and one row naming the others. */
+ * grow with the group or the depth of a repeat stack: a lane per distinct
+ * rank program (sched_lanes.c: ranks alike up to rotation share one,
+ * named "ranks 0-3 (rotations)"), up to MAXLANES of them, else FEWLANES
+ * ranks drawn (the graph's label says which); a collective of more than
+ * MAXSTEPS steps drawn as its first HEADSTEPS and last TAILSTEPS, a row
+ * between saying how many are not drawn; of two or more like instances
+ * of a layer in a row (repeat), the first drawn and one row "x L" naming
+ * the others. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "codegen.h"
 
-/* lanes: every rank up to MAXLANES, else the first FEWLANES (a ring's
- * pattern shows on four; the layout's time grows with the boxes) */
+/* lanes: every distinct rank program up to MAXLANES, else the first
+ * FEWLANES ranks (a round-robin's pattern shows on four; the layout's
+ * time grows with the boxes) */
 enum { MAXLANES = 8, FEWLANES = 4, MAXSTEPS = 16, HEADSTEPS = 6, TAILSTEPS = 1 };
 
 typedef struct Dot {
 	FILE *f;
 	Arena *a;
-	int lanes;   /* ranks drawn */
+	const DotLanes *L; /* the lanes: which rank each draws */
+	int lanes;   /* L->n */
 	int row;     /* rows emitted so far */
 	const char *pass; /* "backward " in the backward's stages, else "" */
 	int grid;    /* several groups: a collective's head names its group */
@@ -95,15 +99,16 @@ dot_step(Dot *D, const Coll *c, int p, int i, int t, int step)
 {
 	const Phase *ph = c->phases.v[p];
 
-	for (int r = 0; r < D->lanes; r++) {
+	for (int k = 0; k < D->lanes; k++) {
+		int r = D->L->rank[k];
 		const char *l = r < c->N ? sched_step_label(D->a, c, r, p, i, t, "\n") : NULL;
 		if (r >= c->N)
-			dot_box(D, r, "", "style=invis");
+			dot_box(D, k, "", "style=invis");
 		else if (!l)
-			dot_box(D, r, arena_printf(D->a, "step %d: %s", step, dot_idle(D, c, ph, r, i, t)),
+			dot_box(D, k, arena_printf(D->a, "step %d: %s", step, dot_idle(D, c, ph, r, i, t)),
 			        "fillcolor=\"#f2f2f2\", fontcolor=\"#777777\"");
 		else
-			dot_box(D, r, arena_printf(D->a, "step %d\n%s", step, l), dot_posts_coll(ph, t) ?
+			dot_box(D, k, arena_printf(D->a, "step %d\n%s", step, l), dot_posts_coll(ph, t) ?
 			        "fillcolor=\"#fde2c4\"" : "");
 	}
 	dot_row_end(D);
@@ -142,15 +147,20 @@ dot_messages(Dot *D, const Coll *c, int first, int nsteps)
 	VerifyMsg *m;
 	int n;
 
-	if (verify_messages(c, D->lanes, &m, &n))
+	if (dot_lane_messages(D->a, D->L, c, &m, &n))
 		fprintf(D->f, "  // %s does not verify: no messages drawn\n", c->node->out->name);
-	for (int k = 0; k < n; k++)
-		if (m[k].src < D->lanes && m[k].dst < D->lanes && dot_drawn(m[k].sstep, nsteps) &&
-		    dot_drawn(m[k].dstep, nsteps))
-			fprintf(D->f, "  n%d_%d -> n%d_%d [style=dashed, color=\"#c0392b\", "
-			        "fontcolor=\"#c0392b\", constraint=false, label=\"%d\"];\n", m[k].src,
-			        dot_step_row(m[k].sstep, nsteps, first), m[k].dst,
-			        dot_step_row(m[k].dstep, nsteps, first), m[k].slice);
+	for (int k = 0; k < n; k++) {
+		/* from the sender's lane at its step: its own, or its lane rank's (turned) */
+		int s = D->L->lane[m[k].src], d = D->L->lane[m[k].dst];
+		if (s < 0 || d < 0 || !dot_drawn(m[k].sstep, nsteps) || !dot_drawn(m[k].dstep, nsteps))
+			continue;
+		fprintf(D->f, "  n%d_%d -> n%d_%d [style=dashed, color=\"#c0392b\", "
+		        "fontcolor=\"#c0392b\", constraint=false, label=\"%s\"];\n", s,
+		        dot_step_row(m[k].sstep, nsteps, first), d,
+		        dot_step_row(m[k].dstep, nsteps, first), D->L->rank[s] == m[k].src ?
+		        arena_printf(D->a, "%d", m[k].slice) :
+		        arena_printf(D->a, "%d from %d", m[k].slice, m[k].src));
+	}
 }
 
 static int
@@ -213,23 +223,15 @@ dot_lanes(Dot *D)
 	for (int r = 0; D->row && r < D->lanes; r++)
 		fprintf(D->f, "  spine -> n%d_0 [style=invis];\n", r);
 	for (int r = 0; r < D->lanes; r++) {
-		fprintf(D->f, "  subgraph cluster_rank%d {\n    label=\"rank %d\"; style=rounded; "
-		        "color=\"#888888\";\n   ", r, r);
+		fprintf(D->f, "  subgraph cluster_rank%d {\n    label=", r);
+		dot_quote(D->f, D->L->name[r]);
+		fprintf(D->f, "; style=rounded; color=\"#888888\";\n   ");
 		for (int k = 0; k < D->row; k++)
 			fprintf(D->f, " n%d_%d;", r, k);
 		fprintf(D->f, "\n  }\n");
 		for (int k = 0; k + 1 < D->row; k++)
 			fprintf(D->f, "  n%d_%d -> n%d_%d [style=invis, weight=100];\n", r, k, r, k + 1);
 	}
-}
-
-static int
-dot_nranks(const Sched *s, int n)
-{
-	for (int k = 0; s && k < s->colls.n; k++)
-		if (((Coll *)s->colls.v[k])->N > n)
-			n = ((Coll *)s->colls.v[k])->N;
-	return n;
 }
 
 static const Node *
@@ -307,8 +309,9 @@ dot_stage(Dot *D, const Stage *st)
 		dot_compute(D, st->u.node);
 }
 
-/* Every stage, a run of three or more like instances of a layer drawn as
- * its first and a row that names the rest. */
+/* Every stage, a run of two or more like instances of a layer drawn as
+ * its first and a row that names the rest: "block0 x 48: block1 to
+ * block47 like it, not drawn". */
 static void
 dot_stages(Dot *D, const Sched *s)
 {
@@ -319,16 +322,20 @@ dot_stages(Dot *D, const Sched *s)
 			more++;
 		for (int i = k; i < e; i++)
 			dot_stage(D, s->stages.v[i]);
-		if (more < 2) {
+		if (!more) {
 			k = e;
 			continue;
 		}
 		const Stage *last = s->stages.v[j - 1];
 		size_t n = dot_inst_len(s->stages.v[e]), m = dot_inst_len(last);
-		dot_note_row(D, arena_printf(D->a, "%.*s to %.*s: %d more instances like %.*s, not "
-		             "drawn", (int)n, dot_node(s->stages.v[e])->layer, (int)m,
-		             dot_node(last)->layer, more, (int)dot_inst_len(s->stages.v[k]),
-		             dot_node(s->stages.v[k])->layer));
+		int f0 = (int)dot_inst_len(s->stages.v[k]);
+		const char *first = dot_node(s->stages.v[k])->layer;
+		dot_note_row(D, more == 1 ?
+		             arena_printf(D->a, "%.*s x 2: %.*s like it, not drawn", f0, first, (int)n,
+		                          dot_node(s->stages.v[e])->layer) :
+		             arena_printf(D->a, "%.*s x %d: %.*s to %.*s like it, not drawn", f0, first,
+		                          more + 1, (int)n, dot_node(s->stages.v[e])->layer, (int)m,
+		                          dot_node(last)->layer));
 		k = j;
 	}
 }
@@ -356,18 +363,27 @@ dot_legend(FILE *f)
 	        "every collective (every rank)</td></tr>"
 	        "<tr><td><font color=\"#c0392b\">- - - n &gt;</font></td><td align=\"left\">a "
 	        "message from a send to its receive; n: the slice it carries</td></tr>"
+	        "<tr><td><font color=\"#c0392b\">- - - n from r &gt;</font></td><td align=\"left\">"
+	        "a message from rank r, drawn from the same step of r's lane (r runs it turned)"
+	        "</td></tr>"
+	        "<tr><td align=\"left\">ranks 0-3</td><td align=\"left\">a lane for ranks whose "
+	        "programs are alike: the same up to the turn r -&gt; r + d (rotations), or item by "
+	        "item (alike); drawn as its first rank</td></tr>"
 	        "<tr><td align=\"left\">time</td><td align=\"left\">runs down each lane, one "
-	        "lane a rank (--emit=gantt: a timeline with a time axis)</td></tr>"
+	        "lane a rank program (--emit=gantt: a timeline with a time axis)</td></tr>"
 	        "</table>>];\n  }\n");
 }
 
 void
 sched_dot(FILE *f, const Sched *s, const Sched *bwd)
 {
-	int nranks = dot_nranks(bwd, dot_nranks(s, 1)); /* the largest group */
-	Dot D = {.f = f, .a = s->arena, .lanes = nranks <= MAXLANES ? nranks : FEWLANES,
-	         .grid = s->g->groups.n > 1};
-	const char *more = nranks > D.lanes ? arena_printf(D.a, " (ranks 0..%d of %d shown)",
+	const DotLanes *L = dot_lanes_new(s->arena, s, bwd, MAXLANES, FEWLANES);
+	int nranks = L->nranks; /* the largest group */
+	Dot D = {.f = f, .a = s->arena, .L = L, .lanes = L->n, .grid = s->g->groups.n > 1};
+	const char *more = L->folded ? arena_printf(D.a, " (%d lane%s: ranks whose programs are alike "
+	                                            "up to rotation share one)", L->n,
+	                                            L->n == 1 ? "" : "s") :
+	                   nranks > D.lanes ? arena_printf(D.a, " (ranks 0..%d of %d shown)",
 	                                                   D.lanes - 1, nranks) : "";
 	fprintf(f, "digraph schedule {\n  graph [newrank=true, ordering=out, rankdir=TB, labelloc=t, "
 	        "fontname=\"Helvetica\", nodesep=0.25, ranksep=0.3, label=");

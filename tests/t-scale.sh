@@ -58,9 +58,10 @@ picargs() { echo "examples/transformer.cf --backward -D L=$1 -D tp=$2 -D S=$((4 
 	"-D D=$((4 * $2)) -D H=$2 --emit=sched-dot -o $t/$1.$2.dot"; }
 runs "scale: the picture of L=48 tp=4096" "$CFC" $(picargs 48 4096)
 check "scale: the picture names what it does not draw" sh -c \
-	"grep -q 'block1 to block47: 47 more instances like block0, not drawn' '$t/48.4096.dot' &&
+	"grep -q 'block0 x 48: block1 to block47 like it, not drawn' '$t/48.4096.dot' &&
 	 grep -q 'steps 6 to 4094: 4089 more like these, not drawn' '$t/48.4096.dot' &&
-	 grep -q 'schedule on 4096 ranks (ranks 0..3 of 4096 shown)' '$t/48.4096.dot'"
+	 grep -q 'schedule on 4096 ranks (1 lane: ranks whose programs are alike' '$t/48.4096.dot' &&
+	 grep -q 'label=\"ranks 0-4095 (rotations)\"' '$t/48.4096.dot'"
 for a in "16 1024" "48 1024" "48 64"; do
 	"$CFC" -q $(picargs $a)
 done
