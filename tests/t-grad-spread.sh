@@ -9,7 +9,8 @@
 # - a value that reaches one op twice: h * h, add(h, h), x * x
 #   (rep_ops), h @ h.T and x @ x.T (rep_mm), attention(q, k, k)
 #   (rep_kk), attention(q, q, v) from an all_reduce (rep_attn, the
-#   issue's line) and with q split over its heads (rep_heads), and a
+#   issue's line; rep_attn1, at one query, where q's gradient is zero but
+#   for rounding) and with q split over its heads (rep_heads), and a
 #   replicated value whose uses split along S and along D (two_splits);
 # - the two specs of the issue, whose backward cfc used to prove and the
 #   runtime to refuse, proved now: their schedules name no call the
@@ -47,6 +48,14 @@ for m in rep_ops rep_mm rep_kk rep_attn rep_heads two_splits; do
 		grad "grad-spread: $m $s tp=$n" "$out/$m-$(tag "$s")-$n" "$n" "tests/grad/$m.cf" \
 			-D tp="$n" --schedule="$s"
 	done
+done
+
+# the issue's line at one query (rep_attn1): q's gradient is zero but for
+# rounding, which the reference and the parallel backward round apart
+for sn in vanilla,1 vanilla,2 vanilla,4 "fuse(ring),2" "fuse(pairwise),2"; do
+	s=${sn%,*} n=${sn#*,}
+	grad "grad-spread: rep_attn1 $s tp=$n" "$out/rep_attn1-$(tag "$s")-$n" "$n" \
+		tests/grad/rep_attn1.cf -D tp="$n" --schedule="$s"
 done
 
 # the issue's two specs as it gives them (f32, cp = 2 and tp = 4): proved
