@@ -654,44 +654,75 @@ is_dir(const char *path)
 	return path && (path[strlen(path) - 1] == '/' || (!stat(path, &st) && S_ISDIR(st.st_mode)));
 }
 
+/* The output directory when dir: made if missing (*made then). 0 after
+ * an error (diagnosed). */
 static int
-write_outputs(Comp *c, Cli *cl)
+out_dir(Comp *c, Cli *cl, int dir, int *made)
 {
-	Out out[2 * NEMIT];
-	int n = 0, ok = 1, made = 0, dir = cl->nwant > 1 || is_dir(cl->out);
-
-	if (dir) {
-		made = !mkdir(cl->out, 0777);
-		if (!made && errno != EEXIST) {
-			c->ioerr++;
-			diag_plain(&c->diag, "cannot create %s: %s", cl->out, strerror(errno));
-			return 0;
-		}
+	*made = 0;
+	if (!dir)
+		return 1;
+	*made = !mkdir(cl->out, 0777);
+	if (!*made && errno != EEXIST) {
+		c->ioerr++;
+		diag_plain(&c->diag, "cannot create %s: %s", cl->out, strerror(errno));
+		return 0;
 	}
+	return 1;
+}
+
+/* Renders every kind wanted (and the kinds written beside them) of the
+ * model in c into out[*n...] (room for 2 * NEMIT more), their paths under
+ * -o; 0 after an error (diagnosed; the texts made so far are in out). */
+static int
+collect_outputs(Comp *c, Cli *cl, int dir, Out *out, int *n)
+{
+	int ok = 1;
+
 	for (int i = 0; i < NEMIT && ok; i++) {
 		if (!cl->want[i])
 			continue;
 		const char *path = out_path(c, cl, &emits[i], dir);
-		out[n] = (Out){.path = path};
-		ok = output_text(c, &emits[i], &out[n].buf, &out[n].len);
-		n++;
+		out[*n] = (Out){.path = path};
+		ok = output_text(c, &emits[i], &out[*n].buf, &out[*n].len);
+		(*n)++;
 		if (ok)
 			prog_phase(&c->progress, "emit %s: %s", emits[i].name, path);
 		int b = emits[i].beside ? emit_index(emits[i].beside) : -1;
 		if (ok && b >= 0 && !cl->want[b]) {
 			const char *bp = beside_path(c, path, &emits[i], &emits[b]);
 			c->files.self = base_name(bp);
-			out[n] = (Out){.path = bp};
-			ok = output_text(c, &emits[b], &out[n].buf, &out[n].len);
-			n++;
+			out[*n] = (Out){.path = bp};
+			ok = output_text(c, &emits[b], &out[*n].buf, &out[*n].len);
+			(*n)++;
 		}
 	}
+	return ok;
+}
+
+/* Writes out[0..n) all or none, frees their texts, and removes the
+ * directory made for them when nothing was written. */
+static int
+write_collected(Comp *c, Cli *cl, Out *out, int n, int ok, int made)
+{
 	ok = ok && write_files(c, out, n);
 	for (int k = 0; k < n; k++)
 		free(out[k].buf);
 	if (!ok && made)
 		rmdir(cl->out);
 	return ok;
+}
+
+static int
+write_outputs(Comp *c, Cli *cl)
+{
+	Out out[2 * NEMIT];
+	int n = 0, made, dir = cl->nwant > 1 || is_dir(cl->out);
+
+	if (!out_dir(c, cl, dir, &made))
+		return 0;
+	int ok = collect_outputs(c, cl, dir, out, &n);
+	return write_collected(c, cl, out, n, ok, made);
 }
 
 /* pipeline.c's phase lines, as progress lines. */
@@ -891,11 +922,17 @@ compile_variants(Comp *c, Cli *cl, int n)
 		           "give -o DIR", varied_text(c, cl));
 		return EX_INPUT;
 	}
-	/* each variant's kinds under its own name, then the one module */
+	/* each variant's kinds under its own name, then the one module: all
+	 * rendered first, then written all or none (a full disk at the last
+	 * file leaves no variant's file behind) */
 	const char *model = c->graph->name;
-	int want_py = cl->want[py], nwant = cl->nwant, ok = 1;
+	int want_py = cl->want[py], nwant = cl->nwant, made, nout = 0;
+	Out *out = arena_alloc(c->arena, sizeof *out * (size_t)(2 * NEMIT * n + 1));
+	if (!out_dir(c, cl, 1, &made))
+		return EX_INPUT;
 	cl->want[py] = 0;
 	cl->nwant = 2; /* -o is a directory */
+	int ok = 1;
 	for (int v = 0; v < n && ok; v++) {
 		Comp *k = &cs[v];
 		k->graph->name = vs[v].name;
@@ -908,16 +945,11 @@ compile_variants(Comp *c, Cli *cl, int n)
 		c->plan = k->plan;
 		c->bplan = k->bplan;
 		if (nwant > want_py)
-			ok = write_outputs(c, cl);
+			ok = collect_outputs(c, cl, 1, out, &nout);
 	}
 	cl->want[py] = want_py;
 	cl->nwant = nwant;
 	if (ok && want_py) {
-		if (mkdir(cl->out, 0777) && errno != EEXIST) {
-			c->ioerr++;
-			diag_plain(&c->diag, "cannot create %s: %s", cl->out, strerror(errno));
-			return EX_INPUT;
-		}
 		c->variants = vs;
 		c->nvariants = n;
 		c->model = model;
@@ -925,10 +957,11 @@ compile_variants(Comp *c, Cli *cl, int n)
 		c->graph->name = model;
 		const char *path = out_path(c, cl, &emits[py], 1);
 		c->graph->name = was;
-		Out o = {.path = path};
-		ok = output_text(c, &emits[py], &o.buf, &o.len) && write_files(c, &o, 1);
-		free(o.buf);
+		out[nout] = (Out){.path = path};
+		ok = output_text(c, &emits[py], &out[nout].buf, &out[nout].len);
+		nout++;
 	}
+	ok = write_collected(c, cl, out, nout, ok, made);
 	return ok ? 0 : EX_INPUT;
 }
 

@@ -538,9 +538,12 @@ CFRT_NORETURN void cfrt_fail(cfrt_ctx *ctx, int status);
  * every compute call then checks the values it wrote, and the first NaN or
  * Inf fails with CFRT_ENONFINITE naming the call, the tensors cfrt_what
  * named ("t1 = matmul(xa, w1)", slice), op and step: the first op that
- * made one on this rank. Off (the default), no element is looked at. The
- * MPI backend checks every compute call but cfrt_gemm on raw pointers; the
- * CUDA backend refuses the setting at cfrt_init (CFRT_ENOTSUP).
+ * made one on this rank. Off (the default), no element is looked at. Both
+ * backends check every compute call but cfrt_gemm on raw pointers (the
+ * element counted row-major over the view written). The CUDA backend runs
+ * a check kernel on each written view after the call's work and waits for
+ * it (a host synchronisation per compute call: for finding a NaN, not for
+ * timing; not under CUDA graph capture); it checks bf16 and f16 too.
  * ------------------------------------------------------------------------ */
 #define CFRT_ERRORS_ABORT 0
 #define CFRT_ERRORS_RETURN 1

@@ -79,8 +79,14 @@ $(B)/tests/gqa_check: tests/gpu/gqa_check.c $(B)/libcfrt.a
 	@mkdir -p $(@D)
 	$(MPICC) $(CFLAGS_ALL) -Iruntime $(LDFLAGS_ALL) -o $@ $< $(RT_TEST_LINK)
 
+# CFRT_CHECK=finite through the API alone (tests/gpu/finite_check.c; run
+# by tests/t-finite.sh; the CUDA build of it is runtime/cuda/cuda.mk's).
+$(B)/tests/finite_check: tests/gpu/finite_check.c $(B)/libcfrt.a
+	@mkdir -p $(@D)
+	$(MPICC) $(CFLAGS_ALL) -Iruntime $(LDFLAGS_ALL) -o $@ $< $(RT_TEST_LINK)
+
 RT_TESTS = $(B)/tests/runtime_unit $(B)/tests/runtime_fault \
-           $(B)/tests/progress_bench $(B)/tests/gqa_check
+           $(B)/tests/progress_bench $(B)/tests/gqa_check $(B)/tests/finite_check
 
 # cfrt-calibrate: measures a machine for cfc --profile (installed with the
 # runtime; runtime/cuda/cuda.mk builds cfrt-calibrate-cuda from the same

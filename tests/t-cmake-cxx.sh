@@ -31,13 +31,15 @@ check "cmake c++: the compile line has OMPI_SKIP_MPICXX from CommFuse::cfrt" \
 check "cmake c++: CMakeLists.txt names no MPI flag itself" \
 	sh -c "! grep -v '^#' tests/e2e/cmake-cxx/CMakeLists.txt | grep -q 'SKIP_MPICXX\|mpi_cxx'"
 
-# pkg-config from C++: g++ with MPI's C flags and libraries only
+# pkg-config from C++: g++ with MPI's C flags and libraries only (and,
+# under SAN, the sanitizers, as the CMake build above has them: a build of
+# the library under ASan needs its runtime linked first)
 "$CFC" examples/mlp.cf -D tp=2 --emit=h,c,ref -o "$d/gen/"
 pc="$(PKG_CONFIG_PATH=$B pkg-config --cflags --libs cfrt)"
 # shellcheck disable=SC2046,SC2086 # flags are words
-if mpicc -std=c11 -c -o "$d/mlp.o" "$d/gen/mlp.c" -I"$d/gen" $pc &&
-	mpicc -std=c11 -c -o "$d/mlp_ref.o" "$d/gen/mlp_ref.c" -I"$d/gen" $pc &&
-	g++ -std=c++17 -Wall -Werror -o "$d/pc-app" tests/e2e/cmake-cxx/main.cc "$d/mlp.o" "$d/mlp_ref.o" \
+if mpicc -std=c11 $SANFLAGS -c -o "$d/mlp.o" "$d/gen/mlp.c" -I"$d/gen" $pc &&
+	mpicc -std=c11 $SANFLAGS -c -o "$d/mlp_ref.o" "$d/gen/mlp_ref.c" -I"$d/gen" $pc &&
+	g++ -std=c++17 -Wall -Werror $SANFLAGS -o "$d/pc-app" tests/e2e/cmake-cxx/main.cc "$d/mlp.o" "$d/mlp_ref.o" \
 		-I"$d/gen" $(mpicc --showme:compile) $pc $(mpicc --showme:link) >"$d/pc.log" 2>&1; then
 	$MPIRUN -n 2 "$d/pc-app" >"$d/pc.out" 2>&1
 	check "pkg-config c++: g++ with MPI's C library only builds and matches" \

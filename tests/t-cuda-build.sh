@@ -58,6 +58,12 @@ check "cuda-build: the GPU benchmark's models build (case a, TP 4, auto and auto
 check "cuda-build: app_stream (the application's stream and NCCL communicator) builds" \
 	sh -c "${MAKE:-make} -s --no-print-directory B='$B' SAN='${SAN:-}' '$B/tests/gpu/app_stream' >/dev/null &&
 	       test -x '$B/tests/gpu/app_stream' && strings '$B/tests/gpu/app_stream' | grep -q cfrt_init_opts"
+# tests/gpu/finite_check (CFRT_CHECK=finite on one GPU; t-finite runs
+# the same program on the MPI backend): built, and the library checks
+# values (no refusal of the setting left in it)
+check "cuda-build: finite_check (CFRT_CHECK=finite) builds against libcfrt_cuda" \
+	sh -c "test -x '$B/tests/gpu/finite_check' && nm '$B/libcfrt_cuda.a' | grep -q ' T cfrtk_nonfinite' &&
+	       ! strings '$B/libcfrt_cuda.a' | grep -q 'does not check values yet'"
 check "cuda-build: backend name" sh -c "strings '$t/pc_app' | grep -q 'cuda+nccl+cublas'"
 # both builds: with cuDNN where scripts/cuda-libs.sh finds it (dnn.c then
 # calls it), and without (CFRT_CUDNN=no: no cuDNN symbol, no -lcudnn)

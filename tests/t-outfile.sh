@@ -137,3 +137,32 @@ check "outfile: a FIFO is written through and stays a FIFO" sh -c \
 "$CFC" examples/mlp.cf --emit=c,h -o "$t/target" 2>"$t/notdir.err"; rc=$?
 check "outfile: several kinds into a regular file: refused, the file untouched" sh -c \
 	"[ $rc -eq 1 ] && grep -q 'S=64' '$t/target'"
+
+# a build of several variants (-D S=16,32; issue 50): every variant's
+# files and the one module appear together or not at all, whichever of
+# them fails to be written
+"$CFC" examples/mlp.cf -D S=16,32 --emit=c,h,py -o "$t/vars" 2>"$t/vars.err"; rc=$?
+check "outfile: -D S=16,32 --emit=c,h,py writes each variant's C and header and one module" sh -c \
+	"[ $rc -eq 0 ] && [ \"\$(ls '$t/vars' | tr '\n' ' ')\" = 'mlp.py mlp_S16.c mlp_S16.h mlp_S32.c mlp_S32.h ' ]"
+if [ $devices = 1 ]; then
+	# the last variant's header, and the module written after every variant
+	for f in mlp_S32.h mlp.py; do
+		d=$t/vfull-$f
+		mkdir "$d"
+		mknod "$d/$f" c 1 7
+		"$CFC" examples/mlp.cf -D S=16,32 --emit=c,h,py -o "$d" 2>"$d.err"; rc=$?
+		check "outfile: -D S=16,32 with $f a full device: exit 1, no variant's file left" sh -c \
+			"[ $rc -eq 1 ] && [ \"\$(ls -A '$d')\" = $f ] && [ -c '$d/$f' ] &&
+			 grep -q 'cannot write $d/$f: No space left on device' '$d.err'"
+	done
+fi
+# the last variant's C cannot be opened (a directory stands in its place)
+mkdir -p "$t/vdir/mlp_S32.c"
+"$CFC" examples/mlp.cf -D S=16,32 --emit=c,h -o "$t/vdir" 2>"$t/vdir.err"; rc=$?
+check "outfile: -D S=16,32 whose last file cannot be opened: exit 1, no variant's file left" sh -c \
+	"[ $rc -eq 1 ] && [ \"\$(ls -A '$t/vdir')\" = mlp_S32.c ] && [ -d '$t/vdir/mlp_S32.c' ] &&
+	 grep -q 'mlp_S32.c' '$t/vdir.err'"
+# a later variant that does not compile: no directory made, no file
+"$CFC" examples/mlp.cf -D S=16,18 --emit=c,h,py -o "$t/vbad" 2>"$t/vbad.err"; rc=$?
+check "outfile: -D S=16,18 whose second variant fails: exit 1, no directory, no file" sh -c \
+	"[ $rc -eq 1 ] && [ ! -e '$t/vbad' ] && grep -q 'in the variant S=18 of this build' '$t/vbad.err'"

@@ -806,9 +806,22 @@ void cfrti_alarm_close(cfrt_ctx *ctx)
 	b->alarm_sends = NULL;
 }
 
-int cfrti_check_finite(cfrt_ctx *ctx, const cfrt_view *v, const char *what)
+int cfrti_err_nonfinite(cfrt_ctx *ctx, const char *what, double x, int64_t at,
+                        int64_t n)
 {
 	cfrti_base *b = cfrti_base_of(ctx);
+	char sl[32] = "";
+	if (b->slice >= 0)
+		snprintf(sl, sizeof sl, " (slice %d)", b->slice);
+	return cfrti_err(ctx, CFRT_ENONFINITE, "CFRT_CHECK=finite: %s of %s%s "
+	                 "holds %s at element %lld of %lld: the first op that made "
+	                 "one on this rank", what, b->what[0] ? b->what : "this call",
+	                 sl, isnan(x) ? "a NaN" : x > 0 ? "+Inf" : "-Inf",
+	                 (long long)at, (long long)n);
+}
+
+int cfrti_check_finite(cfrt_ctx *ctx, const cfrt_view *v, const char *what)
+{
 	if (!v || cfrt_view_numel(v) == 0 || (v->t != CFRT_F32 && v->t != CFRT_F64))
 		return CFRT_OK;
 	int ax = v->nd - 1;
@@ -818,16 +831,8 @@ int cfrti_check_finite(cfrt_ctx *ctx, const cfrt_view *v, const char *what)
 		for (int64_t i = 0; i < n; i++) {
 			double x = v->t == CFRT_F32 ? (double)((const float *)(const void *)p)[i * s]
 			                            : ((const double *)(const void *)p)[i * s];
-			if (isfinite(x))
-				continue;
-			char sl[32] = "";
-			if (b->slice >= 0)
-				snprintf(sl, sizeof sl, " (slice %d)", b->slice);
-			return cfrti_err(ctx, CFRT_ENONFINITE, "CFRT_CHECK=finite: %s of %s%s "
-			                 "holds %s at element %lld of %lld: the first op that made "
-			                 "one on this rank", what, b->what[0] ? b->what : "this call",
-			                 sl, isnan(x) ? "a NaN" : x > 0 ? "+Inf" : "-Inf",
-			                 (long long)(l * n + i), (long long)(lines * n));
+			if (!isfinite(x))
+				return cfrti_err_nonfinite(ctx, what, x, l * n + i, lines * n);
 		}
 	}
 	return CFRT_OK;

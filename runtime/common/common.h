@@ -129,6 +129,11 @@ int cfrti_buf_del(cfrt_ctx *ctx, const void *p);
 /* CFRT_ENONFINITE naming the call and cfrt_what's tensors when host view v
  * (f32 or f64) holds a NaN or an Inf; what names v in the message. */
 int cfrti_check_finite(cfrt_ctx *ctx, const cfrt_view *v, const char *what);
+/* The CFRT_ENONFINITE of both backends: what (a view the call wrote)
+ * holds x, a NaN or an Inf, at element at (row-major over its dims) of
+ * n. */
+int cfrti_err_nonfinite(cfrt_ctx *ctx, const char *what, double x, int64_t at,
+                        int64_t n);
 
 /* view.c: a line is the run of elements along one axis with the other
  * indices fixed; ops walk lines. */

@@ -37,9 +37,10 @@
  * (an event of cs that its stream waits on); cfrt_wait makes cs wait on
  * the transfer's completion event. The host never waits for the device
  * except in cfrt_wtime, cfrt_download, cfrt_upload, cfrt_sync and
- * cfrt_finalize (and, with CFRT_TRACE, once at cfrt_init), and, with CFRT_GEMM=tune, in the first GEMM of each
+ * cfrt_finalize (and, with CFRT_TRACE, once at cfrt_init), with CFRT_GEMM=tune, in the first GEMM of each
  * shape (it times the candidates on cs: every wait issued before it is
- * then a blocking one, which verified schedules allow). */
+ * then a blocking one, which verified schedules allow), and, with
+ * CFRT_CHECK=finite, at the end of every compute call (cfrti_dev_check). */
 #ifndef CFRT_CUDA_BACKEND_H
 #define CFRT_CUDA_BACKEND_H
 
@@ -168,6 +169,9 @@ typedef struct dev_state {
 	uint64_t serials;
 	void *ws; /* attention scores and probabilities, ws_bytes long */
 	size_t ws_bytes;
+	unsigned long long *chk;      /* CFRT_CHECK=finite: a key per view
+	                               * checked (cfrtk_nonfinite), device */
+	unsigned long long *chk_host; /* and their copy, pinned host memory */
 } dev_state;
 
 /* lt.c: the GEMM plans. */
@@ -250,6 +254,15 @@ int cfrti_cuda(cfrt_ctx *ctx, cudaError_t e, const char *call);
 int cfrti_blas(cfrt_ctx *ctx, cublasStatus_t e, const char *call);
 int cfrti_dev_stream(cfrt_ctx *ctx, int high, cudaStream_t *s);
 int cfrti_ws_reserve(cfrt_ctx *ctx, size_t bytes);
+/* The end of a compute call that returns rc and wrote the views o1, o2,
+ * o3 (each may be NULL): rc, or with CFRT_CHECK=finite and rc CFRT_OK,
+ * CFRT_ENONFINITE naming the first element of the first view that holds a
+ * NaN or an Inf. The check is a kernel a view on the compute stream after
+ * the call's work, then a wait of the host for it (every wait issued
+ * before it becomes a blocking one, which verified schedules allow, as
+ * under CFRT_GEMM=tune). */
+int cfrti_dev_check(cfrt_ctx *ctx, int rc, const cfrt_view *o1,
+                    const cfrt_view *o2, const cfrt_view *o3);
 const alloc_rec *cfrti_alloc_of(cfrt_ctx *ctx, const void *p, size_t bytes);
 int cfrti_alloc_handle(cfrt_ctx *ctx, const alloc_rec *a,
                        cudaIpcMemHandle_t *h);

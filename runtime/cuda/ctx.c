@@ -36,9 +36,6 @@ cfrt_ctx *cfrti_ctx_new(void)
  * then the modules from the bottom up. */
 int cfrti_ctx_setup(cfrt_ctx *ctx)
 {
-	if (ctx->base.check_finite)
-		return cfrti_err(ctx, CFRT_ENOTSUP, "CFRT_CHECK=finite: the cuda backend "
-		                 "does not check values yet (the mpi backend does)");
 	int rc = cfrti_xfer_mode(ctx);
 	if (rc == CFRT_OK && ctx->xt.mode == XM_CE && ctx->base.ngroups > 1)
 		rc = cfrti_err(ctx, CFRT_ENOTSUP, "%d groups: copy-engine transfers "

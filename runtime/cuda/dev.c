@@ -6,10 +6,12 @@
  * ensures: after cfrti_dev_init the context holds the device, a compute
  * stream of the lowest priority and a cuBLAS and a cuBLASLt handle on it;
  * CUDA and cuBLAS failures come back as statuses with messages. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend.h"
+#include "kern.h"
 
 /* The device of this process, chosen by its first context (-1: none yet):
  * a second context (the driver's serial reference on MPI_COMM_SELF) must
@@ -131,6 +133,12 @@ static int libraries(cfrt_ctx *ctx)
 		                BLAS_WS), "cublasSetWorkspace");
 	if (rc == CFRT_OK)
 		rc = cfrti_blas(ctx, cublasLtCreate(&d->lt), "cublasLtCreate");
+	if (rc == CFRT_OK && ctx->base.check_finite)
+		rc = cfrti_cuda(ctx, cudaMalloc((void **)&d->chk, 3 * sizeof *d->chk),
+		                "cudaMalloc");
+	if (rc == CFRT_OK && ctx->base.check_finite)
+		rc = cfrti_cuda(ctx, cudaMallocHost((void **)&d->chk_host,
+		                3 * sizeof *d->chk_host), "cudaMallocHost");
 	/* no TF32: f32 GEMMs round like f32 */
 	if (rc == CFRT_OK)
 		rc = cfrti_blas(ctx, cublasSetMathMode(d->blas,
@@ -190,10 +198,45 @@ void cfrti_dev_fini(cfrt_ctx *ctx)
 		cudaStreamDestroy(d->cs);
 	cudaFree(d->ws);
 	cudaFree(d->blas_ws);
+	cudaFree(d->chk);
+	cudaFreeHost(d->chk_host);
 	for (int i = 0; i < d->nal; i++)
 		cudaFree(d->al[i].base);
 	free(d->al);
 	memset(d, 0, sizeof *d);
+}
+
+int cfrti_dev_check(cfrt_ctx *ctx, int rc, const cfrt_view *o1,
+                    const cfrt_view *o2, const cfrt_view *o3)
+{
+	static const char *const name[3] = {"the result", "the 2nd result",
+	                                    "the 3rd result"};
+	const cfrt_view *o[3] = {o1, o2, o3};
+	dev_state *d = &ctx->dev;
+	if (rc != CFRT_OK || !ctx->base.check_finite)
+		return rc;
+	/* the call's span ends with its own work, before the check's */
+	cfrti_tr_close(ctx, d->cs);
+	rc = cfrti_cuda(ctx, cudaMemsetAsync(d->chk, 0xff, 3 * sizeof *d->chk, d->cs),
+	                "cudaMemsetAsync");
+	for (int i = 0; i < 3 && rc == CFRT_OK; i++)
+		if (o[i] && cfrt_view_numel(o[i]) > 0)
+			rc = cfrti_cuda(ctx, (cudaError_t)cfrtk_nonfinite(d->cs, o[i]->t,
+			                kv_of(o[i]), d->chk + i), "finite check kernel");
+	if (rc == CFRT_OK)
+		rc = cfrti_cuda(ctx, cudaMemcpyAsync(d->chk_host, d->chk, 3 * sizeof *d->chk,
+		                cudaMemcpyDeviceToHost, d->cs), "cudaMemcpyAsync");
+	if (rc == CFRT_OK)
+		rc = cfrti_cuda(ctx, cudaStreamSynchronize(d->cs), "cudaStreamSynchronize");
+	for (int i = 0; i < 3 && rc == CFRT_OK; i++) {
+		unsigned long long k = d->chk_host[i];
+		if (!o[i] || cfrt_view_numel(o[i]) == 0 || k == ~0ull)
+			continue;
+		double x = (k & 3) == 0 ? NAN : (k & 3) == 1 ? INFINITY : -INFINITY;
+		return cfrti_err_nonfinite(ctx, name[i], x, (int64_t)(k >> 2),
+		                           cfrt_view_numel(o[i]));
+	}
+	return rc;
 }
 
 double cfrt_wtime(cfrt_ctx *ctx)

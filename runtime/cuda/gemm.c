@@ -124,7 +124,8 @@ int cfrt_matmul(cfrt_ctx *ctx, const cfrt_view *c, const cfrt_view *a,
 	merge_batch_dims((cfrt_view *[3]){&ce, &ae, &be});
 	cfrti_matmul_batch(&g, &ce, &ae, &be);
 	rc = cfrti_gemm_check(ctx, &g);
-	return rc != CFRT_OK ? rc : cfrti_matmul_run(ctx, &g, &ce, &ae, &be);
+	return rc != CFRT_OK ? rc : cfrti_dev_check(ctx, cfrti_matmul_run(ctx, &g, &ce,
+	                                            &ae, &be), c, NULL, NULL);
 }
 
 /* ---- attention ---------------------------------------------------------- */
@@ -274,7 +275,7 @@ static kview attn_kview(const cfrt_view *v)
 	return k;
 }
 
-int cfrti_attention(cfrt_ctx *ctx, const cfrti_attn *a)
+static int attention_run(cfrt_ctx *ctx, const cfrti_attn *a)
 {
 	const cfrt_view *q = a->q, *k = a->k;
 	int mode = ATTN_FLASH, strict = 0;
@@ -308,6 +309,11 @@ int cfrti_attention(cfrt_ctx *ctx, const cfrti_attn *a)
 			rc = attn_heads(ctx, a, b, h, n);
 		}
 	return rc;
+}
+
+int cfrti_attention(cfrt_ctx *ctx, const cfrti_attn *a)
+{
+	return cfrti_dev_check(ctx, attention_run(ctx, a), a->out, a->lse, NULL);
 }
 
 /* ---- attention backward ------------------------------------------------- */
@@ -439,7 +445,7 @@ static int grad_flash(cfrt_ctx *ctx, const cfrti_attn *g)
 	return rc;
 }
 
-int cfrti_attention_grad(cfrt_ctx *ctx, const cfrti_attn *g)
+static int attention_grad_run(cfrt_ctx *ctx, const cfrti_attn *g)
 {
 	const cfrt_view *q = g->q, *k = g->k;
 	int mode = ATTN_FLASH, strict = 0, want = g->dq || g->dk || g->dv;
@@ -473,4 +479,9 @@ int cfrti_attention_grad(cfrt_ctx *ctx, const cfrti_attn *g)
 		for (int64_t h = 0; rc == CFRT_OK && h < nh; h += chunk)
 			rc = grad_heads(ctx, g, b, h, nh - h < chunk ? nh - h : chunk);
 	return rc;
+}
+
+int cfrti_attention_grad(cfrt_ctx *ctx, const cfrti_attn *g)
+{
+	return cfrti_dev_check(ctx, attention_grad_run(ctx, g), g->dq, g->dk, g->dv);
 }

@@ -62,6 +62,13 @@ int cfrtk_rope(cudaStream_t s, cfrt_dtype t, kview dst, kview src, int dim,
 int cfrtk_fill(cudaStream_t s, cfrt_dtype t, kview dst, uint64_t seed,
                const int64_t *gdims, const int64_t *offs);
 
+/* CFRT_CHECK=finite: *key (device memory, all ones before the first
+ * call) becomes the least of i * 4 + kind over the elements i of v
+ * (row-major over its dims) that are no finite number, kind 0 a NaN, 1
+ * +Inf, 2 -Inf; v has at least one element. */
+int cfrtk_nonfinite(cudaStream_t s, cfrt_dtype t, kview v,
+                    unsigned long long *key);
+
 /* Backward (grad.cu). cfrtk_rows_grad: dx of row op `op` over the last
  * dim, from dy and x (KR_SOFTMAX: y, the forward's result), all of dx's
  * dims; gamma as in cfrtk_rows (norms; eps theirs). cfrtk_sum_leading:

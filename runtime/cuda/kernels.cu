@@ -455,6 +455,28 @@ __global__ void rope_pairs(kview d, kview a, int64_t n, int64_t half,
 	}
 }
 
+// CFRT_CHECK=finite: *key becomes the least of i * 4 + kind over the
+// elements i (row-major over v's dims) that are no finite number, kind 0
+// a NaN, 1 +Inf, 2 -Inf; untouched where every element is finite. A
+// thread stops at its first: its later indices are larger.
+template <typename T>
+__global__ void nonfinite(kview v, int64_t n, unsigned long long *key)
+{
+	typedef typename acc<T>::type A;
+	const T *p = (const T *)v.p;
+	int64_t step = (int64_t)gridDim.x * blockDim.x;
+	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+	     i += step) {
+		A x = to_acc(p[kv_offset(v, v.nd, i)]);
+		if (isfinite(x))
+			continue;
+		unsigned long long k = (unsigned long long)i * 4u +
+		                       (isnan(x) ? 0u : x > A(0) ? 1u : 2u);
+		atomicMin(key, k);
+		break;
+	}
+}
+
 } // namespace
 
 // ---- launchers: type dispatch (kdev.cuh's BY_TYPE) ----------------------
@@ -577,4 +599,18 @@ extern "C" int cfrtk_attn_dscores(cudaStream_t s, cfrt_dtype t, void *probs,
 		                                    rows, sq, sk, causal, q_offset);
 	BY_TYPE(t, (dscores_type<float, T>(s, probs, dp, dout, out, b, h0, rows,
 	                                   sq, sk, causal, q_offset)));
+}
+
+template <typename T>
+static int nonfinite_type(cudaStream_t s, kview v, unsigned long long *key)
+{
+	int64_t n = numel(v);
+	nonfinite<T><<<blocks_for(n), THREADS, 0, s>>>(v, n, key);
+	return (int)cudaGetLastError();
+}
+
+extern "C" int cfrtk_nonfinite(cudaStream_t s, cfrt_dtype t, kview v,
+                               unsigned long long *key)
+{
+	BY_TYPE(t, nonfinite_type<T>(s, v, key));
 }

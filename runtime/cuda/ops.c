@@ -77,9 +77,10 @@ int cfrt_copy(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src)
 	kview v[2] = {kv_of(dst), kv_of(src)};
 	collapse(v, 2);
 	if (copy_fast(ctx, v[0], v[1], cfrt_dtype_size(dst->t), &rc))
-		return rc;
+		return cfrti_dev_check(ctx, rc, dst, NULL, NULL);
 	rc = cfrtk_elementwise(ctx->dev.cs, dst->t, K_COPY, v[0], v[1], v[1], 0.0);
-	return cfrti_cuda(ctx, (cudaError_t)rc, "copy kernel");
+	return cfrti_dev_check(ctx, cfrti_cuda(ctx, (cudaError_t)rc,
+	                       "copy kernel"), dst, NULL, NULL);
 }
 
 int cfrt_fill_global(cfrt_ctx *ctx, const cfrt_view *dst, uint64_t seed,
@@ -92,7 +93,8 @@ int cfrt_fill_global(cfrt_ctx *ctx, const cfrt_view *dst, uint64_t seed,
 		return rc;
 	rc = cfrtk_fill(ctx->dev.cs, dst->t, kv_of(dst), seed, global_dims,
 	                offsets);
-	return cfrti_cuda(ctx, (cudaError_t)rc, "fill kernel");
+	return cfrti_dev_check(ctx, cfrti_cuda(ctx, (cudaError_t)rc,
+	                       "fill kernel"), dst, NULL, NULL);
 }
 
 static int unary(cfrt_ctx *ctx, const char *api, const cfrt_view *dst,
@@ -106,7 +108,8 @@ static int unary(cfrt_ctx *ctx, const char *api, const cfrt_view *dst,
 	kview v[2] = {kv_of(dst), kv_of(src)};
 	collapse(v, 2);
 	rc = cfrtk_elementwise(ctx->dev.cs, dst->t, op, v[0], v[1], v[1], arg);
-	return cfrti_cuda(ctx, (cudaError_t)rc, "elementwise kernel");
+	return cfrti_dev_check(ctx, cfrti_cuda(ctx, (cudaError_t)rc,
+	                       "elementwise kernel"), dst, NULL, NULL);
 }
 
 int cfrt_scale(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *a,
@@ -153,7 +156,8 @@ static int binary(cfrt_ctx *ctx, const char *api, const cfrt_view *dst,
 	kview v[3] = {kv_of(dst), kv_of(a), kv_of(&bb)};
 	collapse(v, 3);
 	rc = cfrtk_elementwise(ctx->dev.cs, dst->t, op, v[0], v[1], v[2], 0.0);
-	return cfrti_cuda(ctx, (cudaError_t)rc, "elementwise kernel");
+	return cfrti_dev_check(ctx, cfrti_cuda(ctx, (cudaError_t)rc,
+	                       "elementwise kernel"), dst, NULL, NULL);
 }
 
 int cfrt_add(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *a,
@@ -214,7 +218,8 @@ int cfrt_rope(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src,
 		return rc;
 	rc = cfrtk_rope(ctx->dev.cs, dst->t, kv_of(dst), kv_of(src), dim, base,
 	                pos0, inverse ? -1.0 : 1.0);
-	return cfrti_cuda(ctx, (cudaError_t)rc, "rope kernel");
+	return cfrti_dev_check(ctx, cfrti_cuda(ctx, (cudaError_t)rc,
+	                       "rope kernel"), dst, NULL, NULL);
 }
 
 static int rows(cfrt_ctx *ctx, const char *api, int op, const cfrt_view *dst,
@@ -230,7 +235,8 @@ static int rows(cfrt_ctx *ctx, const char *api, int op, const cfrt_view *dst,
 	rc = cfrtk_rows(ctx->dev.cs, dst->t, op, kv_of(dst), kv_of(src),
 	                gamma ? kv_of(gamma) : none, beta ? kv_of(beta) : none,
 	                eps);
-	return cfrti_cuda(ctx, (cudaError_t)rc, "row kernel");
+	return cfrti_dev_check(ctx, cfrti_cuda(ctx, (cudaError_t)rc,
+	                       "row kernel"), dst, NULL, NULL);
 }
 
 int cfrt_layernorm(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src,
@@ -261,7 +267,8 @@ int cfrt_scan(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src,
 		return rc;
 	rc = cfrtk_scan(ctx->dev.cs, dst->t, kv_of(dst), kv_of(src), dim, decay,
 	                0);
-	return cfrti_cuda(ctx, (cudaError_t)rc, "scan kernel");
+	return cfrti_dev_check(ctx, cfrti_cuda(ctx, (cudaError_t)rc,
+	                       "scan kernel"), dst, NULL, NULL);
 }
 
 /* ---- backward ---- */
@@ -280,7 +287,8 @@ static int rows_grad(cfrt_ctx *ctx, const char *api, int op,
 		return rc;
 	rc = cfrtk_rows_grad(ctx->dev.cs, dx->t, op, kv_of(dx), kv_of(dy),
 	                     kv_of(x), gamma ? kv_of(gamma) : none, eps);
-	return cfrti_cuda(ctx, (cudaError_t)rc, "row grad kernel");
+	return cfrti_dev_check(ctx, cfrti_cuda(ctx, (cudaError_t)rc,
+	                       "row grad kernel"), dx, NULL, NULL);
 }
 
 int cfrt_layernorm_grad(cfrt_ctx *ctx, const cfrt_view *dx,
@@ -332,7 +340,8 @@ int cfrt_sum_leading(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src)
 	collapse(v, 2);
 	collapse(&l, 1);
 	rc = cfrtk_sum_leading(ctx->dev.cs, dst->t, v[0], v[1], l);
-	return cfrti_cuda(ctx, (cudaError_t)rc, "sum kernel");
+	return cfrti_dev_check(ctx, cfrti_cuda(ctx, (cudaError_t)rc,
+	                       "sum kernel"), dst, NULL, NULL);
 }
 
 int cfrt_scan_grad(cfrt_ctx *ctx, const cfrt_view *dx, const cfrt_view *dy,
@@ -344,5 +353,6 @@ int cfrt_scan_grad(cfrt_ctx *ctx, const cfrt_view *dx, const cfrt_view *dy,
 	if (rc != CFRT_OK || cfrt_view_numel(dx) == 0)
 		return rc;
 	rc = cfrtk_scan(ctx->dev.cs, dx->t, kv_of(dx), kv_of(dy), dim, decay, 1);
-	return cfrti_cuda(ctx, (cudaError_t)rc, "scan kernel");
+	return cfrti_dev_check(ctx, cfrti_cuda(ctx, (cudaError_t)rc,
+	                       "scan kernel"), dx, NULL, NULL);
 }

@@ -20,7 +20,8 @@
 # attn_check (cuDNN's attention and the fused kernels, forward and
 # backward, tests/gpu/attn_check.c; and a build without cuDNN), grad_check (the backward calls,
 # tests/gpu/grad_check.c) and gqa_check (grouped-query attention,
-# tests/gpu/gqa_check.c) on 1; the trace (CFRT_TRACE) of mlp and ulysses
+# tests/gpu/gqa_check.c) and finite_check (CFRT_CHECK=finite,
+# tests/gpu/finite_check.c) on 1; the trace (CFRT_TRACE) of mlp and ulysses
 # on every GPU, and app_stream (the application's stream and NCCL
 # communicator, tests/gpu/app_stream.c) on 1.
 . tests/lib.sh
@@ -127,6 +128,24 @@ if [ $grc = 0 ] && grep -q '^grad_check: all ok$' "$out/grad_check"; then
 else
 	fail "gpu: grad_check"
 	tail -n 20 "$out/grad_check"
+fi
+
+# -- CFRT_CHECK=finite on one GPU (tests/gpu/finite_check.c --gpu): a
+# planted NaN or Inf (f32, f64, bf16; a column slice; an overflowing
+# matmul; attention and its backward) fails the call that wrote it with
+# the whole message naming rank, op, step, call, tensors and element;
+# finite values pass; one PASS/FAIL per case.
+$MPIRUN -x NCCL_NVLS_ENABLE -n 1 "$B/tests/gpu/finite_check" --gpu >"$out/finite_check" 2>&1
+frc=$?
+sed -nE 's/^finite_check: ([^:]*): (ok|MISMATCH)$/\2 \1/p' "$out/finite_check" |
+	while read -r res name; do
+		if [ "$res" = ok ]; then pass "gpu: finite $name"; else fail "gpu: finite $name"; fi
+	done
+if [ $frc = 0 ] && grep -q '^finite_check: PASS (14 cases)$' "$out/finite_check"; then
+	pass "gpu: finite_check (CFRT_CHECK=finite on the CUDA backend)"
+else
+	fail "gpu: finite_check (CFRT_CHECK=finite on the CUDA backend)"
+	tail -n 20 "$out/finite_check"
 fi
 
 # -- grouped-query attention against repeated key/value heads on one GPU
