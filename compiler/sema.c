@@ -391,6 +391,9 @@ sema_stmt(Sema *S, Scope *sc, const Stmt *st)
 	case S_SAVE:
 		save_names(S, sc, st);
 		break;
+	case S_RECOMPUTE:
+		sema_recompute(S, sc, st);
+		break;
 	case S_TYPE: case S_OUT: case S_SCHED:
 		break; /* the model's are handled apart; in layers, errors */
 	}
@@ -570,6 +573,7 @@ build_model(Sema *S)
 	if (S->toomany)
 		return; /* MAXOPS: naming and checking all that is no use */
 	outputs(S);
+	sema_recompute_check(S);
 	name_temps(S);
 	sema_schedules(S);
 	if (S->d->nerr == S->nerr0) /* a name defined twice is told once */

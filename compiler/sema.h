@@ -7,7 +7,8 @@
  *   sema_size.c   size expressions (overflow-checked), sizes, groups, -D
  *   sema_call.c   tensor expressions, op calls, layer instances, repeat
  *   sema_infer.c  shape and distribution inference, one function per op
- *   sema_sched.c  the schedule section: choices, keys, the default */
+ *   sema_sched.c  the schedule section: choices, keys, the default
+ *   sema_recompute.c  `recompute`: tensors and layer instances */
 #ifndef SEMA_H
 #define SEMA_H
 
@@ -34,6 +35,14 @@ typedef struct LayerInfo {
 	int busy;   /* being instantiated: a call now is recursion */
 } LayerInfo;
 
+/* A layer instance a body made: its nodes [first, end) of the graph,
+ * nested instances' included, and its result. */
+typedef struct Inst {
+	const LayerInfo *layer;
+	int first, end;
+	Value *ret;
+} Inst;
+
 /* The names one body sees. A layer sees its own names, then only the
  * sizes and groups of the model. */
 typedef struct Scope {
@@ -43,6 +52,7 @@ typedef struct Scope {
 	LayerInfo *layer;     /* NULL in the model */
 	const char *path;     /* instance path "block0.mlp1"; NULL in the model */
 	Value *ret;           /* layers: the returned value */
+	Vec insts;            /* of Inst*: the layer instances it made */
 } Scope;
 
 /* A tensor named inside a layer instance: "layer.t" schedule keys. */
@@ -140,6 +150,15 @@ void sema_check_layer(Sema *S, LayerInfo *li);
  * for the pending node n (inputs set), not yet committed; NULL after
  * errors. */
 Value *sema_infer(Sema *S, Call *c, Node *n);
+
+/* ---- sema_recompute.c ---- */
+/* Records layer instance li that caller made: its nodes from first to
+ * the graph's end now, and its result. */
+void sema_instance(Sema *S, Scope *caller, const LayerInfo *li, int first, Value *ret);
+/* recompute a, b; (marks Value.recompute) */
+void sema_recompute(Sema *S, Scope *sc, const Stmt *st);
+/* After the outputs: recompute of an output or of a saved tensor. */
+void sema_recompute_check(Sema *S);
 
 /* ---- sema_sched.c ---- */
 /* Every collective's schedule choice (Node.sched), checked. */
