@@ -553,6 +553,9 @@ typedef struct Options {
 	Expr *force;   /* --schedule: replaces every schedule choice, or NULL */
 	DType type;    /* --type: replaces the model's element type, or DT_NONE */
 	long max_ops;  /* --max-ops: most ops of the model; 0: MAXOPS */
+	const char **recompute; /* --memory's choice: tensors (by name, as the
+	                         * graph lists them) the backward recomputes */
+	int nrecompute;
 } Options;
 
 /* cnames.c: the C spelling of a value's name (dots as underscores), and

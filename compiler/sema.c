@@ -575,6 +575,7 @@ build_model(Sema *S)
 	outputs(S);
 	sema_recompute_check(S);
 	name_temps(S);
+	sema_recompute_chosen(S);
 	sema_schedules(S);
 	if (S->d->nerr == S->nerr0) /* a name defined twice is told once */
 		sema_cnames(S);

@@ -159,6 +159,8 @@ void sema_instance(Sema *S, Scope *caller, const LayerInfo *li, int first, Value
 void sema_recompute(Sema *S, Scope *sc, const Stmt *st);
 /* After the outputs: recompute of an output or of a saved tensor. */
 void sema_recompute_check(Sema *S);
+/* After the temporaries are named: the tensors --memory chose. */
+void sema_recompute_chosen(Sema *S);
 
 /* ---- sema_sched.c ---- */
 /* Every collective's schedule choice (Node.sched), checked. */

@@ -138,3 +138,17 @@ sema_recompute_check(Sema *S)
 			           "again, not both", v->name);
 	}
 }
+
+/* The tensors that --memory chose (Options.recompute), by their names in
+ * the graph: as if `recompute` named each alone. */
+void
+sema_recompute_chosen(Sema *S)
+{
+	for (int k = 0; k < S->o->nrecompute; k++)
+		for (int i = 0; i < S->g->values.n; i++) {
+			Value *v = S->g->values.v[i];
+			if (v->role == R_ACT && v->name && !strcmp(v->name, S->o->recompute[k]) &&
+			    v->recompute == RC_NONE)
+				v->recompute = RC_NAMED;
+		}
+}
