@@ -841,13 +841,16 @@ fit_memory(Comp *c, Cli *cl)
 	}
 	if (stale && (rc = compile_once(c, cl)))
 		return rc;
-	if (mem_check(c->arena, &c->diag, c->graph, m, cl->memory, cl->opt.nrecompute ?
-	              arena_printf(c->arena, " after recomputing %d tensors", cl->opt.nrecompute) :
-	              NULL))
-		return EX_INPUT;
-	const char *names = "";
+	const char *names = "", *why = "";
 	for (int i = 0; i < cl->opt.nrecompute; i++)
 		names = arena_printf(c->arena, "%s%s%s", names, i ? ", " : "", cl->opt.recompute[i]);
+	if (cl->opt.nrecompute)
+		why = arena_printf(c->arena, " after recomputing %s", names);
+	if (tried.n > cl->opt.nrecompute)
+		why = arena_printf(c->arena, "%s%s recomputing any %ssaved tensor does not lower it",
+		                   why, *why ? ";" : ":", *why ? "other " : "");
+	if (mem_check(c->arena, &c->diag, c->graph, m, cl->memory, why))
+		return EX_INPUT;
 	if (cl->opt.nrecompute)
 		diag_plain_note(&c->diag, "to fit --memory=%lld the backward recomputes %s: peak "
 		                "%lld bytes per rank, %lld without", (long long)cl->memory, names,
