@@ -816,7 +816,8 @@ compile_once(Comp *c, Cli *cl)
 
 /* --memory: while the peak is over the budget, the largest saved tensor
  * that the backward could compute again is recomputed (Options.recompute)
- * and kept when the peak falls; what still does not fit is an error. */
+ * and kept when the peak falls (or stays, with less saved); what still
+ * does not fit is an error. */
 static int
 fit_memory(Comp *c, Cli *cl)
 {
@@ -833,7 +834,10 @@ fit_memory(Comp *c, Cli *cl)
 		if ((rc = compile_once(c, cl)))
 			return rc;
 		MemUse n = mem_use(c->graph, c->plan, c->bplan);
-		stale = n.peak >= m.peak;
+		/* kept when the peak falls, or stays with less saved (a choice
+		 * that moves a tensor into the workspace's peak may let the next
+		 * one lower it) */
+		stale = n.peak > m.peak || (n.peak == m.peak && n.saved >= m.saved);
 		if (stale)
 			cl->opt.nrecompute--;
 		else
