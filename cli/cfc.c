@@ -865,10 +865,10 @@ fit_memory(Comp *c, Cli *cl)
 static int
 compile(Comp *c, Cli *cl)
 {
+	cl->opt.nrecompute = 0; /* a build of several variants: each its own */
 	int rc = compile_once(c, cl);
 
 	if (!rc && cl->memory) {
-		cl->opt.nrecompute = 0;
 		free(cl->opt.recompute);
 		cl->opt.recompute = calloc((size_t)c->graph->values.n + 1, sizeof *cl->opt.recompute);
 		if (!cl->opt.recompute)

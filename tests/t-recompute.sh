@@ -43,7 +43,7 @@ done
 for v in llama llama_sel llama_full transformer transformer_sel transformer_full; do
 	{
 		printf '%s: ' "$v"
-		(cd "$out" && "$CFC" --backward "$v.cf" --explain -o "$v.c") | grep '^memory:'
+		(cd "$out" && "$CFC" --backward "$v.cf" --explain --emit=c -o "$v.c") | grep '^memory:'
 	} >>"$out/memory.txt" 2>&1
 done
 for b in 300K 260K; do
@@ -51,6 +51,25 @@ for b in 300K 260K; do
 done
 (cd "$out" && "$CFC" --backward transformer.cf --memory=400K --explain -o fit.c 2>&1 | grep -e '^memory:' -e 'note:') >>"$out/memory.txt"
 golden "recompute: saved bytes and peaks, before and after" "$out/memory.txt" tests/recompute/memory.golden
+
+# the generated query reports the smaller buffer: NAME_saved_bytes()
+# returns the saved bytes the memory line gives
+for v in llama llama_full transformer_full; do
+	want=$(sed -n "s/^$v: memory: .* saved \([0-9]*\) .*/\1/p" "$out/memory.txt")
+	got=$(sed -n '/_saved_bytes(void)$/,/^}/s/^\treturn \([0-9]*\);/\1/p' "$out/$v.c" | head -n 1)
+	check "recompute: $v: ${v%%_*}_saved_bytes() returns $want" sh -c "[ -n '$want' ] && [ '$got' = '$want' ]"
+done
+
+# --memory's argument
+for a in 0 -5 64X 1.5K '' 2000000G; do
+	"$CFC" --backward examples/mlp.cf --memory="$a" >"$out/bad.out" 2>"$out/bad.err"
+	rc=$?
+	check "recompute: --memory='$a' is a usage error" sh -c \
+		"[ $rc -eq 2 ] && grep -q -- \"--memory wants a count of bytes per rank, such as 65536 or 64K (K, M, G: KiB, MiB, GiB), not '$a'\" '$out/bad.err' && ! [ -s '$out/bad.out' ]"
+done
+"$CFC" examples/mlp.cf --memory=1G --explain -o "$out/fwd.c" >"$out/fwd.explain" 2>&1
+check "recompute: --memory without --backward bounds the forward's workspace" \
+	grep -q '^memory: peak [0-9]* bytes per rank = saved 0 (0 tensors)' "$out/fwd.explain"
 
 # a recomputed reduce_scatter (the full block needs h = x + attn(...)
 # again) is proven in the backward like every collective
