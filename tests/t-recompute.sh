@@ -10,6 +10,8 @@
 # - the f64 gradients against central finite differences of the serial
 #   reference (and the reference backward, and the forward), as t-grad
 #   checks them, N = 1..4, fuse(ring) and vanilla;
+# - the same for recomputed all_to_alls and attention (Ulysses), a scan
+#   (mamba) and a grid (tpdp);
 # - f32 against the serial reference (output 1e-5, gradients 1e-4, as
 #   t-e2e bounds them), and the selective variants' gradients bitwise
 #   equal to those of the model without recomputation (the same ops on
@@ -100,6 +102,18 @@ for v in llama_full transformer_full; do
 	grad "recompute: grad $v vanilla N=2" "$out/g-$v-van-2" 2 "$out/$v.cf" $(gsizes $v 2) \
 		-D tp=2 --schedule=vanilla
 done
+# other recomputed ops: all_to_alls and an attention (Ulysses), the scan
+# and a tensor its product reads (mamba), a grid of tp x dp (tpdp)
+sed 's/^  out y;/  recompute qh, kh, vh, oh, o;\n  out y;/' examples/ulysses.cf >"$out/ulysses_rc.cf"
+sed 's/^  out y;/  recompute hs, u, z, p;\n  out y;/' examples/mamba.cf >"$out/mamba_rc.cf"
+sed 's/^  out y;/  recompute h;\n  out y;/' examples/tpdp.cf >"$out/tpdp_rc.cf"
+grad "recompute: grad ulysses all_to_alls, attention N=2" "$out/g-ulysses" 2 "$out/ulysses_rc.cf" \
+	-D B=1 -D S=8 -D D=8 -D H=4 -D sp=2 --schedule="fuse(ring)"
+grad "recompute: grad mamba scan N=2" "$out/g-mamba" 2 "$out/mamba_rc.cf" -D B=1 -D S=8 -D D=4 \
+	-D tp=2 --schedule="fuse(ring)"
+grad "recompute: grad tpdp 2x2" "$out/g-tpdp" 4 "$out/tpdp_rc.cf" -D tp=2 -D dp=2 -D B=4 -D S=8 \
+	-D D=8 -D F=8 --schedule="fuse(ring)"
+
 # what --memory chose, run: a budget between the peaks of the plain and
 # the full-layer transformer at the small sizes
 # shellcheck disable=SC2046
