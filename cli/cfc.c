@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "codegen.h"
+#include "memory.h"
 #include "outfile.h"
 #include "pipeline.h"
 #include "progress.h"
@@ -137,6 +138,7 @@ typedef struct Cli {
 	int sched_ranks;      /* --sched-ranks= */
 	const char *profile;  /* --profile= */
 	double margin;        /* --auto-margin=, when has_margin */
+	int64_t memory;       /* --memory=: the budget per rank, bytes; 0: none */
 	int has_margin;
 	int quiet;            /* -q, --quiet: no progress lines */
 	/* -D NAME=V1,V2,...: by define (opt.defs' order), its values; a
@@ -202,6 +204,11 @@ usage(FILE *f)
 	      "  --auto-margin=PCT  with --profile: what auto may give away for\n"
 	      "                   simpler schedules, PCT percent of the pass (0: the\n"
 	      "                   predicted fastest; default 0 on GPUs, 2 on CPUs)\n"
+	      "  --memory=BYTES   the most a rank may hold at once (saved activations\n"
+	      "                   and the larger pass's workspace; K, M, G: KiB,\n"
+	      "                   MiB, GiB): over it, the backward recomputes the\n"
+	      "                   largest saved tensors that lower the peak until it\n"
+	      "                   fits, else an error names the peak and its parts\n"
 	      "  --sched-ranks=N  --emit=sched lists the steps of the first N ranks\n"
 	      "                   (default 2; all: every rank)\n"
 	      "  --max-ops=N      the most ops the model may make with every layer call\n"
@@ -350,6 +357,25 @@ parse_max_ops(Cli *cl, const char *s)
 	return 0;
 }
 
+/* BYTES, or with K, M or G (KiB, MiB, GiB), from 1 to 2^50. */
+static int
+parse_memory(Cli *cl, const char *s)
+{
+	char *end;
+	long long v;
+	int shift = 0;
+
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (*end && !end[1])
+		shift = *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : -1, end += shift >= 0;
+	if (errno || *end || end == s || v < 1 || v > (1LL << 50) >> shift)
+		return bad_usage("--memory wants a count of bytes per rank, such as 65536 or 64K "
+		                 "(K, M, G: KiB, MiB, GiB), not '%s'", s);
+	cl->memory = (int64_t)v << shift;
+	return 0;
+}
+
 /* PCT or PCT%, from 0 to 100. */
 static int
 parse_margin(Cli *cl, const char *s)
@@ -437,6 +463,8 @@ parse_args(Cli *cl, int argc, char **argv)
 			rc = parse_max_ops(cl, a + 10);
 		} else if (!strncmp(a, "--auto-margin=", 14)) {
 			rc = parse_margin(cl, a + 14);
+		} else if (!strncmp(a, "--memory=", 9)) {
+			rc = parse_memory(cl, a + 9);
 		} else if (a[0] == '-' && a[1]) {
 			return bad_usage("unknown option '%s'", a);
 		} else if (cl->input) {
@@ -735,7 +763,7 @@ phase(void *ctx, const char *line)
 /* A compile: --schedule and --profile read, then every pass in order
  * (compiler/pipeline.c). */
 static int
-compile(Comp *c, Cli *cl)
+compile_once(Comp *c, Cli *cl)
 {
 	if (cl->force) {
 		Src fs = {"--schedule", cl->force, strlen(cl->force)};
@@ -776,10 +804,77 @@ compile(Comp *c, Cli *cl)
 	c->bplan = pl.bplan;
 	if (rc)
 		return rc == PIPE_INTERNAL ? EX_INTERNAL : EX_INPUT;
+	return 0;
+}
+
+/* --memory: while the peak is over the budget, the largest saved tensor
+ * that the backward could compute again is recomputed (Options.recompute)
+ * and kept when the peak falls (or stays, with less saved); what still
+ * does not fit is an error. */
+static int
+fit_memory(Comp *c, Cli *cl)
+{
+	MemUse m = mem_use(c->graph, c->plan, c->bplan), first = m;
+	Vec tried = {0};
+	int stale = 0, rc = 0;
+
+	while (m.peak > cl->memory && c->graph->bwd) {
+		const Value *v = mem_pick(c->arena, c->graph, (const char *const *)tried.v, tried.n);
+		if (!v)
+			break;
+		vec_push(c->arena, &tried, (void *)v->name);
+		cl->opt.recompute[cl->opt.nrecompute++] = v->name;
+		if ((rc = compile_once(c, cl)))
+			return rc;
+		MemUse n = mem_use(c->graph, c->plan, c->bplan);
+		/* kept when the peak falls, or stays with less saved (a choice
+		 * that moves a tensor into the workspace's peak may let the next
+		 * one lower it) */
+		stale = n.peak > m.peak || (n.peak == m.peak && n.saved >= m.saved);
+		if (stale)
+			cl->opt.nrecompute--;
+		else
+			m = n;
+	}
+	if (stale && (rc = compile_once(c, cl)))
+		return rc;
+	const char *names = "", *why = "";
+	for (int i = 0; i < cl->opt.nrecompute; i++)
+		names = arena_printf(c->arena, "%s%s%s", names, i ? ", " : "", cl->opt.recompute[i]);
+	if (cl->opt.nrecompute)
+		why = arena_printf(c->arena, " after recomputing %s", names);
+	if (tried.n > cl->opt.nrecompute)
+		why = arena_printf(c->arena, "%s%s recomputing any %ssaved tensor does not lower it",
+		                   why, *why ? ";" : ":", *why ? "other " : "");
+	if (mem_check(c->arena, &c->diag, c->graph, m, cl->memory, why))
+		return EX_INPUT;
+	if (cl->opt.nrecompute)
+		diag_plain_note(&c->diag, "to fit --memory=%lld the backward recomputes %s: peak "
+		                "%lld bytes per rank, %lld without", (long long)cl->memory, names,
+		                (long long)m.peak, (long long)first.peak);
+	return 0;
+}
+
+static int
+compile(Comp *c, Cli *cl)
+{
+	cl->opt.nrecompute = 0; /* a build of several variants: each its own */
+	int rc = compile_once(c, cl);
+
+	if (!rc && cl->memory) {
+		free(cl->opt.recompute);
+		cl->opt.recompute = calloc((size_t)c->graph->values.n + 1, sizeof *cl->opt.recompute);
+		if (!cl->opt.recompute)
+			die("out of memory");
+		rc = fit_memory(c, cl);
+	}
+	if (rc)
+		return rc;
 	if (cl->explain) {
 		sched_explain(stdout, c->sched);
 		if (c->bsched)
 			sched_explain(stdout, c->bsched);
+		mem_explain(stdout, c->graph, mem_use(c->graph, c->plan, c->bplan));
 		fflush(stdout);
 	}
 	return 0;
@@ -1011,6 +1106,7 @@ main(int argc, char **argv)
 		free(cl.vals[i]);
 	}
 	free(cl.opt.defs);
+	free(cl.opt.recompute);
 	free(cl.vals);
 	free(cl.nvals);
 	free(cl.dtext);

@@ -274,8 +274,8 @@ dump_stmt(FILE *f, const Stmt *s)
 		break;
 	case S_TYPE: fprintf(f, "type %s", dtype_name[s->u.type.t]); break;
 	case S_TENSOR: dump_tensor(f, s); break;
-	case S_OUT: case S_SAVE:
-		fputs(s->kind == S_OUT ? "out" : "save", f);
+	case S_OUT: case S_SAVE: case S_RECOMPUTE:
+		fputs(s->kind == S_OUT ? "out" : s->kind == S_SAVE ? "save" : "recompute", f);
 		for (int i = 0; i < s->u.names.n; i++)
 			fprintf(f, "%s %s", i ? "," : "", ((Expr *)s->u.names.v[i])->u.name);
 		break;

@@ -189,6 +189,8 @@ typedef enum StmtKind {
 	S_ASSIGN, /* def: NAME = val */
 	S_OUT,    /* names: out a, b; */
 	S_SAVE,   /* names: save xa; (gathered tensors the backward keeps) */
+	S_RECOMPUTE, /* names: recompute o, blk; (tensors, or layers called
+	              * above, that the backward computes again) */
 	S_RETURN, /* ret */
 	S_SCHED   /* sched: one schedule entry */
 } StmtKind;
@@ -217,7 +219,7 @@ typedef struct Stmt {
 			Vec gsplits;       /* `grad split DIM over GROUP, ...`, kept
 			                    * alike */
 		} tensor;
-		Vec names;             /* S_OUT, S_SAVE: of Expr* (E_NAME) */
+		Vec names;             /* S_OUT, S_SAVE, S_RECOMPUTE: of Expr* (E_NAME) */
 		Expr *ret;             /* S_RETURN */
 		SchedEntry sched;
 	} u;
@@ -250,7 +252,7 @@ Stmt *ast_type(Arena *a, Loc l, DType t);
  * (dimension, group name) */
 Stmt *ast_tensor(Arena *a, Loc l, Role r, Expr *name, DType t, Vec shape,
                  Vec splits, Vec gsplits);
-Stmt *ast_names(Arena *a, Loc l, StmtKind k, Vec names); /* out, save */
+Stmt *ast_names(Arena *a, Loc l, StmtKind k, Vec names); /* out, save, recompute */
 Stmt *ast_return(Arena *a, Loc l, Expr *e);
 Stmt *ast_sched(Arena *a, Loc l, Expr *key, Expr *choice);
 Decl *ast_decl(Arena *a, Loc l, DeclKind k, Expr *name, Vec params, Vec body);
@@ -348,6 +350,14 @@ typedef struct Node Node;
 
 /* Where a tensor lives beyond what its role says: grad.c sets it when a
  * backward pass is asked for; otherwise every value is HO_ROLE. */
+/* Why the backward computes a forward value again (Value.recompute). */
+typedef enum Recompute {
+	RC_NONE,  /* saved (or gathered again, or read where its role puts it) */
+	RC_NAMED, /* `recompute t;` names it */
+	RC_LAYER  /* computed inside a layer instance that `recompute LAYER;`
+	           * names, but not its result: the next layer's checkpoint */
+} Recompute;
+
 typedef enum Home {
 	HO_ROLE,  /* by its role: the io struct (in, out), the weights
 	           * struct, or the workspace (act) */
@@ -375,6 +385,10 @@ typedef struct Value {
 	int keep;           /* `save`: a gathered tensor that the forward
 	                     * saves whole (else the backward gathers it
 	                     * again from its saved shard) */
+	int recompute;      /* RC_*: with a backward pass, the forward does
+	                     * not save it and the backward computes it again
+	                     * from what it reads (grad.c) */
+	Loc rcloc;          /* RC_NAMED, RC_LAYER: the name in `recompute` */
 	Dist gdist;         /* a weight's gradient's spread when the spec
 	                     * gives one (`grad split D over G`, ZeRO): the
 	                     * weight's splits and those; else replicated
@@ -539,6 +553,9 @@ typedef struct Options {
 	Expr *force;   /* --schedule: replaces every schedule choice, or NULL */
 	DType type;    /* --type: replaces the model's element type, or DT_NONE */
 	long max_ops;  /* --max-ops: most ops of the model; 0: MAXOPS */
+	const char **recompute; /* --memory's choice: tensors (by name, as the
+	                         * graph lists them) the backward recomputes */
+	int nrecompute;
 } Options;
 
 /* cnames.c: the C spelling of a value's name (dots as underscores), and

@@ -24,6 +24,9 @@
  * all_gather made is gathered again in the backward from its saved shard
  * (Megatron's choice), by an all_gather node of the backward graph,
  * unless the spec says `save` of it (Value.keep): then it is saved whole.
+ * A value `recompute` names (Value.recompute, sema_recompute.c) is not
+ * saved either: the backward computes it again, its node's twin placed
+ * before its first use, from what the backward reads (recompute()).
  * Each differentiated attention also saves a value the spec does not
  * name: the log-sum-exp of its query rows (Node.lse, a second result of
  * the forward's attention node), from which its backward rebuilds the
@@ -180,9 +183,33 @@ coll(Bw *B, const Node *at, OpKind op, Value *x, Group *g, int dim, int dim2, Di
 	return commit(B, n, new_value(B, x, to, name));
 }
 
+static Value *fwd(Bw *B, Value *v);
+
+/* Forward value v computed again in the backward (`recompute`): its
+ * node's twin, with the same attributes, on its inputs as the backward
+ * reads them (saved, gathered again or recomputed themselves), added to
+ * b where the first use of v asks for it; a collective under its
+ * forward's schedule choice. An attention's twin computes no log-sum-exp:
+ * the backward reads the forward's (attn_lse). */
+static Value *
+recompute(Bw *B, Value *v)
+{
+	const Node *f = v->def;
+	Value *in[MAXIN];
+
+	for (int i = 0; i < f->nin; i++)
+		in[i] = fwd(B, f->in[i]);
+	Node *n = new_node(B, f, f->op, f->nin, in);
+	n->a = f->a;
+	if (op_info[f->op].cls == CL_COLL)
+		n->sched = sched_for(B, f);
+	return commit(B, n, new_value(B, v, v->dist, v->name));
+}
+
 /* The forward value v as the backward reads it: an input, output or
  * weight as such; a value an all_gather made, gathered again from its
- * shard; any other saved by the forward. */
+ * shard; one `recompute` names, computed again; any other saved by the
+ * forward. */
 static Value *
 fwd(Bw *B, Value *v)
 {
@@ -198,6 +225,8 @@ fwd(Bw *B, Value *v)
 		Value *x = fwd(B, ag->in[0]);
 		*c = coll(B, ag, OP_ALL_GATHER, x, ag->a.coll.group, ag->a.coll.dim, -1, v->dist,
 		          v->name, sched_for(B, ag));
+	} else if (v->recompute && !v->keep) {
+		*c = recompute(B, v);
 	} else {
 		vec_push(B->a, &B->saved, v);
 		*c = leaf(B, v, R_IN, v->name);

@@ -171,7 +171,9 @@ build_model(Sema *S)
 	if (S->toomany)
 		return; /* MAXOPS: naming and checking all that is no use */
 	outputs(S);
+	sema_recompute_check(S);
 	name_temps(S);
+	sema_recompute_chosen(S);
 	sema_schedules(S);
 	if (S->d->nerr == S->nerr0) /* a name defined twice is told once */
 		sema_cnames(S);

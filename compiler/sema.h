@@ -8,6 +8,7 @@
  *                 layer's statements)
  *   sema_infer.c  shape and distribution inference, one function per op
  *   sema_sched.c  the schedule section: choices, keys, the default
+ *   sema_recompute.c  `recompute`: tensors and layer instances
  *   sema_node.c   nodes and values made and committed, dims found, splits
  *                 checked, number literals, model tensors: below the four
  *                 above, which all use it
@@ -40,6 +41,14 @@ typedef struct LayerInfo {
 	int busy;   /* being instantiated: a call now is recursion */
 } LayerInfo;
 
+/* A layer instance a body made: its nodes [first, end) of the graph,
+ * nested instances' included, and its result. */
+typedef struct Inst {
+	const LayerInfo *layer;
+	int first, end;
+	Value *ret;
+} Inst;
+
 /* The names one body sees. A layer sees its own names, then only the
  * sizes and groups of the model. */
 typedef struct Scope {
@@ -49,6 +58,7 @@ typedef struct Scope {
 	LayerInfo *layer;     /* NULL in the model */
 	const char *path;     /* instance path "block0.mlp1"; NULL in the model */
 	Value *ret;           /* layers: the returned value */
+	Vec insts;            /* of Inst*: the layer instances it made */
 } Scope;
 
 /* A tensor named inside a layer instance: "layer.t" schedule keys. */
@@ -147,6 +157,17 @@ void sema_check_layer(Sema *S, LayerInfo *li);
  * for the pending node n (inputs set), not yet committed; NULL after
  * errors. */
 Value *sema_infer(Sema *S, Call *c, Node *n);
+
+/* ---- sema_recompute.c ---- */
+/* Records layer instance li that caller made: its nodes from first to
+ * the graph's end now, and its result. */
+void sema_instance(Sema *S, Scope *caller, const LayerInfo *li, int first, Value *ret);
+/* recompute a, b; (marks Value.recompute) */
+void sema_recompute(Sema *S, Scope *sc, const Stmt *st);
+/* After the outputs: recompute of an output or of a saved tensor. */
+void sema_recompute_check(Sema *S);
+/* After the temporaries are named: the tensors --memory chose. */
+void sema_recompute_chosen(Sema *S);
 
 /* ---- sema_sched.c ---- */
 /* Every collective's schedule choice (Node.sched), checked. */

@@ -153,10 +153,10 @@ recursion(Sema *S, Loc at, const LayerInfo *li)
 /* Inlines one call of layer li: a fresh scope named after the instance.
  * After a failed instance the layer stays quiet: its errors were shown. */
 static Value *
-instantiate(Sema *S, const Scope *caller, Loc at, LayerInfo *li, Value **args)
+instantiate(Sema *S, Scope *caller, Loc at, LayerInfo *li, Value **args)
 {
 	const Decl *L = li->decl;
-	int before = S->d->nerr;
+	int before = S->d->nerr, first = S->g->nodes.n;
 
 	if (li->failed || S->d->fatal)
 		return NULL;
@@ -195,6 +195,8 @@ instantiate(Sema *S, const Scope *caller, Loc at, LayerInfo *li, Value **args)
 	}
 	if (!sc->ret)
 		li->failed = 1; /* reported by sema_check_layer */
+	else
+		sema_instance(S, caller, li, first, sc->ret);
 	return sc->ret;
 }
 
@@ -672,6 +674,9 @@ sema_stmt(Sema *S, Scope *sc, const Stmt *st)
 		break;
 	case S_SAVE:
 		save_names(S, sc, st);
+		break;
+	case S_RECOMPUTE:
+		sema_recompute(S, sc, st);
 		break;
 	case S_TYPE: case S_OUT: case S_SCHED:
 		break; /* the model's are handled apart; in layers, errors */

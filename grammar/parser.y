@@ -58,6 +58,7 @@ static void cf_yyerror(Loc *loc, Parse *p, void *scanner, const char *msg);
 %token TYPE "'type'" IN "'in'" WEIGHT "'weight'" OUT "'out'"
 %token RETURN "'return'" SPLIT "'split'" OVER "'over'" GRAD "'grad'"
 %token SAVE "'save'"
+%token RECOMPUTE "'recompute'"
 %token SCHEDULE "'schedule'" DEFAULT "'default'"
 %token START_CHOICE "schedule choice"
 %token <t> DTYPE "type name"
@@ -117,6 +118,7 @@ stmt
 	| name '=' expr ';'          { $$ = ast_list(A, (Vec){0}, ast_def(A, @$, S_ASSIGN, $1, $3)); }
 	| OUT names ';'              { $$ = ast_list(A, (Vec){0}, ast_names(A, @$, S_OUT, $2)); }
 	| SAVE names ';'             { $$ = ast_list(A, (Vec){0}, ast_names(A, @$, S_SAVE, $2)); }
+	| RECOMPUTE names ';'        { $$ = ast_list(A, (Vec){0}, ast_names(A, @$, S_RECOMPUTE, $2)); }
 	| RETURN expr ';'            { $$ = ast_list(A, (Vec){0}, ast_return(A, @$, $2)); }
 	| SCHEDULE '{' sentries '}'  { $$ = $3; }
 	| error ';'                  { $$ = (Vec){0}; }
