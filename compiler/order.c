@@ -15,7 +15,9 @@
  *     compute) gets one plain stage of compute that does not depend on
  *     the collective and whose inputs are ready when it starts (an IT_HOST
  *     item at the end of the round's last lane, in round order): the
- *     first such stages after the collective in the order of 1; a hosted
+ *     first such stages after the collective in the order of 1, under
+ *     its last such rounds when there are fewer stages than rounds (the
+ *     transfers it ends with hidden first: its tail); a hosted
  *     stage moves right after its host in Sched.stages (Stage.host1), in
  *     the order its host runs it;
  *  3. Coll.order_note says what each collective with such rounds hosts,
@@ -218,16 +220,21 @@ od_host(Ord *O, const int *ord, const int *pos, int p, char *hosted, int *list, 
 		}
 		if (!ok)
 			continue;
-		Item *it = arena_alloc(a, sizeof *it);
-		it->kind = IT_HOST;
-		it->g = (Guard){sl[nh].round, sl[nh].round, 0, 0};
-		it->u.host.node = st->u.node;
-		it->id = c->nitems++;
-		vec_push(a, &sl[nh].ph->lanes[sl[nh].ph->nlanes - 1], it);
 		hosted[k] = 1;
-		items[nh] = it;
 		list[nh++] = k;
 		vec_push(O->t, &names, st->u.node);
+	}
+	/* fewer than the rounds: the last rounds, so that the transfers
+	 * the collective ends with are the ones hidden (its tail) */
+	for (int m = 0; m < nh; m++) {
+		const Slot *at = &sl[ns - nh + m];
+		Item *it = arena_alloc(a, sizeof *it);
+		it->kind = IT_HOST;
+		it->g = (Guard){at->round, at->round, 0, 0};
+		it->u.host.node = ((Stage *)s->stages.v[list[m]])->u.node;
+		it->id = c->nitems++;
+		vec_push(a, &at->ph->lanes[at->ph->nlanes - 1], it);
+		items[m] = it;
 	}
 	if (nh)
 		c->order_note = arena_printf(a, "order: %s under %d of its %d exposed round%s", od_names(a,
@@ -395,8 +402,8 @@ order_check(const Sched *s, char *err, size_t errlen)
 				continue;
 			const Stage *hst = next < s->stages.n ? s->stages.v[next] : NULL;
 			if (!hst || hst->kind != ST_COMPUTE || hst->host1 != k + 1 ||
-			    hst->u.node != it->u.host.node) {
-				snprintf(err, errlen, "collective %s (stage %d) runs %s at step %d, which is "
+			    hst->u.node != it->u.host.node || it->u.host.stage != next) {
+				snprintf(err, errlen, "collective %s (stage %d) runs %s in round %d, which is "
 				         "not its next hosted stage", c->node->out->name, k + 1,
 				         it->u.host.node->out->name, ps.i);
 				rc = 1;
