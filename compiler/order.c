@@ -188,10 +188,11 @@ od_names(Arena *a, const Vec *nodes)
 
 /* 2: hosts stages under the exposed rounds of the collective at place p
  * of ord (n places); hosted[] (by old index) marks what is hosted, and
- * pos[] (by old index) is each stage's place. Returns how many it hosts
- * and puts them, in run order, into *list. */
+ * pos[] (by old index) is the place each stage runs at (a hosted one:
+ * its host's). Returns how many it hosts and puts them, in run order,
+ * into *list. */
 static int
-od_host(Ord *O, const int *ord, const int *pos, int p, char *hosted, int *list, Item **items)
+od_host(Ord *O, const int *ord, int *pos, int p, char *hosted, int *list, Item **items)
 {
 	Sched *s = O->s;
 	Arena *a = s->arena;
@@ -221,6 +222,7 @@ od_host(Ord *O, const int *ord, const int *pos, int p, char *hosted, int *list, 
 		if (!ok)
 			continue;
 		hosted[k] = 1;
+		pos[k] = p;
 		list[nh++] = k;
 		vec_push(O->t, &names, st->u.node);
 	}
