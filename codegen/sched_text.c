@@ -441,9 +441,16 @@ tx_summary(FILE *f, Arena *a, const Sched *s, const Coll *c)
 		        c->node->out->name, sched_kind_str(a, &c->how), err);
 		return;
 	}
-	fprintf(f, "verify: ok %scollective=%s schedule=%s ranks=%d steps=%d exposed=%d tail-free=%s\n",
+	/* the stages of other regions it runs (order.c), in its order */
+	const char *hosted = "";
+	SchedPos p = {0};
+	for (const Item *it; (it = sched_next(c, 0, &p));)
+		if (it->kind == IT_HOST)
+			hosted = arena_printf(a, "%s%s%s", hosted, *hosted ? "," : " hosted=",
+			                      it->u.host.node->out->name);
+	fprintf(f, "verify: ok %scollective=%s schedule=%s ranks=%d steps=%d exposed=%d tail-free=%s%s\n",
 	        bwd_mark(s), c->node->out->name, sched_kind_str(a, &c->how), c->N, c->nsteps,
-	        st.exposed, st.tailfree ? "yes" : "no");
+	        st.exposed, st.tailfree ? "yes" : "no", hosted);
 }
 
 static void

@@ -239,8 +239,9 @@ od_host(Ord *O, const int *ord, int *pos, int p, char *hosted, int *list, Item *
 		items[m] = it;
 	}
 	if (nh)
-		c->order_note = arena_printf(a, "order: %s under %d of its %d exposed round%s", od_names(a,
-		                             &names), nh, ns, ns == 1 ? "" : "s");
+		c->order_note = arena_printf(a, "order: runs %s (independent of it) under %d of its "
+		                             "%d exposed round%s", od_names(a, &names), nh, ns,
+		                             ns == 1 ? "" : "s");
 	else
 		c->order_note = arena_printf(a, "order: %d exposed round%s, and no compute that does not "
 		                             "depend on it is left to run under %s", ns, ns == 1 ? "" : "s",
