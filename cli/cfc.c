@@ -46,6 +46,7 @@ typedef struct Comp {
 	Profile *profile; /* --profile, or NULL */
 	Src psrc;         /* its text */
 	double auto_margin; /* auto's budget, percent of the pass (Sched.auto_margin) */
+	OrderMode order;    /* --order (order.c) */
 	Progress progress;  /* what a long compile says it is doing */
 	const CgVariant *variants; /* --emit=py of a build of several variants */
 	int nvariants;             /* (-D S=16,32), else 0 */
@@ -132,6 +133,7 @@ typedef struct Cli {
 	const char *force;    /* --schedule */
 	int noline;           /* --no-line */
 	int explain;          /* --explain */
+	OrderMode order;      /* --order=pass (default) or region */
 	int backward;         /* --backward */
 	int accumulate;       /* --accumulate */
 	DiagFormat diagfmt;   /* -fdiagnostics-format= */
@@ -196,6 +198,10 @@ usage(FILE *f)
 	      "  --explain        say, for every collective, which schedule was applied,\n"
 	      "                   what compute it was fused with, and why not more\n"
 	      "                   (on standard output)\n"
+	      "  --order=ORDER    pass (default): order the whole pass, each collective\n"
+	      "                   as early as its inputs allow, with compute that does\n"
+	      "                   not depend on it run under its exposed transfers;\n"
+	      "                   region: region after region, as before\n"
 	      "  --profile=FILE   a machine profile from cfrt-calibrate: predict every\n"
 	      "                   candidate schedule of every collective (--explain\n"
 	      "                   lists them); auto takes the fastest (GPU profiles),\n"
@@ -443,6 +449,8 @@ parse_args(Cli *cl, int argc, char **argv)
 			rc = parse_type(cl, a + 7);
 		} else if (!strcmp(a, "--explain")) {
 			cl->explain = 1;
+		} else if (!strcmp(a, "--order=pass") || !strcmp(a, "--order=region")) {
+			cl->order = a[8] == 'r' ? ORDER_REGION : ORDER_PASS;
 		} else if (!strcmp(a, "--backward")) {
 			cl->backward = 1;
 		} else if (!strcmp(a, "--accumulate")) {
@@ -794,7 +802,8 @@ compile_once(Comp *c, Cli *cl)
 	/* every pass, in order (compiler/pipeline.c) */
 	Pipeline pl = {.a = c->arena, .d = &c->diag, .o = &cl->opt, .profile = c->profile,
 	               .auto_margin = c->auto_margin, .backward = cl->backward,
-	               .accumulate = cl->accumulate, .phase = phase, .ctx = &c->progress};
+	               .accumulate = cl->accumulate, .order = c->order, .phase = phase,
+	               .ctx = &c->progress};
 	int rc = pipeline_run(&pl, &c->src);
 	c->prog = pl.prog;
 	c->graph = pl.graph;
@@ -1072,6 +1081,7 @@ main(int argc, char **argv)
 		c.lines = !cl.noline;
 		c.sched_ranks = cl.sched_ranks;
 		c.auto_margin = cl.has_margin ? cl.margin : AUTO_MARGIN_OF_PROFILE;
+		c.order = cl.order;
 		diag_init(&c.diag, &c.src, stderr);
 		c.diag.format = cl.diagfmt;
 		/* progress lines are text: none among JSON or SARIF on stderr */

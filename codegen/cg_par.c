@@ -526,6 +526,23 @@ emit_guard_open(Par *P, const Phase *ph, const Guard *g)
 	emit_open(&P->cg->e, "if (%s)", cond);
 }
 
+static void emit_stage_node(Par *P, const Node *n, const PItem *p);
+
+/* An IT_HOST item: the plain stage the whole-pass order (order.c) put
+ * under this collective's transfers, emitted as at its own place. */
+static void
+emit_host(Par *P, const Item *it)
+{
+	const Plan *plan = P->plan;
+	int k = it->u.host.stage, g = plan->group[k];
+	Par plain = {.cg = P->cg, .plan = plan, .k = "0", .grank = P->grank,
+	             .r = P->grank && g >= 0 ? P->grank[g] : NULL};
+
+	emit_begin(&P->cg->e);
+	emit_stage_node(&plain, it->u.host.node, plan->plain[k]);
+	emit_close(&P->cg->e, "");
+}
+
 static void
 emit_item(Par *P, const Phase *ph, const Item *it)
 {
@@ -541,6 +558,7 @@ emit_item(Par *P, const Phase *ph, const Item *it)
 	case IT_SEND: case IT_RECV: emit_xfer(P, it, p); break;
 	case IT_COLL: emit_coll(P, it, p); break;
 	case IT_WAIT: emit_wait(P, it); break;
+	case IT_HOST: emit_host(P, it); break;
 	}
 	if (g)
 		emit_close(&P->cg->e, "");
@@ -921,6 +939,8 @@ emit_stages(Cg *cg, const Plan *plan, Par *pars, const char **grank)
 
 	for (int k = 0, ci = 0; k < s->stages.n; k++) {
 		const char *r = grank && plan->group[k] >= 0 ? grank[plan->group[k]] : NULL;
+		if (plan->plain[k] && ((Stage *)s->stages.v[k])->host1)
+			continue; /* its host's program runs it (order.c) */
 		emit(e, "\n");
 		if (plan->plain[k]) {
 			plain.r = r;

@@ -201,6 +201,9 @@ tx_item(Arena *a, const Coll *c, const Item *it)
 	case IT_WAIT:
 		return arena_printf(a, "wait     %s of round %s", tx_label(a, c, it->u.wait.label),
 		                    tx_ix(a, &it->u.wait.round));
+	case IT_HOST:
+		return arena_printf(a, "host     %s = %s (stage %d)", it->u.host.node->out->name,
+		                    graph_node_str(a, it->u.host.node), it->u.host.stage + 1);
 	}
 	return "";
 }
@@ -276,6 +279,14 @@ sched_step_label(Arena *a, const Coll *c, int r, int p, int i, int t, const char
 			continue;
 		if (it->kind == IT_SEND || it->kind == IT_RECV || it->kind == IT_COLL) {
 			moves = tx_join(a, moves, tx_move(a, c, it, r, i), ", ");
+			continue;
+		}
+		if (it->kind == IT_HOST) {
+			if (moves)
+				out = tx_join(a, out, moves, sep), moves = NULL;
+			out = tx_join(a, out, arena_printf(a, "%s = %s (hosted)",
+			                                   it->u.host.node->out->name,
+			                                   graph_node_str(a, it->u.host.node)), sep);
 			continue;
 		}
 		if (it->kind != IT_COMPUTE)
@@ -430,9 +441,16 @@ tx_summary(FILE *f, Arena *a, const Sched *s, const Coll *c)
 		        c->node->out->name, sched_kind_str(a, &c->how), err);
 		return;
 	}
-	fprintf(f, "verify: ok %scollective=%s schedule=%s ranks=%d steps=%d exposed=%d tail-free=%s\n",
+	/* the stages of other regions it runs (order.c), in its order */
+	const char *hosted = "";
+	SchedPos p = {0};
+	for (const Item *it; (it = sched_next(c, 0, &p));)
+		if (it->kind == IT_HOST)
+			hosted = arena_printf(a, "%s%s%s", hosted, *hosted ? "," : " hosted=",
+			                      it->u.host.node->out->name);
+	fprintf(f, "verify: ok %scollective=%s schedule=%s ranks=%d steps=%d exposed=%d tail-free=%s%s\n",
 	        bwd_mark(s), c->node->out->name, sched_kind_str(a, &c->how), c->N, c->nsteps,
-	        st.exposed, st.tailfree ? "yes" : "no");
+	        st.exposed, st.tailfree ? "yes" : "no", hosted);
 }
 
 static void
@@ -448,6 +466,8 @@ tx_coll(FILE *f, Arena *a, const Sched *s, const Coll *c, int show)
 	        sched_kind_str(a, &c->how), c->note ? arena_printf(a, " (%s)", c->note) : "", c->N,
 	        of, c->nslices, c->dim >= 0 ? value_dim_name(a, n->in[0], c->dim) : "-", c->nsteps,
 	        c->nsteps == 1 ? "" : "s");
+	if (c->order_note)
+		fprintf(f, "    %s\n", c->order_note);
 	tx_region(f, a, s, c);
 	tx_bufs(f, a, c);
 	for (int p = 0; p < c->phases.n; p++)
@@ -471,8 +491,10 @@ sched_print(FILE *f, const Sched *s, int ranks)
 			tx_coll(f, a, s, st->u.coll, show);
 			continue;
 		}
-		fprintf(f, "%scompute %s = %s  %s\n", bwd_mark(s), sched_results(a, st->u.node, "*"),
-		        graph_node_str(a, st->u.node), tx_where(a, s, st->u.node));
+		fprintf(f, "%scompute %s = %s  %s%s\n", bwd_mark(s), sched_results(a, st->u.node, "*"),
+		        graph_node_str(a, st->u.node), tx_where(a, s, st->u.node), st->host1 ?
+		        arena_printf(a, "  (hosted: run by stage %d, under %s's transfers)", st->host1,
+		                     ((Stage *)s->stages.v[st->host1 - 1])->u.coll->node->out->name) : "");
 	}
 }
 
@@ -586,6 +608,8 @@ sched_explain(FILE *f, const Sched *s)
 		}
 		if (c->note)
 			fprintf(f, "; %s", c->note);
+		if (c->order_note)
+			fprintf(f, "; %s", c->order_note);
 		fputc('\n', f);
 		tx_candidates(f, s, c);
 	}

@@ -76,6 +76,9 @@ pipeline_schedule(Pipeline *pl, Graph *g, Sched **s, Plan **p, const char *pass)
 	phase(pl, "%slower: %d stages, %lld steps", pass, (*s)->stages.n, sched_steps(*s));
 	if (pl->stop == PIPE_LOWERED)
 		return PIPE_OK;
+	/* order: the whole pass, collectives under other regions' compute */
+	if (order_sched(*s, pl->order, pl->d))
+		return PIPE_INTERNAL;
 	/* plan: every decision about memory */
 	*p = plan_sched(*s);
 	phase(pl, "%splan: %d collectives", pass, (*s)->colls.n);

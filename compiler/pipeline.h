@@ -11,7 +11,8 @@
 typedef enum PipeStop {
 	PIPE_VERIFIED, /* every pass: schedules lowered, planned, verified */
 	PIPE_PLANNED,  /* schedules lowered and planned, not verified */
-	PIPE_LOWERED,  /* schedules lowered, no memory plan */
+	PIPE_LOWERED,  /* schedules lowered region after region (not ordered
+	                * by order.c), no memory plan */
 	PIPE_GRAPH     /* the graphs alone (and the backward's) */
 } PipeStop;
 
@@ -31,6 +32,7 @@ typedef struct Pipeline {
 	double auto_margin;     /* Sched.auto_margin; AUTO_MARGIN_OF_PROFILE */
 	int backward;           /* also derive the backward graph */
 	int accumulate;         /* grad_build's: add weight gradients */
+	OrderMode order;        /* order.c's: ORDER_PASS (0), the default */
 	PipeStop stop;
 	/* a line after each pass ("parse: 120 bytes"); NULL: none */
 	void (*phase)(void *ctx, const char *line);

@@ -486,6 +486,7 @@ pl_item(Pl *L, const Item *it)
 	case IT_SEND: case IT_RECV: pl_xfer(L, it, p); break;
 	case IT_COLL: pl_coll(L, it, p); break;
 	case IT_WAIT: pl_label(L, it->u.wait.label); break;
+	case IT_HOST: break; /* its plain stage's plan: plain[u.host.stage] */
 	}
 }
 
@@ -933,8 +934,12 @@ pl_liveness(Plan *P)
 
 	for (int k = 0, ci = 0; k < s->stages.n; k++) {
 		if (P->plain[k]) {
-			for (int j = 0; j < P->plain[k]->nview; j++)
+			/* hosted (order.c): live through its host's stage too */
+			int lo = sched_span_lo(s, k);
+			for (int j = 0; j < P->plain[k]->nview; j++) {
+				pl_touch(P, &P->plain[k]->view[j], lo);
 				pl_touch(P, &P->plain[k]->view[j], k);
+			}
 			continue;
 		}
 		const PColl *pc = P->coll[ci++];

@@ -814,6 +814,11 @@ sim_item(Sim *S, int r, const Item *it, int i)
 	case IT_WAIT:
 		sim_wait(S, r, it, i);
 		return;
+	case IT_HOST: /* a plain stage run whole under the transfers */
+		t = predict_node(S->a, it->u.host.node, S->pf).compute;
+		sim_busy(S, r, t, it->u.host.node->out->name);
+		sim_release(S, r);
+		return;
 	}
 }
 
@@ -1047,6 +1052,8 @@ predict_pass(Arena *a, const Sched *s, int fastest)
 	for (int k = 0; k < s->stages.n; k++) {
 		const Stage *st = s->stages.v[k];
 		Prediction q = {0};
+		if (st->kind == ST_COMPUTE && st->host1)
+			continue; /* its host's program runs it (order.c) */
 		if (st->kind == ST_COMPUTE) {
 			q = predict_node(a, st->u.node, s->profile);
 		} else if (!fastest) {

@@ -159,6 +159,8 @@ sym_item(const Coll *c, const Item *it)
 		       fixed(&it->u.coll.round);
 	case IT_WAIT:
 		return fixed(&it->u.wait.round);
+	case IT_HOST: /* the same whole stage on every rank */
+		return 1;
 	}
 	return 0;
 }

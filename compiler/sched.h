@@ -111,7 +111,9 @@ typedef enum ItemKind {
 	IT_SEND,    /* xfer: send buf to peer */
 	IT_RECV,    /* xfer: receive buf from peer */
 	IT_COLL,    /* coll: post a library collective on the chunk coll.sel */
-	IT_WAIT     /* wait: complete the transfer (label, round) if posted */
+	IT_WAIT,    /* wait: complete the transfer (label, round) if posted */
+	IT_HOST     /* host: a plain stage of another region run whole under
+	             * this collective's transfers (order.c) */
 } ItemKind;
 
 typedef struct Item {
@@ -134,6 +136,10 @@ typedef struct Item {
 		 * chunk is rank u's slice); blocking: waited at once. */
 		struct { OpKind op; int src, dst; Sel sel; int label; Ix round; int blocking; } coll;
 		struct { int label; Ix round; } wait;
+		/* Runs plain stage `stage` (its node, node) whole, as it
+		 * would run at its own place: order.c hosts independent
+		 * compute of the pass under exposed transfers. */
+		struct { Node *node; int stage; } host;
 	} u;
 } Item;
 
@@ -217,6 +223,9 @@ typedef struct Coll {
 	 * them, the choice as asked) */
 	struct Candidate *cand;
 	int ncand, used;
+	/* order.c: what the whole-pass order put under c's exposed
+	 * transfers, or why nothing (NULL: it had no exposed round) */
+	const char *order_note;
 } Coll;
 
 typedef enum StageKind {
@@ -230,6 +239,12 @@ typedef struct Stage {
 		Node *node;
 		Coll *coll;
 	} u;
+	/* ST_COMPUTE: 1 + the index (in Sched.stages) of the collective
+	 * stage whose program runs this one (an IT_HOST item), or 0: it runs
+	 * at its own place. A hosted stage follows its host in Sched.stages,
+	 * in the order the host's program runs it; its values are live
+	 * from the host's stage on (sched_span_lo). */
+	int host1;
 } Stage;
 
 typedef struct Sched {
@@ -292,6 +307,23 @@ int sched_turns(const Coll *c, const Item *it);
 int sched_turn(const Coll *c, int s, int d);
 /* x mod n in 0..n-1, for negative x too. */
 int sched_mod(long long x, int n);
+
+/* ---- order.c: the whole-pass order (its contract at its top) ---- */
+typedef enum OrderMode {
+	ORDER_PASS,  /* the default: collectives as early as their inputs
+	              * allow, independent compute hosted under their
+	              * exposed transfers */
+	ORDER_REGION /* --order=region: region after region, as lowered */
+} OrderMode;
+int order_sched(Sched *s, OrderMode mode, Diag *d);
+/* The first stage whose span stage k's values are live in: its host for
+ * a hosted stage, else k. */
+int sched_span_lo(const Sched *s, int k);
+/* The pass-level proof of the order: every stage reads only what stages
+ * before it (or its host's program before it) made, every hosted stage
+ * is run exactly once by its host, in its place; 0 ok, else err says
+ * which stage, item and value. */
+int order_check(const Sched *s, char *err, size_t errlen);
 
 /* ---- verify.c: requires a lowered schedule; ensures the four
  * properties (exactness, matching and deadlock freedom, no buffer touched

@@ -805,6 +805,72 @@ vf_advance(V *v, Rank *R)
 		R->step = v->base[R->ph] + R->i * vf_phase(v, R->ph)->nlanes + R->t;
 }
 
+
+/* Does rank r's buffer b hold what a reader of its whole value may read
+ * now: nothing moving into it; the result complete (vf_expect); a value
+ * made before the stage as it came (this rank's part); a region value
+ * with every slice computed? */
+static int
+vf_host_reads(V *v, int r, int b, const char *what)
+{
+	const Coll *c = v->c;
+	const Buf *bf = c->bufs.v[b];
+	const Cell *cells = vf_cells(v, r, b);
+	int lo = bf->own ? r * bf->nslots : 0, outside = vf_outside(c, bf);
+	char tmp[128];
+
+	for (int k = 0; !outside && b != c->bout && k < c->region.n; k++) {
+		const RNode *rn = c->region.v[k];
+		if (rn->node->out == bf->v && vf_nmade(v, r, k) < c->nslices)
+			return vf_fail(v, r, -1, "%s reads %s before all its slices are computed", what,
+			               bf->v->name);
+	}
+	for (int part = 0; cells && part < bf->nparts; part++)
+		for (int s = lo; s < lo + bf->nslots; s++) {
+			const Cell *cl = &cells[part * bf->nslots + s - lo];
+			if (cl->nrecv)
+				return vf_fail(v, r, s, "%s reads %s while a transfer into it is in flight",
+				               what, bf->v->name);
+			int ok = b == c->bout ? cl->slice == s && vf_same(v, cl, vf_expect(v, part, s))
+			       : outside ? cl->slice == s && cl->org == r : cl->slice == s;
+			if (!ok)
+				return vf_fail(v, r, s, "%s reads %s slice %d before the collective is done "
+				               "with it: it holds %s", what, bf->v->name, s,
+				               vf_cell_str(v, cl, tmp, sizeof tmp));
+		}
+	return RUN_OK;
+}
+
+/* An IT_HOST item (order.c): a plain stage run whole under the
+ * collective's transfers. It reads a buffer of the collective only as
+ * vf_host_reads allows and writes none; it counts as compute. */
+static int
+vf_host(V *v, int r, const Item *it)
+{
+	const Coll *c = v->c;
+	const Node *nd = it->u.host.node;
+	Rank *R = &v->rk[r];
+	const char *what = arena_printf(v->t, "its hosted stage %s", nd->out->name);
+
+	for (int b = 0; b < c->bufs.n; b++) {
+		const Buf *bf = c->bufs.v[b];
+		if (bf->kind != BK_VALUE)
+			continue;
+		if (bf->v == nd->out || (nd->lse && bf->v == nd->lse))
+			return vf_fail(v, r, -1, "%s writes %s, a buffer of the collective", what,
+			               bf->v->name);
+		int reads = 0;
+		for (int j = 0; j < nd->nin; j++)
+			reads |= nd->in[j] == bf->v;
+		if (reads && vf_host_reads(v, r, b, what))
+			return RUN_ERR;
+	}
+	R->ncomp++;
+	if (!R->inrun)
+		R->nrun++, R->inrun = 1;
+	return RUN_OK;
+}
+
 static int
 vf_item(V *v, int r, const Item *it)
 {
@@ -843,6 +909,8 @@ vf_item(V *v, int r, const Item *it)
 		return R->pend >= 0 ? vf_item(v, r, it) : RUN_OK;
 	case IT_WAIT:
 		return vf_wait(v, r, i, it);
+	case IT_HOST:
+		return vf_host(v, r, it);
 	}
 	return RUN_OK;
 }

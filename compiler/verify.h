@@ -141,6 +141,11 @@ void vf_copy(V *v, Cell *dst, const Cell *src);
 void vf_turn(V *v, Cell *dst, const Cell *src, int d);
 int vf_union(V *v, Cell *dst, const Cell *src);
 int vf_same(const V *v, const Cell *c, int org);
+/* Does buffer b hold a value made before c's stage (each rank's part of
+ * every slice from the start)? */
+int vf_outside(const Coll *c, const Buf *b);
+/* The result every rank must hold in slot (part, s) of the output. */
+int vf_expect(const V *v, int part, int s);
 const char *vf_cell_str(V *v, const Cell *c, char *buf, size_t n);
 /* verify.c: the machine that verify_setup.c runs */
 Cell *vf_cells(V *v, int r, int b);
@@ -180,6 +185,5 @@ unsigned vm_coll_groups(const Coll *c, const PColl *pc);
  * rank, with no product of two: where they hold at these points, they
  * hold for every rank), in *ctx (from t); returns how many (1: none). */
 int vm_contexts(Arena *t, const Vec *groups, unsigned mask, int (**ctx)[MAXGROUPS]);
-int vf_outside(const Coll *c, const Buf *b);
 
 #endif

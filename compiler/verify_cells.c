@@ -163,6 +163,33 @@ vf_union(V *v, Cell *dst, const Cell *src)
 	return 1;
 }
 
+/* Buffers holding a value produced before the stage start out with this
+ * rank's part of every slice they hold. */
+int
+vf_outside(const Coll *c, const Buf *b)
+{
+	if (b->kind != BK_VALUE || b->v == c->node->out)
+		return 0;
+	for (int k = 0; k < c->region.n; k++)
+		if (((RNode *)c->region.v[k])->node->out == b->v)
+			return 0;
+	return 1;
+}
+
+/* The result every rank must hold in slot (part, s) of the output. */
+int
+vf_expect(const V *v, int part, int s)
+{
+	switch (v->c->node->op) {
+	case OP_ALL_GATHER:
+		return s / (v->c->nslices / v->N);
+	case OP_ALL_TO_ALL:
+		return part;
+	default:
+		return ORG_ALL;
+	}
+}
+
 /* Does c hold exactly the contributors org (a rank or ORG_ALL)? Sets are
  * canonical, so this compares codes; with N = 1, rank 0 is all. */
 int

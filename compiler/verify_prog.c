@@ -247,6 +247,8 @@ ws_collect(const Plan *P, Ws *w, char *err, size_t n)
 
 	for (int k = 0, ci = 0; k < s->stages.n; k++) {
 		if (P->plain[k]) {
+			/* a hosted stage runs inside its host's (order.c) */
+			ws_touch_item(w, P->plain[k], sched_span_lo(s, k));
 			ws_touch_item(w, P->plain[k], k);
 			continue;
 		}
@@ -454,6 +456,10 @@ verify_sched(const Sched *s, const Plan *P, Diag *d)
 		}
 		vp_error(d, "collective %s schedule %s: %s", c->node->out->name,
 		         sched_kind_str(s->arena, &c->how), err);
+	}
+	if (!rc && order_check(s, err, sizeof err)) {
+		vp_error(d, "order: %s", err);
+		rc = 1;
 	}
 	if (!rc && P && vp_plain(P, err, sizeof err, &at)) {
 		vp_error(d, "stage %s = %s: %s", at->out->name, graph_node_str(s->arena, at), err);

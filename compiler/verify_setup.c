@@ -33,20 +33,6 @@ vf_end_xfers(V *v, int r)
 	return RUN_OK;
 }
 
-/* The result every rank must hold in slot (part, s) of the output. */
-static int
-vf_expect(const V *v, int part, int s)
-{
-	switch (v->c->node->op) {
-	case OP_ALL_GATHER:
-		return s / (v->c->nslices / v->N);
-	case OP_ALL_TO_ALL:
-		return part;
-	default:
-		return ORG_ALL;
-	}
-}
-
 static int
 vf_end_result(V *v, int r)
 {
@@ -97,19 +83,6 @@ vf_stats(const V *v, VerifyStats *st)
 }
 
 /* ---- setup ---- */
-
-/* Buffers holding a value produced before the stage start out with this
- * rank's part of every slice they hold. */
-int
-vf_outside(const Coll *c, const Buf *b)
-{
-	if (b->kind != BK_VALUE || b->v == c->node->out)
-		return 0;
-	for (int k = 0; k < c->region.n; k++)
-		if (((RNode *)c->region.v[k])->node->out == b->v)
-			return 0;
-	return 1;
-}
 
 static void
 vf_rank_init(V *v, int r)

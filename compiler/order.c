@@ -1,0 +1,440 @@
+/* order.c: the whole-pass order (issue 51). Region discovery fuses each
+ * collective with the compute that depends on it; this pass orders the
+ * pass as a whole, forward or backward, around those regions.
+ *
+ * requires: a lowered schedule (lower_sched: every collective's program
+ * built, Sched.stages and .colls in region_order's order).
+ * ensures, under ORDER_PASS (the default):
+ *  1. the stages in an order that respects every dependency, each
+ *     collective as early as its inputs allow: the pending collective
+ *     with the fewest stages left before it next, those stages (in the
+ *     order they had) right before it; so the compute a collective waits
+ *     on (dX) runs before compute nothing waits on (dW);
+ *  2. every round of a collective's program that posts a transfer and
+ *     computes nothing (an all_reduce's all_gather half, a region with no
+ *     compute) gets one plain stage of compute that does not depend on
+ *     the collective and whose inputs are ready when it starts (an IT_HOST
+ *     item at the end of the round's last lane, in round order): the
+ *     first such stages after the collective in the order of 1, under
+ *     its last such rounds when there are fewer stages than rounds (the
+ *     transfers it ends with hidden first: its tail); a hosted
+ *     stage moves right after its host in Sched.stages (Stage.host1), in
+ *     the order its host runs it;
+ *  3. Coll.order_note says what each collective with such rounds hosts,
+ *     or why nothing: --explain and --emit=sched show it; the verifier
+ *     (verify.c: IT_HOST; order_check below; the workspace by
+ *     sched_span_lo) proves the result.
+ * Under ORDER_REGION nothing changes. The programs of the collectives
+ * are otherwise untouched: the arithmetic of every value is the same in
+ * either order, so results are bitwise identical. */
+#include <stdio.h>
+#include <string.h>
+
+#include "sched.h"
+
+typedef struct Ord {
+	Sched *s;
+	Arena *t;
+	int n;         /* stages */
+	int *of;       /* by node id: the stage index that runs it, -1 leaf */
+	int *npred;    /* by stage: predecessors */
+	int **pred;    /* by stage: its predecessors' stage indexes */
+} Ord;
+
+/* The stage index of the stage node nd belongs to, -1 for leaves. */
+static int
+od_stage_of(const Ord *O, const Node *nd)
+{
+	return O->of[nd->id];
+}
+
+static void
+od_edges(Ord *O)
+{
+	const Graph *g = O->s->g;
+	int n = O->n;
+
+	O->npred = arena_alloc(O->t, ((size_t)n + 1) * sizeof *O->npred);
+	O->pred = arena_alloc(O->t, ((size_t)n + 1) * sizeof *O->pred);
+	int *cap = arena_alloc(O->t, ((size_t)n + 1) * sizeof *cap);
+	for (int k = 0; k < g->nodes.n; k++) {
+		const Node *nd = g->nodes.v[k];
+		int me = od_stage_of(O, nd);
+		for (int i = 0; me >= 0 && i < nd->nin; i++) {
+			int from = nd->in[i]->def ? od_stage_of(O, nd->in[i]->def) : -1;
+			if (from < 0 || from == me)
+				continue;
+			int seen = 0;
+			for (int j = 0; j < O->npred[me] && !seen; j++)
+				seen = O->pred[me][j] == from;
+			if (seen)
+				continue;
+			O->pred[me] = arena_grow(O->t, O->pred[me], O->npred[me], &cap[me], 4,
+			                         sizeof *O->pred[me]);
+			O->pred[me][O->npred[me]++] = from;
+		}
+	}
+}
+
+/* Marks in mark[] (by stage) the stages not yet done that stage k needs,
+ * k included; returns how many. */
+static int
+od_need(const Ord *O, int k, const char *done, char *mark, int *stack)
+{
+	int sp = 0, cnt = 0;
+
+	memset(mark, 0, (size_t)O->n);
+	stack[sp++] = k;
+	mark[k] = 1;
+	while (sp) {
+		int x = stack[--sp];
+		cnt++;
+		for (int j = 0; j < O->npred[x]; j++) {
+			int p = O->pred[x][j];
+			if (!done[p] && !mark[p])
+				mark[p] = 1, stack[sp++] = p;
+		}
+	}
+	return cnt;
+}
+
+/* 1: the new order of the stages into ord[] (indexes into the old). */
+static void
+od_sequence(Ord *O, int *ord)
+{
+	Sched *s = O->s;
+	int n = O->n, no = 0;
+	char *done = arena_alloc(O->t, (size_t)n + 1);
+	char *mark = arena_alloc(O->t, (size_t)n + 1);
+	char *best = arena_alloc(O->t, (size_t)n + 1);
+	int *stack = arena_alloc(O->t, ((size_t)n + 1) * sizeof *stack);
+
+	for (;;) {
+		int pick = -1, least = 0;
+		for (int k = 0; k < n; k++) {
+			const Stage *st = s->stages.v[k];
+			if (done[k] || st->kind != ST_COLL)
+				continue;
+			int cnt = od_need(O, k, done, mark, stack);
+			if (pick < 0 || cnt < least) {
+				pick = k, least = cnt;
+				memcpy(best, mark, (size_t)n);
+			}
+		}
+		if (pick < 0)
+			break;
+		/* the stages it needs in their old order: the old order
+		 * respects every dependency, so this one does too */
+		for (int k = 0; k < n; k++)
+			if (best[k])
+				ord[no++] = k, done[k] = 1;
+	}
+	for (int k = 0; k < n; k++)
+		if (!done[k])
+			ord[no++] = k;
+}
+
+/* A round that posts and computes nothing: where a hosted stage goes. */
+typedef struct Slot {
+	Phase *ph;
+	int round;
+} Slot;
+
+static int
+od_in(const Guard *g, int i)
+{
+	return g->lo <= i && i <= g->hi;
+}
+
+/* The exposed rounds of c, in the order its program runs them. */
+static int
+od_slots(Arena *t, const Coll *c, Slot **out)
+{
+	int n = 0, cap = 0;
+	Slot *sl = NULL;
+
+	for (int p = 0; p < c->phases.n; p++) {
+		Phase *ph = c->phases.v[p];
+		for (int i = 0; i < ph->nrounds; i++) {
+			int posts = 0, computes = 0;
+			for (int l = 0; l < ph->nlanes; l++)
+				for (int j = 0; j < ph->lanes[l].n; j++) {
+					const Item *it = ph->lanes[l].v[j];
+					if (!od_in(&it->g, i))
+						continue;
+					posts |= it->kind == IT_SEND || it->kind == IT_RECV ||
+					         (it->kind == IT_COLL && !it->u.coll.blocking);
+					computes |= it->kind == IT_COMPUTE || it->kind == IT_HOST;
+				}
+			if (!posts || computes)
+				continue;
+			sl = arena_grow(t, sl, n, &cap, 8, sizeof *sl);
+			sl[n++] = (Slot){ph, i};
+		}
+	}
+	*out = sl;
+	return n;
+}
+
+static const char *
+od_names(Arena *a, const Vec *nodes)
+{
+	const char *out = "";
+
+	for (int k = 0; k < nodes->n; k++)
+		out = arena_printf(a, "%s%s%s", out, k ? ", " : "", ((Node *)nodes->v[k])->out->name);
+	return out;
+}
+
+/* 2: hosts stages under the exposed rounds of the collective at place p
+ * of ord (n places); hosted[] (by old index) marks what is hosted, and
+ * pos[] (by old index) is the place each stage runs at (a hosted one:
+ * its host's). Returns how many it hosts and puts them, in run order,
+ * into *list. */
+static int
+od_host(Ord *O, const int *ord, int *pos, int p, char *hosted, int *list, Item **items)
+{
+	Sched *s = O->s;
+	Arena *a = s->arena;
+	const Stage *hs = s->stages.v[ord[p]];
+	Coll *c = hs->u.coll;
+	Slot *sl;
+	int ns = od_slots(O->t, c, &sl), nh = 0;
+	Vec names = {0};
+
+	if (!ns)
+		return 0;
+	for (int q = p + 1; q < O->n && nh < ns; q++) {
+		int k = ord[q];
+		const Stage *st = s->stages.v[k];
+		if (st->kind != ST_COMPUTE || hosted[k])
+			continue;
+		/* every input made before the host, by a stage run at its
+		 * place or hosted earlier, or by one hosted here already */
+		int ok = 1;
+		for (int j = 0; j < O->npred[k] && ok; j++) {
+			int x = O->pred[k][j];
+			int here = 0;
+			for (int m = 0; m < nh && !here; m++)
+				here = list[m] == x;
+			ok = here || (pos[x] < p && x != ord[p]);
+		}
+		if (!ok)
+			continue;
+		hosted[k] = 1;
+		pos[k] = p;
+		list[nh++] = k;
+		vec_push(O->t, &names, st->u.node);
+	}
+	/* fewer than the rounds: the last rounds, so that the transfers
+	 * the collective ends with are the ones hidden (its tail) */
+	for (int m = 0; m < nh; m++) {
+		const Slot *at = &sl[ns - nh + m];
+		Item *it = arena_alloc(a, sizeof *it);
+		it->kind = IT_HOST;
+		it->g = (Guard){at->round, at->round, 0, 0};
+		it->u.host.node = ((Stage *)s->stages.v[list[m]])->u.node;
+		it->id = c->nitems++;
+		vec_push(a, &at->ph->lanes[at->ph->nlanes - 1], it);
+		items[m] = it;
+	}
+	if (nh)
+		c->order_note = arena_printf(a, "order: runs %s (independent of it) under %d of its "
+		                             "%d exposed round%s", od_names(a, &names), nh, ns,
+		                             ns == 1 ? "" : "s");
+	else
+		c->order_note = arena_printf(a, "order: %d exposed round%s, and no compute that does not "
+		                             "depend on it is left to run under %s", ns, ns == 1 ? "" : "s",
+		                             ns == 1 ? "it" : "them");
+	if (nh && nh < ns)
+		c->order_note = arena_printf(a, "%s; %d left exposed: no other compute independent of it "
+		                             "is ready", c->order_note, ns - nh);
+	return nh;
+}
+
+int
+order_sched(Sched *s, OrderMode mode, Diag *d)
+{
+	(void)d;
+	if (mode == ORDER_REGION || !s->stages.n)
+		return 0;
+	Arena *t = arena_scratch(s->arena);
+	ArenaMark mark = arena_mark(t);
+	const Graph *g = s->g;
+	Ord O = {.s = s, .t = t, .n = s->stages.n};
+
+	O.of = arena_alloc(t, ((size_t)g->nodes.n + 1) * sizeof *O.of);
+	int *stage_of_key = arena_alloc(t, ((size_t)g->nodes.n + 1) * sizeof *stage_of_key);
+	for (int k = 0; k < g->nodes.n; k++)
+		stage_of_key[k] = -1;
+	for (int k = 0; k < O.n; k++) {
+		const Stage *st = s->stages.v[k];
+		stage_of_key[st->kind == ST_COLL ? st->u.coll->node->id : st->u.node->id] = k;
+	}
+	for (int k = 0; k < g->nodes.n; k++) {
+		const Node *nd = g->nodes.v[k];
+		int key = s->owner[nd->id] ? s->owner[nd->id]->node->id : nd->id;
+		O.of[k] = op_info[nd->op].cls == CL_LEAF ? -1 : stage_of_key[key];
+	}
+	od_edges(&O);
+
+	int *ord = arena_alloc(t, ((size_t)O.n + 1) * sizeof *ord);
+	int *pos = arena_alloc(t, ((size_t)O.n + 1) * sizeof *pos);
+	od_sequence(&O, ord);
+	for (int p = 0; p < O.n; p++)
+		pos[ord[p]] = p;
+
+	/* 2, then the stages anew: each host followed by what it hosts */
+	char *hosted = arena_alloc(t, (size_t)O.n + 1);
+	int *list = arena_alloc(t, ((size_t)O.n + 1) * sizeof *list);
+	Item **items = arena_alloc(t, ((size_t)O.n + 1) * sizeof *items);
+	Vec stages = {0}, colls = {0};
+	for (int p = 0; p < O.n; p++) {
+		int k = ord[p];
+		Stage *st = s->stages.v[k];
+		if (hosted[k])
+			continue;
+		st->host1 = 0;
+		vec_push(s->arena, &stages, st);
+		if (st->kind != ST_COLL)
+			continue;
+		vec_push(s->arena, &colls, st->u.coll);
+		int at = stages.n, nh = od_host(&O, ord, pos, p, hosted, list, items);
+		for (int m = 0; m < nh; m++) {
+			Stage *h = s->stages.v[list[m]];
+			h->host1 = at;
+			items[m]->u.host.stage = stages.n;
+			vec_push(s->arena, &stages, h);
+		}
+	}
+	s->stages = stages;
+	s->colls = colls;
+	arena_release(t, mark);
+	return 0;
+}
+
+int
+sched_span_lo(const Sched *s, int k)
+{
+	const Stage *st = s->stages.v[k];
+
+	return st->kind == ST_COMPUTE && st->host1 ? st->host1 - 1 : k;
+}
+
+/* ---- the pass-level proof ---- */
+
+int
+order_check(const Sched *s, char *err, size_t errlen)
+{
+	const Graph *g = s->g;
+	Arena *t = arena_scratch(s->arena);
+	ArenaMark mark = arena_mark(t);
+	/* by value id: 1 + the stage that made it (its place in the run) */
+	int *made = arena_alloc(t, ((size_t)g->values.n + 1) * sizeof *made);
+	int rc = 0, at = 0;
+
+	/* the run: stage by stage; a collective's hosted stages run inside
+	 * it, in the order of its program on rank 0 (guards are the same on
+	 * every rank: order.c gives IT_HOST a round and no partner) */
+	for (int k = 0; k < s->stages.n && !rc; k++) {
+		const Stage *st = s->stages.v[k];
+		if (st->kind == ST_COMPUTE && st->host1) {
+			const Stage *h = st->host1 - 1 < k ? s->stages.v[st->host1 - 1] : NULL;
+			int ok = h && h->kind == ST_COLL;
+			for (int j = st->host1; ok && j < k; j++)
+				ok = ((Stage *)s->stages.v[j])->host1 == st->host1;
+			if (!ok) {
+				snprintf(err, errlen, "stage %d (%s) is hosted by stage %d, which is not the "
+				         "collective right before its hosted stages", k + 1,
+				         st->u.node->out->name, st->host1);
+				rc = 1;
+			}
+			continue; /* checked where its host runs it */
+		}
+		if (st->kind == ST_COMPUTE) {
+			const Node *nd = st->u.node;
+			for (int i = 0; i < nd->nin && !rc; i++) {
+				const Value *v = nd->in[i];
+				if (v->def && op_info[v->def->op].cls != CL_LEAF && !made[v->id]) {
+					snprintf(err, errlen, "stage %d (%s) reads %s before any stage makes it",
+					         k + 1, nd->out->name, v->name);
+					rc = 1;
+				}
+			}
+			made[nd->out->id] = ++at;
+			if (nd->lse)
+				made[nd->lse->id] = at;
+			continue;
+		}
+		const Coll *c = st->u.coll;
+		/* its inputs from outside its region, then its region's and its
+		 * own results (as one: the program proves their order) */
+		for (int j = -1; j < c->region.n && !rc; j++) {
+			const Node *nd = j < 0 ? c->node : ((RNode *)c->region.v[j])->node;
+			for (int i = 0; i < nd->nin && !rc; i++) {
+				const Value *v = nd->in[i];
+				if (!v->def || op_info[v->def->op].cls == CL_LEAF || made[v->id] ||
+				    s->owner[v->def->id] == c || v->def == c->node)
+					continue;
+				int inside = 0;
+				for (int q = 0; q < c->region.n && !inside; q++)
+					inside = ((RNode *)c->region.v[q])->node == v->def;
+				if (!inside) {
+					snprintf(err, errlen, "collective %s (stage %d) reads %s before any stage "
+					         "makes it", c->node->out->name, k + 1, v->name);
+					rc = 1;
+				}
+			}
+		}
+		++at;
+		made[c->node->out->id] = at;
+		for (int j = 0; j < c->region.n; j++) {
+			const Node *nd = ((RNode *)c->region.v[j])->node;
+			made[nd->out->id] = at;
+			if (nd->lse)
+				made[nd->lse->id] = at;
+		}
+		/* its hosted stages, in its program's order on rank 0: each
+		 * exactly once, in the order they follow it, reading only what
+		 * is made before (the collective's own results included: the
+		 * machine of verify.c proves they are complete by then) */
+		SchedPos ps = {0};
+		int next = k + 1;
+		for (const Item *it; !rc && (it = sched_next(c, 0, &ps));) {
+			if (it->kind != IT_HOST)
+				continue;
+			const Stage *hst = next < s->stages.n ? s->stages.v[next] : NULL;
+			if (!hst || hst->kind != ST_COMPUTE || hst->host1 != k + 1 ||
+			    hst->u.node != it->u.host.node || it->u.host.stage != next) {
+				snprintf(err, errlen, "collective %s (stage %d) runs %s in round %d, which is "
+				         "not its next hosted stage", c->node->out->name, k + 1,
+				         it->u.host.node->out->name, ps.i);
+				rc = 1;
+				break;
+			}
+			const Node *nd = it->u.host.node;
+			for (int i = 0; i < nd->nin && !rc; i++) {
+				const Value *v = nd->in[i];
+				if (v->def && op_info[v->def->op].cls != CL_LEAF && !made[v->id]) {
+					snprintf(err, errlen, "collective %s (stage %d) runs %s in round %d, "
+					         "which reads %s before any stage makes it", c->node->out->name,
+					         k + 1, nd->out->name, ps.i, v->name);
+					rc = 1;
+				}
+			}
+			made[nd->out->id] = ++at;
+			if (nd->lse)
+				made[nd->lse->id] = at;
+			next++;
+		}
+		if (!rc && next < s->stages.n && ((Stage *)s->stages.v[next])->kind == ST_COMPUTE &&
+		    ((Stage *)s->stages.v[next])->host1 == k + 1) {
+			snprintf(err, errlen, "collective %s (stage %d) never runs its hosted stage %s",
+			         c->node->out->name, k + 1,
+			         ((Stage *)s->stages.v[next])->u.node->out->name);
+			rc = 1;
+		}
+	}
+	arena_release(t, mark);
+	return rc;
+}

@@ -1,0 +1,86 @@
+#!/bin/sh
+# The whole-pass order (compiler/order.c, issue 51).
+#  exposure: per example, the transfers waited with no compute since their
+#            post (the verifier's exposed=, summed over the collectives)
+#            and the collectives that are not tail-free, forward and
+#            backward, at the examples' own sizes, under the whole-pass
+#            order and under --order=region (today's region-by-region
+#            order), diffed against tests/golden/order/exposed.txt
+#            (UPDATE=1 rewrites it).
+. tests/lib.sh
+out=$B/tests/order
+mkdir -p "$out"
+EXAMPLES="attention llama mamba mlp tpdp transformer ulysses zero_dp"
+
+# counts EXAMPLE [FLAGS]: "forward E T backward E T" of --emit=sched
+counts() {
+	_ex=$1
+	shift
+	"$CFC" "examples/$_ex.cf" --backward --emit=sched -o - "$@" 2>&1 | awk '
+		/^backward schedule / { bwd = 1 }
+		/^verify: ok/ {
+			for (i = 1; i <= NF; i++) {
+				if ($i ~ /^exposed=/) { split($i, a, "="); e[bwd] += a[2] }
+				if ($i == "tail-free=no") t[bwd]++
+			}
+		}
+		END { printf "forward exposed=%d tail-free=no:%d  backward exposed=%d tail-free=no:%d\n",
+		      e[0], t[0], e[1], t[1] }'
+}
+
+: >"$out/exposed.txt"
+for order in region pass; do
+	for ex in $EXAMPLES; do
+		if [ $order = pass ]; then
+			printf '%-12s %-6s %s\n' "$ex" $order "$(counts $ex)"
+		else
+			printf '%-12s %-6s %s\n' "$ex" $order "$(counts $ex ${ORDER_FLAG-"--order=region"})"
+		fi
+	done
+done >>"$out/exposed.txt"
+golden order-exposed "$out/exposed.txt" tests/golden/order/exposed.txt
+
+# bitwise: every example with its backward, built under the whole-pass
+# order and under --order=region, run on 4 ranks (tpdp: 2x2) and zero_dp
+# and transformer also on 3 (sizes that divide): the same output and
+# gradients bit for bit (the order moves whole stages, never the
+# arithmetic of one), and both equal to the serial reference
+# (max_rel_err <= 1e-5, grad_max_rel_err <= 1e-4 as in t-e2e).
+export CF_OPT="-O1 -fno-var-tracking"
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
+MPIRUN="mpirun --allow-run-as-root --oversubscribe --timeout 120"
+# run NAME DIR N SPEC ARGS...: builds and runs once; the driver's line in DIR.run
+run() {
+	_dir=$2 _n=$3 _spec=$4
+	shift 4
+	sh scripts/build-model.sh "$B" "$_dir" "$_spec" --backward "$@" >"$_dir.log" 2>&1 &&
+		$MPIRUN -n "$_n" "$_dir/run" --check --iters 1 --warmup 0 >"$_dir.run" 2>&1
+}
+same() { # NAME N SPEC ARGS...
+	_name=$1 _n2=$2 _sp=$3
+	shift 3
+	_d=$out/$(echo "$_name" | tr ' =' '__')
+	if ! run "$_name" "$_d-pass" "$_n2" "$_sp" "$@" || ! run "$_name" "$_d-region" "$_n2" "$_sp" \
+		--order=region "$@"; then
+		fail "order: $_name (build or run)"
+		tail -n 20 "$_d-pass.log" "$_d-pass.run" "$_d-region.log" "$_d-region.run" 2>/dev/null
+		return
+	fi
+	_e=$(field max_rel_err "$_d-pass.run") _g=$(field grad_max_rel_err "$_d-pass.run")
+	_c1="$(field checksum "$_d-pass.run") $(field grad_checksum "$_d-pass.run")"
+	_c2="$(field checksum "$_d-region.run") $(field grad_checksum "$_d-region.run")"
+	if ! le "$_e" 1e-5 || ! le "$_g" 1e-4; then
+		fail "order: $_name (max_rel_err $_e, grad_max_rel_err $_g)"
+	elif [ "$_c1" != "$_c2" ]; then
+		fail "order: $_name (checksums differ: pass $_c1, region $_c2)"
+	else
+		pass "order: $_name bitwise as --order=region ($_c1)"
+	fi
+}
+for ex in $EXAMPLES; do
+	[ $ex = tpdp ] && { same "$ex 2x2" 4 examples/$ex.cf; continue; }
+	same "$ex N=4" 4 examples/$ex.cf
+done
+same "zero_dp N=3" 3 examples/zero_dp.cf -D dp=3 -D T=96 -D D=48
+same "transformer N=3" 3 examples/transformer.cf -D tp=3 -D S=96 -D D=48 -D H=6
+same "ulysses N=2 fuse(bidir)" 2 examples/ulysses.cf -D sp=2 --schedule="fuse(bidir)"

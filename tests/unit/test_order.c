@@ -1,0 +1,317 @@
+/* Unit tests of order.c, the whole-pass order: zero_dp's backward runs
+ * d_w2's all_reduce first with d_h, d_t1 and d_x under its all_gather
+ * half; every example's backward under the order verifies with its plan;
+ * and the verifier rejects planted bugs of the order (suite
+ * order_mutation): a consumer of the collective's result hosted above
+ * the wait for it, a hosted stage writing a buffer of the collective or
+ * splitting a step's transfer group (NCCL's grouping rule), a hosted
+ * stage's memory shared with the collective's scratch, hosted stages out
+ * of their order, each named by rank, step and slice (or stage). */
+#include "sched_test.h"
+
+/* text's backward at defs, ordered as mode asks; NULL after errors. */
+static Sched *
+ordered(SRun *r, const char *text, const char *defs, OrderMode mode)
+{
+	Sched *s = st_compile(r, text, NULL, defs, ST_BWD);
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+	CU_ASSERT_EQUAL(order_sched(s, mode, &r->d), 0);
+	return s;
+}
+
+static Sched *
+zero_dp(SRun *r, OrderMode mode)
+{
+	char *text = st_example("zero_dp");
+	Sched *s = ordered(r, text, NULL, mode);
+
+	free(text);
+	return s;
+}
+
+/* verify_sched with the plan; its message (if any) into err. */
+static int
+proves(Sched *s, char *err, size_t n)
+{
+	FILE *f = fmemopen(err, n, "w");
+	Diag d = {0};
+
+	d.out = f;
+	int rc = verify_sched(s, plan_sched(s), &d);
+	fclose(f);
+	err[n - 1] = 0;
+	return rc == 0;
+}
+
+static const char *
+stage_name(const Sched *s, int k)
+{
+	const Stage *st = s->stages.v[k];
+
+	return st->kind == ST_COLL ? st->u.coll->node->out->name : st->u.node->out->name;
+}
+
+/* d_w2 first, hosting the backward of the first layer; d_w1 after. */
+static void
+test_zero_dp(void)
+{
+	static const char *const want[] = {"d_w2", "d_h", "d_t1", "d_x", "d_w1"};
+	static const int host[] = {0, 1, 1, 1, 0};
+	SRun r;
+	Sched *s = zero_dp(&r, ORDER_PASS);
+	char err[2048] = "";
+
+	CU_ASSERT_EQUAL_FATAL(s->stages.n, 5);
+	for (int k = 0; k < 5; k++) {
+		CU_ASSERT_STRING_EQUAL(stage_name(s, k), want[k]);
+		CU_ASSERT_EQUAL(((Stage *)s->stages.v[k])->host1, host[k]);
+	}
+	CU_ASSERT_PTR_NOT_NULL(st_coll(s, "d_w2")->order_note);
+	CU_ASSERT_TRUE(proves(s, err, sizeof err));
+	if (*err)
+		fprintf(stderr, "\n%s\n", err);
+	CU_ASSERT_EQUAL(st_coll(s, "d_w2")->stats.exposed, 0);
+	CU_ASSERT_TRUE(st_coll(s, "d_w2")->stats.tailfree);
+	st_done(&r);
+
+	/* the old order: d_w2 last, its all_gather half exposed */
+	s = zero_dp(&r, ORDER_REGION);
+	CU_ASSERT_STRING_EQUAL(stage_name(s, 4), "d_w2");
+	CU_ASSERT_TRUE(proves(s, err, sizeof err));
+	CU_ASSERT_EQUAL(st_coll(s, "d_w2")->stats.exposed, 6);
+	CU_ASSERT_FALSE(st_coll(s, "d_w2")->stats.tailfree);
+	st_done(&r);
+}
+
+/* Every example's backward, ordered, at N = 1..4 where its sizes divide:
+ * the order respects every dependency (order_check) and the schedule
+ * and its plan verify; no collective is more exposed than in the old
+ * order. */
+static void
+test_examples(void)
+{
+	static const char *const ex[][2] = {
+		{"mlp", "tp"}, {"attention", "tp"}, {"mamba", "tp"}, {"ulysses", "sp"},
+		{"zero_dp", "dp"}, {"transformer", "tp"}, {"llama", "tp"}};
+
+	for (size_t e = 0; e < sizeof ex / sizeof *ex; e++) {
+		char *text = st_example(ex[e][0]);
+		for (int n = 1; n <= 4; n++) {
+			if (n == 3)
+				continue; /* the examples' sizes do not divide by 3 */
+			char defs[64], err[2048] = "";
+			snprintf(defs, sizeof defs, "%s=%d", ex[e][1], n);
+			SRun r, q;
+			Sched *s = ordered(&r, text, defs, ORDER_PASS);
+			Sched *o = ordered(&q, text, defs, ORDER_REGION);
+			CU_ASSERT_EQUAL(s->stages.n, o->stages.n);
+			CU_ASSERT_EQUAL(order_check(s, err, sizeof err), 0);
+			int ok = proves(s, err, sizeof err) && proves(o, err, sizeof err);
+			if (!ok)
+				fprintf(stderr, "\n%s %s: %s\n", ex[e][0], defs, err);
+			CU_ASSERT_TRUE(ok);
+			for (int k = 0; ok && k < s->colls.n; k++) {
+				const Coll *c = s->colls.v[k], *d = st_coll(o, c->node->out->name);
+				CU_ASSERT(c->stats.exposed <= d->stats.exposed);
+			}
+			st_done(&r);
+			st_done(&q);
+		}
+		free(text);
+	}
+}
+
+/* ---- mutations ---- */
+
+/* The item of kind kd in phase p (any lane), the k-th. */
+static Item *
+find_any(const Coll *c, int p, ItemKind kd, int k)
+{
+	const Phase *ph = c->phases.v[p];
+
+	for (int t = 0; t < ph->nlanes; t++)
+		for (int j = 0; j < ph->lanes[t].n; j++) {
+			Item *it = ph->lanes[t].v[j];
+			if (it->kind == kd && k-- == 0)
+				return it;
+		}
+	CU_FAIL_FATAL("no such item");
+	return NULL;
+}
+
+/* A plain stage of gelu reading in (or, write: writing out = in). */
+static Node *
+consumer(Arena *a, Value *in, int write)
+{
+	Node *n = arena_alloc(a, sizeof *n);
+	Value *v = arena_alloc(a, sizeof *v);
+
+	*v = *in;
+	v->name = "z";
+	v->def = n;
+	n->op = OP_GELU;
+	n->nin = 1;
+	n->in[0] = in;
+	n->out = write ? in : v;
+	return n;
+}
+
+/* d_w2's program with its hosted d_t1 turned into gelu(d_w2) (or into a
+ * stage writing d_w2) in round `round` of its all_gather half. */
+static Coll *
+planted(SRun *r, int round, int write)
+{
+	Sched *s = zero_dp(r, ORDER_PASS);
+	Coll *c = st_coll(s, "d_w2");
+	Item *it = find_any(c, 1, IT_HOST, 1);
+
+	it->u.host.node = consumer(r->a, c->node->out, write);
+	it->g.lo = it->g.hi = round;
+	return c;
+}
+
+/* The consumer of d_w2 hosted above the last wait for it: rejected
+ * naming rank, step and slice; at the end of the program (after every
+ * wait) it verifies. */
+static void
+test_consumer_above_wait(void)
+{
+	SRun r;
+	Coll *c = planted(&r, 1, 0);
+	char err[1024];
+
+	st_rejects(c, NULL, "its hosted stage z reads d_w2 slice 1 before the collective is done "
+	           "with it: it holds nothing");
+	st_done(&r);
+
+	c = planted(&r, 3, 0);
+	CU_ASSERT_EQUAL(verify_coll(c, NULL, NULL, err, sizeof err), 0);
+	st_done(&r);
+}
+
+/* A hosted stage that writes the collective's result. */
+static void
+test_host_writes(void)
+{
+	SRun r;
+	Coll *c = planted(&r, 1, 1);
+
+	st_rejects(c, NULL, "its hosted stage d_w2 writes d_w2, a buffer of the collective");
+	st_done(&r);
+}
+
+/* A hosted stage between a step's send and its receive splits the step's
+ * group in two: every rank runs its send group first, which cannot end
+ * before its peer runs the receive group it posted after (NCCL runs a
+ * rank's groups in the order posted). */
+static void
+test_split_group(void)
+{
+	SRun r;
+	Sched *s = zero_dp(&r, ORDER_PASS);
+	Coll *c = st_coll(s, "d_w2");
+	Phase *ph = c->phases.v[1];
+	Vec *lane = &ph->lanes[ph->nlanes - 1];
+	Item *h = find_any(c, 1, IT_HOST, 1);
+	int js = -1, jh = -1;
+
+	for (int j = 0; j < lane->n; j++) {
+		if (lane->v[j] == h)
+			jh = j;
+		if (((Item *)lane->v[j])->kind == IT_SEND && js < 0)
+			js = j;
+	}
+	CU_ASSERT_FATAL(js >= 0 && jh > js);
+	memmove(lane->v + js + 2, lane->v + js + 1, (size_t)(jh - js - 1) * sizeof *lane->v);
+	lane->v[js + 1] = h;
+	st_rejects(c, NULL, "NCCL runs each rank's groups in the order posted");
+	st_done(&r);
+}
+
+/* The hosted d_h's memory given the place of d_w2's scratch: both live in
+ * the host's stage, so the workspace proof rejects it. */
+static void
+test_shared_memory(void)
+{
+	SRun r;
+	Sched *s = zero_dp(&r, ORDER_PASS);
+	Plan *p = plan_sched(s);
+	const Coll *c = st_coll(s, "d_w2");
+	const PColl *pc = st_pcoll(p, c);
+	int b = -1;
+	char err[2048] = "";
+
+	for (int k = 0; k < c->bufs.n && b < 0; k++)
+		if (((Buf *)c->bufs.v[k])->kind == BK_TEMP && pc->off[k] >= 0)
+			b = k;
+	CU_ASSERT_FATAL(b >= 0);
+	const Node *dh = ((Stage *)s->stages.v[1])->u.node;
+	CU_ASSERT_STRING_EQUAL_FATAL(dh->out->name, "d_h");
+	p->off[dh->out->id] = pc->off[b];
+	FILE *f = fmemopen(err, sizeof err, "w");
+	Diag d = {0};
+	d.out = f;
+	CU_ASSERT_NOT_EQUAL(verify_sched(s, p, &d), 0);
+	fclose(f);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "workspace: "));
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "and d_h at ["));
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "overlap, and stage 0 touches both"));
+	if (!strstr(err, "stage 0 touches both"))
+		fprintf(stderr, "\n%s\n", err);
+	st_done(&r);
+}
+
+/* Hosted stages out of order: d_t1's item run before d_h's, which makes
+ * what it reads (the pass-level proof, order_check); and the stage list
+ * not in the order the program runs them. */
+static void
+test_hosted_order(void)
+{
+	SRun r;
+	Sched *s = zero_dp(&r, ORDER_PASS);
+	Coll *c = st_coll(s, "d_w2");
+	char err[1024] = "";
+
+	find_any(c, 1, IT_HOST, 1)->g.lo = find_any(c, 1, IT_HOST, 1)->g.hi = 0;
+	find_any(c, 1, IT_HOST, 0)->g.lo = find_any(c, 1, IT_HOST, 0)->g.hi = 1;
+	CU_ASSERT_NOT_EQUAL(order_check(s, err, sizeof err), 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "runs d_t1 in round 0, which is not its next hosted stage"));
+	st_done(&r);
+
+	s = zero_dp(&r, ORDER_PASS);
+	void *t = s->stages.v[1];
+	s->stages.v[1] = s->stages.v[2];
+	s->stages.v[2] = t;
+	/* the items follow the stages: d_t1 now first, reading d_h */
+	Coll *c2 = st_coll(s, "d_w2");
+	Item *a = find_any(c2, 1, IT_HOST, 0), *b = find_any(c2, 1, IT_HOST, 1);
+	Node *n = a->u.host.node;
+	a->u.host.node = b->u.host.node;
+	b->u.host.node = n;
+	a->u.host.stage = 1;
+	b->u.host.stage = 2;
+	CU_ASSERT_NOT_EQUAL(order_check(s, err, sizeof err), 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "runs d_t1 in round 0, which reads d_h before any stage "
+	                                   "makes it"));
+	if (!strstr(err, "reads d_h"))
+		fprintf(stderr, "\n%s\n", err);
+	st_done(&r);
+}
+
+void test_order_register(void);
+
+void
+test_order_register(void)
+{
+	CU_pSuite s = CU_add_suite("order", NULL, NULL);
+
+	CU_add_test(s, "zero_dp: d_w2 first, the first layer under it", test_zero_dp);
+	CU_add_test(s, "every example's backward, N = 1, 2, 4", test_examples);
+	s = CU_add_suite("order_mutation", NULL, NULL);
+	CU_add_test(s, "a consumer hosted above the wait", test_consumer_above_wait);
+	CU_add_test(s, "a hosted stage writes the collective's buffer", test_host_writes);
+	CU_add_test(s, "a hosted stage splits a step's group", test_split_group);
+	CU_add_test(s, "a hosted stage's memory is the collective's scratch", test_shared_memory);
+	CU_add_test(s, "hosted stages out of order", test_hosted_order);
+}
