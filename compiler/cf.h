@@ -197,7 +197,9 @@ typedef enum StmtKind {
 typedef struct SchedEntry {
 	const char *key;   /* NULL for `default`; "t" or "layer.t" */
 	Loc kloc;
-	Expr *choice;      /* E_NAME or E_CALL: vanilla, slice(k), fuse(...), auto */
+	Expr *choice;      /* E_NAME or E_CALL: vanilla, slice(k), fuse(...), auto;
+	                    * a setting: its value */
+	int set;           /* a setting `NAME = value;` (coalesce), key its name */
 } SchedEntry;
 
 typedef struct Stmt {
@@ -254,6 +256,7 @@ Stmt *ast_tensor(Arena *a, Loc l, Role r, Expr *name, DType t, Vec shape,
 Stmt *ast_names(Arena *a, Loc l, StmtKind k, Vec names); /* out, save */
 Stmt *ast_return(Arena *a, Loc l, Expr *e);
 Stmt *ast_sched(Arena *a, Loc l, Expr *key, Expr *choice);
+Stmt *ast_sched_set(Arena *a, Loc l, Expr *name, Expr *val); /* coalesce = BYTES */
 Decl *ast_decl(Arena *a, Loc l, DeclKind k, Expr *name, Vec params, Vec body);
 Vec ast_list(Arena *a, Vec v, void *p); /* push and return */
 Vec ast_concat(Arena *a, Vec v, Vec w);  /* v with w's items appended */
@@ -530,7 +533,7 @@ typedef struct Graph {
 	                     * added to the grads struct's (--accumulate) */
 	Vec saved;          /* of Value*: HO_SAVED values, in buffer order */
 	/* coalescing (coalesce.c): the threshold the schedule section sets
-	 * (`coalesce = BYTES;`, -1: none, at coalesce_loc); after the pass,
+	 * (`coalesce = BYTES;`, at coalesce_loc; line 0: none); after the pass,
 	 * the packs it made (of Pack*) and why the others were not packed */
 	int64_t coalesce;
 	Loc coalesce_loc;
