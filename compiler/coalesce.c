@@ -1,17 +1,21 @@
 /* coalesce.c: small collectives packed into one transfer. Every all_reduce
  * of at most the threshold's bytes per rank is a candidate; candidates of
- * one group, element type, spread and schedule whose results nobody reads
- * before the last of them is posted (ready close together) are packed, up
- * to MAXIN of them and the threshold's bytes in all: one OP_PACK copies
- * their inputs into the slots of a 1-d buffer (padded with zeros to a
- * multiple of its slices), one all_reduce reduces it, and one OP_UNPACK
- * per member copies its slot out into the member's own result. The pass
- * rewrites the graph; regions, lowering, the plan and the verifier handle
- * the packed collective as any other, and verify_pack.c proves the slots.
+ * one group, element type, spread and schedule none of which depends on
+ * another's result, directly or through another pack (ready close
+ * together: the pack waits for the last of them, and what reads a
+ * member's result waits for the pack; no two packs wait for each other)
+ * are packed, up to MAXIN of them and the threshold's bytes in all: one
+ * OP_PACK copies their inputs into the slots of a 1-d buffer (padded
+ * with zeros to a multiple of its slices), one all_reduce reduces it,
+ * and one OP_UNPACK per member copies its slot out into the member's own
+ * result. The pass rewrites the graph; regions, lowering, the plan and
+ * the verifier handle the packed collective as any other, and
+ * verify_pack.c proves the slots.
  * requires: a graph with locality, no schedule made of it yet.
- * ensures: coalesce_graph's contract (cf.h); the graph topological and
- * every member's result Value the same object, now defined by its unpack. */
-#include <limits.h>
+ * ensures: coalesce_graph's contract (cf.h); the graph topological (the
+ * old order kept but where a reader of a member must now wait for the
+ * pack) and every member's result Value the same object, now defined by
+ * its unpack. */
 #include <string.h>
 
 #include "cf.h"
@@ -22,8 +26,6 @@ typedef struct Bucket {
 	Node *m[MAXIN];
 	int n;
 	int64_t bytes;
-	int minuse;      /* the first reader of any member's result (node id) */
-	const Node *reader; /* that reader, or NULL */
 	int open;
 	const char *key; /* group, type, spread and schedule */
 } Bucket;
@@ -63,19 +65,57 @@ bytes_of(const Node *n)
 	return value_rank_elems(n->in[0]) * dtype_size[n->in[0]->dtype];
 }
 
-/* The first node that reads n's result (INT_MAX: none), into *who. */
-static int
-first_use(const Node *n, const Node **who)
-{
-	int u = INT_MAX;
+/* A node the walk reached, and the first bucket it passed through. */
+typedef struct Reach {
+	const Node *x;
+	int via;
+} Reach;
 
-	*who = NULL;
-	for (int k = 0; k < n->out->uses.n; k++) {
-		const Node *r = n->out->uses.v[k];
-		if (r->id < u)
-			u = r->id, *who = r;
+/* The walk of depends(): scratch marks by node id (a stamp not used
+ * before marks a node seen), each node's bucket (-1: none), and a stack
+ * of as many entries as nodes (each is pushed once a walk). */
+typedef struct Walk {
+	int *seen;
+	int stamp;
+	int *in;
+	const Bucket *b;
+	Reach *stack;
+} Walk;
+
+/* Does node to (not yet in a bucket) need the result of node from (ids
+ * below to's) once the buckets so far are packs? A walk down the uses,
+ * past no node after to (ids are a topological order: nothing after to
+ * reaches it, and every bucket's members are before it); a node reached
+ * that is a member of a bucket reaches all of its members, whose results
+ * the unpacks give only once the pack has read that one (from's own
+ * bucket is not reached so: the pack reads from's input, not its
+ * result). So no two buckets can wait for each other, a cycle. *via: the
+ * first bucket passed through on the way (-1: to reads from directly). */
+static int
+depends(const Node *from, const Node *to, Walk *w, int *via)
+{
+	Reach *stack = w->stack;
+	int n = 0, found = 0, stamp = ++w->stamp;
+
+	stack[n++] = (Reach){from, -1};
+	w->seen[from->id] = stamp;
+	while (n && !found) {
+		Reach it = stack[--n];
+		int k = w->in[it.x->id];
+		/* the members of it.x's bucket, then the readers of it.x */
+		int nm = k >= 0 && it.x != from ? w->b[k].n : 0, nu = it.x->out->uses.n;
+		for (int e = 0; e < nm + nu && !found; e++) {
+			const Node *u = e < nm ? w->b[k].m[e] : it.x->out->uses.v[e - nm];
+			int v = e < nm && it.via < 0 ? k : it.via;
+			if (u == to)
+				found = 1, *via = v;
+			if (u->id >= to->id || w->seen[u->id] == stamp)
+				continue;
+			w->seen[u->id] = stamp;
+			stack[n++] = (Reach){u, v};
+		}
 	}
-	return u;
+	return found;
 }
 
 /* Why all_reduce n cannot be packed at all, or NULL. */
@@ -111,28 +151,34 @@ key_of(Arena *a, const Node *n)
 /* Adds n to an open bucket of its key, or says in *why why it could not
  * join the one there was (closing it). 1: added. */
 static int
-join(Arena *a, Bucket *b, int nb, Node *n, const char *key, int64_t limit, const char **why)
+join(Arena *a, Bucket *b, int nb, Node *n, const char *key, int64_t limit, const char **why,
+     Walk *w)
 {
 	for (int k = 0; k < nb; k++) {
 		Bucket *q = &b[k];
 		if (!q->open || strcmp(q->key, key))
 			continue;
 		const char *first = value_uname(q->m[0]->out);
-		if (q->minuse < n->id)
-			*why = arena_printf(a, "the pack of %s is read (by %s) before it is ready",
-			                    first, value_what(q->reader->out));
+		const Node *dep = NULL;
+		int via = -1;
+		for (int j = 0; j < q->n && !dep; j++)
+			dep = depends(q->m[j], n, w, &via) ? q->m[j] : NULL;
+		if (dep && via >= 0)
+			*why = arena_printf(a, "it depends on %s, in the pack of %s, through the pack "
+			                    "of %s", value_uname(dep->out), first,
+			                    value_uname(b[via].m[0]->out));
+		else if (dep)
+			*why = arena_printf(a, "it depends on %s, in the pack of %s", value_uname(dep->out),
+			                    first);
 		else if (q->n == MAXIN)
 			*why = arena_printf(a, "the pack of %s is full (%d collectives)", first, MAXIN);
 		else if (q->bytes + bytes_of(n) > limit)
 			*why = arena_printf(a, "the pack of %s would pass the threshold of %lld bytes",
 			                    first, (long long)limit);
 		else {
+			w->in[n->id] = k;
 			q->m[q->n++] = n;
 			q->bytes += bytes_of(n);
-			const Node *who;
-			int u = first_use(n, &who);
-			if (u < q->minuse)
-				q->minuse = u, q->reader = who;
 			return 1;
 		}
 		q->open = 0;
@@ -230,34 +276,127 @@ make_pack(Graph *g, const Bucket *b, int k)
 	return p;
 }
 
-/* The new node order: members out, each pack's nodes where its last
- * member was; ids renumbered. */
+/* A min-heap of nodes by key (their place in the old order). */
+typedef struct Heap {
+	Node **v;
+	int n;
+	const int *key; /* by new index (Node.id while sorting) */
+} Heap;
+
+static int
+hless(const Heap *h, int i, int j)
+{
+	return h->key[h->v[i]->id] < h->key[h->v[j]->id];
+}
+
+static void
+hswap(Heap *h, int i, int j)
+{
+	Node *x = h->v[i];
+
+	h->v[i] = h->v[j];
+	h->v[j] = x;
+}
+
+static void
+hpush(Heap *h, Node *n)
+{
+	int i = h->n++;
+
+	h->v[i] = n;
+	for (; i && hless(h, i, (i - 1) / 2); i = (i - 1) / 2)
+		hswap(h, i, (i - 1) / 2);
+}
+
+static Node *
+hpop(Heap *h)
+{
+	Node *top = h->v[0];
+	int i = 0;
+
+	h->v[0] = h->v[--h->n];
+	for (;;) {
+		int c = 2 * i + 1;
+		if (c >= h->n)
+			break;
+		if (c + 1 < h->n && hless(h, c + 1, c))
+			c++;
+		if (!hless(h, c, i))
+			break;
+		hswap(h, i, c);
+		i = c;
+	}
+	return top;
+}
+
+/* The new node order: the members out, each pack's nodes where its last
+ * member was, then Kahn's algorithm taking the earliest (in that order)
+ * of the nodes whose inputs are all placed: the old order, but for the
+ * readers of a member, which now wait for its pack. Ids renumbered. */
 static void
 reorder(Graph *g, Pack **packs, Bucket *b, int np)
 {
-	Vec nodes = {0};
-	char *gone = arena_alloc(g->arena, (size_t)g->nodes.n + 1);
-	Pack **at = arena_alloc(g->arena, ((size_t)g->nodes.n + 1) * sizeof *at);
+	Arena *t = arena_scratch(g->arena);
+	ArenaMark mk = arena_mark(t);
+	int n0 = g->nodes.n, nn = n0 - 1 + 3 * np + 1, m = 0;
+	char *gone = arena_alloc(t, (size_t)n0 + 1);
+	Pack **at = arena_alloc(t, ((size_t)n0 + 1) * sizeof *at);
+	Node **all = arena_alloc(t, ((size_t)nn + MAXIN * np + 1) * sizeof *all);
 
 	for (int k = 0; k < np; k++) {
 		for (int j = 0; j < b[k].n; j++)
 			gone[b[k].m[j]->id] = 1;
 		at[b[k].m[b[k].n - 1]->id] = packs[k];
 	}
-	for (int i = 0; i < g->nodes.n; i++) {
-		Node *n = g->nodes.v[i];
+	for (int i = 0; i < n0; i++) {
 		if (!gone[i])
-			vec_push(g->arena, &nodes, n);
+			all[m++] = g->nodes.v[i];
 		if (!at[i])
 			continue;
-		vec_push(g->arena, &nodes, at[i]->pack);
-		vec_push(g->arena, &nodes, at[i]->coll);
+		all[m++] = at[i]->pack;
+		all[m++] = at[i]->coll;
 		for (int j = 0; j < at[i]->n; j++)
-			vec_push(g->arena, &nodes, at[i]->unpack[j]);
+			all[m++] = at[i]->unpack[j];
 	}
+	/* the edges def -> reader, one per input, as arrays by def (CSR) */
+	int *key = arena_alloc(t, (size_t)m * sizeof *key), *wait = arena_alloc(t, (size_t)m * sizeof *wait);
+	int *first = arena_alloc(t, ((size_t)m + 1) * sizeof *first), ne = 0;
+	Heap h = {arena_alloc(t, (size_t)m * sizeof *h.v), 0, key};
+	for (int i = 0; i < m; i++)
+		all[i]->id = key[i] = i;
+	for (int i = 0; i < m; i++)
+		for (int j = 0; j < all[i]->nin; j++)
+			if (all[i]->in[j]->def) {
+				first[all[i]->in[j]->def->id + 1]++;
+				wait[i]++;
+				ne++;
+			}
+	for (int i = 0; i < m; i++)
+		first[i + 1] += first[i];
+	int *to = arena_alloc(t, ((size_t)ne + 1) * sizeof *to), *fill = arena_alloc(t, (size_t)m * sizeof *fill);
+	for (int i = 0; i < m; i++)
+		for (int j = 0; j < all[i]->nin; j++)
+			if (all[i]->in[j]->def) {
+				int d = all[i]->in[j]->def->id;
+				to[first[d] + fill[d]++] = i;
+			}
+	for (int i = 0; i < m; i++)
+		if (!wait[i])
+			hpush(&h, all[i]);
+	Vec nodes = {0};
+	while (h.n) {
+		Node *x = hpop(&h);
+		vec_push(g->arena, &nodes, x);
+		for (int e = first[x->id]; e < first[x->id + 1]; e++)
+			if (!--wait[to[e]])
+				hpush(&h, all[to[e]]);
+	}
+	if (nodes.n != m)
+		die("coalesce: %d of %d nodes left unordered", m - nodes.n, m);
 	for (int i = 0; i < nodes.n; i++)
 		((Node *)nodes.v[i])->id = i;
 	g->nodes = nodes;
+	arena_release(t, mk);
 }
 
 void
@@ -269,7 +408,12 @@ coalesce_graph(Graph *g, int64_t bytes)
 	int nb = 0;
 	Bucket *b = arena_alloc(t, ((size_t)g->nodes.n + 1) * sizeof *b);
 	const char **why = arena_alloc(t, ((size_t)g->nodes.n + 1) * sizeof *why);
+	size_t nn = (size_t)g->nodes.n + 1;
+	Walk w = {arena_alloc(t, nn * sizeof *w.seen), 0, arena_alloc(t, nn * sizeof *w.in), b,
+	          arena_alloc(t, nn * sizeof *w.stack)};
 
+	for (int i = 0; i < g->nodes.n; i++)
+		w.in[i] = -1;
 	g->packs = (Vec){0};
 	g->unpacked = (Vec){0};
 	for (int i = 0; i < g->nodes.n; i++) {
@@ -279,11 +423,10 @@ coalesce_graph(Graph *g, int64_t bytes)
 		if ((why[i] = unfit(a, n, limit)))
 			continue;
 		const char *key = key_of(t, n);
-		if (join(a, b, nb, n, key, limit, &why[i]))
+		if (join(a, b, nb, n, key, limit, &why[i], &w))
 			continue;
-		b[nb] = (Bucket){.m = {n}, .n = 1, .bytes = bytes_of(n), .open = 1, .key = key};
-		b[nb].minuse = first_use(n, &b[nb].reader);
-		nb++;
+		w.in[i] = nb;
+		b[nb++] = (Bucket){.m = {n}, .n = 1, .bytes = bytes_of(n), .open = 1, .key = key};
 	}
 	int np = 0;
 	Pack **packs = arena_alloc(t, ((size_t)nb + 1) * sizeof *packs);

@@ -4,13 +4,20 @@
 #           biases (tests/coalesce/dp_bias.cf, its backward) showing the
 #           packed all_reduce and its slots; the exposed collectives
 #           (tail-free=no) of the transformer's and llama's backward with
-#           coalescing off and on (tests/coalesce/exposed.txt);
+#           coalescing off and on (tests/coalesce/exposed.txt); --explain
+#           of a tp x dp grid whose norm gains' gradients make two packs,
+#           a reader of a member waiting for the pack (grid.cf), and of
+#           two pairs that would make two packs wait for each other
+#           (cross.cf: one pair packed);
 #  e2e:     forward and backward in f32 against the serial reference
 #           (forward 1e-5, gradients 1e-4 as tests/t-e2e.sh), coalescing
 #           on and off, of the transformer, llama and dp_bias, and a
 #           forward that packs two all_reduces (tests/coalesce/fwd.cf);
 #  grad:    f64 gradients against central finite differences
-#           (tests/gradlib.sh) of the same, coalescing on and off;
+#           (tests/gradlib.sh) of the same and of grid (N = 1..4) and
+#           cross, coalescing on and off, and the packed gradients
+#           bitwise those of the unpacked where every reduction is over
+#           2 ranks;
 #  option:  --coalesce and the schedule section's `coalesce = BYTES;`,
 #           and a bad --coalesce refused.
 # The verifier's rejection of planted bad packs is the CUnit suite
@@ -37,6 +44,14 @@ for ex in transformer llama; do
 	done
 done >"$out/exposed.txt"
 golden "coalesce: exposed collectives of the backward, off and on" "$out/exposed.txt" $G/exposed.txt
+# a reader of a member before the last member waits for the pack (grid:
+# the tp and the dp reductions of the norm gains, two packs); members
+# that would make two packs wait for each other are kept apart (cross)
+"$CFC" $G/grid.cf --backward --explain -o "$out/grid-x" >"$out/grid.explain" 2>&1
+golden "coalesce: grid --explain (a reader between members)" "$out/grid.explain" $G/grid.explain
+"$CFC" $G/cross.cf --backward --explain -o "$out/cross-x" >"$out/cross.explain" 2>&1
+golden "coalesce: cross --explain (no two packs wait for each other)" "$out/cross.explain" \
+	$G/cross.explain
 
 # ---- the option and the setting ----
 n_packs() { "$CFC" "$@" --explain -o "$out/opt" 2>&1 | grep -c 'coalesced cf_'; }
@@ -84,6 +99,11 @@ sz() { # example n: small sizes that divide by n
 	transformer) echo "-D tp=$2 -D B=1 -D S=$((4 * $2)) -D H=$2 -D D=$((4 * $2)) -D F=$((4 * $2))" ;;
 	llama) echo "-D tp=$2 -D B=1 -D S=$((4 * $2)) -D H=$((2 * $2)) -D KV=$2 -D D=$((4 * $2)) -D F=$((4 * $2))" ;;
 	dp_bias) echo "-D dp=$2 --type=f32" ;;
+	grid) case $2 in # tp x dp
+		1) echo "-D tp=1 -D dp=1" ;; 2) echo "-D tp=2 -D dp=1" ;;
+		3) echo "-D tp=3 -D dp=1 -D S=12 -D F=12" ;; 4) echo "-D tp=2 -D dp=2" ;; esac ;;
+	cross) case $2 in
+		2) echo "-D tp=2 -D dp=1" ;; 4) echo "-D tp=2 -D dp=2" ;; esac ;;
 	fwd) echo "-D tp=$2 --type=f32" ;;
 	esac
 }
@@ -109,10 +129,19 @@ done
 # ---- f64 gradients against finite differences ----
 . tests/gradlib.sh
 for run in dp_bias:1:1MiB dp_bias:2:1MiB dp_bias:3:1MiB dp_bias:4:1MiB dp_bias:2:0 \
-	fwd:2:1MiB fwd:3:1MiB fwd:2:0 transformer:2:1MiB transformer:2:0; do
+	fwd:2:1MiB fwd:3:1MiB fwd:2:0 transformer:2:1MiB transformer:2:0 grid:1:1MiB \
+	grid:2:1MiB grid:3:1MiB grid:4:1MiB grid:4:0 cross:2:1MiB cross:4:1MiB cross:4:0; do
 	m=${run%%:*} n=${run#*:} c=${n#*:} n=${n%%:*}
 	# shellcheck disable=SC2046
 	grad "coalesce: grad $m N=$n coalesce=$c" "$out/grad-$m-$n-$c" $n "$(spec_of $m)" \
 		$(sz $m $n | sed 's/--type=f32//') --coalesce=$c
 	packed "coalesce: grad $m N=$n coalesce=$c" "$out/grad-$m-$n-$c" $c
+done
+# packed and unpacked gradients bitwise the same where packing leaves the
+# arithmetic as it was: every reduction here is over 2 ranks, a + b either
+# way (at 3 ranks the ring's slices, so the order of the sums, move)
+for run in dp_bias:2 fwd:2 transformer:2 grid:4 cross:4; do
+	m=${run%%:*} n=${run#*:} d=$out/grad-$m-$n
+	on=$(field grad_checksum "$d-1MiB.out") off=$(field grad_checksum "$d-0.out")
+	check "coalesce: grad $m N=$n packed = unpacked, bitwise ($on)" test -n "$on" -a "$on" = "$off"
 done

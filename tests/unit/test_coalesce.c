@@ -4,7 +4,10 @@
  * its plan; planted mistakes in the pack are rejected with the slot and
  * the elements: an unpack reading at the wrong offset, two slots that
  * overlap, a slot past the end of the packed buffer. The threshold keeps
- * a large gradient out, and 0 turns coalescing off. */
+ * a large gradient out, and 0 turns coalescing off. Members join a pack
+ * when none depends on another's result, even where a reader of one comes
+ * before the last (it then waits for the pack), and never where two packs
+ * would wait for each other. */
 #include "sched_test.h"
 #include "verify.h"
 
@@ -14,10 +17,10 @@ static const char *const dp_bias =
 	"  weight w1 : [D, F]; weight b1 : [F]; weight w2 : [F, D]; weight b2 : [D];\n"
 	"  h = gelu(x @ w1 + b1); y = h @ w2 + b2; out y; }\n";
 
-/* The backward of text, coalesced with threshold bytes, lowered and
- * planned (NULL after errors). */
+/* The forward (bwd 0) or the backward of text, coalesced with threshold
+ * bytes, lowered and planned (NULL after errors). */
 static Sched *
-compile_bwd(SRun *r, const char *text, int64_t bytes)
+compile_pass(SRun *r, const char *text, int64_t bytes, int bwd)
 {
 	Options o = {0};
 	FILE *ef;
@@ -32,7 +35,9 @@ compile_bwd(SRun *r, const char *text, int64_t bytes)
 	Graph *b = NULL;
 	if (r->g) {
 		graph_fill_locality(r->g);
-		if ((b = grad_build(r->g, &r->d, 0)))
+		if (!bwd)
+			b = r->g;
+		else if ((b = grad_build(r->g, &r->d, 0)))
 			graph_fill_locality(b);
 	}
 	fclose(ef);
@@ -45,6 +50,12 @@ compile_bwd(SRun *r, const char *text, int64_t bytes)
 		return NULL;
 	r->p = plan_sched(r->s);
 	return r->s;
+}
+
+static Sched *
+compile_bwd(SRun *r, const char *text, int64_t bytes)
+{
+	return compile_pass(r, text, bytes, 1);
 }
 
 static void
@@ -180,6 +191,85 @@ test_threshold(void)
 	done(&r);
 }
 
+/* Norm gains on a tp x dp grid: each gradient is all-reduced over tp,
+ * then over dp. The dp reduction of one reads its tp reduction before
+ * the other's tp reduction is posted; no reduction depends on the other
+ * gain's, so both pairs are packed, the dp pack after the tp pack's
+ * unpacks, and proved. */
+static const char *const grid =
+	"model grid { size B = 2, S = 8, D = 8, F = 8; group tp = 2; group dp = 2; type f32;\n"
+	"  in x : [B, S, D] split B over dp, S over tp;\n"
+	"  weight g1 : [D]; weight g2 : [D];\n"
+	"  weight w1 : [D, F] split F over tp; weight w2 : [F, D] split F over tp;\n"
+	"  xa = all_gather(rmsnorm(x, g1, eps = 1e-6), S);\n"
+	"  h = x + reduce_scatter(gelu(xa @ w1) @ w2, S);\n"
+	"  y = rmsnorm(h, g2, eps = 1e-6); out y; }\n";
+
+static void
+test_reader_between(void)
+{
+	SRun r;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(compile_bwd(&r, grid, -1));
+	const Graph *g = r.s->g;
+	CU_ASSERT_EQUAL_FATAL(g->packs.n, 2);
+	const Pack *tp = g->packs.v[0], *dp = g->packs.v[1];
+	CU_ASSERT_STRING_EQUAL(tp->coll->a.coll.group->name, "tp");
+	CU_ASSERT_STRING_EQUAL(dp->coll->a.coll.group->name, "dp");
+	CU_ASSERT_EQUAL(tp->n, 2);
+	CU_ASSERT_EQUAL(dp->n, 2);
+	/* the dp pack reads what the tp pack's unpacks give */
+	for (int j = 0; j < dp->n; j++) {
+		CU_ASSERT_EQUAL(dp->pack->in[j], tp->unpack[j]->out);
+		CU_ASSERT(tp->unpack[j]->id < dp->pack->id);
+	}
+	char *msg = verify_msg(&r);
+	CU_ASSERT_STRING_EQUAL(msg, "");
+	free(msg);
+	done(&r);
+}
+
+/* a1 and a2 over tp, b1 and b2 over dp, each pair independent, but b2
+ * reads a1 and a2 reads b1: packing both pairs would make each pack wait
+ * for the other. The dp pair (its bucket first) is packed; a2 is kept
+ * out, the graph stays topological and the pass is proved. */
+static const char *const cross =
+	"model cross { size T = 8, D = 8, E = 8, F = 4; group tp = 2; group dp = 2; type f64;\n"
+	"  in x : [T, D] split D over tp; in z : [T, E] split E over dp;\n"
+	"  weight w1 : [D, F] split D over tp; weight w2 : [D, F] split D over tp;\n"
+	"  weight u1 : [E, F] split E over dp; weight u2 : [E, F] split E over dp;\n"
+	"  a1 = all_reduce(x @ w1); b1 = all_reduce(z @ u1);\n"
+	"  b2 = all_reduce((z @ u2) * a1); a2 = all_reduce((x @ w2) * b1);\n"
+	"  y = a1 + a2 + b1 + b2; out y; }\n";
+
+static void
+test_no_cycle(void)
+{
+	SRun r;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(compile_pass(&r, cross, -1, 0));
+	const Graph *g = r.s->g;
+	CU_ASSERT_EQUAL_FATAL(g->packs.n, 1);
+	const Pack *p = g->packs.v[0];
+	CU_ASSERT_STRING_EQUAL(p->coll->a.coll.group->name, "dp");
+	CU_ASSERT_EQUAL(p->n, 2);
+	int says = 0;
+	for (int k = 0; k < g->unpacked.n; k++) {
+		const CoalesceNote *c = g->unpacked.v[k];
+		says += !strcmp(c->why, "it depends on a1, in the pack of a1, through the pack of b1");
+	}
+	CU_ASSERT_EQUAL(says, 1);
+	for (int i = 0; i < g->nodes.n; i++) {
+		const Node *n = g->nodes.v[i];
+		for (int j = 0; j < n->nin; j++)
+			CU_ASSERT(!n->in[j]->def || n->in[j]->def->id < n->id);
+	}
+	char *msg = verify_msg(&r);
+	CU_ASSERT_STRING_EQUAL(msg, "");
+	free(msg);
+	done(&r);
+}
+
 void test_coalesce_register(void);
 
 void
@@ -192,4 +282,6 @@ test_coalesce_register(void)
 	CU_add_test(s, "two slots that overlap", test_planted_overlap);
 	CU_add_test(s, "a slot past the packed buffer", test_planted_past_end);
 	CU_add_test(s, "the threshold and coalescing off", test_threshold);
+	CU_add_test(s, "a reader between members waits for the pack", test_reader_between);
+	CU_add_test(s, "no two packs wait for each other", test_no_cycle);
 }
