@@ -47,6 +47,7 @@ typedef struct Comp {
 	Src psrc;         /* its text */
 	double auto_margin; /* auto's budget, percent of the pass (Sched.auto_margin) */
 	OrderMode order;    /* --order (order.c) */
+	int64_t coalesce;   /* --coalesce: bytes, -1: the spec's or the default */
 	Progress progress;  /* what a long compile says it is doing */
 	const CgVariant *variants; /* --emit=py of a build of several variants */
 	int nvariants;             /* (-D S=16,32), else 0 */
@@ -142,6 +143,8 @@ typedef struct Cli {
 	double margin;        /* --auto-margin=, when has_margin */
 	int64_t memory;       /* --memory=: the budget per rank, bytes; 0: none */
 	int has_margin;
+	int64_t coalesce;     /* --coalesce=, when has_coalesce */
+	int has_coalesce;
 	int quiet;            /* -q, --quiet: no progress lines */
 	/* -D NAME=V1,V2,...: by define (opt.defs' order), its values; a
 	 * define of several values is varied: a build of several variants */
@@ -210,6 +213,12 @@ usage(FILE *f)
 	      "  --auto-margin=PCT  with --profile: what auto may give away for\n"
 	      "                   simpler schedules, PCT percent of the pass (0: the\n"
 	      "                   predicted fastest; default 0 on GPUs, 2 on CPUs)\n"
+	      "  --coalesce=BYTES  pack all_reduces of at most BYTES per rank (with KiB or\n"
+	      "                   MiB: that many) that share group, type, spread and\n"
+	      "                   schedule and are ready together into one transfer of\n"
+	      "                   at most BYTES (0: off; default: the schedule section's\n"
+	      "                   `coalesce = BYTES;`, else 1 MiB); --explain says\n"
+	      "                   which were packed and why others were not\n"
 	      "  --memory=BYTES   the most a rank may hold at once (saved activations\n"
 	      "                   and the larger pass's workspace; K, M, G: KiB,\n"
 	      "                   MiB, GiB): over it, the backward recomputes the\n"
@@ -382,6 +391,25 @@ parse_memory(Cli *cl, const char *s)
 	return 0;
 }
 
+/* --coalesce=BYTES: a count of bytes, or of KiB or MiB, 0 to 2^40. */
+_Static_assert(COALESCE_MAX == (int64_t)1 << 40, "the --coalesce message gives this number");
+static int
+parse_coalesce(Cli *cl, const char *s)
+{
+	char *end;
+	long long v;
+
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	int shift = !strcmp(end, "KiB") ? 10 : !strcmp(end, "MiB") ? 20 : *end ? -1 : 0;
+	if (errno || end == s || *s == '-' || *s == '+' || shift < 0 || v > COALESCE_MAX >> shift)
+		return bad_usage("--coalesce wants a count of bytes from 0 to 2^40 (or of KiB "
+		                 "or MiB), not '%s'", s);
+	cl->coalesce = (int64_t)v << shift;
+	cl->has_coalesce = 1;
+	return 0;
+}
+
 /* PCT or PCT%, from 0 to 100. */
 static int
 parse_margin(Cli *cl, const char *s)
@@ -469,6 +497,8 @@ parse_args(Cli *cl, int argc, char **argv)
 			cl->profile = a + 10;
 		} else if (!strncmp(a, "--max-ops=", 10)) {
 			rc = parse_max_ops(cl, a + 10);
+		} else if (!strncmp(a, "--coalesce=", 11)) {
+			rc = parse_coalesce(cl, a + 11);
 		} else if (!strncmp(a, "--auto-margin=", 14)) {
 			rc = parse_margin(cl, a + 14);
 		} else if (!strncmp(a, "--memory=", 9)) {
@@ -802,7 +832,8 @@ compile_once(Comp *c, Cli *cl)
 	/* every pass, in order (compiler/pipeline.c) */
 	Pipeline pl = {.a = c->arena, .d = &c->diag, .o = &cl->opt, .profile = c->profile,
 	               .auto_margin = c->auto_margin, .backward = cl->backward,
-	               .accumulate = cl->accumulate, .order = c->order, .phase = phase,
+	               .accumulate = cl->accumulate, .order = c->order,
+	               .coalesce = c->coalesce, .phase = phase,
 	               .ctx = &c->progress};
 	int rc = pipeline_run(&pl, &c->src);
 	c->prog = pl.prog;
@@ -1082,6 +1113,7 @@ main(int argc, char **argv)
 		c.sched_ranks = cl.sched_ranks;
 		c.auto_margin = cl.has_margin ? cl.margin : AUTO_MARGIN_OF_PROFILE;
 		c.order = cl.order;
+		c.coalesce = cl.has_coalesce ? cl.coalesce : -1;
 		diag_init(&c.diag, &c.src, stderr);
 		c.diag.format = cl.diagfmt;
 		/* progress lines are text: none among JSON or SARIF on stderr */

@@ -474,6 +474,51 @@ op_scan(Cg *c, const Node *n, const Operands *x)
 	     c_double(c, n->a.scan.decay));
 }
 
+/* elements [at, at + n) of the 1-d view packed copied to or from the
+ * whole of the contiguous view other, seen as 1-d (coalesce.c) */
+static void
+pack_copy(Cg *c, const char *packed, const char *other, int64_t at, int64_t n, int into)
+{
+	const char *l = c->loc[LC_DST], *r = c->loc[LC_SRC], *k = c->loc[LC_K];
+
+	emit_begin(&c->e);
+	emit(&c->e, "const int64_t %s[1] = {%lld};\n", k, (long long)n);
+	emit(&c->e, "cfrt_view %s = cfrt_view_slice(%s, 0, %lld, %lld);\n", into ? l : r, packed,
+	     (long long)at, (long long)n);
+	emit(&c->e, "cfrt_view %s = cfrt_view_contig(%s.p, %s.t, 1, %s);\n", into ? r : l, other,
+	     other, k);
+	call(c, "cfrt_copy", "&%s, &%s", l, r);
+	emit_close(&c->e, "");
+}
+
+/* pack: each input copied into its slot of the 1-d result, the padding
+ * after the last slot zeroed */
+static void
+op_pack(Cg *c, const Node *n, const Operands *x)
+{
+	int64_t end = 0;
+
+	for (int j = 0; j < n->nin; j++) {
+		int64_t len = value_rank_elems(n->in[j]);
+		pack_copy(c, x->out, x->in[j], n->a.pack.off[j], len, 1);
+		end = n->a.pack.off[j] + len > end ? n->a.pack.off[j] + len : end;
+	}
+	if (end == n->out->shape[0])
+		return;
+	emit_begin(&c->e);
+	emit(&c->e, "cfrt_view %s = cfrt_view_slice(%s, 0, %lld, %lld);\n", c->loc[LC_DST], x->out,
+	     (long long)end, (long long)(n->out->shape[0] - end));
+	call(c, "cfrt_scale", "&%s, &%s, 0.0", c->loc[LC_DST], c->loc[LC_DST]);
+	emit_close(&c->e, "");
+}
+
+/* unpack: the result copied out of its slot of the packed input */
+static void
+op_unpack(Cg *c, const Node *n, const Operands *x)
+{
+	pack_copy(c, x->in[0], x->out, n->a.pack.at, value_rank_elems(n->out), 0);
+}
+
 typedef void (*OpEmit)(Cg *, const Node *, const Operands *);
 
 /* The emit column of ops.def: NULL for leaves and collectives. */

@@ -453,6 +453,24 @@ tx_summary(FILE *f, Arena *a, const Sched *s, const Coll *c)
 	        st.exposed, st.tailfree ? "yes" : "no", hosted);
 }
 
+/* A packed collective (coalesce.c): its members and their slots. */
+static void
+tx_pack(FILE *f, Arena *a, const Sched *s, const Node *n)
+{
+	const Pack *p = coalesce_pack_of(s->g, n);
+
+	if (!p)
+		return;
+	fprintf(f, "    coalesced: %d all_reduces, %lld bytes per rank (%lld padded to its "
+	        "slices):\n", p->n, (long long)p->bytes, (long long)p->padded);
+	for (int j = 0; j < p->n; j++) {
+		const Node *u = p->unpack[j];
+		fprintf(f, "      slot %d: %s = %s, elements %lld..%lld  %s\n", j, u->out->name,
+		        p->was[j], (long long)u->a.pack.at,
+		        (long long)(u->a.pack.at + value_rank_elems(u->out) - 1), tx_where(a, s, u));
+	}
+}
+
 static void
 tx_coll(FILE *f, Arena *a, const Sched *s, const Coll *c, int show)
 {
@@ -468,6 +486,7 @@ tx_coll(FILE *f, Arena *a, const Sched *s, const Coll *c, int show)
 	        c->nsteps == 1 ? "" : "s");
 	if (c->order_note)
 		fprintf(f, "    %s\n", c->order_note);
+	tx_pack(f, a, s, n);
 	tx_region(f, a, s, c);
 	tx_bufs(f, a, c);
 	for (int p = 0; p < c->phases.n; p++)
@@ -613,5 +632,6 @@ sched_explain(FILE *f, const Sched *s)
 		fputc('\n', f);
 		tx_candidates(f, s, c);
 	}
+	coalesce_explain(f, s->g);
 	tx_total(f, s);
 }

@@ -162,6 +162,15 @@ ast_sched(Arena *a, Loc l, Expr *key, Expr *choice)
 	return s;
 }
 
+Stmt *
+ast_sched_set(Arena *a, Loc l, Expr *name, Expr *val)
+{
+	Stmt *s = ast_sched(a, l, name, val);
+
+	s->u.sched.set = 1;
+	return s;
+}
+
 Decl *
 ast_decl(Arena *a, Loc l, DeclKind k, Expr *name, Vec params, Vec body)
 {
@@ -281,7 +290,8 @@ dump_stmt(FILE *f, const Stmt *s)
 		break;
 	case S_RETURN: fputs("return ", f); ast_print_expr(f, s->u.ret); break;
 	case S_SCHED:
-		fprintf(f, "schedule %s: ", s->u.sched.key ? s->u.sched.key : "default");
+		fprintf(f, "schedule %s%s ", s->u.sched.key ? s->u.sched.key : "default",
+		        s->u.sched.set ? " =" : ":");
 		ast_print_expr(f, s->u.sched.choice);
 		break;
 	}

@@ -15,7 +15,8 @@
 
 enum {
 	MAXDIM = 6,     /* most dimensions a tensor may have */
-	MAXIN = 6,      /* most inputs of one op (the attention gradients') */
+	MAXIN = 8,      /* most inputs of one op (the attention gradients'
+	                 * take 6; a pack of coalesced collectives MAXIN) */
 	MAXERR = 20,    /* diagnostics printed before giving up */
 	MAXNEST = 256,  /* deepest bracket nesting the scanner accepts */
 	MAXIDENT = 255, /* longest identifier */
@@ -198,7 +199,9 @@ typedef enum StmtKind {
 typedef struct SchedEntry {
 	const char *key;   /* NULL for `default`; "t" or "layer.t" */
 	Loc kloc;
-	Expr *choice;      /* E_NAME or E_CALL: vanilla, slice(k), fuse(...), auto */
+	Expr *choice;      /* E_NAME or E_CALL: vanilla, slice(k), fuse(...), auto;
+	                    * a setting: its value */
+	int set;           /* a setting `NAME = value;` (coalesce), key its name */
 } SchedEntry;
 
 typedef struct Stmt {
@@ -255,6 +258,7 @@ Stmt *ast_tensor(Arena *a, Loc l, Role r, Expr *name, DType t, Vec shape,
 Stmt *ast_names(Arena *a, Loc l, StmtKind k, Vec names); /* out, save, recompute */
 Stmt *ast_return(Arena *a, Loc l, Expr *e);
 Stmt *ast_sched(Arena *a, Loc l, Expr *key, Expr *choice);
+Stmt *ast_sched_set(Arena *a, Loc l, Expr *name, Expr *val); /* coalesce = BYTES */
 Decl *ast_decl(Arena *a, Loc l, DeclKind k, Expr *name, Vec params, Vec body);
 Vec ast_list(Arena *a, Vec v, void *p); /* push and return */
 Vec ast_concat(Arena *a, Vec v, Vec w);  /* v with w's items appended */
@@ -286,7 +290,8 @@ Expr *parse_choice(Arena *a, Diag *d, const Src *src);
 
 /* ---- ops ---- */
 typedef enum OpClass {
-	CL_LEAF, CL_EW, CL_ROW, CL_MM, CL_ATTN, CL_ATTN_GRAD, CL_HEADS, CL_SCAN, CL_SUM, CL_COLL
+	CL_LEAF, CL_EW, CL_ROW, CL_MM, CL_ATTN, CL_ATTN_GRAD, CL_HEADS, CL_SCAN, CL_SUM, CL_COLL,
+	CL_PACK /* coalesce.c's copies into and out of a packed buffer: local nowhere */
 } OpClass;
 typedef enum OpKind {
 #define OP(id, name, lo, hi, cls, tensors, infer, emit, vjp) OP_##id,
@@ -431,6 +436,11 @@ typedef struct Node {
 		int heads;                         /* OP_SPLIT_HEADS */
 		int causal;                        /* OP_ATTENTION, OP_ATTN_D* */
 		struct { int dim; double decay; } scan; /* OP_SCAN, OP_SCAN_GRAD */
+		/* OP_PACK (coalesce.c): input j's elements go to elements
+		 * off[j] .. of the 1-d result, the rest (padding) is zeroed;
+		 * OP_UNPACK: the result is elements at .. of the input, which
+		 * is the reduction of a pack whose input slot is */
+		struct { const int64_t *off; int64_t at; int slot; } pack;
 		struct { int dim, dim2; Group *group; } coll; /* collectives:
 			dim: all_gather gathers / reduce_scatter scatters along;
 			all_to_all: dim is the input's split dim, dim2 the output's */
@@ -536,6 +546,13 @@ typedef struct Graph {
 	int accumulate;     /* on a backward graph: weight gradients are
 	                     * added to the grads struct's (--accumulate) */
 	Vec saved;          /* of Value*: HO_SAVED values, in buffer order */
+	/* coalescing (coalesce.c): the threshold the schedule section sets
+	 * (`coalesce = BYTES;`, at coalesce_loc; line 0: none); after the pass,
+	 * the packs it made (of Pack*) and why the others were not packed */
+	int64_t coalesce;
+	Loc coalesce_loc;
+	Vec packs;
+	Vec unpacked;       /* of CoalesceNote* */
 	int64_t savedbytes, ref_savedbytes; /* the saved buffer per rank,
 	                                     * and whole (reference) */
 } Graph;
@@ -557,6 +574,44 @@ typedef struct Options {
 	                         * graph lists them) the backward recomputes */
 	int nrecompute;
 } Options;
+
+/* ---- coalesce.c: small collectives packed into one transfer ---- */
+/* The threshold when neither the spec nor --coalesce gives one, bytes
+ * (docs/LANGUAGE.md, "Coalescing"); the largest one accepted. */
+#define COALESCE_DEFAULT ((int64_t)1 << 20)
+#define COALESCE_MAX ((int64_t)1 << 40)
+
+/* One pack: the collectives coll replaced, each by its slot of the pack. */
+typedef struct Pack {
+	Node *pack;     /* OP_PACK: the members' inputs into one buffer */
+	Node *coll;     /* the collective of that buffer */
+	Node **unpack;  /* by slot: OP_UNPACK of the member's result */
+	const char **was; /* by slot: the member collective, as written */
+	int n;
+	int64_t bytes;  /* payload (the members' bytes, per rank) */
+	int64_t padded; /* the packed buffer's bytes: a multiple of its slices */
+} Pack;
+
+/* A collective left alone, and why. */
+typedef struct CoalesceNote {
+	const Node *node;
+	const char *why;
+} CoalesceNote;
+
+/* requires: a graph with locality (graph_fill_locality), not yet
+ * scheduled. ensures: every small all_reduce that shares group, type,
+ * spread and schedule with others ready close together is replaced by a
+ * slot of a pack (pack, one all_reduce, unpack), packs of at most MAXIN
+ * members and `bytes` payload; g->packs and g->unpacked say what was done;
+ * locality refilled, graph_check holds. bytes: the threshold (0: off),
+ * -1: the spec's (the forward's, for a backward graph) or the default. */
+void coalesce_graph(Graph *g, int64_t bytes);
+/* The threshold coalesce_graph uses for g given the --coalesce value. */
+int64_t coalesce_bytes(const Graph *g, int64_t bytes);
+/* The pack whose collective is n, or NULL. */
+const Pack *coalesce_pack_of(const Graph *g, const Node *n);
+/* The explanation lines of g's coalescing (--explain). */
+void coalesce_explain(FILE *f, const Graph *g);
 
 /* cnames.c: the C spelling of a value's name (dots as underscores), and
  * why a name may not reach the C (NULL: it may), for a tensor of model

@@ -319,7 +319,7 @@ graph_fill_locality(Graph *g)
 		case CL_SUM: local_sum(n, nd); break;
 		case CL_HEADS: local_heads(n, nd); break;
 		case CL_SCAN: local_scan(n, nd); break;
-		case CL_LEAF: case CL_COLL: break;
+		case CL_LEAF: case CL_COLL: case CL_PACK: break;
 		}
 	}
 }

@@ -62,6 +62,8 @@ pipeline_graphs(Pipeline *pl, const Src *src)
 int
 pipeline_schedule(Pipeline *pl, Graph *g, Sched **s, Plan **p, const char *pass)
 {
+	/* coalescing: small all_reduces packed into one transfer */
+	coalesce_graph(g, pl->coalesce);
 	/* regions: each collective and the compute it can be fused with */
 	*s = region_sched(g);
 	(*s)->profile = pl->profile;

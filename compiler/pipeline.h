@@ -33,6 +33,8 @@ typedef struct Pipeline {
 	int backward;           /* also derive the backward graph */
 	int accumulate;         /* grad_build's: add weight gradients */
 	OrderMode order;        /* order.c's: ORDER_PASS (0), the default */
+	int64_t coalesce;       /* coalesce_graph's threshold: bytes; -1: the
+	                         * spec's or the default; 0 (zeroed): off */
 	PipeStop stop;
 	/* a line after each pass ("parse: 120 bytes"); NULL: none */
 	void (*phase)(void *ctx, const char *line);

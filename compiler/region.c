@@ -154,7 +154,8 @@ static const char *
 rg_unlocal(const Finder *F, const Node *n, int e)
 {
 	return arena_printf(F->a, "not slice-local along %s%s", rg_dim(F, n->out, e),
-	                    op_info[n->op].cls == CL_SCAN ? ": a scan needs the whole sequence" : "");
+	                    op_info[n->op].cls == CL_SCAN ? ": a scan needs the whole sequence" :
+	                    op_info[n->op].cls == CL_PACK ? ": coalescing's copy of whole tensors" : "");
 }
 
 /* NULL when the output of n can be cut along e with every input of the

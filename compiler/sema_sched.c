@@ -257,7 +257,8 @@ earlier_entry(const Decl *m, const Stmt *st)
 	for (int i = 0; m->body.v[i] != st; i++) {
 		const Stmt *o = m->body.v[i];
 		const char *k = o->u.sched.key;
-		if (o->kind == S_SCHED && (k == key || (k && key && strcmp(k, key) == 0)))
+		if (o->kind == S_SCHED && o->u.sched.set == st->u.sched.set &&
+		    (k == key || (k && key && strcmp(k, key) == 0)))
 			return o;
 	}
 	return NULL;
@@ -292,6 +293,36 @@ sched_check(Sema *S, Node *n, Vec *told)
 	           u.err);
 }
 
+/* A setting of the schedule section: `coalesce = BYTES;` (0 to
+ * COALESCE_MAX; docs/LANGUAGE.md, "Coalescing"). */
+static void
+sched_setting(Sema *S, const Stmt *st)
+{
+	const SchedEntry *se = &st->u.sched;
+	const Stmt *old = earlier_entry(S->model, st);
+	int64_t v = 0;
+
+	if (strcmp(se->key, "coalesce")) {
+		diag_error(S->d, se->kloc, "unknown schedule setting '%s'; the schedule section "
+		           "sets coalesce = BYTES", se->key);
+		return;
+	}
+	if (old) {
+		diag_error(S->d, se->kloc, "a second coalesce setting");
+		diag_note(S->d, old->u.sched.kloc, "the first is here");
+		return;
+	}
+	if (!sema_eval(S, S->ms, se->choice, &v))
+		return;
+	if (v < 0 || v > COALESCE_MAX) {
+		diag_error(S->d, se->choice->loc, "coalesce wants a count of bytes from 0 (off) "
+		           "to 2^40, but is %lld", (long long)v);
+		return;
+	}
+	S->g->coalesce = v;
+	S->g->coalesce_loc = se->choice->loc;
+}
+
 void
 sema_schedules(Sema *S)
 {
@@ -305,6 +336,10 @@ sema_schedules(Sema *S)
 		const SchedEntry *se = &st->u.sched;
 		if (st->kind != S_SCHED)
 			continue;
+		if (se->set) {
+			sched_setting(S, st);
+			continue;
+		}
 		SchedChoice *c = choice(S, se->choice);
 		if (c)
 			c->from = se->key ? SF_NAMED : SF_DEFAULT;

@@ -176,6 +176,9 @@ int vm_plain(V *v, const Node *n, const PItem *p);
  * tensors of the graph (the serial reference). */
 int vc_call(const Node *n, const MView *ops, int nops, char *why, size_t nwhy);
 int vc_whole(const Node *n, char *why, size_t nwhy);
+/* verify_pack.c: the slots of a pack or an unpack (coalesce.c) with the
+ * views o (result) and in (inputs) of its call; 0, or 1 and why. */
+int vc_pack(const Node *n, const MView *o, const MView *in, char *why, size_t nwhy);
 /* The groups other than c's whose ranks the proof of c and its plan pc
  * reads: those that split a value c touches or whose rank pc uses (bits by
  * Group.id). */

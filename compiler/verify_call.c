@@ -283,6 +283,8 @@ compute(Call *c, const MView *o, const MView *in, int nops)
 		       same(c, &x[4], &x[3], "dout", "out") || four(c, &g, name[w]) ||
 		       same(c, &g, &x[w], name[w], like[w]);
 	}
+	case OP_PACK: case OP_UNPACK:
+		return vc_pack(n, o, in, c->why, c->nwhy);
 	default:
 		return bad(c, "no runtime call");
 	}

@@ -171,6 +171,7 @@ sentries
 	: %empty                     { $$ = (Vec){0}; }
 	| sentries DEFAULT choice ';' { $$ = ast_list(A, $1, ast_sched(A, @2, NULL, $3)); }
 	| sentries skey ':' choice ';' { $$ = ast_list(A, $1, ast_sched(A, @2, $2, $4)); }
+	| sentries name '=' expr ';' { $$ = ast_list(A, $1, ast_sched_set(A, @2, $2, $4)); }
 	| sentries error ';'         { $$ = $1; }
 	;
 

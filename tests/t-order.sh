@@ -4,8 +4,9 @@
 #            post (the verifier's exposed=, summed over the collectives)
 #            and the collectives that are not tail-free, forward and
 #            backward, at the examples' own sizes, under the whole-pass
-#            order and under --order=region (today's region-by-region
-#            order), diffed against tests/golden/order/exposed.txt
+#            order with and without coalescing and under --order=region
+#            --coalesce=0 (the region-by-region order, nothing packed),
+#            diffed against tests/golden/order/exposed.txt
 #            (UPDATE=1 rewrites it).
 . tests/lib.sh
 out=$B/tests/order
@@ -29,13 +30,17 @@ counts() {
 }
 
 : >"$out/exposed.txt"
-for order in region pass; do
+# before: region after region, nothing packed (--order=region
+# --coalesce=0); the whole-pass order alone (--coalesce=0); after: the
+# defaults (the whole-pass order, small all_reduces coalesced)
+for mode in region pass-nocoal pass; do
+	case $mode in
+	region) flags="${ORDER_FLAG-"--order=region"} --coalesce=0" ;;
+	pass-nocoal) flags=--coalesce=0 ;;
+	pass) flags= ;;
+	esac
 	for ex in $EXAMPLES; do
-		if [ $order = pass ]; then
-			printf '%-12s %-6s %s\n' "$ex" $order "$(counts $ex)"
-		else
-			printf '%-12s %-6s %s\n' "$ex" $order "$(counts $ex ${ORDER_FLAG-"--order=region"})"
-		fi
+		printf '%-12s %-11s %s\n' "$ex" $mode "$(counts $ex $flags)"
 	done
 done >>"$out/exposed.txt"
 golden order-exposed "$out/exposed.txt" tests/golden/order/exposed.txt
