@@ -767,6 +767,110 @@ emit_stage_node(Par *P, const Node *n, const PItem *p)
 		emit_close(&cg->e, "");
 }
 
+/* ---- attention's gradients together ---- */
+
+static int
+is_attn_grad(const Node *n)
+{
+	return n->op == OP_ATTN_DQ || n->op == OP_ATTN_DK || n->op == OP_ATTN_DV;
+}
+
+/* Stage k as a plain attention gradient whose operands are whole per-rank
+ * tensors (no view cut out of them): its node, else NULL. */
+static const Node *
+whole_attn_grad(const Plan *plan, int k)
+{
+	const PItem *p = k < plan->s->stages.n ? plan->plain[k] : NULL;
+	const Node *n;
+
+	if (!p)
+		return NULL;
+	n = ((Stage *)plan->s->stages.v[k])->u.node;
+	if (!is_attn_grad(n))
+		return NULL;
+	for (int j = 0; j < p->nview; j++)
+		if (p->view[j].ncut > 0)
+			return NULL;
+	return n;
+}
+
+/* Whether the workspace bytes of values a and b overlap. */
+static int
+ws_overlap(const Plan *plan, const Value *a, const Value *b)
+{
+	int64_t oa = plan->off[a->id], ob = plan->off[b->id];
+
+	if (oa < 0 || ob < 0)
+		return a == b;
+	return oa < ob + dtype_size[b->dtype] * value_rank_elems(b) &&
+	       ob < oa + dtype_size[a->dtype] * value_rank_elems(a);
+}
+
+/* The attention gradients of the stages from k on that one call can make
+ * (n[0..2]: dq, dk, dv, NULL where none): stage k's, and those of the
+ * stages right after it (k + 1, k + 2) that are gradients of the same
+ * attention (the same six operands, mask and query offset, the same
+ * group), with none of the outputs in the workspace bytes of another
+ * output or an operand. The call writes the later stages' outputs early:
+ * no stage runs between, and the operands are read by every one of them,
+ * so nothing else is live there that those bytes could hold. Returns how
+ * many stages the call covers (1: stage k alone). */
+static int
+attn_grad_group(const Plan *plan, int k, const Node *n[3])
+{
+	const Node *a = whole_attn_grad(plan, k);
+	int m = 1;
+
+	n[0] = n[1] = n[2] = NULL;
+	if (!a)
+		return 0;
+	n[a->op - OP_ATTN_DQ] = a;
+	for (int j = k + 1; j < k + 3 && j < plan->s->stages.n; j++) {
+		const Node *b = whole_attn_grad(plan, j);
+		int ok = b && !n[b->op - OP_ATTN_DQ] && b->nin == a->nin &&
+		         b->a.causal == a->a.causal && op_causal_shift(b) == op_causal_shift(a) &&
+		         plan->group[j] == plan->group[k] &&
+		         plan->plain[j]->qoff == plan->plain[k]->qoff &&
+		         (!plan->plain[k]->qoff ||
+		          !memcmp(&plan->plain[j]->qstart, &plan->plain[k]->qstart,
+		                  sizeof plan->plain[k]->qstart));
+		for (int i = 0; ok && i < a->nin; i++)
+			ok = b->in[i] == a->in[i];
+		for (int i = 0; ok && i < 3; i++)
+			if (n[i])
+				ok = !ws_overlap(plan, n[i]->out, b->out);
+		for (int i = 0; ok && i < b->nin; i++)
+			ok = !ws_overlap(plan, b->out, b->in[i]);
+		if (!ok)
+			break;
+		n[b->op - OP_ATTN_DQ] = b;
+		m++;
+	}
+	return m;
+}
+
+static void
+emit_attn_grads(Par *P, const Node *const n[3], const PItem *p)
+{
+	Cg *cg = P->cg;
+	const Node *a = n[0] ? n[0] : n[1] ? n[1] : n[2];
+	const char *in[MAXIN], *out[3] = {NULL, NULL, NULL}, *what = "";
+
+	for (int i = 0; i < 3; i++)
+		if (n[i]) {
+			emit_line(&cg->e, n[i]->loc);
+			cg_comment(cg, n[i]);
+			out[i] = cg->cname[n[i]->out->id];
+			what = arena_printf(cg->a, "%s%s%s", what, *what ? ", " : "", cg_node_str(cg, n[i]));
+		}
+	emit(&cg->e, "/* one call for the %s */\n", n[0] && n[1] && n[2] ? "three" : "two");
+	emit(&cg->e, "cfrt_where(%s, \"%s\", 0);\n", L(P, LC_CTX), a->out->name);
+	cg_what(cg, what, NULL);
+	for (int j = 0; j < a->nin; j++)
+		in[j] = cg->cname[a->in[j]->id];
+	cg_attn_grads(cg, n, out, in, p->qoff ? pe_c(P, &p->qstart) : NULL);
+}
+
 /* ---- the file ---- */
 
 /* cf_mod and cf_partner where the plan's indexes use them. */
@@ -923,8 +1027,15 @@ emit_stages(Cg *cg, const Plan *plan, Par *pars, const char **grank)
 		const char *r = grank && plan->group[k] >= 0 ? grank[plan->group[k]] : NULL;
 		emit(e, "\n");
 		if (plan->plain[k]) {
+			const Node *ag[3];
+			int m = attn_grad_group(plan, k, ag);
 			plain.r = r;
 			plain.grank = grank;
+			if (m > 1) {
+				emit_attn_grads(&plain, ag, plan->plain[k]);
+				k += m - 1;
+				continue;
+			}
 			emit_stage_node(&plain, ((Stage *)s->stages.v[k])->u.node, plan->plain[k]);
 			continue;
 		}

@@ -81,29 +81,43 @@ def our_ops(c):
     """{(row, pass): ms per pass} from the trace of configuration c: each
     call of the pass (its span name and tensors) at the median of its
     traced runs (the first, warm-up, pass builds plans and autotunes), times
-    how often it runs in a pass; the rows sum their calls."""
+    how often it runs in a pass; the rows sum their calls.
+
+    Which pass a call belongs to is read from the timeline, not from its
+    name: the backward repeats some of the forward's calls under the same
+    name (at tp = 1 the gather of a matmul's input, `attn0.xa = t1`, is a
+    copy that the backward makes again for its weight gradient). A forward
+    pass begins at the first call of the trace (that call's name), a
+    backward pass at the first call after it whose result is a gradient
+    (d_...) or a norm's x_hat; every call belongs to the pass it runs in."""
     p = os.path.join(out, "trace-%s.json.gz" % c)
     if not os.path.exists(p):
         return {}, 0, 0
     ev = json.load(gzip.open(p))
     ev = ev["traceEvents"] if isinstance(ev, dict) else ev
+    ev = sorted((e for e in ev if e.get("ph") == "X" and e.get("tid") == 0 and
+                 e["args"].get("op", "-") != "-"), key=lambda e: e["ts"])
     runs = defaultdict(list)
+    n = defaultdict(int)
+    start, pas = None, "fwd"
     for e in ev:
-        if e.get("ph") != "X" or e.get("tid") != 0 or e["args"].get("op", "-") == "-":
-            continue
         call = e["name"].split(": ", 1)[1].split(" ")[0]
         t = e["args"].get("tensors", "")
         lhs = t.split(" = ")[0]
-        pas = "bwd" if lhs.startswith("d_") or e["args"]["op"].startswith("d_") or \
-            lhs.endswith("_hat") else "fwd"
+        key = (e["name"], t)
+        if start is None:
+            start = key
+        if key == start:
+            pas = "fwd"
+            n["fwd"] += 1
+        elif pas == "fwd" and (lhs.startswith("d_") or e["args"]["op"].startswith("d_") or
+                               lhs.endswith("_hat")):
+            pas = "bwd"
+            n["bwd"] += 1
         runs[(e["name"], t, call, pas)].append(e["dur"] / 1e3)
-    # passes traced: the most runs any call of the pass has
-    n = defaultdict(int)
-    for (_, _, _, pas), d in runs.items():
-        n[pas] = max(n[pas], len(d))
     tot = defaultdict(float)
     for (name, t, call, pas), d in runs.items():
-        tot[(label(call, t), pas)] += statistics.median(d) * len(d) / n[pas]
+        tot[(label(call, t), pas)] += statistics.median(d) * len(d) / max(n[pas], 1)
     return tot, n["fwd"], n["bwd"]
 
 

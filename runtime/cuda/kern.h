@@ -71,7 +71,11 @@ int cfrtk_fill(cudaStream_t s, cfrt_dtype t, kview dst, uint64_t seed,
 int cfrtk_rows_grad(cudaStream_t s, cfrt_dtype t, int op, kview dx, kview dy,
                     kview x, kview gamma, double eps);
 int cfrtk_sum_leading(cudaStream_t s, cfrt_dtype t, kview dst, kview src,
-                      kview lead);
+                      kview lead, void *ws);
+/* The scratch bytes cfrtk_sum_leading's fast path needs for these views
+ * (src's rows contiguous: partial sums of chunks of rows), 0 where it
+ * does not apply; with ws NULL it takes the general kernel. */
+size_t cfrtk_sum_leading_ws(cfrt_dtype t, kview dst, kview src, kview lead);
 
 /* The log-sum-exp of the rows of one cfrtk_attn_softmax call: p NULL,
  * none; else row r's is element (b, h0 + r / sq, r % sq) of a [B,H,Sq]

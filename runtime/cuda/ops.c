@@ -331,7 +331,11 @@ int cfrt_sum_leading(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src)
 	kview l = kv_dims(src, 0, lead);
 	collapse(v, 2);
 	collapse(&l, 1);
-	rc = cfrtk_sum_leading(ctx->dev.cs, dst->t, v[0], v[1], l);
+	size_t ws = cfrtk_sum_leading_ws(dst->t, v[0], v[1], l);
+	if (ws && cfrti_ws_reserve(ctx, ws) != CFRT_OK)
+		return cfrti_cuda(ctx, cudaErrorMemoryAllocation, "sum kernel's scratch");
+	rc = cfrtk_sum_leading(ctx->dev.cs, dst->t, v[0], v[1], l,
+	                       ws ? ctx->dev.ws : NULL);
 	return cfrti_cuda(ctx, (cudaError_t)rc, "sum kernel");
 }
 
