@@ -25,6 +25,14 @@ if [ "${1:-}" = prep ]; then
 	cp -p "$B/nocudnn/libcfrt_cuda.a" "$d/build/nocudnn/"
 	rm -rf "$d/build/gen" "$d/build/tgen"
 	GEN_ONLY=$d/build/gen CONFIGS="${CONFIGS:-s4096-b1}" sh bench/gpu/layer1.sh
+	# BASEB=DIR: an earlier commit's build (DIR/cfc, DIR/libcfrt_cuda.a),
+	# timed beside this one (layer1.sh's BASE)
+	if [ -n "${BASEB:-}" ]; then
+		rm -rf "$d/build/base"
+		mkdir -p "$d/build/base"
+		cp -p "$BASEB/libcfrt_cuda.a" "$d/build/base/"
+		B=$BASEB GEN_ONLY=$d/build/base/gen CONFIGS="${CONFIGS:-s4096-b1}" sh bench/gpu/layer1.sh
+	fi
 	sh tests/gpu/torch_layer.sh gen "$d/build/tgen"
 	du -sh "$d"
 	exit 0
@@ -62,6 +70,7 @@ for f in "$w"/checks/*.txt; do
 	grep 'MISMATCH\|FAIL' "$f" | head -n 5
 done
 say "layer benchmark"
+[ -d build/base ] && export BASE=build/base
 COMMIT=${COMMIT:-unknown} GEN=build/gen OUT="$w/bench" ITERS=${ITERS:-20} \
 	CONFIGS="${CONFIGS:-s4096-b1}" ${NO_COMPILE:+NO_COMPILE=1} sh bench/gpu/layer1.sh 2>&1 | tail -n 20
 say "torch layer checks (issue 50)"
