@@ -45,6 +45,10 @@ rm -rf "$w"
 mkdir -p "$w/checks" "$w/bench" "$w/torch"
 t0=$(date +%s)
 say() { echo "lease1: [$(($(date +%s) - t0)) s] $*"; }
+mkdir -p "$o"
+# the logs so far into $o/lease.tgz (again after each phase: a run cut off
+# at its time limit still brings back what it did)
+keep() { tar -C "$w" -czf "$o/lease.tgz" checks bench torch; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 libs=$(sh scripts/cuda-libs.sh)
 say "libraries: $libs"
@@ -69,10 +73,13 @@ for f in "$w"/checks/*.txt; do
 	echo "$(basename "$f"): $(grep -c ': ok' "$f") ok, $(grep -c 'MISMATCH\|FAIL' "$f") mismatch"
 	grep 'MISMATCH\|FAIL' "$f" | head -n 5
 done
+keep
 say "layer benchmark"
 [ -d build/base ] && export BASE=build/base
 COMMIT=${COMMIT:-unknown} GEN=build/gen OUT="$w/bench" ITERS=${ITERS:-20} \
-	CONFIGS="${CONFIGS:-s4096-b1}" ${NO_COMPILE:+NO_COMPILE=1} sh bench/gpu/layer1.sh 2>&1 | tail -n 20
+	CONFIGS="${CONFIGS:-s4096-b1}" sh bench/gpu/layer1.sh 2>&1 | tail -n 20
+keep
+cp "$w/bench/summary.md" "$o/" 2>/dev/null
 say "torch layer checks (issue 50)"
 # the library is built here already: torch_layer.sh's make has nothing to do
 mkdir -p "$w/shim"
@@ -81,7 +88,5 @@ chmod +x "$w/shim/make"
 PATH=$w/shim:$PATH GEN=build/tgen OUT="$w/torch" BENCH=1 sh tests/gpu/torch_layer.sh 2>&1 | tail -n 40
 echo "torch_layer.sh rc=$?"
 say "done"
-mkdir -p "$o"
-tar -C "$w" -czf "$o/lease.tgz" checks bench torch
-cp "$w/bench/summary.md" "$o/" 2>/dev/null
+keep
 exit 0
