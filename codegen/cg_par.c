@@ -871,6 +871,76 @@ emit_attn_grads(Par *P, const Node *const n[3], const PItem *p)
 	cg_attn_grads(cg, n, out, in, p->qoff ? pe_c(P, &p->qstart) : NULL);
 }
 
+/* ---- RMS norm's backward with its gain's rows ---- */
+
+/* Stage k as a plain node of kind op on whole per-rank tensors: the node,
+ * else NULL. */
+static const Node *
+whole_node(const Plan *plan, int k, OpKind op)
+{
+	const PItem *p = k < plan->s->stages.n ? plan->plain[k] : NULL;
+	const Node *n;
+
+	if (!p)
+		return NULL;
+	n = ((Stage *)plan->s->stages.v[k])->u.node;
+	if (n->op != op)
+		return NULL;
+	for (int j = 0; j < p->nview; j++)
+		if (p->view[j].ncut > 0)
+			return NULL;
+	return n;
+}
+
+/* The backward of an RMS norm with a gain, as grad.c derives it: stage k
+ * dx = rmsnorm_grad(dy, x, gamma), k + 1 xhat = rmsnorm(x) (same eps),
+ * k + 2 rows = mul(dy, xhat) (either order), xhat read by that mul alone:
+ * one cfrt_rmsnorm_grad_rows makes dx and rows (xhat is never written).
+ * n[0..2]: the three nodes. The call writes rows at stage k: rows must
+ * share no workspace bytes with dx, dy, x or gamma (the stages between
+ * read nothing else, and write only xhat, which the call leaves out).
+ * Returns 3, or 0 where the stages are not of that form. */
+static int
+rms_grad_group(const Plan *plan, int k, const Node *n[3])
+{
+	const Node *a = whole_node(plan, k, OP_RMSNORM_GRAD);
+	const Node *b = a ? whole_node(plan, k + 1, OP_RMSNORM) : NULL;
+	const Node *c = b ? whole_node(plan, k + 2, OP_MUL) : NULL;
+
+	if (!c || b->nin != 1 || b->in[0] != a->in[1] || b->a.eps != a->a.eps ||
+	    b->out->uses.n != 1 || plan->group[k + 1] != plan->group[k] ||
+	    plan->group[k + 2] != plan->group[k] ||
+	    !((c->in[0] == a->in[0] && c->in[1] == b->out) ||
+	      (c->in[1] == a->in[0] && c->in[0] == b->out)) ||
+	    c->out->dtype != a->out->dtype || ws_overlap(plan, c->out, a->out))
+		return 0;
+	for (int i = 0; i < a->nin; i++)
+		if (ws_overlap(plan, c->out, a->in[i]))
+			return 0;
+	n[0] = a, n[1] = b, n[2] = c;
+	return 3;
+}
+
+static void
+emit_rms_grad(Par *P, const Node *const n[3])
+{
+	Cg *cg = P->cg;
+	const char *in[MAXIN], *what = "";
+
+	for (int i = 0; i < 3; i++) {
+		emit_line(&cg->e, n[i]->loc);
+		cg_comment(cg, n[i]);
+		what = arena_printf(cg->a, "%s%s%s", what, *what ? ", " : "", cg_node_str(cg, n[i]));
+	}
+	emit(&cg->e, "/* one call for the three: %s is not made */\n", n[1]->out->name);
+	emit(&cg->e, "(void)%s;\n", cg->cname[n[1]->out->id]);
+	emit(&cg->e, "cfrt_where(%s, \"%s\", 0);\n", L(P, LC_CTX), n[0]->out->name);
+	cg_what(cg, what, NULL);
+	for (int j = 0; j < n[0]->nin; j++)
+		in[j] = cg->cname[n[0]->in[j]->id];
+	cg_rmsnorm_grad_rows(cg, n[0], cg->cname[n[0]->out->id], cg->cname[n[2]->out->id], in);
+}
+
 /* ---- the file ---- */
 
 /* cf_mod and cf_partner where the plan's indexes use them. */
@@ -1034,6 +1104,11 @@ emit_stages(Cg *cg, const Plan *plan, Par *pars, const char **grank)
 			if (m > 1) {
 				emit_attn_grads(&plain, ag, plan->plain[k]);
 				k += m - 1;
+				continue;
+			}
+			if (rms_grad_group(plan, k, ag)) {
+				emit_rms_grad(&plain, ag);
+				k += 2;
 				continue;
 			}
 			emit_stage_node(&plain, ((Stage *)s->stages.v[k])->u.node, plan->plain[k]);

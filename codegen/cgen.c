@@ -421,6 +421,14 @@ op_norm_grad(Cg *c, const Node *n, const Operands *x)
 	     n->nin > 2 ? arena_printf(c->a, "&%s", x->in[2]) : "NULL", c_double(c, n->a.eps));
 }
 
+void
+cg_rmsnorm_grad_rows(Cg *c, const Node *n, const char *dx, const char *rows,
+                     const char *const *in)
+{
+	call(c, "cfrt_rmsnorm_grad_rows", "&%s, &%s, &%s, &%s, %s, %s", dx, rows, in[0], in[1],
+	     n->nin > 2 ? arena_printf(c->a, "&%s", in[2]) : "NULL", c_double(c, n->a.eps));
+}
+
 /* rope, and the backward's rope_grad (the inverse turn): cfrt_rope(ctx,
  * out, x, the dim of the positions, base, position of x's first row
  * along it, inverse) */

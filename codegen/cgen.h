@@ -70,6 +70,11 @@ void cg_op(Cg *c, const Node *n, const char *out, const char *const *in,
  * output view, in[] and q_offset as cg_op's. */
 void cg_attn_grads(Cg *c, const Node *const n[3], const char *const out[3],
                    const char *const *in, const char *q_offset);
+/* One cfrt_rmsnorm_grad_rows for the backward's rmsnorm_grad node n
+ * (dx: its output) and the rows of its gain's gradient (rows: dy * xhat,
+ * what rmsnorm then mul would make); in[] as cg_op's for n. */
+void cg_rmsnorm_grad_rows(Cg *c, const Node *n, const char *dx, const char *rows,
+                          const char *const *in);
 /* The comment naming node n and where it comes from; its text
  * "out = op(in, ...)". */
 void cg_comment(Cg *c, const Node *n);

@@ -7,6 +7,9 @@
 #   round) is written by that GEMM with beta = 0, with no zero fill ahead
 #   of it (lower.c's lw_acc_zero); where several slices add into it
 #   (tp = 2) the fill stays.
+# - RMS norm's backward with its gain, rmsnorm_grad, rmsnorm (xhat) and
+#   mul (dy * xhat, the gain gradient's rows), is one
+#   cfrt_rmsnorm_grad_rows call (cg_par.c's rms_grad_group);
 # Each form is checked in the generated C of examples/llama.cf, and the
 # backward is run (f64, --gradcheck: against the serial reference and
 # central finite differences) at tp = 1 and 2 under vanilla and fuse(ring)
@@ -41,6 +44,13 @@ for tp in 1 2; do
 			pass "cgfuse: llama tp=$tp $s: dq, dk, dv in one attention backward call"
 		else
 			fail "cgfuse: llama tp=$tp $s: $n attention backward calls, $n3 with all three"
+		fi
+		nr=$(count "cfrt_rmsnorm_grad_rows(" "$c")
+		ng=$(count "cfrt_rmsnorm_grad(" "$c")
+		if [ "$nr" = 2 ] && [ "$ng" = 0 ]; then
+			pass "cgfuse: llama tp=$tp $s: both norms' backward with their gain's rows in one call"
+		else
+			fail "cgfuse: llama tp=$tp $s: $nr rmsnorm_grad_rows calls, $ng rmsnorm_grad"
 		fi
 		z=$(count "cfrt_scale(ctx, &dst, &dst, 0.0)" "$c")
 		b0=$(grep -c 'cf_matmul_sum(ctx, &o, .*, 0\.0)' "$c")

@@ -16,7 +16,7 @@ namespace {
 // sums are all reduced before any element of dx is written.
 template <typename T>
 __global__ void norm_grad_rows(kview dx, kview dy, kview x, kview g, int rms,
-                               double eps)
+                               double eps, kview hr)
 {
 	typedef typename acc<T>::type A;
 	__shared__ A sh[32];
@@ -46,9 +46,14 @@ __global__ void norm_grad_rows(kview dx, kview dy, kview x, kview g, int rms,
 	}
 	sg = block_reduce(sg, sh, false) / A(n);
 	sgx = block_reduce(sgx, sh, false) / A(n);
+	T *phr = hr.p ? (T *)hr.p + row_offset(hr, r) : NULL;
+	int64_t shr = hr.p ? kv_at(hr.st, hr.nd - 1) : 0;
 	for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-		A gi = to_acc(pdy[i * sdy]) * (pg ? to_acc(pg[i * g.st[0]]) : A(1));
+		A d = to_acc(pdy[i * sdy]);
+		A gi = d * (pg ? to_acc(pg[i * g.st[0]]) : A(1));
 		A u = to_acc(px[i * sx]) - mean;
+		if (phr) // read before dx is written: dx may be dy or x
+			phr[i * shr] = store<T>(d * (u * inv));
 		pdx[i * sdx] = store<T>(rms ? inv * gi - u * inv * inv * inv * sgx
 		                            : inv * (gi - sg - u * inv * sgx));
 	}
@@ -64,7 +69,7 @@ const int NG_EPT = 8;
 
 template <typename T>
 __global__ void norm_grad_rows_reg(kview dx, kview dy, kview x, kview g,
-                                   int rms, double eps)
+                                   int rms, double eps, kview hr)
 {
 	typedef typename acc<T>::type A;
 	__shared__ A sh[32];
@@ -73,13 +78,15 @@ __global__ void norm_grad_rows_reg(kview dx, kview dy, kview x, kview g,
 	const T *pdy = (const T *)dy.p + row_offset(dy, r);
 	const T *pg = (const T *)g.p;
 	T *pdx = (T *)dx.p + row_offset(dx, r);
-	A xv[NG_EPT], gv[NG_EPT];
+	T *phr = hr.p ? (T *)hr.p + row_offset(hr, r) : NULL;
+	A xv[NG_EPT], gv[NG_EPT], dv[NG_EPT];
 	A mean = 0, var = 0, sg = 0, sgx = 0;
 #pragma unroll
 	for (int k = 0; k < NG_EPT; k++) {
 		int64_t i = threadIdx.x + (int64_t)k * blockDim.x;
 		xv[k] = i < n ? to_acc(px[i]) : A(0);
-		gv[k] = i < n ? to_acc(pdy[i]) * (pg ? to_acc(pg[i * g.st[0]]) : A(1)) : A(0);
+		dv[k] = i < n ? to_acc(pdy[i]) : A(0);
+		gv[k] = i < n ? dv[k] * (pg ? to_acc(pg[i * g.st[0]]) : A(1)) : A(0);
 		mean += xv[k];
 	}
 	if (!rms)
@@ -103,6 +110,8 @@ __global__ void norm_grad_rows_reg(kview dx, kview dy, kview x, kview g,
 	for (int k = 0; k < NG_EPT; k++) {
 		int64_t i = threadIdx.x + (int64_t)k * blockDim.x;
 		A u = xv[k] - mean;
+		if (i < n && phr)
+			phr[i] = store<T>(dv[k] * (u * inv));
 		if (i < n)
 			pdx[i] = store<T>(rms ? inv * gv[k] - u * inv * inv * inv * sgx
 			                      : inv * (gv[k] - sg - u * inv * sgx));
@@ -132,7 +141,7 @@ __global__ void softmax_grad_rows(kview dx, kview dy, kview y)
 
 template <typename T>
 int rows_grad_type(cudaStream_t s, int op, kview dx, kview dy, kview x,
-                   kview g, double eps)
+                   kview g, double eps, kview hr)
 {
 	int64_t n = dx.dim[dx.nd - 1], rows = numel(dx) / n;
 	if (rows > 0x7fffffff) // one block per row
@@ -141,14 +150,15 @@ int rows_grad_type(cudaStream_t s, int op, kview dx, kview dy, kview x,
 		softmax_grad_rows<T><<<(int)rows, row_threads(n), 0, s>>>(dx, dy,
 		                                                          x);
 	else if (dx.st[dx.nd - 1] == 1 && dy.st[dy.nd - 1] == 1 &&
-	         x.st[x.nd - 1] == 1 && n <= (int64_t)NG_EPT * 1024) {
+	         x.st[x.nd - 1] == 1 && (!hr.p || hr.st[hr.nd - 1] == 1) &&
+	         n <= (int64_t)NG_EPT * 1024) {
 		// the fewest threads (a multiple of 32) that hold the row
 		int64_t t = ((n + NG_EPT - 1) / NG_EPT + 31) / 32 * 32;
 		norm_grad_rows_reg<T><<<(int)rows, (int)(t < 64 ? 64 : t), 0, s>>>(
-			dx, dy, x, g, op == KR_RMSNORM, eps);
+			dx, dy, x, g, op == KR_RMSNORM, eps, hr);
 	} else {
 		norm_grad_rows<T><<<(int)rows, row_threads(n), 0, s>>>(
-			dx, dy, x, g, op == KR_RMSNORM, eps);
+			dx, dy, x, g, op == KR_RMSNORM, eps, hr);
 	}
 	return (int)cudaGetLastError();
 }
@@ -284,9 +294,9 @@ int sum_leading_type(cudaStream_t s, kview d, kview src, kview lead, void *ws)
 
 extern "C" int cfrtk_rows_grad(cudaStream_t s, cfrt_dtype t, int op,
                                kview dx, kview dy, kview x, kview gamma,
-                               double eps)
+                               double eps, kview hr)
 {
-	BY_TYPE(t, rows_grad_type<T>(s, op, dx, dy, x, gamma, eps));
+	BY_TYPE(t, rows_grad_type<T>(s, op, dx, dy, x, gamma, eps, hr));
 }
 
 extern "C" int cfrtk_sum_leading(cudaStream_t s, cfrt_dtype t, kview dst,

@@ -279,7 +279,26 @@ static int rows_grad(cfrt_ctx *ctx, const char *api, int op,
 	if (rc != CFRT_OK || cfrt_view_numel(dx) == 0)
 		return rc;
 	rc = cfrtk_rows_grad(ctx->dev.cs, dx->t, op, kv_of(dx), kv_of(dy),
-	                     kv_of(x), gamma ? kv_of(gamma) : none, eps);
+	                     kv_of(x), gamma ? kv_of(gamma) : none, eps, none);
+	return cfrti_cuda(ctx, (cudaError_t)rc, "row grad kernel");
+}
+
+int cfrt_rmsnorm_grad_rows(cfrt_ctx *ctx, const cfrt_view *dx,
+                           const cfrt_view *rows, const cfrt_view *dy,
+                           const cfrt_view *x, const cfrt_view *gamma,
+                           double eps)
+{
+	kview none = {NULL, 1, {0}, {0}};
+	int rc = cfrti_enter(ctx, "cfrt_rmsnorm_grad_rows");
+	if (rc == CFRT_OK)
+		rc = cfrti_check_rows_grad(ctx, dx, dy, x, "x", gamma, eps);
+	if (rc == CFRT_OK)
+		rc = cfrti_check_same(ctx, rows, dx, "rows", "dx");
+	if (rc != CFRT_OK || cfrt_view_numel(dx) == 0)
+		return rc;
+	rc = cfrtk_rows_grad(ctx->dev.cs, dx->t, KR_RMSNORM, kv_of(dx),
+	                     kv_of(dy), kv_of(x), gamma ? kv_of(gamma) : none,
+	                     eps, kv_of(rows));
 	return cfrti_cuda(ctx, (cudaError_t)rc, "row grad kernel");
 }
 

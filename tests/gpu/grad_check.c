@@ -14,7 +14,10 @@
  * beside the general one (strided views, several dst dims). The
  * forward norms (cfrt_layernorm, cfrt_rmsnorm: LNF, RMSF) too, whose
  * fast kernel is the same kind (kernels.cu's norm_rows_reg): they read
- * dy as their input, so that in place is out = dy.
+ * dy as their input, so that in place is out = dy. cfrt_rmsnorm_grad_rows
+ * twice a case: its dx checked (RMSD, in place: dx = dy) and its rows,
+ * dy * xhat (RMSR), each against the double reference (rows: of
+ * rmsnorm then mul, the calls it stands for).
  * Prints "grad_check: CASE: ... ok" (or MISMATCH) per case and
  * "grad_check: all ok" at the end; exits 1 on any mismatch. Run it under
  * mpirun -n 1 (mpirun --allow-run-as-root -n 1 grad_check). */
@@ -35,10 +38,12 @@
 #define DECAY 0.8
 enum { PAD = 3 }; /* extra columns of a strided tensor's buffer */
 
-enum op { LN, RMS, SOFTMAX, SUM, SCAN, LNF, RMSF };
+enum op { LN, RMS, SOFTMAX, SUM, SCAN, LNF, RMSF, RMSD, RMSR };
 static const char *const op_names[] = {"layernorm_grad", "rmsnorm_grad",
                                        "softmax_grad", "sum_leading",
-                                       "scan_grad", "layernorm", "rmsnorm"};
+                                       "scan_grad", "layernorm", "rmsnorm",
+                                       "rmsnorm_grad_rows dx",
+                                       "rmsnorm_grad_rows rows"};
 
 typedef struct gcase {
 	int op, nd;
@@ -81,6 +86,13 @@ static const gcase cases[] = {
 	{RMSF, 2, {5, 7}, 0, 1, 0, 0},
 	{LNF, 2, {9, 1000}, 1, 1, 0, 0},
 	{LNF, 2, {3, 9001}, 0, 1, 1, 0},
+	{RMSD, 2, {64, 4096}, 0, 1, 0, 0},
+	{RMSR, 2, {64, 4096}, 0, 1, 0, 0},
+	{RMSD, 3, {2, 5, 4097}, 1, 1, 1, 0},
+	{RMSR, 3, {2, 5, 4097}, 1, 1, 0, 0},
+	{RMSD, 2, {3, 8193}, 0, 1, 0, 0},
+	{RMSR, 2, {3, 8193}, 0, 0, 0, 0},
+	{RMSR, 2, {9, 33}, 1, 1, 0, 0},
 	{SCAN, 3, {4, 100, 33}, 1, 0, 0, 1},
 	{SCAN, 2, {16, 1000}, 0, 0, 1, 1},
 	{SCAN, 2, {50, 7}, 1, 0, 0, 0},
@@ -172,6 +184,7 @@ static double at(const dtens *x, int64_t k)
  * the sum's dst; dy itself in place). */
 typedef struct ops {
 	dtens x, dy, g, out;
+	dtens other; /* RMSD, RMSR: the output of the two not checked */
 } ops;
 
 static ops make_ops(cfrt_ctx *ctx, const gcase *c, cfrt_dtype t)
@@ -194,6 +207,8 @@ static ops make_ops(cfrt_ctx *ctx, const gcase *c, cfrt_dtype t)
 	else
 		o.out = c->inplace ? o.dy : dt_new(ctx, t, c->nd, c->dim,
 		                                   c->strided, 4);
+	if (c->op == RMSD || c->op == RMSR)
+		o.other = dt_new(ctx, t, c->nd, c->dim, c->strided, 5);
 	return o;
 }
 
@@ -204,6 +219,8 @@ static void free_ops(cfrt_ctx *ctx, const gcase *c, ops *o)
 	dt_free(ctx, &o->g);
 	if (c->op == SUM || !c->inplace)
 		dt_free(ctx, &o->out);
+	if (c->op == RMSD || c->op == RMSR)
+		dt_free(ctx, &o->other);
 }
 
 static int call(cfrt_ctx *ctx, const gcase *c, ops *o)
@@ -220,6 +237,12 @@ static int call(cfrt_ctx *ctx, const gcase *c, ops *o)
 		return cfrt_softmax_grad(ctx, &o->out.v, &o->dy.v, &o->x.v);
 	case SUM:
 		return cfrt_sum_leading(ctx, &o->out.v, &o->x.v);
+	case RMSD:
+		return cfrt_rmsnorm_grad_rows(ctx, &o->out.v, &o->other.v, &o->dy.v,
+		                              &o->x.v, g, EPS);
+	case RMSR:
+		return cfrt_rmsnorm_grad_rows(ctx, &o->other.v, &o->out.v, &o->dy.v,
+		                              &o->x.v, g, EPS);
 	case LNF:
 		return cfrt_layernorm(ctx, &o->out.v, &o->dy.v, g, NULL, EPS);
 	case RMSF:
@@ -244,6 +267,15 @@ static void ref_row(int op, const double *x, const double *dy,
 			dx[i] = (dy[i] - mean) / sqrt(var + EPS) * g[i];
 		return;
 	}
+	if (op == RMSR) { /* dy * xhat */
+		for (int64_t i = 0; i < n; i++)
+			var += x[i] * x[i] / (double)n;
+		for (int64_t i = 0; i < n; i++)
+			dx[i] = dy[i] * (x[i] / sqrt(var + EPS));
+		return;
+	}
+	if (op == RMSD)
+		op = RMS;
 	for (int64_t i = 0; i < n; i++) {
 		mean += op == LN ? x[i] / (double)n : 0;
 		s += dy[i] * x[i];
