@@ -785,6 +785,180 @@ emit_stage_node(Par *P, const Node *n, const PItem *p)
 		emit_close(&cg->e, "");
 }
 
+/* ---- attention's gradients together ---- */
+
+static int
+is_attn_grad(const Node *n)
+{
+	return n->op == OP_ATTN_DQ || n->op == OP_ATTN_DK || n->op == OP_ATTN_DV;
+}
+
+/* Stage k as a plain attention gradient whose operands are whole per-rank
+ * tensors (no view cut out of them): its node, else NULL. */
+static const Node *
+whole_attn_grad(const Plan *plan, int k)
+{
+	const PItem *p = k < plan->s->stages.n ? plan->plain[k] : NULL;
+	const Node *n;
+
+	if (!p)
+		return NULL;
+	n = ((Stage *)plan->s->stages.v[k])->u.node;
+	if (!is_attn_grad(n))
+		return NULL;
+	for (int j = 0; j < p->nview; j++)
+		if (p->view[j].ncut > 0)
+			return NULL;
+	return n;
+}
+
+/* Whether the workspace bytes of values a and b overlap. */
+static int
+ws_overlap(const Plan *plan, const Value *a, const Value *b)
+{
+	int64_t oa = plan->off[a->id], ob = plan->off[b->id];
+
+	if (oa < 0 || ob < 0)
+		return a == b;
+	return oa < ob + dtype_size[b->dtype] * value_rank_elems(b) &&
+	       ob < oa + dtype_size[a->dtype] * value_rank_elems(a);
+}
+
+/* The attention gradients of the stages from k on that one call can make
+ * (n[0..2]: dq, dk, dv, NULL where none): stage k's, and those of the
+ * stages right after it (k + 1, k + 2) that are gradients of the same
+ * attention (the same six operands, mask and query offset, the same
+ * group), with none of the outputs in the workspace bytes of another
+ * output or an operand. The call writes the later stages' outputs early:
+ * no stage runs between, and the operands are read by every one of them,
+ * so nothing else is live there that those bytes could hold. Returns how
+ * many stages the call covers (1: stage k alone). */
+static int
+attn_grad_group(const Plan *plan, int k, const Node *n[3])
+{
+	const Node *a = whole_attn_grad(plan, k);
+	int m = 1;
+
+	n[0] = n[1] = n[2] = NULL;
+	if (!a)
+		return 0;
+	n[a->op - OP_ATTN_DQ] = a;
+	for (int j = k + 1; j < k + 3 && j < plan->s->stages.n; j++) {
+		const Node *b = whole_attn_grad(plan, j);
+		int ok = b && !n[b->op - OP_ATTN_DQ] && b->nin == a->nin &&
+		         b->a.causal == a->a.causal && op_causal_shift(b) == op_causal_shift(a) &&
+		         plan->group[j] == plan->group[k] &&
+		         plan->plain[j]->qoff == plan->plain[k]->qoff &&
+		         (!plan->plain[k]->qoff ||
+		          !memcmp(&plan->plain[j]->qstart, &plan->plain[k]->qstart,
+		                  sizeof plan->plain[k]->qstart));
+		for (int i = 0; ok && i < a->nin; i++)
+			ok = b->in[i] == a->in[i];
+		for (int i = 0; ok && i < 3; i++)
+			if (n[i])
+				ok = !ws_overlap(plan, n[i]->out, b->out);
+		for (int i = 0; ok && i < b->nin; i++)
+			ok = !ws_overlap(plan, b->out, b->in[i]);
+		if (!ok)
+			break;
+		n[b->op - OP_ATTN_DQ] = b;
+		m++;
+	}
+	return m;
+}
+
+static void
+emit_attn_grads(Par *P, const Node *const n[3], const PItem *p)
+{
+	Cg *cg = P->cg;
+	const Node *a = n[0] ? n[0] : n[1] ? n[1] : n[2];
+	const char *in[MAXIN], *out[3] = {NULL, NULL, NULL}, *what = "";
+
+	for (int i = 0; i < 3; i++)
+		if (n[i]) {
+			emit_line(&cg->e, n[i]->loc);
+			cg_comment(cg, n[i]);
+			out[i] = cg->cname[n[i]->out->id];
+			what = arena_printf(cg->a, "%s%s%s", what, *what ? ", " : "", cg_node_str(cg, n[i]));
+		}
+	emit(&cg->e, "/* one call for the %s */\n", n[0] && n[1] && n[2] ? "three" : "two");
+	emit(&cg->e, "cfrt_where(%s, \"%s\", 0);\n", L(P, LC_CTX), a->out->name);
+	cg_what(cg, what, NULL);
+	for (int j = 0; j < a->nin; j++)
+		in[j] = cg->cname[a->in[j]->id];
+	cg_attn_grads(cg, n, out, in, p->qoff ? pe_c(P, &p->qstart) : NULL);
+}
+
+/* ---- RMS norm's backward with its gain's rows ---- */
+
+/* Stage k as a plain node of kind op on whole per-rank tensors: the node,
+ * else NULL. */
+static const Node *
+whole_node(const Plan *plan, int k, OpKind op)
+{
+	const PItem *p = k < plan->s->stages.n ? plan->plain[k] : NULL;
+	const Node *n;
+
+	if (!p)
+		return NULL;
+	n = ((Stage *)plan->s->stages.v[k])->u.node;
+	if (n->op != op)
+		return NULL;
+	for (int j = 0; j < p->nview; j++)
+		if (p->view[j].ncut > 0)
+			return NULL;
+	return n;
+}
+
+/* The backward of an RMS norm with a gain, as grad.c derives it: stage k
+ * dx = rmsnorm_grad(dy, x, gamma), k + 1 xhat = rmsnorm(x) (same eps),
+ * k + 2 rows = mul(dy, xhat) (either order), xhat read by that mul alone:
+ * one cfrt_rmsnorm_grad_rows makes dx and rows (xhat is never written).
+ * n[0..2]: the three nodes. The call writes rows at stage k: rows must
+ * share no workspace bytes with dx, dy, x or gamma (the stages between
+ * read nothing else, and write only xhat, which the call leaves out).
+ * Returns 3, or 0 where the stages are not of that form. */
+static int
+rms_grad_group(const Plan *plan, int k, const Node *n[3])
+{
+	const Node *a = whole_node(plan, k, OP_RMSNORM_GRAD);
+	const Node *b = a ? whole_node(plan, k + 1, OP_RMSNORM) : NULL;
+	const Node *c = b ? whole_node(plan, k + 2, OP_MUL) : NULL;
+
+	if (!c || b->nin != 1 || b->in[0] != a->in[1] || b->a.eps != a->a.eps ||
+	    b->out->uses.n != 1 || plan->group[k + 1] != plan->group[k] ||
+	    plan->group[k + 2] != plan->group[k] ||
+	    !((c->in[0] == a->in[0] && c->in[1] == b->out) ||
+	      (c->in[1] == a->in[0] && c->in[0] == b->out)) ||
+	    c->out->dtype != a->out->dtype || ws_overlap(plan, c->out, a->out))
+		return 0;
+	for (int i = 0; i < a->nin; i++)
+		if (ws_overlap(plan, c->out, a->in[i]))
+			return 0;
+	n[0] = a, n[1] = b, n[2] = c;
+	return 3;
+}
+
+static void
+emit_rms_grad(Par *P, const Node *const n[3])
+{
+	Cg *cg = P->cg;
+	const char *in[MAXIN], *what = "";
+
+	for (int i = 0; i < 3; i++) {
+		emit_line(&cg->e, n[i]->loc);
+		cg_comment(cg, n[i]);
+		what = arena_printf(cg->a, "%s%s%s", what, *what ? ", " : "", cg_node_str(cg, n[i]));
+	}
+	emit(&cg->e, "/* one call for the three: %s is not made */\n", n[1]->out->name);
+	emit(&cg->e, "(void)%s;\n", cg->cname[n[1]->out->id]);
+	emit(&cg->e, "cfrt_where(%s, \"%s\", 0);\n", L(P, LC_CTX), n[0]->out->name);
+	cg_what(cg, what, NULL);
+	for (int j = 0; j < n[0]->nin; j++)
+		in[j] = cg->cname[n[0]->in[j]->id];
+	cg_rmsnorm_grad_rows(cg, n[0], cg->cname[n[0]->out->id], cg->cname[n[2]->out->id], in);
+}
+
 /* ---- the file ---- */
 
 /* cf_mod and cf_partner where the plan's indexes use them. */
@@ -943,8 +1117,20 @@ emit_stages(Cg *cg, const Plan *plan, Par *pars, const char **grank)
 			continue; /* its host's program runs it (order.c) */
 		emit(e, "\n");
 		if (plan->plain[k]) {
+			const Node *ag[3];
+			int m = attn_grad_group(plan, k, ag);
 			plain.r = r;
 			plain.grank = grank;
+			if (m > 1) {
+				emit_attn_grads(&plain, ag, plan->plain[k]);
+				k += m - 1;
+				continue;
+			}
+			if (rms_grad_group(plan, k, ag)) {
+				emit_rms_grad(&plain, ag);
+				k += 2;
+				continue;
+			}
 			emit_stage_node(&plain, ((Stage *)s->stages.v[k])->u.node, plan->plain[k]);
 			continue;
 		}

@@ -379,6 +379,14 @@ op_norm_grad(Cg *c, const Node *n, const Operands *x)
 	     n->nin > 2 ? arena_printf(c->a, "&%s", x->in[2]) : "NULL", c_double(c, n->a.eps));
 }
 
+void
+cg_rmsnorm_grad_rows(Cg *c, const Node *n, const char *dx, const char *rows,
+                     const char *const *in)
+{
+	call(c, "cfrt_rmsnorm_grad_rows", "&%s, &%s, &%s, &%s, %s, %s", dx, rows, in[0], in[1],
+	     n->nin > 2 ? arena_printf(c->a, "&%s", in[2]) : "NULL", c_double(c, n->a.eps));
+}
+
 /* rope, and the backward's rope_grad (the inverse turn): cfrt_rope(ctx,
  * out, x, the dim of the positions, base, position of x's first row
  * along it, inverse) */
@@ -445,25 +453,49 @@ op_attention(Cg *c, const Node *n, const Operands *x)
 }
 
 /* the backward's attention_dq, _dk, _dv (q, k, v, out, dout, lse): one
- * cfrt_attention_grad_lse each, from the forward's saved log-sum-exp,
- * the other two gradients NULL */
+ * cfrt_attention_grad_lse for the gradients of nodes n[0..2] (dq, dk,
+ * dv; NULL: not asked for), from the forward's saved log-sum-exp. One
+ * call computes all three at the cost of one (cuDNN's and the fused
+ * kernel's backward make dq, dk and dv together): the stages emit the
+ * siblings of one attention as one call where they can (cg_par.c). */
+void
+cg_attn_grads(Cg *c, const Node *const n[3], const char *const out[3], const char *const *in,
+              const char *q_offset)
+{
+	const char *const *l = c->loc;
+	static const int loc[3] = {LC_DQ4, LC_DK4, LC_DV4};
+	const char *g[3] = {"NULL", "NULL", "NULL"};
+	const Node *any = n[0] ? n[0] : n[1] ? n[1] : n[2];
+	const Operands x = {NULL, in, NULL, q_offset, 0};
+
+	emit_begin(&c->e);
+	for (int i = 0; i < 3; i++)
+		if (n[i]) {
+			emit(&c->e, "cfrt_view %s = cfrt_view_fold(%s, 4);\n", l[loc[i]], out[i]);
+			g[i] = arena_printf(c->a, "&%s", l[loc[i]]);
+		}
+	emit(&c->e, "cfrt_view %s = cfrt_view_fold(%s, 4), %s = cfrt_view_fold(%s, 4),\n"
+	     "          %s = cfrt_view_fold(%s, 4), %s = cfrt_view_fold(%s, 4),\n"
+	     "          %s = cfrt_view_fold(%s, 4);\n", l[LC_Q4], in[0],
+	     l[LC_K4], in[1], l[LC_V4], in[2], l[LC_Y4], in[3], l[LC_DY4], in[4]);
+	emit(&c->e, "cfrt_view %s = cfrt_view_fold(%s, 3);\n", l[LC_L3], in[5]);
+	call(c, "cfrt_attention_grad_lse", "%s, %s, %s, &%s, &%s, &%s, &%s, &%s, &%s, %d, %s", g[0],
+	     g[1], g[2], l[LC_Q4], l[LC_K4], l[LC_V4], l[LC_Y4], l[LC_DY4], l[LC_L3], any->a.causal,
+	     attn_qoff(c, any, &x));
+	emit_close(&c->e, "");
+}
+
+/* one attention gradient alone: the other two NULL */
 static void
 op_attn_grad(Cg *c, const Node *n, const Operands *x)
 {
-	const char *const *l = c->loc;
-	const char *g[3] = {"NULL", "NULL", "NULL"};
+	int w = n->op == OP_ATTN_DQ ? 0 : n->op == OP_ATTN_DK ? 1 : 2;
+	const Node *nn[3] = {NULL, NULL, NULL};
+	const char *out[3] = {NULL, NULL, NULL};
 
-	g[n->op == OP_ATTN_DQ ? 0 : n->op == OP_ATTN_DK ? 1 : 2] = arena_printf(c->a, "&%s", l[LC_O4]);
-	emit_begin(&c->e);
-	emit(&c->e, "cfrt_view %s = cfrt_view_fold(%s, 4), %s = cfrt_view_fold(%s, 4),\n"
-	     "          %s = cfrt_view_fold(%s, 4), %s = cfrt_view_fold(%s, 4),\n"
-	     "          %s = cfrt_view_fold(%s, 4), %s = cfrt_view_fold(%s, 4);\n", l[LC_O4], x->out, l[LC_Q4], x->in[0],
-	     l[LC_K4], x->in[1], l[LC_V4], x->in[2], l[LC_Y4], x->in[3], l[LC_DY4], x->in[4]);
-	emit(&c->e, "cfrt_view %s = cfrt_view_fold(%s, 3);\n", l[LC_L3], x->in[5]);
-	call(c, "cfrt_attention_grad_lse", "%s, %s, %s, &%s, &%s, &%s, &%s, &%s, &%s, %d, %s", g[0],
-	     g[1], g[2], l[LC_Q4], l[LC_K4], l[LC_V4], l[LC_Y4], l[LC_DY4], l[LC_L3], n->a.causal,
-	     attn_qoff(c, n, x));
-	emit_close(&c->e, "");
+	nn[w] = n;
+	out[w] = x->out;
+	cg_attn_grads(c, nn, out, x->in, x->q_offset);
 }
 
 /* scan, and the backward's scan_grad: cfrt_NAME(ctx, out, x, dim, decay) */

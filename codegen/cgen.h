@@ -16,6 +16,7 @@
 	X(DATA, "b") X(STAGE, "st") X(BLK, "blk") X(SEND, "sst") X(RECV, "rst") \
 	X(AT, "at") X(BT, "bt") X(HV, "hv") X(O4, "o4") X(Q4, "q4") X(K4, "k4") X(V4, "v4") \
 	X(Y4, "y4") X(DY4, "dy4") X(LSE, "lse") X(L3, "l3") \
+	X(DQ4, "dq4") X(DK4, "dk4") X(DV4, "dv4") \
 	X(SAVED, "saved") X(GR, "gr")
 typedef enum CgLocal {
 #define X(id, s) LC_##id,
@@ -63,6 +64,17 @@ const char *cg_dtype(DType t);
  * out (matmul only). */
 void cg_op(Cg *c, const Node *n, const char *out, const char *const *in,
            const char *lse, const char *q_offset, int beta);
+/* One cfrt_attention_grad_lse for the backward's attention_dq, _dk and
+ * _dv nodes n[0..2] of the same operands (n[i] NULL: that gradient is not
+ * asked for; at least one is not NULL): out[i] the C expression of n[i]'s
+ * output view, in[] and q_offset as cg_op's. */
+void cg_attn_grads(Cg *c, const Node *const n[3], const char *const out[3],
+                   const char *const *in, const char *q_offset);
+/* One cfrt_rmsnorm_grad_rows for the backward's rmsnorm_grad node n
+ * (dx: its output) and the rows of its gain's gradient (rows: dy * xhat,
+ * what rmsnorm then mul would make); in[] as cg_op's for n. */
+void cg_rmsnorm_grad_rows(Cg *c, const Node *n, const char *dx, const char *rows,
+                          const char *const *in);
 /* The comment naming node n and where it comes from; its text
  * "out = op(in, ...)". */
 void cg_comment(Cg *c, const Node *n);

@@ -834,8 +834,41 @@ lw_computes(const Phase *ph)
 	return 0;
 }
 
+/* The one compute item of region node k that runs once in the whole
+ * stage (one round, one slice, no partner guard), or NULL when k is
+ * computed by several items, in several rounds or slices, or when a
+ * guard decides whether it runs. */
+static Item *
+lw_single_compute(const Coll *c, int k)
+{
+	Item *one = NULL;
+	int runs = 0;
+
+	for (int i = 0; i < c->phases.n; i++) {
+		const Phase *ph = c->phases.v[i];
+		for (int t = 0; t < ph->nlanes; t++)
+			for (int j = 0; j < ph->lanes[t].n; j++) {
+				Item *it = ph->lanes[t].v[j];
+				if (it->kind != IT_COMPUTE || it->u.comp.rn != k)
+					continue;
+				int lo = it->g.lo < 0 ? 0 : it->g.lo;
+				int hi = it->g.hi > ph->nrounds - 1 ? ph->nrounds - 1 : it->g.hi;
+				if (hi < lo)
+					continue;
+				if (it->g.active)
+					return NULL;
+				runs += (hi - lo + 1) * it->u.comp.sel.cnt;
+				one = it;
+			}
+	}
+	return runs == 1 ? one : NULL;
+}
+
 /* Sets every accumulating node's result to zero: the first items of
- * the stage, ahead of every slice's compute. */
+ * the stage, ahead of every slice's compute; except where one compute
+ * item, run once, makes the whole sum (one slice: tp = 1): that GEMM
+ * writes it with beta = 0 and no zero item is needed (the verifier
+ * admits a sum started by beta = 0, vf_summing). */
 static void
 lw_acc_zero(Lower *L)
 {
@@ -847,6 +880,11 @@ lw_acc_zero(Lower *L)
 		RNode *rn = c->region.v[k];
 		if (!rnode_sums(rn))
 			continue;
+		Item *one = lw_single_compute(c, k);
+		if (one && one->u.comp.dst.buf == rn->buf) {
+			one->u.comp.beta = 0;
+			continue;
+		}
 		Item *it = arena_alloc(L->a, sizeof *it);
 		it->kind = IT_ZERO;
 		it->g = gd(0, 0);

@@ -804,6 +804,18 @@ int cfrt_layernorm_grad(cfrt_ctx *ctx, const cfrt_view *dx,
 int cfrt_rmsnorm_grad(cfrt_ctx *ctx, const cfrt_view *dx, const cfrt_view *dy,
                       const cfrt_view *x, const cfrt_view *gamma, double eps);
 
+/* cfrt_rmsnorm_grad's dx, and in the same pass over dy and x the rows of
+ * gamma's gradient: rows = dy * xhat (xhat = x * r, what cfrt_rmsnorm
+ * makes without gamma), whose cfrt_sum_leading is that gradient. rows has
+ * dx's dims and type and shares no memory with dx, dy, x or gamma (dx may
+ * be dy or x, as for cfrt_rmsnorm_grad). The same values as the three
+ * calls cfrt_rmsnorm_grad, cfrt_rmsnorm (xhat) and cfrt_mul (dy * xhat),
+ * with one rounding of each row element instead of two. */
+int cfrt_rmsnorm_grad_rows(cfrt_ctx *ctx, const cfrt_view *dx,
+                           const cfrt_view *rows, const cfrt_view *dy,
+                           const cfrt_view *x, const cfrt_view *gamma,
+                           double eps);
+
 /* dx of y = softmax(x) over the last dim, from dy and y (the forward's
  * result): dx = y * (dy - sum(dy * y)), the sum over the row. */
 int cfrt_softmax_grad(cfrt_ctx *ctx, const cfrt_view *dx, const cfrt_view *dy,

@@ -17,6 +17,9 @@
 # machine (one folder per configuration). OUT (default
 # bench/results/DATE-gpu1-HOST) gets runs.txt (every line of both sides),
 # each configuration's trace (gzip) and summary.md (bench/gpu/layer_report.py).
+# BASE=DIR: also the code of an earlier commit, in the same run (the
+# "before" of a change): DIR/libcfrt_cuda.a and DIR/gen/CONFIG (its C),
+# timed and traced the same way ("base" lines, trace-base-CONFIG).
 set -eu
 : "${B:=build}" "${ITERS:=20}"
 export NCCL_NVLS_ENABLE=0
@@ -91,6 +94,18 @@ EOF
 	CFRT_TRACE=$OUT/trace-$c mpirun --allow-run-as-root --timeout 300 -x CFRT_TRACE -n 1 \
 		"$g/run" --iters 5 --warmup 1 >/dev/null
 	gzip -f "$OUT/trace-$c.json"
+	if [ -n "${BASE:-}" ]; then
+		bg=$BASE/gen/$c
+		# shellcheck disable=SC2086
+		mpicc -std=c11 -O2 -Iruntime -I"$bg" -o "$bg/run" "$bg/llama.c" "$bg/llama_ref.c" \
+			"$bg/llama_main.c" "$BASE/libcfrt_cuda.a" $libs
+		say "$c: the base (BASE=$BASE, $ITERS iterations, then traced)"
+		line=$(mpirun --allow-run-as-root --timeout 300 -n 1 "$bg/run" --iters "$ITERS" --warmup 3 | tail -n 1)
+		echo "base config=$c $(dims "$c") D=4096 Dh=128 $line" >>"$runs"
+		CFRT_TRACE=$OUT/trace-base-$c mpirun --allow-run-as-root --timeout 300 -x CFRT_TRACE -n 1 \
+			"$bg/run" --iters 5 --warmup 1 >/dev/null
+		gzip -f "$OUT/trace-base-$c.json"
+	fi
 	say "$c: PyTorch (eager, compile, each op)"
 	# shellcheck disable=SC2046
 	python3 bench/gpu/torch_layer.py $(targs "$c") --D 4096 --Dh 128 --iters "$ITERS" ${NO_COMPILE:+--no-compile} |

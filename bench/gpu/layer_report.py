@@ -32,6 +32,7 @@ def kv(line):
 
 ours, torch_steps, torch_ops, torch_attn, hbm = {}, defaultdict(dict), defaultdict(dict), \
     defaultdict(dict), {}
+base = {}  # BASE=DIR of layer1.sh: an earlier commit's code, same run
 head = ""
 for line in open(runs):
     d = kv(line)
@@ -39,6 +40,8 @@ for line in open(runs):
         head = line.strip()
     elif line.startswith("ours"):
         ours[d["config"]] = d
+    elif line.startswith("base"):
+        base[d["config"]] = d
     elif line.startswith("torch"):
         c, w = d["config"], d.get("what")
         if w == "step":
@@ -77,33 +80,47 @@ def label(call, tensors):
     return call
 
 
-def our_ops(c):
+def our_ops(c, who=""):
     """{(row, pass): ms per pass} from the trace of configuration c: each
     call of the pass (its span name and tensors) at the median of its
     traced runs (the first, warm-up, pass builds plans and autotunes), times
-    how often it runs in a pass; the rows sum their calls."""
-    p = os.path.join(out, "trace-%s.json.gz" % c)
+    how often it runs in a pass; the rows sum their calls.
+
+    Which pass a call belongs to is read from the timeline, not from its
+    name: the backward repeats some of the forward's calls under the same
+    name (at tp = 1 the gather of a matmul's input, `attn0.xa = t1`, is a
+    copy that the backward makes again for its weight gradient). A forward
+    pass begins at the first call of the trace (that call's name), a
+    backward pass at the first call after it whose result is a gradient
+    (d_...) or a norm's x_hat; every call belongs to the pass it runs in."""
+    p = os.path.join(out, "trace-%s%s.json.gz" % (who, c))
     if not os.path.exists(p):
         return {}, 0, 0
     ev = json.load(gzip.open(p))
     ev = ev["traceEvents"] if isinstance(ev, dict) else ev
+    ev = sorted((e for e in ev if e.get("ph") == "X" and e.get("tid") == 0 and
+                 e["args"].get("op", "-") != "-"), key=lambda e: e["ts"])
     runs = defaultdict(list)
+    n = defaultdict(int)
+    start, pas = None, "fwd"
     for e in ev:
-        if e.get("ph") != "X" or e.get("tid") != 0 or e["args"].get("op", "-") == "-":
-            continue
         call = e["name"].split(": ", 1)[1].split(" ")[0]
         t = e["args"].get("tensors", "")
         lhs = t.split(" = ")[0]
-        pas = "bwd" if lhs.startswith("d_") or e["args"]["op"].startswith("d_") or \
-            lhs.endswith("_hat") else "fwd"
+        key = (e["name"], t)
+        if start is None:
+            start = key
+        if key == start:
+            pas = "fwd"
+            n["fwd"] += 1
+        elif pas == "fwd" and (lhs.startswith("d_") or e["args"]["op"].startswith("d_") or
+                               lhs.endswith("_hat")):
+            pas = "bwd"
+            n["bwd"] += 1
         runs[(e["name"], t, call, pas)].append(e["dur"] / 1e3)
-    # passes traced: the most runs any call of the pass has
-    n = defaultdict(int)
-    for (_, _, _, pas), d in runs.items():
-        n[pas] = max(n[pas], len(d))
     tot = defaultdict(float)
     for (name, t, call, pas), d in runs.items():
-        tot[(label(call, t), pas)] += statistics.median(d) * len(d) / n[pas]
+        tot[(label(call, t), pas)] += statistics.median(d) * len(d) / max(n[pas], 1)
     return tot, n["fwd"], n["bwd"]
 
 
@@ -134,6 +151,10 @@ for c, o in ours.items():
     print("| | forward ms | backward ms | step ms | step: PyTorch / ours | peak MiB |")
     print("|---|---|---|---|---|---|")
     print("| ours | %.3f | %.3f | %.3f | | %.0f (planned) |" % (fo, bo, fo + bo, ours_mb))
+    bl = base.get(c)
+    if bl:
+        bf, bb = float(bl["time_ms"]), float(bl.get("backward_ms", "nan"))
+        print("| ours before (base) | %.3f | %.3f | %.3f | | |" % (bf, bb, bf + bb))
     for m in ("eager", "compile"):
         t = torch_steps[c].get(m)
         if not t or "error" in t:
@@ -143,6 +164,7 @@ for c, o in ours.items():
         print("| torch %s | %.3f | %.3f | %.3f | %s | %s |" % (m, tf, ts - tf, ts,
               ratio(ts, fo + bo), t["peak_mb"]))
     ops, nf, nb = our_ops(c)
+    bops, bnf, bnb = our_ops(c, "base-") if bl else ({}, 0, 0)
     gb = hbm.get(c)
     cud = torch_attn[c].get("cudnn", {})
     print("\nPer op (ms per pass; ours from %d forward and %d backward traced passes; "
@@ -155,12 +177,19 @@ for c, o in ours.items():
               "traced against %.3f measured, backward %.3f against %.3f): the trace's "
               "spans misplace time between calls on this machine, so our per-op column "
               "is not a measurement of each op; PyTorch's column is.\n" % (sf, fo, sb, bo))
-    print("| op | ours fwd | torch fwd | ours bwd | torch bwd | torch/ours (fwd+bwd) | ours reaches |")
-    print("|---|---|---|---|---|---|---|")
+    if bops:
+        print("Before: the base's traced calls, %d forward and %d backward passes, the same "
+              "way, in the same run.\n" % (bnf, bnb))
+        print("| op | before fwd | ours fwd | torch fwd | before bwd | ours bwd | torch bwd | "
+              "torch/ours (fwd+bwd) | ours reaches |")
+        print("|---|---|---|---|---|---|---|---|---|")
+    else:
+        print("| op | ours fwd | torch fwd | ours bwd | torch bwd | torch/ours (fwd+bwd) | ours reaches |")
+        print("|---|---|---|---|---|---|---|")
     mult = {"rmsnorm": 2, "residual_add": 2}
     rows = ["rmsnorm", "gemm_q", "gemm_k", "gemm_v", "rope", "attention", "gemm_o",
             "residual_add", "gemm_gate", "gemm_up", "swiglu", "gemm_down"]
-    rows += sorted({k[0] for k in ops} - set(rows))
+    rows += sorted({k[0] for k in list(ops) + list(bops)} - set(rows))
     for r in rows:
         of, ob = ops.get((r, "fwd")), ops.get((r, "bwd"))
         if r == "rope":
@@ -189,6 +218,12 @@ for c, o in ours.items():
                 reach = "%.0f GB/s fwd, %.0f%% of HBM" % (float(t["bytes"]) * k / of / 1e6,
                                                           100 * float(t["bytes"]) * k / of / 1e6 / gb)
         both = (of or 0) + (ob or 0)
-        print("| %s | %s | %s | %s | %s | %s | %s |" % (r, f(of), f(tf), f(ob), f(tb),
-              ratio((tf or 0) + (tb or 0), both) if t else "-", reach))
+        rt = ratio((tf or 0) + (tb or 0), both) if t else "-"
+        if bops:
+            print("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                r, f(bops.get((r, "fwd"))), f(of), f(tf), f(bops.get((r, "bwd"))), f(ob), f(tb),
+                rt, reach))
+        else:
+            print("| %s | %s | %s | %s | %s | %s | %s |" % (r, f(of), f(tf), f(ob), f(tb), rt,
+                                                            reach))
     print()

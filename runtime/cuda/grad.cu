@@ -16,7 +16,7 @@ namespace {
 // sums are all reduced before any element of dx is written.
 template <typename T>
 __global__ void norm_grad_rows(kview dx, kview dy, kview x, kview g, int rms,
-                               double eps)
+                               double eps, kview hr)
 {
 	typedef typename acc<T>::type A;
 	__shared__ A sh[32];
@@ -46,11 +46,75 @@ __global__ void norm_grad_rows(kview dx, kview dy, kview x, kview g, int rms,
 	}
 	sg = block_reduce(sg, sh, false) / A(n);
 	sgx = block_reduce(sgx, sh, false) / A(n);
+	T *phr = hr.p ? (T *)hr.p + row_offset(hr, r) : NULL;
+	int64_t shr = hr.p ? kv_at(hr.st, hr.nd - 1) : 0;
 	for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-		A gi = to_acc(pdy[i * sdy]) * (pg ? to_acc(pg[i * g.st[0]]) : A(1));
+		A d = to_acc(pdy[i * sdy]);
+		A gi = d * (pg ? to_acc(pg[i * g.st[0]]) : A(1));
 		A u = to_acc(px[i * sx]) - mean;
+		if (phr) // read before dx is written: dx may be dy or x
+			phr[i * shr] = store<T>(d * (u * inv));
 		pdx[i * sdx] = store<T>(rms ? inv * gi - u * inv * inv * inv * sgx
 		                            : inv * (gi - sg - u * inv * sgx));
+	}
+}
+
+// The same, for rows whose last dim is contiguous (dx, dy, x; gamma of
+// any stride) and at most EPT * blockDim.x long: each thread keeps its
+// elements of x and of g = dy * gamma in registers, and the sums the dx
+// formula needs (mean first for layer norm; then sum u^2, sum g and
+// sum g u) are reduced together, once: x and dy are read once from
+// memory, dx written once. The same arithmetic as norm_grad_rows.
+const int NG_EPT = 8;
+
+template <typename T>
+__global__ void norm_grad_rows_reg(kview dx, kview dy, kview x, kview g,
+                                   int rms, double eps, kview hr)
+{
+	typedef typename acc<T>::type A;
+	__shared__ A sh[32];
+	int64_t n = kv_at(dx.dim, dx.nd - 1), r = blockIdx.x;
+	const T *px = (const T *)x.p + row_offset(x, r);
+	const T *pdy = (const T *)dy.p + row_offset(dy, r);
+	const T *pg = (const T *)g.p;
+	T *pdx = (T *)dx.p + row_offset(dx, r);
+	T *phr = hr.p ? (T *)hr.p + row_offset(hr, r) : NULL;
+	A xv[NG_EPT], gv[NG_EPT], dv[NG_EPT];
+	A mean = 0, var = 0, sg = 0, sgx = 0;
+#pragma unroll
+	for (int k = 0; k < NG_EPT; k++) {
+		int64_t i = threadIdx.x + (int64_t)k * blockDim.x;
+		xv[k] = i < n ? to_acc(px[i]) : A(0);
+		dv[k] = i < n ? to_acc(pdy[i]) : A(0);
+		gv[k] = i < n ? dv[k] * (pg ? to_acc(pg[i * g.st[0]]) : A(1)) : A(0);
+		mean += xv[k];
+	}
+	if (!rms)
+		mean = block_reduce(mean, sh, false) / A(n);
+	else
+		mean = 0;
+#pragma unroll
+	for (int k = 0; k < NG_EPT; k++) {
+		int64_t i = threadIdx.x + (int64_t)k * blockDim.x;
+		A u = i < n ? xv[k] - mean : A(0);
+		var += u * u;
+		sg += gv[k];
+		sgx += gv[k] * u;
+	}
+	A inv = A(1) / f_sqrt(block_reduce(var, sh, false) / A(n) + A(eps));
+	A xs = rms ? A(1) : inv;
+	sgx = block_reduce(sgx, sh, false) / A(n) * xs;
+	if (!rms)
+		sg = block_reduce(sg, sh, false) / A(n);
+#pragma unroll
+	for (int k = 0; k < NG_EPT; k++) {
+		int64_t i = threadIdx.x + (int64_t)k * blockDim.x;
+		A u = xv[k] - mean;
+		if (i < n && phr)
+			phr[i] = store<T>(dv[k] * (u * inv));
+		if (i < n)
+			pdx[i] = store<T>(rms ? inv * gv[k] - u * inv * inv * inv * sgx
+			                      : inv * (gv[k] - sg - u * inv * sgx));
 	}
 }
 
@@ -77,7 +141,7 @@ __global__ void softmax_grad_rows(kview dx, kview dy, kview y)
 
 template <typename T>
 int rows_grad_type(cudaStream_t s, int op, kview dx, kview dy, kview x,
-                   kview g, double eps)
+                   kview g, double eps, kview hr)
 {
 	int64_t n = dx.dim[dx.nd - 1], rows = numel(dx) / n;
 	if (rows > 0x7fffffff) // one block per row
@@ -85,9 +149,17 @@ int rows_grad_type(cudaStream_t s, int op, kview dx, kview dy, kview x,
 	if (op == KR_SOFTMAX)
 		softmax_grad_rows<T><<<(int)rows, row_threads(n), 0, s>>>(dx, dy,
 		                                                          x);
-	else
+	else if (dx.st[dx.nd - 1] == 1 && dy.st[dy.nd - 1] == 1 &&
+	         x.st[x.nd - 1] == 1 && (!hr.p || hr.st[hr.nd - 1] == 1) &&
+	         n <= (int64_t)NG_EPT * 1024) {
+		// the fewest threads (a multiple of 32) that hold the row
+		int64_t t = ((n + NG_EPT - 1) / NG_EPT + 31) / 32 * 32;
+		norm_grad_rows_reg<T><<<(int)rows, (int)(t < 64 ? 64 : t), 0, s>>>(
+			dx, dy, x, g, op == KR_RMSNORM, eps, hr);
+	} else {
 		norm_grad_rows<T><<<(int)rows, row_threads(n), 0, s>>>(
-			dx, dy, x, g, op == KR_RMSNORM, eps);
+			dx, dy, x, g, op == KR_RMSNORM, eps, hr);
+	}
 	return (int)cudaGetLastError();
 }
 
@@ -124,9 +196,91 @@ __global__ void sum_leading_k(kview d, kview s, kview lead, int64_t n,
 	}
 }
 
+// The fast path: src one run of n contiguous elements per leading index
+// (lead one dim of stride ld), dst contiguous. Pass 1: block (x, c) sums
+// rows c * rpc .. of its columns, one thread per column, the rows in
+// order, into part[c][col]; pass 2 adds the chunks' partials in chunk
+// order. Both orders are fixed: the result does not depend on timing.
 template <typename T>
-int sum_leading_type(cudaStream_t s, kview d, kview src, kview lead)
+__global__ void sum_rows_part(typename acc<T>::type *part, const T *ps,
+                              int64_t n, int64_t ld, int64_t rows,
+                              int64_t rpc)
 {
+	typedef typename acc<T>::type A;
+	int64_t col = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+	int64_t r0 = (int64_t)blockIdx.y * rpc;
+	int64_t r1 = r0 + rpc < rows ? r0 + rpc : rows;
+	if (col >= n)
+		return;
+	A s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+	int64_t r = r0;
+	for (; r + 4 <= r1; r += 4) {
+		s0 += to_acc(ps[r * ld + col]);
+		s1 += to_acc(ps[(r + 1) * ld + col]);
+		s2 += to_acc(ps[(r + 2) * ld + col]);
+		s3 += to_acc(ps[(r + 3) * ld + col]);
+	}
+	for (; r < r1; r++)
+		s0 += to_acc(ps[r * ld + col]);
+	part[(int64_t)blockIdx.y * n + col] = (s0 + s1) + (s2 + s3);
+}
+
+template <typename T>
+__global__ void sum_rows_fin(T *pd, const typename acc<T>::type *part,
+                             int64_t n, int chunks)
+{
+	typedef typename acc<T>::type A;
+	int64_t col = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+	if (col >= n)
+		return;
+	A sum = 0;
+	for (int c = 0; c < chunks; c++)
+		sum += part[(int64_t)c * n + col];
+	pd[col] = store<T>(sum);
+}
+
+const int SUMR_T = 256;
+
+// The chunks of rows the fast path splits nlead rows of n columns into:
+// about 4 blocks per SM in all, 16 rows a chunk at least, at most 256.
+inline int sum_rows_chunks(int64_t n, int64_t nlead)
+{
+	int64_t cb = (n + SUMR_T - 1) / SUMR_T, c = (132 * 4 + cb - 1) / cb;
+	if (c > (nlead + 15) / 16)
+		c = (nlead + 15) / 16;
+	return (int)(c < 1 ? 1 : c > 256 ? 256 : c);
+}
+
+inline bool sum_rows_fast(const kview &d, const kview &src, const kview &lead)
+{
+	return d.nd == 1 && d.st[0] == 1 && src.nd == 1 && src.st[0] == 1 &&
+	       lead.nd == 1 && lead.dim[0] > 0;
+}
+
+template <typename T>
+size_t sum_leading_ws(kview d, kview src, kview lead)
+{
+	if (!sum_rows_fast(d, src, lead))
+		return 0;
+	return (size_t)sum_rows_chunks(d.dim[0], lead.dim[0]) * (size_t)d.dim[0] *
+	       sizeof(typename acc<T>::type);
+}
+
+template <typename T>
+int sum_leading_type(cudaStream_t s, kview d, kview src, kview lead, void *ws)
+{
+	typedef typename acc<T>::type A;
+	if (ws && sum_rows_fast(d, src, lead)) {
+		int64_t n = d.dim[0], rows = lead.dim[0];
+		int c = sum_rows_chunks(n, rows);
+		int64_t rpc = (rows + c - 1) / c;
+		c = (int)((rows + rpc - 1) / rpc);
+		dim3 grid((unsigned)((n + SUMR_T - 1) / SUMR_T), (unsigned)c);
+		sum_rows_part<T><<<grid, SUMR_T, 0, s>>>((A *)ws,
+			(const T *)src.p, n, lead.st[0], rows, rpc);
+		sum_rows_fin<T><<<grid.x, SUMR_T, 0, s>>>((T *)d.p, (const A *)ws, n, c);
+		return (int)cudaGetLastError();
+	}
 	int64_t n = numel(d), b = (n + 31) / 32;
 	int blocks = (int)(b > MAX_BLOCKS ? MAX_BLOCKS : b);
 	sum_leading_k<T><<<blocks, dim3(32, SUM_Y), 0, s>>>(d, src, lead, n,
@@ -140,13 +294,22 @@ int sum_leading_type(cudaStream_t s, kview d, kview src, kview lead)
 
 extern "C" int cfrtk_rows_grad(cudaStream_t s, cfrt_dtype t, int op,
                                kview dx, kview dy, kview x, kview gamma,
-                               double eps)
+                               double eps, kview hr)
 {
-	BY_TYPE(t, rows_grad_type<T>(s, op, dx, dy, x, gamma, eps));
+	BY_TYPE(t, rows_grad_type<T>(s, op, dx, dy, x, gamma, eps, hr));
 }
 
 extern "C" int cfrtk_sum_leading(cudaStream_t s, cfrt_dtype t, kview dst,
-                                 kview src, kview lead)
+                                 kview src, kview lead, void *ws)
 {
-	BY_TYPE(t, sum_leading_type<T>(s, dst, src, lead));
+	BY_TYPE(t, sum_leading_type<T>(s, dst, src, lead, ws));
+}
+
+extern "C" size_t cfrtk_sum_leading_ws(cfrt_dtype t, kview dst, kview src,
+                                       kview lead)
+{
+	switch (t) {
+	case CFRT_F64: return sum_leading_ws<double>(dst, src, lead);
+	default: return sum_leading_ws<float>(dst, src, lead);
+	}
 }

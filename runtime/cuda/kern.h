@@ -71,14 +71,20 @@ int cfrtk_nonfinite(cudaStream_t s, cfrt_dtype t, kview v,
 
 /* Backward (grad.cu). cfrtk_rows_grad: dx of row op `op` over the last
  * dim, from dy and x (KR_SOFTMAX: y, the forward's result), all of dx's
- * dims; gamma as in cfrtk_rows (norms; eps theirs). cfrtk_sum_leading:
+ * dims; gamma as in cfrtk_rows (norms; eps theirs); hr.p not NULL (norms):
+ * also hr = dy * xhat, the rows of gamma's gradient, read before dx is
+ * written (dx may still be dy or x). cfrtk_sum_leading:
  * dst = the sum over the index space of lead (src's leading dims and
  * strides; p unused) of src, a view of dst's dims (src's trailing ones)
  * at each leading index's offset; no leading index: dst = 0. */
 int cfrtk_rows_grad(cudaStream_t s, cfrt_dtype t, int op, kview dx, kview dy,
-                    kview x, kview gamma, double eps);
+                    kview x, kview gamma, double eps, kview hr);
 int cfrtk_sum_leading(cudaStream_t s, cfrt_dtype t, kview dst, kview src,
-                      kview lead);
+                      kview lead, void *ws);
+/* The scratch bytes cfrtk_sum_leading's fast path needs for these views
+ * (src's rows contiguous: partial sums of chunks of rows), 0 where it
+ * does not apply; with ws NULL it takes the general kernel. */
+size_t cfrtk_sum_leading_ws(cfrt_dtype t, kview dst, kview src, kview lead);
 
 /* The log-sum-exp of the rows of one cfrtk_attn_softmax call: p NULL,
  * none; else row r's is element (b, h0 + r / sq, r % sq) of a [B,H,Sq]

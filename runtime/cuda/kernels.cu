@@ -231,6 +231,52 @@ __global__ void norm_rows(kview d, kview s, kview g, kview b, int rms,
 	}
 }
 
+// The same, for rows whose last dim is contiguous (d and s; gamma and
+// beta of any stride) and at most NR_EPT * blockDim.x long: the row is
+// read once into registers, its sums reduced from there. Every element
+// is read before any is written, so d may be s.
+const int NR_EPT = 8;
+
+template <typename T>
+__global__ void norm_rows_reg(kview d, kview s, kview g, kview b, int rms,
+                              double eps)
+{
+	typedef typename acc<T>::type A;
+	__shared__ A sh[32];
+	int64_t n = kv_at(d.dim, d.nd - 1), r = blockIdx.x;
+	const T *x = (const T *)s.p + row_offset(s, r);
+	T *y = (T *)d.p + row_offset(d, r);
+	A xv[NR_EPT], mean = 0, var = 0;
+#pragma unroll
+	for (int k = 0; k < NR_EPT; k++) {
+		int64_t i = threadIdx.x + (int64_t)k * blockDim.x;
+		xv[k] = i < n ? to_acc(x[i]) : A(0);
+		mean += xv[k];
+	}
+	mean = rms ? A(0) : block_reduce(mean, sh, false) / A(n);
+#pragma unroll
+	for (int k = 0; k < NR_EPT; k++) {
+		int64_t i = threadIdx.x + (int64_t)k * blockDim.x;
+		A u = i < n ? xv[k] - mean : A(0);
+		var += u * u;
+	}
+	var = block_reduce(var, sh, false) / A(n);
+	A inv = A(1) / f_sqrt(var + A(eps));
+	const T *pg = (const T *)g.p, *pb = (const T *)b.p;
+#pragma unroll
+	for (int k = 0; k < NR_EPT; k++) {
+		int64_t i = threadIdx.x + (int64_t)k * blockDim.x;
+		if (i >= n)
+			continue;
+		A u = (xv[k] - mean) * inv;
+		if (pg)
+			u *= to_acc(pg[i * g.st[0]]);
+		if (pb)
+			u += to_acc(pb[i * b.st[0]]);
+		y[i] = store<T>(u);
+	}
+}
+
 // Softmax of the first `valid` of the n elements at x (stride sx) into y
 // (stride sy), zeros after them; one block. Returns their log-sum-exp.
 template <typename A, typename S, typename T>
@@ -272,9 +318,16 @@ int rows_type(cudaStream_t s, int op, kview d, kview x, kview g, kview b,
 		return (int)cudaErrorInvalidConfiguration;
 	if (op == KR_SOFTMAX)
 		softmax_rows<T><<<(int)rows, row_threads(n), 0, s>>>(d, x);
-	else
+	else if (d.st[d.nd - 1] == 1 && x.st[x.nd - 1] == 1 &&
+	         n <= (int64_t)NR_EPT * 1024) {
+		// the fewest threads (a multiple of 32) that hold the row
+		int64_t t = ((n + NR_EPT - 1) / NR_EPT + 31) / 32 * 32;
+		norm_rows_reg<T><<<(int)rows, (int)(t < 64 ? 64 : t), 0, s>>>(
+			d, x, g, b, op == KR_RMSNORM, eps);
+	} else {
 		norm_rows<T><<<(int)rows, row_threads(n), 0, s>>>(
 			d, x, g, b, op == KR_RMSNORM, eps);
+	}
 	return (int)cudaGetLastError();
 }
 

@@ -286,9 +286,29 @@ static int rows_grad(cfrt_ctx *ctx, const char *api, int op,
 	if (rc != CFRT_OK || cfrt_view_numel(dx) == 0)
 		return rc;
 	rc = cfrtk_rows_grad(ctx->dev.cs, dx->t, op, kv_of(dx), kv_of(dy),
-	                     kv_of(x), gamma ? kv_of(gamma) : none, eps);
+	                     kv_of(x), gamma ? kv_of(gamma) : none, eps, none);
 	return cfrti_dev_check(ctx, cfrti_cuda(ctx, (cudaError_t)rc,
 	                       "row grad kernel"), dx, NULL, NULL);
+}
+
+int cfrt_rmsnorm_grad_rows(cfrt_ctx *ctx, const cfrt_view *dx,
+                           const cfrt_view *rows, const cfrt_view *dy,
+                           const cfrt_view *x, const cfrt_view *gamma,
+                           double eps)
+{
+	kview none = {NULL, 1, {0}, {0}};
+	int rc = cfrti_enter(ctx, "cfrt_rmsnorm_grad_rows");
+	if (rc == CFRT_OK)
+		rc = cfrti_check_rows_grad(ctx, dx, dy, x, "x", gamma, eps);
+	if (rc == CFRT_OK)
+		rc = cfrti_check_same(ctx, rows, dx, "rows", "dx");
+	if (rc != CFRT_OK || cfrt_view_numel(dx) == 0)
+		return rc;
+	rc = cfrtk_rows_grad(ctx->dev.cs, dx->t, KR_RMSNORM, kv_of(dx),
+	                     kv_of(dy), kv_of(x), gamma ? kv_of(gamma) : none,
+	                     eps, kv_of(rows));
+	return cfrti_dev_check(ctx, cfrti_cuda(ctx, (cudaError_t)rc,
+	                       "row grad kernel"), dx, rows, NULL);
 }
 
 int cfrt_layernorm_grad(cfrt_ctx *ctx, const cfrt_view *dx,
@@ -339,7 +359,11 @@ int cfrt_sum_leading(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src)
 	kview l = kv_dims(src, 0, lead);
 	collapse(v, 2);
 	collapse(&l, 1);
-	rc = cfrtk_sum_leading(ctx->dev.cs, dst->t, v[0], v[1], l);
+	size_t ws = cfrtk_sum_leading_ws(dst->t, v[0], v[1], l);
+	if (ws && cfrti_ws_reserve(ctx, ws) != CFRT_OK)
+		return cfrti_cuda(ctx, cudaErrorMemoryAllocation, "sum kernel's scratch");
+	rc = cfrtk_sum_leading(ctx->dev.cs, dst->t, v[0], v[1], l,
+	                       ws ? ctx->dev.ws : NULL);
 	return cfrti_dev_check(ctx, cfrti_cuda(ctx, (cudaError_t)rc,
 	                       "sum kernel"), dst, NULL, NULL);
 }

@@ -151,7 +151,7 @@ static double gain(lane g, int64_t i)
 /* dx of one row of n > 0 elements: layer norm (rms = 0) or RMS norm
  * (rms = 1), with g = dy * gamma as in cfrt.h. */
 static void norm_grad_lane(lane dx, lane dy, lane x, lane gm, int64_t n,
-                           double eps, int rms)
+                           double eps, int rms, const lane *hr)
 {
 	double mean = 0.0, var = 0.0, sg = 0.0, sgx = 0.0;
 	for (int64_t i = 0; i < n && !rms; i++)
@@ -171,41 +171,58 @@ static void norm_grad_lane(lane dx, lane dy, lane x, lane gm, int64_t n,
 	sg /= (double)n;
 	sgx /= (double)n;
 	for (int64_t i = 0; i < n; i++) {
-		double g = lane_get(dy, i) * gain(gm, i), u = lane_get(x, i) - mean;
+		double d = lane_get(dy, i), g = d * gain(gm, i), u = lane_get(x, i) - mean;
+		if (hr) /* dy * xhat, read before dx is written */
+			lane_set(*hr, i, d * (u * r));
 		lane_set(dx, i, rms ? r * g - u * r * r * r * sgx
 		                    : r * (g - sg - u * r * sgx));
 	}
 }
 
+/* hr: NULL, or the rows of gamma's gradient (dy * xhat) to write too. */
 static int norm_grad(cfrt_ctx *ctx, const char *api, const cfrt_view *dx,
                      const cfrt_view *dy, const cfrt_view *x,
-                     const cfrt_view *gamma, double eps, int rms)
+                     const cfrt_view *gamma, double eps, int rms,
+                     const cfrt_view *hr)
 {
 	double t0 = cfrti_begin(ctx, api);
 	int rc = cfrti_check_rows_grad(ctx, dx, dy, x, "x", gamma, eps);
+	if (rc == CFRT_OK && hr)
+		rc = cfrti_check_same(ctx, hr, dx, "rows", "dx");
 	if (rc != CFRT_OK)
 		return rc;
 	int ax = dx->nd - 1;
 	int64_t n = dx->dim[ax], lines = cfrti_line_count(dx, ax), done = 0;
 	for (int64_t l = 0; n > 0 && l < lines; l++) {
+		lane h = hr ? lane_of(hr, dx, ax, l) : lane_of(dx, dx, ax, l);
 		norm_grad_lane(lane_of(dx, dx, ax, l), lane_of(dy, dx, ax, l),
-		               lane_of(x, dx, ax, l), vec_lane(gamma), n, eps, rms);
+		               lane_of(x, dx, ax, l), vec_lane(gamma), n, eps, rms,
+		               hr ? &h : NULL);
 		tick(ctx, &done, n);
 	}
-	return cfrti_end_out(ctx, t0, dx, NULL, NULL);
+	return cfrti_end_out(ctx, t0, dx, hr, NULL);
 }
 
 int cfrt_layernorm_grad(cfrt_ctx *ctx, const cfrt_view *dx,
                         const cfrt_view *dy, const cfrt_view *x,
                         const cfrt_view *gamma, double eps)
 {
-	return norm_grad(ctx, "cfrt_layernorm_grad", dx, dy, x, gamma, eps, 0);
+	return norm_grad(ctx, "cfrt_layernorm_grad", dx, dy, x, gamma, eps, 0, NULL);
 }
 
 int cfrt_rmsnorm_grad(cfrt_ctx *ctx, const cfrt_view *dx, const cfrt_view *dy,
                       const cfrt_view *x, const cfrt_view *gamma, double eps)
 {
-	return norm_grad(ctx, "cfrt_rmsnorm_grad", dx, dy, x, gamma, eps, 1);
+	return norm_grad(ctx, "cfrt_rmsnorm_grad", dx, dy, x, gamma, eps, 1, NULL);
+}
+
+int cfrt_rmsnorm_grad_rows(cfrt_ctx *ctx, const cfrt_view *dx,
+                           const cfrt_view *rows, const cfrt_view *dy,
+                           const cfrt_view *x, const cfrt_view *gamma,
+                           double eps)
+{
+	return norm_grad(ctx, "cfrt_rmsnorm_grad_rows", dx, dy, x, gamma, eps, 1,
+	                 rows);
 }
 
 int cfrt_softmax_grad(cfrt_ctx *ctx, const cfrt_view *dx, const cfrt_view *dy,

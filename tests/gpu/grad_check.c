@@ -1,12 +1,23 @@
 /* grad_check: the backward calls of the CUDA backend (cfrt_layernorm_grad,
  * cfrt_rmsnorm_grad, cfrt_softmax_grad, cfrt_sum_leading, cfrt_scan_grad)
- * on one GPU, in f32 and bf16, against a double-precision reference on the
+ * on one GPU, in f32, bf16 and f16, against a double-precision reference on the
  * host from the same rounded inputs. The cases cover rows longer than a
  * block and shorter than a warp, column slices of wider buffers (whose
  * other columns must not change), gamma NULL or a view of stride 2, dx =
  * dy in place, softmax's y from cfrt_softmax, a scan along the first, a
  * middle and the last dim, sums into a dst of 1, 2 and all the dims (a
  * copy) and over no rows at all (dst = 0), and views with no element.
+ * The norms' rows held in registers (contiguous rows of at most 8192,
+ * grad.cu's norm_grad_rows_reg) and the general kernel (longer rows, odd
+ * lengths on both sides of the bound), and the sum's two-pass path for
+ * contiguous rows (odd row and column counts, more rows than a chunk)
+ * beside the general one (strided views, several dst dims). The
+ * forward norms (cfrt_layernorm, cfrt_rmsnorm: LNF, RMSF) too, whose
+ * fast kernel is the same kind (kernels.cu's norm_rows_reg): they read
+ * dy as their input, so that in place is out = dy. cfrt_rmsnorm_grad_rows
+ * twice a case: its dx checked (RMSD, in place: dx = dy) and its rows,
+ * dy * xhat (RMSR), each against the double reference (rows: of
+ * rmsnorm then mul, the calls it stands for).
  * Prints "grad_check: CASE: ... ok" (or MISMATCH) per case and
  * "grad_check: all ok" at the end; exits 1 on any mismatch. Run it under
  * mpirun -n 1 (mpirun --allow-run-as-root -n 1 grad_check). */
@@ -27,10 +38,12 @@
 #define DECAY 0.8
 enum { PAD = 3 }; /* extra columns of a strided tensor's buffer */
 
-enum op { LN, RMS, SOFTMAX, SUM, SCAN };
+enum op { LN, RMS, SOFTMAX, SUM, SCAN, LNF, RMSF, RMSD, RMSR };
 static const char *const op_names[] = {"layernorm_grad", "rmsnorm_grad",
                                        "softmax_grad", "sum_leading",
-                                       "scan_grad"};
+                                       "scan_grad", "layernorm", "rmsnorm",
+                                       "rmsnorm_grad_rows dx",
+                                       "rmsnorm_grad_rows rows"};
 
 typedef struct gcase {
 	int op, nd;
@@ -57,6 +70,29 @@ static const gcase cases[] = {
 	{SUM, 3, {4, 1000, 64}, 0, 0, 0, 1},
 	{SUM, 3, {2, 3, 37}, 1, 0, 0, 3},
 	{SUM, 2, {0, 5}, 0, 0, 0, 1},
+	{RMS, 2, {7, 8192}, 0, 1, 0, 0},
+	{RMS, 2, {3, 8193}, 0, 1, 0, 0},
+	{RMS, 3, {2, 5, 4097}, 1, 1, 1, 0},
+	{RMS, 2, {9, 33}, 0, 1, 0, 0},
+	{LN, 2, {5, 8192}, 1, 1, 0, 0},
+	{LN, 2, {3, 9001}, 0, 1, 0, 0},
+	{SUM, 3, {3, 1037, 129}, 0, 0, 0, 1},
+	{SUM, 2, {4099, 4096}, 0, 0, 0, 1},
+	{SUM, 2, {17, 1}, 0, 0, 0, 1},
+	{SUM, 3, {3, 1037, 129}, 1, 0, 0, 1},
+	{RMSF, 2, {64, 4096}, 0, 1, 0, 0},
+	{RMSF, 3, {2, 5, 4097}, 1, 1, 1, 0},
+	{RMSF, 2, {3, 8193}, 0, 0, 0, 0},
+	{RMSF, 2, {5, 7}, 0, 1, 0, 0},
+	{LNF, 2, {9, 1000}, 1, 1, 0, 0},
+	{LNF, 2, {3, 9001}, 0, 1, 1, 0},
+	{RMSD, 2, {64, 4096}, 0, 1, 0, 0},
+	{RMSR, 2, {64, 4096}, 0, 1, 0, 0},
+	{RMSD, 3, {2, 5, 4097}, 1, 1, 1, 0},
+	{RMSR, 3, {2, 5, 4097}, 1, 1, 0, 0},
+	{RMSD, 2, {3, 8193}, 0, 1, 0, 0},
+	{RMSR, 2, {3, 8193}, 0, 0, 0, 0},
+	{RMSR, 2, {9, 33}, 1, 1, 0, 0},
 	{SCAN, 3, {4, 100, 33}, 1, 0, 0, 1},
 	{SCAN, 2, {16, 1000}, 0, 0, 1, 1},
 	{SCAN, 2, {50, 7}, 1, 0, 0, 0},
@@ -82,6 +118,12 @@ static double elem(const dtens *x, int64_t j)
 		return f;
 	}
 	memcpy(&b, x->h + 2 * j, 2);
+	if (x->v.t == CFRT_F16) { /* sign, 5 exponent bits (bias 15), 10 */
+		int ex = b >> 10 & 31, man = b & 1023;
+		double m = ex ? ldexp(1024 + man, ex - 25) : ldexp(man, -24);
+		return ex == 31 ? (man ? NAN : INFINITY) * (b >> 15 ? -1 : 1)
+		                : b >> 15 ? -m : m;
+	}
 	u = (uint32_t)b << 16; /* bf16: the top half of an f32 */
 	memcpy(&f, &u, 4);
 	return f;
@@ -142,6 +184,7 @@ static double at(const dtens *x, int64_t k)
  * the sum's dst; dy itself in place). */
 typedef struct ops {
 	dtens x, dy, g, out;
+	dtens other; /* RMSD, RMSR: the output of the two not checked */
 } ops;
 
 static ops make_ops(cfrt_ctx *ctx, const gcase *c, cfrt_dtype t)
@@ -164,6 +207,8 @@ static ops make_ops(cfrt_ctx *ctx, const gcase *c, cfrt_dtype t)
 	else
 		o.out = c->inplace ? o.dy : dt_new(ctx, t, c->nd, c->dim,
 		                                   c->strided, 4);
+	if (c->op == RMSD || c->op == RMSR)
+		o.other = dt_new(ctx, t, c->nd, c->dim, c->strided, 5);
 	return o;
 }
 
@@ -174,6 +219,8 @@ static void free_ops(cfrt_ctx *ctx, const gcase *c, ops *o)
 	dt_free(ctx, &o->g);
 	if (c->op == SUM || !c->inplace)
 		dt_free(ctx, &o->out);
+	if (c->op == RMSD || c->op == RMSR)
+		dt_free(ctx, &o->other);
 }
 
 static int call(cfrt_ctx *ctx, const gcase *c, ops *o)
@@ -190,6 +237,16 @@ static int call(cfrt_ctx *ctx, const gcase *c, ops *o)
 		return cfrt_softmax_grad(ctx, &o->out.v, &o->dy.v, &o->x.v);
 	case SUM:
 		return cfrt_sum_leading(ctx, &o->out.v, &o->x.v);
+	case RMSD:
+		return cfrt_rmsnorm_grad_rows(ctx, &o->out.v, &o->other.v, &o->dy.v,
+		                              &o->x.v, g, EPS);
+	case RMSR:
+		return cfrt_rmsnorm_grad_rows(ctx, &o->other.v, &o->out.v, &o->dy.v,
+		                              &o->x.v, g, EPS);
+	case LNF:
+		return cfrt_layernorm(ctx, &o->out.v, &o->dy.v, g, NULL, EPS);
+	case RMSF:
+		return cfrt_rmsnorm(ctx, &o->out.v, &o->dy.v, g, EPS);
 	default:
 		return cfrt_scan_grad(ctx, &o->out.v, &o->dy.v, c->arg, DECAY);
 	}
@@ -201,6 +258,24 @@ static void ref_row(int op, const double *x, const double *dy,
                     const double *g, int64_t n, double *dx)
 {
 	double mean = 0, var = 0, sg = 0, sgx = 0, s = 0;
+	if (op == LNF || op == RMSF) { /* the forward of dy's row */
+		for (int64_t i = 0; i < n; i++)
+			mean += op == LNF ? dy[i] / (double)n : 0;
+		for (int64_t i = 0; i < n; i++)
+			var += (dy[i] - mean) * (dy[i] - mean) / (double)n;
+		for (int64_t i = 0; i < n; i++)
+			dx[i] = (dy[i] - mean) / sqrt(var + EPS) * g[i];
+		return;
+	}
+	if (op == RMSR) { /* dy * xhat */
+		for (int64_t i = 0; i < n; i++)
+			var += x[i] * x[i] / (double)n;
+		for (int64_t i = 0; i < n; i++)
+			dx[i] = dy[i] * (x[i] / sqrt(var + EPS));
+		return;
+	}
+	if (op == RMSD)
+		op = RMS;
 	for (int64_t i = 0; i < n; i++) {
 		mean += op == LN ? x[i] / (double)n : 0;
 		s += dy[i] * x[i];
@@ -284,7 +359,7 @@ static double rel_err(const ops *o, const double *want,
 static void case_name(const gcase *c, cfrt_dtype t, char *buf, size_t n)
 {
 	int k = snprintf(buf, n, "%s %s [", op_names[c->op],
-	                 t == CFRT_F32 ? "f32" : "bf16");
+	                 t == CFRT_F32 ? "f32" : t == CFRT_F16 ? "f16" : "bf16");
 	for (int d = 0; d < c->nd; d++)
 		k += snprintf(buf + k, n - (size_t)k, "%s%lld", d ? "," : "",
 		              (long long)c->dim[d]);
@@ -330,13 +405,13 @@ static int run_case(cfrt_ctx *ctx, const gcase *c, cfrt_dtype t)
 
 int main(int argc, char **argv)
 {
-	static const cfrt_dtype types[] = {CFRT_F32, CFRT_BF16};
+	static const cfrt_dtype types[] = {CFRT_F32, CFRT_BF16, CFRT_F16};
 	cfrt_ctx *ctx;
 	int bad = 0, size;
 	MPI_Init(&argc, &argv);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
 	CFRT_TRY(NULL, cfrt_init(&ctx, MPI_COMM_WORLD, size, "grad_check"));
-	for (int ti = 0; ti < 2; ti++)
+	for (int ti = 0; ti < 3; ti++)
 		for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
 			bad += run_case(ctx, &cases[i], types[ti]);
 	printf("grad_check: %s\n", bad ? "MISMATCH" : "all ok");

@@ -1,0 +1,92 @@
+#!/bin/sh
+# lease1.sh PREP DIR | RUN: one lease of a one-GPU machine for issue 52 and
+# issue 50's GPU checks, from a development machine that builds what the
+# GPU machine cannot (cfc: flex and bison) and what it need not (the CUDA
+# runtime, nvcc being slow on a shared machine).
+#   sh bench/gpu/lease1.sh prep DIR   here: a copy of this tree in DIR with
+#        build/libcfrt_cuda.a (and the build without cuDNN), the generated
+#        C of the layer benchmark (build/gen, bench/gpu/layer1.sh GEN_ONLY)
+#        and of the torch checks (build/tgen, tests/gpu/torch_layer.sh gen);
+#   sh bench/gpu/lease1.sh run        on the GPU machine, from DIR: the
+#        one-GPU checks (tests/gpu/grad_check, gqa_check, attn_check with
+#        ATTN=1, and attn_check of the build without cuDNN), the layer benchmark (CONFIGS, default
+#        s4096-b1) and tests/gpu/torch_layer.sh with BENCH=1, all logs in
+#        one tarball $OUT/lease.tgz (the device tool's OUT) and a summary
+#        on stdout.
+set -u
+if [ "${1:-}" = prep ]; then
+	set -e
+	d=$2
+	: "${B:=build}"
+	mkdir -p "$d"
+	tar --exclude=./.git --exclude=./build --exclude=./bench/results -cf - . | tar -C "$d" -xf -
+	mkdir -p "$d/build/nocudnn"
+	cp -p "$B/libcfrt_cuda.a" "$d/build/"
+	cp -p "$B/nocudnn/libcfrt_cuda.a" "$d/build/nocudnn/"
+	rm -rf "$d/build/gen" "$d/build/tgen"
+	GEN_ONLY=$d/build/gen CONFIGS="${CONFIGS:-s4096-b1}" sh bench/gpu/layer1.sh
+	# BASEB=DIR: an earlier commit's build (DIR/cfc, DIR/libcfrt_cuda.a),
+	# timed beside this one (layer1.sh's BASE)
+	if [ -n "${BASEB:-}" ]; then
+		rm -rf "$d/build/base"
+		mkdir -p "$d/build/base"
+		cp -p "$BASEB/libcfrt_cuda.a" "$d/build/base/"
+		B=$BASEB GEN_ONLY=$d/build/base/gen CONFIGS="${CONFIGS:-s4096-b1}" sh bench/gpu/layer1.sh
+	fi
+	sh tests/gpu/torch_layer.sh gen "$d/build/tgen"
+	du -sh "$d"
+	exit 0
+fi
+[ "${1:-}" = run ] || { echo "usage: lease1.sh prep DIR | run" >&2; exit 2; }
+export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+o=${OUT:-/tmp/lease1}
+w=/tmp/lease1-work
+rm -rf "$w"
+mkdir -p "$w/checks" "$w/bench" "$w/torch"
+t0=$(date +%s)
+say() { echo "lease1: [$(($(date +%s) - t0)) s] $*"; }
+mkdir -p "$o"
+# the logs so far into $o/lease.tgz (again after each phase: a run cut off
+# at its time limit still brings back what it did)
+keep() { tar -C "$w" -czf "$o/lease.tgz" checks bench torch; }
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+libs=$(sh scripts/cuda-libs.sh)
+say "libraries: $libs"
+MPIRUN="mpirun --allow-run-as-root --timeout 240"
+for t in grad_check attn_check gqa_check; do
+	mpicc -std=c11 -O2 -Iruntime -o "build/$t" "tests/gpu/$t.c" build/libcfrt_cuda.a $libs -lm ||
+		echo "lease1: FAIL build $t"
+done
+mpicc -std=c11 -O2 -Iruntime -o build/nocudnn_attn_check tests/gpu/attn_check.c \
+	build/nocudnn/libcfrt_cuda.a $(CFRT_CUDNN=no sh scripts/cuda-libs.sh) -lm
+say "checks"
+$MPIRUN -n 1 build/grad_check >"$w/checks/grad_check.txt" 2>&1; echo "grad_check rc=$?"
+# attn_check takes about 2 minutes (its double references): ATTN=1 only
+if [ "${ATTN:-0}" = 1 ]; then
+	$MPIRUN -n 1 build/attn_check >"$w/checks/attn_check.txt" 2>&1
+	echo "attn_check rc=$?"
+fi
+$MPIRUN -n 1 build/gqa_check --gpu >"$w/checks/gqa_check.txt" 2>&1; echo "gqa_check rc=$?"
+$MPIRUN -n 1 build/nocudnn_attn_check --no-cudnn >"$w/checks/attn_check_nocudnn.txt" 2>&1
+echo "attn_check --no-cudnn rc=$?"
+for f in "$w"/checks/*.txt; do
+	echo "$(basename "$f"): $(grep -c ': ok' "$f") ok, $(grep -c 'MISMATCH\|FAIL' "$f") mismatch"
+	grep 'MISMATCH\|FAIL' "$f" | head -n 5
+done
+keep
+say "layer benchmark"
+[ -d build/base ] && export BASE=build/base
+COMMIT=${COMMIT:-unknown} GEN=build/gen OUT="$w/bench" ITERS=${ITERS:-20} \
+	CONFIGS="${CONFIGS:-s4096-b1}" sh bench/gpu/layer1.sh 2>&1 | tail -n 20
+keep
+cp "$w/bench/summary.md" "$o/" 2>/dev/null
+say "torch layer checks (issue 50)"
+# the library is built here already: torch_layer.sh's make has nothing to do
+mkdir -p "$w/shim"
+printf '#!/bin/sh\nexit 0\n' >"$w/shim/make"
+chmod +x "$w/shim/make"
+PATH=$w/shim:$PATH GEN=build/tgen OUT="$w/torch" BENCH=1 sh tests/gpu/torch_layer.sh 2>&1 | tail -n 40
+echo "torch_layer.sh rc=$?"
+say "done"
+keep
+exit 0

@@ -1,0 +1,68 @@
+#!/bin/sh
+# What the generated backward saves against one call per node (issue 52):
+# - attention's dq, dk and dv, three nodes of the same operands, are one
+#   cfrt_attention_grad_lse call (cg_par.c's attn_grad_group): cuDNN and
+#   the fused kernel make the three together, at the cost of one;
+# - a weight gradient summed by one GEMM run once (tp = 1: one slice, one
+#   round) is written by that GEMM with beta = 0, with no zero fill ahead
+#   of it (lower.c's lw_acc_zero); where several slices add into it
+#   (tp = 2) the fill stays.
+# - RMS norm's backward with its gain, rmsnorm_grad, rmsnorm (xhat) and
+#   mul (dy * xhat, the gain gradient's rows), is one
+#   cfrt_rmsnorm_grad_rows call (cg_par.c's rms_grad_group);
+# Each form is checked in the generated C of examples/llama.cf, and the
+# backward is run (f64, --gradcheck: against the serial reference and
+# central finite differences) at tp = 1 and 2 under vanilla and fuse(ring)
+# (t-grad runs the other specs and schedules, tp = 1 included).
+. tests/lib.sh
+export CF_OPT="-O1 -fno-var-tracking" OMPI_MCA_btl_vader_single_copy_mechanism=none
+out=$B/tests/cgfuse
+rm -rf "$out"
+mkdir -p "$out"
+MPIRUN="mpirun --allow-run-as-root --oversubscribe --timeout 120"
+. tests/gradlib.sh
+sizes="-D B=1 -D S=8 -D D=16 -D H=8 -D KV=4 -D F=16"
+
+# count PATTERN FILE: the lines of FILE with the fixed string PATTERN
+count() { grep -cF -- "$1" "$2"; }
+
+for tp in 1 2; do
+	for s in vanilla "fuse(ring)"; do
+		t=$(echo "$s" | tr -d '()')
+		d=$out/llama-$tp-$t
+		# shellcheck disable=SC2086
+		if ! "$CFC" examples/llama.cf -D tp=$tp $sizes --type=bf16 --backward \
+			--schedule="$s" --emit=h,c -o "$d" >"$d.log" 2>&1; then
+			fail "cgfuse: llama tp=$tp $s (cfc)"
+			cat "$d.log"
+			continue
+		fi
+		c=$d/llama.c
+		n=$(count "cfrt_attention_grad_lse(" "$c")
+		n3=$(count "cfrt_attention_grad_lse(ctx, &dq4, &dk4, &dv4," "$c")
+		if [ "$n" = 1 ] && [ "$n3" = 1 ]; then
+			pass "cgfuse: llama tp=$tp $s: dq, dk, dv in one attention backward call"
+		else
+			fail "cgfuse: llama tp=$tp $s: $n attention backward calls, $n3 with all three"
+		fi
+		nr=$(count "cfrt_rmsnorm_grad_rows(" "$c")
+		ng=$(count "cfrt_rmsnorm_grad(" "$c")
+		if [ "$nr" = 2 ] && [ "$ng" = 0 ]; then
+			pass "cgfuse: llama tp=$tp $s: both norms' backward with their gain's rows in one call"
+		else
+			fail "cgfuse: llama tp=$tp $s: $nr rmsnorm_grad_rows calls, $ng rmsnorm_grad"
+		fi
+		z=$(count "cfrt_scale(ctx, &dst, &dst, 0.0)" "$c")
+		b0=$(grep -c 'cf_matmul_sum(ctx, &o, .*, 0\.0)' "$c")
+		if [ "$tp" = 1 ] && [ "$z" = 0 ] && [ "$b0" -ge 7 ]; then
+			pass "cgfuse: llama tp=1 $s: no zero fill, $b0 weight-gradient GEMMs with beta = 0"
+		elif [ "$tp" = 2 ] && [ "$z" -ge 1 ]; then
+			pass "cgfuse: llama tp=2 $s: $z zero fills kept where slices add up"
+		else
+			fail "cgfuse: llama tp=$tp $s: $z zero fills, $b0 GEMMs with beta = 0"
+		fi
+		# shellcheck disable=SC2086
+		grad "cgfuse: llama tp=$tp $s backward (f64)" "$out/grad-$tp-$t" "$tp" \
+			examples/llama.cf $sizes -D tp="$tp" --schedule="$s"
+	done
+done
