@@ -172,8 +172,15 @@ static void norm_grad_lane(lane dx, lane dy, lane x, lane gm, int64_t n,
 	sgx /= (double)n;
 	for (int64_t i = 0; i < n; i++) {
 		double d = lane_get(dy, i), g = d * gain(gm, i), u = lane_get(x, i) - mean;
-		if (hr) /* dy * xhat, read before dx is written */
-			lane_set(*hr, i, d * (u * r));
+		if (hr) { /* dy * xhat, read before dx is written */
+			/* xhat rounded to the rows' type first, as cfrt_rmsnorm
+			 * stores it and cfrt_mul reads it: the fused call's rows
+			 * are bitwise those of the two calls it replaces */
+			double xh = u * r;
+			if (hr->t == CFRT_F32)
+				xh = (float)xh;
+			lane_set(*hr, i, d * xh);
+		}
 		lane_set(dx, i, rms ? r * g - u * r * r * r * sgx
 		                    : r * (g - sg - u * r * sgx));
 	}
