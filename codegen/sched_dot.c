@@ -300,6 +300,57 @@ dot_same_block(Arena *a, const Sched *s, int k, int e, int j, int f)
 	return 1;
 }
 
+/* Are the runs [k, e) and [j, f) (dot_block_end's) alike: instances
+ * alike, or single stages of the model itself alike? */
+static int
+dot_same_run(Arena *a, const Sched *s, int k, int e, int j, int f)
+{
+	if (!dot_inst_len(s->stages.v[k]) && !dot_inst_len(s->stages.v[j]))
+		return e - k == 1 && f - j == 1 && dot_same_stage(a, s->stages.v[k], s->stages.v[j]);
+	return dot_same_block(a, s, k, e, j, f);
+}
+
+/* The longest repetition from stage k of a unit of p runs (2 <= p <=
+ * DOT_PERIOD): the runs of a whole pass ordered as one (order.c) that
+ * interleave several instances, such as the norm gains' gradients of two
+ * blocks each and their coalesced all_reduce. Returns how many more units
+ * follow the first alike (0: none), the end of the first in *e1 and of
+ * the last in *end. */
+#define DOT_PERIOD 12
+static int
+dot_period(Arena *a, const Sched *s, int k, int *e1, int *end)
+{
+	int best = 0;
+
+	for (int p = 2; p <= DOT_PERIOD; p++) {
+		int r[DOT_PERIOD + 1], n = 0;
+		r[0] = k;
+		while (n < p && r[n] < s->stages.n) {
+			r[n + 1] = dot_block_end(s, r[n]);
+			n++;
+		}
+		if (n < p)
+			break;
+		int j = r[p], more = 0;
+		for (;;) {
+			int q = j, i = 0;
+			for (; i < p && q < s->stages.n; i++) {
+				int f = dot_block_end(s, q);
+				if (!dot_same_run(a, s, r[i], r[i + 1], q, f))
+					break;
+				q = f;
+			}
+			if (i < p)
+				break;
+			more++;
+			j = q;
+		}
+		if (more && (!best || j > *end))
+			best = more, *e1 = r[p], *end = j;
+	}
+	return best;
+}
+
 static void
 dot_stage(Dot *D, const Stage *st)
 {
@@ -311,15 +362,38 @@ dot_stage(Dot *D, const Stage *st)
 
 /* Every stage, a run of two or more like instances of a layer drawn as
  * its first and a row that names the rest: "block0 x 48: block1 to
- * block47 like it, not drawn". */
+ * block47 like it, not drawn"; a repetition of several runs (dot_period)
+ * likewise; past DOT_MAXROWS rows the rest of the pass as one row (the
+ * whole-pass order interleaves the instances of a deep stack's tail
+ * irregularly: their collectives host what comes after them). */
+#define DOT_MAXROWS 200
 static void
 dot_stages(Dot *D, const Sched *s)
 {
+	int row0 = D->row;
+
 	for (int k = 0; k < s->stages.n;) {
+		if (D->row - row0 >= DOT_MAXROWS) {
+			dot_note_row(D, arena_printf(D->a, "stages %d to %d: the %d left of this pass, not "
+			                             "drawn (a pass is drawn to %d rows)", k + 1,
+			                             s->stages.n, s->stages.n - k, DOT_MAXROWS));
+			break;
+		}
 		int e = dot_block_end(s, k), j = e, f, more = 0;
 		for (; j < s->stages.n && dot_same_block(D->a, s, k, e, j, f = dot_block_end(s, j));
 		     j = f)
 			more++;
+		int e1 = 0, end = 0, units = more ? 0 : dot_period(D->a, s, k, &e1, &end);
+		if (units) {
+			for (int i = k; i < e1; i++)
+				dot_stage(D, s->stages.v[i]);
+			dot_note_row(D, arena_printf(D->a, "%d more like the %d stages above (stages %d to "
+			                             "%d: %s to %s), not drawn", units, e1 - k, e1 + 1, end,
+			                             dot_node(s->stages.v[e1])->out->name,
+			                             dot_node(s->stages.v[end - 1])->out->name));
+			k = end;
+			continue;
+		}
 		for (int i = k; i < e; i++)
 			dot_stage(D, s->stages.v[i]);
 		if (!more) {
