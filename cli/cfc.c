@@ -112,7 +112,7 @@ static const Emit emits[] = {
 	{"sched-dot", ".sched.dot", emit_sched_dot, "the schedule as swimlanes in DOT", NULL, NULL},
 	{"svg", ".svg", emit_sched_dot, "the schedule drawn as SVG", "svg", NULL},
 	{"png", ".png", emit_sched_dot, "the schedule drawn as PNG", "png", NULL},
-	{"gantt", ".gantt.svg", emit_gantt, "the predicted timeline per rank as SVG (--profile)", NULL, NULL},
+	{"gantt", ".gantt.svg", emit_gantt, "the schedule on a time axis as SVG (--profile)", NULL, NULL},
 	{"profile", ".prof", emit_profile, "the --profile as read (every number exact)", NULL, NULL},
 	{"c", ".c", emit_c, "C of the parallel forward pass (and its header)", NULL, "h"},
 	{"ref", "_ref.c", emit_ref, "C of the serial reference", NULL, NULL},
@@ -180,7 +180,11 @@ usage(FILE *f)
 	      "                   every rank up to 8, else ranks 0..3; of a collective\n"
 	      "                   of more than 16 steps its first 6 and its last, and\n"
 	      "                   of 3 or more like layer instances in a row the first:\n"
-	      "                   a row says what is not drawn\n", f);
+	      "                   a row says what is not drawn. They have no time\n"
+	      "                   axis; gantt is the picture with one: per rank its\n"
+	      "                   compute, sends and receives as bars as long as\n"
+	      "                   --profile predicts them, the backward's (--backward)\n"
+	      "                   after the forward's\n", f);
 	fputs("  --schedule=CHOICE  use CHOICE for every collective, e.g.\n"
 	      "                   vanilla, slice(4), fuse(bidir, m = 2)\n"
 	      "  --type=T         element type of the model: f32, f64, bf16, f16\n"
