@@ -180,11 +180,7 @@ usage(FILE *f)
 	      "                   every rank up to 8, else ranks 0..3; of a collective\n"
 	      "                   of more than 16 steps its first 6 and its last, and\n"
 	      "                   of 3 or more like layer instances in a row the first:\n"
-	      "                   a row says what is not drawn. They have no time\n"
-	      "                   axis; gantt is the picture with one: per rank its\n"
-	      "                   compute, sends and receives as bars as long as\n"
-	      "                   --profile predicts them, the backward's (--backward)\n"
-	      "                   after the forward's\n", f);
+	      "                   a row says what is not drawn\n", f);
 	fputs("  --schedule=CHOICE  use CHOICE for every collective, e.g.\n"
 	      "                   vanilla, slice(4), fuse(bidir, m = 2)\n"
 	      "  --type=T         element type of the model: f32, f64, bf16, f16\n"
@@ -220,6 +216,10 @@ usage(FILE *f)
 	      "  --version        print the version and exit\n"
 	      "  -h, --help       print this help and exit\n\n"
 	      "Without --emit, cfc checks the spec and proves its schedules.\n"
+	      "The schedule's pictures sched-dot, svg and png have no time axis; gantt is\n"
+	      "the picture with one: per rank its compute, sends and receives as bars as\n"
+	      "long as --profile predicts them, the backward's (--backward) after the\n"
+	      "forward's.\n"
 	      "exit status: 0 ok, 1 errors in the input, 2 usage error, "
 	      "70 internal error\n", f);
 }

@@ -13,7 +13,7 @@ check "gantt-help: --help lists gantt as the schedule on a time axis" \
 	grep -q '^ *gantt  *the schedule on a time axis as SVG (--profile)$' "$t/help"
 check "gantt-help: --help says the other pictures have no time axis and gantt has one" \
 	sh -c "tr '\n' ' ' <'$t/help' | tr -s ' ' |
-	       grep -qF 'They have no time axis; gantt is the picture with one: per rank its compute, sends and receives as bars as long as --profile predicts them'"
+	       grep -qF 'pictures sched-dot, svg and png have no time axis; gantt is the picture with one: per rank its compute, sends and receives as bars as long as --profile predicts them'"
 
 prof=tests/fixtures/prof/2026-11-29-Xeon16-lease45-cpu-4ranks.prof
 "$CFC" examples/mlp.cf --backward --profile="$prof" --emit=gantt \
