@@ -115,7 +115,7 @@ static const Emit emits[] = {
 	{"sched-dot", ".sched.dot", emit_sched_dot, "the schedule as swimlanes in DOT", NULL, NULL},
 	{"svg", ".svg", emit_sched_dot, "the schedule drawn as SVG", "svg", NULL},
 	{"png", ".png", emit_sched_dot, "the schedule drawn as PNG", "png", NULL},
-	{"gantt", ".gantt.svg", emit_gantt, "the predicted timeline per rank as SVG (--profile)", NULL, NULL},
+	{"gantt", ".gantt.svg", emit_gantt, "the schedule on a time axis as SVG (--profile)", NULL, NULL},
 	{"profile", ".prof", emit_profile, "the --profile as read (every number exact)", NULL, NULL},
 	{"c", ".c", emit_c, "C of the parallel forward pass (and its header)", NULL, "h"},
 	{"ref", "_ref.c", emit_ref, "C of the serial reference", NULL, NULL},
@@ -240,6 +240,10 @@ usage(FILE *f)
 	      "  --version        print the version and exit\n"
 	      "  -h, --help       print this help and exit\n\n"
 	      "Without --emit, cfc checks the spec and proves its schedules.\n"
+	      "The schedule's pictures sched-dot, svg and png have no time axis; gantt is\n"
+	      "the picture with one: per rank its compute, sends and receives as bars as\n"
+	      "long as --profile predicts them, the backward's (--backward) after the\n"
+	      "forward's.\n"
 	      "exit status: 0 ok, 1 errors in the input, 2 usage error, "
 	      "70 internal error\n", f);
 }

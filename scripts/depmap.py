@@ -176,6 +176,32 @@ def variable_name(stmt):
 
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
+# The head of a function a macro defines from a table's row: `int
+# cfrt_##name(` in a #define that the rows of an included X-macro file
+# (runtime/common/ew.def) expand.
+TABLE_DEF = re.compile(r"^[ \t]*((?:[A-Za-z_]\w*[ \t]+)+)\**[ \t]*"
+                       r"([A-Za-z_]\w*)##\w+[ \t]*\(", re.M)
+ROW = re.compile(r"^\s*[A-Z_]+\(\s*([A-Za-z_]\w*)", re.M)
+
+
+def table_definitions(src, text, known):
+	"""The functions src defines through the rows of the .def files it
+	includes: PREFIX + the row's first column for each `TYPE PREFIX##x(`
+	line of a macro (not static, not a call)."""
+	heads = [m.group(2) for m in TABLE_DEF.finditer(text)
+	         if not {"static", "return"} & set(m.group(1).split())]
+	if not heads:
+		return set()
+	out = set()
+	for inc in INCLUDE.findall(text):
+		p = resolve(src, inc, known)
+		if not p or not p.endswith(".def"):
+			continue
+		with open(os.path.join(ROOT, p), encoding="utf-8",
+		          errors="replace") as fh:
+			rows = ROW.findall(strip(fh.read()))
+		out |= {h + r for h in heads for r in rows}
+	return out
 
 
 def resolve(src, name, known):
@@ -238,6 +264,9 @@ def build():
 		s = strip(text)
 		idents[f] = set(re.findall(r"[A-Za-z_]\w*", s))
 		defs[f] = definitions(s) if f.endswith(SRC_EXT) else set()
+	for f in all_files:
+		if f.endswith(SRC_EXT):
+			defs[f] |= table_definitions(f, code[f], known)
 	definers = {}
 	for f, ds in defs.items():
 		for d in ds:

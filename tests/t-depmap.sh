@@ -30,3 +30,10 @@ $PY scripts/depmap.py >"$t/map.out" 2>&1
 check "depmap: the map prints circles, upward arrows and big files" \
 	sh -c "grep -q '^circles: [0-9]' '$t/map.out' && grep -q '^upward arrows: [0-9]' '$t/map.out' &&
 	       grep -q '^files over 1000 lines: [0-9]' '$t/map.out'"
+# the runtime's elementwise ops are defined by macros from the rows of
+# runtime/common/ew.def: the map still sees who defines cfrt_gelu and
+# cfrt_sigmoid_grad (each backend) and cfrt_add, and who calls them
+$PY scripts/depmap.py --edges >"$t/edges.out" 2>&1
+check "depmap: the ops defined from ew.def's rows carry the calls to them" \
+	sh -c "grep -q '^runtime/tools/calibrate_run.c -> runtime/mpi/ew.c: .*cfrt_add, .*cfrt_gelu, .*cfrt_sigmoid_grad' '$t/edges.out' &&
+	       grep -q '^runtime/tools/calibrate_run.c -> runtime/cuda/ops.c: .*cfrt_add, .*cfrt_gelu, .*cfrt_sigmoid_grad' '$t/edges.out'"

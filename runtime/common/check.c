@@ -152,3 +152,19 @@ int cfrti_check_sum_leading(cfrt_ctx *ctx, const cfrt_view *dst,
 			                 lead + d, (long long)src->dim[lead + d]);
 	return CFRT_OK;
 }
+
+/* cfrt.h declares every op of ew.def with its kind's signature: a row
+ * added there without its declaration, or a declaration that drifts from
+ * its row, stops the build here (each backend defines the op from the
+ * row, and its definition must agree with cfrt.h too). */
+typedef int ew_sig_SCALAR(cfrt_ctx *, const cfrt_view *, const cfrt_view *,
+                          double);
+typedef int ew_sig_UNARY(cfrt_ctx *, const cfrt_view *, const cfrt_view *);
+typedef int ew_sig_BINARY(cfrt_ctx *, const cfrt_view *, const cfrt_view *,
+                          const cfrt_view *);
+typedef ew_sig_BINARY ew_sig_GRAD;
+#define EW(name, NAME, kind, fn) \
+	_Static_assert(_Generic(&cfrt_##name, ew_sig_##kind *: 1, default: 0), \
+	               "cfrt.h declares cfrt_" #name " as ew.def's " #kind " row");
+#include "ew.def"
+#undef EW

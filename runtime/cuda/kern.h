@@ -35,12 +35,16 @@ static inline kview kv_of(const cfrt_view *v)
 }
 
 /* Elementwise ops: dst = f(a) or f(a, b); b has dst's dims (broadcast
- * strides 0), unused by the unary ops. */
-/* K_ADD and after read a second operand; the *_GRAD ops are
- * a * f'(b), the backward of activation f; K_RSUB is b - a. */
-enum kop { K_COPY, K_SCALE, K_GELU, K_SILU, K_RELU, K_SIGMOID, K_EXP, K_ADD,
-           K_MUL, K_GELU_GRAD, K_SILU_GRAD, K_RELU_GRAD, K_SIGMOID_GRAD,
-           K_SUB, K_RSUB };
+ * strides 0), unused by K_COPY and the SCALAR and UNARY rows of
+ * runtime/common/ew.def. K_COPY, then one op per row of ew.def; the
+ * *_GRAD ops are a * f'(b), the backward of activation f; K_RSUB is
+ * b - a. */
+enum kop {
+	K_COPY,
+#define EW(name, NAME, kind, fn) K_##NAME,
+#include "common/ew.def"
+#undef EW
+};
 
 /* Row ops over the last dim of dst and src (same dims): gamma and beta are
  * 1-d vectors of that length (p NULL: absent). */

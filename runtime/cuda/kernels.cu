@@ -7,36 +7,66 @@
 
 namespace {
 
-// The elementwise ops of kern.h's enum kop on accumulator values.
+// Whether op reads its second operand: the BINARY and GRAD rows of
+// runtime/common/ew.def.
+#define EW_READS_B_SCALAR false
+#define EW_READS_B_UNARY false
+#define EW_READS_B_BINARY true
+#define EW_READS_B_GRAD true
+__host__ __device__ constexpr bool reads_b(int op)
+{
+	switch (op) {
+#define EW(name, NAME, kind, fn) case K_##NAME: return EW_READS_B_##kind;
+#include "common/ew.def"
+#undef EW
+	default: return false;
+	}
+}
+
+template <int OP> constexpr bool no_arithmetic = false;
+
+// The elementwise ops of kern.h's enum kop on accumulator values; an op of
+// ew.def without its branch here does not compile.
 template <int OP, typename A> __device__ __forceinline__ A apply(A x, A y,
                                                                  A arg)
 {
-	switch (OP) {
-	case K_COPY: return x;
-	case K_SCALE: return arg == A(0) ? A(0) : arg * x; // 0: a zero fill, NaN or not
-	case K_GELU:
+	if constexpr (OP == K_COPY) {
+		return x;
+	} else if constexpr (OP == K_SCALE) {
+		return arg == A(0) ? A(0) : arg * x; // 0: a zero fill, NaN or not
+	} else if constexpr (OP == K_GELU) {
 		return A(0.5) * x * (A(1) + f_tanh(A(0.7978845608028654) *
 		                                   (x + A(0.044715) * x * x * x)));
-	case K_SILU: return x / (A(1) + f_exp(-x));
-	case K_RELU: return x > A(0) ? x : A(0);
-	case K_SIGMOID: return A(1) / (A(1) + f_exp(-x));
-	case K_EXP: return f_exp(x);
-	case K_ADD: return x + y;
-	case K_SUB: return x - y;
-	case K_RSUB: return y - x;
-	case K_GELU_GRAD: {
+	} else if constexpr (OP == K_SILU) {
+		return x / (A(1) + f_exp(-x));
+	} else if constexpr (OP == K_RELU) {
+		return x > A(0) ? x : A(0);
+	} else if constexpr (OP == K_SIGMOID) {
+		return A(1) / (A(1) + f_exp(-x));
+	} else if constexpr (OP == K_EXP) {
+		return f_exp(x);
+	} else if constexpr (OP == K_ADD) {
+		return x + y;
+	} else if constexpr (OP == K_MUL) {
+		return x * y;
+	} else if constexpr (OP == K_SUB) {
+		return x - y;
+	} else if constexpr (OP == K_RSUB) {
+		return y - x;
+	} else if constexpr (OP == K_GELU_GRAD) {
 		A c = A(0.7978845608028654), k = A(0.044715);
 		A t = f_tanh(c * (y + k * y * y * y));
 		return x * (A(0.5) * (A(1) + t) +
 		            A(0.5) * y * (A(1) - t * t) * c * (A(1) + A(3) * k * y * y));
-	}
-	case K_SILU_GRAD: {
+	} else if constexpr (OP == K_SILU_GRAD) {
 		A s = A(1) / (A(1) + f_exp(-y));
 		return x * s * (A(1) + y * (A(1) - s));
-	}
-	case K_RELU_GRAD: return y > A(0) ? x : A(0);
-	case K_SIGMOID_GRAD: return x * y * (A(1) - y); // y: the sigmoid
-	default: return x * y;
+	} else if constexpr (OP == K_RELU_GRAD) {
+		return y > A(0) ? x : A(0);
+	} else if constexpr (OP == K_SIGMOID_GRAD) {
+		return x * y * (A(1) - y); // y: the sigmoid
+	} else {
+		static_assert(no_arithmetic<OP>, "an op of ew.def without its arithmetic");
 	}
 }
 
@@ -75,7 +105,7 @@ __global__ void ew_general(kview d, kview a, kview b, int64_t n, double arg)
 	     i += step) {
 		int64_t od, oa, ob;
 		offsets3(i, d.nd, d, a, b, &od, &oa, &ob);
-		A y = OP >= K_ADD ? to_acc(pb[ob]) : A(0);
+		A y = reads_b(OP) ? to_acc(pb[ob]) : A(0);
 		pd[od] = store<T>(apply<OP, A>(to_acc(pa[oa]), y, A(arg)));
 	}
 }
@@ -105,11 +135,11 @@ __global__ void ew_flat(T *d, const T *a, const T *b, int64_t n, double arg)
 	int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
 	for (int64_t i = first; i < n / V; i += step) {
 		uint4 va = ((const uint4 *)a)[i];
-		((uint4 *)d)[i] = apply16<T, OP>(va, OP >= K_ADD ?
+		((uint4 *)d)[i] = apply16<T, OP>(va, reads_b(OP) ?
 		                                 ((const uint4 *)b)[i] : va, arg);
 	}
 	for (int64_t i = n / V * V + first; i < n; i += step) {
-		A y = OP >= K_ADD ? to_acc(b[i]) : A(0);
+		A y = reads_b(OP) ? to_acc(b[i]) : A(0);
 		d[i] = store<T>(apply<OP, A>(to_acc(a[i]), y, A(arg)));
 	}
 }
@@ -130,7 +160,7 @@ __global__ void ew_rows(kview d, kview a, kview b, int64_t nvec, int vpr,
 		offsets3(i / vpr, d.nd - 1, d, a, b, &x, &y, &z);
 		uint4 va = *(const uint4 *)((const T *)a.p + y + c);
 		*(uint4 *)((T *)d.p + x + c) = apply16<T, OP>(
-			va, OP >= K_ADD ? *(const uint4 *)((const T *)b.p + z + c) : va, arg);
+			va, reads_b(OP) ? *(const uint4 *)((const T *)b.p + z + c) : va, arg);
 	}
 }
 
@@ -156,7 +186,7 @@ template <typename T, int OP>
 int ew_run(cudaStream_t s, kview d, kview a, kview b, double arg)
 {
 	int64_t n = numel(d);
-	bool binary = OP >= K_ADD;
+	constexpr bool binary = reads_b(OP);
 	bool flat = d.nd == 1 && d.st[0] == 1 && a.st[0] == 1 &&
 	            (!binary || b.st[0] == 1) && aligned16(d.p) &&
 	            aligned16(a.p) && (!binary || aligned16(b.p));
@@ -179,20 +209,11 @@ int ew_type(cudaStream_t s, int op, kview d, kview a, kview b, double arg)
 {
 	switch (op) {
 	case K_COPY: return ew_run<T, K_COPY>(s, d, a, b, arg);
-	case K_SCALE: return ew_run<T, K_SCALE>(s, d, a, b, arg);
-	case K_GELU: return ew_run<T, K_GELU>(s, d, a, b, arg);
-	case K_SILU: return ew_run<T, K_SILU>(s, d, a, b, arg);
-	case K_RELU: return ew_run<T, K_RELU>(s, d, a, b, arg);
-	case K_SIGMOID: return ew_run<T, K_SIGMOID>(s, d, a, b, arg);
-	case K_EXP: return ew_run<T, K_EXP>(s, d, a, b, arg);
-	case K_ADD: return ew_run<T, K_ADD>(s, d, a, b, arg);
-	case K_SUB: return ew_run<T, K_SUB>(s, d, a, b, arg);
-	case K_RSUB: return ew_run<T, K_RSUB>(s, d, a, b, arg);
-	case K_GELU_GRAD: return ew_run<T, K_GELU_GRAD>(s, d, a, b, arg);
-	case K_SILU_GRAD: return ew_run<T, K_SILU_GRAD>(s, d, a, b, arg);
-	case K_RELU_GRAD: return ew_run<T, K_RELU_GRAD>(s, d, a, b, arg);
-	case K_SIGMOID_GRAD: return ew_run<T, K_SIGMOID_GRAD>(s, d, a, b, arg);
-	default: return ew_run<T, K_MUL>(s, d, a, b, arg);
+#define EW(name, NAME, kind, fn) \
+	case K_##NAME: return ew_run<T, K_##NAME>(s, d, a, b, arg);
+#include "common/ew.def"
+#undef EW
+	default: return (int)cudaErrorInvalidValue;
 	}
 }
 

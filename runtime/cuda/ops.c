@@ -112,37 +112,6 @@ static int unary(cfrt_ctx *ctx, const char *api, const cfrt_view *dst,
 	                       "elementwise kernel"), dst, NULL, NULL);
 }
 
-int cfrt_scale(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *a,
-               double s)
-{
-	return unary(ctx, "cfrt_scale", dst, a, K_SCALE, s);
-}
-
-int cfrt_gelu(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src)
-{
-	return unary(ctx, "cfrt_gelu", dst, src, K_GELU, 0.0);
-}
-
-int cfrt_silu(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src)
-{
-	return unary(ctx, "cfrt_silu", dst, src, K_SILU, 0.0);
-}
-
-int cfrt_relu(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src)
-{
-	return unary(ctx, "cfrt_relu", dst, src, K_RELU, 0.0);
-}
-
-int cfrt_sigmoid(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src)
-{
-	return unary(ctx, "cfrt_sigmoid", dst, src, K_SIGMOID, 0.0);
-}
-
-int cfrt_exp(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src)
-{
-	return unary(ctx, "cfrt_exp", dst, src, K_EXP, 0.0);
-}
-
 /* dst = a op b, b broadcast to dst. */
 static int binary(cfrt_ctx *ctx, const char *api, const cfrt_view *dst,
                   const cfrt_view *a, const cfrt_view *b, int op)
@@ -160,53 +129,30 @@ static int binary(cfrt_ctx *ctx, const char *api, const cfrt_view *dst,
 	                       "elementwise kernel"), dst, NULL, NULL);
 }
 
-int cfrt_add(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *a,
-             const cfrt_view *b)
-{
-	return binary(ctx, "cfrt_add", dst, a, b, K_ADD);
-}
+/* ---- the elementwise ops of runtime/common/ew.def ---- */
 
-int cfrt_sub(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *a,
-             const cfrt_view *b)
-{
-	return binary(ctx, "cfrt_sub", dst, a, b, K_SUB);
-}
-
-int cfrt_rsub(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *a,
-              const cfrt_view *b)
-{
-	return binary(ctx, "cfrt_rsub", dst, a, b, K_RSUB);
-}
-
-int cfrt_mul(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *a,
-             const cfrt_view *b)
-{
-	return binary(ctx, "cfrt_mul", dst, a, b, K_MUL);
-}
-
-int cfrt_gelu_grad(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *dy,
-                   const cfrt_view *x)
-{
-	return binary(ctx, "cfrt_gelu_grad", dst, dy, x, K_GELU_GRAD);
-}
-
-int cfrt_silu_grad(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *dy,
-                   const cfrt_view *x)
-{
-	return binary(ctx, "cfrt_silu_grad", dst, dy, x, K_SILU_GRAD);
-}
-
-int cfrt_relu_grad(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *dy,
-                   const cfrt_view *x)
-{
-	return binary(ctx, "cfrt_relu_grad", dst, dy, x, K_RELU_GRAD);
-}
-
-int cfrt_sigmoid_grad(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *dy,
-                      const cfrt_view *y)
-{
-	return binary(ctx, "cfrt_sigmoid_grad", dst, dy, y, K_SIGMOID_GRAD);
-}
+#define EW_SCALAR(name, NAME) \
+	int cfrt_##name(cfrt_ctx *ctx, const cfrt_view *dst, \
+	                const cfrt_view *src, double s) \
+	{ \
+		return unary(ctx, "cfrt_" #name, dst, src, K_##NAME, s); \
+	}
+#define EW_UNARY(name, NAME) \
+	int cfrt_##name(cfrt_ctx *ctx, const cfrt_view *dst, \
+	                const cfrt_view *src) \
+	{ \
+		return unary(ctx, "cfrt_" #name, dst, src, K_##NAME, 0.0); \
+	}
+#define EW_BINARY(name, NAME) \
+	int cfrt_##name(cfrt_ctx *ctx, const cfrt_view *dst, \
+	                const cfrt_view *a, const cfrt_view *b) \
+	{ \
+		return binary(ctx, "cfrt_" #name, dst, a, b, K_##NAME); \
+	}
+#define EW_GRAD EW_BINARY
+#define EW(name, NAME, kind, fn) EW_##kind(name, NAME)
+#include "common/ew.def"
+#undef EW
 
 int cfrt_rope(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src,
               int dim, double base, int64_t pos0, int inverse)

@@ -247,37 +247,6 @@ static int unary(cfrt_ctx *ctx, const char *api, const cfrt_view *dst,
 	return cfrti_end_out(ctx, t0, dst, NULL, NULL);
 }
 
-int cfrt_scale(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *a,
-               double s)
-{
-	return unary(ctx, "cfrt_scale", dst, a, f_scale, s);
-}
-
-int cfrt_gelu(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src)
-{
-	return unary(ctx, "cfrt_gelu", dst, src, f_gelu, 0.0);
-}
-
-int cfrt_silu(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src)
-{
-	return unary(ctx, "cfrt_silu", dst, src, f_silu, 0.0);
-}
-
-int cfrt_relu(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src)
-{
-	return unary(ctx, "cfrt_relu", dst, src, f_relu, 0.0);
-}
-
-int cfrt_sigmoid(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src)
-{
-	return unary(ctx, "cfrt_sigmoid", dst, src, f_sigmoid, 0.0);
-}
-
-int cfrt_exp(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src)
-{
-	return unary(ctx, "cfrt_exp", dst, src, f_exp, 0.0);
-}
-
 /* The derivatives of the activations, for their backward ops. */
 static double d_gelu(double x, double unused)
 {
@@ -307,17 +276,19 @@ static double d_sigmoid(double y, double unused)
 	return y * (1.0 - y);
 }
 
-/* The binary ops without f: x + y, x * y, x - y, y - x. */
-enum { B_ADD, B_MUL, B_SUB, B_RSUB };
+/* The binary ops without f: x + y, x * y, x - y, y - x (B_NAME of the
+ * BINARY rows of ew.def; -Wswitch names one bin_op lacks). */
+enum binop { B_ADD, B_MUL, B_SUB, B_RSUB };
 
-static double bin_op(int op, double x, double y)
+static double bin_op(enum binop op, double x, double y)
 {
 	switch (op) {
 	case B_ADD: return x + y;
 	case B_MUL: return x * y;
 	case B_SUB: return x - y;
-	default: return y - x;
+	case B_RSUB: return y - x;
 	}
+	return NAN; /* not reached: every binop has its case */
 }
 
 /* d = x * f(y), or without f x op y (B_ADD, ...), on lines of f32
@@ -328,7 +299,7 @@ static double bin_op(int op, double x, double y)
  * f32 add on 2 ranks of the 2-core machine: 4.1-4.7 GB/s through lanes,
  * 22-25 GB/s here). */
 static int binary_f32(float *d, const float *x, const float *y, int64_t n, unary_fn f,
-                      int op)
+                      enum binop op)
 {
 	if (!f && op == B_MUL)
 		for (int64_t i = 0; i < n; i++)
@@ -339,7 +310,7 @@ static int binary_f32(float *d, const float *x, const float *y, int64_t n, unary
 	else if (!f && op == B_SUB)
 		for (int64_t i = 0; i < n; i++)
 			d[i] = x[i] - y[i];
-	else if (!f)
+	else if (!f && op == B_RSUB)
 		for (int64_t i = 0; i < n; i++)
 			d[i] = y[i] - x[i];
 	else if (f == d_gelu)
@@ -362,7 +333,7 @@ static int binary_f32(float *d, const float *x, const float *y, int64_t n, unary
 /* dst = a op b (f NULL: B_ADD, B_MUL, B_SUB, B_RSUB) or a * f(b) (op
  * B_MUL: the backward of activation f), b broadcast to dst. */
 static int binary_f(cfrt_ctx *ctx, const char *api, const cfrt_view *dst,
-                    const cfrt_view *a, const cfrt_view *b, int op,
+                    const cfrt_view *a, const cfrt_view *b, enum binop op,
                     unary_fn f)
 {
 	double t0 = cfrti_begin(ctx, api);
@@ -390,57 +361,9 @@ static int binary_f(cfrt_ctx *ctx, const char *api, const cfrt_view *dst,
 }
 
 static int binary(cfrt_ctx *ctx, const char *api, const cfrt_view *dst,
-                  const cfrt_view *a, const cfrt_view *b, int op)
+                  const cfrt_view *a, const cfrt_view *b, enum binop op)
 {
 	return binary_f(ctx, api, dst, a, b, op, NULL);
-}
-
-int cfrt_add(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *a,
-             const cfrt_view *b)
-{
-	return binary(ctx, "cfrt_add", dst, a, b, B_ADD);
-}
-
-int cfrt_sub(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *a,
-             const cfrt_view *b)
-{
-	return binary(ctx, "cfrt_sub", dst, a, b, B_SUB);
-}
-
-int cfrt_rsub(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *a,
-              const cfrt_view *b)
-{
-	return binary(ctx, "cfrt_rsub", dst, a, b, B_RSUB);
-}
-
-int cfrt_mul(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *a,
-             const cfrt_view *b)
-{
-	return binary(ctx, "cfrt_mul", dst, a, b, B_MUL);
-}
-
-int cfrt_gelu_grad(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *dy,
-                   const cfrt_view *x)
-{
-	return binary_f(ctx, "cfrt_gelu_grad", dst, dy, x, B_MUL, d_gelu);
-}
-
-int cfrt_silu_grad(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *dy,
-                   const cfrt_view *x)
-{
-	return binary_f(ctx, "cfrt_silu_grad", dst, dy, x, B_MUL, d_silu);
-}
-
-int cfrt_relu_grad(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *dy,
-                   const cfrt_view *x)
-{
-	return binary_f(ctx, "cfrt_relu_grad", dst, dy, x, B_MUL, d_relu);
-}
-
-int cfrt_sigmoid_grad(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *dy,
-                      const cfrt_view *y)
-{
-	return binary_f(ctx, "cfrt_sigmoid_grad", dst, dy, y, B_MUL, d_sigmoid);
 }
 
 int cfrt_rope(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src,
@@ -553,3 +476,33 @@ int cfrt_sum_leading(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src)
 	}
 	return cfrti_end_out(ctx, t0, dst, NULL, NULL);
 }
+
+/* ---- the elementwise ops of runtime/common/ew.def ---- */
+
+#define EW_SCALAR(name, NAME, fn) \
+	int cfrt_##name(cfrt_ctx *ctx, const cfrt_view *dst, \
+	                const cfrt_view *src, double s) \
+	{ \
+		return unary(ctx, "cfrt_" #name, dst, src, f_##fn, s); \
+	}
+#define EW_UNARY(name, NAME, fn) \
+	int cfrt_##name(cfrt_ctx *ctx, const cfrt_view *dst, \
+	                const cfrt_view *src) \
+	{ \
+		return unary(ctx, "cfrt_" #name, dst, src, f_##fn, 0.0); \
+	}
+#define EW_BINARY(name, NAME, fn) \
+	int cfrt_##name(cfrt_ctx *ctx, const cfrt_view *dst, \
+	                const cfrt_view *a, const cfrt_view *b) \
+	{ \
+		return binary(ctx, "cfrt_" #name, dst, a, b, B_##NAME); \
+	}
+#define EW_GRAD(name, NAME, fn) \
+	int cfrt_##name(cfrt_ctx *ctx, const cfrt_view *dst, \
+	                const cfrt_view *dy, const cfrt_view *x) \
+	{ \
+		return binary_f(ctx, "cfrt_" #name, dst, dy, x, B_MUL, d_##fn); \
+	}
+#define EW(name, NAME, kind, fn) EW_##kind(name, NAME, fn)
+#include "common/ew.def"
+#undef EW
