@@ -8,9 +8,13 @@
 ifneq ($(SAN),)
 B ?= build/san
 SANFLAGS = -fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=all
+# what a program linking this build's runtime needs: the sanitizers'
+# runtime, first (cfrt.pc's Libs, CommFuseConfig.cmake's link options)
+SANLINK = -fsanitize=$(SAN)
 else
 B ?= build
 SANFLAGS =
+SANLINK =
 endif
 
 CC ?= cc

@@ -11,7 +11,7 @@ CM_DIR = $(PREFIX)/lib/cmake/CommFuse
 # cfrt.h, libcfrt and cfc are.
 CM_CONFIG = sed -e 's|@INCLUDEDIR@|$(1)|' -e 's|@LIBDIR@|$(2)|' -e 's|@BINDIR@|$(3)|' \
                 -e 's|@VERSION@|$(RT_VERSION)|g' -e 's|@SONAME@|$(RT_SONAME)|g' \
-                cmake/CommFuseConfig.cmake.in
+                -e 's|@SANLINK@|$(SANLINK)|g' cmake/CommFuseConfig.cmake.in
 # The version file knows the pointer size the libraries are built for.
 CM_VERSION = sz=$$(echo __SIZEOF_POINTER__ | $(CC) -E -P -x c - | tail -n 1) && \
 	sed -e 's|@VERSION@|$(RT_VERSION)|g' -e 's|@MAJOR@|$(firstword $(subst ., ,$(RT_VERSION)))|g' \

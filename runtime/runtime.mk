@@ -35,9 +35,12 @@ $(B)/libcfrt.so.0 $(B)/libcfrt.so: $(B)/libcfrt.so.$(RT_VERSION)
 	ln -sf libcfrt.so.$(RT_VERSION) $@
 
 # cfrt.pc for PREFIX; Libs carry this machine's BLAS flags (static links
-# need them). install-runtime writes it again for the PREFIX given there.
+# need them), and under SAN the sanitizers (a program linking a sanitized
+# libcfrt needs their runtime first). install-runtime writes it again for
+# the PREFIX given there.
 RT_PC = sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(RT_VERSION)|' \
-            -e 's|@BLAS_LIBS@|$(BLAS_LIBS)|' runtime/cfrt.pc.in
+            -e 's|@BLAS_LIBS@|$(BLAS_LIBS)|' -e 's|@SANLINK@|$(SANLINK)|' -e 's| *$$||' \
+            runtime/cfrt.pc.in
 $(B)/cfrt.pc: runtime/cfrt.pc.in runtime/runtime.mk
 	@mkdir -p $(@D)
 	$(RT_PC) >$@

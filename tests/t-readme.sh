@@ -14,7 +14,8 @@
 #  train       the training program built and run (5 steps, not 300).
 # In the build tree: cfc and cfrt-calibrate from $B on PATH,
 # PKG_CONFIG_PATH=$B (cfrt-uninstalled.pc); mpirun gets the flags a root
-# container needs.
+# container needs. Under SAN the build tree's cfrt.pc and CommFuse config
+# link the sanitizers' runtime into the programs the blocks build.
 . tests/lib.sh
 d=$ROOT/$B/tests/readme
 rm -rf "$d"
@@ -29,8 +30,9 @@ block() {
 		want && /^```/ { if (inb) exit; inb = 1; next }
 		inb { print }' README.md
 }
-# mpi LINE: LINE with mpirun given the container's flags
-mpi() { sed "s|^mpirun |mpirun $MPIFLAGS |; s| mpirun | mpirun $MPIFLAGS |"; }
+# mpi [FLAGS]: the lines on stdin with mpirun given the container's flags
+# (and FLAGS)
+mpi() { sed "s|^mpirun |mpirun $MPIFLAGS ${1:+$1 }|; s| mpirun | mpirun $MPIFLAGS ${1:+$1 }|"; }
 # work NAME: a fresh directory with the tree's examples and tests/errors
 work() {
 	w=$d/$1
@@ -139,9 +141,13 @@ else
 	echo "SKIP cmake not installed"
 fi
 
-# -- Python
+# -- Python (under SAN, mpirun gives python3 the sanitizers' runtime
+# preloaded, as t-torch does: the library the block builds is sanitized)
 work py
-block python | mpi >"$w/py.sh"
+preload=
+[ -z "$SANFLAGS" ] ||
+	preload="-x LD_PRELOAD=$(cc -print-file-name=libasan.so):$(cc -print-file-name=libubsan.so) -x ASAN_OPTIONS=detect_leaks=0"
+block python | mpi "$preload" >"$w/py.sh"
 if /usr/bin/python3 -c 'import numpy' 2>/dev/null; then
 	if (cd "$w" && sh -e py.sh) >"$w/run.out" 2>&1 &&
 		[ "$(grep -o "rank [01]: y ([0-9, ]*), gradients \['d_w1', 'd_w2', 'd_x'\]" "$w/run.out" |

@@ -32,27 +32,9 @@ done
 check "torch shapes: more than 16 variants is a usage error" \
 	sh -c "'$CFC' examples/llama.cf -D S=8,16,24,32,40 -D B=1,2,4,8 2>'$t/many.err'; [ \$? = 2 ] && grep -q 'more than 16 variants' '$t/many.err'"
 
-PY=
-for p in /usr/bin/python3 python3; do
-	if "$p" -c 'import torch, numpy, mpi4py' >/dev/null 2>&1; then
-		PY=$p
-		break
-	fi
-done
-if [ -z "$PY" ]; then
-	echo "SKIP torch shapes: no python3 with torch, NumPy and mpi4py here (apt-get install python3-torch python3-mpi4py)"
-	exit 0
-fi
-PYENV=
-if [ -n "$SANFLAGS" ]; then
-	PYENV="LD_PRELOAD=$(cc -print-file-name=libasan.so):$(cc -print-file-name=libubsan.so)"
-	PYENV="$PYENV ASAN_OPTIONS=detect_leaks=0"
-fi
-BLAS=$(pkg-config --libs openblas)
-mpicc -std=c11 -O2 -g -Wall -Wextra -Werror $SANFLAGS -shared -fPIC -Iruntime -I"$t/two" \
-	-o "$t/two/libllama.so" "$t/two"/llama_S*.c \
-	-Wl,--whole-archive "$B/libcfrt.a" -Wl,--no-whole-archive $BLAS -lm -pthread \
-	>"$t/cc.log" 2>&1 || cat "$t/cc.log"
+. tests/torchlib.sh
+torch_python "torch shapes"
+torch_lib "$t/two" "$t/two"/llama_S*.c >"$t/cc.log" 2>&1 || cat "$t/cc.log"
 env $PYENV $MPIRUN -n 2 "$PY" tests/torch/shapes.py "$t/two" --log "$t/run" >"$t/run.out" 2>&1
 echo "rc=$?" >>"$t/run.out"
 cat "$t/run.out"

@@ -16,37 +16,18 @@ rm -rf "$t"
 mkdir -p "$t"
 export OMPI_MCA_btl_vader_single_copy_mechanism=none OMP_NUM_THREADS=1
 MPIRUN="mpirun --allow-run-as-root --oversubscribe --timeout 120"
-BLAS=$(pkg-config --libs openblas)
+. tests/torchlib.sh
 
-PY=
-for p in /usr/bin/python3 python3; do
-	if "$p" -c 'import torch, numpy, mpi4py' >/dev/null 2>&1; then
-		PY=$p
-		break
-	fi
-done
-if [ -z "$PY" ]; then
-	echo "SKIP torch: no python3 with torch, NumPy and mpi4py here (apt-get install python3-torch python3-mpi4py)"
-	exit 0
-fi
+torch_python torch
 echo "torch: using $PY, torch $("$PY" -c 'import torch; print(torch.__version__)')"
-PYENV=
-if [ -n "$SANFLAGS" ]; then
-	PYENV="LD_PRELOAD=$(cc -print-file-name=libasan.so):$(cc -print-file-name=libubsan.so)"
-	PYENV="$PYENV ASAN_OPTIONS=detect_leaks=0"
-fi
 
-# model DIR SPEC [cfc args...]: llama.py and libllama.so in DIR (all of
-# libcfrt.a in it: the module declares every runtime call it may use, and
-# at tp = 1 the generated C calls no transfer).
+# model DIR SPEC [cfc args...]: llama.py and libllama.so in DIR.
 model() {
 	md=$1 ms=$2
 	shift 2
 	mkdir -p "$md"
 	{ "$CFC" "$ms" "$@" --emit=h,c,ref,py -o "$md" &&
-		mpicc -std=c11 -O2 -g -Wall -Wextra -Werror $SANFLAGS -shared -fPIC -Iruntime -I"$md" \
-			-o "$md/libllama.so" "$md/llama.c" "$md/llama_ref.c" \
-			-Wl,--whole-archive "$B/libcfrt.a" -Wl,--no-whole-archive $BLAS -lm -pthread
+		torch_lib "$md" "$md/llama.c" "$md/llama_ref.c"
 	} >"$md.log" 2>&1 || { cat "$md.log"; return 1; }
 }
 

@@ -65,7 +65,7 @@ CU_PC = printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$${prefix}/lib' \
 	'includedir=$${prefix}/include' '' 'Name: cfrt_cuda' \
 	'Description: CommFuse runtime, CUDA + NCCL + cuBLAS backend (compile with mpicc)' \
 	'Version: $(RT_VERSION)' 'Cflags: -I$${includedir}' \
-	'Libs: -L$${libdir} -lcfrt_cuda $(CUDA_LIBS)'
+	'Libs: -L$${libdir} -lcfrt_cuda $(strip $(CUDA_LIBS) $(SANLINK))'
 $(B)/cfrt_cuda.pc: runtime/cuda/cuda.mk
 	@mkdir -p $(@D)
 	$(CU_PC) >$@

@@ -17,42 +17,22 @@ import sys
 
 import torch
 
-args = sys.argv[1:]
-sys.path.insert(0, args[0])
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
-                                "examples", "torch"))
-import llama  # noqa: E402
-import llama_ref  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import RANK as rank, TOL, WORLD as world, raises, rel, report  # noqa: E402
+import common  # noqa: E402
 
+args = sys.argv[1:]
+llama, llama_ref = common.load(args[0])
 opt = {a: args[i + 1] if i + 1 < len(args) and not args[i + 1].startswith("--") else True
        for i, a in enumerate(args) if a.startswith("--")}
-torch.set_num_threads(1)
-rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", "0"))
-world = int(os.environ.get("OMPI_COMM_WORLD_SIZE", "1"))
-log = open("%s.%d" % (opt["--log"], rank), "w") if "--log" in opt else None
-TOL = 1e-5
-
-
-def report(name, ok, why=""):
-    line = "rank %d: %s %s%s" % (rank, name, "ok" if ok else "FAIL ", "" if ok else why)
-    print(line, flush=True)
-    if log:
-        log.write(line + "\n")
-        log.flush()
-
-
-def rel(got, want):
-    d = (got.double() - want.double()).abs().max().item()
-    m = want.double().abs().max().item()
-    return d / m if m > 0 else d
+if "--log" in opt:
+    common.open_log(opt["--log"])
 
 
 X = llama._tensor("x")
 B, S, D = X.dims
 sizes = dict(llama.GROUPS)
-torch.manual_seed(1234)  # every rank: the same weights and data
-ref = llama_ref.LlamaBlock(D=D, H=8, KV=4, F=128)
-whole_w = {k: v.detach().clone() for k, v in ref.named_parameters()}
+ref, whole_w = common.reference(llama_ref, D)  # every rank: the same weights and data
 xs = [torch.randn(B, S, D) for _ in range(2)]
 dys = [torch.randn(B, S, D) for _ in range(2)]
 
@@ -81,19 +61,11 @@ report("the layer's parameters are the shards of the whole weights, by name", al
 
 
 def ref_grads(x, dy):
-    """The reference's output and gradients for whole x, dy."""
-    ref.zero_grad(set_to_none=True)
-    xr = x.clone().requires_grad_()
-    y = ref(xr)
-    y.backward(dy)
-    return y.detach(), xr.grad, {k: p.grad.clone() for k, p in ref.named_parameters()}
+    return common.ref_grads(ref, x, dy)
 
 
 def run(x, dy):
-    xl = layer.shard("x", x).requires_grad_()
-    yl = layer(xl)
-    yl.backward(layer.shard("y", dy))
-    return yl.detach(), xl.grad
+    return common.run(layer, x, dy)
 
 
 # -- forward and every gradient, one batch
@@ -138,21 +110,6 @@ if "--accum" in opt:
     worst = max(ew, key=ew.get)
     report("2 forwards, then their backwards in reverse order: the same (worst %s %.2e)"
            % (worst, ew[worst]), ew[worst] <= TOL)
-
-
-def raises(kind, text, fn, *a, **kw):
-    try:
-        fn(*a, **kw)
-    except kind as e:
-        if text in str(e):
-            return True
-        print("rank %d: %s says %r, not %r" % (rank, kind.__name__, str(e), text), flush=True)
-        return False
-    except Exception as e:  # noqa: BLE001
-        print("rank %d: %s, not %s: %s" % (rank, type(e).__name__, kind.__name__, e), flush=True)
-        return False
-    print("rank %d: no %s (%s)" % (rank, kind.__name__, text), flush=True)
-    return False
 
 
 if "--errors" in opt:

@@ -14,46 +14,13 @@ import sys
 import numpy as np
 import torch
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import TOL, raises, rel, report  # noqa: E402
+import common  # noqa: E402
+
 args = sys.argv[1:]
-sys.path.insert(0, args[0])
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
-                                "examples", "torch"))
-import llama  # noqa: E402
-import llama_ref  # noqa: E402
-
-torch.set_num_threads(1)
-rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", "0"))
-log = open("%s.%d" % (args[args.index("--log") + 1], rank), "w")
-TOL = 1e-5
-
-
-def report(name, ok, why=""):
-    line = "rank %d: %s %s%s" % (rank, name, "ok" if ok else "FAIL ", "" if ok else why)
-    print(line, flush=True)
-    log.write(line + "\n")
-    log.flush()
-
-
-def rel(got, want):
-    got, want = torch.as_tensor(got).double(), torch.as_tensor(want).double()
-    d = (got - want).abs().max().item()
-    m = want.abs().max().item()
-    return d / m if m > 0 else d
-
-
-def raises(kind, text, fn, *a, **kw):
-    try:
-        fn(*a, **kw)
-    except kind as e:
-        if text in str(e):
-            return True
-        print("rank %d: %s says %r, not %r" % (rank, kind.__name__, str(e), text), flush=True)
-        return False
-    except Exception as e:  # noqa: BLE001
-        print("rank %d: %s, not %s: %s" % (rank, type(e).__name__, kind.__name__, e), flush=True)
-        return False
-    print("rank %d: no %s (%s)" % (rank, kind.__name__, text), flush=True)
-    return False
+llama, llama_ref = common.load(args[0])
+common.open_log(args[args.index("--log") + 1])
 
 
 lengths = sorted(v.sizes["S"] for v in llama.VARIANTS)
@@ -61,18 +28,12 @@ report("the module carries the variants S = %s" % lengths, lengths == [16, 32] a
        [v.prefix for v in llama.VARIANTS] == ["llama_S16", "llama_S32"])
 B, _, D = llama._tensor("x").dims
 tp = dict(llama.GROUPS)["tp"]
-torch.manual_seed(1234)  # every rank: the same weights and data
-ref = llama_ref.LlamaBlock(D=D, H=8, KV=4, F=128)
-whole_w = {k: v.detach().clone() for k, v in ref.named_parameters()}
+ref, whole_w = common.reference(llama_ref, D)  # every rank: the same weights and data
 data = {S: (torch.randn(B, S, D), torch.randn(B, S, D)) for S in lengths}
 
 
 def ref_grads(x, dy):
-    ref.zero_grad(set_to_none=True)
-    xr = x.clone().requires_grad_()
-    y = ref(xr)
-    y.backward(dy)
-    return y.detach(), xr.grad, {k: p.grad.clone() for k, p in ref.named_parameters()}
+    return common.ref_grads(ref, x, dy)
 
 
 want = {S: ref_grads(*data[S]) for S in lengths}
@@ -120,11 +81,7 @@ layer.load_whole(whole_w)
 
 
 def run(S):
-    x, dy = data[S]
-    xl = layer.shard("x", x).requires_grad_()
-    yl = layer(xl)
-    yl.backward(layer.shard("y", dy))
-    return yl.detach(), xl.grad
+    return common.run(layer, *data[S])
 
 
 for S in lengths + lengths[:1]:
