@@ -332,6 +332,73 @@ od_why(Ord *O, const int *ord, const int *pos, int p, const Vec *stages)
 		                             c->order_note);
 }
 
+/* How many plain stages (up to want) a collective placed right after
+ * place q of ord could host: stages after q, not hosted, each reading
+ * only what is made at or before q (the collective host's result not) or
+ * by one counted before it. */
+static int
+od_count(const Ord *O, const int *ord, const int *pos, const char *hosted, char *mark, int host,
+         int q, int want)
+{
+	const Sched *s = O->s;
+	int cnt = 0;
+
+	memset(mark, 0, (size_t)O->n);
+	for (int r = q + 1; r < O->n && cnt < want; r++) {
+		int k = ord[r];
+		if (k == host || hosted[k] || ((Stage *)s->stages.v[k])->kind != ST_COMPUTE)
+			continue;
+		int ok = 1;
+		for (int j = 0; j < O->npred[k] && ok; j++) {
+			int x = O->pred[k][j];
+			ok = x != host && (pos[x] <= q || mark[x]);
+		}
+		if (ok)
+			mark[k] = 1, cnt++;
+	}
+	return cnt;
+}
+
+/* 2a: a collective that no stage reads (a weight gradient's reduction
+ * in the backward) and that would find fewer plain stages to host than
+ * it has exposed rounds moves later, right after the first place where
+ * it finds as many (else where it finds the most, if more than here):
+ * nothing waits for it, so the move keeps every dependency. Each moves
+ * once. In a stack of layers, a layer's reductions so run under the
+ * backward of the layers below (as DDP's buckets do) instead of all
+ * queueing for the few stages of their own layer. Returns whether it
+ * moved ord[p] (pos[] is then the new places). */
+static int
+od_defer(Ord *O, int *ord, int *pos, const char *hosted, char *moved, char *mark, int p)
+{
+	const Sched *s = O->s;
+	int host = ord[p], n = O->n;
+	Slot *sl;
+
+	if (moved[host])
+		return 0;
+	moved[host] = 1;
+	for (int k = 0; k < n; k++)
+		for (int j = 0; j < O->npred[k]; j++)
+			if (O->pred[k][j] == host)
+				return 0;
+	int ns = od_slots(O->t, ((Stage *)s->stages.v[host])->u.coll, &sl);
+	int have = od_count(O, ord, pos, hosted, mark, host, p - 1, ns), best = have, at = -1;
+	for (int q = p + 1; q < n && best < ns; q++) {
+		int c = od_count(O, ord, pos, hosted, mark, host, q, ns);
+		if (c > best)
+			best = c, at = q;
+	}
+	if (at < 0)
+		return 0;
+	memmove(&ord[p], &ord[p + 1], (size_t)(at - p) * sizeof *ord);
+	ord[at] = host;
+	for (int q = p; q < n; q++)
+		if (!hosted[ord[q]])
+			pos[ord[q]] = q;
+	return 1;
+}
+
 int
 order_sched(Sched *s, OrderMode mode, Diag *d)
 {
@@ -369,12 +436,18 @@ order_sched(Sched *s, OrderMode mode, Diag *d)
 	int *list = arena_alloc(t, ((size_t)O.n + 1) * sizeof *list);
 	Item **items = arena_alloc(t, ((size_t)O.n + 1) * sizeof *items);
 	char *left = arena_alloc(t, (size_t)O.n + 1);
+	char *moved = arena_alloc(t, (size_t)O.n + 1);
+	char *mark2 = arena_alloc(t, (size_t)O.n + 1);
 	Vec stages = {0}, colls = {0};
 	for (int p = 0; p < O.n; p++) {
 		int k = ord[p];
 		Stage *st = s->stages.v[k];
 		if (hosted[k])
 			continue;
+		if (st->kind == ST_COLL && od_defer(&O, ord, pos, hosted, moved, mark2, p)) {
+			p--;
+			continue;
+		}
 		st->host1 = 0;
 		vec_push(s->arena, &stages, st);
 		if (st->kind != ST_COLL)
