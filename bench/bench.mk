@@ -27,6 +27,7 @@ bench: deps
 bench-run: $(B)/cfc $(B)/libcfrt.a $(B)/cfrt-calibrate $(BENCH_TOOLS)
 	@B=$(B) sh bench/bench.sh
 	@python3 bench/plot.py --header $(B)/bench/header.txt $(B)/bench/results.csv
+	@if [ "$(STEP)" = 1 ]; then B=$(B) sh bench/step.sh; fi
 
 # make plots CSV=FILE...: the plots of results CSVs, e.g. the one make
 # bench-gpu wrote on a GPU machine (which has no gnuplot); without CSV,
@@ -35,4 +36,11 @@ CSV = $(wildcard bench/results/*.csv)
 plots: deps
 	@python3 bench/plot.py $(CSV)
 
-.PHONY: bench bench-run plots
+# make bench-step: the training step (forward + backward) of transformer,
+# llama and ulysses at 4 ranks under the whole-pass order against
+# --order=region --coalesce=0, in one run (bench/step.sh); make bench
+# STEP=1 runs it after the CPU benchmark.
+bench-step: $(B)/cfc $(B)/libcfrt.a
+	@B=$(B) sh bench/step.sh
+
+.PHONY: bench bench-run bench-step plots

@@ -288,10 +288,10 @@ od_names(Arena *a, const Vec *nodes)
 /* 2: hosts stages under the exposed rounds of the collective at place p
  * of ord (n places); hosted[] (by old index) marks what is hosted, and
  * pos[] (by old index) is the place each stage runs at (a hosted one:
- * its host's). Returns how many it hosts and puts them, in run order,
- * into *list. */
+ * its host's). Puts how many it hosts into *nhp and them, in run
+ * order, into *list; returns whether exposed rounds are left. */
 static int
-od_host(Ord *O, const int *ord, int *pos, int p, char *hosted, int *list, Item **items)
+od_host(Ord *O, const int *ord, int *pos, int p, char *hosted, int *list, Item **items, int *nhp)
 {
 	Sched *s = O->s;
 	Arena *a = s->arena;
@@ -301,6 +301,7 @@ od_host(Ord *O, const int *ord, int *pos, int p, char *hosted, int *list, Item *
 	int ns = od_slots(O->t, c, &sl), nh = 0;
 	Vec names = {0};
 
+	*nhp = 0;
 	if (!ns)
 		return 0;
 	for (int q = p + 1; q < O->n && nh < ns; q++) {
@@ -337,18 +338,164 @@ od_host(Ord *O, const int *ord, int *pos, int p, char *hosted, int *list, Item *
 		vec_push(a, &at->ph->lanes[at->ph->nlanes - 1], it);
 		items[m] = it;
 	}
+	*nhp = nh;
 	if (nh)
 		c->order_note = arena_printf(a, "order: runs %s (independent of it) under %d of its "
 		                             "%d exposed round%s", od_names(a, &names), nh, ns,
 		                             ns == 1 ? "" : "s");
 	else
-		c->order_note = arena_printf(a, "order: %d exposed round%s, and no compute that does not "
-		                             "depend on it is left to run under %s", ns, ns == 1 ? "" : "s",
-		                             ns == 1 ? "it" : "them");
+		c->order_note = arena_printf(a, "order: %d exposed round%s, and no plain compute that "
+		                             "does not depend on it is left to run under %s", ns,
+		                             ns == 1 ? "" : "s", ns == 1 ? "it" : "them");
 	if (nh && nh < ns)
-		c->order_note = arena_printf(a, "%s; %d left exposed: no other compute independent of it "
-		                             "is ready", c->order_note, ns - nh);
-	return nh;
+		c->order_note = arena_printf(a, "%s; %d left exposed: no other plain compute independent "
+		                             "of it is ready", c->order_note, ns - nh);
+	return nh < ns;
+}
+
+/* 3, once every stage has its place: why the collective at place p of
+ * ord keeps exposed rounds. Each piece of compute that does not depend
+ * on it, stage by stage in the order of 1, with where it runs instead:
+ * in another collective's region (a region's compute runs in its own
+ * collective's program, and one collective is in flight at a time),
+ * under another collective (hosted), before it (another collective
+ * needed it first), or after it, not ready when it starts (an input
+ * is made after it). With none: everything left depends on it. */
+static void
+od_why(Ord *O, const int *ord, const int *pos, int p, const Vec *stages)
+{
+	Sched *s = O->s;
+	Arena *a = s->arena;
+	int host = ord[p], n = O->n;
+	Coll *c = ((Stage *)s->stages.v[host])->u.coll;
+	char *dep = arena_alloc(O->t, (size_t)n + 1);
+	const char *out = "";
+	int any = 0, region = 0;
+
+	/* dep[k]: stage k reads the collective's result, or the collective
+	 * reads stage k's, directly or not; neither can run under it. The
+	 * readers come after it in ord and what it reads before it (ord
+	 * respects every dependency): one sweep each way. */
+	dep[host] = 1;
+	for (int q = p + 1; q < n; q++) {
+		int k = ord[q];
+		for (int j = 0; j < O->npred[k] && !dep[k]; j++)
+			dep[k] = dep[O->pred[k][j]];
+	}
+	for (int q = p; q >= 0; q--) {
+		int k = ord[q];
+		if (dep[k])
+			for (int j = 0; j < O->npred[k]; j++)
+				dep[O->pred[k][j]] = 1;
+	}
+	for (int q = 0; q < n; q++) {
+		int k = ord[q];
+		const Stage *st = s->stages.v[k];
+		const char *what, *where;
+		if (dep[k] || (st->kind == ST_COMPUTE && st->host1 &&
+		               ((Stage *)stages->v[st->host1 - 1])->u.coll == c))
+			continue;
+		if (st->kind == ST_COLL) {
+			const Coll *x = st->u.coll;
+			if (!x->region.n)
+				continue;
+			what = "";
+			for (int j = 0; j < x->region.n; j++)
+				what = arena_printf(a, "%s%s%s", what, j ? ", " : "",
+				                    ((RNode *)x->region.v[j])->node->out->name);
+			where = arena_printf(a, "in %s's region, %s it", x->node->out->name,
+			                     q < p ? "before" : "after");
+			region = 1;
+		} else {
+			what = st->u.node->out->name;
+			if (st->host1) {
+				const Stage *h = stages->v[st->host1 - 1];
+				where = arena_printf(a, "under %s", h->u.coll->node->out->name);
+			} else if (pos[k] < p) {
+				where = "run before it";
+			} else {
+				where = "after it: an input is made after it starts";
+			}
+		}
+		out = arena_printf(a, "%s%s%s (%s)", out, any ? ", " : "", what, where);
+		any = 1;
+	}
+	if (any)
+		c->order_note = arena_printf(a, "%s; the compute that does not depend on it: %s%s",
+		                             c->order_note, out,
+		                             region ? " (a region's compute runs in its own "
+		                                      "collective's program, and one collective is "
+		                                      "in flight at a time)" : "");
+	else
+		c->order_note = arena_printf(a, "%s; all the compute left depends on it",
+		                             c->order_note);
+}
+
+/* How many plain stages (up to want) a collective placed right after
+ * place q of ord could host: stages after q, not hosted, each reading
+ * only what is made at or before q (the collective host's result not) or
+ * by one counted before it. */
+static int
+od_count(const Ord *O, const int *ord, const int *pos, const char *hosted, char *mark, int host,
+         int q, int want)
+{
+	const Sched *s = O->s;
+	int cnt = 0;
+
+	memset(mark, 0, (size_t)O->n);
+	for (int r = q + 1; r < O->n && cnt < want; r++) {
+		int k = ord[r];
+		if (k == host || hosted[k] || ((Stage *)s->stages.v[k])->kind != ST_COMPUTE)
+			continue;
+		int ok = 1;
+		for (int j = 0; j < O->npred[k] && ok; j++) {
+			int x = O->pred[k][j];
+			ok = x != host && (pos[x] <= q || mark[x]);
+		}
+		if (ok)
+			mark[k] = 1, cnt++;
+	}
+	return cnt;
+}
+
+/* 2a: a collective that no stage reads (a weight gradient's reduction
+ * in the backward) and that would find fewer plain stages to host than
+ * it has exposed rounds moves later, right after the first place where
+ * it finds as many (else where it finds the most, if more than here):
+ * nothing waits for it, so the move keeps every dependency. Each moves
+ * once. In a stack of layers, a layer's reductions so run under the
+ * backward of the layers below (as DDP's buckets do) instead of all
+ * queueing for the few stages of their own layer. Returns whether it
+ * moved ord[p] (pos[] is then the new places). */
+static int
+od_defer(Ord *O, int *ord, int *pos, const char *hosted, char *moved, char *mark, int p)
+{
+	const Sched *s = O->s;
+	int host = ord[p], n = O->n;
+	Slot *sl;
+
+	if (moved[host])
+		return 0;
+	moved[host] = 1;
+	for (int k = 0; k < n; k++)
+		for (int j = 0; j < O->npred[k]; j++)
+			if (O->pred[k][j] == host)
+				return 0;
+	int ns = od_slots(O->t, ((Stage *)s->stages.v[host])->u.coll, &sl);
+	int have = od_count(O, ord, pos, hosted, mark, host, p - 1, ns), best = have, at = -1;
+	for (int q = p + 1; q < n && best < ns; q++) {
+		int c = od_count(O, ord, pos, hosted, mark, host, q, ns);
+		if (c > best)
+			best = c, at = q;
+	}
+	if (at < 0)
+		return 0;
+	memmove(&ord[p], &ord[p + 1], (size_t)(at - p) * sizeof *ord);
+	ord[at] = host;
+	for (int q = p; q < n; q++)
+		if (!hosted[ord[q]])
+			pos[ord[q]] = q;
+	return 1;
 }
 
 int
@@ -388,18 +535,26 @@ order_sched(Sched *s, OrderMode mode, Diag *d)
 	char *hosted = arena_alloc(t, (size_t)O.n + 1);
 	int *list = arena_alloc(t, ((size_t)O.n + 1) * sizeof *list);
 	Item **items = arena_alloc(t, ((size_t)O.n + 1) * sizeof *items);
+	char *left = arena_alloc(t, (size_t)O.n + 1);
+	char *moved = arena_alloc(t, (size_t)O.n + 1);
+	char *mark2 = arena_alloc(t, (size_t)O.n + 1);
 	Vec stages = {0}, colls = {0};
 	for (int p = 0; p < O.n; p++) {
 		int k = ord[p];
 		Stage *st = s->stages.v[k];
 		if (hosted[k])
 			continue;
+		if (st->kind == ST_COLL && od_defer(&O, ord, pos, hosted, moved, mark2, p)) {
+			p--;
+			continue;
+		}
 		st->host1 = 0;
 		vec_push(s->arena, &stages, st);
 		if (st->kind != ST_COLL)
 			continue;
 		vec_push(s->arena, &colls, st->u.coll);
-		int at = stages.n, nh = od_host(&O, ord, pos, p, hosted, list, items);
+		int at = stages.n, nh = 0;
+		left[p] = (char)od_host(&O, ord, pos, p, hosted, list, items, &nh);
 		for (int m = 0; m < nh; m++) {
 			Stage *h = s->stages.v[list[m]];
 			h->host1 = at;
@@ -407,6 +562,9 @@ order_sched(Sched *s, OrderMode mode, Diag *d)
 			vec_push(s->arena, &stages, h);
 		}
 	}
+	for (int p = 0; p < O.n; p++)
+		if (left[p])
+			od_why(&O, ord, pos, p, &stages);
 	s->stages = stages;
 	s->colls = colls;
 	arena_release(t, mark);

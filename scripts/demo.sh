@@ -9,6 +9,9 @@
 # Chrome traces (one a run: the serial reference's context is not traced).
 # A line as each run starts, with how many are done and the time so far,
 # and one with its result (QUIET=1: none of these, the table only).
+# EXAMPLES="a b": those examples only (default: every examples/*.cf,
+# examples/llama_tpdp.cf's 4 Llama blocks on 2 x 2 ranks of tp x dp among
+# them); TRAIN=0: no training run.
 set -u
 : "${B:=build}"
 out=$B/demo
@@ -20,7 +23,9 @@ csv=$out/results.csv
 echo "model,schedule,ranks,time_ms,max_rel_err,backward_ms,grad_max_rel_err" >"$csv"
 bad=0
 t_start=$(date +%s)
-total=$(($(ls examples/*.cf | wc -l) * 5))
+files=examples/*.cf
+[ -n "${EXAMPLES:-}" ] && files=$(for e in $EXAMPLES; do echo "examples/$e.cf"; done)
+total=$(($(ls $files | wc -l) * 5))
 k=0
 say() { [ "${QUIET:-0}" = 1 ] || echo "$@"; }
 
@@ -57,7 +62,7 @@ run_one() { # example schedule
 	}
 }
 
-for f in examples/*.cf; do
+for f in $files; do
 	ex=$(basename "$f" .cf)
 	for s in spec vanilla "slice(4)" "fuse(ring)" "fuse(bidir)"; do
 		run_one "$ex" "$s"
@@ -69,7 +74,11 @@ done
 echo
 # the training application: a transformer block trained for 300 SGD steps
 say "demo: training the transformer block, 300 steps under three schedules (+$(($(date +%s) - t_start)) s)"
-sh scripts/train.sh "$B" "$out/train" >"$out/train.line" || bad=1
+if [ "${TRAIN:-1}" = 1 ]; then
+	sh scripts/train.sh "$B" "$out/train" >"$out/train.line" || bad=1
+else
+	echo "training: not run (TRAIN=0)" >"$out/train.line"
+fi
 echo
 awk -F, '{ printf "%-12s %-20s %5s %10s %12s %12s %16s\n", $1, $2, $3, $4, $5, $6, $7 }' "$csv"
 echo

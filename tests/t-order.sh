@@ -11,7 +11,7 @@
 . tests/lib.sh
 out=$B/tests/order
 mkdir -p "$out"
-EXAMPLES="attention llama mamba mlp tpdp transformer ulysses zero_dp"
+EXAMPLES="attention llama llama_tpdp mamba mlp tpdp transformer ulysses zero_dp"
 
 # counts EXAMPLE [FLAGS]: "forward E T backward E T" of --emit=sched
 counts() {

@@ -17,7 +17,7 @@
 . tests/lib.sh
 out=$B/tests/sched
 mkdir -p "$out" tests/golden/sched
-EXAMPLES="mlp attention mamba ulysses zero_dp transformer llama tpdp"
+EXAMPLES="mlp attention mamba ulysses zero_dp transformer llama tpdp llama_tpdp"
 
 # Sizes for group size $1 that every kind below divides.
 sizes() {
@@ -38,8 +38,14 @@ ncoll_in() {
 	sed -n 's/.*coalesced[^:]*: \([0-9]*\) all_reduces.*/\1/p' "$2" |
 		awk -v n="$(ncoll "$1")" '{ n += 1 - $1 } END { print n }'
 }
-# Sizes of tpdp for tp = $1 and dp = $2 that every kind below divides.
-gsizes() { echo "-D tp=$1 -D dp=$2 -D B=$((2 * $2)) -D S=$((8 * $1)) -D D=$((4 * $2)) -D F=$((4 * $1))"; }
+# Sizes of grid example $3 (tpdp, llama_tpdp) for tp = $1 and dp = $2 that
+# every kind below divides.
+gsizes() {
+	case $3 in
+	llama_tpdp) echo "-D tp=$1 -D dp=$2 -D B=$((2 * $2)) -D S=$((8 * $1)) -D H=$((2 * $1)) -D KV=$1 -D D=$((8 * $1)) -D F=$((4 * $1))" ;;
+	*) echo "-D tp=$1 -D dp=$2 -D B=$((2 * $2)) -D S=$((8 * $1)) -D D=$((4 * $2)) -D F=$((4 * $1))" ;;
+	esac
+}
 
 # The number of collectives of example $1 with its backward pass: the
 # forward's and the backward's (zero_dp's are all in its backward).
@@ -51,6 +57,7 @@ ncoll() {
 	tpdp) echo 7 ;;
 	transformer) echo 28 ;;
 	llama) echo 12 ;;
+	llama_tpdp) echo 84 ;; # 16 forward, 68 backward (4 blocks)
 	esac
 }
 
@@ -90,7 +97,7 @@ points() {
 	fi
 }
 what() { if [ "$(ngroups "$1")" -gt 1 ]; then echo "tp x dp in 1..4 x 1..4 and 8x2 .. 1x64"; else echo "N = 1..64"; fi; }
-psizes() { case $2 in *x*) gsizes "${2%x*}" "${2#*x}" ;; *) sizes "$2" "$1" ;; esac; }
+psizes() { case $2 in *x*) gsizes "${2%x*}" "${2#*x}" "$1" ;; *) sizes "$2" "$1" ;; esac; }
 
 # prop EX KIND FILE: compiles EX under KIND for every point; the last line
 # of FILE is the PASS or FAIL line, the lines before it the details.
