@@ -70,8 +70,9 @@ typedef struct Choice {
 /* the larger threshold choose_pass tries */
 #define COALESCE_LARGE ((int64_t)16 << 20)
 /* a configuration must be predicted this much faster (a share of the
- * pass) than an earlier one of the list to be chosen over it */
-#define CHOOSE_TIE 1e-9
+ * pass: 0.1%, well under what the predictions are trusted to) than an
+ * earlier one of the list to be chosen over it; the default is first */
+#define CHOOSE_TIE 1e-3
 int choose_pass(const Pipeline *pl, const Src *src, Choice *fwd, Choice *bwd);
 
 /* parse, check (sema), the graph facts, the backward if asked. */
