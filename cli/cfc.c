@@ -47,6 +47,7 @@ typedef struct Comp {
 	Src psrc;         /* its text */
 	double auto_margin; /* auto's budget, percent of the pass (Sched.auto_margin) */
 	OrderMode order;    /* --order (order.c) */
+	int order_asked;    /* --order given (else a --profile chooses) */
 	int64_t coalesce;   /* --coalesce: bytes, -1: the spec's or the default */
 	Progress progress;  /* what a long compile says it is doing */
 	const CgVariant *variants; /* --emit=py of a build of several variants */
@@ -135,6 +136,7 @@ typedef struct Cli {
 	int noline;           /* --no-line */
 	int explain;          /* --explain */
 	OrderMode order;      /* --order=pass (default) or region */
+	int has_order;
 	int backward;         /* --backward */
 	int accumulate;       /* --accumulate */
 	DiagFormat diagfmt;   /* -fdiagnostics-format= */
@@ -209,7 +211,11 @@ usage(FILE *f)
 	      "                   candidate schedule of every collective (--explain\n"
 	      "                   lists them); auto takes the fastest (GPU profiles),\n"
 	      "                   or simpler ones that give away at most 2% of the\n"
-	      "                   pass in all (CPU profiles)\n"
+	      "                   pass in all (CPU profiles); and, for each pass, the\n"
+	      "                   order and the coalescing threshold (off, the default,\n"
+	      "                   16 MiB) predicted fastest, of those --order,\n"
+	      "                   --coalesce and the spec do not fix (--explain:\n"
+	      "                   'pass chosen:')\n"
 	      "  --auto-margin=PCT  with --profile: what auto may give away for\n"
 	      "                   simpler schedules, PCT percent of the pass (0: the\n"
 	      "                   predicted fastest; default 0 on GPUs, 2 on CPUs)\n"
@@ -483,6 +489,7 @@ parse_args(Cli *cl, int argc, char **argv)
 			cl->explain = 1;
 		} else if (!strcmp(a, "--order=pass") || !strcmp(a, "--order=region")) {
 			cl->order = a[8] == 'r' ? ORDER_REGION : ORDER_PASS;
+			cl->has_order = 1;
 		} else if (!strcmp(a, "--backward")) {
 			cl->backward = 1;
 		} else if (!strcmp(a, "--accumulate")) {
@@ -837,6 +844,7 @@ compile_once(Comp *c, Cli *cl)
 	Pipeline pl = {.a = c->arena, .d = &c->diag, .o = &cl->opt, .profile = c->profile,
 	               .auto_margin = c->auto_margin, .backward = cl->backward,
 	               .accumulate = cl->accumulate, .order = c->order,
+	               .order_asked = c->order_asked,
 	               .coalesce = c->coalesce, .phase = phase,
 	               .ctx = &c->progress};
 	int rc = pipeline_run(&pl, &c->src);
@@ -1117,6 +1125,7 @@ main(int argc, char **argv)
 		c.sched_ranks = cl.sched_ranks;
 		c.auto_margin = cl.has_margin ? cl.margin : AUTO_MARGIN_OF_PROFILE;
 		c.order = cl.order;
+		c.order_asked = cl.has_order;
 		c.coalesce = cl.has_coalesce ? cl.coalesce : -1;
 		diag_init(&c.diag, &c.src, stderr);
 		c.diag.format = cl.diagfmt;

@@ -601,6 +601,8 @@ tx_total(FILE *f, const Sched *s)
 	else
 		fprintf(f, "%spass: predicted %.4f ms (compute alone %.4f ms) on %s\n",
 		        bwd_mark(s), p.total * 1e3, p.compute * 1e3, s->profile->name);
+	if (s->choice)
+		fprintf(f, "%spass chosen: %s\n", bwd_mark(s), s->choice);
 }
 
 void

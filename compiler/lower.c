@@ -987,11 +987,10 @@ lw_proof_size(Lower *L, const Coll *c)
 	           "on every rank up to a rotation, so it cannot be proved on one rank");
 }
 
-/* ---- --profile: every candidate lowered, proved and predicted ---- */
+/* ---- what choose.c asks: a collective lowered on trial ---- */
 
-/* c as region discovery left it, before a lowering. */
-static void
-lw_reset(Coll *c, const char *note)
+void
+lower_reset(Coll *c, const char *note)
 {
 	c->bufs = (Vec){0};
 	c->phases = (Vec){0};
@@ -999,95 +998,32 @@ lw_reset(Coll *c, const char *note)
 	c->note = note;
 }
 
-/* Lowers, proves and predicts every candidate schedule of c that the
- * rules let apply (each once). c is left as region discovery left it. */
-static void
-lw_candidates(Lower *L, Coll *c, const Profile *pf)
+int
+lower_try(Sched *s, Coll *c)
 {
-	SchedChoice cand[16], want = c->want;
-	int n = predict_candidates(c->node, cand, 16);
-	const char *note = c->note;
-	char err[256];
+	Lower L = {.g = s->g, .a = s->arena};
+	SchedUse u;
 
-	c->cand = arena_alloc(L->a, (size_t)n * sizeof *c->cand);
-	c->ncand = 0;
-	c->used = -1;
-	for (int k = 0; k < n; k++) {
-		cand[k].from = SF_BUILTIN;
-		cand[k].loc = want.loc;
-		cand[k].query = cand[k].kind == SK_FUSE && want.kind == SK_FUSE && want.query;
-		c->want = cand[k];
-		lw_reset(c, note);
-		SchedUse u;
-		if (!lw_use(L, c, &u))
-			continue; /* its slices do not divide the region's dimension */
-		lw_apply(L, c, &u);
-		const char *how = sched_kind_str(L->a, &c->how);
-		int seen = 0;
-		for (int j = 0; j < c->ncand; j++)
-			seen |= !strcmp(sched_kind_str(L->a, &c->cand[j].how), how);
-		if (seen)
-			continue;
-		lw_coll_lower(L, c);
-		VerifyStats st;
-		if (lw_items(c) * c->N > MAXPROOF && !sched_symmetric(c))
-			continue; /* too long to prove here (and to run) */
-		if (verify_coll(c, NULL, &st, err, sizeof err))
-			continue;
-		Candidate *cd = &c->cand[c->ncand++];
-		cd->how = c->how;
-		cd->pr = predict_coll(L->a, L->g, c, pf, 0);
-	}
-	c->want = want;
-	lw_reset(c, note);
+	if (!lw_use(&L, c, &u))
+		return 0; /* the rules refuse it, or its slices do not divide */
+	lw_apply(&L, c, &u);
+	lw_coll_lower(&L, c);
+	return 1;
 }
 
-/* An auto choice becomes predict_pick's: the simplest within slack
- * seconds of the fastest. Returns what it gives away over the fastest. */
-static double
-lw_pick(Coll *c, double slack)
+int
+lower_provable(const Coll *c)
 {
-	SchedChoice want = c->want;
-	int fastest, best = predict_pick(c->cand, c->ncand, slack, &fastest);
-
-	if (want.kind != SK_AUTO || best < 0)
-		return 0;
-	c->used = best;
-	c->want = c->cand[best].how;
-	c->want.from = SF_BUILTIN;
-	c->want.loc = want.loc;
-	return c->cand[best].pr.total - c->cand[fastest].pr.total;
+	return lw_items(c) * c->N <= MAXPROOF || sched_symmetric(c);
 }
 
-/* After c's real lowering: the candidate it runs, and auto's note; an
- * auto choice is shown as asked again. */
-static void
-lw_used(Lower *L, Coll *c, const SchedChoice *want, const Sched *s, double slack, double pass)
+void
+lower_stages(Sched *s)
 {
-	const Profile *pf = s->profile;
+	Lower L = {.g = s->g, .a = s->arena};
 
-	if (c->used >= 0) {
-		const Candidate *cd = &c->cand[c->used];
-		int fastest;
-		predict_pick(c->cand, c->ncand, 0, &fastest);
-		const Candidate *fd = &c->cand[fastest];
-		const char *why = fastest == c->used
-		        ? arena_printf(L->a, "the fastest of %d candidates", c->ncand)
-		        : arena_printf(L->a, "the simplest of %d candidates within %.3g ms of the "
-		                       "fastest (%s, %.3g ms): what the collectives before it "
-		                       "left of the %g%% of the pass (%.4g ms) that auto gives "
-		                       "away", c->ncand, slack * 1e3,
-		                       sched_kind_str(L->a, &fd->how), fd->pr.total * 1e3,
-		                       s->auto_margin, pass * 1e3);
-		lw_note(L, c, arena_printf(L->a, "auto: %s, predicted %.3g ms, %s on profile %s",
-		                           sched_kind_str(L->a, &cd->how), cd->pr.total * 1e3, why,
-		                           pf->name));
-		c->want = *want;
-		return;
-	}
-	for (int k = 0; k < c->ncand; k++)
-		if (!strcmp(sched_kind_str(L->a, &c->cand[k].how), sched_kind_str(L->a, &c->how)))
-			c->used = k;
+	if (!s->stages.n)
+		lw_order(&L, s);
 }
 
 int
@@ -1096,34 +1032,24 @@ lower_sched(Sched *s, Diag *d)
 	Lower L = {.g = s->g, .a = s->arena, .d = d};
 	int before = d->nerr;
 
-	/* the stages first (regions fix them, not lowerings); with a
-	 * profile every candidate next: auto gives away over the fastest,
-	 * collective by collective in the pass's order, at most
-	 * s->auto_margin percent of the pass in all (predict_pick) */
-	lw_order(&L, s);
-	double pass = 0, left = 0;
-	if (s->profile) {
-		for (int k = 0; k < s->colls.n; k++) {
-			diag_tick(d, "predict", k, s->colls.n);
-			lw_candidates(&L, s->colls.v[k], s->profile);
-		}
-		if (s->auto_margin == AUTO_MARGIN_OF_PROFILE)
-			s->auto_margin = predict_margin(s->profile);
-		pass = predict_pass(L.a, s, 1).total;
-		left = pass * s->auto_margin / 100;
-	}
+	/* the stages first (regions fix them, not lowerings; choose.c may
+	 * have ordered them already), then each collective as chosen */
+	lower_stages(s);
 	for (int k = 0; k < s->colls.n; k++) {
 		Coll *c = s->colls.v[k];
 		SchedChoice want = c->want;
-		double slack = fmax(left, 0);
 		diag_tick(d, "lower", k, s->colls.n);
-		if (s->profile)
-			left -= lw_pick(c, slack);
+		if (c->picked)
+			c->want = c->pick;
 		lw_resolve(&L, c);
 		lw_coll_lower(&L, c);
 		lw_proof_size(&L, c);
-		if (s->profile)
-			lw_used(&L, c, &want, s, slack, pass);
+		c->want = want; /* an auto choice is shown as asked */
+		if (c->pick_note)
+			lw_note(&L, c, c->pick_note);
+		for (int j = 0; j < c->ncand && !c->picked; j++)
+			if (!strcmp(sched_kind_str(L.a, &c->cand[j].how), sched_kind_str(L.a, &c->how)))
+				c->used = j;
 	}
 	return d->nerr != before;
 }

@@ -3,10 +3,12 @@
  * requires: a Pipeline whose in-fields are set, the rest zero.
  * ensures: the out-fields hold what each pass made; a failed pass's
  * errors are reported on pl->d and nothing after it runs. */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 
 #include "pipeline.h"
+#include "predict.h"
 
 static void
 phase(Pipeline *pl, const char *fmt, ...)
@@ -31,6 +33,15 @@ sched_steps(const Sched *s)
 	for (int k = 0; k < s->colls.n; k++)
 		n += ((Coll *)s->colls.v[k])->nsteps;
 	return n;
+}
+
+/* The pass's predicted time, HUGE_VAL when it cannot be predicted. */
+static double
+predict_or_huge(const Sched *s)
+{
+	Prediction p = predict_pass(s->arena, s, 0);
+
+	return p.err ? HUGE_VAL : p.total;
 }
 
 int
@@ -72,6 +83,8 @@ pipeline_schedule(Pipeline *pl, Graph *g, Sched **s, Plan **p, const char *pass)
 	for (int k = 0; k < g->nodes.n; k++)
 		ncoll += (*s)->byid[k] != NULL;
 	phase(pl, "%sregions: %d collectives", pass, ncoll);
+	/* choose: with a profile, every candidate priced, auto's choices */
+	choose_sched(*s, pl->d);
 	/* lowering: the step programs, the stages in order */
 	if (lower_sched(*s, pl->d))
 		return PIPE_INPUT;
@@ -79,8 +92,13 @@ pipeline_schedule(Pipeline *pl, Graph *g, Sched **s, Plan **p, const char *pass)
 	if (pl->stop == PIPE_LOWERED)
 		return PIPE_OK;
 	/* order: the whole pass, collectives under other regions' compute */
+	double *pr = pl->predict ? pl->predict[g->fwd != NULL] : NULL;
+	if (pr)
+		pr[ORDER_REGION] = predict_or_huge(*s);
 	if (order_sched(*s, pl->order, pl->d))
 		return PIPE_INTERNAL;
+	if (pr)
+		pr[pl->order] = predict_or_huge(*s);
 	/* plan: every decision about memory */
 	*p = plan_sched(*s);
 	phase(pl, "%splan: %d collectives", pass, (*s)->colls.n);
@@ -93,15 +111,37 @@ pipeline_schedule(Pipeline *pl, Graph *g, Sched **s, Plan **p, const char *pass)
 	return PIPE_OK;
 }
 
+/* A pass's schedule under choice ch (when set: its order and threshold
+ * for this pass alone, and its line for --explain). */
+static int
+schedule_as(Pipeline *pl, Graph *g, Sched **s, Plan **p, const char *pass, const Choice *ch)
+{
+	OrderMode order = pl->order;
+	int64_t coalesce = pl->coalesce;
+
+	if (ch->set)
+		pl->order = ch->cf.order, pl->coalesce = ch->cf.coalesce;
+	int rc = pipeline_schedule(pl, g, s, p, pass);
+	if (*s && ch->set)
+		(*s)->choice = ch->line;
+	pl->order = order, pl->coalesce = coalesce;
+	return rc;
+}
+
 int
 pipeline_run(Pipeline *pl, const Src *src)
 {
-	int rc = pipeline_graphs(pl, src);
+	Choice fwd = {0}, bwd = {0};
 
+	/* order and choose: with a profile, the order and coalescing
+	 * threshold of each pass that were not asked for */
+	if (pl->profile && pl->stop == PIPE_VERIFIED)
+		choose_pass(pl, src, &fwd, &bwd);
+	int rc = pipeline_graphs(pl, src);
 	if (rc || pl->stop == PIPE_GRAPH)
 		return rc;
-	rc = pipeline_schedule(pl, pl->graph, &pl->sched, &pl->plan, "");
+	rc = schedule_as(pl, pl->graph, &pl->sched, &pl->plan, "", &fwd);
 	if (!rc && pl->graph->bwd)
-		rc = pipeline_schedule(pl, pl->graph->bwd, &pl->bsched, &pl->bplan, "backward ");
+		rc = schedule_as(pl, pl->graph->bwd, &pl->bsched, &pl->bplan, "backward ", &bwd);
 	return rc;
 }

@@ -28,14 +28,24 @@ typedef struct Pipeline {
 	Arena *a;
 	Diag *d;
 	Options *o;             /* sema's (-D, --schedule, ...); NULL: none */
-	const Profile *profile; /* --profile: lowering prices candidates */
+	const Profile *profile; /* --profile: choose.c prices candidates */
 	double auto_margin;     /* Sched.auto_margin; AUTO_MARGIN_OF_PROFILE */
 	int backward;           /* also derive the backward graph */
 	int accumulate;         /* grad_build's: add weight gradients */
 	OrderMode order;        /* order.c's: ORDER_PASS (0), the default */
+	int order_asked;        /* --order given: with a profile, choose_pass
+	                         * tries no other order */
 	int64_t coalesce;       /* coalesce_graph's threshold: bytes; -1: the
-	                         * spec's or the default; 0 (zeroed): off */
+	                         * spec's or the default; 0 (zeroed): off.
+	                         * With a profile and -1, choose_pass tries
+	                         * off and COALESCE_LARGE too (unless the
+	                         * spec sets one) */
 	PipeStop stop;
+	/* choose.c's trials: where the passes' predictions go, by pass
+	 * (forward, backward) and OrderMode: the region order's before the
+	 * order pass, the pass order's after it (under ORDER_PASS); NULL:
+	 * none made */
+	double (*predict)[2];
 	/* a line after each pass ("parse: 120 bytes"); NULL: none */
 	void (*phase)(void *ctx, const char *line);
 	void *ctx;
@@ -45,6 +55,25 @@ typedef struct Pipeline {
 	Sched *sched, *bsched;
 	Plan *plan, *bplan;
 } Pipeline;
+
+/* ---- choose.c: a pass's order and coalescing threshold (its contract
+ * is at the top of choose.c) ---- */
+typedef struct ChooseConfig {
+	OrderMode order;
+	int64_t coalesce; /* as Pipeline.coalesce */
+} ChooseConfig;
+typedef struct Choice {
+	ChooseConfig cf;
+	const char *line; /* --explain's: the choice and what it beat */
+	int set;          /* 0: nothing chosen (run as asked) */
+} Choice;
+/* the larger threshold choose_pass tries */
+#define COALESCE_LARGE ((int64_t)16 << 20)
+/* a configuration must be predicted this much faster (a share of the
+ * pass: 0.1%, well under what the predictions are trusted to) than an
+ * earlier one of the list to be chosen over it; the default is first */
+#define CHOOSE_TIE 1e-3
+int choose_pass(const Pipeline *pl, const Src *src, Choice *fwd, Choice *bwd);
 
 /* parse, check (sema), the graph facts, the backward if asked. */
 int pipeline_graphs(Pipeline *pl, const Src *src);

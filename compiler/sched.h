@@ -223,6 +223,11 @@ typedef struct Coll {
 	 * them, the choice as asked) */
 	struct Candidate *cand;
 	int ncand, used;
+	/* choose.c: the choice auto made (picked: lower.c lowers pick, and
+	 * want stays auto), and the note that says why (NULL: none) */
+	SchedChoice pick;
+	int picked;
+	const char *pick_note;
 	/* order.c: what the whole-pass order put under c's exposed
 	 * transfers, or why nothing (NULL: it had no exposed round) */
 	const char *order_note;
@@ -261,6 +266,10 @@ typedef struct Sched {
 	                                * until lower_sched puts the profile's
 	                                * default, predict_margin, here):
 	                                * predict.h's predict_pick */
+	const char *choice;            /* choose.c: the order and coalescing
+	                                * threshold the pass runs with, and
+	                                * the predictions they were chosen
+	                                * over (--explain); NULL: none chosen */
 } Sched;
 
 /* auto's budget by default, percent of the pass, on CPUs and on GPUs
@@ -291,6 +300,22 @@ int region_order(const Graph *g, Coll *const *owner, int *order, char *left);
  * stages ordered so that every dependency is respected; nonzero after
  * errors, every one reported. ---- */
 int lower_sched(Sched *s, Diag *d);
+/* The stages in region order (Sched.stages, .colls), unless made. */
+void lower_stages(Sched *s);
+/* c lowered on trial as c->want asks (choose.c); 0: the choice does not
+ * apply (the rules refuse it, or its slices do not divide c's dimension),
+ * c as it was. lower_reset undoes a lowering: c as regions left it, with
+ * note as its note. */
+int lower_try(Sched *s, Coll *c);
+void lower_reset(Coll *c, const char *note);
+/* Can verify_coll prove c's program here (MAXPROOF)? */
+int lower_provable(const Coll *c);
+
+/* ---- choose.c: requires a Sched from region_sched; ensures, with a
+ * --profile, every candidate of every collective lowered, proved and
+ * predicted (Coll.cand) and every auto choice made (Coll.pick), the
+ * stages in region order; without one, nothing. ---- */
+void choose_sched(Sched *s, Diag *d);
 /* sched.c: how c is cut, from the choice it gets. */
 void sched_set_how(Coll *c, const SchedUse *u);
 /* Is c's program the same on every rank up to the turn r -> r + d: every

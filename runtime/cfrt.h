@@ -592,6 +592,15 @@ int cfrt_alloc(cfrt_ctx *ctx, void **ptr, size_t bytes);
 /* Frees a buffer from cfrt_alloc; NULL is allowed. */
 int cfrt_free(cfrt_ctx *ctx, void *ptr);
 
+/* The bytes of this context's cfrt_alloc buffers live now, and the most
+ * live at once (the allocation high-water mark) since the context began
+ * or cfrt_mem_reset_peak last set it to what is live; 0 for a context
+ * that is not live. Buffers of cfrt_register and the backend's own
+ * scratch (cfrt_attention's scores) are not counted. */
+size_t cfrt_mem_live(cfrt_ctx *ctx);
+size_t cfrt_mem_peak(cfrt_ctx *ctx);
+void cfrt_mem_reset_peak(cfrt_ctx *ctx);
+
 /* Copies bytes from host memory into a buffer, after earlier compute. */
 int cfrt_upload(cfrt_ctx *ctx, void *dst, const void *host_src, size_t bytes);
 

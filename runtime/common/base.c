@@ -627,6 +627,30 @@ int cfrti_buf_add(cfrt_ctx *ctx, const void *p, size_t bytes, int alloc)
 	return CFRT_OK;
 }
 
+void cfrti_mem_add(cfrt_ctx *ctx, long long bytes)
+{
+	cfrti_base *b = cfrti_base_of(ctx);
+	b->mem_live = (size_t)((long long)b->mem_live + bytes);
+	if (b->mem_live > b->mem_peak)
+		b->mem_peak = b->mem_live;
+}
+
+size_t cfrt_mem_live(cfrt_ctx *ctx)
+{
+	return cfrti_live(ctx) == 1 ? cfrti_base_of(ctx)->mem_live : 0;
+}
+
+size_t cfrt_mem_peak(cfrt_ctx *ctx)
+{
+	return cfrti_live(ctx) == 1 ? cfrti_base_of(ctx)->mem_peak : 0;
+}
+
+void cfrt_mem_reset_peak(cfrt_ctx *ctx)
+{
+	if (cfrti_live(ctx) == 1)
+		cfrti_base_of(ctx)->mem_peak = cfrti_base_of(ctx)->mem_live;
+}
+
 int cfrti_buf_del(cfrt_ctx *ctx, const void *p)
 {
 	cfrti_base *b = cfrti_base_of(ctx);

@@ -66,7 +66,13 @@ typedef struct cfrti_base {
 		int alloc; /* from cfrt_alloc; else cfrt_register */
 	} *bufs;          /* buffers whose sizes cfrt_check_arg checks */
 	int nbufs;
+	/* the bytes of cfrt_alloc's buffers live now, and the most live at
+	 * once since cfrt_mem_reset_peak (cfrt_mem_peak); cfrti_mem_add */
+	size_t mem_live, mem_peak;
 } cfrti_base;
+
+/* bytes more (cfrt_alloc) or fewer (cfrt_free, as a negative) live. */
+void cfrti_mem_add(cfrt_ctx *ctx, long long bytes);
 
 /* A failure notice, sent to every other rank of the job (mode return). */
 struct cfrti_notice {

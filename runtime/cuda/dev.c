@@ -310,6 +310,7 @@ static int alloc_add(cfrt_ctx *ctx, void *p, size_t bytes)
 		                 "table");
 	d->al = n;
 	d->al[d->nal++] = (alloc_rec){p, bytes, ++d->serials, 0, {{0}}};
+	cfrti_mem_add(ctx, (long long)bytes);
 	return CFRT_OK;
 }
 
@@ -341,6 +342,7 @@ int cfrt_free(cfrt_ctx *ctx, void *ptr)
 		return CFRT_OK;
 	for (int i = 0; i < ctx->dev.nal; i++)
 		if (ctx->dev.al[i].base == ptr) {
+			cfrti_mem_add(ctx, -(long long)ctx->dev.al[i].bytes);
 			ctx->dev.al[i] = ctx->dev.al[--ctx->dev.nal];
 			/* cudaFree waits for the work that uses it */
 			return cfrti_cuda(ctx, cudaFree(ptr), "cudaFree");

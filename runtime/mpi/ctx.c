@@ -197,7 +197,9 @@ int cfrt_alloc(cfrt_ctx *ctx, void **ptr, size_t bytes)
 	if (rc != CFRT_OK) {
 		free(*ptr);
 		*ptr = NULL;
+		return rc;
 	}
+	cfrti_mem_add(ctx, (long long)bytes);
 	return rc;
 }
 
@@ -209,6 +211,7 @@ int cfrt_free(cfrt_ctx *ctx, void *ptr)
 	cfrti_base *b = live ? cfrti_base_of(ctx) : NULL;
 	for (int i = live ? b->nbufs - 1 : -1; ptr && i >= 0; i--)
 		if (b->bufs[i].base == ptr && b->bufs[i].alloc) {
+			cfrti_mem_add(ctx, -(long long)b->bufs[i].bytes);
 			b->bufs[i] = b->bufs[--b->nbufs];
 			break;
 		}

@@ -243,6 +243,36 @@ static void test_memory(void)
  * NULL, and the watchdog on a receive no rank sends (from this rank
  * itself): CFRT_ETIMEOUT naming it, then CFRT_EFAILED; cfrt_finalize
  * settles it. */
+/* The allocation high-water mark: live bytes up and down with
+ * cfrt_alloc and cfrt_free, the peak their most, cfrt_mem_reset_peak
+ * brings it down to what is live; registered buffers and frees of
+ * NULL count nothing. */
+static void test_mem_peak(void)
+{
+	void *a, *b, *c;
+	float host[4];
+	size_t live = cfrt_mem_live(ut_ctx);
+	cfrt_mem_reset_peak(ut_ctx);
+	CU_ASSERT_EQUAL(cfrt_mem_peak(ut_ctx), live);
+	CU_ASSERT_EQUAL_FATAL(cfrt_alloc(ut_ctx, &a, 1000), CFRT_OK);
+	CU_ASSERT_EQUAL_FATAL(cfrt_alloc(ut_ctx, &b, 24), CFRT_OK);
+	CU_ASSERT_EQUAL(cfrt_mem_live(ut_ctx), live + 1024);
+	CU_ASSERT_EQUAL(cfrt_free(ut_ctx, a), CFRT_OK);
+	CU_ASSERT_EQUAL(cfrt_alloc(ut_ctx, &c, 0), CFRT_OK); /* NULL, nothing */
+	CU_ASSERT_EQUAL_FATAL(cfrt_alloc(ut_ctx, &c, 500), CFRT_OK);
+	CU_ASSERT_EQUAL(cfrt_register(ut_ctx, host, sizeof host), CFRT_OK);
+	CU_ASSERT_EQUAL(cfrt_mem_live(ut_ctx), live + 524);
+	CU_ASSERT_EQUAL(cfrt_mem_peak(ut_ctx), live + 1024);
+	cfrt_mem_reset_peak(ut_ctx);
+	CU_ASSERT_EQUAL(cfrt_mem_peak(ut_ctx), live + 524);
+	CU_ASSERT_EQUAL(cfrt_unregister(ut_ctx, host), CFRT_OK);
+	CU_ASSERT_EQUAL(cfrt_free(ut_ctx, NULL), CFRT_OK);
+	CU_ASSERT_EQUAL(cfrt_free(ut_ctx, b), CFRT_OK);
+	CU_ASSERT_EQUAL(cfrt_free(ut_ctx, c), CFRT_OK);
+	CU_ASSERT_EQUAL(cfrt_mem_live(ut_ctx), live);
+	CU_ASSERT_EQUAL(cfrt_mem_peak(ut_ctx), live + 524);
+}
+
 static void test_lib(void)
 {
 	cfrt_ctx *c = NULL;
@@ -293,5 +323,6 @@ void ut_register_context(void)
 	CU_add_test(s, "init options", test_opts);
 	CU_add_test(s, "view helpers", test_views);
 	CU_add_test(s, "alloc, upload, download, memset", test_memory);
+	CU_add_test(s, "allocation high-water mark", test_mem_peak);
 	CU_add_test(s, "library use: registry, contexts, watchdog", test_lib);
 }
