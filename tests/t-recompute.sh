@@ -123,13 +123,14 @@ grad "recompute: grad tpdp 2x2" "$out/g-tpdp" 4 "$out/tpdp_rc.cf" -D tp=2 -D dp=
 # what --memory chose, run: a budget between the peaks of the plain and
 # the full-layer transformer at the small sizes
 # shellcheck disable=SC2046
-"$CFC" --backward "$out/transformer.cf" $(gsizes transformer 2) -D tp=2 --explain \
-	-o "$out/small.c" | grep '^memory:' >"$out/small.mem"
+# (as the grad run below builds it: f64, fuse(ring))
+"$CFC" --backward "$out/transformer.cf" $(gsizes transformer 2) -D tp=2 --type=f64 \
+	--schedule="fuse(ring)" --explain -o "$out/small.c" | grep '^memory:' >"$out/small.mem"
 peak=$(sed 's/^memory: peak \([0-9]*\) .*/\1/' "$out/small.mem")
 budget=$((peak - peak / 8))
 # shellcheck disable=SC2046
-"$CFC" --backward "$out/transformer.cf" $(gsizes transformer 2) -D tp=2 --memory=$budget \
-	--explain -o "$out/small_fit.c" 2>"$out/small_fit.err" | grep '^memory:' >"$out/small_fit.mem"
+"$CFC" --backward "$out/transformer.cf" $(gsizes transformer 2) -D tp=2 --type=f64 \
+	--schedule="fuse(ring)" --memory=$budget --explain -o "$out/small_fit.c" 2>"$out/small_fit.err" | grep '^memory:' >"$out/small_fit.mem"
 fit=$(sed 's/^memory: peak \([0-9]*\) .*/\1/' "$out/small_fit.mem")
 check "recompute: --memory=$budget fits the small transformer (peak $peak, then $fit)" sh -c \
 	"[ -n '$fit' ] && [ '$fit' -le $budget ] && grep -q 'the backward recomputes' '$out/small_fit.err'"
