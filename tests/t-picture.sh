@@ -34,11 +34,12 @@ pic mlp.pairwise16 examples/mlp.cf --schedule='fuse(pairwise)' -D tp=16 -D S=128
 pic allreduce.slice2 tests/e2e/allreduce.cf --schedule='slice(2)'
 
 lanes() { grep -c '^  subgraph cluster_rank' "$t/$1.sched-dot"; }
-check "picture: the 48-block transformer's backward in one lane, one block drawn a stack" sh -c \
+check "picture: the 48-block transformer's backward in one lane, one block drawn a stack, the norm gains' tail (whole-pass order) one unit" sh -c \
 	"[ $(lanes transformer.L48.backward) -eq 1 ] &&
 	 grep -q 'label=\"ranks 0-3 (rotations)\"' '$t/transformer.L48.backward.sched-dot' &&
 	 grep -q 'block0 x 48: block1 to block47 like it, not drawn' '$t/transformer.L48.backward.sched-dot' &&
-	 grep -q 'block46 x 47: block45 to block0 like it, not drawn' '$t/transformer.L48.backward.sched-dot'"
+	 grep -q 'block46 x 46: block45 to block1 like it, not drawn' '$t/transformer.L48.backward.sched-dot' &&
+	 grep -q '23 more like the 18 stages above (stages 785 to 1198: block3.h_hat to cf_dpacked23), not drawn' '$t/transformer.L48.backward.sched-dot'"
 check "picture: two blocks drawn as one, x 2" \
 	grep -q 'block0 x 2: block1 like it, not drawn' "$t/transformer.L2.sched-dot"
 check "picture: round-robin, a lane a rank; past 8 ranks the first four" sh -c \
