@@ -134,6 +134,105 @@ od_sequence(Ord *O, int *ord)
 			ord[no++] = k;
 }
 
+/* The stage running node nd alone, or -1 (a leaf, a node of a collective's
+ * region or of another graph). */
+static int
+od_plain(const Ord *O, const Node *nd)
+{
+	const Graph *g = O->s->g;
+	int k = nd && nd->id < g->nodes.n && g->nodes.v[nd->id] == nd ? od_stage_of(O, nd) : -1;
+
+	return k >= 0 && ((Stage *)O->s->stages.v[k])->kind == ST_COMPUTE &&
+	       ((Stage *)O->s->stages.v[k])->u.node == nd ? k : -1;
+}
+
+/* An RMS norm's backward and its gain's rows, as grad.c derives them:
+ * dx = rmsnorm_grad(dy, x, gamma), xhat = rmsnorm(x), rows = mul(dy,
+ * xhat), xhat read by that mul alone. Region by region they are
+ * adjacent, and the code generator makes the three with one call
+ * (cg_par.c's rms_grad_group); 1 orders them apart (the gain's rows wait
+ * for the collective of the gain's gradient, dx for the next layer's).
+ * Each such three into one run: taken out of ord and put back together
+ * at the first of their places, or later where what they read is made
+ * later, when that is before everything that reads them and dx passes no
+ * collective of more than one rank on its way up; else left as they are.
+ * pos[] (by old index) follows ord. */
+static void
+od_glue(Ord *O, int *ord, int *pos)
+{
+	const Sched *s = O->s;
+	int n = O->n;
+	int *tmp = arena_alloc(O->t, ((size_t)n + 1) * sizeof *tmp);
+
+	for (int ka = 0; ka < n; ka++) {
+		const Stage *sa = s->stages.v[ka];
+		if (sa->kind != ST_COMPUTE || sa->u.node->op != OP_RMSNORM_GRAD || sa->u.node->nin < 2)
+			continue;
+		const Node *a = sa->u.node, *b = NULL, *c = NULL;
+		const Value *x = a->in[1], *dy = a->in[0];
+		for (int u = 0; u < x->uses.n && !b; u++) {
+			const Node *m = x->uses.v[u];
+			if (m->op == OP_RMSNORM && m->nin == 1 && m->a.eps == a->a.eps &&
+			    m->out->uses.n == 1)
+				b = m;
+		}
+		if (b)
+			c = b->out->uses.v[0];
+		if (!c || c->op != OP_MUL || !(c->in[0] == dy || c->in[1] == dy))
+			continue;
+		int t[3] = {ka, od_plain(O, b), od_plain(O, c)};
+		if (t[1] < 0 || t[2] < 0)
+			continue;
+		int first = n, lo = 0, hi = n;
+		for (int i = 0; i < 3; i++) {
+			if (pos[t[i]] < first)
+				first = pos[t[i]];
+			for (int j = 0; j < O->npred[t[i]]; j++) {
+				int p = O->pred[t[i]][j];
+				if (p != t[0] && p != t[1] && p != t[2] && pos[p] + 1 > lo)
+					lo = pos[p] + 1;
+			}
+		}
+		for (int k = 0; k < n; k++) {
+			if (k == t[0] || k == t[1] || k == t[2])
+				continue;
+			for (int j = 0; j < O->npred[k]; j++) {
+				int p = O->pred[k][j];
+				if ((p == t[0] || p == t[1] || p == t[2]) && pos[k] < hi)
+					hi = pos[k];
+			}
+		}
+		int at = first > lo ? first : lo;
+		if (at > hi || (pos[t[1]] == pos[t[0]] + 1 && pos[t[2]] == pos[t[0]] + 2))
+			continue;
+		/* dx moved before a collective of several ranks is compute
+		 * taken from under its transfers (2 hosts what comes after):
+		 * only where every collective it passes has nothing to hide */
+		int costs = 0;
+		for (int q = at; q < pos[t[0]] && !costs; q++) {
+			const Stage *st = s->stages.v[ord[q]];
+			costs = st->kind == ST_COLL && st->u.coll->N > 1;
+		}
+		if (costs)
+			continue;
+		/* ord without the three, then the three before the first stage
+		 * placed at or after at */
+		int m = 0, put = 0;
+		for (int q = 0; q < n; q++) {
+			int k = ord[q];
+			if (!put && q >= at)
+				tmp[m++] = t[0], tmp[m++] = t[1], tmp[m++] = t[2], put = 1;
+			if (k != t[0] && k != t[1] && k != t[2])
+				tmp[m++] = k;
+		}
+		if (!put)
+			tmp[m++] = t[0], tmp[m++] = t[1], tmp[m++] = t[2];
+		memcpy(ord, tmp, (size_t)n * sizeof *ord);
+		for (int q = 0; q < n; q++)
+			pos[ord[q]] = q;
+	}
+}
+
 /* A round that posts and computes nothing: where a hosted stage goes. */
 typedef struct Slot {
 	Phase *ph;
@@ -283,6 +382,7 @@ order_sched(Sched *s, OrderMode mode, Diag *d)
 	od_sequence(&O, ord);
 	for (int p = 0; p < O.n; p++)
 		pos[ord[p]] = p;
+	od_glue(&O, ord, pos);
 
 	/* 2, then the stages anew: each host followed by what it hosts */
 	char *hosted = arena_alloc(t, (size_t)O.n + 1);
