@@ -48,7 +48,8 @@ say() { echo "lease1: [$(($(date +%s) - t0)) s] $*"; }
 mkdir -p "$o"
 # the logs so far into $o/lease.tgz (again after each phase: a run cut off
 # at its time limit still brings back what it did)
-keep() { tar -C "$w" -czf "$o/lease.tgz" checks bench torch; }
+# (the torch phase writes its logs into $o/torch as it goes)
+keep() { tar -C "$w" -czf "$o/lease.tgz" checks bench; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 libs=$(sh scripts/cuda-libs.sh)
 say "libraries: $libs"
@@ -106,7 +107,7 @@ say "torch layer checks (issue 50)"
 mkdir -p "$w/shim"
 printf '#!/bin/sh\nexit 0\n' >"$w/shim/make"
 chmod +x "$w/shim/make"
-PATH=$w/shim:$PATH GEN=build/tgen OUT="$w/torch" BENCH=1 sh tests/gpu/torch_layer.sh 2>&1 | tail -n 40
+PATH=$w/shim:$PATH GEN=build/tgen OUT="$o/torch" BENCH=1 sh tests/gpu/torch_layer.sh 2>&1 | tail -n 40
 echo "torch_layer.sh rc=$?"
 say "done"
 keep
