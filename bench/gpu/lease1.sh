@@ -31,6 +31,8 @@ if [ "${1:-}" = prep ]; then
 		rm -rf "$d/build/base"
 		mkdir -p "$d/build/base"
 		cp -p "$BASEB/libcfrt_cuda.a" "$d/build/base/"
+		mkdir -p "$d/build/base/include"
+		cp -p "$BASEB/../runtime/"*.h "$d/build/base/include/"
 		B=$BASEB GEN_ONLY=$d/build/base/gen CONFIGS="${CONFIGS:-s4096-b1}" sh bench/gpu/layer1.sh
 	fi
 	sh tests/gpu/torch_layer.sh gen "$d/build/tgen"
