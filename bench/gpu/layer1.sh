@@ -18,7 +18,8 @@
 # bench/results/DATE-gpu1-HOST) gets runs.txt (every line of both sides),
 # each configuration's trace (gzip) and summary.md (bench/gpu/layer_report.py).
 # BASE=DIR: also the code of an earlier commit, in the same run (the
-# "before" of a change): DIR/libcfrt_cuda.a and DIR/gen/CONFIG (its C),
+# "before" of a change): DIR/libcfrt_cuda.a, DIR/gen/CONFIG (its C) and
+# DIR/include (its runtime headers; else this tree's runtime/),
 # timed and traced the same way ("base" lines, trace-base-CONFIG).
 set -eu
 : "${B:=build}" "${ITERS:=20}"
@@ -97,7 +98,11 @@ EOF
 	if [ -n "${BASE:-}" ]; then
 		bg=$BASE/gen/$c
 		# shellcheck disable=SC2086
-		mpicc -std=c11 -O2 -Iruntime -I"$bg" -o "$bg/run" "$bg/llama.c" "$bg/llama_ref.c" \
+		# its own cfrt.h where given (DIR/include): the API's structs may
+		# have changed since
+		binc=runtime
+		[ -d "$BASE/include" ] && binc=$BASE/include
+		mpicc -std=c11 -O2 -I"$binc" -I"$bg" -o "$bg/run" "$bg/llama.c" "$bg/llama_ref.c" \
 			"$bg/llama_main.c" "$BASE/libcfrt_cuda.a" $libs
 		say "$c: the base (BASE=$BASE, $ITERS iterations, then traced)"
 		line=$(mpirun --allow-run-as-root --timeout 300 -n 1 "$bg/run" --iters "$ITERS" --warmup 3 | tail -n 1)

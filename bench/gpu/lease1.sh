@@ -8,7 +8,7 @@
 #        C of the layer benchmark (build/gen, bench/gpu/layer1.sh GEN_ONLY)
 #        and of the torch checks (build/tgen, tests/gpu/torch_layer.sh gen);
 #   sh bench/gpu/lease1.sh run        on the GPU machine, from DIR: the
-#        one-GPU checks (tests/gpu/grad_check, gqa_check, attn_check with
+#        one-GPU checks (tests/gpu/grad_check, gqa_check, finite_check --gpu, rope_check, attn_check with
 #        ATTN=1, and attn_check of the build without cuDNN), the layer benchmark (CONFIGS, default
 #        s4096-b1) and tests/gpu/torch_layer.sh with BENCH=1, all logs in
 #        one tarball $OUT/lease.tgz (the device tool's OUT) and a summary
@@ -31,6 +31,8 @@ if [ "${1:-}" = prep ]; then
 		rm -rf "$d/build/base"
 		mkdir -p "$d/build/base"
 		cp -p "$BASEB/libcfrt_cuda.a" "$d/build/base/"
+		mkdir -p "$d/build/base/include"
+		cp -p "$BASEB/../runtime/"*.h "$d/build/base/include/"
 		B=$BASEB GEN_ONLY=$d/build/base/gen CONFIGS="${CONFIGS:-s4096-b1}" sh bench/gpu/layer1.sh
 	fi
 	sh tests/gpu/torch_layer.sh gen "$d/build/tgen"
@@ -48,12 +50,18 @@ say() { echo "lease1: [$(($(date +%s) - t0)) s] $*"; }
 mkdir -p "$o"
 # the logs so far into $o/lease.tgz (again after each phase: a run cut off
 # at its time limit still brings back what it did)
-keep() { tar -C "$w" -czf "$o/lease.tgz" checks bench torch; }
+# (the torch phase writes its logs into $o/torch as it goes)
+keep() { tar -C "$w" -czf "$o/lease.tgz" checks bench; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 libs=$(sh scripts/cuda-libs.sh)
 say "libraries: $libs"
 MPIRUN="mpirun --allow-run-as-root --timeout 240"
-for t in grad_check attn_check gqa_check; do
+# PHASES: which parts run (default all: checks probe bench torch), so that
+# a lease's calls of at most 10 minutes each can split them
+: "${PHASES:=checks probe bench torch}"
+has() { case " $PHASES " in *" $1 "*) return 0 ;; esac; return 1; }
+if has checks; then
+for t in grad_check attn_check gqa_check finite_check rope_check; do
 	mpicc -std=c11 -O2 -Iruntime -o "build/$t" "tests/gpu/$t.c" build/libcfrt_cuda.a $libs -lm ||
 		echo "lease1: FAIL build $t"
 done
@@ -67,6 +75,9 @@ if [ "${ATTN:-0}" = 1 ]; then
 	echo "attn_check rc=$?"
 fi
 $MPIRUN -n 1 build/gqa_check --gpu >"$w/checks/gqa_check.txt" 2>&1; echo "gqa_check rc=$?"
+$MPIRUN -n 1 build/finite_check --gpu >"$w/checks/finite_check.txt" 2>&1
+echo "finite_check --gpu rc=$?"
+$MPIRUN -n 1 build/rope_check >"$w/checks/rope_check.txt" 2>&1; echo "rope_check rc=$?"
 $MPIRUN -n 1 build/nocudnn_attn_check --no-cudnn >"$w/checks/attn_check_nocudnn.txt" 2>&1
 echo "attn_check --no-cudnn rc=$?"
 for f in "$w"/checks/*.txt; do
@@ -74,18 +85,32 @@ for f in "$w"/checks/*.txt; do
 	grep 'MISMATCH\|FAIL' "$f" | head -n 5
 done
 keep
+fi
+# our attention at the layer's shape, every way a layer can call it
+# (bench/gpu/attn_gqa_probe.c)
+if has probe; then
+	say "attention probe (the layer's shape)"
+	mkdir -p "$w/bench"
+	mpicc -std=c11 -O2 -Iruntime -o build/attn_gqa_probe bench/gpu/attn_gqa_probe.c \
+		build/libcfrt_cuda.a $libs -lm &&
+		$MPIRUN -n 1 build/attn_gqa_probe --iters 20 2>&1 | tee "$w/bench/attn_gqa_probe.txt"
+	keep
+fi
+if has bench; then
 say "layer benchmark"
 [ -d build/base ] && export BASE=build/base
 COMMIT=${COMMIT:-unknown} GEN=build/gen OUT="$w/bench" ITERS=${ITERS:-20} \
 	CONFIGS="${CONFIGS:-s4096-b1}" sh bench/gpu/layer1.sh 2>&1 | tail -n 20
 keep
 cp "$w/bench/summary.md" "$o/" 2>/dev/null
+fi
+has torch || { say "done"; exit 0; }
 say "torch layer checks (issue 50)"
 # the library is built here already: torch_layer.sh's make has nothing to do
 mkdir -p "$w/shim"
 printf '#!/bin/sh\nexit 0\n' >"$w/shim/make"
 chmod +x "$w/shim/make"
-PATH=$w/shim:$PATH GEN=build/tgen OUT="$w/torch" BENCH=1 sh tests/gpu/torch_layer.sh 2>&1 | tail -n 40
+PATH=$w/shim:$PATH GEN=build/tgen OUT="$o/torch" BENCH=1 sh tests/gpu/torch_layer.sh 2>&1 | tail -n 40
 echo "torch_layer.sh rc=$?"
 say "done"
 keep
