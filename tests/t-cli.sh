@@ -29,18 +29,32 @@ check "cli: --emit=sched lists the steps of 2 ranks, --sched-ranks=all of every 
 check "cli: --sched-ranks=0 is a usage error" [ $rc -eq 2 ]
 # graphviz's cairo plugin scales a PNG past its bitmap limit and says so
 # on stderr by itself: cfc turns that into a note that suggests SVG. The
-# picture bounds a large group or a deep repeat stack (sched_dot.c), so a
-# tall one takes many distinct collectives: 56 all_to_alls of 8 steps.
+# picture bounds a large group or a deep repeat stack and draws alike
+# collectives in a row once (sched_dot.c), so a tall one takes many
+# distinct collectives: 40 all_gathers, the i-th with i gelus fused in its
+# steps (a box of i lines).
 {
 	echo "model big { size S = 64, D = 64; group sp = 2; type f32;"
-	echo "  in x0 : [S, D] split S over sp;"
 	i=1
-	while [ $i -le 56 ]; do
-		if [ $((i % 2)) = 1 ]; then d="S, D"; else d="D, S"; fi
-		echo "  x$i = all_to_all(x$((i - 1)), $d);"
+	while [ $i -le 40 ]; do
+		echo "  in x$i : [S, D] split S over sp;"
 		i=$((i + 1))
 	done
-	echo "  out x56; }"
+	outs=
+	i=1
+	while [ $i -le 40 ]; do
+		echo "  g$i = all_gather(x$i, S);"
+		prev=g$i
+		j=1
+		while [ $j -le $i ]; do
+			echo "  h${i}_$j = gelu($prev);"
+			prev=h${i}_$j
+			j=$((j + 1))
+		done
+		outs="$outs${outs:+, }$prev"
+		i=$((i + 1))
+	done
+	echo "  out $outs; }"
 } >"$t/big.cf"
 "$CFC" "$t/big.cf" --schedule='fuse(ring, m = 4)' --emit=png -o "$t/big.png" 2>"$t/big.err"; rc=$?
 check "cli: a PNG past cairo's limit is a note that suggests --emit=svg" sh -c \
