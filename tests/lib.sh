@@ -67,3 +67,29 @@ golden() {
 		head -n 40 "$2.diff"
 	fi
 }
+
+# e2e32 NAME DIR N SPEC ARGS...: SPEC with its backward built into DIR
+# (scripts/build-model.sh, f32 unless ARGS say otherwise) and run once on
+# N ranks with --check ($MPIRUN, the caller's); PASS where the output is
+# within 1e-5 and the gradients within 1e-4 of the serial reference (as
+# t-e2e). The run's line is left in DIR.out (grad_checksum, ...).
+e2e32() {
+	_n=$1 _d=$2 _r=$3 _s=$4
+	shift 4
+	if ! sh scripts/build-model.sh "$B" "$_d" "$_s" --backward "$@" >"$_d.log" 2>&1; then
+		fail "$_n (build)"
+		tail -n 20 "$_d.log"
+		return
+	fi
+	if ! $MPIRUN -n "$_r" "$_d/run" --check --iters 1 --warmup 0 >"$_d.out" 2>&1; then
+		fail "$_n (run)"
+		tail -n 20 "$_d.out"
+		return
+	fi
+	_e=$(field max_rel_err "$_d.out") _g=$(field grad_max_rel_err "$_d.out")
+	if le "$_e" 1e-5 && le "$_g" 1e-4; then
+		pass "$_n (output $_e, gradients $_g)"
+	else
+		fail "$_n (output $_e, gradients $_g)"
+	fi
+}

@@ -74,26 +74,6 @@ check "coalesce: --coalesce=-1 says why" grep -q "cfc: --coalesce wants a count 
 check "coalesce: --coalesce=3GB refused" test $? = 2
 
 # ---- end to end against the serial reference (f32) ----
-e2e() { # name dir n spec args...
-	name=$1 dir=$2 n=$3 spec=$4
-	shift 4
-	if ! sh scripts/build-model.sh "$B" "$dir" "$spec" --backward "$@" >"$dir.log" 2>&1; then
-		fail "$name (build)"
-		tail -n 20 "$dir.log"
-		return
-	fi
-	if ! $MPIRUN -n "$n" "$dir/run" --check --iters 1 --warmup 0 >"$dir.run" 2>&1; then
-		fail "$name (run)"
-		tail -n 20 "$dir.run"
-		return
-	fi
-	err=$(field max_rel_err "$dir.run") gerr=$(field grad_max_rel_err "$dir.run")
-	if le "$err" 1e-5 && le "$gerr" 1e-4; then
-		pass "$name (forward $err, gradients $gerr)"
-	else
-		fail "$name (max_rel_err $err, grad_max_rel_err $gerr)"
-	fi
-}
 sz() { # example n: small sizes that divide by n
 	case $1 in
 	transformer) echo "-D tp=$2 -D B=1 -D S=$((4 * $2)) -D H=$2 -D D=$((4 * $2)) -D F=$((4 * $2))" ;;
@@ -121,7 +101,7 @@ for run in transformer:1:1MiB transformer:3:1MiB transformer:3:0 llama:1:1MiB ll
 	fwd:1:1MiB fwd:2:1MiB fwd:3:1MiB fwd:4:1MiB fwd:3:0; do
 	m=${run%%:*} n=${run#*:} c=${n#*:} n=${n%%:*}
 	# shellcheck disable=SC2046
-	e2e "coalesce: e2e $m N=$n coalesce=$c" "$out/e2e-$m-$n-$c" $n "$(spec_of $m)" \
+	e2e32 "coalesce: e2e $m N=$n coalesce=$c" "$out/e2e-$m-$n-$c" $n "$(spec_of $m)" \
 		$(sz $m $n) --coalesce=$c
 	packed "coalesce: e2e $m N=$n coalesce=$c" "$out/e2e-$m-$n-$c" $c
 done

@@ -139,29 +139,9 @@ grad "recompute: grad transformer --memory=$budget N=2" "$out/g-fit-2" 2 "$out/t
 	$(gsizes transformer 2) -D tp=2 --schedule="fuse(ring)" --memory=$budget
 
 # f32 against the reference; selective bitwise equal to none
-run32() { # name dir n spec args...: prints grad_checksum on success
-	name=$1 dir=$2 n=$3 spec=$4
-	shift 4
-	if ! sh scripts/build-model.sh "$B" "$dir" "$spec" --backward "$@" >"$dir.log" 2>&1; then
-		fail "$name (build)"
-		tail -n 20 "$dir.log"
-		return
-	fi
-	if ! $MPIRUN -n "$n" "$dir/run" --check --iters 1 --warmup 0 >"$dir.out" 2>&1; then
-		fail "$name (run)"
-		tail -n 20 "$dir.out"
-		return
-	fi
-	e=$(field max_rel_err "$dir.out") g=$(field grad_max_rel_err "$dir.out")
-	if le "$e" 1e-5 && le "$g" 1e-4; then
-		pass "$name (output $e, gradients $g)"
-	else
-		fail "$name (output $e, gradients $g)"
-	fi
-}
 for m in llama transformer; do
 	for v in $m ${m}_sel ${m}_full; do
-		run32 "recompute: f32 $v N=4" "$out/f-$v" 4 "$out/$v.cf" -D tp=4
+		e2e32 "recompute: f32 $v N=4" "$out/f-$v" 4 "$out/$v.cf" -D tp=4
 	done
 	base=$(field grad_checksum "$out/f-$m.out")
 	sel=$(field grad_checksum "$out/f-${m}_sel.out")
