@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "memory.h"
+#include "pipeline.h"
 
 typedef struct RRun {
 	Arena *a;
@@ -19,8 +20,8 @@ typedef struct RRun {
 	Graph *g, *b;
 } RRun;
 
-/* text's graph and its backward (NULL after errors, in r->err); o: the
- * options (NULL: none). */
+/* text's graph and its backward (pipeline_graphs; NULL after errors, in
+ * r->err); o: the options (NULL: none). */
 static Graph *
 build(RRun *r, const char *text, Options *o)
 {
@@ -31,17 +32,10 @@ build(RRun *r, const char *text, Options *o)
 	r->err = NULL;
 	ef = open_memstream(&r->err, &r->errlen);
 	diag_init(&r->d, &r->src, ef);
-	Program *p = parse_program(r->a, &r->d, &r->src);
-	r->g = p ? sema_build(r->a, &r->d, p, o) : NULL;
-	r->b = NULL;
-	if (r->g) {
-		graph_fill_locality(r->g);
-		r->b = grad_build(r->g, &r->d, 0);
-	}
-	if (r->b) {
-		graph_fill_locality(r->b);
-		graph_check(r->b);
-	}
+	Pipeline pl = {.a = r->a, .d = &r->d, .o = o, .backward = 1};
+	pipeline_graphs(&pl, &r->src);
+	r->g = pl.graph;
+	r->b = r->g ? r->g->bwd : NULL;
 	fclose(ef);
 	return r->b;
 }
