@@ -30,25 +30,16 @@ compile_pass(SRun *r, const char *text, int64_t bytes, int bwd)
 	r->src = (Src){"t.cf", text, strlen(text)};
 	ef = open_memstream(&r->err, &r->errlen);
 	diag_init(&r->d, &r->src, ef);
-	Program *p = parse_program(r->a, &r->d, &r->src);
-	r->g = p ? sema_build(r->a, &r->d, p, &o) : NULL;
-	Graph *b = NULL;
-	if (r->g) {
-		graph_fill_locality(r->g);
-		if (!bwd)
-			b = r->g;
-		else if ((b = grad_build(r->g, &r->d, 0)))
-			graph_fill_locality(b);
-	}
+	/* pipeline.c's passes, region by region, up to the plan */
+	Pipeline pl = {.a = r->a, .d = &r->d, .o = &o, .backward = bwd, .order = ORDER_REGION,
+	               .coalesce = bytes, .stop = PIPE_PLANNED};
+	pipeline_graphs(&pl, &r->src);
+	r->g = pl.graph;
+	Graph *b = r->g && bwd ? r->g->bwd : r->g;
 	fclose(ef);
 	r->d.out = stderr;
-	if (!b)
-		return NULL;
-	coalesce_graph(b, bytes);
-	r->s = region_sched(b);
-	if (lower_sched(r->s, &r->d))
-		return NULL;
-	r->p = plan_sched(r->s);
+	if (!b || pipeline_schedule(&pl, b, &r->s, &r->p, ""))
+		return r->s = NULL;
 	return r->s;
 }
 
