@@ -529,6 +529,41 @@ __global__ void rope_pairs(kview d, kview a, int64_t n, int64_t half,
 	}
 }
 
+// The same rotation, one thread per (position p, pair j): the angle's
+// cos and sin (the same double arithmetic as rope_pairs, so the same
+// bits) once, then every line at that position (outer of them, the dims
+// before dim, times inner, those between dim and the last): the lines of
+// one position share its angles (all the heads, all the batch), and
+// rope_pairs' double pow, cos and sin per pair made it compute-bound.
+template <typename T>
+__global__ void rope_positions(kview d, kview a, int64_t half, int64_t rows,
+                               int64_t inner, int64_t outer, double base,
+                               int64_t pos0, double sign)
+{
+	typedef typename acc<T>::type A;
+	T *pd = (T *)d.p;
+	const T *pa = (const T *)a.p;
+	int nd = d.nd;
+	int64_t n = rows * half, step = (int64_t)gridDim.x * blockDim.x;
+	int64_t ld = kv_at(d.st, nd - 1), la = kv_at(a.st, nd - 1);
+	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+	     i += step) {
+		int64_t p = i / half, j = i % half;
+		double ang = (double)(pos0 + p) *
+		             pow(base, -2.0 * (double)j / (double)(2 * half));
+		A c = A(cos(ang)), sn = A(sign * sin(ang));
+		for (int64_t o = 0; o < outer; o++)
+			for (int64_t k = 0; k < inner; k++) {
+				int64_t line = (o * rows + p) * inner + k, od, oa, unused;
+				offsets3(line, nd - 1, d, a, a, &od, &oa, &unused);
+				A x1 = to_acc(pa[oa + j * la]);
+				A x2 = to_acc(pa[oa + (j + half) * la]);
+				pd[od + j * ld] = store<T>(x1 * c - x2 * sn);
+				pd[od + (j + half) * ld] = store<T>(x2 * c + x1 * sn);
+			}
+	}
+}
+
 // CFRT_CHECK=finite: *key becomes the least of i * 4 + kind over the
 // elements i (row-major over v's dims) that are no finite number, kind 0
 // a NaN, 1 +Inf, 2 -Inf; untouched where every element is finite. A
@@ -583,6 +618,8 @@ extern "C" int cfrtk_scan(cudaStream_t s, cfrt_dtype t, kview dst, kview src,
 	BY_TYPE(t, scan_type<T>(s, dst, src, dim, decay, rev));
 }
 
+enum { ROPE_POS_MIN = 1 << 16 };
+
 template <typename T>
 static int rope_type(cudaStream_t s, kview d, kview x, int dim, double base,
                      int64_t pos0, double sign)
@@ -590,8 +627,16 @@ static int rope_type(cudaStream_t s, kview d, kview x, int dim, double base,
 	int64_t half = d.dim[d.nd - 1] / 2, n = numel(d) / 2, inner = 1;
 	for (int k = dim + 1; k < d.nd - 1; k++) // lines per step along dim
 		inner *= d.dim[k];
-	rope_pairs<T><<<blocks_for(n), THREADS, 0, s>>>(d, x, n, half, d.dim[dim],
-	                                                inner, base, pos0, sign);
+	int64_t rows = d.dim[dim], lines = n / (half > 0 ? half : 1);
+	// a thread per (position, pair) where those alone fill the GPU
+	// (ROPE_POS_MIN of them) and each has a few lines to share its angles
+	// with; else a thread per pair
+	if (rows * half >= ROPE_POS_MIN && lines / rows >= 2)
+		rope_positions<T><<<blocks_for(rows * half), THREADS, 0, s>>>(d, x,
+			half, rows, inner, lines / rows / inner, base, pos0, sign);
+	else
+		rope_pairs<T><<<blocks_for(n), THREADS, 0, s>>>(d, x, n, half, rows,
+		                                                inner, base, pos0, sign);
 	return (int)cudaGetLastError();
 }
 

@@ -130,6 +130,17 @@ else
 	tail -n 20 "$out/grad_check"
 fi
 
+# -- rope at sizes that take the thread-per-position kernel
+# (tests/gpu/rope_check.c): against a double reference and the
+# thread-per-pair kernel's bits, forward and inverse, three layouts
+$MPIRUN -x NCCL_NVLS_ENABLE -n 1 "$B/tests/gpu/rope_check" >"$out/rope_check" 2>&1
+if [ $? = 0 ] && grep -q '^rope_check: all ok$' "$out/rope_check"; then
+	pass "gpu: rope_check"
+else
+	fail "gpu: rope_check"
+	tail -n 20 "$out/rope_check"
+fi
+
 # -- CFRT_CHECK=finite on one GPU (tests/gpu/finite_check.c --gpu): a
 # planted NaN or Inf (f32, f64, bf16; a column slice; an overflowing
 # matmul; attention and its backward) fails the call that wrote it with

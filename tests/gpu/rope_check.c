@@ -1,0 +1,156 @@
+/* rope_check: cfrt_rope on the CUDA backend at sizes where a thread per
+ * (position, pair) serves every line of that position (rows x Dh/2 of
+ * 2^16 or more: kernels.cu's rope_positions), against
+ *   - a double reference computed here (f32 within 1e-5, bf16 within
+ *     8e-3, from the same rounded inputs), and
+ *   - the same rows in slices of 256 positions (pos0 = the slice's first
+ *     row), which take the thread-per-pair kernel (rope_pairs): the two
+ *     kernels do the same arithmetic, so the bits must be equal;
+ * forward and inverse, positions along dim 2 of [B,H,S,Dh] (packed, and
+ * heads split out of [B,S,H*Dh] rows as the layer has them) and along
+ * dim 1 of [B,S,H,Dh] (lines between the position and the pair).
+ * Prints "rope_check: CASE: ok" or "... MISMATCH (...)" per case, then
+ * "rope_check: all ok" or "rope_check: N failed"; exits 1 on a failure.
+ *   mpirun -n 1 rope_check */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cfrt.h"
+
+enum { NB = 2, NH = 3, NS = 2048, DH = 128, SLICE = 256 };
+
+static int nbad;
+
+static float bf16_to_f(uint16_t s)
+{
+	uint32_t u = (uint32_t)s << 16;
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+static uint16_t f_to_bf16(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, 4);
+	return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+/* element i of a host buffer of type t, as a double */
+static double get(cfrt_dtype t, const void *b, int64_t i)
+{
+	return t == CFRT_F32 ? ((const float *)b)[i] :
+	       bf16_to_f(((const uint16_t *)b)[i]);
+}
+
+/* the offset of the element at index idx[4] of view v, in elements */
+static int64_t at(const cfrt_view *v, const int64_t idx[4])
+{
+	int64_t o = 0;
+	for (int d = 0; d < 4; d++)
+		o += idx[d] * v->stride[d];
+	return o;
+}
+
+/* One case: n elements of storage, the view vs over it (dims and strides
+ * set), positions along dim, forward or inverse. */
+static void check(cfrt_ctx *ctx, const char *name, cfrt_dtype t,
+                  const int64_t dim4[4], const int64_t st[4], int dim,
+                  int inverse)
+{
+	int64_t n = 1;
+	for (int d = 0; d < 4; d++)
+		n *= dim4[d];
+	size_t es = cfrt_dtype_size(t), bytes = (size_t)n * es;
+	unsigned char *h = malloc(bytes), *r1 = malloc(bytes), *r2 = malloc(bytes);
+	void *src, *d1, *d2;
+	if (!h || !r1 || !r2)
+		abort();
+	for (int64_t i = 0; i < n; i++) {
+		float f = (float)((i * 37 + 11) % 64) / 32.0f - 1.0f;
+		if (t == CFRT_F32)
+			memcpy(h + i * 4, &f, 4);
+		else {
+			uint16_t s = f_to_bf16(f);
+			memcpy(h + i * 2, &s, 2);
+		}
+	}
+	CFRT_TRY(ctx, cfrt_alloc(ctx, &src, bytes));
+	CFRT_TRY(ctx, cfrt_alloc(ctx, &d1, bytes));
+	CFRT_TRY(ctx, cfrt_alloc(ctx, &d2, bytes));
+	CFRT_TRY(ctx, cfrt_upload(ctx, src, h, bytes));
+	cfrt_view vs = cfrt_view_contig(src, t, 4, dim4), v1, v2;
+	for (int d = 0; d < 4; d++)
+		vs.stride[d] = st[d];
+	v1 = vs, v2 = vs;
+	v1.p = d1, v2.p = d2;
+	/* whole: the per-position kernel; slices of SLICE rows: per pair */
+	CFRT_TRY(ctx, cfrt_rope(ctx, &v1, &vs, dim, 10000.0, 0, inverse));
+	for (int64_t r = 0; r < dim4[dim]; r += SLICE) {
+		cfrt_view a = cfrt_view_slice(vs, dim, r, SLICE);
+		cfrt_view b = cfrt_view_slice(v2, dim, r, SLICE);
+		CFRT_TRY(ctx, cfrt_rope(ctx, &b, &a, dim, 10000.0, r, inverse));
+	}
+	CFRT_TRY(ctx, cfrt_download(ctx, r1, d1, bytes));
+	CFRT_TRY(ctx, cfrt_download(ctx, r2, d2, bytes));
+	double worst = 0, tol = t == CFRT_F32 ? 1e-5 : 8e-3;
+	int64_t differ = 0, idx[4];
+	for (idx[0] = 0; idx[0] < dim4[0]; idx[0]++)
+		for (idx[1] = 0; idx[1] < dim4[1]; idx[1]++)
+			for (idx[2] = 0; idx[2] < dim4[2]; idx[2]++)
+				for (idx[3] = 0; idx[3] < DH / 2; idx[3]++) {
+					int64_t j = idx[3], o1 = at(&vs, idx), o2;
+					int64_t k[4] = {idx[0], idx[1], idx[2], j + DH / 2};
+					o2 = at(&vs, k);
+					double ang = (double)idx[dim] *
+					             pow(10000.0, -2.0 * (double)j / DH);
+					double c = cos(ang), s = (inverse ? -1 : 1) * sin(ang);
+					double x1 = get(t, h, o1), x2 = get(t, h, o2);
+					double e1 = fabs(get(t, r1, o1) - (x1 * c - x2 * s));
+					double e2 = fabs(get(t, r1, o2) - (x2 * c + x1 * s));
+					worst = fmax(worst, fmax(e1, e2));
+					differ += memcmp(r1 + o1 * es, r2 + o1 * es, es) != 0;
+					differ += memcmp(r1 + o2 * es, r2 + o2 * es, es) != 0;
+				}
+	int ok = worst <= tol && differ == 0;
+	nbad += !ok;
+	printf("rope_check: %s %s%s: vs double %.2e (tol %.0e), %lld elements "
+	       "differ from the per-pair kernel's: %s\n", name,
+	       t == CFRT_F32 ? "f32" : "bf16", inverse ? " inverse" : "", worst,
+	       tol, (long long)differ, ok ? "ok" : "MISMATCH");
+	fflush(stdout);
+	CFRT_TRY(ctx, cfrt_free(ctx, src));
+	CFRT_TRY(ctx, cfrt_free(ctx, d1));
+	CFRT_TRY(ctx, cfrt_free(ctx, d2));
+	free(h), free(r1), free(r2);
+}
+
+int main(int argc, char **argv)
+{
+	cfrt_ctx *ctx;
+	int size;
+	MPI_Init(&argc, &argv);
+	MPI_Comm_size(MPI_COMM_WORLD, &size);
+	CFRT_TRY(NULL, cfrt_init(&ctx, MPI_COMM_WORLD, size, "rope_check"));
+	int64_t bhsd[4] = {NB, NH, NS, DH}, bshd[4] = {NB, NS, NH, DH};
+	int64_t packed[4] = {NH * NS * DH, NS * DH, DH, 1};
+	int64_t split[4] = {NS * NH * DH, DH, NH * DH, 1}; /* heads of [B,S,H*Dh] */
+	int64_t lines[4] = {NS * NH * DH, NH * DH, DH, 1};
+	for (int inv = 0; inv < 2; inv++) {
+		check(ctx, "[B,H,S,Dh] dim 2", CFRT_F32, bhsd, packed, 2, inv);
+		check(ctx, "[B,H,S,Dh] dim 2", CFRT_BF16, bhsd, packed, 2, inv);
+		check(ctx, "heads of [B,S,H*Dh] dim 2", CFRT_BF16, bhsd, split, 2, inv);
+		check(ctx, "[B,S,H,Dh] dim 1", CFRT_F32, bshd, lines, 1, inv);
+	}
+	if (nbad)
+		printf("rope_check: %d failed\n", nbad);
+	else
+		printf("rope_check: all ok\n");
+	CFRT_TRY(NULL, cfrt_finalize(ctx));
+	MPI_Finalize();
+	return nbad != 0;
+}
