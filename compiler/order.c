@@ -355,12 +355,15 @@ od_host(Ord *O, const int *ord, int *pos, int p, char *hosted, int *list, Item *
 
 /* 3, once every stage has its place: why the collective at place p of
  * ord keeps exposed rounds. Each piece of compute that does not depend
- * on it, stage by stage in the order of 1, with where it runs instead:
+ * on it (the first OD_WHY_SHOWN, then how many more), stage by stage in
+ * the order of 1, with where it runs instead:
  * in another collective's region (a region's compute runs in its own
  * collective's program, and one collective is in flight at a time),
  * under another collective (hosted), before it (another collective
  * needed it first), or after it, not ready when it starts (an input
  * is made after it). With none: everything left depends on it. */
+enum { OD_WHY_SHOWN = 12 };
+
 static void
 od_why(Ord *O, const int *ord, const int *pos, int p, const Vec *stages)
 {
@@ -368,9 +371,10 @@ od_why(Ord *O, const int *ord, const int *pos, int p, const Vec *stages)
 	Arena *a = s->arena;
 	int host = ord[p], n = O->n;
 	Coll *c = ((Stage *)s->stages.v[host])->u.coll;
-	char *dep = arena_alloc(O->t, (size_t)n + 1);
+	Arena *t = O->t;
+	char *dep = arena_alloc(t, (size_t)n + 1);
 	const char *out = "";
-	int any = 0, region = 0;
+	int any = 0, more = 0, region = 0;
 
 	/* dep[k]: stage k reads the collective's result, or the collective
 	 * reads stage k's, directly or not; neither can run under it. The
@@ -395,31 +399,37 @@ od_why(Ord *O, const int *ord, const int *pos, int p, const Vec *stages)
 		if (dep[k] || (st->kind == ST_COMPUTE && st->host1 &&
 		               ((Stage *)stages->v[st->host1 - 1])->u.coll == c))
 			continue;
+		if (st->kind == ST_COLL && !st->u.coll->region.n)
+			continue;
+		if (any == OD_WHY_SHOWN) { /* a deep stack: the first few */
+			more++;
+			continue;
+		}
 		if (st->kind == ST_COLL) {
 			const Coll *x = st->u.coll;
-			if (!x->region.n)
-				continue;
 			what = "";
 			for (int j = 0; j < x->region.n; j++)
-				what = arena_printf(a, "%s%s%s", what, j ? ", " : "",
+				what = arena_printf(t, "%s%s%s", what, j ? ", " : "",
 				                    ((RNode *)x->region.v[j])->node->out->name);
-			where = arena_printf(a, "in %s's region, %s it", x->node->out->name,
+			where = arena_printf(t, "in %s's region, %s it", x->node->out->name,
 			                     q < p ? "before" : "after");
 			region = 1;
 		} else {
 			what = st->u.node->out->name;
 			if (st->host1) {
 				const Stage *h = stages->v[st->host1 - 1];
-				where = arena_printf(a, "under %s", h->u.coll->node->out->name);
+				where = arena_printf(t, "under %s", h->u.coll->node->out->name);
 			} else if (pos[k] < p) {
 				where = "run before it";
 			} else {
 				where = "after it: an input is made after it starts";
 			}
 		}
-		out = arena_printf(a, "%s%s%s (%s)", out, any ? ", " : "", what, where);
-		any = 1;
+		out = arena_printf(t, "%s%s%s (%s)", out, any ? ", " : "", what, where);
+		any++;
 	}
+	if (more)
+		out = arena_printf(t, "%s and %d more stage%s", out, more, more == 1 ? "" : "s");
 	if (any)
 		c->order_note = arena_printf(a, "%s; the compute that does not depend on it: %s%s",
 		                             c->order_note, out,
