@@ -81,6 +81,8 @@ lane_item_same(const Item *it, int r, int q, int i)
 		       lane_ix_same(&it->u.coll.round, r, q, i);
 	case IT_WAIT:
 		return lane_ix_same(&it->u.wait.round, r, q, i);
+	case IT_HOST: /* order.c's: one stage in one round on every rank */
+		return 1;
 	}
 	return 0;
 }
