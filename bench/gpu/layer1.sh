@@ -21,8 +21,10 @@
 # "before" of a change): DIR/libcfrt_cuda.a, DIR/gen/CONFIG (its C) and
 # DIR/include (its runtime headers; else this tree's runtime/),
 # timed and traced the same way ("base" lines, trace-base-CONFIG).
+# CFC_FLAGS: more cfc options for the generated C (--order=region: the
+# base of a comparison of orders, with BASE's library this tree's).
 set -eu
-: "${B:=build}" "${ITERS:=20}"
+: "${B:=build}" "${ITERS:=20}" "${CFC_FLAGS:=}"
 export NCCL_NVLS_ENABLE=0
 all="s4096-b1 s8192-b1 s4096-b2 s8192-b2 tp4-s4096-b1 tp8-s4096-b1"
 : "${CONFIGS:=$all}"
@@ -49,7 +51,7 @@ if [ -n "${GEN_ONLY:-}" ]; then
 		mkdir -p "$GEN_ONLY/$c"
 		# shellcheck disable=SC2046
 		"$B/cfc" examples/llama.cf -D tp=1 $(dflags "$c") --type=bf16 --backward \
-			--emit=h,c,ref,driver -o "$GEN_ONLY/$c"
+			--emit=h,c,ref,driver $CFC_FLAGS -o "$GEN_ONLY/$c"
 		say "generated $c into $GEN_ONLY/$c"
 	done
 	exit 0
@@ -69,7 +71,7 @@ for c in $CONFIGS; do
 		mkdir -p "$g"
 		# shellcheck disable=SC2046
 		"$B/cfc" examples/llama.cf -D tp=1 $(dflags "$c") --type=bf16 --backward \
-			--emit=h,c,ref,driver -o "$g"
+			--emit=h,c,ref,driver $CFC_FLAGS -o "$g"
 	fi
 	# shellcheck disable=SC2086
 	mpicc -std=c11 -O2 -Iruntime -I"$g" -o "$g/run" "$g/llama.c" "$g/llama_ref.c" \

@@ -35,6 +35,15 @@ if [ "${1:-}" = prep ]; then
 		cp -p "$BASEB/../runtime/"*.h "$d/build/base/include/"
 		B=$BASEB GEN_ONLY=$d/build/base/gen CONFIGS="${CONFIGS:-s4096-b1}" sh bench/gpu/layer1.sh
 	fi
+	# the order phase's base: this build's library, its C in the region
+	# order (cfc --order=region), against the default (issue 51: what
+	# the whole-pass order costs with nothing to hide)
+	rm -rf "$d/build/order-base"
+	mkdir -p "$d/build/order-base/include"
+	cp -p "$B/libcfrt_cuda.a" "$d/build/order-base/"
+	cp -p runtime/*.h "$d/build/order-base/include/"
+	CFC_FLAGS=--order=region GEN_ONLY=$d/build/order-base/gen \
+		CONFIGS="${CONFIGS:-s4096-b1}" sh bench/gpu/layer1.sh
 	sh tests/gpu/torch_layer.sh gen "$d/build/tgen"
 	du -sh "$d"
 	exit 0
@@ -56,9 +65,9 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 libs=$(sh scripts/cuda-libs.sh)
 say "libraries: $libs"
 MPIRUN="mpirun --allow-run-as-root --timeout 240"
-# PHASES: which parts run (default all: checks probe bench torch), so that
+# PHASES: which parts run (default all: checks probe bench order torch), so that
 # a lease's calls of at most 10 minutes each can split them
-: "${PHASES:=checks probe bench torch}"
+: "${PHASES:=checks probe bench order torch}"
 has() { case " $PHASES " in *" $1 "*) return 0 ;; esac; return 1; }
 if has checks; then
 for t in grad_check attn_check gqa_check finite_check rope_check; do
@@ -103,6 +112,14 @@ COMMIT=${COMMIT:-unknown} GEN=build/gen OUT="$w/bench" ITERS=${ITERS:-20} \
 	CONFIGS="${CONFIGS:-s4096-b1}" sh bench/gpu/layer1.sh 2>&1 | tail -n 20
 keep
 cp "$w/bench/summary.md" "$o/" 2>/dev/null
+fi
+if has order; then
+say "layer benchmark, region order as the base"
+mkdir -p "$w/order"
+COMMIT=${COMMIT:-unknown} GEN=build/gen OUT="$w/order" ITERS=${ITERS:-20} BASE=build/order-base \
+	CONFIGS="${CONFIGS:-s4096-b1}" sh bench/gpu/layer1.sh 2>&1 | tail -n 8
+tar -C "$w" -czf "$o/order.tgz" order
+cp "$w/order/summary.md" "$o/order-summary.md" 2>/dev/null
 fi
 has torch || { say "done"; exit 0; }
 say "torch layer checks (issue 50)"
