@@ -140,6 +140,16 @@ else
 	fail "gpu: rope_check"
 	tail -n 20 "$out/rope_check"
 fi
+# cfrt_rmsnorm and cfrt_layernorm through each row kernel
+# (tests/gpu/norm_check.c): against a double reference and the same rows
+# one element off their alignment (another kernel)
+$MPIRUN -x NCCL_NVLS_ENABLE -n 1 "$B/tests/gpu/norm_check" >"$out/norm_check" 2>&1
+if [ $? = 0 ] && grep -q '^norm_check: all ok$' "$out/norm_check"; then
+	pass "gpu: norm_check"
+else
+	fail "gpu: norm_check"
+	tail -n 20 "$out/norm_check"
+fi
 
 # -- CFRT_CHECK=finite on one GPU (tests/gpu/finite_check.c --gpu): a
 # planted NaN or Inf (f32, f64, bf16; a column slice; an overflowing
