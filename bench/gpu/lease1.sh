@@ -8,7 +8,7 @@
 #        C of the layer benchmark (build/gen, bench/gpu/layer1.sh GEN_ONLY)
 #        and of the torch checks (build/tgen, tests/gpu/torch_layer.sh gen);
 #   sh bench/gpu/lease1.sh run        on the GPU machine, from DIR: the
-#        one-GPU checks (tests/gpu/grad_check, gqa_check, finite_check --gpu, rope_check, attn_check with
+#        one-GPU checks (tests/gpu/grad_check, gqa_check, finite_check --gpu, rope_check, norm_check, attn_check with
 #        ATTN=1, and attn_check of the build without cuDNN), the layer benchmark (CONFIGS, default
 #        s4096-b1) and tests/gpu/torch_layer.sh with BENCH=1, all logs in
 #        one tarball $OUT/lease.tgz (the device tool's OUT) and a summary
@@ -65,12 +65,12 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 libs=$(sh scripts/cuda-libs.sh)
 say "libraries: $libs"
 MPIRUN="mpirun --allow-run-as-root --timeout 240"
-# PHASES: which parts run (default all: checks probe bench order torch), so that
+# PHASES: which parts run (default all: checks probe bench order torch; and nsys, an Nsight Systems trace, when asked), so that
 # a lease's calls of at most 10 minutes each can split them
 : "${PHASES:=checks probe bench order torch}"
 has() { case " $PHASES " in *" $1 "*) return 0 ;; esac; return 1; }
 if has checks; then
-for t in grad_check attn_check gqa_check finite_check rope_check; do
+for t in grad_check attn_check gqa_check finite_check rope_check norm_check; do
 	mpicc -std=c11 -O2 -Iruntime -o "build/$t" "tests/gpu/$t.c" build/libcfrt_cuda.a $libs -lm ||
 		echo "lease1: FAIL build $t"
 done
@@ -87,6 +87,7 @@ $MPIRUN -n 1 build/gqa_check --gpu >"$w/checks/gqa_check.txt" 2>&1; echo "gqa_ch
 $MPIRUN -n 1 build/finite_check --gpu >"$w/checks/finite_check.txt" 2>&1
 echo "finite_check --gpu rc=$?"
 $MPIRUN -n 1 build/rope_check >"$w/checks/rope_check.txt" 2>&1; echo "rope_check rc=$?"
+$MPIRUN -n 1 build/norm_check >"$w/checks/norm_check.txt" 2>&1; echo "norm_check rc=$?"
 $MPIRUN -n 1 build/nocudnn_attn_check --no-cudnn >"$w/checks/attn_check_nocudnn.txt" 2>&1
 echo "attn_check --no-cudnn rc=$?"
 for f in "$w"/checks/*.txt; do
@@ -112,6 +113,29 @@ COMMIT=${COMMIT:-unknown} GEN=build/gen OUT="$w/bench" ITERS=${ITERS:-20} \
 	CONFIGS="${CONFIGS:-s4096-b1}" sh bench/gpu/layer1.sh 2>&1 | tail -n 20
 keep
 cp "$w/bench/summary.md" "$o/" 2>/dev/null
+fi
+if has nsys; then
+# the first configuration's step under Nsight Systems, when the machine
+# has it: the kernels' summary and the GPU's idle time within each pass
+# (bench/gpu/nsys_gaps.py), what the per-op trace cannot show
+ns=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -n 1)
+c1=$(echo "${CONFIGS:-s4096-b1}" | cut -d' ' -f1)
+if [ -n "$ns" ] && [ -x "build/gen/$c1/run" ]; then
+	say "nsys: $ns on $c1"
+	mkdir -p "$w/nsys"
+	$MPIRUN -n 1 "$ns" profile -f true -t cuda -o "$w/nsys/layer" \
+		"build/gen/$c1/run" --iters 5 --warmup 2 >"$w/nsys/run.txt" 2>&1
+	"$ns" stats -f csv -r cuda_gpu_trace -o "$w/nsys/layer" "$w/nsys/layer.nsys-rep" \
+		>/dev/null 2>&1
+	"$ns" stats -r cuda_api_sum,cuda_gpu_kern_sum "$w/nsys/layer.nsys-rep" \
+		>"$w/nsys/stats.txt" 2>&1
+	python3 bench/gpu/nsys_gaps.py "$w"/nsys/layer*cuda_gpu_trace*.csv 2>&1 |
+		tee "$w/nsys/gaps.txt"
+	rm -f "$w/nsys/layer.sqlite"
+	tar -C "$w" -czf "$o/nsys.tgz" nsys
+else
+	say "nsys: not on this machine"
+fi
 fi
 if has order; then
 say "layer benchmark, region order as the base"
