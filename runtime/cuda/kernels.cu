@@ -593,45 +593,38 @@ __global__ void rope_pairs(kview d, kview a, int64_t n, int64_t half,
 	}
 }
 
-// The same rotation, a block per position p: its threads compute the
-// angles' cos and sin of the Dh/2 pairs once (the same double arithmetic
-// as rope_pairs, so the same bits) into shared memory, then rotate every
-// line at that position (outer of them, the dims before dim, times inner,
-// those between dim and the last; all the heads, all the batch), a pair a
-// thread, neighbouring threads on neighbouring pairs. rope_pairs' double
-// pow, cos and sin per pair made it compute-bound; a thread per (p, j)
-// looping over the lines left too few loads in flight (23% of HBM).
+// The same rotation, one thread per (position p, pair j): the angle's
+// cos and sin (the same double arithmetic as rope_pairs, so the same
+// bits) once, then every line at that position (outer of them, the dims
+// before dim, times inner, those between dim and the last): the lines of
+// one position share its angles (all the heads, all the batch), and
+// rope_pairs' double pow, cos and sin per pair made it compute-bound.
 template <typename T>
 __global__ void rope_positions(kview d, kview a, int64_t half, int64_t rows,
                                int64_t inner, int64_t outer, double base,
                                int64_t pos0, double sign)
 {
 	typedef typename acc<T>::type A;
-	extern __shared__ __align__(16) unsigned char rope_sh[];
-	A *cs = (A *)rope_sh, *sn = cs + half;
 	T *pd = (T *)d.p;
 	const T *pa = (const T *)a.p;
 	int nd = d.nd;
-	int64_t p = blockIdx.x;
+	int64_t n = rows * half, step = (int64_t)gridDim.x * blockDim.x;
 	int64_t ld = kv_at(d.st, nd - 1), la = kv_at(a.st, nd - 1);
-	for (int64_t j = threadIdx.x; j < half; j += blockDim.x) {
+	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+	     i += step) {
+		int64_t p = i / half, j = i % half;
 		double ang = (double)(pos0 + p) *
 		             pow(base, -2.0 * (double)j / (double)(2 * half));
-		cs[j] = A(cos(ang));
-		sn[j] = A(sign * sin(ang));
-	}
-	__syncthreads();
-	int64_t n = outer * inner * half;
-	for (int64_t m = threadIdx.x; m < n; m += blockDim.x) {
-		int64_t j = m % half, ok = m / half;
-		int64_t o = ok / inner, k = ok % inner;
-		int64_t line = (o * rows + p) * inner + k, od, oa, unused;
-		offsets3(line, nd - 1, d, a, a, &od, &oa, &unused);
-		A c = cs[j], s = sn[j];
-		A x1 = to_acc(pa[oa + j * la]);
-		A x2 = to_acc(pa[oa + (j + half) * la]);
-		pd[od + j * ld] = store<T>(x1 * c - x2 * s);
-		pd[od + (j + half) * ld] = store<T>(x2 * c + x1 * s);
+		A c = A(cos(ang)), sn = A(sign * sin(ang));
+		for (int64_t o = 0; o < outer; o++)
+			for (int64_t k = 0; k < inner; k++) {
+				int64_t line = (o * rows + p) * inner + k, od, oa, unused;
+				offsets3(line, nd - 1, d, a, a, &od, &oa, &unused);
+				A x1 = to_acc(pa[oa + j * la]);
+				A x2 = to_acc(pa[oa + (j + half) * la]);
+				pd[od + j * ld] = store<T>(x1 * c - x2 * sn);
+				pd[od + (j + half) * ld] = store<T>(x2 * c + x1 * sn);
+			}
 	}
 }
 
@@ -699,13 +692,11 @@ static int rope_type(cudaStream_t s, kview d, kview x, int dim, double base,
 	for (int k = dim + 1; k < d.nd - 1; k++) // lines per step along dim
 		inner *= d.dim[k];
 	int64_t rows = d.dim[dim], lines = n / (half > 0 ? half : 1);
-	// a block per position where the (position, pair)s alone would fill
-	// the GPU (ROPE_POS_MIN of them) and each position has a few lines to
-	// share its angles with; else a thread per pair
-	size_t sh = 2 * (size_t)half * sizeof(typename acc<T>::type);
-	if (rows * half >= ROPE_POS_MIN && lines / rows >= 2 && rows <= 0x7fffffff &&
-	    sh <= 48 * 1024)
-		rope_positions<T><<<(int)rows, 128, sh, s>>>(d, x,
+	// a thread per (position, pair) where those alone fill the GPU
+	// (ROPE_POS_MIN of them) and each has a few lines to share its angles
+	// with; else a thread per pair
+	if (rows * half >= ROPE_POS_MIN && lines / rows >= 2)
+		rope_positions<T><<<blocks_for(rows * half), THREADS, 0, s>>>(d, x,
 			half, rows, inner, lines / rows / inner, base, pos0, sign);
 	else
 		rope_pairs<T><<<blocks_for(n), THREADS, 0, s>>>(d, x, n, half, rows,

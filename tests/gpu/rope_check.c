@@ -1,5 +1,5 @@
-/* rope_check: cfrt_rope on the CUDA backend at sizes where a block per
- * position serves every line of that position (rows x Dh/2 of
+/* rope_check: cfrt_rope on the CUDA backend at sizes where a thread per
+ * (position, pair) serves every line of that position (rows x Dh/2 of
  * 2^16 or more: kernels.cu's rope_positions), against
  *   - a double reference computed here (f32 within 1e-5, bf16 within
  *     8e-3, from the same rounded inputs), and
