@@ -49,6 +49,9 @@ typedef struct Comp {
 	OrderMode order;    /* --order (order.c) */
 	int order_asked;    /* --order given (else a --profile chooses) */
 	int64_t coalesce;   /* --coalesce: bytes, -1: the spec's or the default */
+	const char *bound_note; /* --explain's line on the memory bound */
+	int64_t bound;      /* the default bound, when a --profile's choices
+	                     * need it first (Pipeline.bound); else 0 */
 	Progress progress;  /* what a long compile says it is doing */
 	const CgVariant *variants; /* --emit=py of a build of several variants */
 	int nvariants;             /* (-D S=16,32), else 0 */
@@ -809,10 +812,10 @@ phase(void *ctx, const char *line)
 	prog_phase(ctx, "%s", line);
 }
 
-/* A compile: --schedule and --profile read, then every pass in order
- * (compiler/pipeline.c). */
+/* --schedule and --profile read (once a compile: fit_memory compiles
+ * again). */
 static int
-compile_once(Comp *c, Cli *cl)
+compile_inputs(Comp *c, Cli *cl)
 {
 	if (cl->force) {
 		Src fs = {"--schedule", cl->force, strlen(cl->force)};
@@ -840,12 +843,19 @@ compile_once(Comp *c, Cli *cl)
 			return EX_INPUT;
 		}
 	}
+	return 0;
+}
+
+/* A compile: every pass in order (compiler/pipeline.c). */
+static int
+compile_once(Comp *c, Cli *cl)
+{
 	/* every pass, in order (compiler/pipeline.c) */
 	Pipeline pl = {.a = c->arena, .d = &c->diag, .o = &cl->opt, .profile = c->profile,
 	               .auto_margin = c->auto_margin, .backward = cl->backward,
 	               .accumulate = cl->accumulate, .order = c->order,
 	               .order_asked = c->order_asked,
-	               .coalesce = c->coalesce, .phase = phase,
+	               .coalesce = c->coalesce, .bound = c->bound, .phase = phase,
 	               .ctx = &c->progress};
 	int rc = pipeline_run(&pl, &c->src);
 	c->prog = pl.prog;
@@ -859,22 +869,74 @@ compile_once(Comp *c, Cli *cl)
 	return 0;
 }
 
-/* --memory: while the peak is over the budget, the largest saved tensor
- * that the backward could compute again is recomputed (Options.recompute)
- * and kept when the peak falls (or stays, with less saved); what still
- * does not fit is an error. */
-static int
-fit_memory(Comp *c, Cli *cl)
+/* ---- the memory bound (issue 51; docs/ORDER.md, "Memory") ----
+ * The whole-pass order and coalescing hold more at once than the region
+ * order with nothing packed: collectives in flight together, packed
+ * buffers. The bound per rank is --memory, else the spec's `memory =
+ * BYTES;`, else the peak of that order (today's: nothing the order pass
+ * or coalescing adds). Over it, configurations are tried in this order
+ * until one fits: as asked (or as a --profile chose), coalescing off,
+ * the region order with the threshold, the region order with nothing
+ * packed; what --order, --coalesce or the spec fixed stays. Under an
+ * explicit budget each is tried as it is, then with the backward
+ * recomputing saved tensors (the largest first, each kept while the
+ * peak falls), and a step that still does not fit is an error. The
+ * default bound recomputes nothing (recomputation is the spec's or the
+ * budget's choice: it adds compute) and its last configuration is the
+ * bound's own, which fits; where --order or --coalesce fixed what
+ * would fit, the step is compiled as asked and --explain says so. */
+
+/* A configuration the bound tries. */
+typedef struct Rung {
+	OrderMode order;
+	int64_t coalesce; /* as Comp.coalesce */
+	int asked;        /* as Comp.order_asked */
+} Rung;
+
+/* The peak of a trial compile up to the memory plans under order and
+ * coalesce (nothing reported, nothing recomputed but the spec's); -1:
+ * it did not compile. *spec (if not NULL): the spec's `memory = BYTES;`
+ * (0: none). */
+static int64_t
+trial_peak(Comp *c, Cli *cl, OrderMode order, int64_t coalesce, int64_t *spec)
 {
-	MemUse m = mem_use(c->graph, c->plan, c->bplan), first = m;
-	Vec tried = {0};
+	Diag quiet;
+	FILE *null = fopen("/dev/null", "w");
+
+	if (!null)
+		return -1;
+	diag_init(&quiet, &c->src, null);
+	int nre = cl->opt.nrecompute;
+	cl->opt.nrecompute = 0;
+	Pipeline tr = {.a = c->arena, .d = &quiet, .o = &cl->opt, .profile = c->profile,
+	               .auto_margin = c->auto_margin, .backward = cl->backward,
+	               .accumulate = cl->accumulate, .order = order, .order_asked = 1,
+	               .coalesce = coalesce, .stop = PIPE_PLANNED};
+	int rc = pipeline_run(&tr, &c->src);
+	cl->opt.nrecompute = nre;
+	if (spec && tr.graph)
+		*spec = tr.graph->memory;
+	fclose(null);
+	free(quiet.rec);
+	return rc || !tr.plan || (cl->backward && !tr.bplan) ? -1
+	       : mem_use(tr.graph, tr.plan, tr.bplan).peak;
+}
+
+/* While the peak is over budget, the largest saved tensor that the
+ * backward could compute again is recomputed (Options.recompute) and
+ * kept when the peak falls (or stays, with less saved). *m: the use of
+ * the compile left; *tried: the
+ * tensors tried. Returns an exit status (a compile that failed). */
+static int
+fit_recompute(Comp *c, Cli *cl, int64_t budget, MemUse *m, Vec *tried)
+{
 	int stale = 0, rc = 0;
 
-	while (m.peak > cl->memory && c->graph->bwd) {
-		const Value *v = mem_pick(c->arena, c->graph, (const char *const *)tried.v, tried.n);
+	while (m->peak > budget && c->graph->bwd) {
+		const Value *v = mem_pick(c->arena, c->graph, (const char *const *)tried->v, tried->n);
 		if (!v)
 			break;
-		vec_push(c->arena, &tried, (void *)v->name);
+		vec_push(c->arena, tried, (void *)v->name);
 		cl->opt.recompute[cl->opt.nrecompute++] = v->name;
 		if ((rc = compile_once(c, cl)))
 			return rc;
@@ -882,28 +944,140 @@ fit_memory(Comp *c, Cli *cl)
 		/* kept when the peak falls, or stays with less saved (a choice
 		 * that moves a tensor into the workspace's peak may let the next
 		 * one lower it) */
-		stale = n.peak > m.peak || (n.peak == m.peak && n.saved >= m.saved);
+		stale = n.peak > m->peak || (n.peak == m->peak && n.saved >= m->saved);
 		if (stale)
 			cl->opt.nrecompute--;
 		else
-			m = n;
+			*m = n;
 	}
 	if (stale && (rc = compile_once(c, cl)))
 		return rc;
-	const char *names = "", *why = "";
+	return 0;
+}
+
+static const char *
+config_str(Arena *a, OrderMode order, int64_t coalesce)
+{
+	return arena_printf(a, "order=%s, %s", order == ORDER_REGION ? "region" : "pass",
+	                    coalesce < 0 ? "coalesce as the spec or the default" :
+	                    coalesce == 0 ? "coalesce off" :
+	                    arena_printf(a, "coalesce %lld bytes", (long long)coalesce));
+}
+
+static const char *
+recomputed_str(Comp *c, Cli *cl)
+{
+	const char *names = "";
+
 	for (int i = 0; i < cl->opt.nrecompute; i++)
 		names = arena_printf(c->arena, "%s%s%s", names, i ? ", " : "", cl->opt.recompute[i]);
-	if (cl->opt.nrecompute)
-		why = arena_printf(c->arena, " after recomputing %s", names);
-	if (tried.n > cl->opt.nrecompute)
-		why = arena_printf(c->arena, "%s%s recomputing any %ssaved tensor does not lower it",
-		                   why, *why ? ";" : ":", *why ? "other " : "");
-	if (mem_check(c->arena, &c->diag, c->graph, m, cl->memory, why))
-		return EX_INPUT;
-	if (cl->opt.nrecompute)
-		diag_plain_note(&c->diag, "to fit --memory=%lld the backward recomputes %s: peak "
-		                "%lld bytes per rank, %lld without", (long long)cl->memory, names,
-		                (long long)m.peak, (long long)first.peak);
+	return names;
+}
+
+static int
+fit_memory(Comp *c, Cli *cl)
+{
+	int64_t budget = cl->memory ? cl->memory : c->graph->memory;
+	int given = budget > 0, rc;
+	const char *whose = cl->memory ? "--memory" : "the spec's memory";
+	OrderMode order0 = c->order;
+	int asked0 = c->order_asked;
+	int64_t coal0 = c->coalesce;
+	int fixed_order = c->order_asked, fixed_coal = c->coalesce >= 0 || c->graph->coalesce_loc.line;
+
+	c->bound_note = NULL;
+	free(cl->opt.recompute);
+	cl->opt.recompute = calloc((size_t)c->graph->values.n + 1, sizeof *cl->opt.recompute);
+	if (!cl->opt.recompute)
+		die("out of memory");
+	if (!given) {
+		/* today's order: nothing to bound */
+		if (c->order == ORDER_REGION && c->profile == NULL &&
+		    coalesce_bytes(c->graph, c->coalesce) == 0)
+			return 0;
+		budget = c->bound ? c->bound : trial_peak(c, cl, ORDER_REGION, 0, NULL);
+		if (budget < 0)
+			return 0;
+		whose = "the region order's peak";
+	}
+	MemUse m = mem_use(c->graph, c->plan, c->bplan), first = m;
+	if (m.peak <= budget) {
+		c->bound_note = arena_printf(c->arena, "memory bound: peak %lld bytes per rank, "
+		                             "within %lld (%s)", (long long)m.peak,
+		                             (long long)budget, whose);
+		return 0;
+	}
+	/* the ladder: as asked, then less overlap */
+	Rung cf[4];
+	int n = 0;
+	cf[n++] = (Rung){order0, coal0, asked0};
+	if (!fixed_coal)
+		cf[n++] = (Rung){order0, 0, 1};
+	if (!fixed_order && order0 != ORDER_REGION) {
+		cf[n++] = (Rung){ORDER_REGION, coal0, 1};
+		if (!fixed_coal)
+			cf[n++] = (Rung){ORDER_REGION, 0, 1};
+	}
+	Vec tried = {0};
+	const char *over = "";
+	int fit = -1, alike = 1;
+	int64_t held = -1;
+	for (int k = 0; k < n && fit < 0; k++) {
+		if (k) {
+			c->order = cf[k].order, c->order_asked = cf[k].asked;
+			c->coalesce = cf[k].coalesce;
+			cl->opt.nrecompute = 0;
+			tried.n = 0;
+			if ((rc = compile_once(c, cl)))
+				return rc;
+			m = mem_use(c->graph, c->plan, c->bplan);
+		}
+		MemUse plain = m;
+		if (m.peak > budget && given && (rc = fit_recompute(c, cl, budget, &m, &tried)))
+			return rc;
+		if (m.peak <= budget)
+			fit = k;
+		else
+			over = arena_printf(c->arena, "%s%s%s holds %lld", over, *over ? "; " : "",
+			                    config_str(c->arena, cf[k].order, cf[k].coalesce),
+			                    (long long)plain.peak);
+		alike &= held < 0 || held == plain.peak;
+		held = plain.peak;
+	}
+	const char *names = recomputed_str(c, cl);
+	if (fit < 0 && !given) {
+		/* the user fixed what would fit: as asked, over the default bound */
+		c->order = order0, c->order_asked = asked0, c->coalesce = coal0;
+		cl->opt.nrecompute = 0;
+		if ((rc = compile_once(c, cl)))
+			return rc;
+		c->bound_note = arena_printf(c->arena, "memory bound: peak %lld bytes per rank, over "
+		                             "%lld (%s), kept as asked: %s", (long long)first.peak,
+		                             (long long)budget, whose, over);
+		return 0;
+	}
+	if (fit < 0) {
+		const char *why = *names ? arena_printf(c->arena, " after recomputing %s", names) : "";
+		if (n > 1 && alike)
+			why = arena_printf(c->arena, "%s (the same in every order and coalescing tried)", why);
+		else if (n > 1)
+			why = arena_printf(c->arena, "%s (%s)", why, over);
+		if (mem_check(c->arena, &c->diag, c->graph, m, budget,
+		              cl->memory ? NULL : &c->graph->memory_loc, why))
+			return EX_INPUT;
+		return 0;
+	}
+	c->bound_note = arena_printf(c->arena, "memory bound: peak %lld bytes per rank within "
+	                             "%lld (%s) with %s%s%s%s%s", (long long)m.peak,
+	                             (long long)budget, whose,
+	                             config_str(c->arena, cf[fit].order, cf[fit].coalesce),
+	                             *names ? ", recomputing " : "", names,
+	                             *over ? "; over it: " : "", over);
+	if (given && *names)
+		diag_plain_note(&c->diag, "to fit %s=%lld the backward recomputes %s: peak %lld bytes "
+		                "per rank, %lld without", cl->memory ? "--memory" : "memory",
+		                (long long)budget, names, (long long)m.peak, (long long)first.peak);
+	c->order = order0, c->order_asked = asked0, c->coalesce = coal0;
 	return 0;
 }
 
@@ -911,15 +1085,19 @@ static int
 compile(Comp *c, Cli *cl)
 {
 	cl->opt.nrecompute = 0; /* a build of several variants: each its own */
-	int rc = compile_once(c, cl);
-
-	if (!rc && cl->memory) {
-		free(cl->opt.recompute);
-		cl->opt.recompute = calloc((size_t)c->graph->values.n + 1, sizeof *cl->opt.recompute);
-		if (!cl->opt.recompute)
-			die("out of memory");
-		rc = fit_memory(c, cl);
+	int rc = compile_inputs(c, cl);
+	if (rc)
+		return rc;
+	/* a profile chooses within the bound: the default one first */
+	c->bound = 0;
+	if (c->profile && !cl->memory && (!c->order_asked || c->coalesce < 0)) {
+		int64_t spec = 0, peak = trial_peak(c, cl, ORDER_REGION, 0, &spec);
+		c->bound = spec ? spec : peak > 0 ? peak : 0;
 	}
+	rc = compile_once(c, cl);
+
+	if (!rc)
+		rc = fit_memory(c, cl);
 	if (rc)
 		return rc;
 	if (cl->explain) {
@@ -927,6 +1105,8 @@ compile(Comp *c, Cli *cl)
 		if (c->bsched)
 			sched_explain(stdout, c->bsched);
 		mem_explain(stdout, c->graph, mem_use(c->graph, c->plan, c->bplan));
+		if (c->bound_note)
+			printf("%s\n", c->bound_note);
 		fflush(stdout);
 	}
 	return 0;

@@ -551,6 +551,10 @@ typedef struct Graph {
 	 * the packs it made (of Pack*) and why the others were not packed */
 	int64_t coalesce;
 	Loc coalesce_loc;
+	/* the memory bound the schedule section sets (`memory = BYTES;`,
+	 * per rank, at memory_loc; line 0: none): cfc's --memory */
+	int64_t memory;
+	Loc memory_loc;
 	Vec packs;
 	Vec unpacked;       /* of CoalesceNote* */
 	int64_t savedbytes, ref_savedbytes; /* the saved buffer per rank,

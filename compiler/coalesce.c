@@ -126,6 +126,9 @@ unfit(Arena *a, const Node *n, int64_t limit)
 
 	if (!limit)
 		return "coalescing is off (coalesce = 0)";
+	if (n->a.coll.group->size == 1) /* a copy at most: packing adds two */
+		return arena_printf(a, "a group of one rank (%s = 1): nothing to move",
+		                    n->a.coll.group->name);
 	if (bytes_of(n) > limit)
 		return arena_printf(a, "%lld bytes per rank, above the threshold of %lld",
 		                    (long long)bytes_of(n), (long long)limit);

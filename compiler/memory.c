@@ -66,14 +66,21 @@ sorted_saved(Arena *a, const Graph *g)
 }
 
 int
-mem_check(Arena *a, Diag *d, const Graph *g, MemUse m, int64_t budget, const char *tried)
+mem_check(Arena *a, Diag *d, const Graph *g, MemUse m, int64_t budget, const Loc *at,
+          const char *tried)
 {
 	if (m.peak <= budget)
 		return 0;
-	diag_plain(d, "the plan's peak is %lld bytes per rank, over --memory=%lld: saved "
-	           "activations %lld, %s workspace %lld%s", (long long)m.peak, (long long)budget,
-	           (long long)m.saved, m.bws > m.fws ? "backward" : "forward",
-	           (long long)(m.peak - m.saved), tried ? tried : "");
+	const char *what = arena_printf(a, "the plan's peak is %lld bytes per rank, over %s%lld: "
+	                                "saved activations %lld, %s workspace %lld%s",
+	                                (long long)m.peak, at ? "memory = " : "--memory=",
+	                                (long long)budget, (long long)m.saved,
+	                                m.bws > m.fws ? "backward" : "forward",
+	                                (long long)(m.peak - m.saved), tried ? tried : "");
+	if (at)
+		diag_error(d, *at, "%s", what);
+	else
+		diag_plain(d, "%s", what);
 	if (m.peak - m.saved > budget)
 		diag_plain_note(d, "the workspace alone, %lld bytes, is over the budget: recomputing "
 		                "saved tensors cannot lower it", (long long)(m.peak - m.saved));

@@ -162,7 +162,11 @@ pipeline_run(Pipeline *pl, const Src *src)
  *    costs that collective's program, not its own time). The fastest
  *    wins; a tie (within CHOOSE_TIE of the pass) keeps the earlier of
  *    the list, whose first is the default (pass order, the default
- *    threshold). requires: a Pipeline whose in-fields are set, with a
+ *    threshold). With a memory bound (Pipeline.bound), a configuration
+ *    whose pass holds more (the saved activations and the pass's
+ *    workspace) is not chosen, each order then planned on trial; where
+ *    none is within it, the fastest, and cfc's ladder takes over
+ *    (cli/cfc.c, fit_memory). requires: a Pipeline whose in-fields are set, with a
  *    profile. ensures: the configuration of the forward and of the
  *    backward, and the line --explain prints for each (Sched.choice);
  *    trials report nothing (their diagnostics go nowhere: the real run
@@ -185,48 +189,67 @@ ch_config_str(Arena *a, const ChooseConfig *cf, int64_t dflt)
 	                    ch_coalesce_str(a, cf->coalesce, dflt));
 }
 
-/* Threshold thr's trial: the pipeline through the order pass, the
- * predicted forward and backward in either order (t[pass][order],
- * HUGE_VAL: not compiled or not predicted), the default threshold and
- * whether the spec sets it. */
+/* The peak per rank of a step whose saved activations are saved and
+ * whose pass holds ws (memory.c's sum). */
+static int64_t
+ch_peak(int64_t saved, int64_t ws)
+{
+	return saved + ws;
+}
+
+/* Threshold thr's trial under order: the pipeline through the order
+ * pass and the memory plans, the predicted forward and backward in
+ * either order (t[pass][order], HUGE_VAL: not compiled or not
+ * predicted; under ORDER_REGION the region order's alone), each pass's
+ * peak with the saved activations (peak[pass], -1: not planned), the
+ * default threshold and whether the spec sets it. */
 static void
-ch_trial(const Pipeline *pl, const Src *src, int64_t thr, double t[2][2], int64_t *dflt,
-         int *spec)
+ch_trial(const Pipeline *pl, const Src *src, int64_t thr, OrderMode order, double t[2][2],
+         int64_t peak[2], int64_t *dflt, int *spec)
 {
 	Diag quiet;
 	FILE *null = fopen("/dev/null", "w");
 
 	t[0][0] = t[0][1] = t[1][0] = t[1][1] = HUGE_VAL;
+	peak[0] = peak[1] = -1;
 	if (!null)
 		return;
 	diag_init(&quiet, pl->d->src, null);
 	Pipeline tr = {.a = pl->a, .d = &quiet, .o = pl->o, .profile = pl->profile,
 	               .auto_margin = pl->auto_margin, .backward = pl->backward,
-	               .accumulate = pl->accumulate, .order = ORDER_PASS, .coalesce = thr,
+	               .accumulate = pl->accumulate, .order = order, .coalesce = thr,
 	               .stop = PIPE_PLANNED, .predict = t};
 	pipeline_run(&tr, src);
 	if (tr.graph) {
 		*dflt = coalesce_bytes(tr.graph, -1);
 		*spec = tr.graph->coalesce_loc.line != 0;
+		int64_t saved = tr.graph->bwd ? tr.graph->savedbytes : 0;
+		if (tr.plan)
+			peak[0] = ch_peak(saved, tr.plan->wsbytes);
+		if (tr.bplan)
+			peak[1] = ch_peak(saved, tr.bplan->wsbytes);
 	}
 	fclose(null);
 	free(quiet.rec);
 }
 
-/* The fastest of n predictions t[] (the first on a tie), -1: none. */
+/* The fastest of n predictions t[] (the first on a tie) of those whose
+ * peak[] is within bound (0: any), -1: none. */
 static int
-ch_best(const double *t, int n)
+ch_best(const double *t, const int64_t *peak, int n, int64_t bound)
 {
 	int best = -1;
 
 	for (int k = 0; k < n; k++)
-		if (t[k] < HUGE_VAL && (best < 0 || t[k] < t[best] * (1 - CHOOSE_TIE)))
+		if (t[k] < HUGE_VAL && (!bound || (peak[k] >= 0 && peak[k] <= bound)) &&
+		    (best < 0 || t[k] < t[best] * (1 - CHOOSE_TIE)))
 			best = k;
 	return best;
 }
 
 static const char *
-ch_line(Arena *a, const ChooseConfig *cf, const double *t, int n, int best, int64_t dflt)
+ch_line(Arena *a, const ChooseConfig *cf, const double *t, const int64_t *peak, int n, int best,
+        int64_t dflt, int64_t bound)
 {
 	const char *s = arena_printf(a, "%s, predicted %.4f ms", ch_config_str(a, &cf[best], dflt),
 	                             t[best] * 1e3);
@@ -236,10 +259,16 @@ ch_line(Arena *a, const ChooseConfig *cf, const double *t, int n, int best, int6
 	for (int k = 0, j = 0; k < n; k++) {
 		if (k == best)
 			continue;
+		const char *what = t[k] < HUGE_VAL ? arena_printf(a, "%.4f ms", t[k] * 1e3)
+		                                   : "not compiled";
+		if (bound && t[k] < HUGE_VAL && peak[k] > bound)
+			what = arena_printf(a, "%s, peak %lld: over the bound", what, (long long)peak[k]);
 		s = arena_printf(a, "%s%s%s: %s", s, j++ ? "; " : "", ch_config_str(a, &cf[k], dflt),
-		                 t[k] < HUGE_VAL ? arena_printf(a, "%.4f ms", t[k] * 1e3)
-		                                 : "not compiled");
+		                 what);
 	}
+	if (bound)
+		return arena_printf(a, "%s), within the memory bound of %lld bytes per rank", s,
+		                    (long long)bound);
 	return arena_printf(a, "%s)", s);
 }
 
@@ -250,7 +279,9 @@ choose_pass(const Pipeline *pl, const Src *src, Choice *fwd, Choice *bwd)
 	OrderMode orders[2] = {ORDER_PASS, ORDER_REGION};
 	int64_t thr[3] = {-1, 0, COALESCE_LARGE};
 	int no = pl->order_asked ? 1 : 2, nt = pl->coalesce >= 0 ? 1 : 3, spec = 0;
-	double t[3][2][2], tf[6], tb[6]; /* t: by threshold, pass, order */
+	/* by threshold, pass, order; the peaks by threshold, order, pass */
+	double t[3][2][2], tf[6], tb[6], tr[2][2];
+	int64_t pk[3][2][2], pf[6], pb[6], bound = pl->bound;
 	int64_t dflt = COALESCE_DEFAULT;
 
 	if (pl->order_asked)
@@ -259,29 +290,39 @@ choose_pass(const Pipeline *pl, const Src *src, Choice *fwd, Choice *bwd)
 		thr[0] = pl->coalesce;
 	if (no * nt == 1)
 		return 0; /* nothing to choose */
-	ch_trial(pl, src, thr[0], t[0], &dflt, &spec);
-	if (spec) /* the spec's `coalesce = BYTES;` is asked too: it alone */
-		nt = 1;
-	for (int j = 1; j < nt; j++)
-		ch_trial(pl, src, thr[j], t[j], &dflt, &spec);
+	/* one trial per threshold gives either order's prediction; with a
+	 * bound, the region order's peaks take a trial of their own */
+	for (int j = 0; j < nt; j++) {
+		ch_trial(pl, src, thr[j], orders[0], t[j], pk[j][orders[0]], &dflt, &spec);
+		if (bound && no == 2)
+			ch_trial(pl, src, thr[j], ORDER_REGION, tr, pk[j][ORDER_REGION], &dflt, &spec);
+		if (spec) /* the spec's `coalesce = BYTES;` is asked too: it alone */
+			nt = 1;
+	}
 	int n = 0;
 	for (int i = 0; i < no; i++)
 		for (int j = 0; j < nt; j++) {
 			cf[n] = (ChooseConfig){orders[i], thr[j]};
 			tf[n] = t[j][0][orders[i]];
-			tb[n++] = t[j][1][orders[i]];
+			tb[n] = t[j][1][orders[i]];
+			pf[n] = pk[j][orders[i]][0];
+			pb[n++] = pk[j][orders[i]][1];
 		}
 	if (n == 1)
 		return 0;
-	int bf = ch_best(tf, n), bb = ch_best(tb, n);
+	int bf = ch_best(tf, pf, n, bound), bb = ch_best(tb, pb, n, bound);
+	if (bf < 0) /* none within the bound: the bound's ladder (cfc) */
+		bound = 0, bf = ch_best(tf, pf, n, 0), bb = ch_best(tb, pb, n, 0);
 	if (bf < 0)
 		return 0; /* no trial compiled: the real run reports why */
 	fwd->cf = cf[bf];
-	fwd->line = ch_line(pl->a, cf, tf, n, bf, dflt);
+	fwd->line = ch_line(pl->a, cf, tf, pf, n, bf, dflt, bound);
 	fwd->set = 1;
+	if (pl->backward && bb < 0)
+		bb = ch_best(tb, pb, n, 0);
 	if (pl->backward && bb >= 0) {
 		bwd->cf = cf[bb];
-		bwd->line = ch_line(pl->a, cf, tb, n, bb, dflt);
+		bwd->line = ch_line(pl->a, cf, tb, pb, n, bb, dflt, bound);
 		bwd->set = 1;
 	}
 	return 0;

@@ -40,6 +40,9 @@ typedef struct Pipeline {
 	                         * With a profile and -1, choose_pass tries
 	                         * off and COALESCE_LARGE too (unless the
 	                         * spec sets one) */
+	int64_t bound;          /* choose_pass: the peak per rank a chosen
+	                         * configuration must keep within (the
+	                         * memory bound, cfc.c); 0: none */
 	PipeStop stop;
 	/* choose.c's trials: where the passes' predictions go, by pass
 	 * (forward, backward) and OrderMode: the region order's before the

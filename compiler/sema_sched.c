@@ -294,29 +294,36 @@ sched_check(Sema *S, Node *n, Vec *told)
 }
 
 /* A setting of the schedule section: `coalesce = BYTES;` (0 to
- * COALESCE_MAX; docs/LANGUAGE.md, "Coalescing"). */
+ * COALESCE_MAX; docs/LANGUAGE.md, "Coalescing") or `memory = BYTES;`
+ * (1 to COALESCE_MAX; "Memory"). */
 static void
 sched_setting(Sema *S, const Stmt *st)
 {
 	const SchedEntry *se = &st->u.sched;
 	const Stmt *old = earlier_entry(S->model, st);
+	int mem = !strcmp(se->key, "memory");
 	int64_t v = 0;
 
-	if (strcmp(se->key, "coalesce")) {
+	if (strcmp(se->key, "coalesce") && !mem) {
 		diag_error(S->d, se->kloc, "unknown schedule setting '%s'; the schedule section "
-		           "sets coalesce = BYTES", se->key);
+		           "sets coalesce = BYTES and memory = BYTES", se->key);
 		return;
 	}
 	if (old) {
-		diag_error(S->d, se->kloc, "a second coalesce setting");
+		diag_error(S->d, se->kloc, "a second %s setting", se->key);
 		diag_note(S->d, old->u.sched.kloc, "the first is here");
 		return;
 	}
 	if (!sema_eval(S, S->ms, se->choice, &v))
 		return;
-	if (v < 0 || v > COALESCE_MAX) {
-		diag_error(S->d, se->choice->loc, "coalesce wants a count of bytes from 0 (off) "
-		           "to 2^40, but is %lld", (long long)v);
+	if (v < !!mem || v > COALESCE_MAX) {
+		diag_error(S->d, se->choice->loc, "%s wants a count of bytes from %s to 2^40, "
+		           "but is %lld", se->key, mem ? "1" : "0 (off)", (long long)v);
+		return;
+	}
+	if (mem) {
+		S->g->memory = v;
+		S->g->memory_loc = se->choice->loc;
 		return;
 	}
 	S->g->coalesce = v;

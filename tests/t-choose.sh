@@ -7,8 +7,10 @@
 # as its trial was. On the lease 45 Xeon profile at 4 ranks, zero_dp's
 # backward runs in region order (predicted 0.1973 ms against the pass
 # order's 0.2001: its d_w2 all_reduce hosts compute that the region order
-# runs at no cost beside it), every other pass keeps the default; the
-# chosen zero_dp runs and matches the reference.
+# runs at no cost beside it), ulysses' backward in region order without
+# coalescing (the others are over the memory bound) and on the GPU in
+# pass order without coalescing (the pack is over it), every other pass
+# keeps the default; the chosen zero_dp runs and matches the reference.
 . tests/lib.sh
 out=$B/tests/choose
 rm -rf "$out"
@@ -23,7 +25,7 @@ chosen() { sed -n "s/^${2:+backward }pass chosen: \(order=[a-z]*, coalesce [a-z0
 # predicted FILE [backward]: the pass's prediction ("pass: predicted")
 predicted() { sed -n "s/^${2:+backward }pass: predicted \([0-9.]*\) ms.*/\1/p" "$1"; }
 # chose_ms FILE [backward]: the chosen configuration's predicted ms
-chose_ms() { sed -n "s/^${2:+backward }pass chosen: [^;]*), predicted \([0-9.]*\) ms.*/\1/p" "$1"; }
+chose_ms() { sed -n "s/^${2:+backward }pass chosen: [^;]*, predicted \([0-9.]*\) ms.*/\1/p" "$1"; }
 
 # every example, the CPU and the GPU profile: each pass chooses, among
 # 6, and the pass compiled for good is predicted as its trial was
@@ -58,7 +60,7 @@ mamba cpu: order=pass, coalesce 1048576 | backward: order=pass, coalesce 1048576
 mlp cpu: order=pass, coalesce 1048576 | backward: order=pass, coalesce 1048576
 tpdp cpu: order=pass, coalesce 1048576 | backward: order=pass, coalesce 1048576
 transformer cpu: order=pass, coalesce 1048576 | backward: order=pass, coalesce 1048576
-ulysses cpu: order=pass, coalesce 1048576 | backward: order=pass, coalesce 1048576
+ulysses cpu: order=pass, coalesce 1048576 | backward: order=region, coalesce off
 zero_dp cpu: order=pass, coalesce 1048576 | backward: order=region, coalesce 1048576
 attention gpu: order=pass, coalesce 1048576 | backward: order=pass, coalesce 1048576
 llama gpu: order=pass, coalesce 1048576 | backward: order=pass, coalesce 1048576
@@ -67,10 +69,15 @@ mamba gpu: order=pass, coalesce 1048576 | backward: order=pass, coalesce 1048576
 mlp gpu: order=pass, coalesce 1048576 | backward: order=pass, coalesce 1048576
 tpdp gpu: order=pass, coalesce 1048576 | backward: order=pass, coalesce 1048576
 transformer gpu: order=pass, coalesce 1048576 | backward: order=pass, coalesce 1048576
-ulysses gpu: order=pass, coalesce 1048576 | backward: order=pass, coalesce 1048576
+ulysses gpu: order=pass, coalesce 1048576 | backward: order=pass, coalesce off
 zero_dp gpu: order=pass, coalesce 1048576 | backward: order=pass, coalesce 1048576
 W
 check "choose: the choices on the CPU and GPU profiles" diff -u "$out/want.txt" "$out/choices.txt"
+# within the memory bound (the region order's peak): ulysses' backward on
+# the CPU would be fastest with coalescing, whose pack is over the bound
+check "choose: ulysses' backward: what is over the memory bound is not chosen, and said" \
+	grep -q "^backward pass chosen: order=region, coalesce off, .*, peak [0-9]*: over the bound.*), within the memory bound of [0-9]* bytes per rank" \
+	"$out/ulysses-cpu.explain"
 # transformer's backward: coalescing off is predicted slower (its 8 norm
 # all_reduces exposed), and said so
 check "choose: transformer's backward: coalescing off predicted slower, in the line" \

@@ -19,7 +19,11 @@
 #           bitwise those of the unpacked where every reduction is over
 #           2 ranks;
 #  option:  --coalesce and the schedule section's `coalesce = BYTES;`,
-#           and a bad --coalesce refused.
+#           and a bad --coalesce refused; the memory bound: the default
+#           packs only what keeps the peak within the region order's
+#           (dp_bias's pack is over it), a --memory budget packs more.
+# The goldens and --explain run under --memory=1M (a budget everything
+# here fits: the packs as coalescing makes them, in the whole-pass order).
 # The verifier's rejection of planted bad packs is the CUnit suite
 # "coalesce" (tests/unit/test_coalesce.c); bad settings in a spec are
 # tests/errors/coalesce_*.cf.
@@ -33,9 +37,10 @@ MPIRUN="mpirun --allow-run-as-root --oversubscribe --timeout 120"
 G=tests/coalesce
 
 # ---- golden ----
-"$CFC" $G/dp_bias.cf --backward --emit=sched -o "$out/dp_bias.sched" 2>&1
+M=--memory=1M
+"$CFC" $G/dp_bias.cf --backward $M --emit=sched -o "$out/dp_bias.sched" 2>&1
 golden "coalesce: dp_bias --emit=sched" "$out/dp_bias.sched" $G/dp_bias.sched
-"$CFC" $G/dp_bias.cf --backward --explain -o "$out/dp_bias-x" >"$out/dp_bias.explain" 2>&1
+"$CFC" $G/dp_bias.cf --backward $M --explain -o "$out/dp_bias-x" >"$out/dp_bias.explain" 2>&1
 golden "coalesce: dp_bias --explain" "$out/dp_bias.explain" $G/dp_bias.explain
 for ex in transformer llama; do
 	for c in 0 1MiB; do
@@ -47,25 +52,35 @@ golden "coalesce: exposed collectives of the backward, off and on" "$out/exposed
 # a reader of a member before the last member waits for the pack (grid:
 # the tp and the dp reductions of the norm gains, two packs); members
 # that would make two packs wait for each other are kept apart (cross)
-"$CFC" $G/grid.cf --backward --explain -o "$out/grid-x" >"$out/grid.explain" 2>&1
+"$CFC" $G/grid.cf --backward $M --explain -o "$out/grid-x" >"$out/grid.explain" 2>&1
 golden "coalesce: grid --explain (a reader between members)" "$out/grid.explain" $G/grid.explain
-"$CFC" $G/cross.cf --backward --explain -o "$out/cross-x" >"$out/cross.explain" 2>&1
+"$CFC" $G/cross.cf --backward $M --explain -o "$out/cross-x" >"$out/cross.explain" 2>&1
 golden "coalesce: cross --explain (no two packs wait for each other)" "$out/cross.explain" \
 	$G/cross.explain
 
 # ---- the option and the setting ----
 n_packs() { "$CFC" "$@" --explain -o "$out/opt" 2>&1 | grep -c 'coalesced cf_'; }
-check "coalesce: default packs dp_bias's gradients" test "$(n_packs $G/dp_bias.cf --backward)" = 1
+check "coalesce: the default packs none of dp_bias's gradients (the pack is over the memory bound)" \
+	sh -c "test $(n_packs $G/dp_bias.cf --backward) = 0 &&
+	       '$CFC' $G/dp_bias.cf --backward --explain -o '$out/bnd' |
+	       grep -q 'memory bound: peak 9216 bytes per rank within 9216 (the region order.s peak) with order=pass, coalesce off; over it: order=pass, coalesce as the spec or the default holds 20736'"
+check "coalesce: --memory=20736 packs dp_bias's gradients" \
+	test "$(n_packs $G/dp_bias.cf --backward --memory=20736)" = 1
+check "coalesce: the spec's memory = 20736 packs them too" sh -c \
+	"sed 's|^  out y;|  out y;\\n  schedule { memory = 20736; }|' $G/dp_bias.cf >'$out/mem.cf' &&
+	 test \$('$CFC' '$out/mem.cf' --backward --explain -o '$out/memx' | grep -c 'coalesced cf_') = 1"
+check "coalesce: --memory=9216 packs none (recomputing cannot make room for the pack)" \
+	test "$(n_packs $G/dp_bias.cf --backward --memory=9216)" = 0
 check "coalesce: --coalesce=0 packs none" test "$(n_packs $G/dp_bias.cf --backward --coalesce=0)" = 0
 # d_w1 and d_w2 are 1920 bytes each (f64): a threshold of 512 bytes packs
 # the biases alone, and the spec's setting does the same, --coalesce over it
 check "coalesce: --coalesce=512 packs the biases alone" sh -c \
-	"'$CFC' $G/dp_bias.cf --backward --coalesce=512 --explain -o '$out/o512' | grep -q 'coalesced cf_dpacked0: 2 all_reduces'"
+	"'$CFC' $G/dp_bias.cf --backward --coalesce=512 $M --explain -o '$out/o512' | grep -q 'coalesced cf_dpacked0: 2 all_reduces'"
 sed 's|^  out y;|  out y;\n  schedule { coalesce = 512; }|' $G/dp_bias.cf >"$out/set512.cf"
 check "coalesce: the schedule section's coalesce = 512" sh -c \
-	"'$CFC' '$out/set512.cf' --backward --explain -o '$out/s512' | grep -q 'coalesced cf_dpacked0: 2 all_reduces'"
+	"'$CFC' '$out/set512.cf' --backward $M --explain -o '$out/s512' | grep -q 'coalesced cf_dpacked0: 2 all_reduces'"
 check "coalesce: --coalesce=8KiB over the section's 512" sh -c \
-	"'$CFC' '$out/set512.cf' --backward --coalesce=8KiB --explain -o '$out/s8k' | grep -q 'coalesced cf_dpacked0: 4 all_reduces'"
+	"'$CFC' '$out/set512.cf' --backward --coalesce=8KiB $M --explain -o '$out/s8k' | grep -q 'coalesced cf_dpacked0: 4 all_reduces'"
 "$CFC" $G/dp_bias.cf --coalesce=-1 -o "$out/bad" >"$out/bad.out" 2>&1
 rc=$?
 check "coalesce: --coalesce=-1 refused (exit 2, no output)" test $rc = 2 -a ! -e "$out/bad"
@@ -103,7 +118,8 @@ for run in transformer:1:1MiB transformer:3:1MiB transformer:3:0 llama:1:1MiB ll
 	# shellcheck disable=SC2046
 	e2e32 "coalesce: e2e $m N=$n coalesce=$c" "$out/e2e-$m-$n-$c" $n "$(spec_of $m)" \
 		$(sz $m $n) --coalesce=$c
-	packed "coalesce: e2e $m N=$n coalesce=$c" "$out/e2e-$m-$n-$c" $c
+	# a group of one rank moves nothing: nothing is packed at N = 1
+	packed "coalesce: e2e $m N=$n coalesce=$c" "$out/e2e-$m-$n-$c" $([ $n = 1 ] && echo 0 || echo $c)
 done
 
 # ---- f64 gradients against finite differences ----
@@ -115,7 +131,7 @@ for run in dp_bias:1:1MiB dp_bias:2:1MiB dp_bias:3:1MiB dp_bias:4:1MiB dp_bias:2
 	# shellcheck disable=SC2046
 	grad "coalesce: grad $m N=$n coalesce=$c" "$out/grad-$m-$n-$c" $n "$(spec_of $m)" \
 		$(sz $m $n | sed 's/--type=f32//') --coalesce=$c
-	packed "coalesce: grad $m N=$n coalesce=$c" "$out/grad-$m-$n-$c" $c
+	packed "coalesce: grad $m N=$n coalesce=$c" "$out/grad-$m-$n-$c" $([ $n = 1 ] && echo 0 || echo $c)
 done
 # packed and unpacked gradients bitwise the same where packing leaves the
 # arithmetic as it was: every reduction here is over 2 ranks, a + b either

@@ -4,10 +4,11 @@
 #            post (the verifier's exposed=, summed over the collectives)
 #            and the collectives that are not tail-free, forward and
 #            backward, at the examples' own sizes, under the whole-pass
-#            order with and without coalescing and under --order=region
-#            --coalesce=0 (the region-by-region order, nothing packed),
-#            diffed against tests/golden/order/exposed.txt
-#            (UPDATE=1 rewrites it).
+#            order asked for (--order=pass) with and without coalescing,
+#            under --order=region --coalesce=0 (the region-by-region
+#            order, nothing packed) and under the defaults (what fits the
+#            memory bound, the region order's peak), diffed against
+#            tests/golden/order/exposed.txt (UPDATE=1 rewrites it).
 . tests/lib.sh
 out=$B/tests/order
 mkdir -p "$out"
@@ -31,19 +32,39 @@ counts() {
 
 : >"$out/exposed.txt"
 # before: region after region, nothing packed (--order=region
-# --coalesce=0); the whole-pass order alone (--coalesce=0); after: the
-# defaults (the whole-pass order, small all_reduces coalesced)
-for mode in region pass-nocoal pass; do
+# --coalesce=0); the whole-pass order alone (--order=pass
+# --coalesce=0); the whole-pass order, small all_reduces coalesced
+# (--order=pass: asked for, so over the default memory bound too);
+# after: the defaults (the first of those that fits the bound)
+for mode in region pass-nocoal pass default; do
 	case $mode in
 	region) flags="${ORDER_FLAG-"--order=region"} --coalesce=0" ;;
-	pass-nocoal) flags=--coalesce=0 ;;
-	pass) flags= ;;
+	pass-nocoal) flags="--order=pass --coalesce=0" ;;
+	pass) flags=--order=pass ;;
+	default) flags= ;;
 	esac
 	for ex in $EXAMPLES; do
 		printf '%-12s %-11s %s\n' "$ex" $mode "$(counts $ex $flags)"
 	done
 done >>"$out/exposed.txt"
 golden order-exposed "$out/exposed.txt" tests/golden/order/exposed.txt
+
+# the memory bound: by default no example's step holds more than in the
+# region order with nothing packed (its peak per rank, --explain's
+# memory: line), and --explain says which configuration was kept
+peak() {
+	_ex=$1
+	shift
+	"$CFC" "examples/$_ex.cf" --backward --explain -o "$out/pk" "$@" |
+		sed -n 's/^memory: peak \([0-9]*\) .*/\1/p'
+}
+for ex in $EXAMPLES; do
+	r=$(peak $ex --order=region --coalesce=0) d=$(peak $ex)
+	check "order: $ex's default peak $d within the region order's $r" \
+		sh -c "[ -n '$r' ] && [ -n '$d' ] && [ '$d' -le '$r' ] &&
+		       '$CFC' examples/$ex.cf --backward --explain -o '$out/pk' |
+		       grep -q '^memory bound: peak $d bytes per rank,* within $r (the region order.s peak)'"
+done
 
 # bitwise: every example with its backward, built under the whole-pass
 # order and under --order=region, run on 4 ranks (tpdp: 2x2) and zero_dp
@@ -65,8 +86,9 @@ same() { # NAME N SPEC ARGS...
 	_name=$1 _n2=$2 _sp=$3
 	shift 3
 	_d=$out/$(echo "$_name" | tr ' =' '__')
-	if ! run "$_name" "$_d-pass" "$_n2" "$_sp" "$@" || ! run "$_name" "$_d-region" "$_n2" "$_sp" \
-		--order=region "$@"; then
+	# a budget both fit: each as asked, coalescing as the default makes it
+	if ! run "$_name" "$_d-pass" "$_n2" "$_sp" --order=pass --memory=1G "$@" ||
+		! run "$_name" "$_d-region" "$_n2" "$_sp" --order=region --memory=1G "$@"; then
 		fail "order: $_name (build or run)"
 		tail -n 20 "$_d-pass.log" "$_d-pass.run" "$_d-region.log" "$_d-region.run" 2>/dev/null
 		return
