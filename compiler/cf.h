@@ -591,6 +591,8 @@ typedef struct Pack {
 	Node *coll;     /* the collective of that buffer */
 	Node **unpack;  /* by slot: OP_UNPACK of the member's result */
 	const char **was; /* by slot: the member collective, as written */
+	const struct SchedChoice *was_sched; /* the members' schedule (coll's
+	                                      * own differs for a fused one) */
 	int n;
 	int64_t bytes;  /* payload (the members' bytes, per rank) */
 	int64_t padded; /* the packed buffer's bytes: a multiple of its slices */

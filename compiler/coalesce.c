@@ -229,6 +229,25 @@ reuse(Value *x, const Node *was, Node *now)
 			x->uses.v[k] = now;
 }
 
+/* The schedule of a pack of members scheduled as was. A pack has no
+ * region (its members' compute is not slice-local to it), so a fused
+ * schedule would run its ring's steps with nothing to overlap: it runs
+ * as slice(PACK_SLICES) instead, that many nonblocking library
+ * all_reduces of its parts, each posted before compute the whole-pass
+ * order runs under it (order.c), the last waited for by the unpacks.
+ * vanilla, slice(k) and auto are kept. */
+enum { PACK_SLICES = 2 };
+
+static SchedChoice *
+pack_sched(Arena *a, SchedChoice *was)
+{
+	if (!was || was->kind != SK_FUSE)
+		return was;
+	SchedChoice *how = arena_alloc(a, sizeof *how);
+	*how = (SchedChoice){.kind = SK_SLICE, .k = PACK_SLICES, .from = SF_BUILTIN, .loc = was->loc};
+	return how;
+}
+
 /* Replaces bucket b's members by a pack: the new nodes go where the
  * last member was, into *at (its slot in the new node order). */
 static Pack *
@@ -237,7 +256,8 @@ make_pack(Graph *g, const Bucket *b, int k)
 	Arena *a = g->arena;
 	const Node *m0 = b->m[0];
 	int64_t *off = arena_alloc(a, (size_t)b->n * sizeof *off), t = 0;
-	int64_t cut = (int64_t)m0->a.coll.group->size * sched_lanes(m0->sched);
+	SchedChoice *how = pack_sched(a, m0->sched);
+	int64_t cut = (int64_t)m0->a.coll.group->size * sched_lanes(how);
 	Pack *p = arena_alloc(a, sizeof *p);
 	const char *stem = g->fwd ? "cf_dpack" : "cf_pack";
 
@@ -257,7 +277,8 @@ make_pack(Graph *g, const Bucket *b, int k)
 	p->coll->nin = 1;
 	p->coll->in[0] = pv;
 	p->coll->a.coll = m0->a.coll;
-	p->coll->sched = m0->sched;
+	p->coll->sched = how;
+	p->was_sched = m0->sched;
 	vec_push(a, &pv->uses, p->coll);
 	p->n = b->n;
 	p->unpack = arena_alloc(a, (size_t)b->n * sizeof *p->unpack);
@@ -462,9 +483,13 @@ coalesce_explain(FILE *f, const Graph *g)
 
 	for (int k = 0; k < g->packs.n; k++) {
 		const Pack *p = g->packs.v[k];
-		fprintf(f, "%scoalesced %s: %d all_reduces over %s in one transfer of %lld bytes "
-		        "(%lld of data):\n", pass, p->coll->out->name, p->n,
-		        p->coll->a.coll.group->name, (long long)p->padded, (long long)p->bytes);
+		const SchedChoice *was = p->was_sched, *how = p->coll->sched;
+		fprintf(f, "%scoalesced %s: %d all_reduces over %s in one buffer of %lld bytes "
+		        "(%lld of data)%s%s%s:\n", pass, p->coll->out->name, p->n,
+		        p->coll->a.coll.group->name, (long long)p->padded, (long long)p->bytes,
+		        how != was ? ", run as " : "", how != was ? graph_sched_str(a, how) : "",
+		        how != was ? " (a pack has no region for its members' fused schedule: "
+		                     "library all_reduces, each with compute under it)" : "");
 		for (int j = 0; j < p->n; j++) {
 			const Node *u = p->unpack[j];
 			fprintf(f, "  slot %d: %s, elements %lld..%lld\n", j, p->was[j],
