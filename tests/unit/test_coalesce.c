@@ -159,7 +159,7 @@ test_planted_overlap(void)
 static void
 test_planted_past_end(void)
 {
-	planted(past_end, "slot 3 (d_b2_2): elements 57..60 outside the 58 of cf_dpack0");
+	planted(past_end, "slot 3 (d_b2_2): elements 59..62 outside the 60 of cf_dpack0");
 }
 
 /* A threshold below w1's gradient (96 bytes) keeps it and w2's out: the
