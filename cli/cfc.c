@@ -850,7 +850,8 @@ compile_inputs(Comp *c, Cli *cl)
 	return 0;
 }
 
-/* A compile: every pass in order (compiler/pipeline.c). */
+/* A compile: every pass in order up to the memory plans
+ * (compiler/pipeline.c); compile() verifies the one it keeps. */
 static int
 compile_once(Comp *c, Cli *cl)
 {
@@ -859,8 +860,8 @@ compile_once(Comp *c, Cli *cl)
 	               .auto_margin = c->auto_margin, .backward = cl->backward,
 	               .accumulate = cl->accumulate, .order = c->order,
 	               .order_asked = c->order_asked,
-	               .coalesce = c->coalesce, .bound = c->bound, .phase = phase,
-	               .ctx = &c->progress};
+	               .coalesce = c->coalesce, .bound = c->bound, .stop = PIPE_PLANNED,
+	               .phase = phase, .ctx = &c->progress};
 	int rc = pipeline_run(&pl, &c->src);
 	c->prog = pl.prog;
 	c->graph = pl.graph;
@@ -1104,6 +1105,11 @@ compile(Comp *c, Cli *cl)
 		rc = fit_memory(c, cl);
 	if (rc)
 		return rc;
+	/* verify what was kept (the trials of the bound were only planned) */
+	Pipeline pv = {.a = c->arena, .d = &c->diag, .phase = phase, .ctx = &c->progress};
+	if (pipeline_verify(&pv, c->sched, c->plan, "") ||
+	    (c->bsched && pipeline_verify(&pv, c->bsched, c->bplan, "backward ")))
+		return EX_INTERNAL;
 	if (cl->explain) {
 		sched_explain(stdout, c->sched);
 		if (c->bsched)

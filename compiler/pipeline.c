@@ -107,10 +107,16 @@ pipeline_schedule(Pipeline *pl, Graph *g, Sched **s, Plan **p, const char *pass)
 	phase(pl, "%splan: %d collectives", pass, (*s)->colls.n);
 	if (pl->stop == PIPE_PLANNED)
 		return PIPE_OK;
+	return pipeline_verify(pl, *s, *p, pass);
+}
+
+int
+pipeline_verify(Pipeline *pl, Sched *s, Plan *p, const char *pass)
+{
 	/* verify: the schedule and its plan, else nothing is emitted */
-	if (verify_sched(*s, *p, pl->d))
+	if (verify_sched(s, p, pl->d))
 		return PIPE_INTERNAL;
-	phase(pl, "%sverify: %d collectives", pass, (*s)->colls.n);
+	phase(pl, "%sverify: %d collectives", pass, s->colls.n);
 	return PIPE_OK;
 }
 
@@ -138,7 +144,7 @@ pipeline_run(Pipeline *pl, const Src *src)
 
 	/* order and choose: with a profile, the order and coalescing
 	 * threshold of each pass that were not asked for */
-	if (pl->profile && pl->stop == PIPE_VERIFIED)
+	if (pl->profile && !pl->predict)
 		choose_pass(pl, src, &fwd, &bwd);
 	int rc = pipeline_graphs(pl, src);
 	if (rc || pl->stop == PIPE_GRAPH)

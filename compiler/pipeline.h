@@ -83,8 +83,13 @@ int pipeline_graphs(Pipeline *pl, const Src *src);
 /* The passes from graph g to its schedule *s and memory plan *p (pass:
  * "" or "backward ", for the phase lines), up to pl->stop. */
 int pipeline_schedule(Pipeline *pl, Graph *g, Sched **s, Plan **p, const char *pass);
+/* verify: schedule s and its plan p (pass: "" or "backward "), for a run
+ * that stopped at PIPE_PLANNED. PIPE_OK or PIPE_INTERNAL. */
+int pipeline_verify(Pipeline *pl, Sched *s, Plan *p, const char *pass);
 /* Every pass: pipeline_graphs, then the forward's and the backward's
- * schedules. PIPE_OK or why not. */
+ * schedules. PIPE_OK or why not. A choice of order and coalescing
+ * (choose_pass) is made with a profile unless pl->predict is set (a
+ * trial's). */
 int pipeline_run(Pipeline *pl, const Src *src);
 
 #endif
