@@ -1063,6 +1063,9 @@ fit_memory(Comp *c, Cli *cl)
 	}
 	if (fit < 0) {
 		const char *why = *names ? arena_printf(c->arena, " after recomputing %s", names) : "";
+		if (tried.n > cl->opt.nrecompute)
+			why = arena_printf(c->arena, "%s%s recomputing any %ssaved tensor does not lower it",
+			                   why, *why ? ";" : ":", *why ? "other " : "");
 		if (n > 1 && alike)
 			why = arena_printf(c->arena, "%s (the same in every order and coalescing tried)", why);
 		else if (n > 1)
