@@ -899,30 +899,22 @@ typedef struct Rung {
 } Rung;
 
 /* The peak of a trial compile up to the memory plans under order and
- * coalesce (nothing reported, nothing recomputed but the spec's); -1:
- * it did not compile. *spec (if not NULL): the spec's `memory = BYTES;`
+ * coalesce (pipeline_trial; nothing recomputed but the spec's); -1: it
+ * did not compile. *spec (if not NULL): the spec's `memory = BYTES;`
  * (0: none). */
 static int64_t
 trial_peak(Comp *c, Cli *cl, OrderMode order, int64_t coalesce, int64_t *spec)
 {
-	Diag quiet;
-	FILE *null = fopen("/dev/null", "w");
-
-	if (!null)
-		return -1;
-	diag_init(&quiet, &c->src, null);
-	int nre = cl->opt.nrecompute;
-	cl->opt.nrecompute = 0;
-	Pipeline tr = {.a = c->arena, .d = &quiet, .o = &cl->opt, .profile = c->profile,
+	Pipeline pl = {.a = c->arena, .d = &c->diag, .o = &cl->opt, .profile = c->profile,
 	               .auto_margin = c->auto_margin, .backward = cl->backward,
-	               .accumulate = cl->accumulate, .order = order, .order_asked = 1,
-	               .coalesce = coalesce, .stop = PIPE_PLANNED};
-	int rc = pipeline_run(&tr, &c->src);
+	               .accumulate = cl->accumulate}, tr;
+	int nre = cl->opt.nrecompute;
+
+	cl->opt.nrecompute = 0;
+	int rc = pipeline_trial(&pl, &c->src, order, coalesce, NULL, &tr);
 	cl->opt.nrecompute = nre;
 	if (spec && tr.graph)
 		*spec = tr.graph->memory;
-	fclose(null);
-	free(quiet.rec);
 	return rc || !tr.plan || (cl->backward && !tr.bplan) ? -1
 	       : mem_use(tr.graph, tr.plan, tr.bplan).peak;
 }

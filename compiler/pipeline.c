@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "memory.h"
 #include "pipeline.h"
 #include "predict.h"
 
@@ -144,7 +145,7 @@ pipeline_run(Pipeline *pl, const Src *src)
 
 	/* order and choose: with a profile, the order and coalescing
 	 * threshold of each pass that were not asked for */
-	if (pl->profile && !pl->predict)
+	if (pl->profile && !pl->trial)
 		choose_pass(pl, src, &fwd, &bwd);
 	int rc = pipeline_graphs(pl, src);
 	if (rc || pl->stop == PIPE_GRAPH)
@@ -152,6 +153,29 @@ pipeline_run(Pipeline *pl, const Src *src)
 	rc = schedule_as(pl, pl->graph, &pl->sched, &pl->plan, "", &fwd);
 	if (!rc && pl->graph->bwd)
 		rc = schedule_as(pl, pl->graph->bwd, &pl->bsched, &pl->bplan, "backward ", &bwd);
+	return rc;
+}
+
+int
+pipeline_trial(const Pipeline *pl, const Src *src, OrderMode order, int64_t coalesce,
+               double (*predict)[2], Pipeline *tr)
+{
+	Diag quiet;
+	FILE *null = fopen("/dev/null", "w");
+
+	*tr = (Pipeline){0};
+	if (!null)
+		return PIPE_INTERNAL;
+	diag_init(&quiet, pl->d->src, null);
+	*tr = (Pipeline){.a = pl->a, .d = &quiet, .o = pl->o, .profile = pl->profile,
+	                 .auto_margin = pl->auto_margin, .backward = pl->backward,
+	                 .accumulate = pl->accumulate, .order = order, .order_asked = 1,
+	                 .coalesce = coalesce, .stop = PIPE_PLANNED, .trial = 1,
+	                 .predict = predict};
+	int rc = pipeline_run(tr, src);
+	tr->d = pl->d; /* quiet is gone with this frame */
+	fclose(null);
+	free(quiet.rec);
 	return rc;
 }
 
@@ -195,48 +219,29 @@ ch_config_str(Arena *a, const ChooseConfig *cf, int64_t dflt)
 	                    ch_coalesce_str(a, cf->coalesce, dflt));
 }
 
-/* The peak per rank of a step whose saved activations are saved and
- * whose pass holds ws (memory.c's sum). */
-static int64_t
-ch_peak(int64_t saved, int64_t ws)
-{
-	return saved + ws;
-}
-
-/* Threshold thr's trial under order: the pipeline through the order
- * pass and the memory plans, the predicted forward and backward in
- * either order (t[pass][order], HUGE_VAL: not compiled or not
- * predicted; under ORDER_REGION the region order's alone), each pass's
- * peak with the saved activations (peak[pass], -1: not planned), the
- * default threshold and whether the spec sets it. */
+/* Threshold thr's trial under order (pipeline_trial), the predicted
+ * forward and backward in either order (t[pass][order], HUGE_VAL: not
+ * compiled or not predicted; under ORDER_REGION the region order's
+ * alone), each pass's peak with the saved activations (peak[pass], -1:
+ * not planned), the default threshold and whether the spec sets it. */
 static void
 ch_trial(const Pipeline *pl, const Src *src, int64_t thr, OrderMode order, double t[2][2],
          int64_t peak[2], int64_t *dflt, int *spec)
 {
-	Diag quiet;
-	FILE *null = fopen("/dev/null", "w");
+	Pipeline tr;
 
 	t[0][0] = t[0][1] = t[1][0] = t[1][1] = HUGE_VAL;
 	peak[0] = peak[1] = -1;
-	if (!null)
-		return;
-	diag_init(&quiet, pl->d->src, null);
-	Pipeline tr = {.a = pl->a, .d = &quiet, .o = pl->o, .profile = pl->profile,
-	               .auto_margin = pl->auto_margin, .backward = pl->backward,
-	               .accumulate = pl->accumulate, .order = order, .coalesce = thr,
-	               .stop = PIPE_PLANNED, .predict = t};
-	pipeline_run(&tr, src);
+	pipeline_trial(pl, src, order, thr, t, &tr);
 	if (tr.graph) {
 		*dflt = coalesce_bytes(tr.graph, -1);
 		*spec = tr.graph->coalesce_loc.line != 0;
-		int64_t saved = tr.graph->bwd ? tr.graph->savedbytes : 0;
+		MemUse m = mem_use(tr.graph, tr.plan, tr.bplan);
 		if (tr.plan)
-			peak[0] = ch_peak(saved, tr.plan->wsbytes);
+			peak[0] = m.saved + m.fws;
 		if (tr.bplan)
-			peak[1] = ch_peak(saved, tr.bplan->wsbytes);
+			peak[1] = m.saved + m.bws;
 	}
-	fclose(null);
-	free(quiet.rec);
 }
 
 /* The fastest of n predictions t[] (the first on a tie) of those whose

@@ -44,6 +44,8 @@ typedef struct Pipeline {
 	                         * configuration must keep within (the
 	                         * memory bound, cfc.c); 0: none */
 	PipeStop stop;
+	int trial;              /* a trial compile (pipeline_trial): makes no
+	                         * choice of its own (choose_pass) */
 	/* choose.c's trials: where the passes' predictions go, by pass
 	 * (forward, backward) and OrderMode: the region order's before the
 	 * order pass, the pass order's after it (under ORDER_PASS); NULL:
@@ -87,9 +89,15 @@ int pipeline_schedule(Pipeline *pl, Graph *g, Sched **s, Plan **p, const char *p
  * that stopped at PIPE_PLANNED. PIPE_OK or PIPE_INTERNAL. */
 int pipeline_verify(Pipeline *pl, Sched *s, Plan *p, const char *pass);
 /* Every pass: pipeline_graphs, then the forward's and the backward's
- * schedules. PIPE_OK or why not. A choice of order and coalescing
- * (choose_pass) is made with a profile unless pl->predict is set (a
- * trial's). */
+ * schedules. PIPE_OK or why not. With a profile, outside a trial, each
+ * pass's order and coalescing are chosen first (choose_pass). */
 int pipeline_run(Pipeline *pl, const Src *src);
+/* A trial compile of pl's input under order and coalescing threshold
+ * coalesce (both as asked: nothing chosen) up to the memory plans, its
+ * diagnostics discarded, its predictions into predict (NULL: none, see
+ * Pipeline.predict): *tr holds what the passes made (tr->d is pl's).
+ * Returns pipeline_run's status. */
+int pipeline_trial(const Pipeline *pl, const Src *src, OrderMode order, int64_t coalesce,
+                   double (*predict)[2], Pipeline *tr);
 
 #endif
