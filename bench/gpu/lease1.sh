@@ -65,7 +65,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 libs=$(sh scripts/cuda-libs.sh)
 say "libraries: $libs"
 MPIRUN="mpirun --allow-run-as-root --timeout 240"
-# PHASES: which parts run (default all: checks probe bench order torch; and nsys, an Nsight Systems trace, when asked), so that
+# PHASES: which parts run (default all: checks probe bench order torch), so that
 # a lease's calls of at most 10 minutes each can split them
 : "${PHASES:=checks probe bench order torch}"
 has() { case " $PHASES " in *" $1 "*) return 0 ;; esac; return 1; }
@@ -113,29 +113,6 @@ COMMIT=${COMMIT:-unknown} GEN=build/gen OUT="$w/bench" ITERS=${ITERS:-20} \
 	CONFIGS="${CONFIGS:-s4096-b1}" sh bench/gpu/layer1.sh 2>&1 | tail -n 20
 keep
 cp "$w/bench/summary.md" "$o/" 2>/dev/null
-fi
-if has nsys; then
-# the first configuration's step under Nsight Systems, when the machine
-# has it: the kernels' summary and the GPU's idle time within each pass
-# (bench/gpu/nsys_gaps.py), what the per-op trace cannot show
-ns=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -n 1)
-c1=$(echo "${CONFIGS:-s4096-b1}" | cut -d' ' -f1)
-if [ -n "$ns" ] && [ -x "build/gen/$c1/run" ]; then
-	say "nsys: $ns on $c1"
-	mkdir -p "$w/nsys"
-	$MPIRUN -n 1 "$ns" profile -f true -t cuda -o "$w/nsys/layer" \
-		"build/gen/$c1/run" --iters 5 --warmup 2 >"$w/nsys/run.txt" 2>&1
-	"$ns" stats -f csv -r cuda_gpu_trace -o "$w/nsys/layer" "$w/nsys/layer.nsys-rep" \
-		>/dev/null 2>&1
-	"$ns" stats -r cuda_api_sum,cuda_gpu_kern_sum "$w/nsys/layer.nsys-rep" \
-		>"$w/nsys/stats.txt" 2>&1
-	python3 bench/gpu/nsys_gaps.py "$w"/nsys/layer*cuda_gpu_trace*.csv 2>&1 |
-		tee "$w/nsys/gaps.txt"
-	rm -f "$w/nsys/layer.sqlite"
-	tar -C "$w" -czf "$o/nsys.tgz" nsys
-else
-	say "nsys: not on this machine"
-fi
 fi
 if has order; then
 say "layer benchmark, region order as the base"
