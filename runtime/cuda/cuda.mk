@@ -98,7 +98,7 @@ $(B)/tests/gpu/gqa_check: tests/gpu/gqa_check.c $(B)/libcfrt_cuda.a
 
 # The backward calls against a double reference on the host, on one GPU
 # (tests/gpu/grad_check.c; run by tests/gpu/run.sh under mpirun -n 1).
-$(B)/tests/gpu/grad_check: tests/gpu/grad_check.c $(B)/libcfrt_cuda.a
+$(B)/tests/gpu/grad_check: tests/gpu/grad_check.c tests/gpu/hostval.h $(B)/libcfrt_cuda.a
 	@mkdir -p $(@D)
 	$(MPICC) $(CFLAGS_ALL) -Iruntime $(LDFLAGS_ALL) -o $@ $< \
 		$(B)/libcfrt_cuda.a $(CUDA_LIBS)
@@ -114,7 +114,7 @@ $(B)/tests/gpu/finite_check: tests/gpu/finite_check.c $(B)/libcfrt_cuda.a
 # cfrt_rope at sizes that take the thread-per-position kernel, against a
 # double reference and the thread-per-pair kernel's bits
 # (tests/gpu/rope_check.c; run by tests/gpu/run.sh under mpirun -n 1).
-$(B)/tests/gpu/rope_check: tests/gpu/rope_check.c $(B)/libcfrt_cuda.a
+$(B)/tests/gpu/rope_check: tests/gpu/rope_check.c tests/gpu/hostval.h $(B)/libcfrt_cuda.a
 	@mkdir -p $(@D)
 	$(MPICC) $(CFLAGS_ALL) -Iruntime $(LDFLAGS_ALL) -o $@ $< \
 		$(B)/libcfrt_cuda.a $(CUDA_LIBS) -lm
@@ -122,7 +122,7 @@ $(B)/tests/gpu/rope_check: tests/gpu/rope_check.c $(B)/libcfrt_cuda.a
 # cfrt_rmsnorm and cfrt_layernorm through each row kernel, against a
 # double reference and the same rows misaligned (tests/gpu/norm_check.c;
 # run by tests/gpu/run.sh under mpirun -n 1).
-$(B)/tests/gpu/norm_check: tests/gpu/norm_check.c $(B)/libcfrt_cuda.a
+$(B)/tests/gpu/norm_check: tests/gpu/norm_check.c tests/gpu/hostval.h $(B)/libcfrt_cuda.a
 	@mkdir -p $(@D)
 	$(MPICC) $(CFLAGS_ALL) -Iruntime $(LDFLAGS_ALL) -o $@ $< \
 		$(B)/libcfrt_cuda.a $(CUDA_LIBS) -lm

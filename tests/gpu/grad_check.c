@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "cfrt.h"
+#include "hostval.h"
 
 /* max |x - y| / max |y|: f32 accumulation differs from the double
  * reference by ~1e-6 of the largest value; bf16 adds one rounding of its
@@ -110,23 +111,7 @@ typedef struct dtens {
 
 static double elem(const dtens *x, int64_t j)
 {
-	uint16_t b;
-	uint32_t u;
-	float f;
-	if (x->v.t == CFRT_F32) {
-		memcpy(&f, x->h + 4 * j, 4);
-		return f;
-	}
-	memcpy(&b, x->h + 2 * j, 2);
-	if (x->v.t == CFRT_F16) { /* sign, 5 exponent bits (bias 15), 10 */
-		int ex = b >> 10 & 31, man = b & 1023;
-		double m = ex ? ldexp(1024 + man, ex - 25) : ldexp(man, -24);
-		return ex == 31 ? (man ? NAN : INFINITY) * (b >> 15 ? -1 : 1)
-		                : b >> 15 ? -m : m;
-	}
-	u = (uint32_t)b << 16; /* bf16: the top half of an f32 */
-	memcpy(&f, &u, 4);
-	return f;
+	return host_elem(x->v.t, x->h, j);
 }
 
 static void dt_download(cfrt_ctx *ctx, dtens *x)

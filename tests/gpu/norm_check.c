@@ -2,9 +2,9 @@
  * that take each of the three row kernels of kernels.cu (norm_rows_vec:
  * 16 bytes a thread; norm_rows_reg: a row in registers; norm_rows: any
  * stride), against
- *   - a double reference computed here from the same rounded inputs
- *     (f32 within 1e-5, bf16 and f16 within 1.6e-2: two roundings of a
- *     value up to 4), and
+ *   - a double reference computed here from the device's inputs
+ *     (cfrt_fill_uniform, in [-1, 1); f32 within 1e-5, bf16 and f16
+ *     within 1.6e-2 of the larger of 1 and the value), and
  *   - the same rows through a view the vector kernel cannot take (the
  *     rows one element apart from their storage's alignment: the
  *     register or the strided kernel), within the same bound of each
@@ -24,56 +24,11 @@
 #include <string.h>
 
 #include "cfrt.h"
+#include "hostval.h"
 
 enum { ROWS = 3 };
 
 static int nbad;
-
-static float half_bits_to_f(uint16_t s, cfrt_dtype t)
-{
-	if (t == CFRT_BF16) {
-		uint32_t u = (uint32_t)s << 16;
-		float f;
-		memcpy(&f, &u, 4);
-		return f;
-	}
-	/* IEEE half */
-	int e = (s >> 10) & 31, m = s & 1023;
-	float v = e == 0 ? ldexpf((float)m, -24) : ldexpf((float)(m | 1024), e - 25);
-	return s & 0x8000 ? -v : v;
-}
-
-static uint16_t f_to_half_bits(float f, cfrt_dtype t)
-{
-	uint32_t u;
-	memcpy(&u, &f, 4);
-	if (t == CFRT_BF16)
-		return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-	/* the inputs here are multiples of 1/32 within [-4, 4]: exact */
-	int neg = f < 0;
-	float a = fabsf(f);
-	if (a == 0)
-		return (uint16_t)(neg << 15);
-	int e;
-	float m = frexpf(a, &e); /* a = m 2^e, m in [0.5, 1) */
-	int E = e - 1 + 15, M = (int)lrintf((m * 2 - 1) * 1024);
-	return (uint16_t)((neg << 15) | (E << 10) | M);
-}
-
-/* element i of a host buffer of type t, as a double */
-static double get(cfrt_dtype t, const void *b, int64_t i)
-{
-	return t == CFRT_F32 ? ((const float *)b)[i] :
-	       half_bits_to_f(((const uint16_t *)b)[i], t);
-}
-
-static void put(cfrt_dtype t, void *b, int64_t i, float f)
-{
-	if (t == CFRT_F32)
-		((float *)b)[i] = f;
-	else
-		((uint16_t *)b)[i] = f_to_half_bits(f, t);
-}
 
 static const char *tname(cfrt_dtype t)
 {
@@ -88,29 +43,22 @@ static void check(cfrt_ctx *ctx, cfrt_dtype t, int64_t d, int rms, int affine)
 	int64_t n = ROWS * d;
 	/* storage for the rows twice: at 0 and one element on (+1) */
 	size_t bytes = (size_t)(n + 1) * es, pb = (size_t)d * es;
-	unsigned char *h = calloc(1, bytes), *hg = malloc(pb), *hb = malloc(pb);
+	unsigned char *h = malloc(bytes), *hg = malloc(pb), *hb = malloc(pb);
 	unsigned char *r1 = malloc(bytes), *r2 = malloc(bytes);
-	void *x, *y1, *y2, *g, *b;
+	void *x, *x1, *y1, *y2, *g, *b;
 	if (!h || !hg || !hb || !r1 || !r2)
 		abort();
-	for (int64_t i = 0; i < n; i++)
-		put(t, h, i, (float)((i * 37 + 11) % 256) / 32.0f - 4.0f);
-	for (int64_t i = 0; i < d; i++) {
-		put(t, hg, i, (float)((i * 13 + 5) % 64) / 32.0f - 1.0f);
-		put(t, hb, i, (float)((i * 7 + 3) % 32) / 32.0f - 0.5f);
-	}
 	CFRT_TRY(ctx, cfrt_alloc(ctx, &x, bytes));
+	CFRT_TRY(ctx, cfrt_alloc(ctx, &x1, bytes));
 	CFRT_TRY(ctx, cfrt_alloc(ctx, &y1, bytes));
 	CFRT_TRY(ctx, cfrt_alloc(ctx, &y2, bytes));
 	CFRT_TRY(ctx, cfrt_alloc(ctx, &g, pb));
 	CFRT_TRY(ctx, cfrt_alloc(ctx, &b, pb));
 	/* the rows aligned (x1) and, the same values, one element on (x) */
-	void *x1;
-	CFRT_TRY(ctx, cfrt_alloc(ctx, &x1, bytes));
-	CFRT_TRY(ctx, cfrt_upload(ctx, x1, h, (size_t)n * es));
+	host_fill(ctx, t, x1, n, h, 7);
 	CFRT_TRY(ctx, cfrt_upload(ctx, (unsigned char *)x + es, h, (size_t)n * es));
-	CFRT_TRY(ctx, cfrt_upload(ctx, g, hg, pb));
-	CFRT_TRY(ctx, cfrt_upload(ctx, b, hb, pb));
+	host_fill(ctx, t, g, d, hg, 13);
+	host_fill(ctx, t, b, d, hb, 17);
 	int64_t dims[2] = {ROWS, d}, gd[1] = {d};
 	cfrt_view va = cfrt_view_contig(x1, t, 2, dims);
 	cfrt_view vu = cfrt_view_contig((unsigned char *)x + es, t, 2, dims);
@@ -132,20 +80,20 @@ static void check(cfrt_ctx *ctx, cfrt_dtype t, int64_t d, int rms, int affine)
 	for (int64_t r = 0; r < ROWS; r++) {
 		double mean = 0, var = 0;
 		for (int64_t i = 0; i < d; i++)
-			mean += get(t, h, r * d + i);
+			mean += host_elem(t, h, r * d + i);
 		mean = rms ? 0 : mean / (double)d;
 		for (int64_t i = 0; i < d; i++) {
-			double u = get(t, h, r * d + i) - mean;
+			double u = host_elem(t, h, r * d + i) - mean;
 			var += u * u;
 		}
 		double inv = 1 / sqrt(var / (double)d + eps);
 		for (int64_t i = 0; i < d; i++) {
-			double want = (get(t, h, r * d + i) - mean) * inv;
+			double want = (host_elem(t, h, r * d + i) - mean) * inv;
 			if (affine)
-				want *= get(t, hg, i);
+				want *= host_elem(t, hg, i);
 			if (affine && !rms)
-				want += get(t, hb, i);
-			double got = get(t, r1, r * d + i), other = get(t, r2, r * d + i);
+				want += host_elem(t, hb, i);
+			double got = host_elem(t, r1, r * d + i), other = host_elem(t, r2, r * d + i);
 			worst = fmax(worst, fabs(got - want) / fmax(1, fabs(want)));
 			apart = fmax(apart, fabs(got - other) / fmax(1, fabs(want)));
 		}

@@ -20,32 +20,11 @@
 #include <string.h>
 
 #include "cfrt.h"
+#include "hostval.h"
 
 enum { NB = 2, NH = 3, NS = 2048, DH = 128, SLICE = 256 };
 
 static int nbad;
-
-static float bf16_to_f(uint16_t s)
-{
-	uint32_t u = (uint32_t)s << 16;
-	float f;
-	memcpy(&f, &u, 4);
-	return f;
-}
-
-static uint16_t f_to_bf16(float f)
-{
-	uint32_t u;
-	memcpy(&u, &f, 4);
-	return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-
-/* element i of a host buffer of type t, as a double */
-static double get(cfrt_dtype t, const void *b, int64_t i)
-{
-	return t == CFRT_F32 ? ((const float *)b)[i] :
-	       bf16_to_f(((const uint16_t *)b)[i]);
-}
 
 /* the offset of the element at index idx[4] of view v, in elements */
 static int64_t at(const cfrt_view *v, const int64_t idx[4])
@@ -70,19 +49,10 @@ static void check(cfrt_ctx *ctx, const char *name, cfrt_dtype t,
 	void *src, *d1, *d2;
 	if (!h || !r1 || !r2)
 		abort();
-	for (int64_t i = 0; i < n; i++) {
-		float f = (float)((i * 37 + 11) % 64) / 32.0f - 1.0f;
-		if (t == CFRT_F32)
-			memcpy(h + i * 4, &f, 4);
-		else {
-			uint16_t s = f_to_bf16(f);
-			memcpy(h + i * 2, &s, 2);
-		}
-	}
 	CFRT_TRY(ctx, cfrt_alloc(ctx, &src, bytes));
 	CFRT_TRY(ctx, cfrt_alloc(ctx, &d1, bytes));
 	CFRT_TRY(ctx, cfrt_alloc(ctx, &d2, bytes));
-	CFRT_TRY(ctx, cfrt_upload(ctx, src, h, bytes));
+	host_fill(ctx, t, src, n, h, 11);
 	cfrt_view vs = cfrt_view_contig(src, t, 4, dim4), v1, v2;
 	for (int d = 0; d < 4; d++)
 		vs.stride[d] = st[d];
@@ -109,9 +79,9 @@ static void check(cfrt_ctx *ctx, const char *name, cfrt_dtype t,
 					double ang = (double)idx[dim] *
 					             pow(10000.0, -2.0 * (double)j / DH);
 					double c = cos(ang), s = (inverse ? -1 : 1) * sin(ang);
-					double x1 = get(t, h, o1), x2 = get(t, h, o2);
-					double e1 = fabs(get(t, r1, o1) - (x1 * c - x2 * s));
-					double e2 = fabs(get(t, r1, o2) - (x2 * c + x1 * s));
+					double x1 = host_elem(t, h, o1), x2 = host_elem(t, h, o2);
+					double e1 = fabs(host_elem(t, r1, o1) - (x1 * c - x2 * s));
+					double e2 = fabs(host_elem(t, r1, o2) - (x2 * c + x1 * s));
 					worst = fmax(worst, fmax(e1, e2));
 					differ += memcmp(r1 + o1 * es, r2 + o1 * es, es) != 0;
 					differ += memcmp(r1 + o2 * es, r2 + o2 * es, es) != 0;

@@ -30,6 +30,19 @@ rm -rf "$out"
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0 B OMPI_MCA_btl_vader_single_copy_mechanism=none
 MPIRUN="mpirun --allow-run-as-root --timeout 120"
+# all_ok NAME [ARGS...]: $B/tests/gpu/NAME on one rank, its output in
+# $out/NAME; PASS when it exits 0 and says "NAME: all ok"
+all_ok() {
+	_n=$1
+	shift
+	$MPIRUN -x NCCL_NVLS_ENABLE -n 1 "$B/tests/gpu/$_n" "$@" >"$out/$_n" 2>&1
+	if [ $? = 0 ] && grep -q "^$_n: all ok\$" "$out/$_n"; then
+		pass "gpu: $_n"
+	else
+		fail "gpu: $_n"
+		tail -n 20 "$out/$_n"
+	fi
+}
 JOBS=${JOBS:-6}
 # EXAMPLES: the specs to run (default every example)
 EXAMPLES=${EXAMPLES:-$(ls examples/*.cf)}
@@ -133,23 +146,11 @@ fi
 # -- rope at sizes that take the thread-per-position kernel
 # (tests/gpu/rope_check.c): against a double reference and the
 # thread-per-pair kernel's bits, forward and inverse, three layouts
-$MPIRUN -x NCCL_NVLS_ENABLE -n 1 "$B/tests/gpu/rope_check" >"$out/rope_check" 2>&1
-if [ $? = 0 ] && grep -q '^rope_check: all ok$' "$out/rope_check"; then
-	pass "gpu: rope_check"
-else
-	fail "gpu: rope_check"
-	tail -n 20 "$out/rope_check"
-fi
+all_ok rope_check
 # cfrt_rmsnorm and cfrt_layernorm through each row kernel
 # (tests/gpu/norm_check.c): against a double reference and the same rows
 # one element off their alignment (another kernel)
-$MPIRUN -x NCCL_NVLS_ENABLE -n 1 "$B/tests/gpu/norm_check" >"$out/norm_check" 2>&1
-if [ $? = 0 ] && grep -q '^norm_check: all ok$' "$out/norm_check"; then
-	pass "gpu: norm_check"
-else
-	fail "gpu: norm_check"
-	tail -n 20 "$out/norm_check"
-fi
+all_ok norm_check
 
 # -- CFRT_CHECK=finite on one GPU (tests/gpu/finite_check.c --gpu): a
 # planted NaN or Inf (f32, f64, bf16; a column slice; an overflowing
@@ -171,13 +172,7 @@ fi
 
 # -- grouped-query attention against repeated key/value heads on one GPU
 # (tests/gpu/gqa_check.c): the fused kernels and the GEMM path
-$MPIRUN -x NCCL_NVLS_ENABLE -n 1 "$B/tests/gpu/gqa_check" --gpu >"$out/gqa_check" 2>&1
-if [ $? = 0 ] && grep -q '^gqa_check: all ok$' "$out/gqa_check"; then
-	pass "gpu: gqa_check"
-else
-	fail "gpu: gqa_check"
-	tail -n 20 "$out/gqa_check"
-fi
+all_ok gqa_check --gpu
 
 # -- the trace (CFRT_TRACE) on the GPUs: mlp under fuse(ring) and ulysses
 # under its spec (FuseA2A) on every GPU there is (at most 4), NCCL and
