@@ -52,18 +52,17 @@ golden order-exposed "$out/exposed.txt" tests/golden/order/exposed.txt
 # the memory bound: by default no example's step holds more than in the
 # region order with nothing packed (its peak per rank, --explain's
 # memory: line), and --explain says which configuration was kept
-peak() {
-	_ex=$1
-	shift
-	"$CFC" "examples/$_ex.cf" --backward --explain -o "$out/pk" "$@" |
-		sed -n 's/^memory: peak \([0-9]*\) .*/\1/p'
-}
+# peak FILE: the peak of an --explain output
+peak() { sed -n 's/^memory: peak \([0-9]*\) .*/\1/p' "$1"; }
 for ex in $EXAMPLES; do
-	r=$(peak $ex --order=region --coalesce=0) d=$(peak $ex)
+	"$CFC" "examples/$ex.cf" --backward --explain -o "$out/pk" --order=region --coalesce=0 \
+		>"$out/$ex.region.explain"
+	"$CFC" "examples/$ex.cf" --backward --explain -o "$out/pk" >"$out/$ex.default.explain"
+	r=$(peak "$out/$ex.region.explain") d=$(peak "$out/$ex.default.explain")
 	check "order: $ex's default peak $d within the region order's $r" \
 		sh -c "[ -n '$r' ] && [ -n '$d' ] && [ '$d' -le '$r' ] &&
-		       '$CFC' examples/$ex.cf --backward --explain -o '$out/pk' |
-		       grep -q '^memory bound: peak $d bytes per rank,* within $r (the region order.s peak)'"
+		       grep -q '^memory bound: peak $d bytes per rank,* within $r (the region order.s peak)' \
+		       '$out/$ex.default.explain'"
 done
 
 # bitwise: every example with its backward, built under the whole-pass
