@@ -48,24 +48,8 @@ check "multilayer: --order=region fails the check (region after region: no hosti
 export CF_OPT="-O1 -fno-var-tracking"
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
 MPIRUN="mpirun --allow-run-as-root --oversubscribe --timeout 180"
-e2e() { # NAME DIR N ARGS...
-	_n=$1 _d=$2 _np=$3
-	shift 3
-	if ! sh scripts/build-model.sh "$B" "$_d" "$spec" --backward "$@" >"$_d.log" 2>&1 ||
-		! $MPIRUN -n "$_np" "$_d/run" --check --iters 1 --warmup 0 >"$_d.run" 2>&1; then
-		fail "$_n (build or run)"
-		tail -n 20 "$_d.log" "$_d.run" 2>/dev/null
-		return
-	fi
-	_e=$(field max_rel_err "$_d.run") _g=$(field grad_max_rel_err "$_d.run")
-	if le "$_e" 1e-5 && le "$_g" 1e-4; then
-		pass "$_n (max_rel_err $_e, grad_max_rel_err $_g)"
-	else
-		fail "$_n (max_rel_err $_e, grad_max_rel_err $_g)"
-	fi
-}
-e2e "multilayer: e2e 2x2 f32" "$out/e2e-2x2" 4
+e2e32 "multilayer: e2e 2x2 f32" "$out/e2e-2x2" 4 "$spec"
 # shellcheck disable=SC2086
-e2e "multilayer: e2e 2x3 f32 (odd sizes)" "$out/e2e-2x3" 6 $odd
+e2e32 "multilayer: e2e 2x3 f32 (odd sizes)" "$out/e2e-2x3" 6 "$spec" $odd
 grad "multilayer: f64 gradients against finite differences 2x2" "$out/fd-2x2" 4 "$spec" \
 	-D B=2 -D S=8 -D D=16 -D H=4 -D KV=2 -D F=16
