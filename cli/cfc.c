@@ -208,7 +208,9 @@ usage(FILE *f)
 	      "                   (on standard output)\n"
 	      "  --order=ORDER    pass (default): order the whole pass, each collective\n"
 	      "                   as early as its inputs allow, with compute that does\n"
-	      "                   not depend on it run under its exposed transfers;\n"
+	      "                   not depend on it run under its exposed transfers\n"
+	      "                   (plain stages, or another collective's program:\n"
+	      "                   two in flight); pass-single: plain stages only;\n"
 	      "                   region: region after region, as before\n"
 	      "  --profile=FILE   a machine profile from cfrt-calibrate: predict every\n"
 	      "                   candidate schedule of every collective (--explain\n"
@@ -494,8 +496,9 @@ parse_args(Cli *cl, int argc, char **argv)
 			rc = parse_type(cl, a + 7);
 		} else if (!strcmp(a, "--explain")) {
 			cl->explain = 1;
-		} else if (!strcmp(a, "--order=pass") || !strcmp(a, "--order=region")) {
-			cl->order = a[8] == 'r' ? ORDER_REGION : ORDER_PASS;
+		} else if (!strcmp(a, "--order=pass") || !strcmp(a, "--order=region") ||
+		           !strcmp(a, "--order=pass-single")) {
+			cl->order = a[8] == 'r' ? ORDER_REGION : a[12] ? ORDER_PASS_SINGLE : ORDER_PASS;
 			cl->has_order = 1;
 		} else if (!strcmp(a, "--backward")) {
 			cl->backward = 1;
@@ -955,7 +958,7 @@ fit_recompute(Comp *c, Cli *cl, int64_t budget, MemUse *m, Vec *tried)
 static const char *
 config_str(Arena *a, OrderMode order, int64_t coalesce)
 {
-	return arena_printf(a, "order=%s, %s", order == ORDER_REGION ? "region" : "pass",
+	return arena_printf(a, "order=%s, %s", order_name(order),
 	                    coalesce < 0 ? "coalesce as the spec or the default" :
 	                    coalesce == 0 ? "coalesce off" :
 	                    arena_printf(a, "coalesce %lld bytes", (long long)coalesce));
@@ -969,6 +972,19 @@ recomputed_str(Comp *c, Cli *cl)
 	for (int i = 0; i < cl->opt.nrecompute; i++)
 		names = arena_printf(c->arena, "%s%s%s", names, i ? ", " : "", cl->opt.recompute[i]);
 	return names;
+}
+
+/* Does a collective of plan p's pass run inside another's (order.c's
+ * 2b)? */
+static int
+hosts_coll(const Plan *p)
+{
+	for (int k = 0; p && k < p->s->stages.n; k++) {
+		const Stage *st = p->s->stages.v[k];
+		if (st->kind == ST_COLL && st->host1)
+			return 1;
+	}
+	return 0;
 }
 
 static int
@@ -1004,12 +1020,18 @@ fit_memory(Comp *c, Cli *cl)
 		                             (long long)budget, whose);
 		return 0;
 	}
-	/* the ladder: as asked, then less overlap */
-	Rung cf[4];
+	/* the ladder: as asked, then less overlap: coalescing off, one
+	 * collective in flight, the region order */
+	Rung cf[6];
 	int n = 0;
 	cf[n++] = (Rung){order0, coal0, asked0};
 	if (!fixed_coal)
 		cf[n++] = (Rung){order0, 0, 1};
+	if (!fixed_order && order0 == ORDER_PASS) {
+		cf[n++] = (Rung){ORDER_PASS_SINGLE, coal0, 1};
+		if (!fixed_coal)
+			cf[n++] = (Rung){ORDER_PASS_SINGLE, 0, 1};
+	}
 	if (!fixed_order && order0 != ORDER_REGION) {
 		cf[n++] = (Rung){ORDER_REGION, coal0, 1};
 		if (!fixed_coal)
@@ -1019,7 +1041,11 @@ fit_memory(Comp *c, Cli *cl)
 	const char *over = "";
 	int fit = -1, alike = 1;
 	int64_t held = -1;
+	int nested = 0; /* some pass-order rung ran a collective inside another's */
 	for (int k = 0; k < n && fit < 0; k++) {
+		/* one in flight is the same program where none was nested */
+		if (cf[k].order == ORDER_PASS_SINGLE && !nested)
+			continue;
 		if (k) {
 			c->order = cf[k].order, c->order_asked = cf[k].asked;
 			c->coalesce = cf[k].coalesce;
@@ -1029,6 +1055,8 @@ fit_memory(Comp *c, Cli *cl)
 				return rc;
 			m = mem_use(c->graph, c->plan, c->bplan);
 		}
+		if (cf[k].order == ORDER_PASS)
+			nested |= hosts_coll(c->plan) || hosts_coll(c->bplan);
 		MemUse plain = m;
 		if (m.peak > budget && given && (rc = fit_recompute(c, cl, budget, &m, &tried)))
 			return rc;

@@ -35,6 +35,7 @@ typedef struct Par {
 	                     * rank (PV_G + k) */
 	const char **wsname; /* offset macros: by buffer, then by label and
 	                      * side (ws_temp, ws_stage) */
+	struct Par *all;     /* every collective's, by index in Sched.colls */
 } Par;
 
 static const char *
@@ -527,9 +528,12 @@ emit_guard_open(Par *P, const Phase *ph, const Guard *g)
 }
 
 static void emit_stage_node(Par *P, const Node *n, const PItem *p);
+static void emit_stage_coll(Par *P);
 
-/* An IT_HOST item: the plain stage the whole-pass order (order.c) put
- * under this collective's transfers, emitted as at its own place. */
+/* An IT_HOST item: the plain stage, or the collective's program, that
+ * the whole-pass order (order.c) put under this collective's transfers,
+ * emitted as at its own place. A hosted collective's transfers go over
+ * its own group; this one's over its own again after. */
 static void
 emit_host(Par *P, const Item *it)
 {
@@ -539,7 +543,20 @@ emit_host(Par *P, const Item *it)
 	             .r = P->grank && g >= 0 ? P->grank[g] : NULL};
 
 	emit_begin(&P->cg->e);
-	emit_stage_node(&plain, it->u.host.node, plan->plain[k]);
+	if (it->u.host.coll) {
+		Par *G = P->all;
+		while (G->c != it->u.host.coll)
+			G++;
+		G->r = plain.r;
+		G->grank = P->grank;
+		G->group = g;
+		emit_stage_coll(G);
+		if (P->r)
+			emit(&P->cg->e, "CFRT_PROPAGATE(%s, cfrt_use_group(%s, %d));\n", L(P, LC_CTX),
+			     L(P, LC_CTX), P->group);
+	} else {
+		emit_stage_node(&plain, it->u.host.node, plan->plain[k]);
+	}
 	emit_close(&P->cg->e, "");
 }
 
@@ -1095,7 +1112,7 @@ name_colls(Cg *cg, const Plan *plan)
 		strmap_put(cg->a, &taken, cg_ws_name(cg, cg->g->values.v[i]), cg->g->values.v[i]);
 	for (int k = 0; k < s->colls.n; k++) {
 		pars[k] = (Par){.cg = cg, .plan = plan, .c = s->colls.v[k], .pc = plan->coll[k],
-		                .ci = k, .k = "0"};
+		                .ci = k, .k = "0", .all = pars};
 		name_labels(&pars[k]);
 		name_temps(&pars[k]);
 		ws_names(&pars[k], &taken);
@@ -1113,8 +1130,10 @@ emit_stages(Cg *cg, const Plan *plan, Par *pars, const char **grank)
 
 	for (int k = 0, ci = 0; k < s->stages.n; k++) {
 		const char *r = grank && plan->group[k] >= 0 ? grank[plan->group[k]] : NULL;
-		if (plan->plain[k] && ((Stage *)s->stages.v[k])->host1)
+		if (((Stage *)s->stages.v[k])->host1) {
+			ci += !plan->plain[k];
 			continue; /* its host's program runs it (order.c) */
+		}
 		emit(e, "\n");
 		if (plan->plain[k]) {
 			const Node *ag[3];

@@ -60,7 +60,7 @@ gt_sched(Gt *G, const Sched *s, const char *pass)
 		Prediction pr;
 		const char *name;
 		int n;
-		if (st->kind == ST_COMPUTE && st->host1)
+		if (st->host1)
 			continue; /* in its host's spans (order.c) */
 		if (st->kind == ST_COMPUTE) {
 			pr = predict_node(G->a, st->u.node, G->pf);

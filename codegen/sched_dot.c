@@ -173,13 +173,17 @@ dot_nsteps(const Coll *c)
 	return n;
 }
 
+/* host: the collective whose round runs c whole (order.c), or NULL */
 static void
-dot_coll(Dot *D, const Coll *c)
+dot_coll(Dot *D, const Coll *c, const Coll *host)
 {
-	const char *head = arena_printf(D->a, "%s%s %s%s: %s", D->pass, op_info[c->node->op].name,
+	const char *head = arena_printf(D->a, "%s%s %s%s: %s%s", D->pass, op_info[c->node->op].name,
 	                                c->node->out->name, D->grid ? arena_printf(D->a, " over %s",
 	                                c->node->a.coll.group->name) : "",
-	                                sched_kind_str(D->a, &c->how));
+	                                sched_kind_str(D->a, &c->how), host ?
+	                                arena_printf(D->a, " (run whole in a round of %s, its "
+	                                             "transfers in flight)", host->node->out->name) :
+	                                "");
 	int step = 0, first, nsteps = dot_nsteps(c);
 
 	for (int r = 0; r < D->lanes; r++)
@@ -352,10 +356,10 @@ dot_period(Arena *a, const Sched *s, int k, int *e1, int *end)
 }
 
 static void
-dot_stage(Dot *D, const Stage *st)
+dot_stage(Dot *D, const Sched *s, const Stage *st)
 {
 	if (st->kind == ST_COLL)
-		dot_coll(D, st->u.coll);
+		dot_coll(D, st->u.coll, st->host1 ? ((Stage *)s->stages.v[st->host1 - 1])->u.coll : NULL);
 	else
 		dot_compute(D, st->u.node);
 }
@@ -386,7 +390,7 @@ dot_stages(Dot *D, const Sched *s)
 		int e1 = 0, end = 0, units = more ? 0 : dot_period(D->a, s, k, &e1, &end);
 		if (units) {
 			for (int i = k; i < e1; i++)
-				dot_stage(D, s->stages.v[i]);
+				dot_stage(D, s, s->stages.v[i]);
 			dot_note_row(D, arena_printf(D->a, "%d more like the %d stages above (stages %d to "
 			                             "%d: %s to %s), not drawn", units, e1 - k, e1 + 1, end,
 			                             dot_node(s->stages.v[e1])->out->name,
@@ -395,7 +399,7 @@ dot_stages(Dot *D, const Sched *s)
 			continue;
 		}
 		for (int i = k; i < e; i++)
-			dot_stage(D, s->stages.v[i]);
+			dot_stage(D, s, s->stages.v[i]);
 		if (!more) {
 			k = e;
 			continue;

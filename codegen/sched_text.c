@@ -202,8 +202,10 @@ tx_item(Arena *a, const Coll *c, const Item *it)
 		return arena_printf(a, "wait     %s of round %s", tx_label(a, c, it->u.wait.label),
 		                    tx_ix(a, &it->u.wait.round));
 	case IT_HOST:
-		return arena_printf(a, "host     %s = %s (stage %d)", it->u.host.node->out->name,
-		                    graph_node_str(a, it->u.host.node), it->u.host.stage + 1);
+		return arena_printf(a, "host     %s%s = %s%s (stage %d)", it->u.host.coll ?
+		                    "collective " : "", it->u.host.node->out->name,
+		                    graph_node_str(a, it->u.host.node), it->u.host.coll ?
+		                    ", its whole program" : "", it->u.host.stage + 1);
 	}
 	return "";
 }
@@ -284,9 +286,13 @@ sched_step_label(Arena *a, const Coll *c, int r, int p, int i, int t, const char
 		if (it->kind == IT_HOST) {
 			if (moves)
 				out = tx_join(a, out, moves, sep), moves = NULL;
-			out = tx_join(a, out, arena_printf(a, "%s = %s (hosted)",
+			out = tx_join(a, out, arena_printf(a, "%s%s = %s (hosted%s)",
+			                                   it->u.host.coll ? "collective " : "",
 			                                   it->u.host.node->out->name,
-			                                   graph_node_str(a, it->u.host.node)), sep);
+			                                   graph_node_str(a, it->u.host.node),
+			                                   it->u.host.coll ? ": its whole program, "
+			                                   "its transfers in flight beside these" : ""),
+			              sep);
 			continue;
 		}
 		if (it->kind != IT_COMPUTE)
@@ -472,12 +478,15 @@ tx_pack(FILE *f, Arena *a, const Sched *s, const Node *n)
 }
 
 static void
-tx_coll(FILE *f, Arena *a, const Sched *s, const Coll *c, int show)
+tx_coll(FILE *f, Arena *a, const Sched *s, const Stage *st, int show)
 {
+	const Coll *c = st->u.coll;
 	const Node *n = c->node;
 
-	fprintf(f, "%scollective %s = %s  %s\n", bwd_mark(s), n->out->name, graph_node_str(a, n),
-	        tx_where(a, s, n));
+	fprintf(f, "%scollective %s = %s  %s%s\n", bwd_mark(s), n->out->name, graph_node_str(a, n),
+	        tx_where(a, s, n), st->host1 ? arena_printf(a, "  (hosted: run whole by stage %d, "
+	        "under %s's transfers)", st->host1, ((Stage *)s->stages.v[st->host1 - 1])->u.coll
+	        ->node->out->name) : "");
 	/* several groups: which group's ranks */
 	const char *of = s->g->groups.n > 1 ? arena_printf(a, " of %s", n->a.coll.group->name) : "";
 	fprintf(f, "    schedule %s%s: %d ranks%s, %d slices along %s, %d step%s\n",
@@ -507,7 +516,7 @@ sched_print(FILE *f, const Sched *s, int ranks)
 		const Stage *st = s->stages.v[k];
 		fprintf(f, "[%d] ", k + 1);
 		if (st->kind == ST_COLL) {
-			tx_coll(f, a, s, st->u.coll, show);
+			tx_coll(f, a, s, st, show);
 			continue;
 		}
 		fprintf(f, "%scompute %s = %s  %s%s\n", bwd_mark(s), sched_results(a, st->u.node, "*"),

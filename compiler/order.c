@@ -17,14 +17,19 @@
  *     item at the end of the round's last lane, in round order): the
  *     first such stages after the collective in the order of 1, under
  *     its last such rounds when there are fewer stages than rounds (the
- *     transfers it ends with hidden first: its tail); a hosted
+ *     transfers it ends with hidden first: its tail); in the round
+ *     before those, when rounds are left, the whole program of the
+ *     first later collective that computes, has no exposed round and
+ *     whose inputs are ready (2b: two collectives in flight); a hosted
  *     stage moves right after its host in Sched.stages (Stage.host1), in
- *     the order its host runs it;
+ *     the order its host runs it, a hosted collective in Sched.colls
+ *     too;
  *  3. Coll.order_note says what each collective with such rounds hosts,
  *     or why nothing: --explain and --emit=sched show it; the verifier
  *     (verify.c: IT_HOST; order_check below; the workspace by
  *     sched_span_lo) proves the result.
- * Under ORDER_REGION nothing changes. The programs of the collectives
+ * Under ORDER_PASS_SINGLE all but 2b (one collective in flight at a
+ * time); under ORDER_REGION nothing changes. The programs of the collectives
  * are otherwise untouched: the arithmetic of every value is the same in
  * either order, so results are bitwise identical. */
 #include <stdio.h>
@@ -97,6 +102,7 @@ od_need(const Ord *O, int k, const char *done, char *mark, int *stack)
 	}
 	return cnt;
 }
+
 
 /* 1: the new order of the stages into ord[] (indexes into the old). */
 static void
@@ -275,23 +281,87 @@ od_slots(Arena *t, const Coll *c, Slot **out)
 	return n;
 }
 
-static const char *
-od_names(Arena *a, const Vec *nodes)
-{
-	const char *out = "";
+static int od_computes(const Coll *c);
 
-	for (int k = 0; k < nodes->n; k++)
-		out = arena_printf(a, "%s%s%s", out, k ? ", " : "", ((Node *)nodes->v[k])->out->name);
-	return out;
+/* Could the collective of stage k run whole under another's transfers
+ * (2b: it computes and has no exposed round)? */
+static int
+od_guestable(const Ord *O, int k)
+{
+	Slot *sl;
+	const Coll *c = ((Stage *)O->s->stages.v[k])->u.coll;
+
+	return od_computes(c) && !od_slots(O->t, c, &sl);
+}
+
+/* What a hosted stage is, for the notes: a plain stage's value, or "the
+ * collective X with its region (a, b)". */
+static const char *
+od_guest(Arena *a, const Stage *st)
+{
+	if (st->kind == ST_COMPUTE)
+		return st->u.node->out->name;
+	const Coll *c = st->u.coll;
+	const char *r = "";
+	for (int j = 0; j < c->region.n; j++)
+		r = arena_printf(a, "%s%s%s", r, j ? ", " : "", ((RNode *)c->region.v[j])->node->out->name);
+	return arena_printf(a, "the collective %s with its region (%s)", c->node->out->name, r);
+}
+
+/* Does collective c's program compute (its region's slices)? */
+static int
+od_computes(const Coll *c)
+{
+	for (int p = 0; p < c->phases.n; p++) {
+		const Phase *ph = c->phases.v[p];
+		for (int l = 0; l < ph->nlanes; l++)
+			for (int j = 0; j < ph->lanes[l].n; j++)
+				if (((Item *)ph->lanes[l].v[j])->kind == IT_COMPUTE)
+					return 1;
+	}
+	return 0;
+}
+
+/* 2b: a collective to run whole in an exposed round of the collective at
+ * place p that plain stages leave exposed, or -1: the first after it in
+ * ord, not hosted, whose program computes and has no exposed round of
+ * its own (hosted, it hosts nothing: its own transfers stay hidden by
+ * its region), every input made before the host starts or by one of the
+ * ng collectives in guests[] (run before it). Its transfers are then in
+ * flight beside the host's (verify.c proves the pair). */
+static int
+od_coll_guest(Ord *O, const int *ord, const int *pos, int p, const char *hosted,
+              const int *guests, int ng)
+{
+	Sched *s = O->s;
+
+	for (int q = p + 1; q < O->n; q++) {
+		int k = ord[q], ok = 1;
+		if (((Stage *)s->stages.v[k])->kind != ST_COLL || hosted[k] || !od_guestable(O, k))
+			continue;
+		for (int j = 0; j < O->npred[k] && ok; j++) {
+			int x = O->pred[k][j], here = 0;
+			for (int m = 0; m < ng && !here; m++)
+				here = guests[m] == x;
+			ok = here || (pos[x] < p && x != ord[p]);
+		}
+		if (ok)
+			return k;
+	}
+	return -1;
 }
 
 /* 2: hosts stages under the exposed rounds of the collective at place p
  * of ord (n places); hosted[] (by old index) marks what is hosted, and
  * pos[] (by old index) is the place each stage runs at (a hosted one:
- * its host's). Puts how many it hosts into *nhp and them, in run
- * order, into *list; returns whether exposed rounds are left. */
+ * its host's). back: the collective run right before it, to host when
+ * no later one can be (order_sched says when), or -1; several: 2b at
+ * all (ORDER_PASS; not ORDER_PASS_SINGLE). Puts how many it
+ * hosts into *nhp and them, in run order, into *list; returns whether
+ * exposed rounds are left. */
 static int
-od_host(Ord *O, const int *ord, int *pos, int p, char *hosted, int *list, Item **items, int *nhp)
+od_host(Ord *O, const int *ord, int *pos, int p, char *hosted, int *list, Item **items, int *nhp,
+        int back, int several)
 {
 	Sched *s = O->s;
 	Arena *a = s->arena;
@@ -299,7 +369,6 @@ od_host(Ord *O, const int *ord, int *pos, int p, char *hosted, int *list, Item *
 	Coll *c = hs->u.coll;
 	Slot *sl;
 	int ns = od_slots(O->t, c, &sl), nh = 0;
-	Vec names = {0};
 
 	*nhp = 0;
 	if (!ns)
@@ -324,24 +393,44 @@ od_host(Ord *O, const int *ord, int *pos, int p, char *hosted, int *list, Item *
 		hosted[k] = 1;
 		pos[k] = p;
 		list[nh++] = k;
-		vec_push(O->t, &names, st->u.node);
 	}
 	/* fewer than the rounds: the last rounds, so that the transfers
-	 * the collective ends with are the ones hidden (its tail) */
+	 * the collective ends with are the ones hidden (its tail); the
+	 * rounds before them, while some are left, collectives' programs
+	 * (run first, in the order found: nothing hosted here reads them) */
+	int np = nh, ng = 0;
+	int *guests = arena_alloc(O->t, ((size_t)ns + 1) * sizeof *guests);
+	while (several && np + ng < ns) {
+		int k = od_coll_guest(O, ord, pos, p, hosted, guests, ng);
+		if (k < 0 && !ng && back >= 0)
+			k = back;
+		if (k < 0)
+			break;
+		guests[ng++] = k;
+		hosted[k] = 1;
+		pos[k] = p;
+	}
+	memmove(list + ng, list, (size_t)np * sizeof *list);
+	memcpy(list, guests, (size_t)ng * sizeof *list);
+	nh = np + ng;
+	const char *names = "";
 	for (int m = 0; m < nh; m++) {
+		const Stage *st = s->stages.v[list[m]];
 		const Slot *at = &sl[ns - nh + m];
 		Item *it = arena_alloc(a, sizeof *it);
 		it->kind = IT_HOST;
 		it->g = (Guard){at->round, at->round, 0, 0};
-		it->u.host.node = ((Stage *)s->stages.v[list[m]])->u.node;
+		it->u.host.node = st->kind == ST_COLL ? st->u.coll->node : st->u.node;
+		it->u.host.coll = st->kind == ST_COLL ? st->u.coll : NULL;
 		it->id = c->nitems++;
 		vec_push(a, &at->ph->lanes[at->ph->nlanes - 1], it);
 		items[m] = it;
+		names = arena_printf(O->t, "%s%s%s", names, m ? ", " : "", od_guest(O->t, st));
 	}
 	*nhp = nh;
 	if (nh)
 		c->order_note = arena_printf(a, "order: runs %s (independent of it) under %d of its "
-		                             "%d exposed round%s", od_names(a, &names), nh, ns,
+		                             "%d exposed round%s", names, nh, ns,
 		                             ns == 1 ? "" : "s");
 	else
 		c->order_note = arena_printf(a, "order: %d exposed round%s, and no plain compute that "
@@ -358,7 +447,7 @@ od_host(Ord *O, const int *ord, int *pos, int p, char *hosted, int *list, Item *
  * on it (the first OD_WHY_SHOWN, then how many more), stage by stage in
  * the order of 1, with where it runs instead:
  * in another collective's region (a region's compute runs in its own
- * collective's program, and one collective is in flight at a time),
+ * collective's program; 2b says when that runs under another's),
  * under another collective (hosted), before it (another collective
  * needed it first), or after it, not ready when it starts (an input
  * is made after it). With none: everything left depends on it. */
@@ -396,8 +485,7 @@ od_why(Ord *O, const int *ord, const int *pos, int p, const Vec *stages)
 		int k = ord[q];
 		const Stage *st = s->stages.v[k];
 		const char *what, *where;
-		if (dep[k] || (st->kind == ST_COMPUTE && st->host1 &&
-		               ((Stage *)stages->v[st->host1 - 1])->u.coll == c))
+		if (dep[k] || (st->host1 && ((Stage *)stages->v[st->host1 - 1])->u.coll == c))
 			continue;
 		if (st->kind == ST_COLL && !st->u.coll->region.n)
 			continue;
@@ -411,8 +499,13 @@ od_why(Ord *O, const int *ord, const int *pos, int p, const Vec *stages)
 			for (int j = 0; j < x->region.n; j++)
 				what = arena_printf(t, "%s%s%s", what, j ? ", " : "",
 				                    ((RNode *)x->region.v[j])->node->out->name);
-			where = arena_printf(t, "in %s's region, %s it", x->node->out->name,
-			                     q < p ? "before" : "after");
+			if (st->host1)
+				where = arena_printf(t, "in %s's region, hosted whole under %s",
+				                     x->node->out->name, ((Stage *)stages->v[st->host1 - 1])
+				                     ->u.coll->node->out->name);
+			else
+				where = arena_printf(t, "in %s's region, %s it", x->node->out->name,
+				                     q < p ? "before" : "after");
 			region = 1;
 		} else {
 			what = st->u.node->out->name;
@@ -434,8 +527,10 @@ od_why(Ord *O, const int *ord, const int *pos, int p, const Vec *stages)
 		c->order_note = arena_printf(a, "%s; the compute that does not depend on it: %s%s",
 		                             c->order_note, out,
 		                             region ? " (a region's compute runs in its own "
-		                                      "collective's program, and one collective is "
-		                                      "in flight at a time)" : "");
+		                                      "collective's program, which runs whole under "
+		                                      "another's transfers only when its inputs are "
+		                                      "ready before that one starts and it has no "
+		                                      "exposed round of its own)" : "");
 	else
 		c->order_note = arena_printf(a, "%s; all the compute left depends on it",
 		                             c->order_note);
@@ -508,6 +603,33 @@ od_defer(Ord *O, int *ord, int *pos, const char *hosted, char *moved, char *mark
 	return 1;
 }
 
+/* 2b's collective to host from before the one at place p of ord: the
+ * stage run right before it (the last of stages, old index ord[p - 1]),
+ * when that is a collective that could run under another's transfers
+ * (od_guestable), the one at p does not read it, has exposed rounds,
+ * and would find fewer plain stages (od_count) and no later collective
+ * (od_coll_guest) for them. Else -1. */
+static int
+od_back(Ord *O, const int *ord, const int *pos, const char *hosted, char *mark, int p,
+        const Vec *stages)
+{
+	const Sched *s = O->s;
+	int host = ord[p], prev = p > 0 ? ord[p - 1] : -1;
+	Slot *sl;
+
+	if (prev < 0 || !stages->n || stages->v[stages->n - 1] != s->stages.v[prev] ||
+	    ((Stage *)s->stages.v[prev])->kind != ST_COLL || !od_guestable(O, prev))
+		return -1;
+	for (int j = 0; j < O->npred[host]; j++)
+		if (O->pred[host][j] == prev)
+			return -1;
+	int ns = od_slots(O->t, ((Stage *)s->stages.v[host])->u.coll, &sl);
+	if (!ns || od_count(O, ord, pos, hosted, mark, host, p, ns) >= ns ||
+	    od_coll_guest(O, ord, pos, p, hosted, NULL, 0) >= 0)
+		return -1;
+	return prev;
+}
+
 int
 order_sched(Sched *s, OrderMode mode, Diag *d)
 {
@@ -518,6 +640,7 @@ order_sched(Sched *s, OrderMode mode, Diag *d)
 	ArenaMark mark = arena_mark(t);
 	const Graph *g = s->g;
 	Ord O = {.s = s, .t = t, .n = s->stages.n};
+	int several = mode == ORDER_PASS; /* 2b */
 
 	O.of = arena_alloc(t, ((size_t)g->nodes.n + 1) * sizeof *O.of);
 	int *stage_of_key = arena_alloc(t, ((size_t)g->nodes.n + 1) * sizeof *stage_of_key);
@@ -559,17 +682,29 @@ order_sched(Sched *s, OrderMode mode, Diag *d)
 			continue;
 		}
 		st->host1 = 0;
+		/* 2b looking back: the collective right before it, when it
+		 * could run under its transfers and neither plain stages nor
+		 * a later collective will fill them (weight gradients'
+		 * reductions at the end of a pass, which nothing reads) */
+		int back = st->kind == ST_COLL && several ?
+		           od_back(&O, ord, pos, hosted, mark2, p, &stages) : -1;
+		if (back >= 0) {
+			stages.n--;
+			colls.n--;
+		}
 		vec_push(s->arena, &stages, st);
 		if (st->kind != ST_COLL)
 			continue;
 		vec_push(s->arena, &colls, st->u.coll);
 		int at = stages.n, nh = 0;
-		left[p] = (char)od_host(&O, ord, pos, p, hosted, list, items, &nh);
+		left[p] = (char)od_host(&O, ord, pos, p, hosted, list, items, &nh, back, several);
 		for (int m = 0; m < nh; m++) {
 			Stage *h = s->stages.v[list[m]];
 			h->host1 = at;
 			items[m]->u.host.stage = stages.n;
 			vec_push(s->arena, &stages, h);
+			if (h->kind == ST_COLL)
+				vec_push(s->arena, &colls, h->u.coll);
 		}
 	}
 	for (int p = 0; p < O.n; p++)
@@ -586,10 +721,50 @@ sched_span_lo(const Sched *s, int k)
 {
 	const Stage *st = s->stages.v[k];
 
-	return st->kind == ST_COMPUTE && st->host1 ? st->host1 - 1 : k;
+	return st->host1 ? st->host1 - 1 : k;
 }
 
 /* ---- the pass-level proof ---- */
+
+/* Collective c's reads (its inputs from outside its region) all made,
+ * then its region's and its own results made (as one: the program
+ * proves their order); made[] by value id, *at the run's count. */
+static int
+oc_coll(const Sched *s, const Coll *c, int k, int *made, int *at, char *err, size_t errlen)
+{
+	for (int j = -1; j < c->region.n; j++) {
+		const Node *nd = j < 0 ? c->node : ((RNode *)c->region.v[j])->node;
+		for (int i = 0; i < nd->nin; i++) {
+			const Value *v = nd->in[i];
+			if (!v->def || op_info[v->def->op].cls == CL_LEAF || made[v->id] ||
+			    s->owner[v->def->id] == c || v->def == c->node)
+				continue;
+			int inside = 0;
+			for (int q = 0; q < c->region.n && !inside; q++)
+				inside = ((RNode *)c->region.v[q])->node == v->def;
+			if (!inside) {
+				snprintf(err, errlen, "collective %s (stage %d) reads %s before any stage "
+				         "makes it", c->node->out->name, k + 1, v->name);
+				return 1;
+			}
+		}
+	}
+	++*at;
+	made[c->node->out->id] = *at;
+	for (int j = 0; j < c->region.n; j++) {
+		const Node *nd = ((RNode *)c->region.v[j])->node;
+		made[nd->out->id] = *at;
+		if (nd->lse)
+			made[nd->lse->id] = *at;
+	}
+	return 0;
+}
+
+static const char *
+oc_name(const Stage *st)
+{
+	return st->kind == ST_COLL ? st->u.coll->node->out->name : st->u.node->out->name;
+}
 
 int
 order_check(const Sched *s, char *err, size_t errlen)
@@ -606,15 +781,15 @@ order_check(const Sched *s, char *err, size_t errlen)
 	 * every rank: order.c gives IT_HOST a round and no partner) */
 	for (int k = 0; k < s->stages.n && !rc; k++) {
 		const Stage *st = s->stages.v[k];
-		if (st->kind == ST_COMPUTE && st->host1) {
+		if (st->host1) {
 			const Stage *h = st->host1 - 1 < k ? s->stages.v[st->host1 - 1] : NULL;
-			int ok = h && h->kind == ST_COLL;
+			int ok = h && h->kind == ST_COLL && !h->host1;
 			for (int j = st->host1; ok && j < k; j++)
 				ok = ((Stage *)s->stages.v[j])->host1 == st->host1;
 			if (!ok) {
 				snprintf(err, errlen, "stage %d (%s) is hosted by stage %d, which is not the "
-				         "collective right before its hosted stages", k + 1,
-				         st->u.node->out->name, st->host1);
+				         "collective right before its hosted stages", k + 1, oc_name(st),
+				         st->host1);
 				rc = 1;
 			}
 			continue; /* checked where its host runs it */
@@ -635,50 +810,44 @@ order_check(const Sched *s, char *err, size_t errlen)
 			continue;
 		}
 		const Coll *c = st->u.coll;
-		/* its inputs from outside its region, then its region's and its
-		 * own results (as one: the program proves their order) */
-		for (int j = -1; j < c->region.n && !rc; j++) {
-			const Node *nd = j < 0 ? c->node : ((RNode *)c->region.v[j])->node;
-			for (int i = 0; i < nd->nin && !rc; i++) {
-				const Value *v = nd->in[i];
-				if (!v->def || op_info[v->def->op].cls == CL_LEAF || made[v->id] ||
-				    s->owner[v->def->id] == c || v->def == c->node)
-					continue;
-				int inside = 0;
-				for (int q = 0; q < c->region.n && !inside; q++)
-					inside = ((RNode *)c->region.v[q])->node == v->def;
-				if (!inside) {
-					snprintf(err, errlen, "collective %s (stage %d) reads %s before any stage "
-					         "makes it", c->node->out->name, k + 1, v->name);
-					rc = 1;
-				}
-			}
-		}
-		++at;
-		made[c->node->out->id] = at;
-		for (int j = 0; j < c->region.n; j++) {
-			const Node *nd = ((RNode *)c->region.v[j])->node;
-			made[nd->out->id] = at;
-			if (nd->lse)
-				made[nd->lse->id] = at;
+		if (oc_coll(s, c, k, made, &at, err, errlen)) {
+			rc = 1;
+			break;
 		}
 		/* its hosted stages, in its program's order on rank 0: each
 		 * exactly once, in the order they follow it, reading only what
 		 * is made before (the collective's own results included: the
-		 * machine of verify.c proves they are complete by then) */
+		 * machine of verify.c proves they are complete by then); a
+		 * hosted collective hosts nothing */
 		SchedPos ps = {0};
 		int next = k + 1;
 		for (const Item *it; !rc && (it = sched_next(c, 0, &ps));) {
 			if (it->kind != IT_HOST)
 				continue;
 			const Stage *hst = next < s->stages.n ? s->stages.v[next] : NULL;
-			if (!hst || hst->kind != ST_COMPUTE || hst->host1 != k + 1 ||
-			    hst->u.node != it->u.host.node || it->u.host.stage != next) {
+			const Coll *hc = it->u.host.coll;
+			if (!hst || hst->host1 != k + 1 || it->u.host.stage != next ||
+			    hst->kind != (hc ? ST_COLL : ST_COMPUTE) ||
+			    (hc ? hst->u.coll != hc : hst->u.node != it->u.host.node)) {
 				snprintf(err, errlen, "collective %s (stage %d) runs %s in round %d, which is "
 				         "not its next hosted stage", c->node->out->name, k + 1,
 				         it->u.host.node->out->name, ps.i);
 				rc = 1;
 				break;
+			}
+			if (hc) {
+				SchedPos q = {0};
+				for (const Item *x; !rc && (x = sched_next(hc, 0, &q));)
+					if (x->kind == IT_HOST) {
+						snprintf(err, errlen, "collective %s (stage %d), hosted by %s, hosts "
+						         "%s itself", hc->node->out->name, next + 1,
+						         c->node->out->name, x->u.host.node->out->name);
+						rc = 1;
+					}
+				if (!rc && oc_coll(s, hc, next, made, &at, err, errlen))
+					rc = 1;
+				next++;
+				continue;
 			}
 			const Node *nd = it->u.host.node;
 			for (int i = 0; i < nd->nin && !rc; i++) {
@@ -695,11 +864,9 @@ order_check(const Sched *s, char *err, size_t errlen)
 				made[nd->lse->id] = at;
 			next++;
 		}
-		if (!rc && next < s->stages.n && ((Stage *)s->stages.v[next])->kind == ST_COMPUTE &&
-		    ((Stage *)s->stages.v[next])->host1 == k + 1) {
+		if (!rc && next < s->stages.n && ((Stage *)s->stages.v[next])->host1 == k + 1) {
 			snprintf(err, errlen, "collective %s (stage %d) never runs its hosted stage %s",
-			         c->node->out->name, k + 1,
-			         ((Stage *)s->stages.v[next])->u.node->out->name);
+			         c->node->out->name, k + 1, oc_name(s->stages.v[next]));
 			rc = 1;
 		}
 	}

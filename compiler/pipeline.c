@@ -102,7 +102,7 @@ pipeline_schedule(Pipeline *pl, Graph *g, Sched **s, Plan **p, const char *pass)
 	if (order_sched(*s, pl->order, pl->d))
 		return PIPE_INTERNAL;
 	if (pr)
-		pr[pl->order] = predict_or_huge(*s);
+		pr[order_ix(pl->order)] = predict_or_huge(*s);
 	/* plan: every decision about memory */
 	*p = plan_sched(*s);
 	phase(pl, "%splan: %d collectives", pass, (*s)->colls.n);
@@ -181,7 +181,8 @@ pipeline_trial(const Pipeline *pl, const Src *src, OrderMode order, int64_t coal
 
 /* ---- choose_pass ----
  * choose_pass, per pass: the order of the whole pass (order.c's
- *    ORDER_PASS or ORDER_REGION) and the coalescing threshold (off, the
+ *    ORDER_PASS or ORDER_REGION; ORDER_PASS_SINGLE where ORDER_PASS is
+ *    over the memory bound and it is not) and the coalescing threshold (off, the
  *    spec's or the default, and COALESCE_LARGE), each configuration that
  *    was not asked for explicitly (--order, --coalesce, the spec's
  *    `coalesce = BYTES;`) compiled on trial through the order pass, with
@@ -215,7 +216,7 @@ ch_coalesce_str(Arena *a, int64_t t, int64_t dflt)
 static const char *
 ch_config_str(Arena *a, const ChooseConfig *cf, int64_t dflt)
 {
-	return arena_printf(a, "order=%s, %s", cf->order == ORDER_REGION ? "region" : "pass",
+	return arena_printf(a, "order=%s, %s", order_name(cf->order),
 	                    ch_coalesce_str(a, cf->coalesce, dflt));
 }
 
@@ -286,7 +287,7 @@ ch_line(Arena *a, const ChooseConfig *cf, const double *t, const int64_t *peak, 
 int
 choose_pass(const Pipeline *pl, const Src *src, Choice *fwd, Choice *bwd)
 {
-	ChooseConfig cf[6];
+	ChooseConfig cf[6], cb[6]; /* the forward's, the backward's */
 	OrderMode orders[2] = {ORDER_PASS, ORDER_REGION};
 	int64_t thr[3] = {-1, 0, COALESCE_LARGE};
 	int no = pl->order_asked ? 1 : 2, nt = pl->coalesce >= 0 ? 1 : 3, spec = 0;
@@ -303,21 +304,40 @@ choose_pass(const Pipeline *pl, const Src *src, Choice *fwd, Choice *bwd)
 		return 0; /* nothing to choose */
 	/* one trial per threshold gives either order's prediction; with a
 	 * bound, the region order's peaks take a trial of their own */
+	/* by threshold and pass: the pass order's kind */
+	OrderMode first[3][2] = {{orders[0], orders[0]}, {orders[0], orders[0]},
+	                         {orders[0], orders[0]}};
 	for (int j = 0; j < nt; j++) {
-		ch_trial(pl, src, thr[j], orders[0], t[j], pk[j][orders[0]], &dflt, &spec);
+		ch_trial(pl, src, thr[j], orders[0], t[j], pk[j][order_ix(orders[0])], &dflt, &spec);
 		if (bound && no == 2)
 			ch_trial(pl, src, thr[j], ORDER_REGION, tr, pk[j][ORDER_REGION], &dflt, &spec);
+		/* a pass over the bound in the pass order: one collective in
+		 * flight instead, where that is within it (cfc's ladder's
+		 * next rung) */
+		int64_t *pp = pk[j][order_ix(orders[0])];
+		if (bound && no == 2 && orders[0] == ORDER_PASS && (pp[0] > bound || pp[1] > bound)) {
+			double t1[2][2];
+			int64_t p1[2];
+			ch_trial(pl, src, thr[j], ORDER_PASS_SINGLE, t1, p1, &dflt, &spec);
+			for (int b = 0; b < 2; b++)
+				if (pp[b] > bound && p1[b] >= 0 && p1[b] <= bound) {
+					first[j][b] = ORDER_PASS_SINGLE;
+					t[j][b][0] = t1[b][0];
+					pp[b] = p1[b];
+				}
+		}
 		if (spec) /* the spec's `coalesce = BYTES;` is asked too: it alone */
 			nt = 1;
 	}
 	int n = 0;
 	for (int i = 0; i < no; i++)
 		for (int j = 0; j < nt; j++) {
-			cf[n] = (ChooseConfig){orders[i], thr[j]};
-			tf[n] = t[j][0][orders[i]];
-			tb[n] = t[j][1][orders[i]];
-			pf[n] = pk[j][orders[i]][0];
-			pb[n++] = pk[j][orders[i]][1];
+			cf[n] = (ChooseConfig){i ? orders[i] : first[j][0], thr[j]};
+			cb[n] = (ChooseConfig){i ? orders[i] : first[j][1], thr[j]};
+			tf[n] = t[j][0][order_ix(orders[i])];
+			tb[n] = t[j][1][order_ix(orders[i])];
+			pf[n] = pk[j][order_ix(orders[i])][0];
+			pb[n++] = pk[j][order_ix(orders[i])][1];
 		}
 	if (n == 1)
 		return 0;
@@ -332,8 +352,8 @@ choose_pass(const Pipeline *pl, const Src *src, Choice *fwd, Choice *bwd)
 	if (pl->backward && bb < 0)
 		bb = ch_best(tb, pb, n, 0);
 	if (pl->backward && bb >= 0) {
-		bwd->cf = cf[bb];
-		bwd->line = ch_line(pl->a, cf, tb, pb, n, bb, dflt, bound);
+		bwd->cf = cb[bb];
+		bwd->line = ch_line(pl->a, cb, tb, pb, n, bb, dflt, bound);
 		bwd->set = 1;
 	}
 	return 0;

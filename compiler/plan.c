@@ -942,14 +942,20 @@ pl_liveness(Plan *P)
 			}
 			continue;
 		}
+		/* a hosted collective's too (order.c's 2b) */
 		const PColl *pc = P->coll[ci++];
+		int lo = sched_span_lo(s, k);
 		for (int id = 0; id < pc->c->nitems; id++) {
 			const PItem *p = pc->item[id];
-			for (int j = 0; j < p->nview; j++)
+			for (int j = 0; j < p->nview; j++) {
+				pl_touch(P, &p->view[j], lo);
 				pl_touch(P, &p->view[j], k);
+			}
 			for (int side = 0; side < 2; side++)
-				if (p->side[side].nblock)
+				if (p->side[side].nblock) {
+					pl_touch(P, &p->side[side].view, lo);
 					pl_touch(P, &p->side[side].view, k);
+				}
 		}
 	}
 }
@@ -1003,19 +1009,22 @@ pl_workspace(Plan *P)
 		}
 		if (P->plain[k])
 			continue;
+		/* scratch and staging live in the stage; a hosted
+		 * collective's from its host's on, beside the host's */
 		PColl *pc = P->coll[ci++];
 		const Coll *c = pc->c;
 		char *used = pl_temps_used(w.t, pc);
+		int lo = sched_span_lo(s, k);
 		for (int b = 0; b < c->bufs.n; b++) {
 			const Buf *bf = c->bufs.v[b];
 			pc->off[b] = -1;
 			if (bf->kind == BK_TEMP && used[bf->set])
-				ws_add(&w, bf->elems * plan_esize(c), k, k, &pc->off[b]);
+				ws_add(&w, bf->elems * plan_esize(c), lo, k, &pc->off[b]);
 		}
 		for (int lb = 0; lb < pc->nlab; lb++)
 			for (int side = 0; side < 2; side++)
 				if (pc->lab[lb].staged[side])
-					ws_add(&w, pc->lab[lb].slot_bytes[side] * pc->lab[lb].slots, k, k,
+					ws_add(&w, pc->lab[lb].slot_bytes[side] * pc->lab[lb].slots, lo, k,
 					       &pc->lab[lb].stage_off[side]);
 	}
 	ws_place(&w);

@@ -82,6 +82,7 @@ typedef struct Sim {
 	int spans;
 	double clock; /* GEMMs' and attention's time factor (profile_clock) */
 	const struct Conc *conc; /* the run before's, or NULL */
+	double guest;  /* a hosted collective's predicted time (IT_HOST) */
 } Sim;
 
 /* What a run tells the next about its transfers: for rank r's j-th
@@ -814,8 +815,8 @@ sim_item(Sim *S, int r, const Item *it, int i)
 	case IT_WAIT:
 		sim_wait(S, r, it, i);
 		return;
-	case IT_HOST: /* a plain stage run whole under the transfers */
-		t = predict_node(S->a, it->u.host.node, S->pf).compute;
+	case IT_HOST: /* a plain stage or a collective run whole under the transfers */
+		t = it->u.host.coll ? S->guest : predict_node(S->a, it->u.host.node, S->pf).compute;
 		sim_busy(S, r, t, it->u.host.node->out->name);
 		sim_release(S, r);
 		return;
@@ -920,13 +921,13 @@ sim_conc(Sim *S)
  * given) says; *out (when given) gets this run's. */
 static Prediction
 sim_run(Arena *a, const PColl *pc, const Coll *c, const Profile *pf, int want_spans,
-        double clock, const Conc *in, Conc *out)
+        double clock, const Conc *in, Conc *out, double guest)
 {
 	Prediction pr = {0};
 	Sim S = {.a = a, .c = c, .pc = pc, .pf = pf, .N = c->N,
 	         .esz = dtype_size[c->node->in[0]->dtype],
 	         .dt = c->node->in[0]->dtype, .pr = &pr, .spans = want_spans, .clock = clock,
-	         .conc = in};
+	         .conc = in, .guest = guest};
 
 	S.rk = arena_alloc(a, (size_t)S.N * sizeof *S.rk);
 	S.link = arena_alloc(a, (size_t)S.N * (size_t)S.N * sizeof *S.link);
@@ -980,8 +981,14 @@ predict_coll(Arena *a, const Graph *g, const Coll *c, const Profile *pf, int wan
 {
 	const PColl *pc = plan_coll(a, g, c);
 	Conc cc, in;
-	double clock = profile_clock(pf, 1);
-	Prediction pr = sim_run(a, pc, c, pf, 0, clock, NULL, &cc);
+	double clock = profile_clock(pf, 1), guest = 0;
+	/* a collective it hosts (order.c's 2b, which hosts one that hosts
+	 * nothing): busy for that one's predicted time */
+	SchedPos ps = {0};
+	for (const Item *it; (it = sched_next(c, 0, &ps));)
+		if (it->kind == IT_HOST && it->u.host.coll)
+			guest += predict_coll(a, g, it->u.host.coll, pf, 0).total;
+	Prediction pr = sim_run(a, pc, c, pf, 0, clock, NULL, &cc, guest);
 	double alone = pr.compute;
 
 	for (int i = 0; i < MAXRUN && !pr.err && pr.total > 0; i++) {
@@ -989,12 +996,12 @@ predict_coll(Arena *a, const Graph *g, const Coll *c, const Profile *pf, int wan
 		if (i < 3) /* 1 without a clock table */
 			clock = profile_clock(pf, fmin(1, pr.compute / pr.total));
 		in = cc;
-		pr = sim_run(a, pc, c, pf, 0, clock, &in, &cc);
+		pr = sim_run(a, pc, c, pf, 0, clock, &in, &cc, guest);
 		if (i >= 2 && fabs(pr.total - last) <= 1e-9 * last) /* settled */
 			break;
 	}
 	if (want_spans && !pr.err && pr.total > 0) /* the last run again, drawn */
-		pr = sim_run(a, pc, c, pf, 1, clock, &in, NULL);
+		pr = sim_run(a, pc, c, pf, 1, clock, &in, NULL, guest);
 	pr.compute = alone;
 	return pr;
 }
@@ -1052,7 +1059,7 @@ predict_pass(Arena *a, const Sched *s, int fastest)
 	for (int k = 0; k < s->stages.n; k++) {
 		const Stage *st = s->stages.v[k];
 		Prediction q = {0};
-		if (st->kind == ST_COMPUTE && st->host1)
+		if (st->host1)
 			continue; /* its host's program runs it (order.c) */
 		if (st->kind == ST_COMPUTE) {
 			q = predict_node(a, st->u.node, s->profile);

@@ -112,8 +112,9 @@ typedef enum ItemKind {
 	IT_RECV,    /* xfer: receive buf from peer */
 	IT_COLL,    /* coll: post a library collective on the chunk coll.sel */
 	IT_WAIT,    /* wait: complete the transfer (label, round) if posted */
-	IT_HOST     /* host: a plain stage of another region run whole under
-	             * this collective's transfers (order.c) */
+	IT_HOST     /* host: a plain stage, or another collective's whole
+	             * program, run under this collective's transfers
+	             * (order.c) */
 } ItemKind;
 
 typedef struct Item {
@@ -136,10 +137,13 @@ typedef struct Item {
 		 * chunk is rank u's slice); blocking: waited at once. */
 		struct { OpKind op; int src, dst; Sel sel; int label; Ix round; int blocking; } coll;
 		struct { int label; Ix round; } wait;
-		/* Runs plain stage `stage` (its node, node) whole, as it
-		 * would run at its own place: order.c hosts independent
-		 * compute of the pass under exposed transfers. */
-		struct { Node *node; int stage; } host;
+		/* Runs stage `stage` whole, as it would run at its own
+		 * place: a plain stage (its node, node; coll NULL), or the
+		 * program of collective coll (node its collective node),
+		 * whose transfers are then in flight beside this one's:
+		 * order.c hosts independent work of the pass under exposed
+		 * transfers. */
+		struct { Node *node; int stage; struct Coll *coll; } host;
 	} u;
 } Item;
 
@@ -244,11 +248,12 @@ typedef struct Stage {
 		Node *node;
 		Coll *coll;
 	} u;
-	/* ST_COMPUTE: 1 + the index (in Sched.stages) of the collective
-	 * stage whose program runs this one (an IT_HOST item), or 0: it runs
-	 * at its own place. A hosted stage follows its host in Sched.stages,
-	 * in the order the host's program runs it; its values are live
-	 * from the host's stage on (sched_span_lo). */
+	/* 1 + the index (in Sched.stages) of the collective stage whose
+	 * program runs this one (an IT_HOST item), or 0: it runs at its
+	 * own place. A hosted stage follows its host in Sched.stages, in
+	 * the order the host's program runs it; its values (and a hosted
+	 * collective's scratch and staging) are live from the host's stage
+	 * on (sched_span_lo). A hosted collective hosts nothing itself. */
 	int host1;
 } Stage;
 
@@ -335,11 +340,27 @@ int sched_mod(long long x, int n);
 
 /* ---- order.c: the whole-pass order (its contract at its top) ---- */
 typedef enum OrderMode {
-	ORDER_PASS,  /* the default: collectives as early as their inputs
-	              * allow, independent compute hosted under their
-	              * exposed transfers */
-	ORDER_REGION /* --order=region: region after region, as lowered */
+	ORDER_PASS,        /* the default: collectives as early as their
+	                    * inputs allow, independent compute hosted under
+	                    * their exposed transfers, collectives' programs
+	                    * too (several in flight) */
+	ORDER_REGION,      /* --order=region: region after region, as lowered */
+	ORDER_PASS_SINGLE  /* --order=pass-single: as ORDER_PASS, but plain
+	                    * stages alone hosted: one collective in flight */
 } OrderMode;
+/* The index of an order's figures where they are kept by order: the
+ * region order's, else the pass order's (either kind). */
+static inline int
+order_ix(OrderMode o)
+{
+	return o == ORDER_REGION;
+}
+/* --order's word for it */
+static inline const char *
+order_name(OrderMode o)
+{
+	return o == ORDER_REGION ? "region" : o == ORDER_PASS_SINGLE ? "pass-single" : "pass";
+}
 int order_sched(Sched *s, OrderMode mode, Diag *d);
 /* The first stage whose span stage k's values are live in: its host for
  * a hosted stage, else k. */

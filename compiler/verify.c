@@ -378,6 +378,11 @@ vf_pair(V *v, int s, int q)
 		vf_turn(v, &got, from, -xs->peer);
 	from = &got;
 	xs->match = q, xq->match = s;
+	if (xs->epoch != xq->epoch)
+		return vf_fail(v, xq->rank, xq->slice, "its receive from rank %d (posted at step %d) "
+		               "pairs with a send rank %d posts at step %d on the other side of a "
+		               "hosted collective's program: that program's transfers, on the same "
+		               "ranks, could pair with either", xs->rank, xq->step, xs->rank, xs->step);
 	if (xs->size != xq->size)
 		return vf_fail(v, xq->rank, xq->slice, "receives %lld elements from rank %d, which "
 		               "sends %lld (its step %d)", (long long)xq->size, xs->rank,
@@ -414,7 +419,7 @@ vf_post(V *v, int r, int i, const Item *it)
 		R->ngrp++, R->open = 1;
 	v->x[k] = (Xfer){it->kind, r, peer, it->u.xfer.tag, it->u.xfer.label, round, b, slot, s,
 	                 sched_ix(&it->u.xfer.buf.part, r, i), R->step, R->ncomp,
-	                 vf_buf(v, b)->slot_elems, -1, 2, 0, R->ngrp - 1, 0};
+	                 vf_buf(v, b)->slot_elems, -1, 2, 0, R->ngrp - 1, 0, R->epoch};
 	send ? c->nsend++ : c->nrecv++;
 	vf_live_add(v, R, k);
 	R->lastpost = R->ncomp;
@@ -686,7 +691,8 @@ vf_ci_new(V *v, const Item *it, int label, int round, const int *s, int n)
 	m->k[round] = v->nci;
 	CollInst *ci = &v->ci[v->nci++];
 	*ci = (CollInst){it, label, round, n, arena_alloc(v->t, (size_t)n * sizeof(int)), 0,
-	                 arena_alloc(v->t, (size_t)v->N * sizeof(int)), arena_alloc(v->t, (size_t)v->N)};
+	                 arena_alloc(v->t, (size_t)v->N * sizeof(int)), arena_alloc(v->t, (size_t)v->N),
+	                 0};
 	memcpy(ci->s, s, (size_t)n * sizeof(int));
 	return ci;
 }
@@ -704,8 +710,11 @@ vf_coll_post(V *v, int r, int i, const Item *it)
 		rc = vf_fail(v, r, s[0], "a chunk of %s names %d slices, not one per rank",
 		             op_info[it->u.coll.op].name, n);
 	else if (k == v->nci)
-		vf_ci_new(v, it, it->u.coll.label, round, s, n);
+		vf_ci_new(v, it, it->u.coll.label, round, s, n)->epoch = R->epoch;
 	ci = rc ? NULL : &v->ci[k];
+	if (ci && ci->epoch != R->epoch)
+		rc = vf_fail(v, r, s[0], "posts collective #%d on the other side of a hosted "
+		             "collective's program than the first rank that posted it", k);
 	if (ci && (ci->it->u.coll.op != it->u.coll.op || ci->cnt != n || ci->label != it->u.coll.label ||
 	           ci->round != round || memcmp(ci->s, s, (size_t)n * sizeof *s)))
 		rc = vf_fail(v, r, s[0], "collective #%d differs from the one the first rank posted", k);
@@ -841,30 +850,43 @@ vf_host_reads(V *v, int r, int b, const char *what)
 	return RUN_OK;
 }
 
-/* An IT_HOST item (order.c): a plain stage run whole under the
- * collective's transfers. It reads a buffer of the collective only as
- * vf_host_reads allows and writes none; it counts as compute. */
+/* An IT_HOST item (order.c): a plain stage, or another collective's
+ * whole program, run under the collective's transfers. What it runs
+ * reads a buffer of the collective only as vf_host_reads allows and
+ * writes none; it counts as compute. A hosted collective's program is
+ * proved on its own (verify_sched proves every collective); beside this
+ * one it is sound when every transfer of this one pairs with one posted
+ * on the same side of the hosted program (Rank.epoch, vf_pair): its
+ * transfers then pair with none of this one's on any rank, as NCCL
+ * pairs a pair's transfers in post order and MPI by tag, and the groups
+ * this one posted before it need none posted after it, so under NCCL's
+ * rule (each rank's groups in post order) neither waits on the other. */
 static int
 vf_host(V *v, int r, const Item *it)
 {
-	const Coll *c = v->c;
-	const Node *nd = it->u.host.node;
+	const Coll *c = v->c, *hc = it->u.host.coll;
 	Rank *R = &v->rk[r];
-	const char *what = arena_printf(v->t, "its hosted stage %s", nd->out->name);
+	const char *what = hc ? arena_printf(v->t, "its hosted collective %s", hc->node->out->name)
+	                      : arena_printf(v->t, "its hosted stage %s", it->u.host.node->out->name);
 
-	for (int b = 0; b < c->bufs.n; b++) {
-		const Buf *bf = c->bufs.v[b];
-		if (bf->kind != BK_VALUE)
-			continue;
-		if (bf->v == nd->out || (nd->lse && bf->v == nd->lse))
-			return vf_fail(v, r, -1, "%s writes %s, a buffer of the collective", what,
-			               bf->v->name);
-		int reads = 0;
-		for (int j = 0; j < nd->nin; j++)
-			reads |= nd->in[j] == bf->v;
-		if (reads && vf_host_reads(v, r, b, what))
-			return RUN_ERR;
+	for (int j = -1; j < (hc ? hc->region.n : 0); j++) {
+		const Node *nd = j < 0 ? it->u.host.node : ((RNode *)hc->region.v[j])->node;
+		for (int b = 0; b < c->bufs.n; b++) {
+			const Buf *bf = c->bufs.v[b];
+			if (bf->kind != BK_VALUE)
+				continue;
+			if (bf->v == nd->out || (nd->lse && bf->v == nd->lse))
+				return vf_fail(v, r, -1, "%s writes %s, a buffer of the collective", what,
+				               bf->v->name);
+			int reads = 0;
+			for (int i = 0; i < nd->nin; i++)
+				reads |= nd->in[i] == bf->v;
+			if (reads && vf_host_reads(v, r, b, what))
+				return RUN_ERR;
+		}
 	}
+	if (hc)
+		R->epoch++;
 	R->ncomp++;
 	if (!R->inrun)
 		R->nrun++, R->inrun = 1;

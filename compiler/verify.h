@@ -34,6 +34,7 @@ typedef struct Xfer {
 	int waited;
 	int grp;          /* its group: the rank's grp-th */
 	int fin;          /* moved: both groups ran */
+	int epoch;        /* hosted collectives its rank ran before its post */
 } Xfer;
 
 /* The k-th library collective of the stage, as every rank posts it. */
@@ -44,6 +45,7 @@ typedef struct CollInst {
 	int nposted;
 	int *comp;        /* by rank: compute count at its post */
 	char *state;      /* by rank: 0 not posted, 1 in flight, 2 waited */
+	int epoch;        /* hosted collectives run before the first post */
 } CollInst;
 
 /* A concrete view: the elements off + sum idx[d] * stride[d] of object
@@ -70,6 +72,7 @@ typedef struct Rank {
 	int pend;         /* a blocking collective posted, not yet done, or -1 */
 	int ngrp, gdone;  /* transfer groups posted; run to completion */
 	int open;         /* the last group takes the next transfer */
+	int epoch;        /* hosted collectives' programs run (IT_HOST) */
 	/* the memory plan (verify_mem.c), by label * V.maxslots + slot: */
 	int *req;         /* the round whose request is in slot k, or -1 */
 	int64_t *cbase;   /* a collective's chunk base, saved at its post */

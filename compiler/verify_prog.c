@@ -238,7 +238,7 @@ ws_cmp(const void *x, const void *y)
 
 /* The objects of the workspace: each value some stage touches, live
  * from the first such stage to the last; each collective's scratch and
- * staging, live in its stage. */
+ * staging, live in its stage (a hosted one's from its host's on). */
 static int
 ws_collect(const Plan *P, Ws *w, char *err, size_t n)
 {
@@ -252,10 +252,13 @@ ws_collect(const Plan *P, Ws *w, char *err, size_t n)
 			ws_touch_item(w, P->plain[k], k);
 			continue;
 		}
+		/* a hosted collective runs inside its host's stage too */
 		const PColl *pc = P->coll[ci++];
 		const Coll *c = pc->c;
+		int lo = sched_span_lo(s, k);
 		for (int id = 0; id < c->nitems; id++) {
 			const PItem *p = pc->item[id];
+			ws_touch_item(w, p, lo);
 			ws_touch_item(w, p, k);
 			for (int j = 0; j < p->nview; j++) {
 				const PView *v = &p->view[j];
@@ -274,14 +277,14 @@ ws_collect(const Plan *P, Ws *w, char *err, size_t n)
 		for (int b = 0; b < c->bufs.n; b++) {
 			const Buf *bf = c->bufs.v[b];
 			if (bf->kind == BK_TEMP && pc->off[b] >= 0)
-				ws_obj(w, pc->off[b], bf->elems * plan_esize(c), k, k,
+				ws_obj(w, pc->off[b], bf->elems * plan_esize(c), lo, k,
 				       arena_printf(s->arena, "scratch %s of %s", bf->name, c->node->out->name));
 		}
 		for (int lb = 0; lb < pc->nlab; lb++)
 			for (int side = 0; side < 2; side++)
 				if (pc->lab[lb].staged[side])
 					ws_obj(w, pc->lab[lb].stage_off[side],
-					       pc->lab[lb].slot_bytes[side] * pc->lab[lb].slots, k, k,
+					       pc->lab[lb].slot_bytes[side] * pc->lab[lb].slots, lo, k,
 					       arena_printf(s->arena, "staging of transfer #%d of %s", lb,
 					                    c->node->out->name));
 	}

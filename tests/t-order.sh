@@ -110,3 +110,18 @@ done
 same "zero_dp N=3" 3 examples/zero_dp.cf -D dp=3 -D T=96 -D D=48
 same "transformer N=3" 3 examples/transformer.cf -D tp=3 -D S=96 -D D=48 -D H=6
 same "ulysses N=2 fuse(bidir)" 2 examples/ulysses.cf -D sp=2 --schedule="fuse(bidir)"
+# several collectives in flight (order.c's 2b): a tp all_gather hosting a
+# dp all_reduce of library collectives (slice(4)), tpdp at 4 x 1 and
+# bidir, each hosting at least one collective's program
+for c in "llama_tpdp slice(4)|examples/llama_tpdp.cf|--schedule=slice(4)" \
+	"tpdp 4x1|examples/tpdp.cf|-D tp=4 -D dp=1 -D S=32" \
+	"tpdp 2x2 fuse(bidir)|examples/tpdp.cf|--schedule=fuse(bidir)"; do
+	name=${c%%|*} rest=${c#*|}
+	spec=${rest%%|*} args=${rest#*|}
+	# shellcheck disable=SC2086
+	k=$("$CFC" "$spec" $args --backward --order=pass --memory=1G --emit=sched -o - |
+		grep -c 'hosted: run whole')
+	check "order: $name hosts a collective's program ($k)" test "$k" -ge 1
+	# shellcheck disable=SC2086
+	same "$name" 4 "$spec" $args
+done

@@ -6,7 +6,11 @@
  * the wait for it, a hosted stage writing a buffer of the collective or
  * splitting a step's transfer group (NCCL's grouping rule), a hosted
  * stage's memory shared with the collective's scratch, hosted stages out
- * of their order, each named by rank, step and slice (or stage). */
+ * of their order, each named by rank, step and slice (or stage); with
+ * several collectives in flight (tpdp: a collective's whole program run
+ * under another's transfers), a hosted collective reading the host's
+ * result in flight, a transfer's two ends on two sides of the hosted
+ * program, its scratch on the host's result. */
 #include "sched_test.h"
 
 /* text's backward at defs, ordered as mode asks; NULL after errors. */
@@ -299,6 +303,182 @@ test_hosted_order(void)
 	st_done(&r);
 }
 
+/* ---- several collectives in flight (order.c's 2b) ---- */
+
+/* tpdp's backward at tp = n (S = 8n, F = 16n), dp = 2, ordered as mode
+ * asks. */
+static Sched *
+tpdp(SRun *r, int n, OrderMode mode)
+{
+	char *text = st_example("tpdp");
+	char defs[64];
+
+	snprintf(defs, sizeof defs, "tp=%d S=%d F=%d", n, 8 * n, 16 * n);
+	Sched *s = ordered(r, text, defs, mode);
+	free(text);
+	return s;
+}
+
+/* The IT_HOST item of c that runs a collective's program, or NULL. */
+static Item *
+guest_item(const Coll *c)
+{
+	for (int p = 0; p < c->phases.n; p++) {
+		const Phase *ph = c->phases.v[p];
+		for (int t = 0; t < ph->nlanes; t++)
+			for (int j = 0; j < ph->lanes[t].n; j++) {
+				Item *it = ph->lanes[t].v[j];
+				if (it->kind == IT_HOST && it->u.host.coll)
+					return it;
+			}
+	}
+	return NULL;
+}
+
+/* tpdp at tp = 2: the backward's re-gather of xa runs d_x's fused
+ * reduce_scatter whole in its exposed round, and d_w2's all_reduce (over
+ * dp) runs d_w1's reduce_scatter (over dp too: one communicator, two
+ * collectives in flight); both hosts are then tail-free, and the pass
+ * proves with its memory plan. At tp = 1..64 every pass with a
+ * collective in flight beside another proves, the order respects every
+ * dependency, and no collective is more exposed than in the region
+ * order. */
+static void
+test_in_flight(void)
+{
+	static const int ns[] = {1, 2, 3, 4, 5, 8, 16, 32, 64};
+	SRun r, q;
+	Sched *s = tpdp(&r, 2, ORDER_PASS);
+	char err[2048] = "";
+
+	CU_ASSERT_EQUAL(order_check(s, err, sizeof err), 0);
+	CU_ASSERT_TRUE(proves(s, err, sizeof err));
+	if (*err)
+		fprintf(stderr, "\n%s\n", err);
+	static const char *const pair[][2] = {{"xa", "d_x"}, {"d_w2", "d_w1"}};
+	for (int k = 0; k < 2; k++) {
+		const Coll *h = st_coll(s, pair[k][0]);
+		const Item *g = guest_item(h);
+		CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+		CU_ASSERT_STRING_EQUAL(g->u.host.coll->node->out->name, pair[k][1]);
+		CU_ASSERT_EQUAL(h->stats.exposed, 0);
+		CU_ASSERT_TRUE(h->stats.tailfree);
+		const Stage *gs = s->stages.v[g->u.host.stage];
+		CU_ASSERT(gs->kind == ST_COLL && gs->u.coll == g->u.host.coll && gs->host1 > 0);
+	}
+	st_done(&r);
+
+	int hosting = 0;
+	for (size_t i = 0; i < sizeof ns / sizeof *ns; i++) {
+		s = tpdp(&r, ns[i], ORDER_PASS);
+		Sched *o = tpdp(&q, ns[i], ORDER_REGION);
+		CU_ASSERT_EQUAL(order_check(s, err, sizeof err), 0);
+		int ok = proves(s, err, sizeof err) && proves(o, err, sizeof err);
+		if (!ok)
+			fprintf(stderr, "\ntpdp tp=%d: %s\n", ns[i], err);
+		CU_ASSERT_TRUE(ok);
+		for (int k = 0; ok && k < s->colls.n; k++) {
+			const Coll *c = s->colls.v[k];
+			CU_ASSERT(c->stats.exposed <= st_coll(o, c->node->out->name)->stats.exposed);
+			hosting += guest_item(c) != NULL;
+		}
+		st_done(&r);
+		st_done(&q);
+	}
+	CU_ASSERT(hosting >= 10);
+}
+
+/* A hosted collective that reads the host's result before the host's
+ * wait for it: d_x's program made to read xa, in the round whose
+ * transfers into xa are in flight. */
+static void
+test_guest_reads_in_flight(void)
+{
+	SRun r;
+	Sched *s = tpdp(&r, 2, ORDER_PASS);
+	Coll *c = st_coll(s, "xa");
+	Item *g = guest_item(c);
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+	g->u.host.coll->node->in[0] = c->node->out;
+	st_rejects(c, NULL, "its hosted collective d_x reads xa while a transfer into it is in "
+	           "flight");
+	st_done(&r);
+}
+
+/* The two ends of one transfer of the host on two sides of the hosted
+ * program: each rank posts its send, runs d_x's program, then posts its
+ * receive, so its peer's send (posted before) pairs with a receive
+ * posted after, where d_x's own transfers on the same ranks could pair
+ * with either. */
+static void
+test_guest_between_ends(void)
+{
+	SRun r;
+	Sched *s = tpdp(&r, 2, ORDER_PASS);
+	Coll *c = st_coll(s, "xa");
+	Item *g = guest_item(c);
+	Vec *lane = NULL;
+	int jg = -1, jr = -1;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+	for (int p = 0; p < c->phases.n && jg < 0; p++) {
+		Phase *ph = c->phases.v[p];
+		for (int t = 0; t < ph->nlanes && jg < 0; t++)
+			for (int j = 0; j < ph->lanes[t].n; j++)
+				if (ph->lanes[t].v[j] == g)
+					lane = &ph->lanes[t], jg = j;
+	}
+	CU_ASSERT_FATAL(jg >= 0);
+	for (int j = 0; j < jg && jr < 0; j++) {
+		const Item *it = lane->v[j];
+		if (it->kind == IT_RECV && it->g.lo <= g->g.lo && g->g.lo <= it->g.hi)
+			jr = j;
+	}
+	CU_ASSERT_FATAL(jr >= 0);
+	void *recv = lane->v[jr];
+	memmove(lane->v + jr, lane->v + jr + 1, (size_t)(jg - jr) * sizeof *lane->v);
+	lane->v[jg] = recv;
+	st_rejects(c, NULL, "on the other side of a hosted collective's program");
+	st_done(&r);
+}
+
+/* The hosted collective's scratch placed on the host's result, which the
+ * host's transfers fill while the hosted program runs: both live in the
+ * host's stage, so the workspace proof rejects it. */
+static void
+test_guest_scratch_shared(void)
+{
+	SRun r;
+	Sched *s = tpdp(&r, 2, ORDER_PASS);
+	Plan *p = plan_sched(s);
+	const Coll *c = st_coll(s, "xa");
+	const Item *g = guest_item(c);
+	char err[2048] = "";
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+	const Coll *gc = g->u.host.coll;
+	PColl *pc = (PColl *)st_pcoll(p, gc);
+	int b = -1;
+	for (int k = 0; k < gc->bufs.n && b < 0; k++)
+		if (((Buf *)gc->bufs.v[k])->kind == BK_TEMP && pc->off[k] >= 0)
+			b = k;
+	CU_ASSERT_FATAL(b >= 0 && p->off[c->node->out->id] >= 0);
+	CU_ASSERT_TRUE(proves(s, err, sizeof err));
+	pc->off[b] = p->off[c->node->out->id];
+	FILE *f = fmemopen(err, sizeof err, "w");
+	Diag d = {0};
+	d.out = f;
+	CU_ASSERT_NOT_EQUAL(verify_sched(s, p, &d), 0);
+	fclose(f);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "workspace: "));
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, " of d_x"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "xa at ["));
+	if (!strstr(err, "xa at ["))
+		fprintf(stderr, "\n%s\n", err);
+	st_done(&r);
+}
+
 void test_order_register(void);
 
 void
@@ -308,10 +488,17 @@ test_order_register(void)
 
 	CU_add_test(s, "zero_dp: d_w2 first, the first layer under it", test_zero_dp);
 	CU_add_test(s, "every example's backward, N = 1, 2, 4", test_examples);
+	CU_add_test(s, "tpdp: collectives in flight beside others, tp = 1..64", test_in_flight);
 	s = CU_add_suite("order_mutation", NULL, NULL);
 	CU_add_test(s, "a consumer hosted above the wait", test_consumer_above_wait);
 	CU_add_test(s, "a hosted stage writes the collective's buffer", test_host_writes);
 	CU_add_test(s, "a hosted stage splits a step's group", test_split_group);
 	CU_add_test(s, "a hosted stage's memory is the collective's scratch", test_shared_memory);
 	CU_add_test(s, "hosted stages out of order", test_hosted_order);
+	CU_add_test(s, "a hosted collective reads the host's result in flight",
+	            test_guest_reads_in_flight);
+	CU_add_test(s, "a transfer's two ends on two sides of a hosted collective",
+	            test_guest_between_ends);
+	CU_add_test(s, "a hosted collective's scratch on the host's result",
+	            test_guest_scratch_shared);
 }
