@@ -36,11 +36,15 @@ typedef struct Par {
 	const char **wsname; /* offset macros: by buffer, then by label and
 	                      * side (ws_temp, ws_stage) */
 	struct Par *all;     /* every collective's, by index in Sched.colls */
+	const char *iname;   /* a hosted collective's (order.c): its round's
+	                      * local, apart from its host's; else NULL */
 } Par;
 
 static const char *
 L(const Par *P, CgLocal k)
 {
+	if (k == LC_I && P->iname)
+		return P->iname;
 	return k == LC_R && P->r ? P->r : P->cg->loc[k];
 }
 
@@ -642,6 +646,8 @@ name_labels(Par *P)
 		const char *stem = l->kind == IT_SEND ? "send" : l->kind == IT_RECV ? "recv" : "coll";
 		if (c->P > 1 && l->kind != IT_COLL)
 			stem = arena_printf(cg->a, "%s%d", stem, l->lane);
+		if (P->iname) /* inside its host's stage: apart from the host's */
+			stem = arena_printf(cg->a, "%s_%s", cg->cname[c->node->out->id], stem);
 		const char *s = stem;
 		for (int k = 2, clash = 1; clash; k++) {
 			clash = 0;
@@ -1110,9 +1116,18 @@ name_colls(Cg *cg, const Plan *plan)
 
 	for (int i = 0; i < cg->g->values.n; i++)
 		strmap_put(cg->a, &taken, cg_ws_name(cg, cg->g->values.v[i]), cg->g->values.v[i]);
+	for (int k = 0, ci = 0; k < s->stages.n; k++) {
+		const Stage *st = s->stages.v[k];
+		if (st->kind != ST_COLL)
+			continue;
+		pars[ci] = (Par){.cg = cg, .plan = plan, .c = s->colls.v[ci], .pc = plan->coll[ci],
+		                 .ci = ci, .k = "0", .all = pars};
+		if (st->host1) /* run inside its host's round (emit_host) */
+			pars[ci].iname = cg_avoid(cg, arena_printf(cg->a, "%s_i",
+			                                           cg->cname[st->u.coll->node->out->id]));
+		ci++;
+	}
 	for (int k = 0; k < s->colls.n; k++) {
-		pars[k] = (Par){.cg = cg, .plan = plan, .c = s->colls.v[k], .pc = plan->coll[k],
-		                .ci = k, .k = "0", .all = pars};
 		name_labels(&pars[k]);
 		name_temps(&pars[k]);
 		ws_names(&pars[k], &taken);

@@ -113,6 +113,12 @@ same "ulysses N=2 fuse(bidir)" 2 examples/ulysses.cf -D sp=2 --schedule="fuse(bi
 # several collectives in flight (order.c's 2b): a tp all_gather hosting a
 # dp all_reduce of library collectives (slice(4)), tpdp at 4 x 1 and
 # bidir, each hosting at least one collective's program
+# nest_c SPEC ARGS...: its C under the pass order, compiled with -Wshadow
+nest_c() {
+	"$CFC" "$@" --backward --order=pass --memory=1G --emit=c -o "$out/nest.c" &&
+		mpicc -std=c11 -Wall -Wextra -Wshadow -Werror -Iruntime -c "$out/nest.c" \
+			-o "$out/nest.o"
+}
 for c in "llama_tpdp slice(4)|examples/llama_tpdp.cf|--schedule=slice(4)" \
 	"tpdp 4x1|examples/tpdp.cf|-D tp=4 -D dp=1 -D S=32" \
 	"tpdp 2x2 fuse(bidir)|examples/tpdp.cf|--schedule=fuse(bidir)"; do
@@ -122,6 +128,9 @@ for c in "llama_tpdp slice(4)|examples/llama_tpdp.cf|--schedule=slice(4)" \
 	k=$("$CFC" "$spec" $args --backward --order=pass --memory=1G --emit=sched -o - |
 		grep -c 'hosted: run whole')
 	check "order: $name hosts a collective's program ($k)" test "$k" -ge 1
+	# its C: the hosted program's locals apart from its host's
+	# shellcheck disable=SC2086
+	check "order: $name's C compiles with -Wshadow -Werror" nest_c "$spec" $args
 	# shellcheck disable=SC2086
 	same "$name" 4 "$spec" $args
 done
