@@ -111,18 +111,21 @@ same "zero_dp N=3" 3 examples/zero_dp.cf -D dp=3 -D T=96 -D D=48
 same "transformer N=3" 3 examples/transformer.cf -D tp=3 -D S=96 -D D=48 -D H=6
 same "ulysses N=2 fuse(bidir)" 2 examples/ulysses.cf -D sp=2 --schedule="fuse(bidir)"
 # several collectives in flight (order.c's 2b): a tp all_gather hosting a
-# dp all_reduce of library collectives (slice(4)), tpdp at 4 x 1 and
-# bidir, each hosting at least one collective's program
+# dp all_reduce of library collectives (slice(4)), tpdp at 4 x 1, under
+# bidir, and at 3 x 2 under slice(2), each hosting at least one
+# collective's program
 # nest_c SPEC ARGS...: its C under the pass order, compiled with -Wshadow
 nest_c() {
 	"$CFC" "$@" --backward --order=pass --memory=1G --emit=c -o "$out/nest.c" &&
 		mpicc -std=c11 -Wall -Wextra -Wshadow -Werror -Iruntime -c "$out/nest.c" \
 			-o "$out/nest.o"
 }
-for c in "llama_tpdp slice(4)|examples/llama_tpdp.cf|--schedule=slice(4)" \
-	"tpdp 4x1|examples/tpdp.cf|-D tp=4 -D dp=1 -D S=32" \
-	"tpdp 2x2 fuse(bidir)|examples/tpdp.cf|--schedule=fuse(bidir)"; do
+for c in "llama_tpdp slice(4)|4|examples/llama_tpdp.cf|--schedule=slice(4)" \
+	"tpdp 4x1|4|examples/tpdp.cf|-D tp=4 -D dp=1 -D S=32" \
+	"tpdp 2x2 fuse(bidir)|4|examples/tpdp.cf|--schedule=fuse(bidir)" \
+	"tpdp 3x2 slice(2)|6|examples/tpdp.cf|-D tp=3 -D S=24 -D F=48 --schedule=slice(2)"; do
 	name=${c%%|*} rest=${c#*|}
+	nr=${rest%%|*} rest=${rest#*|}
 	spec=${rest%%|*} args=${rest#*|}
 	# shellcheck disable=SC2086
 	k=$("$CFC" "$spec" $args --backward --order=pass --memory=1G --emit=sched -o - |
@@ -132,5 +135,5 @@ for c in "llama_tpdp slice(4)|examples/llama_tpdp.cf|--schedule=slice(4)" \
 	# shellcheck disable=SC2086
 	check "order: $name's C compiles with -Wshadow -Werror" nest_c "$spec" $args
 	# shellcheck disable=SC2086
-	same "$name" 4 "$spec" $args
+	same "$name" "$nr" "$spec" $args
 done
