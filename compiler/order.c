@@ -20,7 +20,8 @@
  *     transfers it ends with hidden first: its tail); in the round
  *     before those, when rounds are left, the whole program of the
  *     first later collective that computes, has no exposed round and
- *     whose inputs are ready (2b: two collectives in flight); a hosted
+ *     whose inputs are ready (else of the one run right before it:
+ *     2b, two collectives in flight); a hosted
  *     stage moves right after its host in Sched.stages (Stage.host1), in
  *     the order its host runs it, a hosted collective in Sched.colls
  *     too;
@@ -29,8 +30,8 @@
  *     (verify.c: IT_HOST; order_check below; the workspace by
  *     sched_span_lo) proves the result.
  * Under ORDER_PASS_SINGLE all but 2b (one collective in flight at a
- * time); under ORDER_REGION nothing changes. The programs of the collectives
- * are otherwise untouched: the arithmetic of every value is the same in
+ * time); under ORDER_REGION nothing changes. The programs of the
+ * collectives are otherwise untouched: the arithmetic of every value is the same in
  * either order, so results are bitwise identical. */
 #include <stdio.h>
 #include <string.h>
@@ -102,7 +103,6 @@ od_need(const Ord *O, int k, const char *done, char *mark, int *stack)
 	}
 	return cnt;
 }
-
 
 /* 1: the new order of the stages into ord[] (indexes into the old). */
 static void
@@ -281,7 +281,19 @@ od_slots(Arena *t, const Coll *c, Slot **out)
 	return n;
 }
 
-static int od_computes(const Coll *c);
+/* Does collective c's program compute (its region's slices)? */
+static int
+od_computes(const Coll *c)
+{
+	for (int p = 0; p < c->phases.n; p++) {
+		const Phase *ph = c->phases.v[p];
+		for (int l = 0; l < ph->nlanes; l++)
+			for (int j = 0; j < ph->lanes[l].n; j++)
+				if (((Item *)ph->lanes[l].v[j])->kind == IT_COMPUTE)
+					return 1;
+	}
+	return 0;
+}
 
 /* Could the collective of stage k run whole under another's transfers
  * (2b: it computes and has no exposed round)? */
@@ -308,19 +320,6 @@ od_guest(Arena *a, const Stage *st)
 	return arena_printf(a, "the collective %s with its region (%s)", c->node->out->name, r);
 }
 
-/* Does collective c's program compute (its region's slices)? */
-static int
-od_computes(const Coll *c)
-{
-	for (int p = 0; p < c->phases.n; p++) {
-		const Phase *ph = c->phases.v[p];
-		for (int l = 0; l < ph->nlanes; l++)
-			for (int j = 0; j < ph->lanes[l].n; j++)
-				if (((Item *)ph->lanes[l].v[j])->kind == IT_COMPUTE)
-					return 1;
-	}
-	return 0;
-}
 
 /* 2b: a collective to run whole in an exposed round of the collective at
  * place p that plain stages leave exposed, or -1: the first after it in
