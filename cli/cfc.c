@@ -974,19 +974,6 @@ recomputed_str(Comp *c, Cli *cl)
 	return names;
 }
 
-/* Does a collective of plan p's pass run inside another's (order.c's
- * 2b)? */
-static int
-hosts_coll(const Plan *p)
-{
-	for (int k = 0; p && k < p->s->stages.n; k++) {
-		const Stage *st = p->s->stages.v[k];
-		if (st->kind == ST_COLL && st->host1)
-			return 1;
-	}
-	return 0;
-}
-
 static int
 fit_memory(Comp *c, Cli *cl)
 {
@@ -1056,7 +1043,7 @@ fit_memory(Comp *c, Cli *cl)
 			m = mem_use(c->graph, c->plan, c->bplan);
 		}
 		if (cf[k].order == ORDER_PASS)
-			nested |= hosts_coll(c->plan) || hosts_coll(c->bplan);
+			nested |= plan_nests(c->plan) || plan_nests(c->bplan);
 		MemUse plain = m;
 		if (m.peak > budget && given && (rc = fit_recompute(c, cl, budget, &m, &tried)))
 			return rc;

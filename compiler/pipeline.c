@@ -224,16 +224,19 @@ ch_config_str(Arena *a, const ChooseConfig *cf, int64_t dflt)
  * forward and backward in either order (t[pass][order], HUGE_VAL: not
  * compiled or not predicted; under ORDER_REGION the region order's
  * alone), each pass's peak with the saved activations (peak[pass], -1:
- * not planned), the default threshold and whether the spec sets it. */
+ * not planned), the default threshold, whether the spec sets it and
+ * (nested, unless NULL) whether a pass ran a collective inside another's. */
 static void
 ch_trial(const Pipeline *pl, const Src *src, int64_t thr, OrderMode order, double t[2][2],
-         int64_t peak[2], int64_t *dflt, int *spec)
+         int64_t peak[2], int64_t *dflt, int *spec, int *nested)
 {
 	Pipeline tr;
 
 	t[0][0] = t[0][1] = t[1][0] = t[1][1] = HUGE_VAL;
 	peak[0] = peak[1] = -1;
 	pipeline_trial(pl, src, order, thr, t, &tr);
+	if (nested)
+		*nested = plan_nests(tr.plan) || plan_nests(tr.bplan);
 	if (tr.graph) {
 		*dflt = coalesce_bytes(tr.graph, -1);
 		*spec = tr.graph->coalesce_loc.line != 0;
@@ -308,17 +311,21 @@ choose_pass(const Pipeline *pl, const Src *src, Choice *fwd, Choice *bwd)
 	OrderMode first[3][2] = {{orders[0], orders[0]}, {orders[0], orders[0]},
 	                         {orders[0], orders[0]}};
 	for (int j = 0; j < nt; j++) {
-		ch_trial(pl, src, thr[j], orders[0], t[j], pk[j][order_ix(orders[0])], &dflt, &spec);
+		int nested = 0;
+		ch_trial(pl, src, thr[j], orders[0], t[j], pk[j][order_ix(orders[0])], &dflt, &spec,
+		         &nested);
 		if (bound && no == 2)
-			ch_trial(pl, src, thr[j], ORDER_REGION, tr, pk[j][ORDER_REGION], &dflt, &spec);
+			ch_trial(pl, src, thr[j], ORDER_REGION, tr, pk[j][ORDER_REGION], &dflt, &spec,
+			         NULL);
 		/* a pass over the bound in the pass order: one collective in
 		 * flight instead, where that is within it (cfc's ladder's
 		 * next rung) */
 		int64_t *pp = pk[j][order_ix(orders[0])];
-		if (bound && no == 2 && orders[0] == ORDER_PASS && (pp[0] > bound || pp[1] > bound)) {
+		if (bound && no == 2 && orders[0] == ORDER_PASS && nested &&
+		    (pp[0] > bound || pp[1] > bound)) {
 			double t1[2][2];
 			int64_t p1[2];
-			ch_trial(pl, src, thr[j], ORDER_PASS_SINGLE, t1, p1, &dflt, &spec);
+			ch_trial(pl, src, thr[j], ORDER_PASS_SINGLE, t1, p1, &dflt, &spec, NULL);
 			for (int b = 0; b < 2; b++)
 				if (pp[b] > bound && p1[b] >= 0 && p1[b] <= bound) {
 					first[j][b] = ORDER_PASS_SINGLE;

@@ -1094,3 +1094,14 @@ plan_sched(const Sched *s)
 	pl_need(P);
 	return P;
 }
+
+int
+plan_nests(const Plan *p)
+{
+	for (int k = 0; p && k < p->s->stages.n; k++) {
+		const Stage *st = p->s->stages.v[k];
+		if (st->kind == ST_COLL && st->host1)
+			return 1;
+	}
+	return 0;
+}

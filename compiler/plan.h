@@ -162,6 +162,9 @@ typedef struct Plan {
 /* plan.c: requires a lowered schedule; ensures every stage and item
  * planned as above (verify_mem.c proves it). */
 Plan *plan_sched(const Sched *s);
+/* Does a collective of p's pass (p may be NULL: no) run inside another's
+ * round (order.c's 2b: two collectives in flight)? */
+int plan_nests(const Plan *p);
 
 /* plan.c: the items of collective c of graph g alone, as plan_sched
  * plans them (PColl.plan NULL, no workspace placed): what its program
