@@ -567,6 +567,30 @@ __global__ void fill_window(kview d, window w, uint64_t seed, int64_t n)
 	}
 }
 
+// The rotation of a pair (x1, x2) by the angle of cos c and sin s: x1 c -
+// x2 s and x2 c + x1 s, each one product rounded and one fused
+// multiply-add, spelt out so that every rope kernel rounds alike (left to
+// the compiler, its contractions may differ between kernels, and the
+// kernels' results are checked bit for bit against each other).
+__device__ __forceinline__ float rot_lo(float x1, float x2, float c, float s)
+{
+	return __fmaf_rn(x1, c, -__fmul_rn(x2, s));
+}
+__device__ __forceinline__ float rot_hi(float x1, float x2, float c, float s)
+{
+	return __fmaf_rn(x2, c, __fmul_rn(x1, s));
+}
+__device__ __forceinline__ double rot_lo(double x1, double x2, double c,
+                                         double s)
+{
+	return __fma_rn(x1, c, -__dmul_rn(x2, s));
+}
+__device__ __forceinline__ double rot_hi(double x1, double x2, double c,
+                                         double s)
+{
+	return __fma_rn(x2, c, __dmul_rn(x1, s));
+}
+
 // One thread per pair (j, j + Dh/2) of a row; the angle in double, as the
 // MPI backend has it, so that long sequences keep their positions exact.
 template <typename T>
@@ -588,8 +612,8 @@ __global__ void rope_pairs(kview d, kview a, int64_t n, int64_t half,
 		A c = A(cos(ang)), sn = A(sign * sin(ang));
 		int64_t ld = kv_at(d.st, nd - 1), la = kv_at(a.st, nd - 1);
 		A x1 = to_acc(pa[oa + j * la]), x2 = to_acc(pa[oa + (j + half) * la]);
-		pd[od + j * ld] = store<T>(x1 * c - x2 * sn);
-		pd[od + (j + half) * ld] = store<T>(x2 * c + x1 * sn);
+		pd[od + j * ld] = store<T>(rot_lo(x1, x2, c, sn));
+		pd[od + (j + half) * ld] = store<T>(rot_hi(x1, x2, c, sn));
 	}
 }
 
@@ -622,9 +646,105 @@ __global__ void rope_positions(kview d, kview a, int64_t half, int64_t rows,
 				offsets3(line, nd - 1, d, a, a, &od, &oa, &unused);
 				A x1 = to_acc(pa[oa + j * la]);
 				A x2 = to_acc(pa[oa + (j + half) * la]);
-				pd[od + j * ld] = store<T>(x1 * c - x2 * sn);
-				pd[od + (j + half) * ld] = store<T>(x2 * c + x1 * sn);
+				pd[od + j * ld] = store<T>(rot_lo(x1, x2, c, sn));
+				pd[od + (j + half) * ld] = store<T>(rot_hi(x1, x2, c, sn));
 			}
+	}
+}
+
+// The same rotation over 16-byte vectors, where the last dim of d and a
+// is contiguous, Dh/2 a whole number of vectors and every other stride
+// and both bases aligned to them (rope_vec_ok). A block takes ppb
+// positions from p0 = blockIdx.x * ppb and lpb lines from l0 = blockIdx.y
+// * lpb (a line: an index of every dim but dim and the last, row-major;
+// nl of them): first the cos and sin of its positions' angles (the same
+// double arithmetic as rope_pairs, so the same bits; base^(-2j/Dh) once a
+// pair) and its lines' offsets into shared memory, then every (position,
+// line, vector) of the block, RV of them a thread at once, loads before
+// stores, so that each thread has 2 RV loads of 16 bytes in flight. pst:
+// the strides of d and a along dim (kv_at(d.st, dim) here put the views
+// on the stack).
+// rope_positions' scalar loads, one line after another, and its 64-bit
+// divisions per element reached 20% of HBM on the Llama layer's q.
+const int RV = 4;
+
+template <typename T>
+__global__ void rope_vec(kview d, kview a, int dim, longlong2 pst,
+                         int64_t rows, int64_t half, int64_t nl, int ppb,
+                         int lpb, double base, int64_t pos0, double sign)
+{
+	typedef typename acc<T>::type A;
+	const int V = 16 / sizeof(T);
+	extern __shared__ __align__(16) unsigned char rope_sh[];
+	int64_t *lod = (int64_t *)rope_sh, *loa = lod + lpb;
+	double *fr = (double *)(loa + lpb);
+	A *cs = (A *)(fr + half), *sn = cs + (int64_t)ppb * half;
+	int64_t p0 = (int64_t)blockIdx.x * ppb, l0 = (int64_t)blockIdx.y * lpb;
+	int np = (int)(rows - p0 < ppb ? rows - p0 : ppb);
+	int nb = (int)(nl - l0 < lpb ? nl - l0 : lpb);
+	int hv = (int)(half / V);
+	for (int j = threadIdx.x; j < half; j += blockDim.x)
+		fr[j] = pow(base, -2.0 * (double)j / (double)(2 * half));
+	for (int l = threadIdx.x; l < nb; l += blockDim.x) {
+		// line l0 + l: its index along every dim but dim and the last
+		int64_t i = l0 + l, od = 0, oa = 0;
+#pragma unroll
+		for (int k = CFRT_MAX_DIMS - 2; k >= 0; k--) {
+			if (k >= d.nd - 1 || k == dim)
+				continue;
+			int64_t j = i % d.dim[k];
+			i /= d.dim[k];
+			od += j * d.st[k];
+			oa += j * a.st[k];
+		}
+		lod[l] = od;
+		loa[l] = oa;
+	}
+	__syncthreads();
+	for (int q = threadIdx.x; q < np * half; q += blockDim.x) {
+		int pp = q / (int)half, j = q % (int)half;
+		double ang = (double)(pos0 + p0 + pp) * fr[j];
+		cs[q] = A(cos(ang));
+		sn[q] = A(sign * sin(ang));
+	}
+	__syncthreads();
+	T *pd = (T *)d.p;
+	const T *pa = (const T *)a.p;
+	int64_t sd = pst.x, sa = pst.y;
+	int n = np * nb * hv;
+	for (int m0 = threadIdx.x; m0 < n; m0 += RV * blockDim.x) {
+		uint4 v1[RV], v2[RV];
+		int64_t oa[RV];
+#pragma unroll
+		for (int u = 0; u < RV; u++) {
+			int m = m0 + u * blockDim.x;
+			if (m >= n)
+				continue;
+			int jv = m % hv, r = m / hv, l = r % nb, pp = r / nb;
+			oa[u] = loa[l] + (p0 + pp) * sa + jv * V;
+			v1[u] = *(const uint4 *)(pa + oa[u]);
+			v2[u] = *(const uint4 *)(pa + oa[u] + half);
+		}
+#pragma unroll
+		for (int u = 0; u < RV; u++) {
+			int m = m0 + u * blockDim.x;
+			if (m >= n)
+				continue;
+			int jv = m % hv, r = m / hv, l = r % nb, pp = r / nb;
+			const A *c = cs + pp * half + jv * V, *s = sn + pp * half + jv * V;
+			const T *e1 = (const T *)&v1[u], *e2 = (const T *)&v2[u];
+			uint4 w1, w2;
+			T *f1 = (T *)&w1, *f2 = (T *)&w2;
+#pragma unroll
+			for (int e = 0; e < V; e++) {
+				A x1 = to_acc(e1[e]), x2 = to_acc(e2[e]);
+				f1[e] = store<T>(rot_lo(x1, x2, c[e], s[e]));
+				f2[e] = store<T>(rot_hi(x1, x2, c[e], s[e]));
+			}
+			int64_t od = lod[l] + (p0 + pp) * sd + jv * V;
+			*(uint4 *)(pd + od) = w1;
+			*(uint4 *)(pd + od + half) = w2;
+		}
 	}
 }
 
@@ -684,6 +804,58 @@ extern "C" int cfrtk_scan(cudaStream_t s, cfrt_dtype t, kview dst, kview src,
 
 enum { ROPE_POS_MIN = 1 << 16 };
 
+// rope_vec's blocks: ppb positions by lpb lines, grid.x by grid.y of
+// them, shmem bytes of shared memory.
+struct rope_launch {
+	dim3 grid;
+	int ppb, lpb;
+	size_t shmem;
+};
+
+// Whether rope_vec takes d = rope(x) (its layout: 16-byte vectors, the
+// last dim contiguous, Dh/2 whole vectors, every other stride and both
+// bases aligned to them), and its launch: about RV vectors a thread
+// (RV * THREADS a block), a block's lines all those of its positions
+// where they are fewer (then several positions, their cos and sin
+// tables at most 2048 pairs), else a run of the lines of one position.
+template <typename T>
+static bool rope_vec_plan(const kview &d, const kview &x, int dim,
+                          rope_launch *l)
+{
+	typedef typename acc<T>::type A;
+	const int V = 16 / sizeof(T), ITEMS = RV * THREADS;
+	int nd = d.nd;
+	int64_t half = d.dim[nd - 1] / 2, rows = d.dim[dim];
+	if (half == 0 || half % V || half > 2048 || d.st[nd - 1] != 1 ||
+	    x.st[nd - 1] != 1 || !aligned16(d.p) || !aligned16(x.p))
+		return false;
+	for (int k = 0; k < nd - 1; k++)
+		if (d.st[k] % V || x.st[k] % V)
+			return false;
+	int64_t nl = numel(d) / (rows * 2 * half), hv = half / V, ppb = 1, lpb;
+	if (nl * hv >= ITEMS) {
+		lpb = ITEMS / hv;
+	} else {
+		lpb = nl;
+		ppb = ITEMS / (nl * hv);
+		if (ppb > 2048 / half)
+			ppb = 2048 / half;
+		if (ppb > rows)
+			ppb = rows;
+		if (ppb < 1)
+			ppb = 1;
+	}
+	int64_t gx = (rows + ppb - 1) / ppb, gy = (nl + lpb - 1) / lpb;
+	if (gx > 0x7fffffff || gy > 65535)
+		return false;
+	l->grid = dim3((unsigned)gx, (unsigned)gy);
+	l->ppb = (int)ppb;
+	l->lpb = (int)lpb;
+	l->shmem = 2 * sizeof(int64_t) * (size_t)lpb + sizeof(double) * half +
+	           2 * sizeof(A) * (size_t)(ppb * half);
+	return l->shmem <= 48 * 1024;
+}
+
 template <typename T>
 static int rope_type(cudaStream_t s, kview d, kview x, int dim, double base,
                      int64_t pos0, double sign)
@@ -692,9 +864,17 @@ static int rope_type(cudaStream_t s, kview d, kview x, int dim, double base,
 	for (int k = dim + 1; k < d.nd - 1; k++) // lines per step along dim
 		inner *= d.dim[k];
 	int64_t rows = d.dim[dim], lines = n / (half > 0 ? half : 1);
-	// a thread per (position, pair) where those alone fill the GPU
-	// (ROPE_POS_MIN of them) and each has a few lines to share its angles
-	// with; else a thread per pair
+	// where the (position, pair)s fill the GPU (ROPE_POS_MIN of them):
+	// 16-byte vectors where the layout allows, else a thread per
+	// (position, pair) where each has a few lines to share its angles
+	// with; else (and below: the check's reference) a thread per pair
+	rope_launch l;
+	if (rows * half >= ROPE_POS_MIN && rope_vec_plan<T>(d, x, dim, &l)) {
+		rope_vec<T><<<l.grid, THREADS, l.shmem, s>>>(d, x, dim,
+			make_longlong2(d.st[dim], x.st[dim]), rows, half, lines / rows,
+			l.ppb, l.lpb, base, pos0, sign);
+		return (int)cudaGetLastError();
+	}
 	if (rows * half >= ROPE_POS_MIN && lines / rows >= 2)
 		rope_positions<T><<<blocks_for(rows * half), THREADS, 0, s>>>(d, x,
 			half, rows, inner, lines / rows / inner, base, pos0, sign);

@@ -1,14 +1,21 @@
-/* rope_check: cfrt_rope on the CUDA backend at sizes where a thread per
- * (position, pair) serves every line of that position (rows x Dh/2 of
- * 2^16 or more: kernels.cu's rope_positions), against
+/* rope_check: cfrt_rope on the CUDA backend at sizes where its kernels
+ * share a position's angles among the lines at that position (rows x
+ * Dh/2 of 2^16 or more): 16-byte vectors where the layout allows
+ * (kernels.cu's rope_vec: the last dim contiguous, Dh/2 whole vectors,
+ * the other strides and the bases aligned), else a thread per (position,
+ * pair) (rope_positions: here a base one element off, or Dh/2 = 18),
+ * against
  *   - a double reference computed here (f32 within 1e-5, bf16 within
- *     8e-3, from the same rounded inputs), and
+ *     8e-3, f16 within 1e-3, from the same rounded inputs), and
  *   - the same rows in slices of 256 positions (pos0 = the slice's first
- *     row), which take the thread-per-pair kernel (rope_pairs): the two
+ *     row), which take the thread-per-pair kernel (rope_pairs): the
  *     kernels do the same arithmetic, so the bits must be equal;
  * forward and inverse, positions along dim 2 of [B,H,S,Dh] (packed, and
- * heads split out of [B,S,H*Dh] rows as the layer has them) and along
- * dim 1 of [B,S,H,Dh] (lines between the position and the pair).
+ * heads split out of [B,S,H*Dh] rows as the layer has them), along dim 1
+ * of [B,S,H,Dh] (lines between the position and the pair), odd sizes
+ * (S 3001, Dh 48: a last block of fewer positions), extent-1 dims
+ * ([1,1,S,Dh]: one line a position) and many lines a position (130 of
+ * them: blocks of a part of a position's lines).
  * Prints "rope_check: CASE: ok" or "... MISMATCH (...)" per case, then
  * "rope_check: all ok" or "rope_check: N failed"; exits 1 on a failure.
  *   mpirun -n 1 rope_check */
@@ -35,15 +42,22 @@ static int64_t at(const cfrt_view *v, const int64_t idx[4])
 	return o;
 }
 
-/* One case: n elements of storage, the view vs over it (dims and strides
- * set), positions along dim, forward or inverse. */
+static const char *tname(cfrt_dtype t)
+{
+	return t == CFRT_F32 ? "f32" : t == CFRT_BF16 ? "bf16" : "f16";
+}
+
+/* One case: the view of dims dim4 and strides st (covering the n
+ * elements of their product) off elements into its storage, positions
+ * along dim, forward or inverse. */
 static void check(cfrt_ctx *ctx, const char *name, cfrt_dtype t,
                   const int64_t dim4[4], const int64_t st[4], int dim,
-                  int inverse)
+                  int inverse, int64_t off)
 {
-	int64_t n = 1;
+	int64_t n = off, dh = dim4[3], half = dh / 2;
 	for (int d = 0; d < 4; d++)
-		n *= dim4[d];
+		n += (dim4[d] - 1) * st[d];
+	n++;
 	size_t es = cfrt_dtype_size(t), bytes = (size_t)n * es;
 	unsigned char *h = malloc(bytes), *r1 = malloc(bytes), *r2 = malloc(bytes);
 	void *src, *d1, *d2;
@@ -53,31 +67,34 @@ static void check(cfrt_ctx *ctx, const char *name, cfrt_dtype t,
 	CFRT_TRY(ctx, cfrt_alloc(ctx, &d1, bytes));
 	CFRT_TRY(ctx, cfrt_alloc(ctx, &d2, bytes));
 	host_fill(ctx, t, src, n, h, 11);
-	cfrt_view vs = cfrt_view_contig(src, t, 4, dim4), v1, v2;
+	cfrt_view vs = cfrt_view_contig((char *)src + off * es, t, 4, dim4), v1, v2;
 	for (int d = 0; d < 4; d++)
 		vs.stride[d] = st[d];
 	v1 = vs, v2 = vs;
-	v1.p = d1, v2.p = d2;
-	/* whole: the per-position kernel; slices of SLICE rows: per pair */
+	v1.p = (char *)d1 + off * es, v2.p = (char *)d2 + off * es;
+	/* whole: a kernel that shares the angles; slices of SLICE rows (the
+	 * last of fewer): per pair */
 	CFRT_TRY(ctx, cfrt_rope(ctx, &v1, &vs, dim, 10000.0, 0, inverse));
 	for (int64_t r = 0; r < dim4[dim]; r += SLICE) {
-		cfrt_view a = cfrt_view_slice(vs, dim, r, SLICE);
-		cfrt_view b = cfrt_view_slice(v2, dim, r, SLICE);
+		int64_t k = dim4[dim] - r < SLICE ? dim4[dim] - r : SLICE;
+		cfrt_view a = cfrt_view_slice(vs, dim, r, k);
+		cfrt_view b = cfrt_view_slice(v2, dim, r, k);
 		CFRT_TRY(ctx, cfrt_rope(ctx, &b, &a, dim, 10000.0, r, inverse));
 	}
 	CFRT_TRY(ctx, cfrt_download(ctx, r1, d1, bytes));
 	CFRT_TRY(ctx, cfrt_download(ctx, r2, d2, bytes));
-	double worst = 0, tol = t == CFRT_F32 ? 1e-5 : 8e-3;
+	double worst = 0;
+	double tol = t == CFRT_F32 ? 1e-5 : t == CFRT_F16 ? 1e-3 : 8e-3;
 	int64_t differ = 0, idx[4];
 	for (idx[0] = 0; idx[0] < dim4[0]; idx[0]++)
 		for (idx[1] = 0; idx[1] < dim4[1]; idx[1]++)
 			for (idx[2] = 0; idx[2] < dim4[2]; idx[2]++)
-				for (idx[3] = 0; idx[3] < DH / 2; idx[3]++) {
-					int64_t j = idx[3], o1 = at(&vs, idx), o2;
-					int64_t k[4] = {idx[0], idx[1], idx[2], j + DH / 2};
-					o2 = at(&vs, k);
+				for (idx[3] = 0; idx[3] < half; idx[3]++) {
+					int64_t j = idx[3], o1 = off + at(&vs, idx), o2;
+					int64_t k[4] = {idx[0], idx[1], idx[2], j + half};
+					o2 = off + at(&vs, k);
 					double ang = (double)idx[dim] *
-					             pow(10000.0, -2.0 * (double)j / DH);
+					             pow(10000.0, -2.0 * (double)j / (double)dh);
 					double c = cos(ang), s = (inverse ? -1 : 1) * sin(ang);
 					double x1 = host_elem(t, h, o1), x2 = host_elem(t, h, o2);
 					double e1 = fabs(host_elem(t, r1, o1) - (x1 * c - x2 * s));
@@ -89,14 +106,22 @@ static void check(cfrt_ctx *ctx, const char *name, cfrt_dtype t,
 	int ok = worst <= tol && differ == 0;
 	nbad += !ok;
 	printf("rope_check: %s %s%s: vs double %.2e (tol %.0e), %lld elements "
-	       "differ from the per-pair kernel's: %s\n", name,
-	       t == CFRT_F32 ? "f32" : "bf16", inverse ? " inverse" : "", worst,
-	       tol, (long long)differ, ok ? "ok" : "MISMATCH");
+	       "differ from the per-pair kernel's: %s\n", name, tname(t),
+	       inverse ? " inverse" : "", worst, tol, (long long)differ,
+	       ok ? "ok" : "MISMATCH");
 	fflush(stdout);
 	CFRT_TRY(ctx, cfrt_free(ctx, src));
 	CFRT_TRY(ctx, cfrt_free(ctx, d1));
 	CFRT_TRY(ctx, cfrt_free(ctx, d2));
 	free(h), free(r1), free(r2);
+}
+
+/* the row-major strides of dims d */
+static void packed(const int64_t d[4], int64_t st[4])
+{
+	st[3] = 1;
+	for (int k = 2; k >= 0; k--)
+		st[k] = st[k + 1] * d[k + 1];
 }
 
 int main(int argc, char **argv)
@@ -107,14 +132,30 @@ int main(int argc, char **argv)
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
 	CFRT_TRY(NULL, cfrt_init(&ctx, MPI_COMM_WORLD, size, "rope_check"));
 	int64_t bhsd[4] = {NB, NH, NS, DH}, bshd[4] = {NB, NS, NH, DH};
-	int64_t packed[4] = {NH * NS * DH, NS * DH, DH, 1};
-	int64_t split[4] = {NS * NH * DH, DH, NH * DH, 1}; /* heads of [B,S,H*Dh] */
+	int64_t pk[4], split[4] = {NS * NH * DH, DH, NH * DH, 1}; /* heads of [B,S,H*Dh] */
 	int64_t lines[4] = {NS * NH * DH, NH * DH, DH, 1};
+	int64_t odd[4] = {1, 3, 3001, 48}, podd[4];
+	int64_t one[4] = {1, 1, 8192, DH}, pone[4];
+	int64_t many[4] = {1, 1024, 130, DH}, pmany[4];
+	int64_t d36[4] = {1, 2, 4096, 36}, p36[4];
+	packed(bhsd, pk), packed(odd, podd), packed(one, pone);
+	packed(many, pmany), packed(d36, p36);
+	cfrt_dtype all[3] = {CFRT_F32, CFRT_BF16, CFRT_F16};
 	for (int inv = 0; inv < 2; inv++) {
-		check(ctx, "[B,H,S,Dh] dim 2", CFRT_F32, bhsd, packed, 2, inv);
-		check(ctx, "[B,H,S,Dh] dim 2", CFRT_BF16, bhsd, packed, 2, inv);
-		check(ctx, "heads of [B,S,H*Dh] dim 2", CFRT_BF16, bhsd, split, 2, inv);
-		check(ctx, "[B,S,H,Dh] dim 1", CFRT_F32, bshd, lines, 1, inv);
+		for (int k = 0; k < 3; k++)
+			check(ctx, "[B,H,S,Dh] dim 2", all[k], bhsd, pk, 2, inv, 0);
+		check(ctx, "heads of [B,S,H*Dh] dim 2", CFRT_BF16, bhsd, split, 2, inv, 0);
+		check(ctx, "[B,S,H,Dh] dim 1", CFRT_F32, bshd, lines, 1, inv, 0);
+		check(ctx, "[B,S,H,Dh] dim 1", CFRT_BF16, bshd, lines, 1, inv, 0);
+		check(ctx, "[1,3,3001,48] dim 2", CFRT_BF16, odd, podd, 2, inv, 0);
+		check(ctx, "[1,3,3001,48] dim 2", CFRT_F32, odd, podd, 2, inv, 0);
+		check(ctx, "[1,1,8192,Dh] dim 2", CFRT_BF16, one, pone, 2, inv, 0);
+		check(ctx, "[1,1024,130,Dh] dim 1", CFRT_BF16, many, pmany, 1, inv, 0);
+		/* the general kernel (rope_positions): unaligned, Dh/2 odd */
+		check(ctx, "[B,H,S,Dh] dim 2, one element off", CFRT_BF16, bhsd, pk, 2,
+		      inv, 1);
+		check(ctx, "[1,2,4096,36] dim 2", CFRT_BF16, d36, p36, 2, inv, 0);
+		check(ctx, "[1,2,4096,36] dim 2", CFRT_F32, d36, p36, 2, inv, 0);
 	}
 	if (nbad)
 		printf("rope_check: %d failed\n", nbad);
