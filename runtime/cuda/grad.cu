@@ -118,6 +118,129 @@ __global__ void norm_grad_rows_reg(kview dx, kview dy, kview x, kview g,
 	}
 }
 
+// The same, a warp a row (WROWS rows a block), for rows of at most 32 NV
+// 16-byte vectors (dx, dy, x and hr as kernels.cu's vec_rows wants them;
+// gamma absent or contiguous and aligned): lane l holds vectors l, l +
+// 32, ... of x and dy in registers, the sums reduced by warp shuffles
+// alone, gamma read again for dx (from cache). Each lane has 2 NV loads
+// of 16 bytes in flight; norm_grad_rows_reg's scalar loads, a block a
+// row, reached a third of HBM on the Llama layer's rows of 4096 (bf16).
+// The same arithmetic as norm_grad_rows_reg; n: the row's length, a
+// whole number of vectors.
+template <typename T, int NV>
+__global__ void __launch_bounds__(32 * WROWS)
+norm_grad_rows_warp(kview dx, kview dy, kview x, kview g, int64_t rows,
+                    int64_t n, int rms, double eps, kview hr)
+{
+	typedef typename acc<T>::type A;
+	const int V = 16 / sizeof(T);
+	int lane = threadIdx.x & 31;
+	int64_t r = (int64_t)blockIdx.x * WROWS + (threadIdx.x >> 5);
+	if (r >= rows) // the whole warp: no barrier follows
+		return;
+	const T *px = (const T *)x.p + row_offset(x, r);
+	const T *pdy = (const T *)dy.p + row_offset(dy, r);
+	const T *pg = (const T *)g.p;
+	T *pdx = (T *)dx.p + row_offset(dx, r);
+	T *phr = hr.p ? (T *)hr.p + row_offset(hr, r) : NULL;
+	uint4 vx[NV], vd[NV];
+	A mean = 0, var = 0, sg = 0, sgx = 0;
+#pragma unroll
+	for (int k = 0; k < NV; k++) {
+		int64_t c = (int64_t)(k * 32 + lane) * V;
+		bool on = c < n;
+		vx[k] = on ? *(const uint4 *)(px + c) : make_uint4(0, 0, 0, 0);
+		vd[k] = on ? *(const uint4 *)(pdy + c) : make_uint4(0, 0, 0, 0);
+	}
+	if (!rms) {
+#pragma unroll
+		for (int k = 0; k < NV; k++) {
+			const T *e = (const T *)&vx[k];
+#pragma unroll
+			for (int j = 0; j < V; j++)
+				mean += to_acc(e[j]);
+		}
+		mean = warp_sum(mean) / A(n);
+	}
+#pragma unroll
+	for (int k = 0; k < NV; k++) {
+		int64_t c = (int64_t)(k * 32 + lane) * V;
+		if (c >= n)
+			continue;
+		uint4 vg = pg ? *(const uint4 *)(pg + c) : vd[k];
+		const T *e = (const T *)&vx[k], *ed = (const T *)&vd[k],
+		        *eg = (const T *)&vg;
+#pragma unroll
+		for (int j = 0; j < V; j++) {
+			A u = to_acc(e[j]) - mean;
+			A gi = to_acc(ed[j]) * (pg ? to_acc(eg[j]) : A(1));
+			var += u * u;
+			sg += gi;
+			sgx += gi * u;
+		}
+	}
+	A inv = A(1) / f_sqrt(warp_sum(var) / A(n) + A(eps));
+	A xs = rms ? A(1) : inv;
+	sgx = warp_sum(sgx) / A(n) * xs;
+	if (!rms)
+		sg = warp_sum(sg) / A(n);
+#pragma unroll
+	for (int k = 0; k < NV; k++) {
+		int64_t c = (int64_t)(k * 32 + lane) * V;
+		if (c >= n)
+			continue;
+		uint4 vg = pg ? *(const uint4 *)(pg + c) : vd[k];
+		const T *e = (const T *)&vx[k], *ed = (const T *)&vd[k],
+		        *eg = (const T *)&vg;
+		uint4 wx, wh;
+		T *fx = (T *)&wx, *fh = (T *)&wh;
+#pragma unroll
+		for (int j = 0; j < V; j++) {
+			A d = to_acc(ed[j]), u = to_acc(e[j]) - mean;
+			A gi = d * (pg ? to_acc(eg[j]) : A(1));
+			fh[j] = store<T>(d * (u * inv));
+			fx[j] = store<T>(rms ? inv * gi - u * inv * inv * inv * sgx
+			                     : inv * (gi - sg - u * inv * sgx));
+		}
+		if (phr) // every load of the row is done: dx may be dy or x
+			*(uint4 *)(phr + c) = wh;
+		*(uint4 *)(pdx + c) = wx;
+	}
+}
+
+// Whether v's rows suit norm_grad_rows_warp (kernels.cu's vec_rows): its
+// last dim contiguous, the row and every outer stride whole vectors of V
+// elements, its base aligned to 16 bytes.
+bool vec_rows_g(const kview &v, int V)
+{
+	if (v.nd < 1 || v.st[v.nd - 1] != 1 || v.dim[v.nd - 1] % V != 0 ||
+	    ((uintptr_t)v.p & 15) != 0)
+		return false;
+	for (int k = 0; k < v.nd - 1; k++)
+		if (v.st[k] % V != 0)
+			return false;
+	return true;
+}
+
+template <typename T>
+int norm_grad_warp(cudaStream_t s, int nv, kview dx, kview dy, kview x,
+                   kview g, int64_t rows, int64_t n, int rms, double eps,
+                   kview hr)
+{
+	int64_t blocks = (rows + WROWS - 1) / WROWS;
+	dim3 gr((unsigned)blocks), th(32 * WROWS);
+	switch (nv) {
+#define NGW(K) case K: norm_grad_rows_warp<T, K><<<gr, th, 0, s>>>(dx, dy, x, \
+		g, rows, n, rms, eps, hr); break;
+	NGW(1) NGW(2) NGW(4) NGW(8)
+#undef NGW
+	default:
+		norm_grad_rows_warp<T, 16><<<gr, th, 0, s>>>(dx, dy, x, g, rows, n,
+		                                             rms, eps, hr);
+	}
+	return (int)cudaGetLastError();
+}
+
 // dx = y * (dy - sum(dy * y)) on one row.
 template <typename T>
 __global__ void softmax_grad_rows(kview dx, kview dy, kview y)
@@ -146,9 +269,16 @@ int rows_grad_type(cudaStream_t s, int op, kview dx, kview dy, kview x,
 	int64_t n = dx.dim[dx.nd - 1], rows = numel(dx) / n;
 	if (rows > 0x7fffffff) // one block per row
 		return (int)cudaErrorInvalidConfiguration;
+	const int V = 16 / sizeof(T);
 	if (op == KR_SOFTMAX)
 		softmax_grad_rows<T><<<(int)rows, row_threads(n), 0, s>>>(dx, dy,
 		                                                          x);
+	else if (vec_rows_g(dx, V) && vec_rows_g(dy, V) && vec_rows_g(x, V) &&
+	         (!hr.p || vec_rows_g(hr, V)) &&
+	         (!g.p || (g.st[0] == 1 && ((uintptr_t)g.p & 15) == 0)) &&
+	         warp_nv(n / V))
+		return norm_grad_warp<T>(s, warp_nv(n / V), dx, dy, x, g, rows, n,
+		                         op == KR_RMSNORM, eps, hr);
 	else if (dx.st[dx.nd - 1] == 1 && dy.st[dy.nd - 1] == 1 &&
 	         x.st[x.nd - 1] == 1 && (!hr.p || hr.st[hr.nd - 1] == 1) &&
 	         n <= (int64_t)NG_EPT * 1024) {

@@ -135,6 +135,28 @@ __device__ A block_reduce(A v, A *sh, bool max)
 	return r;
 }
 
+// Sum over the warp; every lane gets it.
+template <typename A> __device__ __forceinline__ A warp_sum(A v)
+{
+	for (int o = 16; o > 0; o >>= 1)
+		v += __shfl_xor_sync(0xffffffffu, v, o);
+	return v;
+}
+
+// The rows a block of the warp-per-row kernels takes (a warp each).
+const int WROWS = 4;
+
+// The vectors a lane holds of a row of nv 16-byte vectors in the
+// warp-per-row kernels: 1, 2, 4, 8 or 16 (32 of them a warp per round);
+// 0 where the row is longer than 512 vectors.
+inline int warp_nv(int64_t nv)
+{
+	for (int k = 1; k <= 16; k *= 2)
+		if (nv <= 32 * k)
+			return k;
+	return 0;
+}
+
 // Threads of a block that takes one row of n elements.
 inline int row_threads(int64_t n)
 {

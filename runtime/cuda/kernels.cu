@@ -350,6 +350,96 @@ __global__ void norm_rows_vec(kview d, kview s, kview g, kview b, int rms,
 	*(uint4 *)(y + c) = vd;
 }
 
+// The same, a warp a row (WROWS rows a block), for rows of at most 32 NV
+// vectors: lane l holds vectors l, l + 32, ... of its row in registers,
+// its sums reduced by warp shuffles alone. Each lane has NV loads of 16
+// bytes in flight, where norm_rows_vec's block a row, one load a thread
+// and two block-wide barriers, reached half of HBM on the Llama layer's
+// rows of 4096 (bf16). n: the row's length, a whole number of vectors.
+template <typename T, int NV>
+__global__ void __launch_bounds__(32 * WROWS)
+norm_rows_warp(kview d, kview s, kview g, kview b, int64_t rows, int64_t n,
+               int rms, double eps)
+{
+	typedef typename acc<T>::type A;
+	const int V = 16 / sizeof(T);
+	int lane = threadIdx.x & 31;
+	int64_t r = (int64_t)blockIdx.x * WROWS + (threadIdx.x >> 5);
+	if (r >= rows) // the whole warp: no barrier follows
+		return;
+	const T *x = (const T *)s.p + row_offset(s, r);
+	T *y = (T *)d.p + row_offset(d, r);
+	uint4 vx[NV];
+	A mean = 0, var = 0;
+#pragma unroll
+	for (int k = 0; k < NV; k++) {
+		int64_t c = (int64_t)(k * 32 + lane) * V;
+		vx[k] = c < n ? *(const uint4 *)(x + c) : make_uint4(0, 0, 0, 0);
+	}
+	if (!rms) {
+#pragma unroll
+		for (int k = 0; k < NV; k++) {
+			const T *e = (const T *)&vx[k];
+#pragma unroll
+			for (int j = 0; j < V; j++)
+				mean += to_acc(e[j]);
+		}
+		mean = warp_sum(mean) / A(n);
+	}
+#pragma unroll
+	for (int k = 0; k < NV; k++) {
+		const T *e = (const T *)&vx[k];
+		bool on = (int64_t)(k * 32 + lane) * V < n;
+#pragma unroll
+		for (int j = 0; j < V; j++) {
+			A u = on ? to_acc(e[j]) - mean : A(0);
+			var += u * u;
+		}
+	}
+	var = warp_sum(var) / A(n);
+	A inv = A(1) / f_sqrt(var + A(eps));
+#pragma unroll
+	for (int k = 0; k < NV; k++) {
+		int64_t c = (int64_t)(k * 32 + lane) * V;
+		if (c >= n)
+			continue;
+		uint4 vg = g.p ? *(const uint4 *)((const T *)g.p + c) : vx[k];
+		uint4 vb = b.p ? *(const uint4 *)((const T *)b.p + c) : vx[k];
+		const T *e = (const T *)&vx[k], *eg = (const T *)&vg,
+		        *eb = (const T *)&vb;
+		uint4 vd;
+		T *ed = (T *)&vd;
+#pragma unroll
+		for (int j = 0; j < V; j++) {
+			A u = (to_acc(e[j]) - mean) * inv;
+			if (g.p)
+				u *= to_acc(eg[j]);
+			if (b.p)
+				u += to_acc(eb[j]);
+			ed[j] = store<T>(u);
+		}
+		*(uint4 *)(y + c) = vd;
+	}
+}
+
+template <typename T>
+int norm_warp_launch(cudaStream_t s, int nv, kview d, kview x, kview g,
+                     kview b, int64_t rows, int64_t n, int rms, double eps)
+{
+	int64_t blocks = (rows + WROWS - 1) / WROWS;
+	if (blocks > 0x7fffffff)
+		return (int)cudaErrorInvalidConfiguration;
+	dim3 gr((unsigned)blocks), th(32 * WROWS);
+	switch (nv) {
+	case 1: norm_rows_warp<T, 1><<<gr, th, 0, s>>>(d, x, g, b, rows, n, rms, eps); break;
+	case 2: norm_rows_warp<T, 2><<<gr, th, 0, s>>>(d, x, g, b, rows, n, rms, eps); break;
+	case 4: norm_rows_warp<T, 4><<<gr, th, 0, s>>>(d, x, g, b, rows, n, rms, eps); break;
+	case 8: norm_rows_warp<T, 8><<<gr, th, 0, s>>>(d, x, g, b, rows, n, rms, eps); break;
+	default: norm_rows_warp<T, 16><<<gr, th, 0, s>>>(d, x, g, b, rows, n, rms, eps); break;
+	}
+	return (int)cudaGetLastError();
+}
+
 // Whether gamma or beta (1-d, or absent) suits norm_rows_vec.
 static bool vec_param(const kview &v)
 {
@@ -396,10 +486,14 @@ int rows_type(cudaStream_t s, int op, kview d, kview x, kview g, kview b,
 	if (rows > 0x7fffffff) // one block per row
 		return (int)cudaErrorInvalidConfiguration;
 	const int V = 16 / sizeof(T);
+	bool vec = op != KR_SOFTMAX && vec_rows(d, V) && vec_rows(x, V) &&
+	           vec_param(g) && vec_param(b);
 	if (op == KR_SOFTMAX)
 		softmax_rows<T><<<(int)rows, row_threads(n), 0, s>>>(d, x);
-	else if (vec_rows(d, V) && vec_rows(x, V) && n / V <= 1024 &&
-	         vec_param(g) && vec_param(b)) {
+	else if (vec && warp_nv(n / V))
+		return norm_warp_launch<T>(s, warp_nv(n / V), d, x, g, b, rows, n,
+		                           op == KR_RMSNORM, eps);
+	else if (vec && n / V <= 1024) {
 		int64_t t = (n / V + 31) / 32 * 32;
 		norm_rows_vec<T><<<(int)rows, (int)(t < 64 ? 64 : t), 0, s>>>(
 			d, x, g, b, op == KR_RMSNORM, eps);

@@ -17,7 +17,11 @@
  * dy as their input, so that in place is out = dy. cfrt_rmsnorm_grad_rows
  * twice a case: its dx checked (RMSD, in place: dx = dy) and its rows,
  * dy * xhat (RMSR), each against the double reference (rows: of
- * rmsnorm then mul, the calls it stands for).
+ * rmsnorm then mul, the calls it stands for). The norms' warp-per-row
+ * kernels of both passes (rows of whole 16-byte vectors, at most 512 of
+ * them, contiguous gamma: grad.cu's norm_grad_rows_warp, kernels.cu's
+ * norm_rows_warp) have cases of their own, full and partial last rounds
+ * of lanes.
  * Prints "grad_check: CASE: ... ok" (or MISMATCH) per case and
  * "grad_check: all ok" at the end; exits 1 on any mismatch. Run it under
  * mpirun -n 1 (mpirun --allow-run-as-root -n 1 grad_check). */
@@ -94,6 +98,16 @@ static const gcase cases[] = {
 	{RMSD, 2, {3, 8193}, 0, 1, 0, 0},
 	{RMSR, 2, {3, 8193}, 0, 0, 0, 0},
 	{RMSR, 2, {9, 33}, 1, 1, 0, 0},
+	/* a warp a row (grad.cu's norm_grad_rows_warp, kernels.cu's
+	 * norm_rows_warp: rows of whole 16-byte vectors, at most 512 of
+	 * them; 2056 and 24: a last round of fewer lanes) */
+	{RMS, 2, {33, 2048}, 0, 1, 0, 0},
+	{LN, 2, {6, 1000}, 0, 0, 1, 0},
+	{LN, 2, {7, 2056}, 0, 1, 0, 0},
+	{RMSD, 2, {5, 24}, 0, 1, 1, 0},
+	{RMSR, 2, {9, 2056}, 0, 1, 0, 0},
+	{RMSF, 2, {33, 2048}, 0, 1, 0, 0},
+	{LNF, 2, {6, 1000}, 0, 1, 1, 0},
 	{SCAN, 3, {4, 100, 33}, 1, 0, 0, 1},
 	{SCAN, 2, {16, 1000}, 0, 0, 1, 1},
 	{SCAN, 2, {50, 7}, 1, 0, 0, 0},

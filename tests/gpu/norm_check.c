@@ -1,7 +1,8 @@
 /* norm_check: cfrt_rmsnorm and cfrt_layernorm on the CUDA backend, rows
- * that take each of the three row kernels of kernels.cu (norm_rows_vec:
- * 16 bytes a thread; norm_rows_reg: a row in registers; norm_rows: any
- * stride), against
+ * that take each of the four row kernels of kernels.cu (norm_rows_warp:
+ * a warp a row of at most 512 16-byte vectors; norm_rows_vec: 16 bytes
+ * a thread, a block a row; norm_rows_reg: a row in registers;
+ * norm_rows: any stride), against
  *   - a double reference computed here from the device's inputs
  *     (cfrt_fill_uniform, in [-1, 1); f32 within 1e-5, bf16 and f16
  *     within 1.6e-2 of the larger of 1 and the value), and
@@ -9,10 +10,13 @@
  *     rows one element apart from their storage's alignment: the
  *     register or the strided kernel), within the same bound of each
  *     other;
- * gamma (and beta) given or not, row lengths 4096 and 1024 (the
- * vector kernel), 4100 (f32: vectors; 16-bit: not a whole number of
- * them), 12 and 7 (odd), 9000 (over 1024 vectors: the register kernel)
- * and 3 rows of each.
+ * gamma (and beta) given or not, row lengths 4096 (16-bit: the warp
+ * kernel; f32: 1024 vectors, the block kernel) and 1024 (the warp
+ * kernel), 2056 (16-bit: 257 vectors, a last round of one lane; f32:
+ * 514, the block kernel), 4100 (f32: vectors; 16-bit: not a whole
+ * number of them), 12 and 7 (odd), 9000 (over 1024 vectors: the
+ * register kernel) and ROWS rows of each (more than a block of the warp
+ * kernel takes, and not a multiple of them).
  * Prints "norm_check: CASE: ok" or "... MISMATCH (...)" per case, then
  * "norm_check: all ok" or "norm_check: N failed"; exits 1 on a failure.
  *   mpirun -n 1 norm_check */
@@ -26,7 +30,7 @@
 #include "cfrt.h"
 #include "hostval.h"
 
-enum { ROWS = 3 };
+enum { ROWS = 7 };
 
 static int nbad;
 
@@ -122,9 +126,9 @@ int main(int argc, char **argv)
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
 	CFRT_TRY(NULL, cfrt_init(&ctx, MPI_COMM_WORLD, size, "norm_check"));
 	cfrt_dtype types[3] = {CFRT_F32, CFRT_BF16, CFRT_F16};
-	int64_t lens[6] = {4096, 1024, 4100, 12, 7, 9000};
+	int64_t lens[7] = {4096, 1024, 2056, 4100, 12, 7, 9000};
 	for (int k = 0; k < 3; k++)
-		for (int l = 0; l < 6; l++)
+		for (int l = 0; l < 7; l++)
 			for (int rms = 0; rms < 2; rms++)
 				for (int aff = 0; aff < 2; aff++)
 					check(ctx, types[k], lens[l], rms, aff);
