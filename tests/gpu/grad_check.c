@@ -20,8 +20,8 @@
  * rmsnorm then mul, the calls it stands for). The norms' warp-per-row
  * kernels of both passes (rows of whole 16-byte vectors, at most 512 of
  * them, contiguous gamma: grad.cu's norm_grad_rows_warp, kernels.cu's
- * norm_rows_warp) have cases of their own, full and partial last rounds
- * of lanes.
+ * norm_rows_warp) and the sum's 16-byte columns (sum_rows_part_vec)
+ * have cases of their own, full and partial last rounds of lanes.
  * Prints "grad_check: CASE: ... ok" (or MISMATCH) per case and
  * "grad_check: all ok" at the end; exits 1 on any mismatch. Run it under
  * mpirun -n 1 (mpirun --allow-run-as-root -n 1 grad_check). */
@@ -100,7 +100,8 @@ static const gcase cases[] = {
 	{RMSR, 2, {9, 33}, 1, 1, 0, 0},
 	/* a warp a row (grad.cu's norm_grad_rows_warp, kernels.cu's
 	 * norm_rows_warp: rows of whole 16-byte vectors, at most 512 of
-	 * them; 2056 and 24: a last round of fewer lanes) */
+	 * them; 2056 and 24: a last round of fewer lanes) and the sum's
+	 * 16-byte columns (sum_rows_part_vec) */
 	{RMS, 2, {33, 2048}, 0, 1, 0, 0},
 	{LN, 2, {6, 1000}, 0, 0, 1, 0},
 	{LN, 2, {7, 2056}, 0, 1, 0, 0},
@@ -108,6 +109,8 @@ static const gcase cases[] = {
 	{RMSR, 2, {9, 2056}, 0, 1, 0, 0},
 	{RMSF, 2, {33, 2048}, 0, 1, 0, 0},
 	{LNF, 2, {6, 1000}, 0, 1, 1, 0},
+	{SUM, 2, {1000, 520}, 0, 0, 0, 1},
+	{SUM, 3, {2, 333, 24}, 0, 0, 0, 1},
 	{SCAN, 3, {4, 100, 33}, 1, 0, 0, 1},
 	{SCAN, 2, {16, 1000}, 0, 0, 1, 1},
 	{SCAN, 2, {50, 7}, 1, 0, 0, 0},
