@@ -152,16 +152,8 @@ norm_grad_rows_warp(kview dx, kview dy, kview x, kview g, int64_t rows,
 		vx[k] = on ? *(const uint4 *)(px + c) : make_uint4(0, 0, 0, 0);
 		vd[k] = on ? *(const uint4 *)(pdy + c) : make_uint4(0, 0, 0, 0);
 	}
-	if (!rms) {
-#pragma unroll
-		for (int k = 0; k < NV; k++) {
-			const T *e = (const T *)&vx[k];
-#pragma unroll
-			for (int j = 0; j < V; j++)
-				mean += to_acc(e[j]);
-		}
-		mean = warp_sum(mean) / A(n);
-	}
+	if (!rms)
+		mean = warp_row_mean<T, A, NV, V>(vx, n);
 #pragma unroll
 	for (int k = 0; k < NV; k++) {
 		int64_t c = (int64_t)(k * 32 + lane) * V;

@@ -143,6 +143,24 @@ template <typename A> __device__ __forceinline__ A warp_sum(A v)
 	return v;
 }
 
+// The mean over a row of n elements that a warp holds as NV 16-byte
+// vectors of V elements a lane (vector k of lane l: elements
+// (k * 32 + l) * V ..), those past n zero; every lane gets it. The
+// warp-per-row norms, forward and backward, share it.
+template <typename T, typename A, int NV, int V>
+__device__ __forceinline__ A warp_row_mean(const uint4 (&vx)[NV], int64_t n)
+{
+	A mean = 0;
+#pragma unroll
+	for (int k = 0; k < NV; k++) {
+		const T *e = (const T *)&vx[k];
+#pragma unroll
+		for (int j = 0; j < V; j++)
+			mean += to_acc(e[j]);
+	}
+	return warp_sum(mean) / A(n);
+}
+
 // The rows a block of the warp-per-row kernels takes (a warp each).
 const int WROWS = 4;
 

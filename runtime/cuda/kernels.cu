@@ -376,16 +376,8 @@ norm_rows_warp(kview d, kview s, kview g, kview b, int64_t rows, int64_t n,
 		int64_t c = (int64_t)(k * 32 + lane) * V;
 		vx[k] = c < n ? *(const uint4 *)(x + c) : make_uint4(0, 0, 0, 0);
 	}
-	if (!rms) {
-#pragma unroll
-		for (int k = 0; k < NV; k++) {
-			const T *e = (const T *)&vx[k];
-#pragma unroll
-			for (int j = 0; j < V; j++)
-				mean += to_acc(e[j]);
-		}
-		mean = warp_sum(mean) / A(n);
-	}
+	if (!rms)
+		mean = warp_row_mean<T, A, NV, V>(vx, n);
 #pragma unroll
 	for (int k = 0; k < NV; k++) {
 		const T *e = (const T *)&vx[k];
