@@ -142,6 +142,7 @@ typedef struct Cli {
 	int has_order;
 	int backward;         /* --backward */
 	int accumulate;       /* --accumulate */
+	int keep_group1;      /* --keep-group1 */
 	DiagFormat diagfmt;   /* -fdiagnostics-format= */
 	int sched_ranks;      /* --sched-ranks= */
 	const char *profile;  /* --profile= */
@@ -203,6 +204,8 @@ usage(FILE *f)
 	      "                   its collectives, the driver checks its gradients\n"
 	      "  --accumulate     with --backward: weight gradients are added to what the\n"
 	      "                   grads struct holds (micro-batches), not overwritten\n"
+	      "  --keep-group1    keep the collectives over groups of one rank (-D tp=1),\n"
+	      "                   each a copy; by default they are taken out\n"
 	      "  --explain        say, for every collective, which schedule was applied,\n"
 	      "                   what compute it was fused with, and why not more\n"
 	      "                   (on standard output)\n"
@@ -504,6 +507,8 @@ parse_args(Cli *cl, int argc, char **argv)
 			cl->backward = 1;
 		} else if (!strcmp(a, "--accumulate")) {
 			cl->accumulate = 1;
+		} else if (!strcmp(a, "--keep-group1")) {
+			cl->keep_group1 = 1;
 		} else if (!strcmp(a, "--no-line")) {
 			cl->noline = 1;
 		} else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
@@ -861,7 +866,8 @@ compile_once(Comp *c, Cli *cl)
 	/* every pass, in order (compiler/pipeline.c) */
 	Pipeline pl = {.a = c->arena, .d = &c->diag, .o = &cl->opt, .profile = c->profile,
 	               .auto_margin = c->auto_margin, .backward = cl->backward,
-	               .accumulate = cl->accumulate, .order = c->order,
+	               .accumulate = cl->accumulate, .keep_group1 = cl->keep_group1,
+	               .order = c->order,
 	               .order_asked = c->order_asked,
 	               .coalesce = c->coalesce, .bound = c->bound, .stop = PIPE_PLANNED,
 	               .phase = phase, .ctx = &c->progress};
@@ -910,7 +916,7 @@ trial_peak(Comp *c, Cli *cl, OrderMode order, int64_t coalesce, int64_t *spec)
 {
 	Pipeline pl = {.a = c->arena, .d = &c->diag, .o = &cl->opt, .profile = c->profile,
 	               .auto_margin = c->auto_margin, .backward = cl->backward,
-	               .accumulate = cl->accumulate}, tr;
+	               .accumulate = cl->accumulate, .keep_group1 = cl->keep_group1}, tr;
 	int nre = cl->opt.nrecompute;
 
 	cl->opt.nrecompute = 0;

@@ -645,6 +645,7 @@ Graph *grad_build(Graph *g, Diag *d, int accumulate);
 /* Adds node n, defining v, to g (after every node it reads); returns v. */
 Value *graph_add(Arena *a, Graph *g, Node *n, Value *v);
 void graph_fill_locality(Graph *g);
+int graph_elide_group1(Graph *g); /* elide.c */
 int graph_sum_dim(const Node *n, int i, int d);
 void graph_check(const Graph *g); /* internal invariants; dies on failure */
 void graph_dump(FILE *f, const Graph *g);

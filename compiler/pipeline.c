@@ -71,6 +71,16 @@ pipeline_graphs(Pipeline *pl, const Src *src)
 		graph_check(b);
 		phase(pl, "backward: %d ops", b->nodes.n);
 	}
+	/* groups of one rank: their collectives move nothing (elide.c);
+	 * after the backward is derived, which reads the forward's graph as
+	 * sema made it */
+	if (!pl->keep_group1) {
+		int n = graph_elide_group1(pl->graph);
+		if (pl->graph->bwd)
+			n += graph_elide_group1(pl->graph->bwd);
+		if (n)
+			phase(pl, "groups of one: %d collectives elided", n);
+	}
 	return PIPE_OK;
 }
 
@@ -169,7 +179,8 @@ pipeline_trial(const Pipeline *pl, const Src *src, OrderMode order, int64_t coal
 	diag_init(&quiet, pl->d->src, null);
 	*tr = (Pipeline){.a = pl->a, .d = &quiet, .o = pl->o, .profile = pl->profile,
 	                 .auto_margin = pl->auto_margin, .backward = pl->backward,
-	                 .accumulate = pl->accumulate, .order = order, .order_asked = 1,
+	                 .accumulate = pl->accumulate, .keep_group1 = pl->keep_group1,
+	                 .order = order, .order_asked = 1,
 	                 .coalesce = coalesce, .stop = PIPE_PLANNED, .trial = 1,
 	                 .predict = predict};
 	int rc = pipeline_run(tr, src);

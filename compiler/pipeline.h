@@ -32,6 +32,8 @@ typedef struct Pipeline {
 	double auto_margin;     /* Sched.auto_margin; AUTO_MARGIN_OF_PROFILE */
 	int backward;           /* also derive the backward graph */
 	int accumulate;         /* grad_build's: add weight gradients */
+	int keep_group1;        /* keep the collectives over groups of one
+	                         * rank (copies); else elide.c takes them out */
 	OrderMode order;        /* order.c's: ORDER_PASS (0), the default */
 	int order_asked;        /* --order given: with a profile, choose_pass
 	                         * tries no other order */

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Groups of one rank (issue 48, item 11): what a user gets with -D tp=1
-# for a one-GPU run. A collective over a group of 1 is a copy (or
-# nothing); under fuse(ring) and fuse(bidir) its trace line named the
+# for a one-GPU run. A collective over a group of 1 is taken out (its
+# readers read its input), or with --keep-group1 a copy; under fuse(ring) and fuse(bidir) its trace line named the
 # rank that no stage declared, and the C did not compile. Every kind of
 # schedule, forward and backward, checked against the serial reference:
 #  - tests/e2e/group1.cf (all_gather, reduce_scatter, all_reduce and an
@@ -47,14 +47,50 @@ e2e() {
 
 tag() { echo "$1" | tr -d ' ' | tr '(),=' '___-' | sed 's/_*$//'; }
 
+# By default cfc takes the collectives over a group of one out
+# (compiler/elide.c): their readers read their inputs. --keep-group1 keeps
+# each as a copy, the way a collective over tp runs on one rank; both are
+# checked.
 for tpdp in 1x1 1x2 2x1; do
 	tp=${tpdp%x*} dp=${tpdp#*x}
+	for keep in "" --keep-group1; do
 	for s in spec vanilla "slice(2)" "fuse(ring)" "fuse(bidir)" "fuse(pairwise)" "fuse(ring, m = 2)"; do
-		if [ "$s" = spec ]; then set --; else set -- "--schedule=$s"; fi
-		e2e "group1: group1.cf $s ${tpdp}" "$out/group1-$(tag "$s")-$tpdp" $((tp * dp)) \
+		if [ "$s" = spec ]; then set -- $keep; else set -- $keep "--schedule=$s"; fi
+		k=${keep:+-keep}
+		e2e "group1: group1.cf $s ${tpdp}${k}" "$out/group1-$(tag "$s")-$tpdp$k" $((tp * dp)) \
 			tests/e2e/group1.cf -D tp=$tp -D dp=$dp "$@"
-		e2e "group1: tpdp $s ${tpdp}" "$out/tpdp-$(tag "$s")-$tpdp" $((tp * dp)) \
+		e2e "group1: tpdp $s ${tpdp}${k}" "$out/tpdp-$(tag "$s")-$tpdp$k" $((tp * dp)) \
 			examples/tpdp.cf -D tp=$tp -D dp=$dp -D B=$((2 * dp)) -D S=$((8 * tp)) \
 			-D D=8 -D F=$((8 * tp)) "$@"
 	done
+	done
 done
+
+# what is taken out: every collective over a group of one, forward and
+# backward, but those whose result must be a tensor of its own (group1.cf's
+# a and b: an output made of another output, of an input); none over a
+# group of two; none with --keep-group1
+colls() { # SPEC ARGS...: FORWARD_BACKWARD, the collectives of each pass
+	"$B/cfc" "$@" --backward --emit=sched 2>&1 |
+		sed -n 's/^\(backward \)\{0,1\}schedule .*, \([0-9]*\) collectives$/\2/p' |
+		paste -s -d _ -
+}
+while read -r want args; do
+	# shellcheck disable=SC2086
+	got=$(colls $args)
+	if [ "$got" = "$want" ]; then
+		pass "group1: collectives of $args: $got"
+	else
+		fail "group1: collectives of $args: $got (want $want)"
+	fi
+done <<EOF
+2_0 tests/e2e/group1.cf -D tp=1 -D dp=1
+5_7 tests/e2e/group1.cf -D tp=1 -D dp=1 --keep-group1
+2_3 tests/e2e/group1.cf -D tp=1 -D dp=2
+0_0 examples/tpdp.cf -D tp=1 -D dp=1
+0_2 examples/tpdp.cf -D tp=1 -D dp=2
+2_3 examples/tpdp.cf -D tp=2 -D dp=1
+0_0 examples/llama.cf -D tp=1
+4_8 examples/llama.cf -D tp=1 --keep-group1
+4_7 examples/llama.cf -D tp=2
+EOF
