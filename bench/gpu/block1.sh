@@ -21,13 +21,13 @@
 # OUT (default bench/results/DATE-block1-GPU) gets runs.txt (every line of
 # both sides), CASE-*.log and .err (each program's output) and summary.md
 # (bench/gpu/block_report.py). Knobs: ITERS (20), WARMUP (3), NO_COMPILE=1,
-# TORCH_TIMEOUT (240 s a PyTorch side: a compile that hangs costs no more).
+# TORCH_TIMEOUT (150 s a PyTorch side: a compile that hangs costs no more).
 # To try the script on a machine without a GPU: SMALL=1 (the specs' own
 # small sizes), CFC_FLAGS=--type=f32 (the MPI backend has no bf16),
 # CFRT_LIB=$B/libcfrt.a CFRT_LIBS="$(pkg-config --libs openblas) -lm
 # -pthread", TORCH_DEVICE=cpu (PYTHON: the interpreter, python3).
 set -u
-: "${B:=build}" "${ITERS:=20}" "${WARMUP:=3}" "${CFC_FLAGS:=}" "${TORCH_TIMEOUT:=240}"
+: "${B:=build}" "${ITERS:=20}" "${WARMUP:=3}" "${CFC_FLAGS:=}" "${TORCH_TIMEOUT:=150}"
 : "${TORCH_DEVICE:=cuda}" "${PYTHON:=python3}"
 export NCCL_NVLS_ENABLE=0 OMPI_MCA_btl_vader_single_copy_mechanism=none PYTHONUNBUFFERED=1 \
 	PYTHONDONTWRITEBYTECODE=1
@@ -136,7 +136,8 @@ EOF
 		st=1
 	fi
 	grep -q "^torch case=$c what=step mode=compile error" "$runs" &&
-		say "$c: $(grep 'compile failed' "$OUT/$c-torch.err" | head -n 1)"
+		say "$c: torch.compile failed ($c-torch.err):" \
+			"$(grep 'compile failed' "$OUT/$c-torch.err" | head -n 1 | cut -c 1-200)"
 done
 "$PYTHON" bench/gpu/block_report.py "$runs" >"$OUT/summary.md" || st=1
 say "wrote $OUT/summary.md"
