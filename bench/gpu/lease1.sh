@@ -5,14 +5,29 @@
 # runtime, nvcc being slow on a shared machine).
 #   sh bench/gpu/lease1.sh prep DIR   here: a copy of this tree in DIR with
 #        build/libcfrt_cuda.a (and the build without cuDNN), the generated
-#        C of the layer benchmark (build/gen, bench/gpu/layer1.sh GEN_ONLY)
-#        and of the torch checks (build/tgen, tests/gpu/torch_layer.sh gen);
+#        C of the layer benchmark (build/gen, bench/gpu/layer1.sh GEN_ONLY),
+#        of the torch checks (build/tgen, tests/gpu/torch_layer.sh gen) and
+#        of the one-GPU blocks (build/block1, bench/gpu/block1.sh GEN_ONLY);
 #   sh bench/gpu/lease1.sh run        on the GPU machine, from DIR: the
 #        one-GPU checks (tests/gpu/grad_check, gqa_check, finite_check --gpu, rope_check, norm_check, attn_check with
 #        ATTN=1, and attn_check of the build without cuDNN), the layer benchmark (CONFIGS, default
 #        s4096-b1) and tests/gpu/torch_layer.sh with BENCH=1, all logs in
 #        one tarball $OUT/lease.tgz (the device tool's OUT) and a summary
 #        on stdout.
+# PHASES picks the parts of run: checks probe bench order torch by default;
+# two more run only when named (each about a minute):
+#   mlp    issue 52's MLP training step (bench/mlp_sbd.cf, bf16, B 16,
+#          S 4096, D 4096, tp = 1) against PyTorch autograd, eager and
+#          torch.compile: bench/gpu/block1.sh mlp;
+#   casec  case (c)'s compute of one rank at tp = 4 (bench/attn_rank.cf:
+#          Q/K/V projections onto 8 heads of 128, causal attention, the
+#          output projection; B 16, S 4096, D 4096), forward alone and the
+#          training step, against the same in PyTorch (matmuls and causal
+#          SDPA), eager and torch.compile: bench/gpu/block1.sh casec.
+#   Each writes $OUT/CASE-summary.md (ours ms, eager ms, compile ms, the
+#   ratios PyTorch / ours, peak MiB; block_report.py) and keeps its logs
+#   in lease.tgz (CASE/: runs.txt, each program's output):
+#     PHASES="mlp casec" sh bench/gpu/lease1.sh run
 set -u
 if [ "${1:-}" = prep ]; then
 	set -e
@@ -45,6 +60,9 @@ if [ "${1:-}" = prep ]; then
 	CFC_FLAGS=--order=region GEN_ONLY=$d/build/order-base/gen \
 		CONFIGS="${CONFIGS:-s4096-b1}" sh bench/gpu/layer1.sh
 	sh tests/gpu/torch_layer.sh gen "$d/build/tgen"
+	# the one-GPU blocks' C (the mlp and casec phases)
+	rm -rf "$d/build/block1"
+	GEN_ONLY=$d/build/block1 sh bench/gpu/block1.sh mlp casec
 	du -sh "$d"
 	exit 0
 fi
@@ -53,20 +71,21 @@ export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1 OMPI_MCA_btl_vader_single_copy_mech
 o=${OUT:-/tmp/lease1}
 w=/tmp/lease1-work
 rm -rf "$w"
-mkdir -p "$w/checks" "$w/bench" "$w/torch"
+mkdir -p "$w/checks" "$w/bench" "$w/torch" "$w/mlp" "$w/casec"
 t0=$(date +%s)
 say() { echo "lease1: [$(($(date +%s) - t0)) s] $*"; }
 mkdir -p "$o"
 # the logs so far into $o/lease.tgz (again after each phase: a run cut off
 # at its time limit still brings back what it did)
 # (the torch phase writes its logs into $o/torch as it goes)
-keep() { tar -C "$w" -czf "$o/lease.tgz" checks bench; }
+keep() { tar -C "$w" -czf "$o/lease.tgz" checks bench mlp casec; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 libs=$(sh scripts/cuda-libs.sh)
 say "libraries: $libs"
 MPIRUN="mpirun --allow-run-as-root --timeout 240"
-# PHASES: which parts run (default all: checks probe bench order torch), so that
-# a lease's calls of at most 10 minutes each can split them
+# PHASES: which parts run (default: checks probe bench order torch; mlp and
+# casec only when named), so that a lease's calls of at most 10 minutes
+# each can split them
 : "${PHASES:=checks probe bench order torch}"
 has() { case " $PHASES " in *" $1 "*) return 0 ;; esac; return 1; }
 if has checks; then
@@ -122,6 +141,16 @@ COMMIT=${COMMIT:-unknown} GEN=build/gen OUT="$w/order" ITERS=${ITERS:-20} BASE=b
 tar -C "$w" -czf "$o/order.tgz" order
 cp "$w/order/summary.md" "$o/order-summary.md" 2>/dev/null
 fi
+# issue 52's one-GPU blocks (bench/gpu/block1.sh), C from prep's build/block1
+for c in mlp casec; do
+	has $c || continue
+	say "one-GPU block $c (bench/gpu/block1.sh)"
+	COMMIT=${COMMIT:-unknown} GEN=build/block1 OUT="$w/$c" ITERS=${ITERS:-20} \
+		sh bench/gpu/block1.sh $c 2>&1 | tail -n 12
+	keep
+	cp "$w/$c/summary.md" "$o/$c-summary.md" 2>/dev/null &&
+		grep '^## \|^| \|^- target' "$w/$c/summary.md"
+done
 has torch || { say "done"; exit 0; }
 say "torch layer checks (issue 50)"
 # the library is built here already: torch_layer.sh's make has nothing to do

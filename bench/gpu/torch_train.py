@@ -1,53 +1,40 @@
 """torch_train.py: the PyTorch autograd reference of the MLP block's
-training step (case b, [S, B, D], bf16, one GPU): forward
-y = gelu(x @ w1, tanh) @ w2, then torch.autograd.backward(y, dy) writing
-dx, dw1 and dw2. Prints the medians (CUDA events, ITERS runs after 3
-warm-ups) of the forward alone and of forward + backward.
+training step (case b, bench/mlp_sbd.cf at tp = 1: [S, B, D], bf16, one
+GPU): forward y = gelu(x @ w1, tanh) @ w2, then y.backward(dy) writing the
+.grad of x, w1 and w2. Eager and under torch.compile; prints the medians
+(ITERS runs after WARMUP) of the forward alone and of the step, and the
+step's peak memory, one line a mode (bench/gpu/torch_step.py says what).
 
-usage: python3 torch_train.py [ITERS [S B D]]
+usage: python3 torch_train.py [ITERS [S B D]] [--S S --B B --D D]
+         [--iters N] [--warmup N] [--no-compile] [--device cuda|cpu]
+The positional form is bench/gpu/train.sh's of before; the options win
+where both are given.
 """
-import statistics
-import sys
-
-import torch
 import torch.nn.functional as F
 
-it = int(sys.argv[1]) if len(sys.argv) > 1 else 20
-S, B, D = (int(a) for a in sys.argv[2:5]) if len(sys.argv) > 4 else (4096, 16, 4096)
+import torch_step as ts
+
+ap = ts.options(__doc__, (("S", 4096), ("B", 16), ("D", 4096)))
+ap.add_argument("pos", nargs="*", type=int, help="ITERS [S B D]")
+a = ap.parse_args()
+if len(a.pos) not in (0, 1, 4):
+    ap.error("positional arguments: ITERS, or ITERS S B D")
+if a.pos:
+    a.iters = a.pos[0]
+if len(a.pos) == 4:
+    a.S, a.B, a.D = a.pos[1:]
+S, B, D, dev = a.S, a.B, a.D, a.device
 F4 = 4 * D
-torch.manual_seed(0)
-dev = "cuda"
-x = (torch.rand(S, B, D, device=dev) - 0.5).to(torch.bfloat16).requires_grad_()
-w1 = ((torch.rand(D, F4, device=dev) - 0.5) / 64).to(torch.bfloat16).requires_grad_()
-w2 = ((torch.rand(F4, D, device=dev) - 0.5) / 128).to(torch.bfloat16).requires_grad_()
-dy = (torch.rand(S, B, D, device=dev) - 0.5).to(torch.bfloat16)
+ts.setup(dev)
+x = ts.rnd(dev, S, B, D, grad=True)
+w1 = ts.rnd(dev, D, F4, scale=1 / 64, grad=True)
+w2 = ts.rnd(dev, F4, D, scale=1 / 128, grad=True)
+dy = ts.rnd(dev, S, B, D)
 
 
-def fwd():
-    return torch.matmul(F.gelu(torch.matmul(x, w1), approximate="tanh"), w2)
+def mlp(x_, w1_, w2_):
+    return F.gelu(x_ @ w1_, approximate="tanh") @ w2_
 
 
-def timed(fn):
-    ts = []
-    for i in range(it + 3):
-        x.grad = w1.grad = w2.grad = None
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda.synchronize()
-        a.record()
-        fn()
-        b.record()
-        torch.cuda.synchronize()
-        if i >= 3:
-            ts.append(a.elapsed_time(b))
-    return statistics.median(ts)
-
-
-def step():
-    y = fwd()
-    torch.autograd.backward(y, dy)
-
-
-with torch.no_grad():
-    f_ms = timed(fwd)
-s_ms = timed(step)
-print(f"torch fwd_ms={f_ms:.3f} fwd_bwd_ms={s_ms:.3f} bwd_ms={s_ms - f_ms:.3f} torch={torch.__version__}")
+print(f"torch what=sizes S={S} B={B} D={D} F={F4}", flush=True)
+ts.run_modes("torch_train", mlp, (x,), (w1, w2), dy, a)
