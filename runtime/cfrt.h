@@ -671,6 +671,14 @@ int cfrt_gemm(cfrt_ctx *ctx, cfrt_dtype t, cfrt_trans transa,
 int cfrt_matmul(cfrt_ctx *ctx, const cfrt_view *c, const cfrt_view *a,
                 const cfrt_view *b, double alpha, double beta);
 
+/* c = alpha * a @ b + d, d of c's dims (a residual added to a projection,
+ * two gradients summed): cfrt_matmul's views, and d's. d may be c itself
+ * (the sum in place); else it must share no byte with c. The CUDA backend
+ * reads d as cuBLASLt's C and writes c as its D, for 16-bit types where d
+ * is laid out as c: one pass over the output, not a GEMM and an add. */
+int cfrt_matmul_add(cfrt_ctx *ctx, const cfrt_view *c, const cfrt_view *a,
+                    const cfrt_view *b, const cfrt_view *d, double alpha);
+
 /* dst = a + b, dst = a - b, dst = b - a (rsub) and dst = a * b
  * elementwise. a has dst's dims; b broadcasts against them (right-aligned
  * dims, each equal or 1, missing leading dims repeat): a bias [D] added

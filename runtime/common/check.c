@@ -33,6 +33,53 @@ int cfrt_fill_uniform(cfrt_ctx *ctx, const cfrt_view *dst, uint64_t seed)
 	return cfrt_fill_global(ctx, dst, seed, dst ? dst->dim : NULL, zero);
 }
 
+/* a and b: the same elements in the same places. */
+int cfrti_view_eq(const cfrt_view *a, const cfrt_view *b)
+{
+	if (a->p != b->p || a->t != b->t || a->nd != b->nd)
+		return 0;
+	for (int d = 0; d < a->nd; d++)
+		if (a->dim[d] != b->dim[d] || (a->dim[d] > 1 && a->stride[d] != b->stride[d]))
+			return 0;
+	return 1;
+}
+
+/* The bytes from v's lowest element to past its highest. */
+static void byte_span(const cfrt_view *v, uintptr_t *lo, uintptr_t *hi)
+{
+	intptr_t l = 0, h = 0;
+	for (int d = 0; d < v->nd; d++) {
+		if (v->dim[d] == 0) {
+			*lo = *hi = (uintptr_t)v->p;
+			return;
+		}
+		intptr_t e = (intptr_t)(v->stride[d] * (v->dim[d] - 1));
+		if (e < 0)
+			l += e;
+		else
+			h += e;
+	}
+	size_t es = cfrt_dtype_size(v->t);
+	*lo = (uintptr_t)v->p + (uintptr_t)(l * (intptr_t)es);
+	*hi = (uintptr_t)v->p + (uintptr_t)((h + 1) * (intptr_t)es);
+}
+
+/* cfrt_matmul_add's result c and addend d: one dtype, the same dims, and
+ * d either c itself or apart from it. */
+int cfrti_check_matmul_add(cfrt_ctx *ctx, const cfrt_view *c, const cfrt_view *d)
+{
+	int rc = cfrti_check_same(ctx, c, d, "c", "d");
+	if (rc != CFRT_OK || cfrti_view_eq(c, d))
+		return rc;
+	uintptr_t cl, ch, dl, dh;
+	byte_span(c, &cl, &ch);
+	byte_span(d, &dl, &dh);
+	if (cl < dh && dl < ch && cfrt_view_numel(c) > 0)
+		return cfrti_err(ctx, CFRT_EINVAL, "the addend d overlaps the result c "
+		                 "without being c");
+	return CFRT_OK;
+}
+
 int cfrti_check_binary(cfrt_ctx *ctx, const cfrt_view *dst,
                        const cfrt_view *a, const cfrt_view *b, cfrt_view *bb)
 {

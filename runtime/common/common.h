@@ -161,6 +161,8 @@ char *cfrti_line_at(const cfrt_view *v, const cfrt_view *shape, int axis,
  * softmax), cfrt_sum_leading. */
 int cfrti_check_fill(cfrt_ctx *ctx, const cfrt_view *dst,
                      const int64_t *gdims, const int64_t *offs);
+int cfrti_view_eq(const cfrt_view *a, const cfrt_view *b);
+int cfrti_check_matmul_add(cfrt_ctx *ctx, const cfrt_view *c, const cfrt_view *d);
 int cfrti_check_binary(cfrt_ctx *ctx, const cfrt_view *dst,
                        const cfrt_view *a, const cfrt_view *b,
                        cfrt_view *bb);
@@ -192,6 +194,9 @@ typedef struct gemm_args {
 	const void *a, *b;
 	void *c;
 	int64_t lda, ldb, ldc, sa, sb, sc, batch;
+	const void *cin; /* the C read with beta, laid out as c, when it is
+	                  * not c (the CUDA backend's cfrt_matmul_add through
+	                  * cuBLASLt); NULL: c itself */
 } gemm_args;
 int cfrti_gemm_check(cfrt_ctx *ctx, const gemm_args *g);
 

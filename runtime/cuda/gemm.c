@@ -60,6 +60,20 @@ int cfrti_gemm_run(cfrt_ctx *ctx, const gemm_args *in)
 	int rc = cfrti_lt_gemm(ctx, &g);
 	if (rc != CFRT_ENOTSUP)
 		return rc;
+	if (g.cin && g.cin != g.c) {
+		/* no cuBLASLt plan for cfrt_matmul_add's shape: its addend
+		 * copied into c, then added to as cuBLAS does */
+		size_t es = cfrt_dtype_size(g.ct);
+		rc = CFRT_OK;
+		for (int64_t i = 0; rc == CFRT_OK && i < g.batch; i++)
+			rc = cfrti_cuda(ctx, cudaMemcpy2DAsync((char *)g.c + (size_t)(i * g.sc) * es,
+			                (size_t)g.ldc * es, (const char *)g.cin + (size_t)(i * g.sc) * es,
+			                (size_t)g.ldc * es, (size_t)g.n * es, (size_t)g.m,
+			                cudaMemcpyDeviceToDevice, ctx->dev.cs), "cudaMemcpy2DAsync");
+		if (rc != CFRT_OK)
+			return rc;
+		g.cin = NULL;
+	}
 	float af = (float)g.alpha, bf = (float)g.beta;
 	int dbl = g.t == CFRT_F64;
 	cublasComputeType_t ct = dbl ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
@@ -80,7 +94,7 @@ int cfrt_gemm(cfrt_ctx *ctx, cfrt_dtype t, cfrt_trans transa,
               void *c, int64_t ldc, int64_t stride_c, int64_t batch)
 {
 	gemm_args g = {t, t, transa, transb, m, n, k, alpha, beta, a, b, c,
-	               lda, ldb, ldc, stride_a, stride_b, stride_c, batch};
+	               lda, ldb, ldc, stride_a, stride_b, stride_c, batch, NULL};
 	int rc = cfrti_enter(ctx, "cfrt_gemm");
 	if (rc == CFRT_OK)
 		rc = cfrti_gemm_check(ctx, &g);
@@ -128,6 +142,63 @@ int cfrt_matmul(cfrt_ctx *ctx, const cfrt_view *c, const cfrt_view *a,
 	                                            &ae, &be), c, NULL, NULL);
 }
 
+/* d laid out as c: every element of one at the other's offset. */
+static int same_layout(const cfrt_view *c, const cfrt_view *d)
+{
+	for (int i = 0; i < c->nd; i++)
+		if (c->dim[i] > 1 && c->stride[i] != d->stride[i])
+			return 0;
+	return 1;
+}
+
+int cfrt_matmul_add(cfrt_ctx *ctx, const cfrt_view *c, const cfrt_view *a,
+                    const cfrt_view *b, const cfrt_view *d, double alpha)
+{
+	cfrt_view ae, be, ce;
+	gemm_args g = {0};
+	int rc = cfrti_enter(ctx, "cfrt_matmul_add");
+	if (rc == CFRT_OK)
+		rc = cfrti_check_matmul_add(ctx, c, d);
+	if (rc != CFRT_OK)
+		return rc;
+	/* cuBLASLt reads C and writes D apart for the 16-bit types; else
+	 * (and for d in place) the sum is made in c: d copied there, then
+	 * the product added */
+	if (cfrti_view_eq(c, d) || !same_layout(c, d) || ctx->lt.mode == GM_CUBLAS ||
+	    (c->t != CFRT_BF16 && c->t != CFRT_F16)) {
+		if (!cfrti_view_eq(c, d))
+			rc = cfrt_copy(ctx, c, d);
+		return rc != CFRT_OK ? rc : cfrt_matmul(ctx, c, a, b, alpha, 1.0);
+	}
+	rc = cfrti_matmul_args(ctx, c, a, b, alpha, 1.0, &g, &ae, &be);
+	if (rc != CFRT_OK)
+		return rc;
+	ce = *c;
+	merge_batch_dims((cfrt_view *[3]){&ce, &ae, &be});
+	cfrti_matmul_batch(&g, &ce, &ae, &be);
+	rc = cfrti_gemm_check(ctx, &g);
+	if (rc != CFRT_OK)
+		return rc;
+	/* cfrti_matmul_run's lines, each with its addend at c's offset */
+	int ib = ce.nd - 3;
+	cfrt_view cb = ce, ab = ae, bb = be;
+	int64_t nl = 1;
+	if (ib >= 0) {
+		cb.nd = ab.nd = bb.nd = ib + 1;
+		nl = cfrti_line_count(&cb, ib);
+	}
+	for (int64_t l = 0; rc == CFRT_OK && l < nl; l++) {
+		if (ib >= 0) {
+			g.a = cfrti_line_at(&ab, &cb, ib, l);
+			g.b = cfrti_line_at(&bb, &cb, ib, l);
+			g.c = cfrti_line_at(&cb, &cb, ib, l);
+		}
+		g.cin = (const char *)d->p + ((const char *)g.c - (const char *)c->p);
+		rc = cfrti_gemm_run(ctx, &g);
+	}
+	return cfrti_dev_check(ctx, rc, c, NULL, NULL);
+}
+
 /* ---- attention ---------------------------------------------------------- */
 
 /* The type of the scores: F32, F64 for F64 inputs. */
@@ -171,7 +242,7 @@ static gemm_args scores_gemm(cfrt_ctx *ctx, const cfrt_view *q,
 	               dh, 1.0 / sqrt((double)dh), 0.0, cfrti_head_at(q, b, h0),
 	               cfrti_head_at(k, b, kv_head(q, k, h0)), ctx->dev.ws,
 	               cfrti_head_ld(q), cfrti_head_ld(k), sk, q->stride[1],
-	               kv_stride(q, k), sq * sk, nh};
+	               kv_stride(q, k), sq * sk, nh, NULL};
 	return s;
 }
 
@@ -213,7 +284,7 @@ static int attn_heads(cfrt_ctx *ctx, const cfrti_attn *a, int64_t b,
 	               0.0, probs, cfrti_head_at(v, b, kv_head(q, v, h0)),
 	               cfrti_head_at(out, b, h0), sk, cfrti_head_ld(v),
 	               cfrti_head_ld(out), sq * sk, kv_stride(q, v), out->stride[1],
-	               nh};
+	               nh, NULL};
 	int rc = cfrti_gemm_check(ctx, &s);
 	if (rc == CFRT_OK)
 		rc = cfrti_gemm_check(ctx, &o);
@@ -345,7 +416,7 @@ static gemm_args grad_gemm(cfrt_trans ta, int64_t m, int64_t k,
 	gemm_args g = {cv->t, cv->t, ta, CFRT_NOTRANS, m, cv->dim[3], k, alpha,
 	               beta, a, cfrti_head_at(bv, b, hb), cfrti_head_at(cv, b, hc),
 	               lda, cfrti_head_ld(bv), cfrti_head_ld(cv), stride_a,
-	               bv->stride[1], cv->stride[1], nh};
+	               bv->stride[1], cv->stride[1], nh, NULL};
 	return g;
 }
 
@@ -376,7 +447,7 @@ static int grad_heads(cfrt_ctx *ctx, const cfrti_attn *g, int64_t b,
 	                0.0, cfrti_head_at(dout, b, h0),
 	                cfrti_head_at(g->v, b, kh), ctx->dev.ws,
 	                cfrti_head_ld(dout), cfrti_head_ld(g->v), sk,
-	                dout->stride[1], kv_stride(q, g->v), sq * sk, nh};
+	                dout->stride[1], kv_stride(q, g->v), sq * sk, nh, NULL};
 	int rc = cfrti_gemm_check(ctx, &s), ds = g->dq || g->dk;
 	if (rc == CFRT_OK && ds)
 		rc = cfrti_gemm_check(ctx, &dp);

@@ -48,7 +48,8 @@ int cfrti_lt_mode(cfrt_ctx *ctx)
 /* The largest power of two up to 256 dividing every address. */
 static int align_of(const gemm_args *g)
 {
-	uintptr_t p = (uintptr_t)g->a | (uintptr_t)g->b | (uintptr_t)g->c | 256;
+	uintptr_t p = (uintptr_t)g->a | (uintptr_t)g->b | (uintptr_t)g->c |
+	              (uintptr_t)g->cin | 256;
 	return (int)(p & -p);
 }
 
@@ -148,7 +149,8 @@ static cublasStatus_t lt_run(cfrt_ctx *ctx, const lt_plan *p,
 {
 	float alpha = (float)g->alpha, beta = (float)g->beta;
 	return cublasLtMatmul(ctx->dev.lt, p->op, &alpha, g->b, p->la, g->a, p->lb,
-	                      &beta, g->c, p->lc, d, p->lc, algo, ctx->dev.blas_ws,
+	                      &beta, g->cin ? g->cin : g->c, p->lc, d, p->lc, algo,
+	                      ctx->dev.blas_ws,
 	                      BLAS_WS, ctx->dev.cs);
 }
 

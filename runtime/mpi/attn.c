@@ -69,10 +69,10 @@ int cfrti_attention(cfrt_ctx *ctx, const cfrti_attn *a)
 	/* scores = q k^T / sqrt(Dh) into the workspace; out = scores v */
 	gemm_args s = {q->t, q->t, CFRT_NOTRANS, CFRT_TRANS, sq, sk, dh,
 	               1.0 / sqrt((double)dh), 0.0, NULL, NULL, ctx->ws,
-	               cfrti_head_ld(q), cfrti_head_ld(k), sk, 0, 0, 0, 1};
+	               cfrti_head_ld(q), cfrti_head_ld(k), sk, 0, 0, 0, 1, NULL};
 	gemm_args o = {q->t, q->t, CFRT_NOTRANS, CFRT_NOTRANS, sq, dh, sk, 1.0,
 	               0.0, ctx->ws, NULL, NULL, sk, cfrti_head_ld(v),
-	               cfrti_head_ld(out), 0, 0, 0, 1};
+	               cfrti_head_ld(out), 0, 0, 0, 1, NULL};
 	int64_t grp = q->dim[1] / k->dim[1];
 	for (int64_t b = 0; b < q->dim[0]; b++)
 		for (int64_t h = 0; h < q->dim[1]; h++) {
@@ -141,18 +141,18 @@ static grad_gemms grad_setup(const cfrti_attn *w, char *probs, char *dscores)
 	cfrt_dtype t = q->t;
 	grad_gemms g = {
 		{t, t, CFRT_NOTRANS, CFRT_TRANS, sq, sk, dh, scale, 0.0, NULL,
-		 NULL, probs, cfrti_head_ld(q), cfrti_head_ld(k), sk, 0, 0, 0, 1},
+		 NULL, probs, cfrti_head_ld(q), cfrti_head_ld(k), sk, 0, 0, 0, 1, NULL},
 		{t, t, CFRT_TRANS, CFRT_NOTRANS, sk, dh, sq, 1.0, 0.0, probs, NULL,
 		 NULL, sk, cfrti_head_ld(dout), w->dv ? cfrti_head_ld(w->dv) : dh,
-		 0, 0, 0, 1},
+		 0, 0, 0, 1, NULL},
 		{t, t, CFRT_NOTRANS, CFRT_TRANS, sq, sk, dh, 1.0, 0.0, NULL, NULL,
-		 dscores, cfrti_head_ld(dout), cfrti_head_ld(w->v), sk, 0, 0, 0, 1},
+		 dscores, cfrti_head_ld(dout), cfrti_head_ld(w->v), sk, 0, 0, 0, 1, NULL},
 		{t, t, CFRT_NOTRANS, CFRT_NOTRANS, sq, dh, sk, scale, 0.0, dscores,
 		 NULL, NULL, sk, cfrti_head_ld(k), w->dq ? cfrti_head_ld(w->dq) : dh,
-		 0, 0, 0, 1},
+		 0, 0, 0, 1, NULL},
 		{t, t, CFRT_TRANS, CFRT_NOTRANS, sk, dh, sq, scale, 0.0, dscores,
 		 NULL, NULL, sk, cfrti_head_ld(q), w->dk ? cfrti_head_ld(w->dk) : dh,
-		 0, 0, 0, 1}};
+		 0, 0, 0, 1, NULL}};
 	return g;
 }
 

@@ -74,12 +74,21 @@ int cfrt_gemm(cfrt_ctx *ctx, cfrt_dtype t, cfrt_trans transa,
 {
 	double t0 = cfrti_begin(ctx, "cfrt_gemm");
 	gemm_args g = {t, t, transa, transb, m, n, k, alpha, beta, a, b, c,
-	               lda, ldb, ldc, stride_a, stride_b, stride_c, batch};
+	               lda, ldb, ldc, stride_a, stride_b, stride_c, batch, NULL};
 	int rc = cfrti_gemm_check(ctx, &g);
 	if (rc != CFRT_OK)
 		return rc;
 	cfrti_gemm_run(ctx, &g);
 	return cfrti_end(ctx, t0, CFRT_OK);
+}
+
+int cfrt_matmul_add(cfrt_ctx *ctx, const cfrt_view *c, const cfrt_view *a,
+                    const cfrt_view *b, const cfrt_view *d, double alpha)
+{
+	int rc = cfrti_check_matmul_add(ctx, c, d);
+	if (rc == CFRT_OK && !cfrti_view_eq(c, d))
+		rc = cfrt_copy(ctx, c, d);
+	return rc != CFRT_OK ? rc : cfrt_matmul(ctx, c, a, b, alpha, 1.0);
 }
 
 int cfrt_matmul(cfrt_ctx *ctx, const cfrt_view *c, const cfrt_view *a,

@@ -151,6 +151,9 @@ all_ok rope_check
 # (tests/gpu/norm_check.c): against a double reference and the same rows
 # one element off their alignment (another kernel)
 all_ok norm_check
+# cfrt_matmul_add, the addend as cuBLASLt's C (tests/gpu/mmadd_check.c):
+# against a double reference and cfrt_matmul then cfrt_add
+all_ok mmadd_check
 
 # -- CFRT_CHECK=finite on one GPU (tests/gpu/finite_check.c --gpu): a
 # planted NaN or Inf (f32, f64, bf16; a column slice; an overflowing

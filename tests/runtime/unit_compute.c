@@ -115,6 +115,58 @@ static void test_matmul_views(void)
 	}
 }
 
+/* cfrt_matmul_add: c[2,3,4,6] = a (rows 1..5 of a [2,3,8,5] tensor) @ b^T
+ * + d, d a tensor apart (c starting as NaN: written, not read), then d
+ * being c (the sum in place); a d that overlaps c without being c is
+ * refused. */
+static void test_matmul_add(void)
+{
+	for (int ti = 0; ti < 2; ti++) {
+		cfrt_dtype t = types[ti];
+		double a[240], b[30], c[144], d[144], want[144];
+		ut_uniform(a, 240, 7, t);
+		ut_uniform(b, 30, 8, t);
+		ut_uniform(d, 144, 9, t);
+		for (int i = 0; i < 144; i++)
+			c[i] = NAN;
+		void *da = ut_alloc(240, t), *db = ut_alloc(30, t), *dc = ut_alloc(144, t);
+		void *dd = ut_alloc(144, t);
+		ut_put(da, a, 240, t);
+		ut_put(db, b, 30, t);
+		ut_put(dc, c, 144, t);
+		ut_put(dd, d, 144, t);
+		cfrt_view va = cfrt_view_contig(da, t, 4, (int64_t[]){2, 3, 8, 5});
+		cfrt_view vb = cfrt_view_contig(db, t, 2, (int64_t[]){6, 5});
+		cfrt_view vc = cfrt_view_contig(dc, t, 4, (int64_t[]){2, 3, 4, 6});
+		cfrt_view vd = cfrt_view_contig(dd, t, 4, (int64_t[]){2, 3, 4, 6});
+		va = cfrt_view_slice(va, 2, 1, 4);
+		vb = cfrt_view_permute(vb, (int[]){1, 0});
+		CU_ASSERT_EQUAL(cfrt_matmul_add(ut_ctx, &vc, &va, &vb, &vd, 2.0), CFRT_OK);
+		memcpy(want, d, sizeof d);
+		for (int bh = 0; bh < 6; bh++)
+			naive_gemm(0, 1, 4, 6, 5, 2.0, a + bh * 40 + 5, 5, b, 5, 1.0,
+			           want + bh * 24, 6);
+		ut_get(c, dc, 144, t);
+		CU_ASSERT(ut_maxrel(c, want, 144) <= ut_tol(t));
+		/* in place: d is c, and holds the first sum */
+		CU_ASSERT_EQUAL(cfrt_matmul_add(ut_ctx, &vc, &va, &vb, &vc, 2.0), CFRT_OK);
+		for (int bh = 0; bh < 6; bh++)
+			naive_gemm(0, 1, 4, 6, 5, 2.0, a + bh * 40 + 5, 5, b, 5, 1.0,
+			           want + bh * 24, 6);
+		ut_get(c, dc, 144, t);
+		CU_ASSERT(ut_maxrel(c, want, 144) <= ut_tol(t));
+		/* d one row into c: overlapping, not c */
+		cfrt_view vo = cfrt_view_contig((char *)dc + 6 * cfrt_dtype_size(t), t, 4,
+		                                (int64_t[]){2, 3, 4, 6});
+		vo.dim[0] = vc.dim[0] = va.dim[0] = 1;
+		CU_ASSERT_EQUAL(cfrt_matmul_add(ut_ctx, &vc, &va, &vb, &vo, 2.0), CFRT_EINVAL);
+		cfrt_free(ut_ctx, da);
+		cfrt_free(ut_ctx, db);
+		cfrt_free(ut_ctx, dc);
+		cfrt_free(ut_ctx, dd);
+	}
+}
+
 /* A [S, B, F] tensor @ a [F, D] weight, as generated code calls it on a
  * sequence-first layout, in the views that fold into one GEMM of S * B
  * rows and in those that do not (against the naive loops either way):
@@ -584,6 +636,7 @@ void ut_register_compute(void)
 	CU_pSuite s = CU_add_suite("compute", NULL, NULL);
 	CU_add_test(s, "gemm: 4 transposes x f32/f64 x beta 0/1, batch", test_gemm);
 	CU_add_test(s, "matmul on sliced, permuted, broadcast views", test_matmul_views);
+	CU_add_test(s, "matmul_add: an addend apart, in place, overlapping", test_matmul_add);
 	CU_add_test(s, "matmul folds [S, B, F] @ [F, D] into one GEMM where its views allow",
 	            test_matmul_fold);
 	CU_add_test(s, "copy: head split and merge", test_copy_heads);
