@@ -982,6 +982,77 @@ emit_rms_grad(Par *P, const Node *const n[3])
 	cg_rmsnorm_grad_rows(cg, n[0], cg->cname[n[0]->out->id], cg->cname[n[2]->out->id], in);
 }
 
+/* ---- a GEMM and the add of its result ---- */
+
+/* Whether values a and b are of one type and shape, and a rank holds the
+ * same elements of each: the same spread, but over groups of one rank
+ * (elide.c leaves a value split or partial over one where its reader
+ * read it gathered or reduced: on one rank those are the whole). */
+static int
+same_tensor(const Value *a, const Value *b)
+{
+	if (a->ndim != b->ndim || a->dtype != b->dtype)
+		return 0;
+	for (int d = 0; d < a->ndim; d++)
+		if (a->shape[d] != b->shape[d])
+			return 0;
+	for (int k = 0; k < MAXGROUPS; k++) {
+		DistPart p = a->dist.p[k], q = b->dist.p[k];
+		const Group *g = p.group ? p.group : q.group;
+		if (g && g->size > 1 && (p.kind != q.kind || (p.kind == DI_SPLIT && p.dim != q.dim)))
+			return 0;
+	}
+	return 1;
+}
+
+/* Stage k t = matmul(a, b) (not a summed weight gradient) and stage k + 1
+ * w = add(t, d) or add(d, t), of one group, t read by that add alone, d
+ * and w shaped as t (no broadcast): one cfrt_matmul_add makes w = a @ b
+ * + d (t is never written; cuBLASLt adds d as its C). The call writes w
+ * while it reads a and b: w shares no workspace bytes with them, and
+ * either is d itself (the sum in place) or shares none with it.
+ * n[0..1]: the two nodes. Returns 2, or 0 where the stages are not of
+ * that form. */
+static int
+mm_add_group(const Plan *plan, int k, const Node *n[2])
+{
+	const Node *a = whole_node(plan, k, OP_MATMUL);
+	const Node *b = a ? whole_node(plan, k + 1, OP_ADD) : NULL;
+
+	if (!b || a->a.mm.sum || a->nin != 2 || b->nin != 2 || a->out->uses.n != 1 ||
+	    a->out->uses.v[0] != b || plan->group[k + 1] != plan->group[k])
+		return 0;
+	const Value *w = b->out, *d = b->in[0] == a->out ? b->in[1] : b->in[0];
+	if (!same_tensor(a->out, w) || !same_tensor(d, w) || ws_overlap(plan, w, a->in[0]) ||
+	    ws_overlap(plan, w, a->in[1]))
+		return 0;
+	if (ws_overlap(plan, w, d) && plan->off[w->id] != plan->off[d->id])
+		return 0;
+	n[0] = a, n[1] = b;
+	return 2;
+}
+
+static void
+emit_mm_add(Par *P, const Node *const n[2])
+{
+	Cg *cg = P->cg;
+	const char *in[MAXIN], *what = "";
+	const Value *d = n[1]->in[0] == n[0]->out ? n[1]->in[1] : n[1]->in[0];
+
+	for (int i = 0; i < 2; i++) {
+		emit_line(&cg->e, n[i]->loc);
+		cg_comment(cg, n[i]);
+		what = arena_printf(cg->a, "%s%s%s", what, *what ? ", " : "", cg_node_str(cg, n[i]));
+	}
+	emit(&cg->e, "/* one call for the two: %s is not made */\n", n[0]->out->name);
+	emit(&cg->e, "(void)%s;\n", cg->cname[n[0]->out->id]);
+	emit(&cg->e, "cfrt_where(%s, \"%s\", 0);\n", L(P, LC_CTX), n[1]->out->name);
+	cg_what(cg, what, NULL);
+	for (int j = 0; j < n[0]->nin; j++)
+		in[j] = cg->cname[n[0]->in[j]->id];
+	cg_matmul_add(cg, n[0], cg->cname[n[1]->out->id], in, cg->cname[d->id]);
+}
+
 /* ---- the file ---- */
 
 /* cf_mod and cf_partner where the plan's indexes use them. */
@@ -1163,6 +1234,11 @@ emit_stages(Cg *cg, const Plan *plan, Par *pars, const char **grank)
 			if (rms_grad_group(plan, k, ag)) {
 				emit_rms_grad(&plain, ag);
 				k += 2;
+				continue;
+			}
+			if (mm_add_group(plan, k, ag)) {
+				emit_mm_add(&plain, ag);
+				k += 1;
 				continue;
 			}
 			emit_stage_node(&plain, ((Stage *)s->stages.v[k])->u.node, plan->plain[k]);

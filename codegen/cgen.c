@@ -297,27 +297,44 @@ op_matmul_sum(Cg *c, const Operands *x)
 	     x->beta ? "1.0" : "0.0");
 }
 
+/* matmul n's product of in0 and in1 into out: cfrt_matmul (beta 1: added
+ * to out), or with addend (a C view, not NULL) cfrt_matmul_add */
 static void
-op_matmul(Cg *c, const Node *n, const Operands *x)
+matmul_call(Cg *c, const Node *n, const char *out, const char *in0, const char *in1, int beta,
+            const char *addend)
 {
-	const char *a = x->in[0], *b = x->in[1];
+	const char *a = in0, *b = in1;
 
-	if (n->a.mm.sum) {
-		op_matmul_sum(c, x);
-		return;
-	}
 	if (n->a.mm.ta || n->a.mm.tb) {
 		emit_begin(&c->e);
 		if (n->a.mm.ta)
-			emit(&c->e, "cfrt_view %s = cf_transpose(%s);\n", c->loc[LC_AT], x->in[0]);
+			emit(&c->e, "cfrt_view %s = cf_transpose(%s);\n", c->loc[LC_AT], in0);
 		if (n->a.mm.tb)
-			emit(&c->e, "cfrt_view %s = cf_transpose(%s);\n", c->loc[LC_BT], x->in[1]);
+			emit(&c->e, "cfrt_view %s = cf_transpose(%s);\n", c->loc[LC_BT], in1);
 		a = n->a.mm.ta ? c->loc[LC_AT] : a;
 		b = n->a.mm.tb ? c->loc[LC_BT] : b;
 	}
-	call(c, "cfrt_matmul", "&%s, &%s, &%s, 1.0, %s", x->out, a, b, x->beta ? "1.0" : "0.0");
+	if (addend)
+		call(c, "cfrt_matmul_add", "&%s, &%s, &%s, &%s, 1.0", out, a, b, addend);
+	else
+		call(c, "cfrt_matmul", "&%s, &%s, &%s, 1.0, %s", out, a, b, beta ? "1.0" : "0.0");
 	if (n->a.mm.ta || n->a.mm.tb)
 		emit_close(&c->e, "");
+}
+
+static void
+op_matmul(Cg *c, const Node *n, const Operands *x)
+{
+	if (n->a.mm.sum)
+		op_matmul_sum(c, x);
+	else
+		matmul_call(c, n, x->out, x->in[0], x->in[1], x->beta, NULL);
+}
+
+void
+cg_matmul_add(Cg *c, const Node *n, const char *out, const char *const *in, const char *addend)
+{
+	matmul_call(c, n, out, in[0], in[1], 0, addend);
 }
 
 /* add, mul, and the backward's gelu_grad, silu_grad, relu_grad,

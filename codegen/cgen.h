@@ -75,6 +75,11 @@ void cg_attn_grads(Cg *c, const Node *const n[3], const char *const out[3],
  * what rmsnorm then mul would make); in[] as cg_op's for n. */
 void cg_rmsnorm_grad_rows(Cg *c, const Node *n, const char *dx, const char *rows,
                           const char *const *in);
+/* One cfrt_matmul_add for matmul node n (not a summed one) and the add
+ * that is its result's one reader: out, the add's output, = n's product
+ * of in[0] and in[1] (as cg_op's) + addend, the add's other input. */
+void cg_matmul_add(Cg *c, const Node *n, const char *out, const char *const *in,
+                   const char *addend);
 /* The comment naming node n and where it comes from; its text
  * "out = op(in, ...)". */
 void cg_comment(Cg *c, const Node *n);

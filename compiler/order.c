@@ -152,17 +152,87 @@ od_plain(const Ord *O, const Node *nd)
 	       ((Stage *)O->s->stages.v[k])->u.node == nd ? k : -1;
 }
 
-/* An RMS norm's backward and its gain's rows, as grad.c derives them:
- * dx = rmsnorm_grad(dy, x, gamma), xhat = rmsnorm(x), rows = mul(dy,
- * xhat), xhat read by that mul alone. Region by region they are
- * adjacent, and the code generator makes the three with one call
- * (cg_par.c's rms_grad_group); 1 orders them apart (the gain's rows wait
- * for the collective of the gain's gradient, dx for the next layer's).
- * Each such three into one run: taken out of ord and put back together
- * at the first of their places, or later where what they read is made
- * later, when that is before everything that reads them and dx passes no
- * collective of more than one rank on its way up; else left as they are.
- * pos[] (by old index) follows ord. */
+/* Stages t[0..m) into one run: taken out of ord and put back together at
+ * the first of their places, or later where what they read is made
+ * later, when that is before everything that reads them and t[0] passes
+ * no collective of more than one rank on its way up (2 hosts compute
+ * under a collective's transfers: taking it from there is not glue's to
+ * decide), nor, with all, does any of them on its way up or down. pos[]
+ * (by old index) follows ord; tmp: room for ord. */
+static void
+od_join(Ord *O, int *ord, int *pos, const int *t, int m, int all, int *tmp)
+{
+	const Sched *s = O->s;
+	int n = O->n, first = n, last = -1, lo = 0, hi = n, run = 1;
+
+	for (int i = 0; i < m; i++) {
+		if (pos[t[i]] < first)
+			first = pos[t[i]];
+		if (pos[t[i]] > last)
+			last = pos[t[i]];
+		if (i && pos[t[i]] != pos[t[0]] + i)
+			run = 0;
+	}
+	if (run)
+		return;
+	for (int k = 0; k < n; k++) {
+		int in = 0;
+		for (int i = 0; i < m; i++)
+			in |= k == t[i];
+		for (int j = 0; j < O->npred[k]; j++) {
+			int p = O->pred[k][j], pin = 0;
+			for (int i = 0; i < m; i++)
+				pin |= p == t[i];
+			if (in && !pin && pos[p] + 1 > lo)
+				lo = pos[p] + 1;
+			if (!in && pin && pos[k] < hi)
+				hi = pos[k];
+		}
+	}
+	int at = first > lo ? first : lo;
+	if (at > hi)
+		return;
+	int from = all && first < at ? first : at;
+	int to = all ? (at + m > last ? at + m : last) : pos[t[0]];
+	for (int q = from; q < to && q < n; q++) {
+		const Stage *st = s->stages.v[ord[q]];
+		if (st->kind == ST_COLL && st->u.coll->N > 1)
+			return;
+	}
+	/* ord without them, then them before the first stage placed at or
+	 * after at */
+	int k2 = 0, put = 0;
+	for (int q = 0; q < n; q++) {
+		int k = ord[q], in = 0;
+		if (!put && q >= at) {
+			for (int i = 0; i < m; i++)
+				tmp[k2++] = t[i];
+			put = 1;
+		}
+		for (int i = 0; i < m; i++)
+			in |= k == t[i];
+		if (!in)
+			tmp[k2++] = k;
+	}
+	if (!put)
+		for (int i = 0; i < m; i++)
+			tmp[k2++] = t[i];
+	memcpy(ord, tmp, (size_t)n * sizeof *ord);
+	for (int q = 0; q < n; q++)
+		pos[ord[q]] = q;
+}
+
+/* Runs of stages the code generator makes with one call where they are
+ * adjacent (cg_par.c), which 1 may have ordered apart, each glued into
+ * one (od_join):
+ * - an RMS norm's backward and its gain's rows, as grad.c derives them:
+ *   dx = rmsnorm_grad(dy, x, gamma), xhat = rmsnorm(x), rows = mul(dy,
+ *   xhat), xhat read by that mul alone (rms_grad_group; 1 orders them
+ *   apart: the gain's rows wait for the collective of the gain's
+ *   gradient, dx for the next layer's);
+ * - a GEMM and the add that is the one reader of its result (mm_add_group:
+ *   the add made as cuBLASLt's C), such as two gradients of one tensor
+ *   summed, which 1 orders apart by the weight gradient made between. */
 static void
 od_glue(Ord *O, int *ord, int *pos)
 {
@@ -172,9 +242,19 @@ od_glue(Ord *O, int *ord, int *pos)
 
 	for (int ka = 0; ka < n; ka++) {
 		const Stage *sa = s->stages.v[ka];
-		if (sa->kind != ST_COMPUTE || sa->u.node->op != OP_RMSNORM_GRAD || sa->u.node->nin < 2)
+		if (sa->kind != ST_COMPUTE)
 			continue;
-		const Node *a = sa->u.node, *b = NULL, *c = NULL;
+		const Node *a = sa->u.node;
+		if (a->op == OP_MATMUL && !a->a.mm.sum && a->out->uses.n == 1 &&
+		    ((const Node *)a->out->uses.v[0])->op == OP_ADD) {
+			int t[2] = {ka, od_plain(O, a->out->uses.v[0])};
+			if (t[1] >= 0)
+				od_join(O, ord, pos, t, 2, 1, tmp);
+			continue;
+		}
+		if (a->op != OP_RMSNORM_GRAD || a->nin < 2)
+			continue;
+		const Node *b = NULL, *c = NULL;
 		const Value *x = a->in[1], *dy = a->in[0];
 		for (int u = 0; u < x->uses.n && !b; u++) {
 			const Node *m = x->uses.v[u];
@@ -187,55 +267,8 @@ od_glue(Ord *O, int *ord, int *pos)
 		if (!c || c->op != OP_MUL || !(c->in[0] == dy || c->in[1] == dy))
 			continue;
 		int t[3] = {ka, od_plain(O, b), od_plain(O, c)};
-		if (t[1] < 0 || t[2] < 0)
-			continue;
-		int first = n, lo = 0, hi = n;
-		for (int i = 0; i < 3; i++) {
-			if (pos[t[i]] < first)
-				first = pos[t[i]];
-			for (int j = 0; j < O->npred[t[i]]; j++) {
-				int p = O->pred[t[i]][j];
-				if (p != t[0] && p != t[1] && p != t[2] && pos[p] + 1 > lo)
-					lo = pos[p] + 1;
-			}
-		}
-		for (int k = 0; k < n; k++) {
-			if (k == t[0] || k == t[1] || k == t[2])
-				continue;
-			for (int j = 0; j < O->npred[k]; j++) {
-				int p = O->pred[k][j];
-				if ((p == t[0] || p == t[1] || p == t[2]) && pos[k] < hi)
-					hi = pos[k];
-			}
-		}
-		int at = first > lo ? first : lo;
-		if (at > hi || (pos[t[1]] == pos[t[0]] + 1 && pos[t[2]] == pos[t[0]] + 2))
-			continue;
-		/* dx moved before a collective of several ranks is compute
-		 * taken from under its transfers (2 hosts what comes after):
-		 * only where every collective it passes has nothing to hide */
-		int costs = 0;
-		for (int q = at; q < pos[t[0]] && !costs; q++) {
-			const Stage *st = s->stages.v[ord[q]];
-			costs = st->kind == ST_COLL && st->u.coll->N > 1;
-		}
-		if (costs)
-			continue;
-		/* ord without the three, then the three before the first stage
-		 * placed at or after at */
-		int m = 0, put = 0;
-		for (int q = 0; q < n; q++) {
-			int k = ord[q];
-			if (!put && q >= at)
-				tmp[m++] = t[0], tmp[m++] = t[1], tmp[m++] = t[2], put = 1;
-			if (k != t[0] && k != t[1] && k != t[2])
-				tmp[m++] = k;
-		}
-		if (!put)
-			tmp[m++] = t[0], tmp[m++] = t[1], tmp[m++] = t[2];
-		memcpy(ord, tmp, (size_t)n * sizeof *ord);
-		for (int q = 0; q < n; q++)
-			pos[ord[q]] = q;
+		if (t[1] >= 0 && t[2] >= 0)
+			od_join(O, ord, pos, t, 3, 0, tmp);
 	}
 }
 

@@ -40,6 +40,25 @@ else
 	fail "cgfuse: llama tp=2 --order=region: $nr rmsnorm_grad_rows calls"
 fi
 
+# the whole-pass order (room enough: --memory) glues each gradient's GEMM
+# to the add that sums it with another (order.c's od_glue): at tp = 1 the
+# three sums of the input gradients (mlp's xa, attn's xa twice) and the two
+# residuals are five cfrt_matmul_add; the backward checked in f64 against
+# finite differences and the serial reference (one call per node)
+d=$out/llama-1-glue
+# shellcheck disable=SC2086
+"$CFC" examples/llama.cf -D tp=1 $sizes --type=bf16 --backward --memory=1G --emit=h,c \
+	-o "$d" >"$d.log" 2>&1 || cat "$d.log"
+ma=$(count "cfrt_matmul_add(" "$d/llama.c" 2>/dev/null)
+if [ "$ma" = 5 ]; then
+	pass "cgfuse: llama tp=1 --memory=1G: 5 GEMMs with the add of their result in one call"
+else
+	fail "cgfuse: llama tp=1 --memory=1G: $ma cfrt_matmul_add calls (want 5)"
+fi
+# shellcheck disable=SC2086
+grad "cgfuse: llama tp=1 --memory=1G backward (f64)" "$out/grad-1-glue" 1 \
+	examples/llama.cf $sizes -D tp=1 --memory=1G
+
 for tp in 1 2; do
 	for s in vanilla "fuse(ring)"; do
 		t=$(echo "$s" | tr -d '()')
@@ -71,13 +90,24 @@ for tp in 1 2; do
 			fail "cgfuse: llama tp=$tp $s: $nr rmsnorm_grad_rows calls, $ng rmsnorm_grad (want $want)"
 		fi
 		z=$(count "cfrt_scale(ctx, &dst, &dst, 0.0)" "$c")
-		b0=$(grep -c 'cf_matmul_sum(ctx, &o, .*, 0\.0)' "$c")
+		b0=$(grep -c 'cf_matmul_sum(ctx, &[a-z0-9_]*, .*, 0\.0)' "$c")
 		if [ "$tp" = 1 ] && [ "$z" = 0 ] && [ "$b0" -ge 7 ]; then
 			pass "cgfuse: llama tp=1 $s: no zero fill, $b0 weight-gradient GEMMs with beta = 0"
 		elif [ "$tp" = 2 ] && [ "$z" -ge 1 ]; then
 			pass "cgfuse: llama tp=2 $s: $z zero fills kept where slices add up"
 		else
 			fail "cgfuse: llama tp=$tp $s: $z zero fills, $b0 GEMMs with beta = 0"
+		fi
+		# a GEMM and the add of its result, one cfrt_matmul_add: at tp = 1
+		# the forward's two residual adds (their collectives taken out);
+		# at tp = 2 none (each add reads a reduce-scatter's result)
+		ma=$(count "cfrt_matmul_add(" "$c")
+		want=2
+		[ "$tp" = 2 ] && want=0
+		if [ "$ma" = $want ]; then
+			pass "cgfuse: llama tp=$tp $s: $ma GEMMs with their residual add in one call"
+		else
+			fail "cgfuse: llama tp=$tp $s: $ma cfrt_matmul_add calls (want $want)"
 		fi
 		# shellcheck disable=SC2086
 		grad "cgfuse: llama tp=$tp $s backward (f64)" "$out/grad-$tp-$t" "$tp" \
