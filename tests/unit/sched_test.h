@@ -60,8 +60,10 @@ st_run(SRun *r, const char *text, const char *force, const char *defs, int what,
 		Src fs = {"--schedule", force, strlen(force)};
 		o.force = parse_choice(r->a, &r->d, &fs);
 	}
+	/* groups of one keep their collectives (cfc --keep-group1): the
+	 * schedules of every kind on one rank are what these tests prove */
 	Pipeline pl = {.a = r->a, .d = &r->d, .o = &o, .auto_margin = AUTO_MARGIN_OF_PROFILE,
-	               .backward = what != ST_FWD, .stop = stop};
+	               .backward = what != ST_FWD, .keep_group1 = 1, .stop = stop};
 	int rc = pipeline_graphs(&pl, &r->src);
 	r->g = pl.graph;
 	if (r->g && (!rc || what == ST_FWD)) {
