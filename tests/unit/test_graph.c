@@ -55,6 +55,65 @@ def(const Graph *g, const char *name)
 	return NULL;
 }
 
+/* elide.c: over a group of one rank, a gather of a temporary is taken
+ * out (its reader reads its input), an output's place goes to its input,
+ * and a gather whose result must stay a tensor of its own (an output of an
+ * input) is kept; with keep_group1 all three stay. */
+static void
+test_elide_group1(void)
+{
+	static const char text[] =
+		"model m {\n"
+		"  size S = 8, D = 4, F = 6;\n"
+		"  group tp = 1;\n"
+		"  type f32;\n"
+		"  in x : [S, D] split S over tp;\n"
+		"  weight w : [D, F] split F over tp;\n"
+		"  xa = all_gather(x, S);\n"
+		"  z = all_gather(xa @ w, F);\n"
+		"  b = all_gather(x, S);\n"
+		"  out z, b;\n"
+		"}\n";
+	for (int keep = 0; keep < 2; keep++) {
+		GRun r = {0};
+		FILE *ef;
+		r.a = arena_new();
+		r.src = (Src){"g.cf", text, strlen(text)};
+		ef = open_memstream(&r.err, &r.errlen);
+		diag_init(&r.d, &r.src, ef);
+		Pipeline pl = {.a = r.a, .d = &r.d, .keep_group1 = keep, .stop = PIPE_GRAPH};
+		int rc = pipeline_graphs(&pl, &r.src);
+		fclose(ef);
+		CU_ASSERT_EQUAL_FATAL(rc, PIPE_OK);
+		const Graph *g = pl.graph;
+		int ncoll = 0;
+		for (int i = 0; i < g->nodes.n; i++) {
+			const Node *n = g->nodes.v[i];
+			ncoll += op_info[n->op].cls == CL_COLL;
+			CU_ASSERT_EQUAL(n->id, i);
+		}
+		for (int i = 0; i < g->values.n; i++)
+			CU_ASSERT_EQUAL(((Value *)g->values.v[i])->id, i);
+		graph_check(g);
+		CU_ASSERT_EQUAL(ncoll, keep ? 3 : 1);
+		Node *z = def(g, "z"), *b = def(g, "b");
+		CU_ASSERT_EQUAL(z->out->role, R_OUT);
+		CU_ASSERT_EQUAL(b->op, OP_ALL_GATHER);
+		CU_ASSERT_EQUAL(g->outputs.n, 2);
+		if (g->outputs.n == 2) {
+			CU_ASSERT_PTR_EQUAL(g->outputs.v[0], z->out);
+			CU_ASSERT_PTR_EQUAL(g->outputs.v[1], b->out);
+		}
+		if (!keep) {
+			CU_ASSERT_EQUAL(z->op, OP_MATMUL);
+			CU_ASSERT_STRING_EQUAL(z->in[0]->name, "x");
+		} else {
+			CU_ASSERT_EQUAL(z->op, OP_ALL_GATHER);
+		}
+		done(&r);
+	}
+}
+
 /* Output of fn(f, g) as a malloc'd string. */
 static char *
 capture(void (*fn)(FILE *, const Graph *), const Graph *g)
@@ -372,6 +431,7 @@ test_graph_register(void)
 	CU_add_test(s, "locality: attention, heads, scan", test_locality_attn_heads_scan);
 	CU_add_test(s, "locality: collectives", test_locality_coll);
 	CU_add_test(s, "dump", test_dump);
+	CU_add_test(s, "groups of one: collectives taken out, or kept", test_elide_group1);
 	CU_add_test(s, "dump: names relative to the instance", test_dump_relative);
 	CU_add_test(s, "dot", test_dot);
 	CU_add_test(s, "dot clusters", test_dot_clusters);
