@@ -659,6 +659,10 @@ int graph_dist_ew(OpKind op, Dist a, Dist b, Dist *r, int *clash);
 /* (clash, when not NULL, gets the dim that two groups would split where
  * every group's part alone is fine, which they refuse too; else -1.) */
 int graph_dist_eq(Dist a, Dist b);
+/* graph_dist_eq on every group of more than one rank: a part over a group
+ * of one is the whole tensor, whatever its kind (elide.c leaves such parts
+ * where a reader read its input gathered or reduced) */
+int graph_dist_same(Dist a, Dist b);
 /* Dist helpers (graph.c). dist_one: kind k (dim, over g) over g alone. */
 Dist dist_one(DistKind k, int dim, Group *g);
 int dist_count(const Dist *d, DistKind k);      /* groups whose part is k */

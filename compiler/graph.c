@@ -411,6 +411,17 @@ graph_dist_eq(Dist a, Dist b)
 	return 1;
 }
 
+int
+graph_dist_same(Dist a, Dist b)
+{
+	for (int i = 0; i < MAXGROUPS; i++) {
+		const Group *g = a.p[i].group ? a.p[i].group : b.p[i].group;
+		if (!part_eq(a.p[i], b.p[i]) && !(g && g->size == 1))
+			return 0;
+	}
+	return 1;
+}
+
 /* [..., M, K] @ [K, N] or [..., K, N], and (made by grad.c only) a 2-d
  * [M, K] @ [..., K, N], broadcast over the batch: a's dims are the
  * result's last ones (aoff before them). */

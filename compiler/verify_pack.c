@@ -115,7 +115,7 @@ unpack_slot(const Node *n, const MView *o, const MView *in, char *why, size_t nw
 		            (long long)(at + len - 1), n->in[0]->name, s, x->name, p->out->name,
 		            (long long)p->a.pack.off[s],
 		            (long long)(p->a.pack.off[s] + value_rank_elems(x) - 1));
-	if (x->dtype != n->out->dtype || !graph_dist_eq(want, n->out->dist))
+	if (x->dtype != n->out->dtype || !graph_dist_same(want, n->out->dist))
 		return fail(why, nw, "%s is not spread or typed as the all_reduce of %s over %s "
 		            "leaves it", n->out->name, x->name, r->a.coll.group->name);
 	return 0;

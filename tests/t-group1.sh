@@ -94,3 +94,39 @@ done <<EOF
 4_8 examples/llama.cf -D tp=1 --keep-group1
 4_7 examples/llama.cf -D tp=2
 EOF
+
+# every example with its groups of one taken out, forward and backward,
+# under each kind (and the grids at 1 x 2, 2 x 1, 1 x 3, 3 x 1): cfc
+# compiles it and proves what is left
+for ex in mlp attention mamba transformer llama ulysses zero_dp; do
+	g=$(sed -n 's/^ *group \([a-z]*\) .*/\1/p' "examples/$ex.cf" | head -n 1)
+	bad=""
+	for s in spec vanilla "slice(2)" "fuse(ring)" "fuse(bidir)" "fuse(pairwise)" auto; do
+		if [ "$s" = spec ]; then set --; else set -- "--schedule=$s"; fi
+		o=$("$B/cfc" "examples/$ex.cf" -D "$g=1" --backward "$@" --emit=sched 2>&1) &&
+			! echo "$o" | grep -q FAILED || bad="$bad $s"
+	done
+	if [ -z "$bad" ]; then pass "group1: $ex at $g = 1 proves under every kind"; else fail "group1: $ex at $g = 1:$bad"; fi
+done
+for ex in tpdp llama_tpdp; do
+	bad=""
+	for p in 1x2 2x1 3x1 1x3; do
+		tp=${p%x*} dp=${p#*x}
+		case $ex in
+		tpdp) sz="-D B=$((2 * dp)) -D S=$((8 * tp)) -D D=$((8 * dp)) -D F=$((8 * tp))" ;;
+		*) sz="-D B=$((2 * dp)) -D S=$((8 * tp)) -D H=$((2 * tp)) -D KV=$tp -D D=$((8 * tp * dp)) -D F=$((4 * tp))" ;;
+		esac
+		for s in spec vanilla "slice(2)" "fuse(ring)"; do
+			if [ "$s" = spec ]; then set --; else set -- "--schedule=$s"; fi
+			# shellcheck disable=SC2086
+			o=$("$B/cfc" "examples/$ex.cf" -D tp=$tp -D dp=$dp $sz --backward "$@" --emit=sched 2>&1) &&
+				! echo "$o" | grep -q FAILED || bad="$bad $p/$s"
+		done
+	done
+	if [ -z "$bad" ]; then pass "group1: $ex with a group of one proves under every kind"; else fail "group1: $ex:$bad"; fi
+done
+
+# the grid Llama at tp 1 x dp 2: tp's collectives taken out, dp's weight
+# gradients all-reduced in coalesced packs; built, run and checked
+e2e "group1: llama_tpdp spec 1x2" "$out/llama_tpdp-1x2" 2 examples/llama_tpdp.cf \
+	-D tp=1 -D dp=2 -D B=4 -D S=8 -D H=2 -D KV=1 -D D=16 -D F=4
