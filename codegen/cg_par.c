@@ -991,17 +991,11 @@ emit_rms_grad(Par *P, const Node *const n[3])
 static int
 same_tensor(const Value *a, const Value *b)
 {
-	if (a->ndim != b->ndim || a->dtype != b->dtype)
+	if (a->ndim != b->ndim || a->dtype != b->dtype || !graph_dist_same(a->dist, b->dist))
 		return 0;
 	for (int d = 0; d < a->ndim; d++)
 		if (a->shape[d] != b->shape[d])
 			return 0;
-	for (int k = 0; k < MAXGROUPS; k++) {
-		DistPart p = a->dist.p[k], q = b->dist.p[k];
-		const Group *g = p.group ? p.group : q.group;
-		if (g && g->size > 1 && (p.kind != q.kind || (p.kind == DI_SPLIT && p.dim != q.dim)))
-			return 0;
-	}
 	return 1;
 }
 
@@ -1051,6 +1045,52 @@ emit_mm_add(Par *P, const Node *const n[2])
 	for (int j = 0; j < n[0]->nin; j++)
 		in[j] = cg->cname[n[0]->in[j]->id];
 	cg_matmul_add(cg, n[0], cg->cname[n[1]->out->id], in, cg->cname[d->id]);
+}
+
+/* ---- a head split and the rope of its heads, a rope and the merge ---- */
+
+/* Stage k t = split_heads(x) and stage k + 1 q = rope(t), or stage k t =
+ * rope_grad(dq) and stage k + 1 d = merge_heads(t), of one group, t read
+ * by the second alone: one cfrt_rope reads the heads of x (writes those of
+ * d) through a head view of it, and t is never written (rope_vec takes
+ * the view: its last dim is contiguous). The call reads x (dq) while it
+ * writes q (d): they share no workspace bytes. n[0..1]: the two nodes.
+ * Returns 2, or 0 where the stages are not of that form. */
+static int
+rope_heads_group(const Plan *plan, int k, const Node *n[2])
+{
+	const Node *a = whole_node(plan, k, OP_SPLIT_HEADS), *b = NULL;
+
+	if (a)
+		b = whole_node(plan, k + 1, OP_ROPE);
+	else if ((a = whole_node(plan, k, OP_ROPE_GRAD)))
+		b = whole_node(plan, k + 1, OP_MERGE_HEADS);
+	if (!b || b->in[0] != a->out || a->out->uses.n != 1 ||
+	    plan->group[k + 1] != plan->group[k] || ws_overlap(plan, b->out, a->in[0]))
+		return 0;
+	n[0] = a, n[1] = b;
+	return 2;
+}
+
+static void
+emit_rope_heads(Par *P, const Node *const n[2], const PItem *rp)
+{
+	Cg *cg = P->cg;
+	const char *what = "";
+	int split = n[0]->op == OP_SPLIT_HEADS;
+	const Node *rope = split ? n[1] : n[0], *heads = split ? n[0] : n[1];
+
+	for (int i = 0; i < 2; i++) {
+		emit_line(&cg->e, n[i]->loc);
+		cg_comment(cg, n[i]);
+		what = arena_printf(cg->a, "%s%s%s", what, *what ? ", " : "", cg_node_str(cg, n[i]));
+	}
+	emit(&cg->e, "/* one call for the two: %s is not made */\n", n[0]->out->name);
+	emit(&cg->e, "(void)%s;\n", cg->cname[n[0]->out->id]);
+	emit(&cg->e, "cfrt_where(%s, \"%s\", 0);\n", L(P, LC_CTX), n[1]->out->name);
+	cg_what(cg, what, NULL);
+	cg_rope_heads(cg, rope, heads, cg->cname[n[1]->out->id], cg->cname[n[0]->in[0]->id],
+	              rp->qoff ? pe_c(P, &rp->qstart) : NULL);
 }
 
 /* ---- the file ---- */
@@ -1238,6 +1278,12 @@ emit_stages(Cg *cg, const Plan *plan, Par *pars, const char **grank)
 			}
 			if (mm_add_group(plan, k, ag)) {
 				emit_mm_add(&plain, ag);
+				k += 1;
+				continue;
+			}
+			if (rope_heads_group(plan, k, ag)) {
+				emit_rope_heads(&plain, ag,
+				                plan->plain[ag[0]->op == OP_SPLIT_HEADS ? k + 1 : k]);
 				k += 1;
 				continue;
 			}

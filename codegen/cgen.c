@@ -414,6 +414,23 @@ op_rope(Cg *c, const Node *n, const Operands *x)
 	     c_double(c, n->a.rope.base), x->q_offset ? x->q_offset : "0", n->op == OP_ROPE_GRAD);
 }
 
+void
+cg_rope_heads(Cg *c, const Node *rope, const Node *heads, const char *out, const char *in,
+              const char *q_offset)
+{
+	int split = heads->op == OP_SPLIT_HEADS;
+	const char *hv = c->loc[LC_HV];
+
+	/* split: in is the flat tensor, out the heads; merge: out is flat */
+	emit_begin(&c->e);
+	emit(&c->e, "cfrt_view %s = cfrt_view_heads(%s, %s.dim[%s.nd - 3]);\n", hv,
+	     split ? in : out, split ? out : in, split ? out : in);
+	call(c, "cfrt_rope", "&%s, &%s, %d, %s, %s, %d", split ? out : hv, split ? hv : in,
+	     rope->a.rope.dim, c_double(c, rope->a.rope.base), q_offset ? q_offset : "0",
+	     rope->op == OP_ROPE_GRAD);
+	emit_close(&c->e, "");
+}
+
 /* split_heads, merge_heads: one cfrt_copy between the [..., S, H*Dh]
  * tensor seen as its heads [..., H, S, Dh] (cfrt_view_heads) and the heads. */
 static void

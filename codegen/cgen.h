@@ -80,6 +80,13 @@ void cg_rmsnorm_grad_rows(Cg *c, const Node *n, const char *dx, const char *rows
  * of in[0] and in[1] (as cg_op's) + addend, the add's other input. */
 void cg_matmul_add(Cg *c, const Node *n, const char *out, const char *const *in,
                    const char *addend);
+/* One cfrt_rope through a head view (cfrt_view_heads), for a rope node and
+ * the head split before it (the split's input in, the rope's output out)
+ * or the backward's rope_grad and the head merge after it (the rope's
+ * input in, the merge's output out): the heads tensor between is never
+ * made. q_offset as cg_op's for the rope. */
+void cg_rope_heads(Cg *c, const Node *rope, const Node *heads, const char *out, const char *in,
+                   const char *q_offset);
 /* The comment naming node n and where it comes from; its text
  * "out = op(in, ...)". */
 void cg_comment(Cg *c, const Node *n);
