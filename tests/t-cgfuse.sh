@@ -98,6 +98,17 @@ for tp in 1 2; do
 		else
 			fail "cgfuse: llama tp=$tp $s: $z zero fills, $b0 GEMMs with beta = 0"
 		fi
+		# a head split and the rope of its heads, one cfrt_rope through a
+		# head view: at tp = 1 q and k (their split is a whole stage); at
+		# tp = 2 none (the split runs slice by slice in the gather's region)
+		rh=$(grep -c 'cfrt_rope(ctx, &[a-z0-9_]*, &hv' "$c")
+		want=2
+		[ "$tp" = 2 ] && want=0
+		if [ "$rh" = $want ]; then
+			pass "cgfuse: llama tp=$tp $s: $rh head splits read by their rope through a view"
+		else
+			fail "cgfuse: llama tp=$tp $s: $rh ropes through a head view (want $want)"
+		fi
 		# a GEMM and the add of its result, one cfrt_matmul_add: at tp = 1
 		# the forward's two residual adds (their collectives taken out);
 		# at tp = 2 none (each add reads a reduce-scatter's result)

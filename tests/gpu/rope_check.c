@@ -15,7 +15,9 @@
  * of [B,S,H,Dh] (lines between the position and the pair), odd sizes
  * (S 3001, Dh 48: a last block of fewer positions), extent-1 dims
  * ([1,1,S,Dh]: one line a position) and many lines a position (130 of
- * them: blocks of a part of a position's lines).
+ * them: blocks of a part of a position's lines); and the rope read from
+ * (written into) the heads of [B,S,H*Dh] rows into (from) packed heads,
+ * as the generated code calls it, bit for bit against a copy and the rope.
  * Prints "rope_check: CASE: ok" or "... MISMATCH (...)" per case, then
  * "rope_check: all ok" or "rope_check: N failed"; exits 1 on a failure.
  *   mpirun -n 1 rope_check */
@@ -117,6 +119,56 @@ static void check(cfrt_ctx *ctx, const char *name, cfrt_dtype t,
 }
 
 /* the row-major strides of dims d */
+/* The generated code's rope through a head view (cg_par.c's
+ * rope_heads_group): forward, the heads of [B,S,H*Dh] rows into packed
+ * [B,H,S,Dh]; inverse, packed heads into the heads of [B,S,H*Dh] rows;
+ * bit for bit against the head split (merge) as a copy and the rope on
+ * packed heads, which the cases above check against double. */
+static void check_heads(cfrt_ctx *ctx, cfrt_dtype t, int inverse)
+{
+	int64_t d4[4] = {NB, NH, NS, DH}, n = NB * NH * NS * DH;
+	size_t es = cfrt_dtype_size(t), bytes = (size_t)n * es;
+	unsigned char *r1 = malloc(bytes), *r2 = malloc(bytes), *h = malloc(bytes);
+	void *src, *d1, *d2, *tmp;
+	if (!r1 || !r2 || !h)
+		abort();
+	CFRT_TRY(ctx, cfrt_alloc(ctx, &src, bytes));
+	CFRT_TRY(ctx, cfrt_alloc(ctx, &d1, bytes));
+	CFRT_TRY(ctx, cfrt_alloc(ctx, &d2, bytes));
+	CFRT_TRY(ctx, cfrt_alloc(ctx, &tmp, bytes));
+	host_fill(ctx, t, src, n, h, 23);
+	int64_t flat[3] = {NB, NS, NH * DH};
+	cfrt_view fs = cfrt_view_contig(src, t, 3, flat), f1 = cfrt_view_contig(d1, t, 3, flat);
+	cfrt_view f2 = cfrt_view_contig(d2, t, 3, flat);
+	cfrt_view ps = cfrt_view_contig(src, t, 4, d4), p1 = cfrt_view_contig(d1, t, 4, d4);
+	cfrt_view p2 = cfrt_view_contig(d2, t, 4, d4), pt = cfrt_view_contig(tmp, t, 4, d4);
+	if (!inverse) { /* split then rope */
+		cfrt_view hv = cfrt_view_heads(fs, NH);
+		CFRT_TRY(ctx, cfrt_rope(ctx, &p1, &hv, 2, 10000.0, 0, 0));
+		CFRT_TRY(ctx, cfrt_copy(ctx, &pt, &hv));
+		CFRT_TRY(ctx, cfrt_rope(ctx, &p2, &pt, 2, 10000.0, 0, 0));
+	} else { /* rope_grad then merge */
+		cfrt_view h1 = cfrt_view_heads(f1, NH), h2 = cfrt_view_heads(f2, NH);
+		CFRT_TRY(ctx, cfrt_rope(ctx, &h1, &ps, 2, 10000.0, 0, 1));
+		CFRT_TRY(ctx, cfrt_rope(ctx, &pt, &ps, 2, 10000.0, 0, 1));
+		CFRT_TRY(ctx, cfrt_copy(ctx, &h2, &pt));
+	}
+	CFRT_TRY(ctx, cfrt_download(ctx, r1, d1, bytes));
+	CFRT_TRY(ctx, cfrt_download(ctx, r2, d2, bytes));
+	int ok = memcmp(r1, r2, bytes) == 0;
+	nbad += !ok;
+	printf("rope_check: %s through a head view, %s: %s\n",
+	       inverse ? "inverse into the heads of [B,S,H*Dh]" : "forward from the heads of [B,S,H*Dh]",
+	       t == CFRT_F32 ? "f32" : t == CFRT_BF16 ? "bf16" : "f16",
+	       ok ? "ok" : "MISMATCH (bits differ from the copy and the rope)");
+	fflush(stdout);
+	CFRT_TRY(ctx, cfrt_free(ctx, src));
+	CFRT_TRY(ctx, cfrt_free(ctx, d1));
+	CFRT_TRY(ctx, cfrt_free(ctx, d2));
+	CFRT_TRY(ctx, cfrt_free(ctx, tmp));
+	free(r1), free(r2), free(h);
+}
+
 static void packed(const int64_t d[4], int64_t st[4])
 {
 	st[3] = 1;
@@ -156,6 +208,8 @@ int main(int argc, char **argv)
 		      inv, 1);
 		check(ctx, "[1,2,4096,36] dim 2", CFRT_BF16, d36, p36, 2, inv, 0);
 		check(ctx, "[1,2,4096,36] dim 2", CFRT_F32, d36, p36, 2, inv, 0);
+		for (int k = 0; k < 3; k++)
+			check_heads(ctx, all[k], inv);
 	}
 	if (nbad)
 		printf("rope_check: %d failed\n", nbad);
