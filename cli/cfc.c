@@ -1127,6 +1127,11 @@ compile(Comp *c, Cli *cl)
 	    (c->bsched && pipeline_verify(&pv, c->bsched, c->bplan, "backward ")))
 		return EX_INTERNAL;
 	if (cl->explain) {
+		const Graph *bg = c->graph->bwd;
+		if (c->graph->elided || (bg && bg->elided))
+			printf("groups of one: %d collectives taken out of the forward%s, their readers "
+			       "reading their inputs (--keep-group1 keeps them)\n", c->graph->elided,
+			       bg ? arena_printf(c->arena, ", %d of the backward", bg->elided) : "");
 		sched_explain(stdout, c->sched);
 		if (c->bsched)
 			sched_explain(stdout, c->bsched);

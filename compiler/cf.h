@@ -557,6 +557,8 @@ typedef struct Graph {
 	Loc memory_loc;
 	Vec packs;
 	Vec unpacked;       /* of CoalesceNote* */
+	int elided;         /* collectives over groups of one taken out
+	                     * (elide.c) */
 	int64_t savedbytes, ref_savedbytes; /* the saved buffer per rank,
 	                                     * and whole (reference) */
 } Graph;

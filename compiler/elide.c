@@ -81,6 +81,7 @@ graph_elide_group1(Graph *g)
 			gone++;
 		}
 	}
+	g->elided += gone;
 	if (!gone)
 		return 0;
 	for (int i = 0; i < g->nodes.n; i++) {

@@ -130,3 +130,11 @@ done
 # gradients all-reduced in coalesced packs; built, run and checked
 e2e "group1: llama_tpdp spec 1x2" "$out/llama_tpdp-1x2" 2 examples/llama_tpdp.cf \
 	-D tp=1 -D dp=2 -D B=4 -D S=8 -D H=2 -D KV=1 -D D=16 -D F=4
+
+# --explain says what was taken out
+o=$("$B/cfc" examples/llama.cf -D tp=1 --backward --explain 2>&1)
+if echo "$o" | grep -q "^groups of one: 4 collectives taken out of the forward, 8 of the backward"; then
+	pass "group1: --explain counts the collectives taken out"
+else
+	fail "group1: --explain: $(echo "$o" | head -n 2)"
+fi
