@@ -151,6 +151,10 @@ all_ok rope_check
 # (tests/gpu/norm_check.c): against a double reference and the same rows
 # one element off their alignment (another kernel)
 all_ok norm_check
+# cfrt_swiglu and its backward through each elementwise kernel
+# (tests/gpu/swiglu_check.c): against a double reference and the unfused
+# silu, mul and silu_grad calls, bf16, f16 and f32, flat, odd and sliced
+all_ok swiglu_check
 
 # -- CFRT_CHECK=finite on one GPU (tests/gpu/finite_check.c --gpu): a
 # planted NaN or Inf (f32, f64, bf16; a column slice; an overflowing
