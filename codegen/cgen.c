@@ -337,14 +337,21 @@ cg_matmul_add(Cg *c, const Node *n, const char *out, const char *const *in, cons
 	matmul_call(c, n, out, in[0], in[1], 0, addend);
 }
 
-/* add, mul, and the backward's gelu_grad, silu_grad, relu_grad,
- * sigmoid_grad, softmax_grad:
+/* add, mul, swiglu, and the backward's gelu_grad, silu_grad, relu_grad,
+ * sigmoid_grad, softmax_grad, swiglu_db:
  * cfrt_NAME(ctx, out, a, b) */
 static void
 op_binary(Cg *c, const Node *n, const Operands *x)
 {
 	call(c, n->op == OP_SUB && n->a.rsub ? "cfrt_rsub" : fn_name(c, n), "&%s, &%s, &%s", x->out,
 	     x->in[0], x->in[1]);
+}
+
+/* swiglu_da: cfrt_NAME(ctx, out, dy, a, b) */
+static void
+op_ternary(Cg *c, const Node *n, const Operands *x)
+{
+	call(c, fn_name(c, n), "&%s, &%s, &%s, &%s", x->out, x->in[0], x->in[1], x->in[2]);
 }
 
 /* gelu, silu, relu, sigmoid, exp, softmax, the backward's sum_leading:

@@ -367,6 +367,24 @@ ew(Bw *B, const Node *at, OpKind op, Value *dy, Value *x, const char *name)
 	return compute(B, at, op, 2, in, dy, r, name);
 }
 
+/* op(dy, x, y), elementwise, x and y of dy's shape: its spread by the
+ * rules of mul, pair by pair (op is linear in dy). */
+static Value *
+ew3(Bw *B, const Node *at, OpKind op, Value *dy, Value *x, Value *y, const char *name)
+{
+	Dist r, r2;
+	Value *in[3] = {dy, x, y};
+
+	if (!graph_dist_ew(op, dy->dist, x->dist, &r, NULL) ||
+	    !graph_dist_ew(op, r, y->dist, &r2, NULL)) {
+		no_rule(B, at, arena_printf(B->a, ": its gradient is %s, %s is %s and %s is %s",
+		                            dist_str(B->a, dy), x->name, dist_str(B->a, x), y->name,
+		                            dist_str(B->a, y)));
+		return NULL;
+	}
+	return compute(B, at, op, 3, in, dy, r2, name);
+}
+
 /* The sum of gradients a and b of one tensor. A partial sum that add
  * cannot take as it is is made whole first, over each group where the
  * other is not partial too: spread like the other there, or replicated.
@@ -714,6 +732,18 @@ vjp_act(Bw *B, const Node *n, Value *dy)
 	Value *at = fwd(B, n->op == OP_SIGMOID ? n->out : n->in[0]);
 
 	contribute(B, n->in[0], ew(B, n, op, dy, at, dname(B, n->in[0])));
+}
+
+/* swiglu(a, b) = silu(a) * b: da = dy * b * silu'(a) (swiglu_da), db =
+ * dy * silu(a) (swiglu_db), one pass each, reading a and b as the
+ * backward has them (saved or recomputed); silu(a) is never saved. */
+static void
+vjp_swiglu(Bw *B, const Node *n, Value *dy)
+{
+	Value *a = n->in[0], *b = n->in[1], *fa = fwd(B, a);
+
+	contribute(B, a, ew3(B, n, OP_SWIGLU_DA, dy, fa, fwd(B, b), dname(B, a)));
+	contribute(B, b, ew(B, n, OP_SWIGLU_DB, dy, fa, dname(B, b)));
 }
 
 /* y = exp(x): dx = dy * y. */

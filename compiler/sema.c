@@ -172,6 +172,7 @@ build_model(Sema *S)
 		return; /* MAXOPS: naming and checking all that is no use */
 	outputs(S);
 	sema_recompute_check(S);
+	sema_fuse(S);
 	name_temps(S);
 	sema_recompute_chosen(S);
 	sema_schedules(S);

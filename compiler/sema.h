@@ -9,6 +9,7 @@
  *   sema_infer.c  shape and distribution inference, one function per op
  *   sema_sched.c  the schedule section: choices, keys, the default
  *   sema_recompute.c  `recompute`: tensors and layer instances
+ *   sema_fuse.c   silu(A) * B made one swiglu(A, B) node
  *   sema_node.c   nodes and values made and committed, dims found, splits
  *                 checked, number literals, model tensors: below the four
  *                 above, which all use it
@@ -168,6 +169,11 @@ void sema_recompute(Sema *S, Scope *sc, const Stmt *st);
 void sema_recompute_check(Sema *S);
 /* After the temporaries are named: the tensors --memory chose. */
 void sema_recompute_chosen(Sema *S);
+
+/* ---- sema_fuse.c ---- */
+/* After the statements, before the temporaries are named: silu(A) * B
+ * and B * silu(A) of an unnamed silu result become swiglu(A, B). */
+void sema_fuse(Sema *S);
 
 /* ---- sema_sched.c ---- */
 /* Every collective's schedule choice (Node.sched), checked. */

@@ -192,6 +192,31 @@ infer_ew(Sema *S, Call *c, Node *n)
 	return ew_dist(S, c, n->op, a->dist, bd, &r->dist) ? r : NULL;
 }
 
+/* swiglu(a, b) = silu(a) * b: a and b of one shape (no broadcast), a no
+ * partial sum (silu is not linear), b spread as a mul's operand may be. */
+static Value *
+infer_swiglu(Sema *S, Call *c, Node *n)
+{
+	Value *a = c->v[0], *b = c->v[1];
+	int same = a->ndim == b->ndim;
+
+	for (int d = 0; same && d < a->ndim; d++)
+		same = a->shape[d] == b->shape[d];
+	if (!same) {
+		diag_error(S->d, c->e->loc, "swiglu shapes %s and %s differ: they must be "
+		           "equal (no broadcast)", sema_shape_str(S, a), sema_shape_str(S, b));
+		return NULL;
+	}
+	if (!whole_sum(S, c, 0))
+		return NULL;
+	Value *r = sema_proto(S, a);
+	for (int d = 0; d < a->ndim; d++)
+		if (!r->label[d])
+			r->label[d] = b->label[d];
+	(void)n;
+	return ew_dist(S, c, OP_MUL, a->dist, b->dist, &r->dist) ? r : NULL;
+}
+
 /* gelu, silu, relu, scale */
 static Value *
 infer_unary(Sema *S, Call *c, Node *n)

@@ -236,6 +236,12 @@ compute(Call *c, const MView *o, const MView *in, int nops)
 	case OP_ADD: case OP_SUB: case OP_MUL: case OP_GELU_GRAD: case OP_SILU_GRAD: case OP_RELU_GRAD:
 	case OP_SIGMOID_GRAD:
 		return same(c, o, &in[0], "dst", "a") || broadcasts(c, &in[1], o);
+	case OP_SWIGLU: case OP_SWIGLU_DB:
+		return same(c, o, &in[0], "dst", n->op == OP_SWIGLU ? "a" : "dy") ||
+		       same(c, o, &in[1], "dst", n->op == OP_SWIGLU ? "b" : "a");
+	case OP_SWIGLU_DA:
+		return same(c, o, &in[0], "dst", "dy") || same(c, o, &in[1], "dst", "a") ||
+		       same(c, o, &in[2], "dst", "b");
 	case OP_SCALE: case OP_GELU: case OP_SILU: case OP_RELU: case OP_SIGMOID: case OP_EXP:
 	case OP_SOFTMAX: case OP_SCAN: case OP_SCAN_GRAD:
 		return same(c, o, &in[0], "dst", "src");

@@ -724,6 +724,18 @@ int cfrt_relu_grad(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *dy,
 int cfrt_sigmoid_grad(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *dy,
                       const cfrt_view *y);
 
+/* SwiGLU, the gated unit of Llama's MLP, fused: dst = silu(a) * b in one
+ * pass (silu as above), and its backward, da = dy * b * silu'(a) and
+ * db = dy * silu(a), each one pass over its operands (the backward reads
+ * a and b, not silu(a)). Every view has dst's dims and dtype: no
+ * broadcast. */
+int cfrt_swiglu(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *a,
+                const cfrt_view *b);
+int cfrt_swiglu_da(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *dy,
+                   const cfrt_view *a, const cfrt_view *b);
+int cfrt_swiglu_db(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *dy,
+                   const cfrt_view *a);
+
 /* Layer norm over the last dim (length D): dst = (x - mean) /
  * sqrt(var + eps) * gamma + beta, var the biased variance. gamma and beta
  * are 1-d views of D elements, or NULL (1 and 0). */

@@ -69,7 +69,8 @@ def label(call, tensors):
         return "rmsnorm"
     if call == "rope":
         return "rope"
-    if call in ("silu", "silu_grad") or (call == "mul" and "mlp" in tensors):
+    if call in ("silu", "silu_grad", "swiglu", "swiglu_da", "swiglu_db") or \
+            (call == "mul" and "mlp" in tensors):
         return "swiglu"
     if call == "add":
         return "residual_add" if "mlp" not in lhs and "attn" not in lhs else "grad adds"

@@ -9,7 +9,7 @@
 #        of the torch checks (build/tgen, tests/gpu/torch_layer.sh gen) and
 #        of the one-GPU blocks (build/block1, bench/gpu/block1.sh GEN_ONLY);
 #   sh bench/gpu/lease1.sh run        on the GPU machine, from DIR: the
-#        one-GPU checks (tests/gpu/grad_check, gqa_check, finite_check --gpu, rope_check, norm_check, mmadd_check, attn_check with
+#        one-GPU checks (tests/gpu/grad_check, gqa_check, finite_check --gpu, rope_check, norm_check, mmadd_check, swiglu_check, attn_check with
 #        ATTN=1, and attn_check of the build without cuDNN), the layer benchmark (CONFIGS, default
 #        s4096-b1) and tests/gpu/torch_layer.sh with BENCH=1, all logs in
 #        one tarball $OUT/lease.tgz (the device tool's OUT) and a summary
@@ -89,7 +89,7 @@ MPIRUN="mpirun --allow-run-as-root --timeout 240"
 : "${PHASES:=checks probe bench order torch}"
 has() { case " $PHASES " in *" $1 "*) return 0 ;; esac; return 1; }
 if has checks; then
-for t in grad_check attn_check gqa_check finite_check rope_check norm_check mmadd_check; do
+for t in grad_check attn_check gqa_check finite_check rope_check norm_check mmadd_check swiglu_check; do
 	mpicc -std=c11 -O2 -Iruntime -o "build/$t" "tests/gpu/$t.c" build/libcfrt_cuda.a $libs -lm ||
 		echo "lease1: FAIL build $t"
 done
@@ -108,6 +108,7 @@ echo "finite_check --gpu rc=$?"
 $MPIRUN -n 1 build/rope_check >"$w/checks/rope_check.txt" 2>&1; echo "rope_check rc=$?"
 $MPIRUN -n 1 build/norm_check >"$w/checks/norm_check.txt" 2>&1; echo "norm_check rc=$?"
 $MPIRUN -n 1 build/mmadd_check >"$w/checks/mmadd_check.txt" 2>&1; echo "mmadd_check rc=$?"
+$MPIRUN -n 1 build/swiglu_check >"$w/checks/swiglu_check.txt" 2>&1; echo "swiglu_check rc=$?"
 $MPIRUN -n 1 build/nocudnn_attn_check --no-cudnn >"$w/checks/attn_check_nocudnn.txt" 2>&1
 echo "attn_check --no-cudnn rc=$?"
 for f in "$w"/checks/*.txt; do

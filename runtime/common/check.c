@@ -94,6 +94,18 @@ int cfrti_check_binary(cfrt_ctx *ctx, const cfrt_view *dst,
 	return rc;
 }
 
+int cfrti_check_gate(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *x,
+                     const char *xn, const cfrt_view *y, const char *yn,
+                     const cfrt_view *z, const char *zn)
+{
+	int rc = cfrti_check_same(ctx, dst, x, "dst", xn);
+	if (rc == CFRT_OK)
+		rc = cfrti_check_same(ctx, dst, y, "dst", yn);
+	if (rc == CFRT_OK && z)
+		rc = cfrti_check_same(ctx, dst, z, "dst", zn);
+	return rc;
+}
+
 /* a and b (named an, bn) of one dtype and shape, dim one of their dims. */
 static int check_lines(cfrt_ctx *ctx, const cfrt_view *a, const cfrt_view *b,
                        const char *an, const char *bn, int dim)
@@ -210,6 +222,10 @@ typedef int ew_sig_UNARY(cfrt_ctx *, const cfrt_view *, const cfrt_view *);
 typedef int ew_sig_BINARY(cfrt_ctx *, const cfrt_view *, const cfrt_view *,
                           const cfrt_view *);
 typedef ew_sig_BINARY ew_sig_GRAD;
+typedef ew_sig_BINARY ew_sig_GATE;
+typedef ew_sig_BINARY ew_sig_GATE_DB;
+typedef int ew_sig_GATE_DA(cfrt_ctx *, const cfrt_view *, const cfrt_view *,
+                           const cfrt_view *, const cfrt_view *);
 #define EW(name, NAME, kind, fn) \
 	_Static_assert(_Generic(&cfrt_##name, ew_sig_##kind *: 1, default: 0), \
 	               "cfrt.h declares cfrt_" #name " as ew.def's " #kind " row");

@@ -166,6 +166,11 @@ int cfrti_check_matmul_add(cfrt_ctx *ctx, const cfrt_view *c, const cfrt_view *d
 int cfrti_check_binary(cfrt_ctx *ctx, const cfrt_view *dst,
                        const cfrt_view *a, const cfrt_view *b,
                        cfrt_view *bb);
+/* the GATE rows of ew.def: dst, x, y and z (NULL: none), named xn, yn,
+ * zn in messages, of one dtype and shape (no broadcast). */
+int cfrti_check_gate(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *x,
+                     const char *xn, const cfrt_view *y, const char *yn,
+                     const cfrt_view *z, const char *zn);
 int cfrti_check_scan(cfrt_ctx *ctx, const cfrt_view *dst,
                      const cfrt_view *src, int dim);
 int cfrti_check_rows(cfrt_ctx *ctx, const cfrt_view *dst,

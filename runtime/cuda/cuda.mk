@@ -135,6 +135,14 @@ $(B)/tests/gpu/mmadd_check: tests/gpu/mmadd_check.c tests/gpu/hostval.h $(B)/lib
 	$(MPICC) $(CFLAGS_ALL) -Iruntime $(LDFLAGS_ALL) -o $@ $< \
 		$(B)/libcfrt_cuda.a $(CUDA_LIBS) -lm
 
+# cfrt_swiglu, cfrt_swiglu_da and cfrt_swiglu_db through each elementwise
+# kernel, against a double reference and the unfused calls
+# (tests/gpu/swiglu_check.c; run by tests/gpu/run.sh under mpirun -n 1).
+$(B)/tests/gpu/swiglu_check: tests/gpu/swiglu_check.c tests/gpu/hostval.h $(B)/libcfrt_cuda.a
+	@mkdir -p $(@D)
+	$(MPICC) $(CFLAGS_ALL) -Iruntime $(LDFLAGS_ALL) -o $@ $< \
+		$(B)/libcfrt_cuda.a $(CUDA_LIBS) -lm
+
 # An application that gives the context its own CUDA stream and NCCL
 # communicator (tests/gpu/app_stream.c, cfrt_init_opts), on mlp at tp = 1
 # under slice(2) (library collectives on the side stream, waited on
@@ -172,14 +180,14 @@ CU_ALL = $(B)/libcfrt_cuda.a $(B)/cfrt_cuda.pc $(B)/tests/gpu/cmpdump \
          $(B)/tests/gpu/attn_check \
          $(B)/tests/gpu/grad_check $(B)/tests/gpu/gqa_check $(B)/cfrt-calibrate-cuda \
          $(B)/tests/gpu/app_stream $(B)/tests/gpu/finite_check $(B)/tests/gpu/rope_check \
-         $(B)/tests/gpu/norm_check $(B)/tests/gpu/mmadd_check
+         $(B)/tests/gpu/norm_check $(B)/tests/gpu/mmadd_check $(B)/tests/gpu/swiglu_check
 all: $(CU_ALL)
 CHECK_DEPS += $(CU_ALL) $(B)/nocudnn/libcfrt_cuda.a $(B)/nocudnn/attn_check
 
 test-gpu: $(B)/cfc $(B)/libcfrt.a $(B)/libcfrt_cuda.a $(B)/tests/gpu/cmpdump \
           $(B)/tests/gpu/attn_check $(B)/tests/gpu/grad_check $(B)/tests/gpu/gqa_check \
           $(B)/nocudnn/attn_check $(B)/tests/gpu/app_stream $(B)/tests/gpu/finite_check \
-          $(B)/tests/gpu/rope_check $(B)/tests/gpu/norm_check $(B)/tests/gpu/mmadd_check
+          $(B)/tests/gpu/rope_check $(B)/tests/gpu/norm_check $(B)/tests/gpu/mmadd_check $(B)/tests/gpu/swiglu_check
 	@B=$(B) sh tests/gpu/run.sh
 
 bench-gpu: $(B)/cfc $(B)/libcfrt_cuda.a $(B)/cfrt-calibrate-cuda

@@ -38,7 +38,9 @@ static inline kview kv_of(const cfrt_view *v)
  * strides 0), unused by K_COPY and the SCALAR and UNARY rows of
  * runtime/common/ew.def. K_COPY, then one op per row of ew.def; the
  * *_GRAD ops are a * f'(b), the backward of activation f; K_RSUB is
- * b - a. */
+ * b - a; K_SWIGLU silu(a) * b, K_SWIGLU_DB a * silu(b) (a: dy). The
+ * GATE_DA rows (K_SWIGLU_DA: a * c * silu'(b), a: dy, b: the forward's
+ * a, c: its b) take a third operand: cfrtk_elementwise3, no arg. */
 enum kop {
 	K_COPY,
 #define EW(name, NAME, kind, fn) K_##NAME,
@@ -52,6 +54,8 @@ enum krow { KR_LAYERNORM, KR_RMSNORM, KR_SOFTMAX };
 
 int cfrtk_elementwise(cudaStream_t s, cfrt_dtype t, int op, kview dst,
                       kview a, kview b, double arg);
+int cfrtk_elementwise3(cudaStream_t s, cfrt_dtype t, int op, kview dst,
+                       kview a, kview b, kview c);
 int cfrtk_rows(cudaStream_t s, cfrt_dtype t, int op, kview dst, kview src,
                kview gamma, kview beta, double eps);
 /* rev = 0: cfrt_scan; rev = 1: cfrt_scan_grad, the scan from the last

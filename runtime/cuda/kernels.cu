@@ -7,12 +7,15 @@
 
 namespace {
 
-// Whether op reads its second operand: the BINARY and GRAD rows of
-// runtime/common/ew.def.
+// Whether op reads its second operand: the BINARY, GRAD and GATE* rows
+// of runtime/common/ew.def; its third: the GATE_DA rows (TERNARY).
 #define EW_READS_B_SCALAR false
 #define EW_READS_B_UNARY false
 #define EW_READS_B_BINARY true
 #define EW_READS_B_GRAD true
+#define EW_READS_B_GATE true
+#define EW_READS_B_GATE_DB true
+#define EW_READS_B_GATE_DA true
 __host__ __device__ constexpr bool reads_b(int op)
 {
 	switch (op) {
@@ -23,12 +26,35 @@ __host__ __device__ constexpr bool reads_b(int op)
 	}
 }
 
+#define EW_READS_C_SCALAR false
+#define EW_READS_C_UNARY false
+#define EW_READS_C_BINARY false
+#define EW_READS_C_GRAD false
+#define EW_READS_C_GATE false
+#define EW_READS_C_GATE_DB false
+#define EW_READS_C_GATE_DA true
+__host__ __device__ constexpr bool reads_c(int op)
+{
+	switch (op) {
+#define EW(name, NAME, kind, fn) case K_##NAME: return EW_READS_C_##kind;
+#include "common/ew.def"
+#undef EW
+	default: return false;
+	}
+}
+
 template <int OP> constexpr bool no_arithmetic = false;
 
-// The elementwise ops of kern.h's enum kop on accumulator values; an op of
-// ew.def without its branch here does not compile.
+template <typename A> __device__ __forceinline__ A silu_of(A x)
+{
+	return x / (A(1) + f_exp(-x));
+}
+
+// The elementwise ops of kern.h's enum kop on accumulator values (z: the
+// third operand of a TERNARY row); an op of ew.def without its branch
+// here does not compile.
 template <int OP, typename A> __device__ __forceinline__ A apply(A x, A y,
-                                                                 A arg)
+                                                                 A z, A arg)
 {
 	if constexpr (OP == K_COPY) {
 		return x;
@@ -38,7 +64,7 @@ template <int OP, typename A> __device__ __forceinline__ A apply(A x, A y,
 		return A(0.5) * x * (A(1) + f_tanh(A(0.7978845608028654) *
 		                                   (x + A(0.044715) * x * x * x)));
 	} else if constexpr (OP == K_SILU) {
-		return x / (A(1) + f_exp(-x));
+		return silu_of(x);
 	} else if constexpr (OP == K_RELU) {
 		return x > A(0) ? x : A(0);
 	} else if constexpr (OP == K_SIGMOID) {
@@ -65,19 +91,26 @@ template <int OP, typename A> __device__ __forceinline__ A apply(A x, A y,
 		return y > A(0) ? x : A(0);
 	} else if constexpr (OP == K_SIGMOID_GRAD) {
 		return x * y * (A(1) - y); // y: the sigmoid
+	} else if constexpr (OP == K_SWIGLU) {
+		return silu_of(x) * y; // x: a, y: b
+	} else if constexpr (OP == K_SWIGLU_DB) {
+		return x * silu_of(y); // x: dy, y: a
+	} else if constexpr (OP == K_SWIGLU_DA) {
+		A s = A(1) / (A(1) + f_exp(-y)); // x: dy, y: a, z: b
+		return x * z * (s * (A(1) + y * (A(1) - s)));
 	} else {
 		static_assert(no_arithmetic<OP>, "an op of ew.def without its arithmetic");
 	}
 }
 
-// Element offsets in d, a and b of index i of the row-major index space
-// of d's first nd dims.
-__device__ __forceinline__ void offsets3(int64_t i, int nd, const kview &d,
+// Element offsets in d, a, b and c of index i of the row-major index
+// space of d's first nd dims (c's only where op reads it).
+template <int OP>
+__device__ __forceinline__ void offsets4(int64_t i, int nd, const kview &d,
                                          const kview &a, const kview &b,
-                                         int64_t *od, int64_t *oa,
-                                         int64_t *ob)
+                                         const kview &c, int64_t *o)
 {
-	int64_t x = 0, y = 0, z = 0;
+	int64_t x = 0, y = 0, z = 0, w = 0;
 	// unrolled over every possible dim (kv_at in kdev.cuh says why)
 #pragma unroll
 	for (int k = CFRT_MAX_DIMS - 1; k >= 0; k--) {
@@ -88,46 +121,67 @@ __device__ __forceinline__ void offsets3(int64_t i, int nd, const kview &d,
 		x += j * d.st[k];
 		y += j * a.st[k];
 		z += j * b.st[k];
+		if (reads_c(OP))
+			w += j * c.st[k];
 	}
-	*od = x;
-	*oa = y;
-	*ob = z;
+	o[0] = x;
+	o[1] = y;
+	o[2] = z;
+	o[3] = w;
+}
+
+// The same for d, a and b (rope's lines).
+__device__ __forceinline__ void offsets3(int64_t i, int nd, const kview &d,
+                                         const kview &a, const kview &b,
+                                         int64_t *od, int64_t *oa,
+                                         int64_t *ob)
+{
+	int64_t o[4];
+	offsets4<K_COPY>(i, nd, d, a, b, b, o);
+	*od = o[0];
+	*oa = o[1];
+	*ob = o[2];
 }
 
 template <typename T, int OP>
-__global__ void ew_general(kview d, kview a, kview b, int64_t n, double arg)
+__global__ void ew_general(kview d, kview a, kview b, kview c, int64_t n,
+                           double arg)
 {
 	typedef typename acc<T>::type A;
 	T *pd = (T *)d.p;
-	const T *pa = (const T *)a.p, *pb = (const T *)b.p;
+	const T *pa = (const T *)a.p, *pb = (const T *)b.p, *pc = (const T *)c.p;
 	int64_t step = (int64_t)gridDim.x * blockDim.x;
 	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
 	     i += step) {
-		int64_t od, oa, ob;
-		offsets3(i, d.nd, d, a, b, &od, &oa, &ob);
-		A y = reads_b(OP) ? to_acc(pb[ob]) : A(0);
-		pd[od] = store<T>(apply<OP, A>(to_acc(pa[oa]), y, A(arg)));
+		int64_t o[4];
+		offsets4<OP>(i, d.nd, d, a, b, c, o);
+		A y = reads_b(OP) ? to_acc(pb[o[2]]) : A(0);
+		A z = reads_c(OP) ? to_acc(pc[o[3]]) : A(0);
+		pd[o[0]] = store<T>(apply<OP, A>(to_acc(pa[o[1]]), y, z, A(arg)));
 	}
 }
 
-// OP on the elements of 16 bytes of a (and of b).
+// OP on the elements of 16 bytes of a (and of b, c).
 template <typename T, int OP>
-__device__ __forceinline__ uint4 apply16(uint4 va, uint4 vb, double arg)
+__device__ __forceinline__ uint4 apply16(uint4 va, uint4 vb, uint4 vc,
+                                         double arg)
 {
 	typedef typename acc<T>::type A;
 	const int V = 16 / sizeof(T);
-	const T *ea = (const T *)&va, *eb = (const T *)&vb;
+	const T *ea = (const T *)&va, *eb = (const T *)&vb, *ec = (const T *)&vc;
 	uint4 vd;
 	T *ed = (T *)&vd;
 #pragma unroll
 	for (int j = 0; j < V; j++)
-		ed[j] = store<T>(apply<OP, A>(to_acc(ea[j]), to_acc(eb[j]), A(arg)));
+		ed[j] = store<T>(apply<OP, A>(to_acc(ea[j]), to_acc(eb[j]),
+		                              to_acc(ec[j]), A(arg)));
 	return vd;
 }
 
 // Flat runs, 16 bytes a thread: every pointer 16-byte aligned.
 template <typename T, int OP>
-__global__ void ew_flat(T *d, const T *a, const T *b, int64_t n, double arg)
+__global__ void ew_flat(T *d, const T *a, const T *b, const T *c, int64_t n,
+                        double arg)
 {
 	typedef typename acc<T>::type A;
 	const int V = 16 / sizeof(T);
@@ -135,32 +189,36 @@ __global__ void ew_flat(T *d, const T *a, const T *b, int64_t n, double arg)
 	int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
 	for (int64_t i = first; i < n / V; i += step) {
 		uint4 va = ((const uint4 *)a)[i];
-		((uint4 *)d)[i] = apply16<T, OP>(va, reads_b(OP) ?
-		                                 ((const uint4 *)b)[i] : va, arg);
+		uint4 vb = reads_b(OP) ? ((const uint4 *)b)[i] : va;
+		uint4 vc = reads_c(OP) ? ((const uint4 *)c)[i] : va;
+		((uint4 *)d)[i] = apply16<T, OP>(va, vb, vc, arg);
 	}
 	for (int64_t i = n / V * V + first; i < n; i += step) {
 		A y = reads_b(OP) ? to_acc(b[i]) : A(0);
-		d[i] = store<T>(apply<OP, A>(to_acc(a[i]), y, A(arg)));
+		A z = reads_c(OP) ? to_acc(c[i]) : A(0);
+		d[i] = store<T>(apply<OP, A>(to_acc(a[i]), y, z, A(arg)));
 	}
 }
 
 // Rows of unit stride, 16 bytes a thread: the last dim of every view is
 // contiguous, its run and every outer stride whole 16-byte vectors (a
 // head split or merge: runs of Dh elements, the heads and the sequence
-// apart). vpr: vectors a row; the outer dims locate the row.
+// apart; a column slice of the gate and up projections). vpr: vectors a
+// row; the outer dims locate the row.
 template <typename T, int OP>
-__global__ void ew_rows(kview d, kview a, kview b, int64_t nvec, int vpr,
-                        double arg)
+__global__ void ew_rows(kview d, kview a, kview b, kview c, int64_t nvec,
+                        int vpr, double arg)
 {
 	const int V = 16 / sizeof(T);
 	int64_t step = (int64_t)gridDim.x * blockDim.x;
 	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
 	     i < nvec; i += step) {
-		int64_t x, y, z, c = (i % vpr) * V;
-		offsets3(i / vpr, d.nd - 1, d, a, b, &x, &y, &z);
-		uint4 va = *(const uint4 *)((const T *)a.p + y + c);
-		*(uint4 *)((T *)d.p + x + c) = apply16<T, OP>(
-			va, reads_b(OP) ? *(const uint4 *)((const T *)b.p + z + c) : va, arg);
+		int64_t o[4], k = (i % vpr) * V;
+		offsets4<OP>(i / vpr, d.nd - 1, d, a, b, c, o);
+		uint4 va = *(const uint4 *)((const T *)a.p + o[1] + k);
+		uint4 vb = reads_b(OP) ? *(const uint4 *)((const T *)b.p + o[2] + k) : va;
+		uint4 vc = reads_c(OP) ? *(const uint4 *)((const T *)c.p + o[3] + k) : va;
+		*(uint4 *)((T *)d.p + o[0] + k) = apply16<T, OP>(va, vb, vc, arg);
 	}
 }
 
@@ -183,34 +241,37 @@ bool vec_rows(const kview &v, int V)
 }
 
 template <typename T, int OP>
-int ew_run(cudaStream_t s, kview d, kview a, kview b, double arg)
+int ew_run(cudaStream_t s, kview d, kview a, kview b, kview c, double arg)
 {
 	int64_t n = numel(d);
-	constexpr bool binary = reads_b(OP);
+	constexpr bool binary = reads_b(OP), ternary = reads_c(OP);
 	bool flat = d.nd == 1 && d.st[0] == 1 && a.st[0] == 1 &&
-	            (!binary || b.st[0] == 1) && aligned16(d.p) &&
-	            aligned16(a.p) && (!binary || aligned16(b.p));
+	            (!binary || b.st[0] == 1) && (!ternary || c.st[0] == 1) &&
+	            aligned16(d.p) && aligned16(a.p) &&
+	            (!binary || aligned16(b.p)) && (!ternary || aligned16(c.p));
 	const int V = 16 / sizeof(T);
 	if (flat)
 		ew_flat<T, OP><<<blocks_for(n / V + 1), THREADS, 0,
-		                 s>>>((T *)d.p, (const T *)a.p, (const T *)b.p, n,
-		                      arg);
-	else if (vec_rows(d, V) && vec_rows(a, V) && (!binary || vec_rows(b, V)))
+		                 s>>>((T *)d.p, (const T *)a.p, (const T *)b.p,
+		                      (const T *)c.p, n, arg);
+	else if (vec_rows(d, V) && vec_rows(a, V) && (!binary || vec_rows(b, V)) &&
+	         (!ternary || vec_rows(c, V)))
 		ew_rows<T, OP><<<blocks_for(n / V), THREADS, 0, s>>>(
-			d, a, b, n / V, (int)(d.dim[d.nd - 1] / V), arg);
+			d, a, b, c, n / V, (int)(d.dim[d.nd - 1] / V), arg);
 	else
-		ew_general<T, OP><<<blocks_for(n), THREADS, 0, s>>>(d, a, b, n,
+		ew_general<T, OP><<<blocks_for(n), THREADS, 0, s>>>(d, a, b, c, n,
 		                                                    arg);
 	return (int)cudaGetLastError();
 }
 
 template <typename T>
-int ew_type(cudaStream_t s, int op, kview d, kview a, kview b, double arg)
+int ew_type(cudaStream_t s, int op, kview d, kview a, kview b, kview c,
+            double arg)
 {
 	switch (op) {
-	case K_COPY: return ew_run<T, K_COPY>(s, d, a, b, arg);
+	case K_COPY: return ew_run<T, K_COPY>(s, d, a, b, c, arg);
 #define EW(name, NAME, kind, fn) \
-	case K_##NAME: return ew_run<T, K_##NAME>(s, d, a, b, arg);
+	case K_##NAME: return ew_run<T, K_##NAME>(s, d, a, b, c, arg);
 #include "common/ew.def"
 #undef EW
 	default: return (int)cudaErrorInvalidValue;
@@ -863,7 +924,13 @@ __global__ void nonfinite(kview v, int64_t n, unsigned long long *key)
 extern "C" int cfrtk_elementwise(cudaStream_t s, cfrt_dtype t, int op,
                                  kview dst, kview a, kview b, double arg)
 {
-	BY_TYPE(t, ew_type<T>(s, op, dst, a, b, arg));
+	BY_TYPE(t, ew_type<T>(s, op, dst, a, b, b, arg));
+}
+
+extern "C" int cfrtk_elementwise3(cudaStream_t s, cfrt_dtype t, int op,
+                                  kview dst, kview a, kview b, kview c)
+{
+	BY_TYPE(t, ew_type<T>(s, op, dst, a, b, c, 0.0));
 }
 
 extern "C" int cfrtk_rows(cudaStream_t s, cfrt_dtype t, int op, kview dst,

@@ -129,6 +129,24 @@ static int binary(cfrt_ctx *ctx, const char *api, const cfrt_view *dst,
 	                       "elementwise kernel"), dst, NULL, NULL);
 }
 
+/* The GATE rows: dst = op(x, y[, z]), views of one shape (z NULL: none;
+ * xn, yn, zn name them in messages). */
+static int gate(cfrt_ctx *ctx, const char *api, const cfrt_view *dst,
+                const cfrt_view *x, const char *xn, const cfrt_view *y,
+                const char *yn, const cfrt_view *z, const char *zn, int op)
+{
+	int rc = cfrti_enter(ctx, api);
+	if (rc == CFRT_OK)
+		rc = cfrti_check_gate(ctx, dst, x, xn, y, yn, z, zn);
+	if (rc != CFRT_OK || cfrt_view_numel(dst) == 0)
+		return rc;
+	kview v[4] = {kv_of(dst), kv_of(x), kv_of(y), kv_of(z ? z : y)};
+	collapse(v, 4);
+	rc = cfrtk_elementwise3(ctx->dev.cs, dst->t, op, v[0], v[1], v[2], v[3]);
+	return cfrti_dev_check(ctx, cfrti_cuda(ctx, (cudaError_t)rc,
+	                       "elementwise kernel"), dst, NULL, NULL);
+}
+
 /* ---- the elementwise ops of runtime/common/ew.def ---- */
 
 #define EW_SCALAR(name, NAME) \
@@ -150,6 +168,28 @@ static int binary(cfrt_ctx *ctx, const char *api, const cfrt_view *dst,
 		return binary(ctx, "cfrt_" #name, dst, a, b, K_##NAME); \
 	}
 #define EW_GRAD EW_BINARY
+#define EW_GATE(name, NAME) \
+	int cfrt_##name(cfrt_ctx *ctx, const cfrt_view *dst, \
+	                const cfrt_view *a, const cfrt_view *b) \
+	{ \
+		return gate(ctx, "cfrt_" #name, dst, a, "a", b, "b", NULL, NULL, \
+		            K_##NAME); \
+	}
+#define EW_GATE_DB(name, NAME) \
+	int cfrt_##name(cfrt_ctx *ctx, const cfrt_view *dst, \
+	                const cfrt_view *dy, const cfrt_view *a) \
+	{ \
+		return gate(ctx, "cfrt_" #name, dst, dy, "dy", a, "a", NULL, NULL, \
+		            K_##NAME); \
+	}
+#define EW_GATE_DA(name, NAME) \
+	int cfrt_##name(cfrt_ctx *ctx, const cfrt_view *dst, \
+	                const cfrt_view *dy, const cfrt_view *a, \
+	                const cfrt_view *b) \
+	{ \
+		return gate(ctx, "cfrt_" #name, dst, dy, "dy", a, "a", b, "b", \
+		            K_##NAME); \
+	}
 #define EW(name, NAME, kind, fn) EW_##kind(name, NAME)
 #include "common/ew.def"
 #undef EW

@@ -366,6 +366,77 @@ static int binary(cfrt_ctx *ctx, const char *api, const cfrt_view *dst,
 	return binary_f(ctx, api, dst, a, b, op, NULL);
 }
 
+/* The GATE rows of ew.def (f: silu, df its derivative): dst = f(x) * y
+ * (G_FWD, x = a, y = b), x * f(y) (G_DB, x = dy, y = a), x * z * df(y)
+ * (G_DA, x = dy, y = a, z = b): one pass each, computed in double and
+ * rounded once. */
+enum gate { G_FWD, G_DB, G_DA };
+
+static double gate_op(enum gate g, unary_fn f, unary_fn df, double x, double y,
+                      double z)
+{
+	switch (g) {
+	case G_FWD: return f(x, 0.0) * y;
+	case G_DB: return x * f(y, 0.0);
+	case G_DA: return x * z * df(y, 0.0);
+	}
+	return NAN; /* not reached: every gate has its case */
+}
+
+/* The same on lines of f32 elements of stride 1 in float math, as
+ * unary_f32 and binary_f32: silu rounded to float, then the product,
+ * each as the unfused silu, mul and silu_grad calls round them (the
+ * fused op gives their very floats); 0 when f has no such loop. */
+static int gate_f32(float *d, const float *x, const float *y, const float *z,
+                    int64_t n, unary_fn f, enum gate g)
+{
+	if (f != f_silu)
+		return 0;
+	if (g == G_FWD)
+		for (int64_t i = 0; i < n; i++) {
+			float s = x[i] / (1.0f + exp_held(-x[i]));
+			d[i] = s * y[i];
+		}
+	else if (g == G_DB)
+		for (int64_t i = 0; i < n; i++) {
+			float s = y[i] / (1.0f + exp_held(-y[i]));
+			d[i] = x[i] * s;
+		}
+	else
+		for (int64_t i = 0; i < n; i++) {
+			float t = x[i] * z[i];
+			d[i] = t * d_silu_f32(y[i]);
+		}
+	return 1;
+}
+
+/* dst = gate g of x, y and z (NULL but for G_DA), views of one shape;
+ * xn, yn, zn name them in messages. */
+static int gate(cfrt_ctx *ctx, const char *api, const cfrt_view *dst,
+                const cfrt_view *x, const char *xn, const cfrt_view *y,
+                const char *yn, const cfrt_view *z, const char *zn,
+                unary_fn f, unary_fn df, enum gate g)
+{
+	double t0 = cfrti_begin(ctx, api);
+	int rc = cfrti_check_gate(ctx, dst, x, xn, y, yn, z, zn);
+	if (rc != CFRT_OK)
+		return rc;
+	int ax = dst->nd - 1;
+	int64_t n = dst->dim[ax], lines = cfrti_line_count(dst, ax), done = 0;
+	for (int64_t l = 0; n > 0 && l < lines; l++) {
+		lane d = lane_of(dst, dst, ax, l), lx = lane_of(x, dst, ax, l);
+		lane ly = lane_of(y, dst, ax, l), lz = z ? lane_of(z, dst, ax, l) : ly;
+		if (!is_f32_run(d) || !is_f32_run(lx) || !is_f32_run(ly) || !is_f32_run(lz) ||
+		    !gate_f32((float *)(void *)d.p, (const float *)(void *)lx.p,
+		              (const float *)(void *)ly.p, (const float *)(void *)lz.p, n, f, g))
+			for (int64_t i = 0; i < n; i++)
+				lane_set(d, i, gate_op(g, f, df, lane_get(lx, i), lane_get(ly, i),
+				                       lane_get(lz, i)));
+		tick(ctx, &done, n);
+	}
+	return cfrti_end_out(ctx, t0, dst, NULL, NULL);
+}
+
 int cfrt_rope(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src,
               int dim, double base, int64_t pos0, int inverse)
 {
@@ -502,6 +573,28 @@ int cfrt_sum_leading(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *src)
 	                const cfrt_view *dy, const cfrt_view *x) \
 	{ \
 		return binary_f(ctx, "cfrt_" #name, dst, dy, x, B_MUL, d_##fn); \
+	}
+#define EW_GATE(name, NAME, fn) \
+	int cfrt_##name(cfrt_ctx *ctx, const cfrt_view *dst, \
+	                const cfrt_view *a, const cfrt_view *b) \
+	{ \
+		return gate(ctx, "cfrt_" #name, dst, a, "a", b, "b", NULL, NULL, \
+		            f_##fn, d_##fn, G_FWD); \
+	}
+#define EW_GATE_DB(name, NAME, fn) \
+	int cfrt_##name(cfrt_ctx *ctx, const cfrt_view *dst, \
+	                const cfrt_view *dy, const cfrt_view *a) \
+	{ \
+		return gate(ctx, "cfrt_" #name, dst, dy, "dy", a, "a", NULL, NULL, \
+		            f_##fn, d_##fn, G_DB); \
+	}
+#define EW_GATE_DA(name, NAME, fn) \
+	int cfrt_##name(cfrt_ctx *ctx, const cfrt_view *dst, \
+	                const cfrt_view *dy, const cfrt_view *a, \
+	                const cfrt_view *b) \
+	{ \
+		return gate(ctx, "cfrt_" #name, dst, dy, "dy", a, "a", b, "b", \
+		            f_##fn, d_##fn, G_DA); \
 	}
 #define EW(name, NAME, kind, fn) EW_##kind(name, NAME, fn)
 #include "common/ew.def"

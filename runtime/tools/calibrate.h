@@ -102,7 +102,7 @@ static const Op ops[] = {
 	{"mul", 2}, {"gelu", 1}, {"silu", 1}, {"relu", 1}, {"sigmoid", 1},
 	{"exp", 1}, {"gelu_grad", 2}, {"silu_grad", 2}, {"relu_grad", 2}, {"sigmoid_grad", 2},
 	{"layernorm", 1}, {"rmsnorm", 1}, {"softmax", 1}, {"softmax_grad", 2}, {"rope", 1},
-	{"split_heads", 1}, {"merge_heads", 1},
+	{"split_heads", 1}, {"merge_heads", 1}, {"swiglu", 2}, {"swiglu_da", 3}, {"swiglu_db", 2},
 };
 enum { NOPS = sizeof ops / sizeof ops[0] };
 

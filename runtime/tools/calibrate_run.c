@@ -235,6 +235,12 @@ run_op(Cal *C, void *arg)
 	if (!strcmp(n, "softmax")) return cfrt_softmax(C->ctx, &c, &a);
 	if (!strcmp(n, "softmax_grad")) return cfrt_softmax_grad(C->ctx, &c, &a, &b);
 	if (!strcmp(n, "rope")) return cfrt_rope(C->ctx, &c, &a, c.nd - 2, 10000, 0, 0);
+	if (!strcmp(n, "swiglu")) return cfrt_swiglu(C->ctx, &c, &a, &b);
+	if (!strcmp(n, "swiglu_db")) return cfrt_swiglu_db(C->ctx, &c, &a, &b);
+	if (!strcmp(n, "swiglu_da")) { /* its third operand: a's second quarter */
+		cfrt_view a2 = cfrt_view_contig((char *)C->a + o->n * cfrt_dtype_size(o->t), o->t, 2, d);
+		return cfrt_swiglu_da(C->ctx, &c, &a, &b, &a2);
+	}
 	/* the heads: a copy between [S, H*Dh] and [H, S, Dh], runs of Dh
 	 * elements, as the generated code moves them (GPU: bench-gpu's 128;
 	 * CPU: make bench's 64); from a into c, as the others */

@@ -14,7 +14,7 @@ So `cfc` must accept every spec (exit 0), and its parallel run must match the
 serial reference: a rejection, a crash or a wrong result is a compiler bug.
 
 What varies, across seeds: every op (matmul with .T on either side, batched
-matmuls, add, mul with broadcasting, scale, gelu, silu, relu, layernorm with
+matmuls, add, mul with broadcasting, swiglu, scale, gelu, silu, relu, layernorm with
 and without gamma/beta, rmsnorm, softmax, split_heads, merge_heads, attention
 with and without causal, scan), every collective (all_gather, reduce_scatter,
 all_reduce, all_to_all) on first, middle and last dimensions, 2-D to 5-D
@@ -455,7 +455,10 @@ class Gen:
         t = self.ew_infer(a, b, op)
         if t is None:
             return None
-        if self.chance(0.5):
+        if op == "mul" and a.shape == b.shape and a.dist[0] != "P" and self.chance(0.5):
+            # silu(a) * b as the op cfc fuses it into (a no partial sum)
+            op, e, atomic = "swiglu", "swiglu({0}, {1})", True
+        elif self.chance(0.5):
             e = "{0} + {1}" if op == "add" else "{0} * {1}"
             atomic = False
         else:

@@ -154,6 +154,10 @@ all_ok norm_check
 # cfrt_matmul_add, the addend as cuBLASLt's C (tests/gpu/mmadd_check.c):
 # against a double reference and cfrt_matmul then cfrt_add
 all_ok mmadd_check
+# cfrt_swiglu and its backward through each elementwise kernel
+# (tests/gpu/swiglu_check.c): against a double reference and the unfused
+# silu, mul and silu_grad calls, bf16, f16 and f32, flat, odd and sliced
+all_ok swiglu_check
 
 # -- CFRT_CHECK=finite on one GPU (tests/gpu/finite_check.c --gpu): a
 # planted NaN or Inf (f32, f64, bf16; a column slice; an overflowing

@@ -511,6 +511,114 @@ static double gelu_grad(double x)
 	return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3.0 * k * x * x);
 }
 
+/* ---- the fused SwiGLU and its backward ---- */
+
+static double d_silu(double x)
+{
+	double s = 1.0 / (1.0 + exp(-x));
+	return s * (1.0 + x * (1.0 - s));
+}
+
+/* swiglu(a, b) = silu(a) * b, swiglu_da(dy, a, b) = dy * b * silu'(a),
+ * swiglu_db(dy, a) = dy * silu(a), each against its double reference:
+ * slice 1 the rows 2..5 of dim 1 of a [3,6,5] tensor (strided; outside
+ * it dst keeps what it held), slice 0 n contiguous elements (odd
+ * sizes). */
+static void swiglu_case(cfrt_dtype t, int64_t n, int slice)
+{
+	int64_t m = slice ? EW_N : n;
+	double *x = malloc(sizeof(double) * (size_t)(6 * m)), *y = x + m, *g = y + m;
+	double *got = g + m, *want = got + m, *keep = want + m;
+	ut_uniform(x, m, 31, t);
+	ut_uniform(y, m, 32, t);
+	ut_uniform(g, m, 33, t);
+	for (int64_t i = 0; i < m; i++)
+		x[i] *= 6.0; /* silu's curve, both tails */
+	void *da = ut_alloc(m, t), *db = ut_alloc(m, t), *dg = ut_alloc(m, t), *dd = ut_alloc(m, t);
+	ut_put(da, x, m, t);
+	ut_put(db, y, m, t);
+	ut_put(dg, g, m, t);
+	ut_put(dd, g, m, t);
+	cfrt_view v[4];
+	void *buf[4] = {dd, da, db, dg};
+	for (int k = 0; k < 4; k++) {
+		v[k] = slice ? cfrt_view_contig(buf[k], t, 3, (int64_t[]){3, 6, 5})
+		             : cfrt_view_contig(buf[k], t, 1, &n);
+		if (slice)
+			v[k] = cfrt_view_slice(v[k], 1, 2, 4);
+	}
+	memcpy(keep, g, sizeof(double) * (size_t)m);
+	for (int op = 0; op < 3; op++) {
+		int rc = op == 0 ? cfrt_swiglu(ut_ctx, &v[0], &v[1], &v[2])
+		       : op == 1 ? cfrt_swiglu_da(ut_ctx, &v[0], &v[3], &v[1], &v[2])
+		                 : cfrt_swiglu_db(ut_ctx, &v[0], &v[3], &v[1]);
+		CU_ASSERT_EQUAL(rc, CFRT_OK);
+		for (int64_t i = 0; i < m; i++) {
+			double sa = x[i] / (1.0 + exp(-x[i]));
+			double r = op == 0 ? sa * y[i] : op == 1 ? g[i] * y[i] * d_silu(x[i]) : g[i] * sa;
+			want[i] = !slice || in_slice(i) ? r : keep[i];
+		}
+		ut_get(got, dd, m, t);
+		double err = ut_maxrel(got, want, m);
+		if (err > ut_tol(t))
+			printf("\nswiglu op %d, %s, n %lld, slice %d: rel err %g\n", op,
+			       t == CFRT_F32 ? "f32" : "f64", (long long)m, slice, err);
+		CU_ASSERT(err <= ut_tol(t));
+		memcpy(keep, got, sizeof(double) * (size_t)m);
+	}
+	cfrt_free(ut_ctx, da);
+	cfrt_free(ut_ctx, db);
+	cfrt_free(ut_ctx, dg);
+	cfrt_free(ut_ctx, dd);
+	free(x);
+}
+
+/* f32: the fused ops give the very floats of the unfused calls that cfc
+ * made before it fused them (silu then mul; mul then silu_grad; silu
+ * then mul); a broadcast operand or another dtype is refused. */
+static void test_swiglu_unfused(void)
+{
+	enum { N = 1001 };
+	float a[N], b[N], dy[N], f[N], u[N], s[N];
+	for (int i = 0; i < N; i++) {
+		a[i] = (float)((i * 37 % 401) - 200) / 16.0f;
+		b[i] = (float)((i * 11 % 97) - 48) / 32.0f;
+		dy[i] = (float)((i * 7 % 53) - 26) / 8.0f;
+	}
+	int64_t n = N;
+	cfrt_view va = cfrt_view_contig(a, CFRT_F32, 1, &n), vb = cfrt_view_contig(b, CFRT_F32, 1, &n);
+	cfrt_view vg = cfrt_view_contig(dy, CFRT_F32, 1, &n), vf = cfrt_view_contig(f, CFRT_F32, 1, &n);
+	cfrt_view vu = cfrt_view_contig(u, CFRT_F32, 1, &n), vs = cfrt_view_contig(s, CFRT_F32, 1, &n);
+	CU_ASSERT_EQUAL(cfrt_swiglu(ut_ctx, &vf, &va, &vb), CFRT_OK);
+	CU_ASSERT_EQUAL(cfrt_silu(ut_ctx, &vs, &va), CFRT_OK);
+	CU_ASSERT_EQUAL(cfrt_mul(ut_ctx, &vu, &vs, &vb), CFRT_OK);
+	CU_ASSERT(memcmp(f, u, sizeof f) == 0);
+	CU_ASSERT_EQUAL(cfrt_swiglu_db(ut_ctx, &vf, &vg, &va), CFRT_OK);
+	CU_ASSERT_EQUAL(cfrt_mul(ut_ctx, &vu, &vg, &vs), CFRT_OK);
+	CU_ASSERT(memcmp(f, u, sizeof f) == 0);
+	CU_ASSERT_EQUAL(cfrt_swiglu_da(ut_ctx, &vf, &vg, &va, &vb), CFRT_OK);
+	CU_ASSERT_EQUAL(cfrt_mul(ut_ctx, &vs, &vg, &vb), CFRT_OK);
+	CU_ASSERT_EQUAL(cfrt_silu_grad(ut_ctx, &vu, &vs, &va), CFRT_OK);
+	CU_ASSERT(memcmp(f, u, sizeof f) == 0);
+	cfrt_view bias = cfrt_view_contig(b, CFRT_F32, 1, (int64_t[]){1});
+	CU_ASSERT_EQUAL(cfrt_swiglu(ut_ctx, &vf, &va, &bias), CFRT_EINVAL);
+	CU_ASSERT_STRING_EQUAL(cfrt_last_error(ut_ctx), "cfrt_swiglu: view dst [1001] and "
+	                       "view b [1] differ in shape");
+	cfrt_view wide = cfrt_view_contig(a, CFRT_F64, 1, (int64_t[]){N / 2});
+	cfrt_view half = cfrt_view_contig(f, CFRT_F32, 1, (int64_t[]){N / 2});
+	CU_ASSERT_EQUAL(cfrt_swiglu_da(ut_ctx, &half, &half, &half, &wide), CFRT_EINVAL);
+}
+
+static void test_swiglu(void)
+{
+	static const int64_t sizes[] = {1, 7, 3001 * 3};
+	for (int ti = 0; ti < 2; ti++) {
+		swiglu_case(types[ti], EW_N, 1);
+		for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++)
+			swiglu_case(types[ti], sizes[k], 0);
+	}
+}
+
 /* the gradient of gelu at x times dy = 1 */
 static int gelu_grad_op(cfrt_ctx *ctx, const cfrt_view *dst, const cfrt_view *x)
 {
@@ -642,6 +750,10 @@ void ut_register_compute(void)
 	CU_add_test(s, "copy: head split and merge", test_copy_heads);
 	CU_add_test(s, "gelu, silu, relu, scale on a strided slice", test_unary);
 	CU_add_test(s, "scale by 0 zeroes NaN and Inf", test_scale_zero);
+	CU_add_test(s, "swiglu, swiglu_da, swiglu_db: double references, strided and odd sizes",
+	            test_swiglu);
+	CU_add_test(s, "swiglu's f32 results are the unfused calls'; shapes and dtypes checked",
+	            test_swiglu_unfused);
 	CU_add_test(s, "add, mul: same shape and bias broadcast", test_binary);
 	CU_add_test(s, "layernorm, rmsnorm, softmax", test_rows);
 	CU_add_test(s, "softmax of widely spread scores", test_softmax_spread);

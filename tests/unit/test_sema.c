@@ -785,6 +785,59 @@ test_temp_names(void)
 	sh_done(&r);
 }
 
+/* The op that made v, and its inputs by name (NULL: none). */
+static int
+made_by(const Value *v, OpKind op, const char *in0, const char *in1)
+{
+	const Node *n = v ? v->def : NULL;
+	return n && n->op == op && (!in0 || !strcmp(n->in[0]->name, in0)) &&
+	       (!in1 || (n->nin > 1 && !strcmp(n->in[1]->name, in1)));
+}
+
+/* silu(A) * B and B * silu(A) become swiglu(A, B) where the silu is an
+ * unnamed temporary read there alone, of the same layer instance, and
+ * B has A's shape and type; a named silu, a broadcast B, a silu read
+ * twice, or one a layer returns stay silu then mul. The nodes are
+ * numbered again and the temporaries named after the fusion, without
+ * gaps. */
+static void
+test_swiglu_fusion(void)
+{
+	ShRun r;
+	Graph *g = sh_build(&r, "layer act(x) {\n  return silu(x);\n}\n" HEAD XS XR
+	                    "  in bias : [D];\n  weight w : [D, D];\n"
+	                    "  y1 = silu(x @ w) * x;\n  y2 = xr * silu(xr);\n"
+	                    "  s = silu(x);\n  y3 = s * x;\n  y4 = silu(x) * bias;\n"
+	                    "  y5 = act(x) * x;\n  y6 = swiglu(xr, xr);\n"
+	                    "  out y1, y2, y3, y4, y5, y6;\n}\n", NULL);
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+	CU_ASSERT(made_by(sh_val(g, "y1"), OP_SWIGLU, "t1", "x"));
+	CU_ASSERT(made_by(sh_val(g, "t1"), OP_MATMUL, "x", "w"));
+	CU_ASSERT(made_by(sh_val(g, "y2"), OP_SWIGLU, "xr", "xr"));
+	CU_ASSERT(made_by(sh_val(g, "s"), OP_SILU, "x", NULL));
+	CU_ASSERT(made_by(sh_val(g, "y3"), OP_MUL, "s", "x"));
+	CU_ASSERT(made_by(sh_val(g, "t2"), OP_SILU, "x", NULL));
+	CU_ASSERT(made_by(sh_val(g, "y4"), OP_MUL, "t2", "bias"));
+	CU_ASSERT(made_by(sh_val(g, "y5"), OP_MUL, NULL, "x"));
+	CU_ASSERT(made_by(sh_val(g, "y5")->def->in[0], OP_SILU, "x", NULL));
+	CU_ASSERT(made_by(sh_val(g, "y6"), OP_SWIGLU, "xr", "xr"));
+	CU_ASSERT(is_split(sh_val(g, "y1"), 1, "tp"));
+	CU_ASSERT(sh_val(g, "t3") == NULL);
+	for (int i = 0; i < g->nodes.n; i++)
+		CU_ASSERT_EQUAL(((Node *)g->nodes.v[i])->id, i);
+	for (int i = 0; i < g->values.n; i++) {
+		const Value *v = g->values.v[i];
+		CU_ASSERT_EQUAL(v->id, i);
+		for (int j = 0; j < v->uses.n; j++) { /* every use is a live reader */
+			const Node *u = v->uses.v[j];
+			CU_ASSERT(u->id < g->nodes.n && g->nodes.v[u->id] == u);
+			CU_ASSERT(u->in[0] == v || u->in[1] == v);
+		}
+	}
+	sh_done(&r);
+}
+
 /* ---- schedules ---- */
 
 static void
@@ -941,6 +994,7 @@ test_sema_register(void)
 	CU_add_test(s, "layers", test_layers);
 	CU_add_test(s, "layer errors", test_layer_errors);
 	CU_add_test(s, "temporary names", test_temp_names);
+	CU_add_test(s, "silu(A) * B fused into swiglu(A, B)", test_swiglu_fusion);
 	CU_add_test(s, "schedules", test_schedules);
 	CU_add_test(s, "schedule errors", test_schedule_errors);
 	CU_add_test(s, "schedule force", test_schedule_force);
