@@ -229,6 +229,7 @@ int cfrti_matmul_run(cfrt_ctx *ctx, gemm_args *g, const cfrt_view *c,
 {
 	int ib = c->nd - 3, rc = CFRT_OK;
 	cfrt_view cb = *c, ab = *a, bb = *b;
+	const char *cin = g->cin; /* an addend laid out as c, from c's start */
 	if (ib < 0)
 		return cfrti_gemm_run(ctx, g);
 	cb.nd = ab.nd = bb.nd = ib + 1;
@@ -236,6 +237,8 @@ int cfrti_matmul_run(cfrt_ctx *ctx, gemm_args *g, const cfrt_view *c,
 		g->a = cfrti_line_at(&ab, &cb, ib, l);
 		g->b = cfrti_line_at(&bb, &cb, ib, l);
 		g->c = cfrti_line_at(&cb, &cb, ib, l);
+		if (cin)
+			g->cin = cin + ((char *)g->c - (char *)c->p);
 		rc = cfrti_gemm_run(ctx, g);
 	}
 	return rc;

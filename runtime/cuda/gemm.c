@@ -124,22 +124,30 @@ static void merge_batch_dims(cfrt_view *v[3])
 	}
 }
 
-int cfrt_matmul(cfrt_ctx *ctx, const cfrt_view *c, const cfrt_view *a,
-                const cfrt_view *b, double alpha, double beta)
+/* c = alpha a @ b + beta c, or with cin (an addend laid out as c, not
+ * NULL) beta cin: cfrt_matmul and cfrt_matmul_add after their checks. */
+static int matmul_into(cfrt_ctx *ctx, const cfrt_view *c, const cfrt_view *a,
+                       const cfrt_view *b, double alpha, double beta, const void *cin)
 {
 	cfrt_view ae, be, ce;
 	gemm_args g = {0};
-	int rc = cfrti_enter(ctx, "cfrt_matmul");
-	if (rc == CFRT_OK)
-		rc = cfrti_matmul_args(ctx, c, a, b, alpha, beta, &g, &ae, &be);
+	int rc = cfrti_matmul_args(ctx, c, a, b, alpha, beta, &g, &ae, &be);
 	if (rc != CFRT_OK)
 		return rc;
 	ce = *c;
 	merge_batch_dims((cfrt_view *[3]){&ce, &ae, &be});
 	cfrti_matmul_batch(&g, &ce, &ae, &be);
+	g.cin = cin;
 	rc = cfrti_gemm_check(ctx, &g);
 	return rc != CFRT_OK ? rc : cfrti_dev_check(ctx, cfrti_matmul_run(ctx, &g, &ce,
 	                                            &ae, &be), c, NULL, NULL);
+}
+
+int cfrt_matmul(cfrt_ctx *ctx, const cfrt_view *c, const cfrt_view *a,
+                const cfrt_view *b, double alpha, double beta)
+{
+	int rc = cfrti_enter(ctx, "cfrt_matmul");
+	return rc != CFRT_OK ? rc : matmul_into(ctx, c, a, b, alpha, beta, NULL);
 }
 
 /* d laid out as c: every element of one at the other's offset. */
@@ -154,8 +162,6 @@ static int same_layout(const cfrt_view *c, const cfrt_view *d)
 int cfrt_matmul_add(cfrt_ctx *ctx, const cfrt_view *c, const cfrt_view *a,
                     const cfrt_view *b, const cfrt_view *d, double alpha)
 {
-	cfrt_view ae, be, ce;
-	gemm_args g = {0};
 	int rc = cfrti_enter(ctx, "cfrt_matmul_add");
 	if (rc == CFRT_OK)
 		rc = cfrti_check_matmul_add(ctx, c, d);
@@ -170,33 +176,7 @@ int cfrt_matmul_add(cfrt_ctx *ctx, const cfrt_view *c, const cfrt_view *a,
 			rc = cfrt_copy(ctx, c, d);
 		return rc != CFRT_OK ? rc : cfrt_matmul(ctx, c, a, b, alpha, 1.0);
 	}
-	rc = cfrti_matmul_args(ctx, c, a, b, alpha, 1.0, &g, &ae, &be);
-	if (rc != CFRT_OK)
-		return rc;
-	ce = *c;
-	merge_batch_dims((cfrt_view *[3]){&ce, &ae, &be});
-	cfrti_matmul_batch(&g, &ce, &ae, &be);
-	rc = cfrti_gemm_check(ctx, &g);
-	if (rc != CFRT_OK)
-		return rc;
-	/* cfrti_matmul_run's lines, each with its addend at c's offset */
-	int ib = ce.nd - 3;
-	cfrt_view cb = ce, ab = ae, bb = be;
-	int64_t nl = 1;
-	if (ib >= 0) {
-		cb.nd = ab.nd = bb.nd = ib + 1;
-		nl = cfrti_line_count(&cb, ib);
-	}
-	for (int64_t l = 0; rc == CFRT_OK && l < nl; l++) {
-		if (ib >= 0) {
-			g.a = cfrti_line_at(&ab, &cb, ib, l);
-			g.b = cfrti_line_at(&bb, &cb, ib, l);
-			g.c = cfrti_line_at(&cb, &cb, ib, l);
-		}
-		g.cin = (const char *)d->p + ((const char *)g.c - (const char *)c->p);
-		rc = cfrti_gemm_run(ctx, &g);
-	}
-	return cfrti_dev_check(ctx, rc, c, NULL, NULL);
+	return matmul_into(ctx, c, a, b, alpha, 1.0, d->p);
 }
 
 /* ---- attention ---------------------------------------------------------- */
