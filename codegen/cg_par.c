@@ -962,21 +962,34 @@ rms_grad_group(const Plan *plan, int k, const Node *n[3])
 	return 3;
 }
 
+/* The head of one call for m nodes n[0..m) that the code generator makes
+ * together: each node's line and comment, that unmade (the value between
+ * them) is not made, and the call's place (at's result) for the trace. */
 static void
-emit_rms_grad(Par *P, const Node *const n[3])
+emit_joint(Par *P, const Node *const *n, int m, const Node *unmade, const Node *at)
 {
 	Cg *cg = P->cg;
-	const char *in[MAXIN], *what = "";
+	const char *what = "";
 
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < m; i++) {
 		emit_line(&cg->e, n[i]->loc);
 		cg_comment(cg, n[i]);
 		what = arena_printf(cg->a, "%s%s%s", what, *what ? ", " : "", cg_node_str(cg, n[i]));
 	}
-	emit(&cg->e, "/* one call for the three: %s is not made */\n", n[1]->out->name);
-	emit(&cg->e, "(void)%s;\n", cg->cname[n[1]->out->id]);
-	emit(&cg->e, "cfrt_where(%s, \"%s\", 0);\n", L(P, LC_CTX), n[0]->out->name);
+	emit(&cg->e, "/* one call for the %s: %s is not made */\n", m == 2 ? "two" : "three",
+	     unmade->out->name);
+	emit(&cg->e, "(void)%s;\n", cg->cname[unmade->out->id]);
+	emit(&cg->e, "cfrt_where(%s, \"%s\", 0);\n", L(P, LC_CTX), at->out->name);
 	cg_what(cg, what, NULL);
+}
+
+static void
+emit_rms_grad(Par *P, const Node *const n[3])
+{
+	Cg *cg = P->cg;
+	const char *in[MAXIN];
+
+	emit_joint(P, n, 3, n[1], n[0]);
 	for (int j = 0; j < n[0]->nin; j++)
 		in[j] = cg->cname[n[0]->in[j]->id];
 	cg_rmsnorm_grad_rows(cg, n[0], cg->cname[n[0]->out->id], cg->cname[n[2]->out->id], in);
@@ -1030,18 +1043,10 @@ static void
 emit_mm_add(Par *P, const Node *const n[2])
 {
 	Cg *cg = P->cg;
-	const char *in[MAXIN], *what = "";
+	const char *in[MAXIN];
 	const Value *d = n[1]->in[0] == n[0]->out ? n[1]->in[1] : n[1]->in[0];
 
-	for (int i = 0; i < 2; i++) {
-		emit_line(&cg->e, n[i]->loc);
-		cg_comment(cg, n[i]);
-		what = arena_printf(cg->a, "%s%s%s", what, *what ? ", " : "", cg_node_str(cg, n[i]));
-	}
-	emit(&cg->e, "/* one call for the two: %s is not made */\n", n[0]->out->name);
-	emit(&cg->e, "(void)%s;\n", cg->cname[n[0]->out->id]);
-	emit(&cg->e, "cfrt_where(%s, \"%s\", 0);\n", L(P, LC_CTX), n[1]->out->name);
-	cg_what(cg, what, NULL);
+	emit_joint(P, n, 2, n[0], n[1]);
 	for (int j = 0; j < n[0]->nin; j++)
 		in[j] = cg->cname[n[0]->in[j]->id];
 	cg_matmul_add(cg, n[0], cg->cname[n[1]->out->id], in, cg->cname[d->id]);
@@ -1076,19 +1081,10 @@ static void
 emit_rope_heads(Par *P, const Node *const n[2], const PItem *rp)
 {
 	Cg *cg = P->cg;
-	const char *what = "";
 	int split = n[0]->op == OP_SPLIT_HEADS;
 	const Node *rope = split ? n[1] : n[0], *heads = split ? n[0] : n[1];
 
-	for (int i = 0; i < 2; i++) {
-		emit_line(&cg->e, n[i]->loc);
-		cg_comment(cg, n[i]);
-		what = arena_printf(cg->a, "%s%s%s", what, *what ? ", " : "", cg_node_str(cg, n[i]));
-	}
-	emit(&cg->e, "/* one call for the two: %s is not made */\n", n[0]->out->name);
-	emit(&cg->e, "(void)%s;\n", cg->cname[n[0]->out->id]);
-	emit(&cg->e, "cfrt_where(%s, \"%s\", 0);\n", L(P, LC_CTX), n[1]->out->name);
-	cg_what(cg, what, NULL);
+	emit_joint(P, n, 2, n[0], n[1]);
 	cg_rope_heads(cg, rope, heads, cg->cname[n[1]->out->id], cg->cname[n[0]->in[0]->id],
 	              rp->qoff ? pe_c(P, &rp->qstart) : NULL);
 }
