@@ -201,7 +201,9 @@ typedef struct gemm_args {
 	int64_t lda, ldb, ldc, sa, sb, sc, batch;
 	const void *cin; /* the C read with beta, laid out as c, when it is
 	                  * not c (the CUDA backend's cfrt_matmul_add through
-	                  * cuBLASLt); NULL: c itself */
+	                  * cuBLASLt): at c's first element as cfrti_matmul_run
+	                  * gets it, which moves it with c line by line; NULL:
+	                  * c itself */
 } gemm_args;
 int cfrti_gemm_check(cfrt_ctx *ctx, const gemm_args *g);
 
