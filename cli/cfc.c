@@ -143,6 +143,7 @@ typedef struct Cli {
 	int backward;         /* --backward */
 	int accumulate;       /* --accumulate */
 	int keep_group1;      /* --keep-group1 */
+	int keep_saved;       /* --keep-saved */
 	DiagFormat diagfmt;   /* -fdiagnostics-format= */
 	int sched_ranks;      /* --sched-ranks= */
 	const char *profile;  /* --profile= */
@@ -206,6 +207,9 @@ usage(FILE *f)
 	      "                   grads struct holds (micro-batches), not overwritten\n"
 	      "  --keep-group1    keep the collectives over groups of one rank (-D tp=1),\n"
 	      "                   each a copy; by default they are taken out\n"
+	      "  --keep-saved     with --backward: the backward leaves the saved buffer as\n"
+	      "                   the forward wrote it (a second backward of one forward);\n"
+	      "                   by default it keeps tensors in the bytes it has read\n"
 	      "  --explain        say, for every collective, which schedule was applied,\n"
 	      "                   what compute it was fused with, and why not more\n"
 	      "                   (on standard output)\n"
@@ -509,6 +513,8 @@ parse_args(Cli *cl, int argc, char **argv)
 			cl->accumulate = 1;
 		} else if (!strcmp(a, "--keep-group1")) {
 			cl->keep_group1 = 1;
+		} else if (!strcmp(a, "--keep-saved")) {
+			cl->keep_saved = 1;
 		} else if (!strcmp(a, "--no-line")) {
 			cl->noline = 1;
 		} else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
@@ -545,6 +551,8 @@ parse_args(Cli *cl, int argc, char **argv)
 		return bad_usage("%s", "several --emit kinds need -o DIR");
 	if (cl->accumulate && !cl->backward)
 		return bad_usage("%s", "--accumulate needs --backward");
+	if (cl->keep_saved && !cl->backward)
+		return bad_usage("%s", "--keep-saved needs --backward");
 	if (cl->want[emit_find("gantt")] && !cl->profile)
 		return bad_usage("%s", "--emit=gantt draws the predicted timeline: give --profile=FILE "
 		                 "(cfrt-calibrate writes one)");
@@ -867,7 +875,7 @@ compile_once(Comp *c, Cli *cl)
 	Pipeline pl = {.a = c->arena, .d = &c->diag, .o = &cl->opt, .profile = c->profile,
 	               .auto_margin = c->auto_margin, .backward = cl->backward,
 	               .accumulate = cl->accumulate, .keep_group1 = cl->keep_group1,
-	               .order = c->order,
+	               .keep_saved = cl->keep_saved, .order = c->order,
 	               .order_asked = c->order_asked,
 	               .coalesce = c->coalesce, .bound = c->bound, .stop = PIPE_PLANNED,
 	               .phase = phase, .ctx = &c->progress};
@@ -916,7 +924,8 @@ trial_peak(Comp *c, Cli *cl, OrderMode order, int64_t coalesce, int64_t *spec)
 {
 	Pipeline pl = {.a = c->arena, .d = &c->diag, .o = &cl->opt, .profile = c->profile,
 	               .auto_margin = c->auto_margin, .backward = cl->backward,
-	               .accumulate = cl->accumulate, .keep_group1 = cl->keep_group1}, tr;
+	               .accumulate = cl->accumulate, .keep_group1 = cl->keep_group1,
+	               .keep_saved = cl->keep_saved}, tr;
 	int nre = cl->opt.nrecompute;
 
 	cl->opt.nrecompute = 0;

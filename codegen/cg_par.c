@@ -835,13 +835,28 @@ whole_attn_grad(const Plan *plan, int k)
 	return n;
 }
 
-/* Whether the workspace bytes of values a and b overlap. */
+/* Where the bytes of v are: *off bytes into the workspace (0) or the
+ * saved buffer (1: a saved tensor, or one the plan put there); -1: a
+ * buffer of its own (an input, weight, output or gradient). */
+static int
+place_of(const Plan *plan, const Value *v, int64_t *off)
+{
+	if (v->home == HO_SAVED) {
+		*off = v->soff;
+		return 1;
+	}
+	*off = plan->off[v->id];
+	return *off < 0 ? -1 : plan->in_saved[v->id];
+}
+
+/* Whether the bytes of values a and b overlap. */
 static int
 ws_overlap(const Plan *plan, const Value *a, const Value *b)
 {
-	int64_t oa = plan->off[a->id], ob = plan->off[b->id];
+	int64_t oa, ob;
+	int sa = place_of(plan, a, &oa), sb = place_of(plan, b, &ob);
 
-	if (oa < 0 || ob < 0)
+	if (sa < 0 || sb < 0 || sa != sb)
 		return a == b;
 	return oa < ob + dtype_size[b->dtype] * value_rank_elems(b) &&
 	       ob < oa + dtype_size[a->dtype] * value_rank_elems(a);
@@ -1033,7 +1048,9 @@ mm_add_group(const Plan *plan, int k, const Node *n[2])
 	if (!same_tensor(a->out, w) || !same_tensor(d, w) || ws_overlap(plan, w, a->in[0]) ||
 	    ws_overlap(plan, w, a->in[1]))
 		return 0;
-	if (ws_overlap(plan, w, d) && plan->off[w->id] != plan->off[d->id])
+	int64_t ow, od;
+	if (ws_overlap(plan, w, d) &&
+	    (place_of(plan, w, &ow) != place_of(plan, d, &od) || ow != od))
 		return 0;
 	n[0] = a, n[1] = b;
 	return 2;
@@ -1128,15 +1145,23 @@ ws_defines(Cg *cg, Par *pars)
 	const Graph *g = cg->g;
 	Emitter *e = &cg->e;
 
-	if (!plan->wsbytes)
+	int insaved = 0;
+	for (int i = 0; i < g->values.n; i++)
+		insaved += plan->used[i] && plan->off[i] >= 0 && plan->in_saved[i];
+	if (!plan->wsbytes && !insaved)
 		return;
 	emit(e, "/* The workspace (%lld bytes): where each tensor and scratch buffer\n"
 	        " * lives, bytes from its start; tensors whose stages do not overlap\n"
-	        " * share memory. */\n", (long long)plan->wsbytes);
+	        " * share memory.%s */\n", (long long)plan->wsbytes, !insaved ? "" : g->fwd ?
+	        " A tensor \"in saved\" lives that many bytes into the\n"
+	        " * saved buffer instead, in saved tensors the pass has read." :
+	        " A tensor \"in saved\" lives that many bytes into the\n"
+	        " * saved buffer instead, in saved tensors the pass has not written yet.");
 	for (int i = 0; i < g->values.n; i++)
 		if (plan->used[i] && plan->off[i] >= 0)
-			emit(e, "#define %s %lld /* %s */\n", cg_ws_name(cg, g->values.v[i]),
-			     (long long)plan->off[i], ((Value *)g->values.v[i])->name);
+			emit(e, "#define %s %lld /* %s%s */\n", cg_ws_name(cg, g->values.v[i]),
+			     (long long)plan->off[i], ((Value *)g->values.v[i])->name,
+			     plan->in_saved[i] ? ", in saved" : "");
 	for (int k = 0; k < plan->s->colls.n; k++) {
 		Par *P = &pars[k];
 		for (int b = 0; b < P->c->bufs.n; b++)
@@ -1333,9 +1358,9 @@ emit_backward(Cg *fc, const Plan *bplan)
 	emit(e, "return %lld;\n", (long long)bplan->wsbytes);
 	emit_close(e, "\n");
 	emit_func(e, "int\n%s_backward(cfrt_ctx *%s, const %s_weights *%s, const %s_io *%s,\n"
-	          "    const void *%s, const %s_grads *%s, void *%s)", cg.prefix, cg.loc[LC_CTX],
-	          cg.prefix, cg.loc[LC_W], cg.prefix, cg.loc[LC_IO], cg.loc[LC_SAVED], cg.prefix,
-	          cg.loc[LC_GR], cg.loc[LC_WS]);
+	          "    %svoid *%s, const %s_grads *%s, void *%s)", cg.prefix, cg.loc[LC_CTX],
+	          cg.prefix, cg.loc[LC_W], cg.prefix, cg.loc[LC_IO], b->saved_ws ? "" : "const ",
+	          cg.loc[LC_SAVED], cg.prefix, cg.loc[LC_GR], cg.loc[LC_WS]);
 	emit_body(&cg, bplan, pars, arena_printf(cg.a, "%s_backward", cg.prefix));
 	fc->e = cg.e;
 }

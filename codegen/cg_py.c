@@ -184,6 +184,9 @@ data(Cg *c, Cg *bc, const Plan *p, const Plan *bp, const CgVariant *vs, int nv)
 	emit(e, ")\nGROUP_SIZES = tuple(n for _, n in GROUPS) or (1,)\n");
 	emit(e, "BACKWARD = %s\nACCUMULATE = %s\n", g->bwd ? "True" : "False",
 	     g->bwd && g->bwd->accumulate ? "True" : "False");
+	/* the backward keeps tensors in the saved buffer's bytes it has read
+	 * (Graph.saved_ws): once per forward */
+	emit(e, "KEEPS_SAVED = %s\n", g->bwd && !g->bwd->saved_ws ? "True" : "False");
 	emit(e, "LIB_FILE = \"lib%s.so\"\nLIB_ENV = \"%s_LIB\"\n", c->prefix, c->upper);
 	if (nv) {
 		emit(e, "BUILD_COMMAND = (\"mpicc -shared -fPIC -O2 -o {lib}");

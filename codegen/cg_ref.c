@@ -157,13 +157,17 @@ header_backward(Cg *c, const Graph *b)
 	        " * shards; a gathered tensor is gathered again unless the spec\n"
 	        " * says to save it whole)%s in a buffer of\n"
 	        " * %s_saved_bytes() bytes per rank, which the application keeps until\n"
-	        " * the backward of that forward pass has run. The backward takes the\n"
+	        " * the backward of that forward pass has run.%s The backward takes the\n"
 	        " * gradients of the outputs (d_NAME, spread like NAME) and writes the\n"
 	        " * gradient of every input and weight, spread like it. %s */\n"
 	        "#define %s_ACCUMULATES %d\n\n", p, cg_saves_lse(c->g) ?
 	        " and, of each\n * attention, the log-sum-exp of its query rows (f32, f64 in an f64\n"
 	        " * model), from which the backward rebuilds the softmax\n"
-	        " * (cfrt_attention_lse, cfrt_attention_grad_lse)," : "", p, b->accumulate ?
+	        " * (cfrt_attention_lse, cfrt_attention_grad_lse)," : "", p, b->saved_ws ?
+	        " The backward\n * keeps tensors of its own in the bytes of that buffer it has read,\n"
+	        " * so it runs once per forward pass: a second backward needs the\n"
+	        " * forward again (cfc --keep-saved leaves the buffer as the forward\n"
+	        " * wrote it)." : "", b->accumulate ?
 	        "The weight\n * gradients are accumulated (cfc --accumulate): each backward pass\n"
 	        " * adds its gradient to what the weight gradients' buffers hold, so\n"
 	        " * the application zeroes them before a step's first micro-batch.\n"
@@ -195,8 +199,8 @@ header_backward(Cg *c, const Graph *b)
 	        " * like the forward; a failure ends the job naming rank, op and step,\n"
 	        " * or returns its status (error modes: cfrt.h). */\n"
 	        "int %s_backward(cfrt_ctx *ctx, const %s_weights *w, const %s_io *io,\n"
-	        "                const void *saved, const %s_grads *g, void *workspace);\n\n",
-	     p, p, p, p, p);
+	        "                %svoid *saved, const %s_grads *g, void *workspace);\n\n",
+	     p, p, p, p, b->saved_ws ? "" : "const ", p);
 }
 
 void

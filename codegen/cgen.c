@@ -692,6 +692,8 @@ cg_check_args(Cg *c, const char *fn, const char *used, int64_t wsbytes)
 	check_structs(c, used);
 	for (int i = 0; i < c->g->values.n; i++) {
 		const Value *v = c->g->values.v[i];
+		if (used[i] && !c->whole && c->plan && c->plan->in_saved[i])
+			saved = 1; /* a tensor of the pass in the saved buffer */
 		if (!used[i] || v->role == R_ACT)
 			continue;
 		if (v->home == HO_SAVED) {
@@ -764,7 +766,10 @@ storage(Cg *c, const Value *v)
 	switch (v->role) {
 	case R_IN: return arena_printf(c->a, "(void *)%s", arg_ptr(c, v));
 	case R_OUT: case R_WEIGHT: return arg_ptr(c, v);
-	default: return arena_printf(c->a, "(char *)%s + %s", c->loc[LC_WS], cg_ws_name(c, v));
+	default:
+		if (!c->whole && c->plan && c->plan->in_saved[v->id])
+			return arena_printf(c->a, "(char *)%s + %s", c->loc[LC_SAVED], cg_ws_name(c, v));
+		return arena_printf(c->a, "(char *)%s + %s", c->loc[LC_WS], cg_ws_name(c, v));
 	}
 }
 

@@ -561,6 +561,12 @@ typedef struct Graph {
 	                     * (elide.c) */
 	int64_t savedbytes, ref_savedbytes; /* the saved buffer per rank,
 	                                     * and whole (reference) */
+	/* with a backward, the plan (plan.c) may place workspace tensors in
+	 * the saved buffer's bytes while no saved tensor is live there: on
+	 * the forward graph before the forward writes them, on the backward
+	 * graph after the backward's last read of them (pipeline.c sets it:
+	 * the forward's always, the backward's unless --keep-saved) */
+	int saved_ws;
 } Graph;
 
 /* Command-line size overrides. */

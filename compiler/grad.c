@@ -57,6 +57,8 @@ typedef struct Bw {
 	                * the forward value whose gradient's name it is */
 	Vec saved;     /* forward values the backward reads from the saved
 	                * buffer, marked so when the pass succeeds */
+	Vec sleaf;     /* their leaves in b (saved.v[i]'s is sleaf.v[i]),
+	                * which take its offsets */
 	int err;
 } Bw;
 
@@ -231,6 +233,7 @@ fwd(Bw *B, Value *v)
 		vec_push(B->a, &B->saved, v);
 		*c = leaf(B, v, R_IN, v->name);
 		(*c)->home = HO_SAVED;
+		vec_push(B->a, &B->sleaf, *c);
 	}
 	return *c;
 }
@@ -864,6 +867,7 @@ attn_lse(Bw *B, const Node *n)
 	vec_push(B->a, &B->saved, l);
 	Value *c = leaf(B, l, R_IN, l->name);
 	c->home = HO_SAVED;
+	vec_push(B->a, &B->sleaf, c);
 	return c;
 }
 
@@ -1052,6 +1056,9 @@ place_saved(Bw *B)
 		v->ref_soff = g->ref_savedbytes;
 		g->savedbytes += plan_align(dtype_size[v->dtype] * value_rank_elems(v));
 		g->ref_savedbytes += plan_align(dtype_size[v->dtype] * value_elems(v));
+		Value *l = B->sleaf.v[i];
+		l->soff = v->soff;
+		l->ref_soff = v->ref_soff;
 	}
 }
 

@@ -69,6 +69,8 @@ pipeline_graphs(Pipeline *pl, const Src *src)
 			return PIPE_INPUT;
 		graph_fill_locality(b);
 		graph_check(b);
+		pl->graph->saved_ws = 1;
+		b->saved_ws = !pl->keep_saved;
 		phase(pl, "backward: %d ops", b->nodes.n);
 	}
 	/* groups of one rank: their collectives move nothing (elide.c);
@@ -180,7 +182,7 @@ pipeline_trial(const Pipeline *pl, const Src *src, OrderMode order, int64_t coal
 	*tr = (Pipeline){.a = pl->a, .d = &quiet, .o = pl->o, .profile = pl->profile,
 	                 .auto_margin = pl->auto_margin, .backward = pl->backward,
 	                 .accumulate = pl->accumulate, .keep_group1 = pl->keep_group1,
-	                 .order = order, .order_asked = 1,
+	                 .keep_saved = pl->keep_saved, .order = order, .order_asked = 1,
 	                 .coalesce = coalesce, .stop = PIPE_PLANNED, .trial = 1,
 	                 .predict = predict};
 	int rc = pipeline_run(tr, src);

@@ -34,6 +34,10 @@ typedef struct Pipeline {
 	int accumulate;         /* grad_build's: add weight gradients */
 	int keep_group1;        /* keep the collectives over groups of one
 	                         * rank (copies); else elide.c takes them out */
+	int keep_saved;         /* the backward leaves the saved buffer as
+	                         * the forward wrote it; else it places
+	                         * workspace tensors in the bytes it has read
+	                         * (Graph.saved_ws) */
 	OrderMode order;        /* order.c's: ORDER_PASS (0), the default */
 	int order_asked;        /* --order given: with a profile, choose_pass
 	                         * tries no other order */

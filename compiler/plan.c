@@ -8,8 +8,12 @@
  * requires: a lowered schedule (lower.c).
  * ensures: every item and plain stage planned; every value some stage
  * touches (and is no input, weight or output) and every scratch buffer
- * and staging area placed in [0, wsbytes), aligned to PLAN_ALIGN;
- * verify_mem.c proves all of it. */
+ * and staging area placed in [0, wsbytes), aligned to PLAN_ALIGN; with
+ * Graph.saved_ws, a value may instead be placed in the saved buffer,
+ * [0, savedbytes), where no saved tensor is live in its stages (the
+ * forward's before the stage that writes it, the backward's after the
+ * last stage that reads it); verify_prog.c proves the layout, and
+ * verify_mem.c the rest. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -852,11 +856,16 @@ pl_need(Plan *P)
 
 /* ---- the workspace ---- */
 
-/* An object to place: bytes, live from stage lo to stage hi. */
+/* An object to place: bytes, live from stage lo to stage hi, in the
+ * workspace (space 0) or the saved buffer (space 1). */
 typedef struct Obj {
 	int64_t bytes, off;
 	int lo, hi;
-	int64_t *out; /* where its offset goes */
+	int64_t *out; /* where its offset goes; NULL: placed already (a saved
+	               * tensor, at its offset in space 1) */
+	char *spill;  /* not NULL: it may go to space 1, and *spill says
+	               * whether it did */
+	int space;
 } Obj;
 
 typedef struct Ws {
@@ -864,13 +873,14 @@ typedef struct Ws {
 	Obj *o;
 	int n, cap;
 	int64_t end;
+	int64_t lim;  /* space 1's bytes: the saved buffer's */
 } Ws;
 
 static void
 ws_add(Ws *w, int64_t bytes, int lo, int hi, int64_t *out)
 {
 	w->o = arena_grow(w->t, w->o, w->n, &w->cap, 64, sizeof *w->o);
-	w->o[w->n++] = (Obj){plan_align(bytes), -1, lo, hi, out};
+	w->o[w->n++] = (Obj){plan_align(bytes), -1, lo, hi, out, NULL, 0};
 }
 
 static int
@@ -881,8 +891,31 @@ cmp_off(const void *x, const void *y)
 	return (a->off > b->off) - (a->off < b->off);
 }
 
+/* The lowest offset in space sp where o overlaps none of objects
+ * [0, k) of that space whose stages overlap its own. */
+static int64_t
+ws_fit(Ws *w, Obj **live, int k, int sp)
+{
+	Obj *o = &w->o[k];
+	int n = 0;
+
+	for (int j = 0; j < k; j++)
+		if (w->o[j].space == sp && w->o[j].lo <= o->hi && o->lo <= w->o[j].hi)
+			live[n++] = &w->o[j];
+	qsort(live, (size_t)n, sizeof *live, cmp_off);
+	int64_t at = 0;
+	for (int j = 0; j < n; j++) {
+		if (live[j]->off >= at + o->bytes)
+			break;
+		if (live[j]->off + live[j]->bytes > at)
+			at = live[j]->off + live[j]->bytes;
+	}
+	return at;
+}
+
 /* First fit: each object, in the order added, at the lowest offset where
- * it overlaps no placed object whose stages overlap its own. */
+ * it overlaps no placed object whose stages overlap its own; one that
+ * may spill goes to the saved buffer where it fits there. */
 static void
 ws_place(Ws *w)
 {
@@ -890,22 +923,53 @@ ws_place(Ws *w)
 
 	for (int k = 0; k < w->n; k++) {
 		Obj *o = &w->o[k];
-		int n = 0;
-		for (int j = 0; j < k; j++)
-			if (w->o[j].lo <= o->hi && o->lo <= w->o[j].hi)
-				live[n++] = &w->o[j];
-		qsort(live, (size_t)n, sizeof *live, cmp_off);
-		int64_t at = 0;
-		for (int j = 0; j < n; j++) {
-			if (live[j]->off >= at + o->bytes)
-				break;
-			if (live[j]->off + live[j]->bytes > at)
-				at = live[j]->off + live[j]->bytes;
+		if (!o->out)
+			continue;
+		int64_t at = -1;
+		if (o->spill) {
+			o->space = 1;
+			at = ws_fit(w, live, k, 1);
+			if (at + o->bytes > w->lim)
+				at = -1;
+			*o->spill = at >= 0;
+		}
+		if (at < 0) {
+			o->space = 0;
+			at = ws_fit(w, live, k, 0);
+			if (at + o->bytes > w->end)
+				w->end = at + o->bytes;
 		}
 		o->off = at;
 		*o->out = at;
-		if (at + o->bytes > w->end)
-			w->end = at + o->bytes;
+	}
+}
+
+/* The saved tensors as objects of space 1, live in the stages where
+ * their bytes hold them: on the forward from the stage that writes one
+ * to the end of the pass, on the backward from its start to the last
+ * stage that reads it (ns: past the last stage). */
+static void
+ws_saved(Plan *P, Ws *w)
+{
+	const Graph *g = P->s->g;
+	int ns = P->s->stages.n;
+
+	w->lim = (g->fwd ? g->fwd : g)->savedbytes;
+	for (int i = 0; i < g->values.n; i++) {
+		const Value *v = g->values.v[i];
+		if (v->home != HO_SAVED)
+			continue;
+		int lo = 0, hi = ns;
+		if (!g->fwd && P->first[i] >= 0)
+			lo = P->first[i];
+		if (g->fwd) {
+			if (P->last[i] < 0)
+				continue; /* never read: its bytes are free */
+			hi = P->last[i];
+		}
+		ws_add(w, dtype_size[v->dtype] * value_rank_elems(v), lo, hi, NULL);
+		w->o[w->n - 1].off = v->soff;
+		w->o[w->n - 1].space = 1;
 	}
 }
 
@@ -981,8 +1045,10 @@ pl_workspace(Plan *P)
 {
 	const Sched *s = P->s;
 	const Graph *g = s->g;
-	Ws w = {arena_scratch(s->arena), NULL, 0, 0, 0};
+	Ws w = {arena_scratch(s->arena), NULL, 0, 0, 0, 0};
 	ArenaMark mark = arena_mark(w.t);
+	if (g->saved_ws)
+		ws_saved(P, &w);
 	/* the values by their first stage, in id order within one (a
 	 * counting sort: a pass over the values per stage is quadratic) */
 	int nv = g->values.n, ns = s->stages.n;
@@ -1003,9 +1069,12 @@ pl_workspace(Plan *P)
 		for (int j = at[k]; j < at[k + 1]; j++) {
 			int i = byfirst[j];
 			const Value *v = g->values.v[i];
-			if (P->used[i] && !is_io(v))
+			if (P->used[i] && !is_io(v)) {
 				ws_add(&w, dtype_size[v->dtype] * value_rank_elems(v), k, P->last[i],
 				       &P->off[i]);
+				if (g->saved_ws)
+					w.o[w.n - 1].spill = &P->in_saved[i];
+			}
 		}
 		if (P->plain[k])
 			continue;
@@ -1029,6 +1098,7 @@ pl_workspace(Plan *P)
 	}
 	ws_place(&w);
 	P->wsbytes = w.end;
+	P->savedbytes = w.lim;
 	arena_release(w.t, mark);
 }
 
@@ -1069,6 +1139,7 @@ plan_sched(const Sched *s)
 	P->s = s;
 	P->off = arena_alloc(a, (size_t)(nv + 1) * sizeof *P->off);
 	P->used = arena_alloc(a, (size_t)nv + 1);
+	P->in_saved = arena_alloc(a, (size_t)nv + 1);
 	P->first = arena_alloc(a, (size_t)(nv + 1) * sizeof *P->first);
 	P->last = arena_alloc(a, (size_t)(nv + 1) * sizeof *P->last);
 	for (int i = 0; i < nv; i++)

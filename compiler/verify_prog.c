@@ -187,11 +187,13 @@ vf_fingerprint(Fp *F, const Coll *c, const PColl *pc, Print *p)
 
 /* ---- the workspace ---- */
 
-/* An object of the workspace: bytes at off, touched from stage lo to hi. */
+/* An object of the workspace (space 0) or of the saved buffer (space
+ * 1): bytes at off, touched from stage lo to hi. */
 typedef struct WsObj {
 	int64_t off, bytes;
 	int lo, hi;
 	const char *name;
+	int space;
 } WsObj;
 
 typedef struct Ws {
@@ -205,7 +207,7 @@ static void
 ws_obj(Ws *w, int64_t off, int64_t bytes, int lo, int hi, const char *name)
 {
 	w->o = arena_grow(w->t, w->o, w->n, &w->cap, 64, sizeof *w->o);
-	w->o[w->n++] = (WsObj){off, bytes, lo, hi, name};
+	w->o[w->n++] = (WsObj){off, bytes, lo, hi, name, 0};
 }
 
 static void
@@ -233,6 +235,8 @@ ws_cmp(const void *x, const void *y)
 {
 	const WsObj *a = x, *b = y;
 
+	if (a->space != b->space)
+		return a->space - b->space;
 	return (a->off > b->off) - (a->off < b->off);
 }
 
@@ -303,8 +307,28 @@ ws_collect(const Plan *P, Ws *w, char *err, size_t n)
 			         v->name, w->lo[i]);
 			return 1;
 		}
+		if (P->in_saved[i] && !g->saved_ws) {
+			snprintf(err, n, "%s is placed in the saved buffer, which this pass leaves "
+			         "as it is", v->name);
+			return 1;
+		}
 		ws_obj(w, P->off[i], dtype_size[v->dtype] * value_rank_elems(v), w->lo[i], w->hi[i],
 		       v->name);
+		w->o[w->n - 1].space = P->in_saved[i];
+	}
+	/* the saved buffer: each saved tensor where the forward writes it,
+	 * its bytes held by it from the stage that writes it to past the
+	 * forward's end, and on the backward from its start to the last
+	 * stage that reads it */
+	int ns = s->stages.n;
+	for (int i = 0; i < g->values.n && g->saved_ws; i++) {
+		const Value *v = g->values.v[i];
+		if (v->home != HO_SAVED || (g->fwd && w->lo[i] < 0))
+			continue;
+		ws_obj(w, v->soff, dtype_size[v->dtype] * value_rank_elems(v),
+		       g->fwd || w->lo[i] < 0 ? 0 : w->lo[i], g->fwd ? w->hi[i] : ns,
+		       arena_printf(s->arena, "saved %s", v->name));
+		w->o[w->n - 1].space = 1;
 	}
 	return 0;
 }
@@ -325,15 +349,18 @@ ws_check(const Plan *P, char *err, size_t n)
 	rc = ws_collect(P, &w, err, n);
 	if (w.n)
 		qsort(w.o, (size_t)w.n, sizeof *w.o, ws_cmp);
+	const Graph *g = P->s->g;
+	int64_t lim[2] = {P->wsbytes, (g->fwd ? g->fwd : g)->savedbytes};
 	for (int i = 0; i < w.n && !rc; i++) {
 		const WsObj *a = &w.o[i];
-		if (a->off < 0 || a->off % PLAN_ALIGN || a->off + a->bytes > P->wsbytes) {
-			snprintf(err, n, "%s at [%lld, %lld) is not an aligned part of the workspace "
+		if (a->off < 0 || a->off % PLAN_ALIGN || a->off + a->bytes > lim[a->space]) {
+			snprintf(err, n, "%s at [%lld, %lld) is not an aligned part of the %s "
 			         "(%lld bytes)", a->name, (long long)a->off, (long long)(a->off + a->bytes),
-			         (long long)P->wsbytes);
+			         a->space ? "saved buffer" : "workspace", (long long)lim[a->space]);
 			rc = 1;
 		}
-		for (int j = i + 1; j < w.n && !rc && w.o[j].off < a->off + a->bytes; j++) {
+		for (int j = i + 1; j < w.n && !rc && w.o[j].space == a->space &&
+		                    w.o[j].off < a->off + a->bytes; j++) {
 			const WsObj *b = &w.o[j];
 			if (b->bytes && a->bytes && a->lo <= b->hi && b->lo <= a->hi) {
 				snprintf(err, n, "%s at [%lld, %lld) and %s at [%lld, %lld) overlap, and "
