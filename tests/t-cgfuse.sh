@@ -110,10 +110,15 @@ for tp in 1 2; do
 			fail "cgfuse: llama tp=$tp $s: $rh ropes through a head view (want $want)"
 		fi
 		# a GEMM and the add of its result, one cfrt_matmul_add: at tp = 1
-		# the forward's two residual adds (their collectives taken out);
+		# the forward's two residual adds (their collectives taken out)
+		# and the backward's three sums of input gradients, glued by the
+		# whole-pass order, which fits the memory bound now that the
+		# backward keeps its tensors in the saved bytes it has read (with
+		# --keep-saved it does not fit, and the region order glues only
+		# the forward's two: t-savedws.sh);
 		# at tp = 2 none (each add reads a reduce-scatter's result)
 		ma=$(count "cfrt_matmul_add(" "$c")
-		want=2
+		want=5
 		[ "$tp" = 2 ] && want=0
 		if [ "$ma" = $want ]; then
 			pass "cgfuse: llama tp=$tp $s: $ma GEMMs with their residual add in one call"

@@ -358,6 +358,117 @@ test_wrong_off_rank0(void)
 	st_done(&r);
 }
 
+/* The backward of the mlp example on one rank (its gather kept), planned:
+ * r->p is the backward's plan, r->g the forward's graph. */
+static Plan *
+mlp_bwd_plan(SRun *r)
+{
+	char *text = st_example("mlp");
+	Plan *p = st_run(r, text, NULL, "tp=1", ST_BWD, PIPE_PLANNED) ? r->p : NULL;
+
+	free(text);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+	return p;
+}
+
+/* A value of p placed in the saved buffer (the first), or -1. */
+static int
+first_in_saved(const Plan *p)
+{
+	for (int i = 0; i < p->s->g->values.n; i++)
+		if (p->used[i] && p->off[i] >= 0 && p->in_saved[i])
+			return i;
+	return -1;
+}
+
+/* The backward keeps a tensor in saved bytes it has read (the gathered xa
+ * in h's, whose last reader runs first), which proves and leaves the
+ * workspace smaller than the plan that keeps the saved buffer; the
+ * forward's tensors go in saved bytes not written yet. */
+static void
+test_saved_reuse(void)
+{
+	SRun r;
+	Plan *p = mlp_bwd_plan(&r);
+	Graph *b = r.g->bwd;
+	int i = first_in_saved(p);
+
+	CU_ASSERT_FATAL(i >= 0);
+	CU_ASSERT_STRING_EQUAL(((Value *)b->values.v[i])->name, "xa");
+	CU_ASSERT_EQUAL(p->savedbytes, r.g->savedbytes);
+	CU_ASSERT_EQUAL(verify_sched(r.s, p, &r.d), 0);
+	b->saved_ws = 0; /* cfc --keep-saved */
+	Plan *k = plan_sched(r.s);
+	CU_ASSERT_EQUAL(first_in_saved(k), -1);
+	CU_ASSERT(k->off[i] >= 0 && k->wsbytes >= p->wsbytes);
+	CU_ASSERT_EQUAL(verify_sched(r.s, k, &r.d), 0);
+	st_done(&r);
+
+	char *text = st_example("transformer");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(st_run(&r, text, NULL, "tp=1", ST_TRAINED, PIPE_PLANNED));
+	free(text);
+	CU_ASSERT(first_in_saved(r.p) >= 0);
+	CU_ASSERT_EQUAL(verify_sched(r.s, r.p, &r.d), 0);
+	st_done(&r);
+}
+
+/* verify_sched of s with p, which must fail saying want. */
+static void
+rejects_with(Sched *s, const Plan *p, Diag *d, const char *want)
+{
+	char *msg = NULL;
+	size_t len = 0;
+
+	d->out = open_memstream(&msg, &len);
+	CU_ASSERT_NOT_EQUAL(verify_sched(s, p, d), 0);
+	fclose(d->out);
+	d->out = stderr;
+	if (!strstr(msg, want))
+		fprintf(stderr, "\nwanted '%s' in: %s\n", want, msg);
+	CU_ASSERT_PTR_NOT_NULL(strstr(msg, want));
+	free(msg);
+}
+
+/* A tensor of the backward on a saved tensor that a stage in its life
+ * still reads, one past the saved buffer's end, and one in the saved
+ * buffer of a pass that keeps it (--keep-saved). */
+static void
+test_saved_overlap(void)
+{
+	SRun r;
+	Plan *p = mlp_bwd_plan(&r);
+	Graph *b = r.g->bwd;
+	int i = first_in_saved(p);
+	int64_t off = p->off[i];
+
+	CU_ASSERT_FATAL(i >= 0);
+	/* a tensor of the workspace made while a saved tensor is still to
+	 * be read, moved onto that saved tensor */
+	const Value *sv = NULL;
+	int j = -1;
+	for (int a = 0; a < b->values.n && !sv; a++)
+		for (int t = 0; t < b->values.n && !sv; t++) {
+			const Value *v = b->values.v[t];
+			if (p->used[a] && p->off[a] >= 0 && !p->in_saved[a] && v->home == HO_SAVED &&
+			    p->last[t] >= p->first[a])
+				sv = v, j = a;
+		}
+	CU_ASSERT_FATAL(sv != NULL);
+	p->in_saved[j] = 1;
+	int64_t was = p->off[j];
+	p->off[j] = sv->soff;
+	rejects_with(r.s, p, &r.d, "overlap, and stage");
+	p->in_saved[j] = 0;
+	p->off[j] = was;
+	CU_ASSERT_EQUAL(verify_sched(r.s, p, &r.d), 0);
+	p->off[i] = p->savedbytes;
+	rejects_with(r.s, p, &r.d, "is not an aligned part of the saved buffer");
+	p->off[i] = off;
+	b->saved_ws = 0;
+	rejects_with(r.s, p, &r.d, "is placed in the saved buffer, which this pass leaves as it is");
+	st_done(&r);
+}
+
 void test_plan_register(void);
 
 void
@@ -368,6 +479,7 @@ test_plan_register(void)
 	CU_add_test(s, "every example under every kind proves", test_examples);
 	CU_add_test(s, "workspace is shared by liveness", test_workspace_reuse);
 	CU_add_test(s, "the one-rank proof agrees with every rank's", test_symmetric_agrees);
+	CU_add_test(s, "tensors in the saved buffer's free bytes", test_saved_reuse);
 	s = CU_add_suite("plan_mutation", NULL, NULL);
 	CU_add_test(s, "an offset one element off", test_off_by_one);
 	CU_add_test(s, "a contiguous receive into a strided view", test_strided_receive);
@@ -377,4 +489,5 @@ test_plan_register(void)
 	CU_add_test(s, "a wrong rope position", test_rope_position);
 	CU_add_test(s, "wrong log-sum-exp rows", test_lse_rows);
 	CU_add_test(s, "an offset right on rank 0 only", test_wrong_off_rank0);
+	CU_add_test(s, "a tensor on a saved tensor still read", test_saved_overlap);
 }
