@@ -101,6 +101,16 @@ check "py: mlp on 2 ranks, comm=None: forward = the driver's output, gradients =
 	all_ok "$t/none2" 2 7
 check "py: wrong shapes, dtypes, order, names raise TypeError/ValueError naming the tensor" \
 	grep -q "errors ok" "$t/none2.0"
+check "py: a second backward of one forward is refused (the saved bytes are the backward's)" \
+	grep -q "a second backward of one forward is refused; .* ok$" "$t/none2.0"
+# --keep-saved: the backward leaves the saved buffer, and runs again
+mk=$t/mlp2keep
+model "$mk" mlp examples/mlp.cf -D tp=2 --backward --keep-saved
+pyrun "$t/keep2" 2 "$mk" mlp
+check "py: --keep-saved: a second backward of one forward gives the same gradients" \
+	all_ok "$t/keep2" 2 5
+check "py: --keep-saved: the second backward's line" \
+	grep -q "a second backward of one forward gives the same gradients ok$" "$t/keep2.0"
 
 if [ "$MPI4PY" = 1 ]; then
 	# the module alone in a directory, its library named by MLP_LIB
