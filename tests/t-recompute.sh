@@ -48,10 +48,10 @@ for v in llama llama_sel llama_full transformer transformer_sel transformer_full
 		(cd "$out" && "$CFC" --backward "$v.cf" --explain --emit=c -o "$v.c") | grep '^memory:'
 	} >>"$out/memory.txt" 2>&1
 done
-for b in 300K 260K; do
+for b in 210K 200K; do
 	(cd "$out" && "$CFC" --backward llama.cf --memory=$b --explain -o fit.c 2>&1 | grep -e '^memory:' -e 'note:') >>"$out/memory.txt"
 done
-(cd "$out" && "$CFC" --backward transformer.cf --memory=400K --explain -o fit.c 2>&1 | grep -e '^memory:' -e 'note:') >>"$out/memory.txt"
+(cd "$out" && "$CFC" --backward transformer.cf --memory=340K --explain -o fit.c 2>&1 | grep -e '^memory:' -e 'note:') >>"$out/memory.txt"
 golden "recompute: saved bytes and peaks, before and after" "$out/memory.txt" tests/recompute/memory.golden
 
 # the generated query reports the smaller buffer: NAME_saved_bytes()
