@@ -63,11 +63,11 @@ n_packs() { "$CFC" "$@" --explain -o "$out/opt" 2>&1 | grep -c 'coalesced cf_'; 
 check "coalesce: the default packs none of dp_bias's gradients (the pack is over the memory bound)" \
 	sh -c "test $(n_packs $G/dp_bias.cf --backward) = 0 &&
 	       '$CFC' $G/dp_bias.cf --backward --explain -o '$out/bnd' |
-	       grep -q 'memory bound: peak 9216 bytes per rank within 9216 (the region order.s peak) with order=pass, coalesce off; over it: order=pass, coalesce as the spec or the default holds 16640'"
-check "coalesce: --memory=16640 packs dp_bias's gradients" \
-	test "$(n_packs $G/dp_bias.cf --backward --memory=16640)" = 1
-check "coalesce: the spec's memory = 16640 packs them too" sh -c \
-	"sed 's|^  out y;|  out y;\\n  schedule { memory = 16640; }|' $G/dp_bias.cf >'$out/mem.cf' &&
+	       grep -q 'memory bound: peak 9216 bytes per rank within 9216 (the region order.s peak) with order=pass, coalesce off; over it: order=pass, coalesce as the spec or the default holds 12544'"
+check "coalesce: --memory=12544 packs dp_bias's gradients" \
+	test "$(n_packs $G/dp_bias.cf --backward --memory=12544)" = 1
+check "coalesce: the spec's memory = 12544 packs them too" sh -c \
+	"sed 's|^  out y;|  out y;\\n  schedule { memory = 12544; }|' $G/dp_bias.cf >'$out/mem.cf' &&
 	 test \$('$CFC' '$out/mem.cf' --backward --explain -o '$out/memx' | grep -c 'coalesced cf_') = 1"
 check "coalesce: --memory=9216 packs none (recomputing cannot make room for the pack)" \
 	test "$(n_packs $G/dp_bias.cf --backward --memory=9216)" = 0
