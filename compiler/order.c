@@ -10,6 +10,12 @@
  *     with the fewest stages left before it next, those stages (in the
  *     order they had) right before it; so the compute a collective waits
  *     on (dX) runs before compute nothing waits on (dW);
+ *  1b. in the backward, where a stage that makes a weight's gradient and
+ *     reads a tensor for the last time comes right after one that makes
+ *     a tensor of the workspace, does not depend on it, and no collective
+ *     waits on that one, the two change places: the tensor read last
+ *     is free before the other is made, which the plan can put in its
+ *     bytes (dW2 = t^T dy before dt = dy W2^T: t's bytes hold dt);
  *  2. every round of a collective's program that posts a transfer and
  *     computes nothing (an all_reduce's all_gather half, a region with no
  *     compute) gets one plain stage of compute that does not depend on
@@ -138,6 +144,71 @@ od_sequence(Ord *O, int *ord)
 	for (int k = 0; k < n; k++)
 		if (!done[k])
 			ord[no++] = k;
+}
+
+/* Whether plain stage k reads a tensor of the workspace, or a saved
+ * tensor whose bytes the plan may reuse (Graph.saved_ws), that no stage
+ * after it in ord reads. */
+static int
+od_frees(const Ord *O, const int *pos, int k)
+{
+	const Graph *g = O->s->g;
+	const Node *nd = ((Stage *)O->s->stages.v[k])->u.node;
+
+	for (int i = 0; i < nd->nin; i++) {
+		const Value *v = nd->in[i];
+		if (v->role != R_ACT && !(v->home == HO_SAVED && g->saved_ws))
+			continue;
+		int last = -1;
+		for (int u = 0; u < v->uses.n; u++) {
+			int q = od_stage_of(O, v->uses.v[u]);
+			if (q >= 0 && pos[q] > last)
+				last = pos[q];
+		}
+		if (last == pos[k])
+			return 1;
+	}
+	return 0;
+}
+
+/* 1b: in the backward, a weight-gradient stage that frees a tensor moved
+ * before the stage right before it, when that one makes a tensor of the
+ * workspace, the first does not depend on it, and no collective does. */
+static void
+od_free_early(Ord *O, int *ord, int *pos)
+{
+	const Sched *s = O->s;
+	int n = O->n;
+
+	if (!s->g->fwd || n < 2)
+		return;
+	/* feeds[k]: some collective depends on stage k (ord is topological:
+	 * from the last stage back, each marks what it needs) */
+	char *feeds = arena_alloc(O->t, (size_t)n + 1);
+	for (int p = n - 1; p >= 0; p--) {
+		int k = ord[p];
+		if (((Stage *)s->stages.v[k])->kind != ST_COLL && !feeds[k])
+			continue;
+		for (int j = 0; j < O->npred[k]; j++)
+			feeds[O->pred[k][j]] = 1;
+	}
+	for (int p = 0; p + 1 < n; p++) {
+		int a = ord[p], b = ord[p + 1];
+		const Stage *sa = s->stages.v[a], *sb = s->stages.v[b];
+		if (sa->kind != ST_COMPUTE || sb->kind != ST_COMPUTE || feeds[a])
+			continue;
+		const Value *made = sa->u.node->out, *grad = sb->u.node->out;
+		if (made->role != R_ACT || (grad->home != HO_GRADS && grad->home != HO_ACC))
+			continue;
+		int dep = 0;
+		for (int j = 0; j < O->npred[b] && !dep; j++)
+			dep = O->pred[b][j] == a;
+		if (dep || !od_frees(O, pos, b))
+			continue;
+		ord[p] = b, ord[p + 1] = a;
+		pos[b] = p, pos[a] = p + 1;
+		p++;
+	}
 }
 
 /* The stage running node nd alone, or -1 (a leaf, a node of a collective's
@@ -694,6 +765,7 @@ order_sched(Sched *s, OrderMode mode, Diag *d)
 	od_sequence(&O, ord);
 	for (int p = 0; p < O.n; p++)
 		pos[ord[p]] = p;
+	od_free_early(&O, ord, pos);
 	od_glue(&O, ord, pos);
 
 	/* 2, then the stages anew: each host followed by what it hosts */

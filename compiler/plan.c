@@ -866,6 +866,9 @@ typedef struct Obj {
 	char *spill;  /* not NULL: it may go to space 1, and *spill says
 	               * whether it did */
 	int space;
+	int twin;     /* an object whose bytes it may take (the input of the
+	               * elementwise stage that makes it, read there last),
+	               * or -1 */
 } Obj;
 
 typedef struct Ws {
@@ -880,7 +883,7 @@ static void
 ws_add(Ws *w, int64_t bytes, int lo, int hi, int64_t *out)
 {
 	w->o = arena_grow(w->t, w->o, w->n, &w->cap, 64, sizeof *w->o);
-	w->o[w->n++] = (Obj){plan_align(bytes), -1, lo, hi, out, NULL, 0};
+	w->o[w->n++] = (Obj){plan_align(bytes), -1, lo, hi, out, NULL, 0, -1};
 }
 
 static int
@@ -913,6 +916,25 @@ ws_fit(Ws *w, Obj **live, int k, int sp)
 	return at;
 }
 
+/* Whether object k may take its twin's bytes: the twin placed, of its
+ * size, dead after the stage that makes k, in a space k may use, and no
+ * other object placed so far on those bytes in k's stages. */
+static int
+ws_takes(const Ws *w, int k)
+{
+	const Obj *o = &w->o[k], *t = &w->o[o->twin];
+
+	if (t->off < 0 || t->bytes != o->bytes || t->hi != o->lo || (t->space && !o->spill))
+		return 0;
+	for (int j = 0; j < k; j++) {
+		const Obj *x = &w->o[j];
+		if (j != o->twin && x->off >= 0 && x->space == t->space && x->lo <= o->hi &&
+		    o->lo <= x->hi && x->off < t->off + t->bytes && t->off < x->off + x->bytes)
+			return 0;
+	}
+	return 1;
+}
+
 /* First fit: each object, in the order added, at the lowest offset where
  * it overlaps no placed object whose stages overlap its own; one that
  * may spill goes to the saved buffer where it fits there. */
@@ -926,6 +948,14 @@ ws_place(Ws *w)
 		if (!o->out)
 			continue;
 		int64_t at = -1;
+		if (o->twin >= 0 && ws_takes(w, k)) {
+			const Obj *t = &w->o[o->twin];
+			o->space = t->space;
+			if (o->spill)
+				*o->spill = (char)t->space;
+			o->off = *o->out = t->off;
+			continue;
+		}
 		if (o->spill) {
 			o->space = 1;
 			at = ws_fit(w, live, k, 1);
@@ -949,7 +979,7 @@ ws_place(Ws *w)
  * to the end of the pass, on the backward from its start to the last
  * stage that reads it (ns: past the last stage). */
 static void
-ws_saved(Plan *P, Ws *w)
+ws_saved(Plan *P, Ws *w, int *objof)
 {
 	const Graph *g = P->s->g;
 	int ns = P->s->stages.n;
@@ -967,10 +997,37 @@ ws_saved(Plan *P, Ws *w)
 				continue; /* never read: its bytes are free */
 			hi = P->last[i];
 		}
+		objof[i] = w->n;
 		ws_add(w, dtype_size[v->dtype] * value_rank_elems(v), lo, hi, NULL);
 		w->o[w->n - 1].off = v->soff;
 		w->o[w->n - 1].space = 1;
 	}
+}
+
+/* The input of plain stage k whose bytes the value it makes may take:
+ * an elementwise op (but add and mul, which cg_par.c makes in one call
+ * with what precedes them, reading their operands there) of operands
+ * of its own shape and type, reading that input for the last time, and
+ * running alone (not hosted in a collective's stage); -1: none. Each
+ * element is read before it is written, by every backend's kernels. */
+static int
+ws_twin(const Plan *P, int k, const Value *v)
+{
+	const Sched *s = P->s;
+	const Node *n = P->plain[k] ? ((Stage *)s->stages.v[k])->u.node : NULL;
+
+	if (!n || n->out != v || sched_span_lo(s, k) != k || op_info[n->op].cls != CL_EW ||
+	    n->op == OP_ADD || n->op == OP_MUL)
+		return -1;
+	for (int i = 0; i < n->nin; i++) {
+		const Value *x = n->in[i];
+		if (x->dtype != v->dtype || x->ndim != v->ndim || P->last[x->id] != k ||
+		    value_rank_elems(x) != value_rank_elems(v) ||
+		    memcmp(x->shape, v->shape, sizeof v->shape[0] * (size_t)v->ndim))
+			continue;
+		return x->id;
+	}
+	return -1;
 }
 
 static int
@@ -1003,6 +1060,19 @@ pl_liveness(Plan *P)
 			for (int j = 0; j < P->plain[k]->nview; j++) {
 				pl_touch(P, &P->plain[k]->view[j], lo);
 				pl_touch(P, &P->plain[k]->view[j], k);
+			}
+			/* a result that the next stage alone reads, which
+			 * cg_par.c may make in one call with it (a GEMM and its
+			 * add, a head split and its rope, a norm and the mul of
+			 * its gain's rows): what the first reads is live through
+			 * the second, so that the call finds it there */
+			if (k + 1 < s->stages.n && P->plain[k + 1] && lo == k &&
+			    sched_span_lo(s, k + 1) == k + 1) {
+				const Node *a = ((Stage *)s->stages.v[k])->u.node;
+				const Node *b = ((Stage *)s->stages.v[k + 1])->u.node;
+				if (a->out->uses.n == 1 && a->out->uses.v[0] == b)
+					for (int j = 1; j < P->plain[k]->nview; j++)
+						pl_touch(P, &P->plain[k]->view[j], k + 1);
 			}
 			continue;
 		}
@@ -1047,11 +1117,14 @@ pl_workspace(Plan *P)
 	const Graph *g = s->g;
 	Ws w = {arena_scratch(s->arena), NULL, 0, 0, 0, 0};
 	ArenaMark mark = arena_mark(w.t);
+	int nv = g->values.n, ns = s->stages.n;
+	int *objof = arena_alloc(w.t, ((size_t)nv + 1) * sizeof *objof);
+	for (int i = 0; i < nv; i++)
+		objof[i] = -1;
 	if (g->saved_ws)
-		ws_saved(P, &w);
+		ws_saved(P, &w, objof);
 	/* the values by their first stage, in id order within one (a
 	 * counting sort: a pass over the values per stage is quadratic) */
-	int nv = g->values.n, ns = s->stages.n;
 	int *at = arena_alloc(w.t, ((size_t)ns + 1) * sizeof *at);
 	int *byfirst = arena_alloc(w.t, ((size_t)nv + 1) * sizeof *byfirst);
 	for (int i = 0; i < nv; i++)
@@ -1070,10 +1143,14 @@ pl_workspace(Plan *P)
 			int i = byfirst[j];
 			const Value *v = g->values.v[i];
 			if (P->used[i] && !is_io(v)) {
+				int x = ws_twin(P, k, v);
+				objof[i] = w.n;
 				ws_add(&w, dtype_size[v->dtype] * value_rank_elems(v), k, P->last[i],
 				       &P->off[i]);
 				if (g->saved_ws)
 					w.o[w.n - 1].spill = &P->in_saved[i];
+				if (x >= 0)
+					w.o[w.n - 1].twin = objof[x];
 			}
 		}
 		if (P->plain[k])

@@ -194,6 +194,7 @@ typedef struct WsObj {
 	int lo, hi;
 	const char *name;
 	int space;
+	int vid; /* the value it holds, or -1 (scratch, staging) */
 } WsObj;
 
 typedef struct Ws {
@@ -207,7 +208,7 @@ static void
 ws_obj(Ws *w, int64_t off, int64_t bytes, int lo, int hi, const char *name)
 {
 	w->o = arena_grow(w->t, w->o, w->n, &w->cap, 64, sizeof *w->o);
-	w->o[w->n++] = (WsObj){off, bytes, lo, hi, name, 0};
+	w->o[w->n++] = (WsObj){off, bytes, lo, hi, name, 0, -1};
 }
 
 static void
@@ -315,6 +316,7 @@ ws_collect(const Plan *P, Ws *w, char *err, size_t n)
 		ws_obj(w, P->off[i], dtype_size[v->dtype] * value_rank_elems(v), w->lo[i], w->hi[i],
 		       v->name);
 		w->o[w->n - 1].space = P->in_saved[i];
+		w->o[w->n - 1].vid = i;
 	}
 	/* the saved buffer: each saved tensor where the forward writes it,
 	 * its bytes held by it from the stage that writes it to past the
@@ -329,7 +331,38 @@ ws_collect(const Plan *P, Ws *w, char *err, size_t n)
 		       g->fwd || w->lo[i] < 0 ? 0 : w->lo[i], g->fwd ? w->hi[i] : ns,
 		       arena_printf(s->arena, "saved %s", v->name));
 		w->o[w->n - 1].space = 1;
+		w->o[w->n - 1].vid = i;
 	}
+	return 0;
+}
+
+/* Whether a and b, which share bytes in a common stage, are an
+ * elementwise op's result in the place of an input it reads there for
+ * the last time: the same bytes, the one's last stage the other's first,
+ * a plain stage of its own that makes the later from the earlier, of
+ * one shape and type (each element read before it is written). */
+static int
+ws_in_place(const Plan *P, const WsObj *a, const WsObj *b)
+{
+	const Sched *s = P->s;
+	const Graph *g = s->g;
+
+	if (a->hi > b->hi) {
+		const WsObj *t = a;
+		a = b, b = t;
+	}
+	int k = b->lo;
+	if (a->vid < 0 || b->vid < 0 || a->hi != k || a->off != b->off || a->bytes != b->bytes ||
+	    !P->plain[k] || sched_span_lo(s, k) != k)
+		return 0;
+	const Node *n = ((Stage *)s->stages.v[k])->u.node;
+	const Value *x = g->values.v[a->vid], *y = g->values.v[b->vid];
+	if (n->out != y || op_info[n->op].cls != CL_EW || x->dtype != y->dtype ||
+	    x->ndim != y->ndim || memcmp(x->shape, y->shape, sizeof y->shape[0] * (size_t)y->ndim))
+		return 0;
+	for (int i = 0; i < n->nin; i++)
+		if (n->in[i] == x)
+			return 1;
 	return 0;
 }
 
@@ -362,7 +395,8 @@ ws_check(const Plan *P, char *err, size_t n)
 		for (int j = i + 1; j < w.n && !rc && w.o[j].space == a->space &&
 		                    w.o[j].off < a->off + a->bytes; j++) {
 			const WsObj *b = &w.o[j];
-			if (b->bytes && a->bytes && a->lo <= b->hi && b->lo <= a->hi) {
+			if (b->bytes && a->bytes && a->lo <= b->hi && b->lo <= a->hi &&
+			    !ws_in_place(P, a, b)) {
 				snprintf(err, n, "%s at [%lld, %lld) and %s at [%lld, %lld) overlap, and "
 				         "stage %d touches both", a->name, (long long)a->off,
 				         (long long)(a->off + a->bytes), b->name, (long long)b->off,
