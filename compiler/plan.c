@@ -1004,12 +1004,28 @@ ws_saved(Plan *P, Ws *w, int *objof)
 	}
 }
 
+/* Whether x, an input of the node of plain stage k, is the product of
+ * the GEMM of stage k - 1 that this node alone reads (cg_par.c's GEMM and
+ * add in one call, which does not make it). */
+static int
+ws_product(const Plan *P, int k, const Value *x)
+{
+	const Sched *s = P->s;
+
+	if (k < 1 || !P->plain[k - 1] || sched_span_lo(s, k - 1) != k - 1)
+		return 0;
+	const Node *a = ((Stage *)s->stages.v[k - 1])->u.node;
+	return a->out == x && a->op == OP_MATMUL && x->uses.n == 1;
+}
+
 /* The input of plain stage k whose bytes the value it makes may take:
- * an elementwise op (but add and mul, which cg_par.c makes in one call
- * with what precedes them, reading their operands there) of operands
- * of its own shape and type, reading that input for the last time, and
- * running alone (not hosted in a collective's stage); -1: none. Each
- * element is read before it is written, by every backend's kernels. */
+ * an elementwise op of operands of its own shape and type, reading that
+ * input for the last time, and running alone (not hosted in a
+ * collective's stage); -1: none. Each element is read before it is
+ * written, by every backend's kernels. Not a mul's (cg_par.c makes a
+ * norm's gain rows in one call with the norm, reading its operands
+ * there); an add's only where it is a GEMM's product, which the one call
+ * of the two does not make (the sum in its place). */
 static int
 ws_twin(const Plan *P, int k, const Value *v)
 {
@@ -1017,13 +1033,14 @@ ws_twin(const Plan *P, int k, const Value *v)
 	const Node *n = P->plain[k] ? ((Stage *)s->stages.v[k])->u.node : NULL;
 
 	if (!n || n->out != v || sched_span_lo(s, k) != k || op_info[n->op].cls != CL_EW ||
-	    n->op == OP_ADD || n->op == OP_MUL)
+	    n->op == OP_MUL)
 		return -1;
 	for (int i = 0; i < n->nin; i++) {
 		const Value *x = n->in[i];
 		if (x->dtype != v->dtype || x->ndim != v->ndim || P->last[x->id] != k ||
 		    value_rank_elems(x) != value_rank_elems(v) ||
-		    memcmp(x->shape, v->shape, sizeof v->shape[0] * (size_t)v->ndim))
+		    memcmp(x->shape, v->shape, sizeof v->shape[0] * (size_t)v->ndim) ||
+		    (n->op == OP_ADD && !ws_product(P, k, x)))
 			continue;
 		return x->id;
 	}
