@@ -54,14 +54,12 @@ done
 # what is chosen: the default but where the order is over the memory bound
 # (ulysses' and zero_dp's backward on the CPU; the transformer's on both,
 # whose region order keeps more of its tensors in the saved bytes it has
-# read than the pass order, which starts collectives earlier; mamba's,
-# whose pass order runs a collective inside another's round, keeps one in
-# flight)
+# read than the pass order, which starts collectives earlier)
 cat >"$out/want.txt" <<'W'
 attention cpu: order=pass, coalesce 1048576 | backward: order=pass, coalesce 1048576
 llama cpu: order=pass, coalesce 1048576 | backward: order=pass, coalesce 1048576
 llama_tpdp cpu: order=pass, coalesce 1024 | backward: order=pass, coalesce 1024
-mamba cpu: order=pass, coalesce 1048576 | backward: order=pass-single, coalesce 1048576
+mamba cpu: order=pass, coalesce 1048576 | backward: order=pass, coalesce 1048576
 mlp cpu: order=pass, coalesce 1048576 | backward: order=pass, coalesce 1048576
 tpdp cpu: order=pass, coalesce 1048576 | backward: order=pass, coalesce 1048576
 transformer cpu: order=pass, coalesce 1048576 | backward: order=region, coalesce 1048576

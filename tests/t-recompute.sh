@@ -48,7 +48,7 @@ for v in llama llama_sel llama_full transformer transformer_sel transformer_full
 		(cd "$out" && "$CFC" --backward "$v.cf" --explain --emit=c -o "$v.c") | grep '^memory:'
 	} >>"$out/memory.txt" 2>&1
 done
-for b in 210K 200K; do
+for b in 220K 205K; do
 	(cd "$out" && "$CFC" --backward llama.cf --memory=$b --explain -o fit.c 2>&1 | grep -e '^memory:' -e 'note:') >>"$out/memory.txt"
 done
 (cd "$out" && "$CFC" --backward transformer.cf --memory=340K --explain -o fit.c 2>&1 | grep -e '^memory:' -e 'note:') >>"$out/memory.txt"
