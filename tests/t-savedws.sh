@@ -54,6 +54,20 @@ for tp in 1 2; do
 		fail "savedws: llama tp=$tp: backward $n tensors in saved, $nk with --keep-saved; forward $f, $fk"
 	fi
 done
+# order.c's 1b: at tp = 1 the down projection's weight gradient, which
+# reads the saved swiglu output last, runs before the input gradient of
+# that output, which takes its bytes; swiglu's two input gradients take
+# the bytes of the saved inputs they read last
+l=$out/llama1/llama.c
+wd=$(grep -n '/\* d_mlp0.wd = matmul' "$l" | cut -d: -f1)
+dt=$(grep -n '/\* d_mlp0.t12 = matmul' "$l" | cut -d: -f1)
+check "savedws: llama tp=1: dW of the down projection before the gradient of its input" \
+	test -n "$wd" -a -n "$dt" -a "${wd:-0}" -lt "${dt:-0}"
+check "savedws: llama tp=1: d_mlp0.t12 in mlp0.t12's bytes, swiglu's gradients in place" sh -c \
+	"grep -q '^#define CF_BW_d_mlp0_t12 0 /\* d_mlp0.t12, in saved' '$l' &&
+	 grep -q '^#define CF_SAVED_mlp0_t12 0 ' '$l' &&
+	 [ \"\$(sed -n 's/^#define CF_BW_d_mlp0_t10 \([0-9]*\) .*in saved.*/\1/p' '$l')\" = \
+	   \"\$(sed -n 's/^#define CF_SAVED_mlp0_t11 \([0-9]*\) .*/\1/p' '$l')\" ]"
 check "savedws: the backward takes void *saved, and says it runs once per forward" sh -c \
 	"grep -q '^                void \*saved, const llama_grads \*g' '$out/llama1/llama.h' &&
 	 grep -q 'so it runs once per forward pass' '$out/llama1/llama.h'"

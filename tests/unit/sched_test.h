@@ -32,8 +32,8 @@ enum { ST_FWD, ST_TRAINED, ST_BWD };
  * and group overrides (-D) or NULL. NULL with the diagnostics in r->err
  * after errors. */
 static inline Sched *
-st_run(SRun *r, const char *text, const char *force, const char *defs, int what,
-       PipeStop stop)
+st_run_group1(SRun *r, const char *text, const char *force, const char *defs, int what,
+              PipeStop stop, int keep_group1)
 {
 	Options o = {0};
 	Define d[16];
@@ -60,10 +60,10 @@ st_run(SRun *r, const char *text, const char *force, const char *defs, int what,
 		Src fs = {"--schedule", force, strlen(force)};
 		o.force = parse_choice(r->a, &r->d, &fs);
 	}
-	/* groups of one keep their collectives (cfc --keep-group1): the
-	 * schedules of every kind on one rank are what these tests prove */
+	/* keep_group1: groups of one keep their collectives (cfc
+	 * --keep-group1), else elide.c takes them out */
 	Pipeline pl = {.a = r->a, .d = &r->d, .o = &o, .auto_margin = AUTO_MARGIN_OF_PROFILE,
-	               .backward = what != ST_FWD, .keep_group1 = 1, .stop = stop};
+	               .backward = what != ST_FWD, .keep_group1 = keep_group1, .stop = stop};
 	int rc = pipeline_graphs(&pl, &r->src);
 	r->g = pl.graph;
 	if (r->g && (!rc || what == ST_FWD)) {
@@ -76,6 +76,16 @@ st_run(SRun *r, const char *text, const char *force, const char *defs, int what,
 	for (int k = 0; k < o.ndefs; k++)
 		free((char *)d[k].name);
 	return r->s;
+}
+
+/* st_run_group1 keeping the collectives over groups of one (cfc
+ * --keep-group1): the schedules of every kind on one rank are what the
+ * tests prove. */
+static inline Sched *
+st_run(SRun *r, const char *text, const char *force, const char *defs, int what,
+       PipeStop stop)
+{
+	return st_run_group1(r, text, force, defs, what, stop, 1);
 }
 
 /* st_run down to the lowered schedule. */

@@ -469,6 +469,76 @@ test_saved_overlap(void)
 	st_done(&r);
 }
 
+/* The stage of plan p that makes value i (its first), or -1. */
+static const Node *
+maker(const Plan *p, int i)
+{
+	int k = p->first[i];
+
+	return k >= 0 && p->plain[k] ? ((Stage *)p->s->stages.v[k])->u.node : NULL;
+}
+
+/* The Llama layer's backward at tp = 1 keeps swiglu's input gradients
+ * in the bytes of the saved inputs they read last (an elementwise result
+ * in place of its input), which proves; a GEMM's result moved onto an
+ * input it reads last is refused, as is an elementwise result moved onto
+ * an input a later stage still reads. */
+static void
+test_in_place(void)
+{
+	SRun r;
+	char *text = st_example("llama");
+	/* the gathers over the group of one taken out (cfc's default):
+	 * swiglu's backward runs as plain stages */
+	Plan *p = st_run_group1(&r, text, NULL, "tp=1", ST_BWD, PIPE_PLANNED, 0) ? r.p : NULL;
+
+	free(text);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+	const Graph *b = r.g->bwd;
+	int ew = -1, mm = -1;
+	for (int i = 0; i < b->values.n; i++) {
+		const Node *n = maker(p, i);
+		if (!n || n->out != b->values.v[i] || p->off[i] < 0)
+			continue;
+		for (int j = 0; j < n->nin; j++) {
+			const Value *x = n->in[j];
+			int64_t xo = x->home == HO_SAVED ? x->soff : p->off[x->id];
+			int xs = x->home == HO_SAVED ? 1 : p->in_saved[x->id];
+			if (n->op == OP_SWIGLU_DA && xo == p->off[i] && xs == p->in_saved[i])
+				ew = i;
+		}
+		if (n->op == OP_MATMUL && mm < 0)
+			for (int j = 0; j < n->nin; j++)
+				if (n->in[j]->role == R_ACT && p->last[n->in[j]->id] == p->first[i])
+					mm = i;
+	}
+	CU_ASSERT_FATAL(ew >= 0 && mm >= 0);
+	CU_ASSERT_EQUAL(verify_sched(r.s, p, &r.d), 0);
+	/* the GEMM's result on its input's bytes */
+	const Node *n = maker(p, mm);
+	const Value *x = NULL;
+	for (int j = 0; j < n->nin && !x; j++)
+		if (n->in[j]->role == R_ACT && p->last[n->in[j]->id] == p->first[mm])
+			x = n->in[j];
+	int64_t off = p->off[mm];
+	char sp = p->in_saved[mm];
+	p->off[mm] = p->off[x->id];
+	p->in_saved[mm] = p->in_saved[x->id];
+	rejects_with(r.s, p, &r.d, "overlap, and stage");
+	p->off[mm] = off, p->in_saved[mm] = sp;
+	/* swiglu_da's result on d_t12, which swiglu_db reads after it */
+	n = maker(p, ew);
+	const Value *dy = n->in[0];
+	CU_ASSERT_FATAL(p->last[dy->id] > p->first[ew]);
+	off = p->off[ew], sp = p->in_saved[ew];
+	p->off[ew] = p->off[dy->id];
+	p->in_saved[ew] = p->in_saved[dy->id];
+	rejects_with(r.s, p, &r.d, "overlap, and stage");
+	p->off[ew] = off, p->in_saved[ew] = sp;
+	CU_ASSERT_EQUAL(verify_sched(r.s, p, &r.d), 0);
+	st_done(&r);
+}
+
 void test_plan_register(void);
 
 void
@@ -490,4 +560,5 @@ test_plan_register(void)
 	CU_add_test(s, "wrong log-sum-exp rows", test_lse_rows);
 	CU_add_test(s, "an offset right on rank 0 only", test_wrong_off_rank0);
 	CU_add_test(s, "a tensor on a saved tensor still read", test_saved_overlap);
+	CU_add_test(s, "results in place of their inputs", test_in_place);
 }
