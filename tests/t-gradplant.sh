@@ -17,8 +17,9 @@
 #   where zero is right): error 1;
 # - the reference's d_wv off by a relative 1e-6 (an alpha of 1.000001):
 #   error 1e-6, not less, where the floor does not apply;
-# - the parallel backward with the same two bugs: fails against the
-#   reference and against finite differences.
+# - the parallel backward with the same two bugs (its d_wq from d_t3,
+#   v's share, which it has made by then): fails against the reference
+#   and against finite differences.
 # Unplanted, the same builds pass the same check (the control).
 . tests/lib.sh
 export CF_OPT="-O1 -fno-var-tracking"
@@ -81,6 +82,10 @@ add='cfrt_add(ctx, &d_q_3, &d_q, &d_q_2)'
 nokeys='cfrt_copy(ctx, &d_q_3, &d_q)'
 wq='cfrt_matmul(ctx, &d_wq, &at, &d_t2, 1.0, 0.0)'
 wq_wrong='cfrt_matmul(ctx, &d_wq, &at, &d_h9, 1.0, 0.0)'
+# the parallel backward makes d_wq before d_h9 (order.c's 1b: the weight
+# gradient that reads d_t2 last first), so its d_wq is planted from
+# d_t3, v's share of o's gradient (d_wv's value), made and live there
+wq_wrong_par='cfrt_matmul(ctx, &d_wq, &at, &d_t3, 1.0, 0.0)'
 wv='cfrt_matmul(ctx, &d_wv, &at, &d_t3, 1.0, 0.0)'
 wv_off='cfrt_matmul(ctx, &d_wv, &at, &d_t3, 1.000001, 0.0)'
 
@@ -121,9 +126,9 @@ if planted "gradplant: parallel without dk" "$d" tests/grad/rep_attn.cf rep_attn
 	expect "gradplant: ... and against finite differences" "$d" fd_max_rel_err 1e-2 10
 fi
 d=$out/par1_wq
-if planted "gradplant: parallel d_wq = h9.T @ d_h9 at one query" "$d" tests/grad/rep_attn1.cf \
-	rep_attn1.c "$wq" "$wq_wrong"; then
-	expect "gradplant: at one query a parallel d_wq of h9.T @ d_h9 fails against the reference" \
+if planted "gradplant: parallel d_wq = h9.T @ d_t3 at one query" "$d" tests/grad/rep_attn1.cf \
+	rep_attn1.c "$wq" "$wq_wrong_par"; then
+	expect "gradplant: at one query a parallel d_wq of h9.T @ d_t3 fails against the reference" \
 		"$d" grad_max_rel_err 1 1e30
 	expect "gradplant: ... and against finite differences" "$d" fd_max_rel_err 1 1e30
 fi
