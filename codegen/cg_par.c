@@ -1012,21 +1012,6 @@ emit_rms_grad(Par *P, const Node *const n[3])
 
 /* ---- a GEMM and the add of its result ---- */
 
-/* Whether values a and b are of one type and shape, and a rank holds the
- * same elements of each: the same spread, but over groups of one rank
- * (elide.c leaves a value split or partial over one where its reader
- * read it gathered or reduced: on one rank those are the whole). */
-static int
-same_tensor(const Value *a, const Value *b)
-{
-	if (a->ndim != b->ndim || a->dtype != b->dtype || !graph_dist_same(a->dist, b->dist))
-		return 0;
-	for (int d = 0; d < a->ndim; d++)
-		if (a->shape[d] != b->shape[d])
-			return 0;
-	return 1;
-}
-
 /* Stage k t = matmul(a, b) (not a summed weight gradient) and stage k + 1
  * w = add(t, d) or add(d, t), of one group, t read by that add alone, d
  * and w shaped as t (no broadcast): one cfrt_matmul_add makes w = a @ b
@@ -1045,7 +1030,7 @@ mm_add_group(const Plan *plan, int k, const Node *n[2])
 	    a->out->uses.v[0] != b || plan->group[k + 1] != plan->group[k])
 		return 0;
 	const Value *w = b->out, *d = b->in[0] == a->out ? b->in[1] : b->in[0];
-	if (!same_tensor(a->out, w) || !same_tensor(d, w) || ws_overlap(plan, w, a->in[0]) ||
+	if (!graph_value_same(a->out, w) || !graph_value_same(d, w) || ws_overlap(plan, w, a->in[0]) ||
 	    ws_overlap(plan, w, a->in[1]))
 		return 0;
 	int64_t ow, od;

@@ -671,6 +671,10 @@ int graph_dist_eq(Dist a, Dist b);
  * of one is the whole tensor, whatever its kind (elide.c leaves such parts
  * where a reader read its input gathered or reduced) */
 int graph_dist_same(Dist a, Dist b);
+/* Whether values a and b are of one type and shape, and a rank holds the
+ * same elements of each (graph_dist_same): one's storage, element for
+ * element, is laid out as the other's. */
+int graph_value_same(const Value *a, const Value *b);
 /* Dist helpers (graph.c). dist_one: kind k (dim, over g) over g alone. */
 Dist dist_one(DistKind k, int dim, Group *g);
 int dist_count(const Dist *d, DistKind k);      /* groups whose part is k */

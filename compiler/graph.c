@@ -422,6 +422,17 @@ graph_dist_same(Dist a, Dist b)
 	return 1;
 }
 
+int
+graph_value_same(const Value *a, const Value *b)
+{
+	if (a->ndim != b->ndim || a->dtype != b->dtype || !graph_dist_same(a->dist, b->dist))
+		return 0;
+	for (int d = 0; d < a->ndim; d++)
+		if (a->shape[d] != b->shape[d])
+			return 0;
+	return 1;
+}
+
 /* [..., M, K] @ [K, N] or [..., K, N], and (made by grad.c only) a 2-d
  * [M, K] @ [..., K, N], broadcast over the batch: a's dims are the
  * result's last ones (aoff before them). */

@@ -1004,23 +1004,38 @@ ws_saved(Plan *P, Ws *w, int *objof)
 	}
 }
 
+/* The node of plain stage k where its result is read by the node of
+ * plain stage k + 1 alone, neither hosted in a collective's stage: a
+ * pair cg_par.c may make in one call (a GEMM and its add, a head split
+ * and its rope, a norm and the mul of its gain's rows), which does not
+ * make that result; else NULL. */
+static const Node *
+pl_pair(const Plan *P, int k)
+{
+	const Sched *s = P->s;
+
+	if (k + 1 >= s->stages.n || !P->plain[k] || !P->plain[k + 1] ||
+	    sched_span_lo(s, k) != k || sched_span_lo(s, k + 1) != k + 1)
+		return NULL;
+	const Node *a = ((Stage *)s->stages.v[k])->u.node;
+	const Node *b = ((Stage *)s->stages.v[k + 1])->u.node;
+	return a->out->uses.n == 1 && a->out->uses.v[0] == b ? a : NULL;
+}
+
 /* Whether x, an input of the node of plain stage k, is the product of
  * the GEMM of stage k - 1 that this node alone reads (cg_par.c's GEMM and
  * add in one call, which does not make it). */
 static int
 ws_product(const Plan *P, int k, const Value *x)
 {
-	const Sched *s = P->s;
+	const Node *a = k > 0 ? pl_pair(P, k - 1) : NULL;
 
-	if (k < 1 || !P->plain[k - 1] || sched_span_lo(s, k - 1) != k - 1)
-		return 0;
-	const Node *a = ((Stage *)s->stages.v[k - 1])->u.node;
-	return a->out == x && a->op == OP_MATMUL && x->uses.n == 1;
+	return a && a->out == x && a->op == OP_MATMUL;
 }
 
 /* The input of plain stage k whose bytes the value it makes may take:
- * an elementwise op of operands of its own shape and type, reading that
- * input for the last time, and running alone (not hosted in a
+ * an elementwise op of an input of its own type, shape and spread
+ * (graph_value_same), reading that input for the last time, and running alone (not hosted in a
  * collective's stage); -1: none. Each element is read before it is
  * written, by every backend's kernels. Not a mul's (cg_par.c makes a
  * norm's gain rows in one call with the norm, reading its operands
@@ -1037,9 +1052,7 @@ ws_twin(const Plan *P, int k, const Value *v)
 		return -1;
 	for (int i = 0; i < n->nin; i++) {
 		const Value *x = n->in[i];
-		if (x->dtype != v->dtype || x->ndim != v->ndim || P->last[x->id] != k ||
-		    value_rank_elems(x) != value_rank_elems(v) ||
-		    memcmp(x->shape, v->shape, sizeof v->shape[0] * (size_t)v->ndim) ||
+		if (P->last[x->id] != k || !graph_value_same(x, v) ||
 		    (n->op == OP_ADD && !ws_product(P, k, x)))
 			continue;
 		return x->id;
@@ -1078,19 +1091,12 @@ pl_liveness(Plan *P)
 				pl_touch(P, &P->plain[k]->view[j], lo);
 				pl_touch(P, &P->plain[k]->view[j], k);
 			}
-			/* a result that the next stage alone reads, which
-			 * cg_par.c may make in one call with it (a GEMM and its
-			 * add, a head split and its rope, a norm and the mul of
-			 * its gain's rows): what the first reads is live through
-			 * the second, so that the call finds it there */
-			if (k + 1 < s->stages.n && P->plain[k + 1] && lo == k &&
-			    sched_span_lo(s, k + 1) == k + 1) {
-				const Node *a = ((Stage *)s->stages.v[k])->u.node;
-				const Node *b = ((Stage *)s->stages.v[k + 1])->u.node;
-				if (a->out->uses.n == 1 && a->out->uses.v[0] == b)
-					for (int j = 1; j < P->plain[k]->nview; j++)
-						pl_touch(P, &P->plain[k]->view[j], k + 1);
-			}
+			/* a pair cg_par.c may make in one call: what the first
+			 * reads is live through the second, so that the call
+			 * finds it there */
+			if (pl_pair(P, k))
+				for (int j = 1; j < P->plain[k]->nview; j++)
+					pl_touch(P, &P->plain[k]->view[j], k + 1);
 			continue;
 		}
 		/* a hosted collective's too (order.c's 2b) */

@@ -339,8 +339,8 @@ ws_collect(const Plan *P, Ws *w, char *err, size_t n)
 /* Whether a and b, which share bytes in a common stage, are an
  * elementwise op's result in the place of an input it reads there for
  * the last time: the same bytes, the one's last stage the other's first,
- * a plain stage of its own that makes the later from the earlier, of
- * one shape and type (each element read before it is written). */
+ * a plain stage of its own that makes the later from the earlier, laid
+ * out alike (graph_value_same: each element read before it is written). */
 static int
 ws_in_place(const Plan *P, const WsObj *a, const WsObj *b)
 {
@@ -357,8 +357,7 @@ ws_in_place(const Plan *P, const WsObj *a, const WsObj *b)
 		return 0;
 	const Node *n = ((Stage *)s->stages.v[k])->u.node;
 	const Value *x = g->values.v[a->vid], *y = g->values.v[b->vid];
-	if (n->out != y || op_info[n->op].cls != CL_EW || x->dtype != y->dtype ||
-	    x->ndim != y->ndim || memcmp(x->shape, y->shape, sizeof y->shape[0] * (size_t)y->ndim))
+	if (n->out != y || op_info[n->op].cls != CL_EW || !graph_value_same(x, y))
 		return 0;
 	for (int i = 0; i < n->nin; i++)
 		if (n->in[i] == x)
