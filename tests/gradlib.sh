@@ -6,17 +6,8 @@
 grad() {
 	name=$1 dir=$2 n=$3 spec=$4
 	shift 4
-	if ! sh scripts/build-model.sh "$B" "$dir" "$spec" --backward --type=f64 "$@" \
-	    >"$dir.log" 2>&1; then
-		fail "$name (build)"
-		tail -n 20 "$dir.log"
+	built_run "$name" "$dir" "$n" "--gradcheck --iters 1 --warmup 0" "$spec" --type=f64 "$@" ||
 		return
-	fi
-	if ! $MPIRUN -n "$n" "$dir/run" --gradcheck --iters 1 --warmup 0 >"$dir.out" 2>&1; then
-		fail "$name (run)"
-		tail -n 20 "$dir.out"
-		return
-	fi
 	e=$(field max_rel_err "$dir.out") g=$(field grad_max_rel_err "$dir.out")
 	f=$(field fd_max_rel_err "$dir.out")
 	# the pass's times (one pass): the forwards' ends apart by no more

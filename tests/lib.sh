@@ -68,24 +68,36 @@ golden() {
 	fi
 }
 
+# built_run NAME DIR N RUNARGS SPEC ARGS...: SPEC with its backward built
+# into DIR (scripts/build-model.sh SPEC --backward ARGS, its log DIR.log)
+# and its driver run on N ranks ($MPIRUN, the caller's) with RUNARGS, the
+# run's output in DIR.out; returns 1 after failing NAME with the tail of
+# what failed.
+built_run() {
+	_bn=$1 _bd=$2 _br=$3 _ba=$4 _bs=$5
+	shift 5
+	if ! sh scripts/build-model.sh "$B" "$_bd" "$_bs" --backward "$@" >"$_bd.log" 2>&1; then
+		fail "$_bn (build)"
+		tail -n 20 "$_bd.log"
+		return 1
+	fi
+	# shellcheck disable=SC2086
+	if ! $MPIRUN -n "$_br" "$_bd/run" $_ba >"$_bd.out" 2>&1; then
+		fail "$_bn (run)"
+		tail -n 20 "$_bd.out"
+		return 1
+	fi
+}
+
 # e2e32 NAME DIR N SPEC ARGS...: SPEC with its backward built into DIR
-# (scripts/build-model.sh, f32 unless ARGS say otherwise) and run once on
-# N ranks with --check ($MPIRUN, the caller's); PASS where the output is
-# within 1e-5 and the gradients within 1e-4 of the serial reference (as
-# t-e2e). The run's line is left in DIR.out (grad_checksum, ...).
+# (f32 unless ARGS say otherwise) and run once on N ranks with --check
+# (built_run); PASS where the output is within 1e-5 and the gradients
+# within 1e-4 of the serial reference (as t-e2e). The run's line is left
+# in DIR.out (grad_checksum, ...).
 e2e32() {
 	_n=$1 _d=$2 _r=$3 _s=$4
 	shift 4
-	if ! sh scripts/build-model.sh "$B" "$_d" "$_s" --backward "$@" >"$_d.log" 2>&1; then
-		fail "$_n (build)"
-		tail -n 20 "$_d.log"
-		return
-	fi
-	if ! $MPIRUN -n "$_r" "$_d/run" --check --iters 1 --warmup 0 >"$_d.out" 2>&1; then
-		fail "$_n (run)"
-		tail -n 20 "$_d.out"
-		return
-	fi
+	built_run "$_n" "$_d" "$_r" "--check --iters 1 --warmup 0" "$_s" "$@" || return
 	_e=$(field max_rel_err "$_d.out") _g=$(field grad_max_rel_err "$_d.out")
 	if le "$_e" 1e-5 && le "$_g" 1e-4; then
 		pass "$_n (output $_e, gradients $_g)"

@@ -113,9 +113,7 @@ for tp in 1 2; do
 		# the forward's two residual adds (their collectives taken out)
 		# and the backward's three sums of input gradients, glued by the
 		# whole-pass order, which fits the memory bound now that the
-		# backward keeps its tensors in the saved bytes it has read (with
-		# --keep-saved it does not fit, and the region order glues only
-		# the forward's two: t-savedws.sh);
+		# backward keeps its tensors in the saved bytes it has read;
 		# at tp = 2 none (each add reads a reduce-scatter's result)
 		ma=$(count "cfrt_matmul_add(" "$c")
 		want=5

@@ -80,28 +80,21 @@ check "savedws: --keep-saved without --backward is a usage error" sh -c \
 	"[ $rc -eq 2 ] && grep -q 'keep-saved needs --backward' '$out/usage.err'"
 
 # both NAME DIR N SPEC ARGS...: SPEC built with its backward (f64) by
-# default and with --keep-saved, each run on N ranks with --check: both
-# within 1e-12 of the reference, and the same checksums
+# default and with --keep-saved, each run on N ranks with --check after
+# passes that reuse the saved buffer (built_run): both within 1e-12 of the
+# reference, and the same checksums
 both() {
 	name=$1 dir=$2 n=$3 spec=$4
 	shift 4
 	for k in "" --keep-saved; do
-		if ! sh scripts/build-model.sh "$B" "$dir$k" "$spec" --backward --type=f64 $k "$@" \
-		    >"$dir$k.log" 2>&1; then
-			fail "$name$k (build)"
-			tail -n 20 "$dir$k.log"
-			return
-		fi
-		if ! $MPIRUN -n "$n" "$dir$k/run" --check --iters 2 --warmup 1 >"$dir$k.run" 2>&1; then
-			fail "$name$k (run)"
-			tail -n 20 "$dir$k.run"
-			return
-		fi
+		# shellcheck disable=SC2086
+		built_run "$name$k" "$dir$k" "$n" "--check --iters 2 --warmup 1" "$spec" --type=f64 \
+			$k "$@" || return
 	done
-	e=$(field max_rel_err "$dir.run") g=$(field grad_max_rel_err "$dir.run")
-	ek=$(field max_rel_err "$dir--keep-saved.run") gk=$(field grad_max_rel_err "$dir--keep-saved.run")
-	c=$(field checksum "$dir.run")/$(field grad_checksum "$dir.run")
-	ck=$(field checksum "$dir--keep-saved.run")/$(field grad_checksum "$dir--keep-saved.run")
+	e=$(field max_rel_err "$dir.out") g=$(field grad_max_rel_err "$dir.out")
+	ek=$(field max_rel_err "$dir--keep-saved.out") gk=$(field grad_max_rel_err "$dir--keep-saved.out")
+	c=$(field checksum "$dir.out")/$(field grad_checksum "$dir.out")
+	ck=$(field checksum "$dir--keep-saved.out")/$(field grad_checksum "$dir--keep-saved.out")
 	if le "$e" 1e-12 && le "$g" 1e-12 && le "$ek" 1e-12 && le "$gk" 1e-12 && [ "$c" = "$ck" ]; then
 		pass "$name (gradients $g, the same bits as --keep-saved's)"
 	else
