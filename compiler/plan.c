@@ -9,11 +9,11 @@
  * ensures: every item and plain stage planned; every value some stage
  * touches (and is no input, weight or output) and every scratch buffer
  * and staging area placed in [0, wsbytes), aligned to PLAN_ALIGN; with
- * Graph.saved_ws, a value may instead be placed in the saved buffer,
- * [0, savedbytes), where no saved tensor is live in its stages (the
- * forward's before the stage that writes it, the backward's after the
- * last stage that reads it); verify_prog.c proves the layout, and
- * verify_mem.c the rest. */
+ * Graph.saved_ws, a value may instead be placed in the saved buffer
+ * ([0, the forward graph's savedbytes)) where no saved tensor is live
+ * in its stages (the forward's before the stage that writes it, the
+ * backward's after the last stage that reads it); verify_prog.c proves
+ * the layout, and verify_mem.c the rest. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -1198,7 +1198,6 @@ pl_workspace(Plan *P)
 	}
 	ws_place(&w);
 	P->wsbytes = w.end;
-	P->savedbytes = w.lim;
 	arena_release(w.t, mark);
 }
 

@@ -142,7 +142,6 @@ typedef struct Plan {
 	int64_t wsbytes;
 	char *in_saved;    /* by Value.id: off is bytes into the saved buffer,
 	                    * not the workspace (Graph.saved_ws) */
-	int64_t savedbytes; /* with Graph.saved_ws: the saved buffer's bytes */
 	char *used;        /* by Value.id: some stage reads or writes it */
 	int *first, *last; /* by Value.id: the stages that access it */
 	PColl **coll;      /* by Sched.colls index */
