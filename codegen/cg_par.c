@@ -927,55 +927,14 @@ emit_attn_grads(Par *P, const Node *const n[3], const PItem *p)
 	cg_attn_grads(cg, n, out, in, p->qoff ? pe_c(P, &p->qstart) : NULL);
 }
 
-/* ---- RMS norm's backward with its gain's rows ---- */
-
-/* Stage k as a plain node of kind op on whole per-rank tensors: the node,
- * else NULL. */
-static const Node *
-whole_node(const Plan *plan, int k, OpKind op)
-{
-	const PItem *p = k < plan->s->stages.n ? plan->plain[k] : NULL;
-	const Node *n;
-
-	if (!p)
-		return NULL;
-	n = ((Stage *)plan->s->stages.v[k])->u.node;
-	if (n->op != op)
-		return NULL;
-	for (int j = 0; j < p->nview; j++)
-		if (p->view[j].ncut > 0)
-			return NULL;
-	return n;
-}
-
-/* The backward of an RMS norm with a gain, as grad.c derives it: stage k
- * dx = rmsnorm_grad(dy, x, gamma), k + 1 xhat = rmsnorm(x) (same eps),
- * k + 2 rows = mul(dy, xhat) (either order), xhat read by that mul alone:
- * one cfrt_rmsnorm_grad_rows makes dx and rows (xhat is never written).
- * n[0..2]: the three nodes. The call writes rows at stage k: rows must
- * share no workspace bytes with dx, dy, x or gamma (the stages between
- * read nothing else, and write only xhat, which the call leaves out).
- * Returns 3, or 0 where the stages are not of that form. */
-static int
-rms_grad_group(const Plan *plan, int k, const Node *n[3])
-{
-	const Node *a = whole_node(plan, k, OP_RMSNORM_GRAD);
-	const Node *b = a ? whole_node(plan, k + 1, OP_RMSNORM) : NULL;
-	const Node *c = b ? whole_node(plan, k + 2, OP_MUL) : NULL;
-
-	if (!c || b->nin != 1 || b->in[0] != a->in[1] || b->a.eps != a->a.eps ||
-	    b->out->uses.n != 1 || plan->group[k + 1] != plan->group[k] ||
-	    plan->group[k + 2] != plan->group[k] ||
-	    !((c->in[0] == a->in[0] && c->in[1] == b->out) ||
-	      (c->in[1] == a->in[0] && c->in[0] == b->out)) ||
-	    c->out->dtype != a->out->dtype || ws_overlap(plan, c->out, a->out))
-		return 0;
-	for (int i = 0; i < a->nin; i++)
-		if (ws_overlap(plan, c->out, a->in[i]))
-			return 0;
-	n[0] = a, n[1] = b, n[2] = c;
-	return 3;
-}
+/* ---- the joint calls (plan_joint): the RMS norm's backward with its
+ * gain's rows (cfrt_rmsnorm_grad_rows: xhat never written), a GEMM and
+ * the add of its product (cfrt_matmul_add: the product never written;
+ * cuBLASLt adds the addend as its C, the sum may be in the addend's
+ * place), a head split and the rope of its heads or a rope's gradient
+ * and the head merge (cfrt_rope through a head view). The plan keeps
+ * each call's operands live through its stages, and the verifier proves
+ * that layout: the call's results share no bytes with what it reads. ---- */
 
 /* The head of one call for m nodes n[0..m) that the code generator makes
  * together: each node's line and comment, that unmade (the value between
@@ -993,7 +952,6 @@ emit_joint(Par *P, const Node *const *n, int m, const Node *unmade, const Node *
 	}
 	emit(&cg->e, "/* one call for the %s: %s is not made */\n", m == 2 ? "two" : "three",
 	     unmade->out->name);
-	emit(&cg->e, "(void)%s;\n", cg->cname[unmade->out->id]);
 	emit(&cg->e, "cfrt_where(%s, \"%s\", 0);\n", L(P, LC_CTX), at->out->name);
 	cg_what(cg, what, NULL);
 }
@@ -1010,37 +968,6 @@ emit_rms_grad(Par *P, const Node *const n[3])
 	cg_rmsnorm_grad_rows(cg, n[0], cg->cname[n[0]->out->id], cg->cname[n[2]->out->id], in);
 }
 
-/* ---- a GEMM and the add of its result ---- */
-
-/* Stage k t = matmul(a, b) (not a summed weight gradient) and stage k + 1
- * w = add(t, d) or add(d, t), of one group, t read by that add alone, d
- * and w shaped as t (no broadcast): one cfrt_matmul_add makes w = a @ b
- * + d (t is never written; cuBLASLt adds d as its C). The call writes w
- * while it reads a and b: w shares no workspace bytes with them, and
- * either is d itself (the sum in place) or shares none with it.
- * n[0..1]: the two nodes. Returns 2, or 0 where the stages are not of
- * that form. */
-static int
-mm_add_group(const Plan *plan, int k, const Node *n[2])
-{
-	const Node *a = whole_node(plan, k, OP_MATMUL);
-	const Node *b = a ? whole_node(plan, k + 1, OP_ADD) : NULL;
-
-	if (!b || a->a.mm.sum || a->nin != 2 || b->nin != 2 || a->out->uses.n != 1 ||
-	    a->out->uses.v[0] != b || plan->group[k + 1] != plan->group[k])
-		return 0;
-	const Value *w = b->out, *d = b->in[0] == a->out ? b->in[1] : b->in[0];
-	if (!graph_value_same(a->out, w) || !graph_value_same(d, w) || ws_overlap(plan, w, a->in[0]) ||
-	    ws_overlap(plan, w, a->in[1]))
-		return 0;
-	int64_t ow, od;
-	if (ws_overlap(plan, w, d) &&
-	    (place_of(plan, w, &ow) != place_of(plan, d, &od) || ow != od))
-		return 0;
-	n[0] = a, n[1] = b;
-	return 2;
-}
-
 static void
 emit_mm_add(Par *P, const Node *const n[2])
 {
@@ -1052,31 +979,6 @@ emit_mm_add(Par *P, const Node *const n[2])
 	for (int j = 0; j < n[0]->nin; j++)
 		in[j] = cg->cname[n[0]->in[j]->id];
 	cg_matmul_add(cg, n[0], cg->cname[n[1]->out->id], in, cg->cname[d->id]);
-}
-
-/* ---- a head split and the rope of its heads, a rope and the merge ---- */
-
-/* Stage k t = split_heads(x) and stage k + 1 q = rope(t), or stage k t =
- * rope_grad(dq) and stage k + 1 d = merge_heads(t), of one group, t read
- * by the second alone: one cfrt_rope reads the heads of x (writes those of
- * d) through a head view of it, and t is never written (rope_vec takes
- * the view: its last dim is contiguous). The call reads x (dq) while it
- * writes q (d): they share no workspace bytes. n[0..1]: the two nodes.
- * Returns 2, or 0 where the stages are not of that form. */
-static int
-rope_heads_group(const Plan *plan, int k, const Node *n[2])
-{
-	const Node *a = whole_node(plan, k, OP_SPLIT_HEADS), *b = NULL;
-
-	if (a)
-		b = whole_node(plan, k + 1, OP_ROPE);
-	else if ((a = whole_node(plan, k, OP_ROPE_GRAD)))
-		b = whole_node(plan, k + 1, OP_MERGE_HEADS);
-	if (!b || b->in[0] != a->out || a->out->uses.n != 1 ||
-	    plan->group[k + 1] != plan->group[k] || ws_overlap(plan, b->out, a->in[0]))
-		return 0;
-	n[0] = a, n[1] = b;
-	return 2;
 }
 
 static void
@@ -1277,20 +1179,16 @@ emit_stages(Cg *cg, const Plan *plan, Par *pars, const char **grank)
 				k += m - 1;
 				continue;
 			}
-			if (rms_grad_group(plan, k, ag)) {
-				emit_rms_grad(&plain, ag);
-				k += 2;
-				continue;
-			}
-			if (mm_add_group(plan, k, ag)) {
-				emit_mm_add(&plain, ag);
-				k += 1;
-				continue;
-			}
-			if (rope_heads_group(plan, k, ag)) {
-				emit_rope_heads(&plain, ag,
-				                plan->plain[ag[0]->op == OP_SPLIT_HEADS ? k + 1 : k]);
-				k += 1;
+			int unmade;
+			if ((m = plan_joint(plan, k, ag, &unmade))) {
+				if (m == 3)
+					emit_rms_grad(&plain, ag);
+				else if (ag[0]->op == OP_MATMUL)
+					emit_mm_add(&plain, ag);
+				else
+					emit_rope_heads(&plain, ag,
+					                plan->plain[ag[0]->op == OP_SPLIT_HEADS ? k + 1 : k]);
+				k += m - 1;
 				continue;
 			}
 			emit_stage_node(&plain, ((Stage *)s->stages.v[k])->u.node, plan->plain[k]);

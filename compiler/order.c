@@ -298,10 +298,10 @@ od_join(Ord *O, int *ord, int *pos, const int *t, int m, int all, int *tmp)
  * one (od_join):
  * - an RMS norm's backward and its gain's rows, as grad.c derives them:
  *   dx = rmsnorm_grad(dy, x, gamma), xhat = rmsnorm(x), rows = mul(dy,
- *   xhat), xhat read by that mul alone (rms_grad_group; 1 orders them
+ *   xhat), xhat read by that mul alone (plan_joint; 1 orders them
  *   apart: the gain's rows wait for the collective of the gain's
  *   gradient, dx for the next layer's);
- * - a GEMM and the add that is the one reader of its result (mm_add_group:
+ * - a GEMM and the add that is the one reader of its result (plan_joint:
  *   the add made as cuBLASLt's C), such as two gradients of one tensor
  *   summed, which 1 orders apart by the weight gradient made between. */
 static void

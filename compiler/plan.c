@@ -2,9 +2,10 @@
  * collective and every plain stage: the views of its operands; for every
  * transfer whether it goes through staging; for every transfer label how
  * many rounds are in flight at once; and the workspace layout, where a
- * value lives from the first to the last stage that touches it and a
- * collective's scratch during its stage, objects whose stages overlap
- * placed apart.
+ * value lives from the first to the last stage that touches it (the
+ * stages of one joint call, plan_joint, as one stage; the value between
+ * them, which the call does not make, nowhere) and a collective's
+ * scratch during its stage, objects whose stages overlap placed apart.
  * requires: a lowered schedule (lower.c).
  * ensures: every item and plain stage planned; every value some stage
  * touches (and is no input, weight or output) and every scratch buffer
@@ -1004,43 +1005,102 @@ ws_saved(Plan *P, Ws *w, int *objof)
 	}
 }
 
-/* The node of plain stage k where its result is read by the node of
- * plain stage k + 1 alone, neither hosted in a collective's stage: a
- * pair cg_par.c may make in one call (a GEMM and its add, a head split
- * and its rope, a norm and the mul of its gain's rows), which does not
- * make that result; else NULL. */
+/* Stage k as a plain node of kind op on whole per-rank tensors, run
+ * alone (not hosted in a collective's stage): the node, else NULL. */
 static const Node *
-pl_pair(const Plan *P, int k)
+pl_whole(const Plan *P, int k, OpKind op)
 {
 	const Sched *s = P->s;
+	const PItem *p = k < s->stages.n ? P->plain[k] : NULL;
 
-	if (k + 1 >= s->stages.n || !P->plain[k] || !P->plain[k + 1] ||
-	    sched_span_lo(s, k) != k || sched_span_lo(s, k + 1) != k + 1)
+	if (!p || sched_span_lo(s, k) != k)
 		return NULL;
-	const Node *a = ((Stage *)s->stages.v[k])->u.node;
-	const Node *b = ((Stage *)s->stages.v[k + 1])->u.node;
-	return a->out->uses.n == 1 && a->out->uses.v[0] == b ? a : NULL;
+	const Node *n = ((Stage *)s->stages.v[k])->u.node;
+	if (n->op != op)
+		return NULL;
+	for (int j = 0; j < p->nview; j++)
+		if (p->view[j].ncut > 0)
+			return NULL;
+	return n;
 }
 
-/* Whether x, an input of the node of plain stage k, is the product of
- * the GEMM of stage k - 1 that this node alone reads (cg_par.c's GEMM and
- * add in one call, which does not make it). */
+/* Whether v, made by a stage and read by node b alone, may go unmade:
+ * an activation of the workspace, no saved tensor. */
 static int
-ws_product(const Plan *P, int k, const Value *x)
+pl_between(const Value *v, const Node *b)
 {
-	const Node *a = k > 0 ? pl_pair(P, k - 1) : NULL;
+	return v->role == R_ACT && v->home == HO_ROLE && v->uses.n == 1 && v->uses.v[0] == b;
+}
 
-	return a && a->out == x && a->op == OP_MATMUL;
+int
+plan_joint(const Plan *P, int k, const Node *n[3], int *unmade)
+{
+	const Node *a, *b, *c;
+
+	/* dx = rmsnorm_grad(dy, x, gamma); xhat = rmsnorm(x); rows =
+	 * mul(dy, xhat) either way round */
+	if ((a = pl_whole(P, k, OP_RMSNORM_GRAD)) && (b = pl_whole(P, k + 1, OP_RMSNORM)) &&
+	    (c = pl_whole(P, k + 2, OP_MUL)) && b->nin == 1 && a->nin >= 2 &&
+	    b->in[0] == a->in[1] && b->a.eps == a->a.eps && pl_between(b->out, c) &&
+	    P->group[k + 1] == P->group[k] && P->group[k + 2] == P->group[k] &&
+	    ((c->in[0] == a->in[0] && c->in[1] == b->out) ||
+	     (c->in[1] == a->in[0] && c->in[0] == b->out)) &&
+	    c->out->dtype == a->out->dtype) {
+		n[0] = a, n[1] = b, n[2] = c, *unmade = 1;
+		return 3;
+	}
+	/* t = matmul(x, w) (no summed weight gradient); y = add(t, d) or
+	 * add(d, t), d and y shaped as t */
+	if ((a = pl_whole(P, k, OP_MATMUL)) && (b = pl_whole(P, k + 1, OP_ADD)) &&
+	    !a->a.mm.sum && a->nin == 2 && b->nin == 2 && pl_between(a->out, b) &&
+	    P->group[k + 1] == P->group[k]) {
+		const Value *d = b->in[0] == a->out ? b->in[1] : b->in[0];
+		if (d != a->out && graph_value_same(a->out, b->out) && graph_value_same(d, b->out)) {
+			n[0] = a, n[1] = b, *unmade = 0;
+			return 2;
+		}
+	}
+	/* t = split_heads(x); q = rope(t); or t = rope_grad(dq); d =
+	 * merge_heads(t) */
+	a = pl_whole(P, k, OP_SPLIT_HEADS), b = NULL;
+	if (a)
+		b = pl_whole(P, k + 1, OP_ROPE);
+	else if ((a = pl_whole(P, k, OP_ROPE_GRAD)))
+		b = pl_whole(P, k + 1, OP_MERGE_HEADS);
+	if (b && b->in[0] == a->out && pl_between(a->out, b) && P->group[k + 1] == P->group[k]) {
+		n[0] = a, n[1] = b, *unmade = 0;
+		return 2;
+	}
+	return 0;
+}
+
+/* Plan.call and Plan.unmade: each joint call's stages and intermediate. */
+static void
+pl_calls(Plan *P)
+{
+	int ns = P->s->stages.n;
+
+	for (int k = 0; k < ns; k++)
+		P->call[k] = k;
+	for (int k = 0; k < ns; k++) {
+		const Node *n[3];
+		int u, m = plan_joint(P, k, n, &u);
+		if (!m)
+			continue;
+		for (int j = 1; j < m; j++)
+			P->call[k + j] = k;
+		P->unmade[n[u]->out->id] = 1;
+		k += m - 1;
+	}
 }
 
 /* The input of plain stage k whose bytes the value it makes may take:
  * an elementwise op of an input of its own type, shape and spread
- * (graph_value_same), reading that input for the last time, and running alone (not hosted in a
- * collective's stage); -1: none. Each element is read before it is
- * written, by every backend's kernels. Not a mul's (cg_par.c makes a
- * norm's gain rows in one call with the norm, reading its operands
- * there); an add's only where it is a GEMM's product, which the one call
- * of the two does not make (the sum in its place). */
+ * (graph_value_same), reading that input for the last time, and running
+ * alone (not hosted in a collective's stage, not part of a joint call:
+ * plan_joint's mul and add read their operands in the call's first
+ * stage); -1: none. Each element is read before it is written, by every
+ * backend's kernels. */
 static int
 ws_twin(const Plan *P, int k, const Value *v)
 {
@@ -1048,12 +1108,11 @@ ws_twin(const Plan *P, int k, const Value *v)
 	const Node *n = P->plain[k] ? ((Stage *)s->stages.v[k])->u.node : NULL;
 
 	if (!n || n->out != v || sched_span_lo(s, k) != k || op_info[n->op].cls != CL_EW ||
-	    n->op == OP_MUL)
+	    P->call[k] != k || (k + 1 < s->stages.n && P->call[k + 1] == k))
 		return -1;
 	for (int i = 0; i < n->nin; i++) {
 		const Value *x = n->in[i];
-		if (P->last[x->id] != k || !graph_value_same(x, v) ||
-		    (n->op == OP_ADD && !ws_product(P, k, x)))
+		if (P->last[x->id] != k || !graph_value_same(x, v))
 			continue;
 		return x->id;
 	}
@@ -1072,9 +1131,10 @@ pl_touch(Plan *P, const PView *v, int stage)
 	if (v->base != PB_VALUE)
 		return;
 	P->used[v->id] = 1;
-	if (P->first[v->id] < 0)
+	if (P->first[v->id] < 0 || stage < P->first[v->id])
 		P->first[v->id] = stage;
-	P->last[v->id] = stage;
+	if (stage > P->last[v->id])
+		P->last[v->id] = stage;
 }
 
 /* The stages that touch every value. */
@@ -1085,18 +1145,19 @@ pl_liveness(Plan *P)
 
 	for (int k = 0, ci = 0; k < s->stages.n; k++) {
 		if (P->plain[k]) {
-			/* hosted (order.c): live through its host's stage too */
-			int lo = sched_span_lo(s, k);
+			/* hosted (order.c): live through its host's stage too;
+			 * in a joint call (plan_joint), through all its stages,
+			 * its intermediate nowhere */
+			int lo = sched_span_lo(s, k), c0 = P->call[k], c1 = c0;
+			while (c1 + 1 < s->stages.n && P->call[c1 + 1] == c0)
+				c1++;
 			for (int j = 0; j < P->plain[k]->nview; j++) {
-				pl_touch(P, &P->plain[k]->view[j], lo);
-				pl_touch(P, &P->plain[k]->view[j], k);
+				const PView *v = &P->plain[k]->view[j];
+				if (v->base == PB_VALUE && P->unmade[v->id])
+					continue;
+				pl_touch(P, v, lo < c0 ? lo : c0);
+				pl_touch(P, v, k > c1 ? k : c1);
 			}
-			/* a pair cg_par.c may make in one call: what the first
-			 * reads is live through the second, so that the call
-			 * finds it there */
-			if (pl_pair(P, k))
-				for (int j = 1; j < P->plain[k]->nview; j++)
-					pl_touch(P, &P->plain[k]->view[j], k + 1);
 			continue;
 		}
 		/* a hosted collective's too (order.c's 2b) */
@@ -1247,6 +1308,8 @@ plan_sched(const Sched *s)
 	P->plain = arena_alloc(a, (size_t)(s->stages.n + 1) * sizeof *P->plain);
 	P->group = arena_alloc(a, (size_t)(s->stages.n + 1) * sizeof *P->group);
 	P->rank_used = arena_alloc(a, (size_t)s->g->groups.n + 1);
+	P->call = arena_alloc(a, (size_t)(s->stages.n + 1) * sizeof *P->call);
+	P->unmade = arena_alloc(a, (size_t)nv + 1);
 	for (int k = 0, ci = 0; k < s->stages.n; k++) {
 		const Stage *st = s->stages.v[k];
 		P->group[k] = plan_stage_group(st);
@@ -1258,6 +1321,7 @@ plan_sched(const Sched *s)
 		pl_coll_plan(&L, st->u.coll);
 		P->coll[ci++] = L.pc;
 	}
+	pl_calls(P);
 	pl_liveness(P);
 	pl_workspace(P);
 	pl_reference(P, a);

@@ -155,6 +155,10 @@ typedef struct Plan {
 	                    * none (all replicated) */
 	char *rank_used;   /* by group index: some stage's expression uses the
 	                    * rank in that group (PV_R or PV_G + k) */
+	int *call;         /* by Sched.stages index: the first stage of the
+	                    * one call that runs it (plan_joint), else itself */
+	char *unmade;      /* by Value.id: a joint call's intermediate, never
+	                    * written: no place, touched by no stage */
 	/* the serial reference: whole tensors, collectives the identity */
 	int64_t *ref_off;  /* by Value.id, -1: none (io, or an alias) */
 	int *ref_alias;    /* by Value.id: the value whose storage it shares, or -1 */
@@ -164,6 +168,19 @@ typedef struct Plan {
 /* plan.c: requires a lowered schedule; ensures every stage and item
  * planned as above (verify_mem.c proves it). */
 Plan *plan_sched(const Sched *s);
+/* The stages from k on that the code generator makes in one call
+ * (cg_par.c), and whose intermediate value that call never writes: a
+ * GEMM and the add of its product (cfrt_matmul_add), a head split and
+ * the rope of its heads or a rope's gradient and its head merge
+ * (cfrt_rope through a head view), an RMS norm's gradient, the norm
+ * again and the mul of its gain's rows (cfrt_rmsnorm_grad_rows). The
+ * nodes into n[0..m), the unmade one's index into *unmade; returns m
+ * (2 or 3), or 0 where stage k begins no such call. Decided from the
+ * schedule alone (the stages plain, adjacent, not hosted, of one group
+ * and on whole tensors; the intermediate an activation read by the next
+ * stage alone): the plan makes the call's operands live through all its
+ * stages, so it needs no check of the layout. */
+int plan_joint(const Plan *P, int k, const Node *n[3], int *unmade);
 /* Does a collective of p's pass (p may be NULL: no) run inside another's
  * round (order.c's 2b: two collectives in flight)? */
 int plan_nests(const Plan *p);

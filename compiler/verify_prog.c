@@ -216,9 +216,10 @@ ws_touch(Ws *w, const PView *v, int stage)
 {
 	if (v->base != PB_VALUE)
 		return;
-	if (w->lo[v->id] < 0)
+	if (w->lo[v->id] < 0 || stage < w->lo[v->id])
 		w->lo[v->id] = stage;
-	w->hi[v->id] = stage;
+	if (stage > w->hi[v->id])
+		w->hi[v->id] = stage;
 }
 
 static void
@@ -241,11 +242,35 @@ ws_cmp(const void *x, const void *y)
 	return (a->off > b->off) - (a->off < b->off);
 }
 
+/* The joint calls of the pass (plan_joint, as the code generator makes
+ * them): call[k] the first stage of the call that runs stage k, and each
+ * call's intermediate marked in unmade[] (by Value.id). */
+static void
+ws_calls(const Plan *P, int *call, char *unmade)
+{
+	int ns = P->s->stages.n;
+
+	for (int k = 0; k < ns; k++)
+		call[k] = k;
+	for (int k = 0; k < ns; k++) {
+		const Node *nd[3];
+		int u, m = plan_joint(P, k, nd, &u);
+		if (!m)
+			continue;
+		for (int j = 1; j < m; j++)
+			call[k + j] = k;
+		unmade[nd[u]->out->id] = 1;
+		k += m - 1;
+	}
+}
+
 /* The objects of the workspace: each value some stage touches, live
- * from the first such stage to the last; each collective's scratch and
+ * from the first such stage to the last (a joint call's stages as one:
+ * it reads all its operands and writes all its results at once; its
+ * intermediate is touched by none); each collective's scratch and
  * staging, live in its stage (a hosted one's from its host's on). */
 static int
-ws_collect(const Plan *P, Ws *w, char *err, size_t n)
+ws_collect(const Plan *P, Ws *w, const int *call, const char *unmade, char *err, size_t n)
 {
 	const Sched *s = P->s;
 	const Graph *g = s->g;
@@ -253,8 +278,16 @@ ws_collect(const Plan *P, Ws *w, char *err, size_t n)
 	for (int k = 0, ci = 0; k < s->stages.n; k++) {
 		if (P->plain[k]) {
 			/* a hosted stage runs inside its host's (order.c) */
-			ws_touch_item(w, P->plain[k], sched_span_lo(s, k));
-			ws_touch_item(w, P->plain[k], k);
+			int c0 = call[k], c1 = c0, lo = sched_span_lo(s, k);
+			while (c1 + 1 < s->stages.n && call[c1 + 1] == c0)
+				c1++;
+			for (int j = 0; j < P->plain[k]->nview; j++) {
+				const PView *v = &P->plain[k]->view[j];
+				if (v->base == PB_VALUE && unmade[v->id])
+					continue;
+				ws_touch(w, v, lo < c0 ? lo : c0);
+				ws_touch(w, v, k > c1 ? k : c1);
+			}
 			continue;
 		}
 		/* a hosted collective runs inside its host's stage too */
@@ -339,10 +372,12 @@ ws_collect(const Plan *P, Ws *w, char *err, size_t n)
 /* Whether a and b, which share bytes in a common stage, are an
  * elementwise op's result in the place of an input it reads there for
  * the last time: the same bytes, the one's last stage the other's first,
- * a plain stage of its own that makes the later from the earlier, laid
- * out alike (graph_value_same: each element read before it is written). */
+ * a plain stage of its own (no joint call's: the call writes its result
+ * while it reads its operands) that makes the later from the earlier,
+ * laid out alike (graph_value_same: each element read before it is
+ * written). */
 static int
-ws_in_place(const Plan *P, const WsObj *a, const WsObj *b)
+ws_in_place(const Plan *P, const int *call, const WsObj *a, const WsObj *b)
 {
 	const Sched *s = P->s;
 	const Graph *g = s->g;
@@ -353,7 +388,8 @@ ws_in_place(const Plan *P, const WsObj *a, const WsObj *b)
 	}
 	int k = b->lo;
 	if (a->vid < 0 || b->vid < 0 || a->hi != k || a->off != b->off || a->bytes != b->bytes ||
-	    !P->plain[k] || sched_span_lo(s, k) != k)
+	    !P->plain[k] || sched_span_lo(s, k) != k || call[k] != k ||
+	    (k + 1 < s->stages.n && call[k + 1] == k))
 		return 0;
 	const Node *n = ((Stage *)s->stages.v[k])->u.node;
 	const Value *x = g->values.v[a->vid], *y = g->values.v[b->vid];
@@ -378,7 +414,11 @@ ws_check(const Plan *P, char *err, size_t n)
 	w.hi = arena_alloc(w.t, ((size_t)nv + 1) * sizeof *w.hi);
 	for (int i = 0; i < nv; i++)
 		w.lo[i] = w.hi[i] = -1;
-	rc = ws_collect(P, &w, err, n);
+	int ns = P->s->stages.n;
+	int *call = arena_alloc(w.t, ((size_t)ns + 1) * sizeof *call);
+	char *unmade = arena_alloc(w.t, (size_t)nv + 1);
+	ws_calls(P, call, unmade);
+	rc = ws_collect(P, &w, call, unmade, err, n);
 	if (w.n)
 		qsort(w.o, (size_t)w.n, sizeof *w.o, ws_cmp);
 	const Graph *g = P->s->g;
@@ -395,7 +435,7 @@ ws_check(const Plan *P, char *err, size_t n)
 		                    w.o[j].off < a->off + a->bytes; j++) {
 			const WsObj *b = &w.o[j];
 			if (b->bytes && a->bytes && a->lo <= b->hi && b->lo <= a->hi &&
-			    !ws_in_place(P, a, b)) {
+			    !ws_in_place(P, call, a, b)) {
 				snprintf(err, n, "%s at [%lld, %lld) and %s at [%lld, %lld) overlap, and "
 				         "stage %d touches both", a->name, (long long)a->off,
 				         (long long)(a->off + a->bytes), b->name, (long long)b->off,

@@ -9,9 +9,11 @@
 #   (tp = 2) the fill stays.
 # - RMS norm's backward with its gain, rmsnorm_grad, rmsnorm (xhat) and
 #   mul (dy * xhat, the gain gradient's rows), is one
-#   cfrt_rmsnorm_grad_rows call (cg_par.c's rms_grad_group) where the
+#   cfrt_rmsnorm_grad_rows call (plan.c's plan_joint) where the
 #   three are adjacent (order.c's od_glue keeps them so where that takes
 #   no compute from under a transfer);
+# - what such a call does not make (xhat, a GEMM's product, the heads
+#   between a split and its rope) has no place in the workspace;
 # Each form is checked in the generated C of examples/llama.cf, and the
 # backward is run (f64, --gradcheck: against the serial reference and
 # central finite differences) at tp = 1 and 2 under vanilla and fuse(ring)
@@ -122,6 +124,20 @@ for tp in 1 2; do
 			pass "cgfuse: llama tp=$tp $s: $ma GEMMs with their residual add in one call"
 		else
 			fail "cgfuse: llama tp=$tp $s: $ma cfrt_matmul_add calls (want $want)"
+		fi
+		# what one call does not make has no place: no offset names it
+		# in the workspace or the saved buffer (plan.c's plan_joint)
+		nm=$(sed -n 's|.*one call for the [a-z]*: \([^ ]*\) is not made.*|\1|p' "$c")
+		placed=""
+		for v in $nm; do
+			grep -qE "^#define CF_[A-Z]+_[A-Za-z0-9_]+ [0-9]+ /\* $v[, ]" "$c" &&
+				placed="$placed $v"
+		done
+		nn=$(echo "$nm" | grep -c .)
+		if [ "$nn" -ge "$ma" ] && [ "$nn" -ge "$((want + rh))" ] && [ -z "$placed" ]; then
+			pass "cgfuse: llama tp=$tp $s: the $nn values no call makes have no place"
+		else
+			fail "cgfuse: llama tp=$tp $s: $nn values not made, placed:$placed"
 		fi
 		# shellcheck disable=SC2086
 		grad "cgfuse: llama tp=$tp $s backward (f64)" "$out/grad-$tp-$t" "$tp" \

@@ -119,8 +119,8 @@ static void check(cfrt_ctx *ctx, const char *name, cfrt_dtype t,
 }
 
 /* the row-major strides of dims d */
-/* The generated code's rope through a head view (cg_par.c's
- * rope_heads_group): forward, the heads of [B,S,H*Dh] rows into packed
+/* The generated code's rope through a head view (plan.c's plan_joint,
+ * cg_par.c's emit_rope_heads): forward, the heads of [B,S,H*Dh] rows into packed
  * [B,H,S,Dh]; inverse, packed heads into the heads of [B,S,H*Dh] rows;
  * bit for bit against the head split (merge) as a copy and the rope on
  * packed heads, which the cases above check against double. */

@@ -555,6 +555,71 @@ test_in_place(void)
 	st_done(&r);
 }
 
+/* Where value x lives: its space (1: the saved buffer) and offset. */
+static int64_t
+place(const Plan *p, const Value *x, char *sp)
+{
+	*sp = x->home == HO_SAVED ? 1 : p->in_saved[x->id];
+	return x->home == HO_SAVED ? x->soff : p->off[x->id];
+}
+
+/* The Llama layer's backward at tp = 1: each joint call (plan_joint: the
+ * norm's gradient with its gain's rows, a GEMM and its add, a rope's
+ * gradient and the head merge) leaves its intermediate unmade, with no
+ * place and touched by no stage, and proves. The call reads all its
+ * operands and writes all its results at once: its result moved onto an
+ * operand that only a later stage of the call reads (the norm's x, read
+ * by the norm again) or that only its first stage reads (the GEMM's) is
+ * refused. */
+static void
+test_joint(void)
+{
+	SRun r;
+	char *text = st_example("llama");
+	Plan *p = st_run_group1(&r, text, NULL, "tp=1", ST_BWD, PIPE_PLANNED, 0) ? r.p : NULL;
+
+	free(text);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+	int kinds[3] = {-1, -1, -1}; /* the first call of each: norm, GEMM, rope */
+	for (int k = 0; k < p->s->stages.n; k++) {
+		const Node *n[3];
+		int u, m = plan_joint(p, k, n, &u);
+		if (!m)
+			continue;
+		const Value *v = n[u]->out;
+		CU_ASSERT(p->unmade[v->id] && p->off[v->id] < 0 && !p->used[v->id]);
+		for (int j = 1; j < m; j++)
+			CU_ASSERT_EQUAL(p->call[k + j], k);
+		int kind = m == 3 ? 0 : n[0]->op == OP_MATMUL ? 1 : 2;
+		if (kinds[kind] < 0)
+			kinds[kind] = k;
+		k += m - 1;
+	}
+	CU_ASSERT_FATAL(kinds[0] >= 0 && kinds[1] >= 0 && kinds[2] >= 0);
+	CU_ASSERT_EQUAL(verify_sched(r.s, p, &r.d), 0);
+	const Node *n[3];
+	int u;
+	char sp;
+	/* the gain's rows on x's bytes: x is last read by the norm again */
+	plan_joint(p, kinds[0], n, &u);
+	const Value *x = n[0]->in[1], *rows = n[2]->out;
+	CU_ASSERT_FATAL(p->off[rows->id] >= 0);
+	int64_t xo = place(p, x, &sp);
+	moved_rejects(r.s, p, &r.d, rows->id, sp, xo, "overlap, and stage");
+	/* the GEMM and add's sum on the GEMM's operand that the GEMM reads
+	 * last */
+	plan_joint(p, kinds[1], n, &u);
+	const Value *w = n[1]->out, *a = NULL;
+	for (int j = 0; j < n[0]->nin && !a; j++)
+		if (n[0]->in[j]->role == R_ACT || n[0]->in[j]->home == HO_SAVED)
+			a = n[0]->in[j];
+	CU_ASSERT_FATAL(a != NULL && p->off[w->id] >= 0);
+	int64_t ao = place(p, a, &sp);
+	moved_rejects(r.s, p, &r.d, w->id, sp, ao, "overlap, and stage");
+	CU_ASSERT_EQUAL(verify_sched(r.s, p, &r.d), 0);
+	st_done(&r);
+}
+
 void test_plan_register(void);
 
 void
@@ -577,4 +642,5 @@ test_plan_register(void)
 	CU_add_test(s, "an offset right on rank 0 only", test_wrong_off_rank0);
 	CU_add_test(s, "a tensor on a saved tensor still read", test_saved_overlap);
 	CU_add_test(s, "results in place of their inputs", test_in_place);
+	CU_add_test(s, "a joint call's operands and results", test_joint);
 }
