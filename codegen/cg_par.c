@@ -816,23 +816,14 @@ is_attn_grad(const Node *n)
 	return n->op == OP_ATTN_DQ || n->op == OP_ATTN_DK || n->op == OP_ATTN_DV;
 }
 
-/* Stage k as a plain attention gradient whose operands are whole per-rank
- * tensors (no view cut out of them): its node, else NULL. */
+/* Stage k as a plain attention gradient run alone on whole per-rank
+ * tensors (plan_whole): its node, else NULL. */
 static const Node *
 whole_attn_grad(const Plan *plan, int k)
 {
-	const PItem *p = k < plan->s->stages.n ? plan->plain[k] : NULL;
-	const Node *n;
+	const Node *n = plan_whole(plan, k);
 
-	if (!p)
-		return NULL;
-	n = ((Stage *)plan->s->stages.v[k])->u.node;
-	if (!is_attn_grad(n))
-		return NULL;
-	for (int j = 0; j < p->nview; j++)
-		if (p->view[j].ncut > 0)
-			return NULL;
-	return n;
+	return n && is_attn_grad(n) ? n : NULL;
 }
 
 /* Where the bytes of v are: *off bytes into the workspace (0) or the

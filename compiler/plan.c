@@ -1005,23 +1005,27 @@ ws_saved(Plan *P, Ws *w, int *objof)
 	}
 }
 
-/* Stage k as a plain node of kind op on whole per-rank tensors, run
- * alone (not hosted in a collective's stage): the node, else NULL. */
-static const Node *
-pl_whole(const Plan *P, int k, OpKind op)
+const Node *
+plan_whole(const Plan *P, int k)
 {
 	const Sched *s = P->s;
 	const PItem *p = k < s->stages.n ? P->plain[k] : NULL;
 
 	if (!p || sched_span_lo(s, k) != k)
 		return NULL;
-	const Node *n = ((Stage *)s->stages.v[k])->u.node;
-	if (n->op != op)
-		return NULL;
 	for (int j = 0; j < p->nview; j++)
 		if (p->view[j].ncut > 0)
 			return NULL;
-	return n;
+	return ((Stage *)s->stages.v[k])->u.node;
+}
+
+/* plan_whole's node where it is of kind op, else NULL. */
+static const Node *
+pl_whole(const Plan *P, int k, OpKind op)
+{
+	const Node *n = plan_whole(P, k);
+
+	return n && n->op == op ? n : NULL;
 }
 
 /* Whether v, made by a stage and read by node b alone, may go unmade:
@@ -1074,24 +1078,33 @@ plan_joint(const Plan *P, int k, const Node *n[3], int *unmade)
 	return 0;
 }
 
-/* Plan.call and Plan.unmade: each joint call's stages and intermediate. */
-static void
-pl_calls(Plan *P)
+void
+plan_calls(const Plan *P, int *call, char *unmade)
 {
 	int ns = P->s->stages.n;
 
 	for (int k = 0; k < ns; k++)
-		P->call[k] = k;
+		call[k] = k;
 	for (int k = 0; k < ns; k++) {
 		const Node *n[3];
 		int u, m = plan_joint(P, k, n, &u);
 		if (!m)
 			continue;
 		for (int j = 1; j < m; j++)
-			P->call[k + j] = k;
-		P->unmade[n[u]->out->id] = 1;
+			call[k + j] = k;
+		unmade[n[u]->out->id] = 1;
 		k += m - 1;
 	}
+}
+
+int
+plan_call_end(const Plan *P, const int *call, int k)
+{
+	int end = call[k];
+
+	while (end + 1 < P->s->stages.n && call[end + 1] == call[k])
+		end++;
+	return end;
 }
 
 /* The input of plain stage k whose bytes the value it makes may take:
@@ -1148,9 +1161,7 @@ pl_liveness(Plan *P)
 			/* hosted (order.c): live through its host's stage too;
 			 * in a joint call (plan_joint), through all its stages,
 			 * its intermediate nowhere */
-			int lo = sched_span_lo(s, k), c0 = P->call[k], c1 = c0;
-			while (c1 + 1 < s->stages.n && P->call[c1 + 1] == c0)
-				c1++;
+			int lo = sched_span_lo(s, k), c0 = P->call[k], c1 = plan_call_end(P, P->call, k);
 			for (int j = 0; j < P->plain[k]->nview; j++) {
 				const PView *v = &P->plain[k]->view[j];
 				if (v->base == PB_VALUE && P->unmade[v->id])
@@ -1321,7 +1332,7 @@ plan_sched(const Sched *s)
 		pl_coll_plan(&L, st->u.coll);
 		P->coll[ci++] = L.pc;
 	}
-	pl_calls(P);
+	plan_calls(P, P->call, P->unmade);
 	pl_liveness(P);
 	pl_workspace(P);
 	pl_reference(P, a);

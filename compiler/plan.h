@@ -156,7 +156,7 @@ typedef struct Plan {
 	char *rank_used;   /* by group index: some stage's expression uses the
 	                    * rank in that group (PV_R or PV_G + k) */
 	int *call;         /* by Sched.stages index: the first stage of the
-	                    * one call that runs it (plan_joint), else itself */
+	                    * one call that runs it (plan_calls), else itself */
 	char *unmade;      /* by Value.id: a joint call's intermediate, never
 	                    * written: no place, touched by no stage */
 	/* the serial reference: whole tensors, collectives the identity */
@@ -181,6 +181,16 @@ Plan *plan_sched(const Sched *s);
  * stage alone): the plan makes the call's operands live through all its
  * stages, so it needs no check of the layout. */
 int plan_joint(const Plan *P, int k, const Node *n[3], int *unmade);
+/* Every joint call of P's pass: call[k] the first stage of the call that
+ * runs stage k (k itself where none), and each call's intermediate set
+ * in unmade[] (by Value.id). The plan fills Plan.call and .unmade so;
+ * the verifier derives its own from the schedule. */
+void plan_calls(const Plan *P, int *call, char *unmade);
+/* The last stage of the call that runs stage k (call: plan_calls's). */
+int plan_call_end(const Plan *P, const int *call, int k);
+/* Plain stage k's node where it runs alone (not hosted in a collective's
+ * stage) on whole per-rank tensors (no view cut out of them), else NULL. */
+const Node *plan_whole(const Plan *P, int k);
 /* Does a collective of p's pass (p may be NULL: no) run inside another's
  * round (order.c's 2b: two collectives in flight)? */
 int plan_nests(const Plan *p);

@@ -242,28 +242,6 @@ ws_cmp(const void *x, const void *y)
 	return (a->off > b->off) - (a->off < b->off);
 }
 
-/* The joint calls of the pass (plan_joint, as the code generator makes
- * them): call[k] the first stage of the call that runs stage k, and each
- * call's intermediate marked in unmade[] (by Value.id). */
-static void
-ws_calls(const Plan *P, int *call, char *unmade)
-{
-	int ns = P->s->stages.n;
-
-	for (int k = 0; k < ns; k++)
-		call[k] = k;
-	for (int k = 0; k < ns; k++) {
-		const Node *nd[3];
-		int u, m = plan_joint(P, k, nd, &u);
-		if (!m)
-			continue;
-		for (int j = 1; j < m; j++)
-			call[k + j] = k;
-		unmade[nd[u]->out->id] = 1;
-		k += m - 1;
-	}
-}
-
 /* The objects of the workspace: each value some stage touches, live
  * from the first such stage to the last (a joint call's stages as one:
  * it reads all its operands and writes all its results at once; its
@@ -278,9 +256,7 @@ ws_collect(const Plan *P, Ws *w, const int *call, const char *unmade, char *err,
 	for (int k = 0, ci = 0; k < s->stages.n; k++) {
 		if (P->plain[k]) {
 			/* a hosted stage runs inside its host's (order.c) */
-			int c0 = call[k], c1 = c0, lo = sched_span_lo(s, k);
-			while (c1 + 1 < s->stages.n && call[c1 + 1] == c0)
-				c1++;
+			int c0 = call[k], c1 = plan_call_end(P, call, k), lo = sched_span_lo(s, k);
 			for (int j = 0; j < P->plain[k]->nview; j++) {
 				const PView *v = &P->plain[k]->view[j];
 				if (v->base == PB_VALUE && unmade[v->id])
@@ -417,7 +393,7 @@ ws_check(const Plan *P, char *err, size_t n)
 	int ns = P->s->stages.n;
 	int *call = arena_alloc(w.t, ((size_t)ns + 1) * sizeof *call);
 	char *unmade = arena_alloc(w.t, (size_t)nv + 1);
-	ws_calls(P, call, unmade);
+	plan_calls(P, call, unmade); /* the calls as the code generator makes them */
 	rc = ws_collect(P, &w, call, unmade, err, n);
 	if (w.n)
 		qsort(w.o, (size_t)w.n, sizeof *w.o, ws_cmp);

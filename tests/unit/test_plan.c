@@ -503,6 +503,20 @@ maker(const Plan *p, int i)
 	return k >= 0 && p->plain[k] ? ((Stage *)p->s->stages.v[k])->u.node : NULL;
 }
 
+/* The plan of the Llama example's backward at tp = 1, the gathers over
+ * the group of one taken out (cfc's default): swiglu's backward and the
+ * joint calls run as plain stages. */
+static Plan *
+llama_bwd_plan(SRun *r)
+{
+	char *text = st_example("llama");
+	Plan *p = st_run_group1(r, text, NULL, "tp=1", ST_BWD, PIPE_PLANNED, 0) ? r->p : NULL;
+
+	free(text);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+	return p;
+}
+
 /* The Llama layer's backward at tp = 1 keeps swiglu's input gradients
  * in the bytes of the saved inputs they read last (an elementwise result
  * in place of its input), which proves; a GEMM's result moved onto an
@@ -512,13 +526,7 @@ static void
 test_in_place(void)
 {
 	SRun r;
-	char *text = st_example("llama");
-	/* the gathers over the group of one taken out (cfc's default):
-	 * swiglu's backward runs as plain stages */
-	Plan *p = st_run_group1(&r, text, NULL, "tp=1", ST_BWD, PIPE_PLANNED, 0) ? r.p : NULL;
-
-	free(text);
-	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+	Plan *p = llama_bwd_plan(&r);
 	const Graph *b = r.g->bwd;
 	int ew = -1, mm = -1;
 	for (int i = 0; i < b->values.n; i++) {
@@ -575,11 +583,7 @@ static void
 test_joint(void)
 {
 	SRun r;
-	char *text = st_example("llama");
-	Plan *p = st_run_group1(&r, text, NULL, "tp=1", ST_BWD, PIPE_PLANNED, 0) ? r.p : NULL;
-
-	free(text);
-	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+	Plan *p = llama_bwd_plan(&r);
 	int kinds[3] = {-1, -1, -1}; /* the first call of each: norm, GEMM, rope */
 	for (int k = 0; k < p->s->stages.n; k++) {
 		const Node *n[3];
